@@ -1,0 +1,23 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Strata",
+    products: [
+        .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataStorage", targets: ["StrataStorage"]),
+        .executable(name: "strata", targets: ["strata"]),
+        .executable(name: "strata-bench", targets: ["strata-bench"]),
+    ],
+    targets: [
+        .target(name: "StrataStorage"),
+        .target(name: "Strata", dependencies: ["StrataStorage"]),
+        .executableTarget(name: "strata", dependencies: ["StrataStorage"]),
+        .executableTarget(name: "strata-bench", dependencies: ["Strata", "StrataStorage"], path: "Benchmarks/strata-bench"),
+        // Spawned by the crash and multi-process tests: commits numbered transactions until killed.
+        .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage"], path: "Tests/StrataTestHelper"),
+        .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,355 @@
+// Copy-on-write B+tree updates. A page that a committed snapshot can see is never modified: the
+// writer copies the path from the root to the leaf ("touch"), frees the old pages into this
+// commit's free-list record, and edits its own copies. Splits and merges then work on dirty pages.
+
+struct PathStep {
+    var pgno: PageNo
+    var index: Int
+}
+
+extension WriteTransaction {
+    // MARK: Pages
+
+    /// A new dirty buffer of `pages` pages for page number `pgno`.
+    func newDirty(_ pgno: PageNo, pages count: Int = 1) -> UnsafeMutableRawPointer {
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: count * pageSize, alignment: 4096)
+        pages.dirty[pgno] = buffer
+        return buffer
+    }
+
+    /// A page number for `count` pages: this transaction's own freed pages first, then the
+    /// committed free list, then the end of the file.
+    func allocate(_ count: Int = 1) throws -> PageNo {
+        if count == 1 {
+            if !committingFreeList, let page = spare.popLast() { return page }
+            if let page = try allocator.allocateOne() { return page }
+        } else if let page = try allocator.allocateRun(count) {
+            return page
+        }
+        let page = pageCount
+        pageCount += UInt64(count)
+        return page
+    }
+
+    /// Frees a page or run this transaction no longer references.
+    func free(_ pgno: PageNo, pages count: Int = 1) throws {
+        if let buffer = pages.dirty.removeValue(forKey: pgno) {
+            // Written by this transaction: no snapshot has seen it, so it is reusable at once.
+            buffer.deallocate()
+            for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
+            return
+        }
+        let born = min(try pages.page(pgno).u64(PageHeader.txnid), txnid - 1)
+        for p in pgno..<(pgno + UInt64(count)) { freed.append(FreeEntry(page: p, born: born)) }
+    }
+
+    /// Makes `pgno` writable: returns it if already dirty, otherwise a dirty copy under a new number.
+    func touch(_ pgno: PageNo) throws -> (PageNo, UnsafeMutableRawPointer) {
+        if let buffer = pages.dirty[pgno] { return (pgno, buffer) }
+        let source = try pages.page(pgno)
+        try Node(source, pgno: pgno, pageSize: pageSize).validateAll()
+        let newPage = try allocate()
+        let buffer = newDirty(newPage)
+        buffer.copyMemory(from: source, byteCount: pageSize)
+        try free(pgno)
+        return (newPage, buffer)
+    }
+
+    private func dirtyPage(_ pgno: PageNo) throws -> UnsafeMutableRawPointer {
+        guard let buffer = pages.dirty[pgno] else { throw StorageError.internalError("page \(pgno) on the write path is not dirty") }
+        return buffer
+    }
+
+    /// Copies the path from the root to the leaf that holds `key`, recording it in `path`.
+    private func touchPath(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer) throws -> (PageNo, UnsafeMutableRawPointer) {
+        path.removeAll(keepingCapacity: true)
+        var (pgno, page) = try touch(tree.root)
+        tree.root = pgno
+        while UnsafeRawPointer(page).u8(PageHeader.type) == PageType.branch.rawValue {
+            if path.count >= maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+            let node = try Node(page, pgno: pgno, pageSize: pageSize)
+            let index = try node.branchSearch(key)
+            path.append(PathStep(pgno: pgno, index: index))
+            let child = try node.child(index)
+            let (childPage, childBuffer) = try touch(child)
+            if childPage != child { MutableNode(base: page, pageSize: pageSize).setChild(index, childPage) }
+            pgno = childPage
+            page = childBuffer
+        }
+        return (pgno, page)
+    }
+
+    // MARK: Put
+
+    /// Stores `value` under `key`. Returns true when the key is new. With `overwrite` false an
+    /// existing key is left alone and false is returned.
+    @discardableResult
+    func put(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, overwrite: Bool = true) throws -> Bool {
+        let maxKey = Limits.maxKeySize(pageSize: pageSize)
+        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
+        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
+        if !overwrite, try pages.get(root: tree.root, key: key) != nil { return false }
+        pages.version &+= 1
+        let entry = try makeLeafEntry(key: key, value: value)
+        if tree.root == 0 {
+            let pgno = try allocate()
+            let page = newDirty(pgno)
+            MutableNode.initialize(page, pageSize: pageSize, type: .leaf)
+            MutableNode(base: page, pageSize: pageSize).append(entry)
+            tree.root = pgno
+            tree.count = 1
+            return true
+        }
+        let (pgno, page) = try touchPath(&tree, key: key)
+        let leaf = try Node(page, pgno: pgno, pageSize: pageSize)
+        let (index, found) = try leaf.leafSearch(key)
+        if found {
+            if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
+            MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
+        } else {
+            tree.count += 1
+        }
+        try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
+        return !found
+    }
+
+    /// Serialises a leaf entry into `entryScratch`, moving a large value to a new overflow run.
+    private func makeLeafEntry(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer {
+        let e = entryScratch
+        e.setU16(0, UInt16(key.count))
+        e.setU8(3, 0)
+        e.setU32(4, UInt32(value.count))
+        e.advanced(by: LeafEntry.headerSize).copyMemory(from: key.baseAddress!, byteCount: key.count)
+        let valueStart = LeafEntry.headerSize + key.count
+        if valueStart + value.count <= Limits.maxInlineEntry(pageSize: pageSize) {
+            e.setU8(2, 0)
+            if value.count > 0 { (e + valueStart).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+            return UnsafeRawBufferPointer(start: e, count: valueStart + value.count)
+        }
+        let runPages = (PageHeader.size + value.count + pageSize - 1) / pageSize
+        let run = try allocate(runPages)
+        let buffer = newDirty(run, pages: runPages)
+        buffer.initializeMemory(as: UInt8.self, repeating: 0, count: PageHeader.size)
+        buffer.setU8(PageHeader.type, PageType.overflow.rawValue)
+        buffer.setU32(PageHeader.runPages, UInt32(runPages))
+        (buffer + PageHeader.size).copyMemory(from: value.baseAddress!, byteCount: value.count)
+        let tail = runPages * pageSize - PageHeader.size - value.count
+        if tail > 0 { (buffer + PageHeader.size + value.count).initializeMemory(as: UInt8.self, repeating: 0, count: tail) }
+        e.setU8(2, LeafEntry.overflowFlag)
+        e.setU64(valueStart, run)
+        return UnsafeRawBufferPointer(start: e, count: valueStart + 8)
+    }
+
+    private func freeOverflow(_ run: PageNo) throws {
+        let p = try pages.page(run)
+        if p.u8(PageHeader.type) != PageType.overflow.rawValue {
+            throw StorageError.corrupt(page: run, reason: "expected an overflow run")
+        }
+        let count = Int(p.u32(PageHeader.runPages))
+        if count == 0 || (pages.dirty[run] == nil && run + UInt64(count) > pages.limit) {
+            throw StorageError.corrupt(page: run, reason: "overflow run of \(count) pages runs past the file end")
+        }
+        try free(run, pages: count)
+    }
+
+    /// Inserts `entry` at `index` of the dirty page `pgno` at depth `level` of `path`, splitting
+    /// upwards as needed.
+    private func insert(_ entry: UnsafeRawBufferPointer, level: Int, pgno: PageNo, index: Int, tree: inout TreeInfo) throws {
+        let page = try dirtyPage(pgno)
+        let node = MutableNode(base: page, pageSize: pageSize)
+        if node.insert(entry, at: index, scratch: scratch) { return }
+
+        // Split. Work from a copy so entries can be rebuilt into the original page.
+        splitScratch.copyMemory(from: page, byteCount: pageSize)
+        let old = try Node(splitScratch, pgno: pgno, pageSize: pageSize)
+        var entries: [UnsafeRawBufferPointer] = []
+        entries.reserveCapacity(old.count + 1)
+        for i in 0..<old.count { entries.append(try old.entryBytes(i)) }
+        entries.insert(entry, at: index)
+        let n = entries.count
+
+        // Keys arriving in ascending order at the right edge of the tree (auto-increment ids, bulk
+        // loads) leave the left page full and start a new one with just the new entry.
+        var appendAtEdge = index == n - 1
+        if appendAtEdge {
+            for step in path[0..<level] {
+                if step.index != Int(try dirtyPage(step.pgno).u16PageCount) - 1 { appendAtEdge = false; break }
+            }
+        }
+        var split: Int
+        if appendAtEdge {
+            split = n - 1
+        } else {
+            let total = entries.reduce(0) { $0 + $1.count + 2 }
+            var acc = 0
+            split = 1
+            for i in 0..<n {
+                acc += entries[i].count + 2
+                if acc * 2 >= total { split = i + 1; break }
+            }
+            split = max(1, min(split, n - 1))
+        }
+
+        let rightPage = try allocate()
+        let right = newDirty(rightPage)
+        MutableNode.initialize(right, pageSize: pageSize, type: old.isLeaf ? .leaf : .branch)
+        node.rebuild(entries[0..<split])
+        let rightNode = MutableNode(base: right, pageSize: pageSize)
+        var separator: [UInt8]
+        if old.isLeaf {
+            let first = entries[split]
+            separator = Array(UnsafeRawBufferPointer(rebasing: first[LeafEntry.headerSize..<(LeafEntry.headerSize + Int(UInt16(littleEndian: first.loadUnaligned(as: UInt16.self))))]))
+            rightNode.rebuild(entries[split...])
+        } else {
+            // The first key of the right branch moves up; its entry keeps only the child.
+            let first = entries[split]
+            let keyLength = Int(UInt16(littleEndian: first.loadUnaligned(fromByteOffset: 8, as: UInt16.self)))
+            separator = Array(UnsafeRawBufferPointer(rebasing: first[BranchEntry.headerSize..<(BranchEntry.headerSize + keyLength)]))
+            var head = [UInt8](repeating: 0, count: BranchEntry.headerSize)
+            head.withUnsafeMutableBytes { $0.baseAddress!.setU64(0, first.loadUnaligned(as: UInt64.self)) }
+            head.withUnsafeBytes { rightNode.append($0) }
+            for e in entries[(split + 1)...] { rightNode.append(e) }
+        }
+
+        let parentEntry = branchEntry(child: rightPage, key: separator)
+        if level == 0 {
+            let rootPage = try allocate()
+            let root = newDirty(rootPage)
+            MutableNode.initialize(root, pageSize: pageSize, type: .branch)
+            let rootNode = MutableNode(base: root, pageSize: pageSize)
+            branchEntry(child: pgno, key: []).withUnsafeBytes { rootNode.append($0) }
+            parentEntry.withUnsafeBytes { rootNode.append($0) }
+            tree.root = rootPage
+            return
+        }
+        let parent = path[level - 1]
+        try parentEntry.withUnsafeBytes { (e) throws in
+            try insert(e, level: level - 1, pgno: parent.pgno, index: parent.index + 1, tree: &tree)
+        }
+    }
+
+    private func branchEntry(child: PageNo, key: [UInt8]) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: BranchEntry.headerSize + key.count)
+        bytes.withUnsafeMutableBytes { p in
+            p.baseAddress!.setU64(0, child)
+            p.baseAddress!.setU16(8, UInt16(key.count))
+            if !key.isEmpty { (p.baseAddress! + BranchEntry.headerSize).copyMemory(from: key, byteCount: key.count) }
+        }
+        return bytes
+    }
+
+    // MARK: Delete
+
+    /// Removes `key`. Returns false when it was not there.
+    @discardableResult
+    func delete(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer) throws -> Bool {
+        if key.count == 0 || tree.root == 0 { return false }
+        if try pages.get(root: tree.root, key: key) == nil { return false }
+        pages.version &+= 1
+        let (pgno, page) = try touchPath(&tree, key: key)
+        let leaf = try Node(page, pgno: pgno, pageSize: pageSize)
+        let (index, found) = try leaf.leafSearch(key)
+        if !found { throw StorageError.internalError("key vanished between search and delete") }
+        if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
+        MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
+        tree.count -= 1
+        try rebalance(level: path.count, pgno: pgno, tree: &tree)
+        return true
+    }
+
+    /// Merges an underfull page with a sibling when both fit in one page, then looks at the parent.
+    /// A root branch left with one child is replaced by that child; an empty root leaf empties the tree.
+    private func rebalance(level: Int, pgno: PageNo, tree: inout TreeInfo) throws {
+        let page = try dirtyPage(pgno)
+        let node = try Node(page, pgno: pgno, pageSize: pageSize)
+        if level == 0 {
+            if node.isLeaf {
+                if node.count == 0 {
+                    try free(pgno)
+                    tree.root = 0
+                }
+            } else if node.count == 1 {
+                tree.root = try node.child(0)
+                try free(pgno)
+                // A root left with a single child by an earlier degenerate state collapses too.
+                while tree.root != 0 {
+                    let root = try pages.node(tree.root)
+                    if root.isLeaf || root.count != 1 { break }
+                    let only = try root.child(0)
+                    try free(tree.root)
+                    tree.root = only
+                }
+            }
+            return
+        }
+        let parentStep = path[level - 1]
+        if node.usedBytes >= pageSize / 4 { return }
+        let parentPage = try dirtyPage(parentStep.pgno)
+        let parent = try Node(parentPage, pgno: parentStep.pgno, pageSize: pageSize)
+        if parent.count >= 2 {
+            let index = parentStep.index
+            let siblingIndex = index > 0 ? index - 1 : index + 1
+            let sibling = try parent.child(siblingIndex)
+            let (siblingPage, siblingBuffer) = try touch(sibling)
+            if siblingPage != sibling { MutableNode(base: parentPage, pageSize: pageSize).setChild(siblingIndex, siblingPage) }
+            let (leftIndex, leftPage, leftBuffer, rightPage, rightBuffer) = index > 0
+                ? (siblingIndex, siblingPage, siblingBuffer, pgno, page)
+                : (index, pgno, page, siblingPage, siblingBuffer)
+            let rightIndex = leftIndex + 1
+            let left = try Node(leftBuffer, pgno: leftPage, pageSize: pageSize)
+            let right = try Node(rightBuffer, pgno: rightPage, pageSize: pageSize)
+            let separator = Array(try parent.key(rightIndex))
+            let combined = left.usedBytes + right.usedBytes - PageHeader.size + (node.isLeaf ? 0 : separator.count)
+            if combined <= pageSize {
+                splitScratch.copyMemory(from: leftBuffer, byteCount: pageSize)
+                let leftCopy = try Node(splitScratch, pgno: leftPage, pageSize: pageSize)
+                var entries: [UnsafeRawBufferPointer] = []
+                entries.reserveCapacity(left.count + right.count)
+                for i in 0..<leftCopy.count { entries.append(try leftCopy.entryBytes(i)) }
+                var rekeyed: [UInt8] = []
+                if node.isLeaf {
+                    for i in 0..<right.count { entries.append(try right.entryBytes(i)) }
+                } else {
+                    // The right page's first child had an implicit key; it becomes the separator.
+                    rekeyed = branchEntry(child: try right.child(0), key: separator)
+                    entries.append(UnsafeRawBufferPointer(start: nil, count: 0)) // placeholder, replaced below
+                    for i in 1..<right.count { entries.append(try right.entryBytes(i)) }
+                }
+                let leftNode = MutableNode(base: leftBuffer, pageSize: pageSize)
+                rekeyed.withUnsafeBytes { r in
+                    if !node.isLeaf { entries[leftCopy.count] = r }
+                    leftNode.rebuild(entries[...])
+                }
+                MutableNode(base: parentPage, pageSize: pageSize).remove(at: rightIndex, entrySize: try parent.entrySize(rightIndex))
+                try free(rightPage)
+                if path[level - 1].index >= rightIndex { path[level - 1].index -= 1 }
+            }
+        }
+        try rebalance(level: level - 1, pgno: parentStep.pgno, tree: &tree)
+    }
+
+    // MARK: Drop
+
+    /// Frees every page of a tree.
+    func freeTree(_ root: PageNo) throws {
+        if root == 0 { return }
+        var stack: [(PageNo, Int)] = [(root, 0)]
+        while let (pgno, depth) = stack.popLast() {
+            if depth > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+            let node = try pages.node(pgno)
+            for i in 0..<node.count {
+                if node.isLeaf {
+                    if case .overflow(let run, _) = try node.value(i) { try freeOverflow(run) }
+                } else {
+                    stack.append((try node.child(i), depth + 1))
+                }
+            }
+            try free(pgno)
+        }
+    }
+}
+
+extension UnsafeMutableRawPointer {
+    /// Slot count of a branch or leaf page.
+    var u16PageCount: UInt16 { UnsafeRawPointer(self).u16(PageHeader.count) }
+}

@@ -1,0 +1,185 @@
+// Commit: trees into the catalog, the free list into its tree, then pages and meta to disk.
+//
+// Order of writes (FORMAT.md, "Commit"):
+//   1. every dirty page, sealed with its page number, this transaction's id and its checksum;
+//   2. the meta page into slot txnid % 2, listing the pages of step 1 (the commit record);
+//   3. one sync (`SyncMode.single`), or a sync before and after the meta (`SyncMode.double`).
+// No page a committed snapshot can see is ever overwritten, so the previous meta and its tree stay
+// intact whatever happens to this commit. On open, the newest meta is trusted only if every page
+// of its commit record carries its number, its transaction id and a matching checksum.
+
+extension WriteTransaction {
+    func commit() throws {
+        try checkOpen()
+        finish()
+        defer { releaseBuffers() }
+
+        for state in trees.values where state.modified {
+            let key = Array(state.name.utf8)
+            try key.withUnsafeBytes { (k) throws in
+                if state.dropped {
+                    _ = try delete(&catalog, key: k)
+                } else {
+                    try state.info.encoded().withUnsafeBytes { (v) throws in
+                        _ = try put(&catalog, key: k, value: v)
+                    }
+                }
+            }
+        }
+        if pages.dirty.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
+            return   // Nothing changed: no write, no sync, no new transaction id.
+        }
+        if let (run, count) = previousRecordRun {
+            // The previous commit's record is only needed while that commit is the newest.
+            try free(run, pages: count)
+        }
+
+        try writeFreeList()
+
+        // Seal every dirty page.
+        let written = pages.dirty.keys.sorted()
+        for pgno in written {
+            let buffer = pages.dirty[pgno]!
+            buffer.setU64(PageHeader.pageNumber, pgno)
+            buffer.setU64(PageHeader.txnid, txnid)
+            buffer.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(buffer), byteCount: runPages(buffer) * pageSize))
+        }
+
+        var meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: pageCount, catalog: catalog, free: freeTree,
+                        recordRun: 0, recordCount: written.count)
+        var writes = written.map { pgno -> (PageNo, UnsafeRawBufferPointer) in
+            let buffer = pages.dirty[pgno]!
+            return (pgno, UnsafeRawBufferPointer(start: buffer, count: runPages(buffer) * pageSize))
+        }
+        var recordBuffer: UnsafeMutableRawPointer?
+        defer { recordBuffer?.deallocate() }
+        if written.count > Meta.inlineCapacity(pageSize: pageSize) {
+            // Too many pages to list in the meta page: list them in a run at the end of the file,
+            // which the next commit frees.
+            let count = (PageHeader.size + 8 * written.count + pageSize - 1) / pageSize
+            let run = pageCount
+            pageCount += UInt64(count)
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: count * pageSize, alignment: 4096)
+            buffer.initializeMemory(as: UInt8.self, repeating: 0, count: count * pageSize)
+            buffer.setU64(PageHeader.pageNumber, run)
+            buffer.setU64(PageHeader.txnid, txnid)
+            buffer.setU8(PageHeader.type, PageType.commitRecord.rawValue)
+            buffer.setU32(PageHeader.runPages, UInt32(count))
+            for (i, pgno) in written.enumerated() { buffer.setU64(PageHeader.size + 8 * i, pgno) }
+            buffer.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(buffer), byteCount: count * pageSize))
+            recordBuffer = buffer
+            meta.recordRun = run
+            meta.pageCount = pageCount
+            writes.append((run, UnsafeRawBufferPointer(start: buffer, count: count * pageSize)))
+        }
+
+        let file = env.file
+        try writePages(writes, file: file)
+        let needed = pageCount * UInt64(pageSize)
+        if fileSize < needed {
+            // Pages allocated at the end and freed again were never written; the file must still cover them.
+            try file.truncate(to: needed)
+            fileSize = needed
+        }
+
+        let metaBuffer = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
+        defer { metaBuffer.deallocate() }
+        meta.encode(into: metaBuffer, inlineRecord: meta.recordRun == 0 ? written : [])
+        let metaBytes = UnsafeRawBufferPointer(start: metaBuffer, count: pageSize)
+        let metaOffset = (txnid % 2) * UInt64(pageSize)
+        do {
+            switch (durability, env.syncMode) {
+            case (.noSync, _):
+                try file.write(metaBytes, at: metaOffset)
+            case (.full, .single):
+                try file.write(metaBytes, at: metaOffset)
+                try file.sync()
+            case (.full, .double):
+                try file.sync()
+                try file.write(metaBytes, at: metaOffset)
+                try file.sync()
+            }
+        } catch {
+            // The meta may be in the page cache and reach the disk later with pages that did not:
+            // spoil it so that reopening picks the previous commit. Best effort; the error stands.
+            let zeros = [UInt8](repeating: 0, count: pageSize)
+            zeros.withUnsafeBytes { try? file.write($0, at: metaOffset) }
+            throw error
+        }
+        env.readers.publish(latest: txnid)
+        _ = try? env.maps.ensure(bytes: Int(pageCount) * pageSize)
+    }
+
+    /// Pages in the run starting at `buffer` (1 unless it is an overflow run).
+    private func runPages(_ buffer: UnsafeMutableRawPointer) -> Int {
+        let p = UnsafeRawPointer(buffer)
+        return p.u8(PageHeader.type) == PageType.overflow.rawValue ? Int(p.u32(PageHeader.runPages)) : 1
+    }
+
+    /// Writes page runs sorted by number, joining neighbours into one vectored write.
+    private func writePages(_ writes: [(PageNo, UnsafeRawBufferPointer)], file: FileIO) throws {
+        var i = 0
+        while i < writes.count {
+            let start = writes[i].0
+            var batch = [writes[i].1]
+            var next = start + UInt64(writes[i].1.count / pageSize)
+            i += 1
+            while i < writes.count && writes[i].0 == next && batch.count < 512 {
+                batch.append(writes[i].1)
+                next += UInt64(writes[i].1.count / pageSize)
+                i += 1
+            }
+            try file.write(batch, at: start * UInt64(pageSize))
+        }
+    }
+
+    /// Records this commit's frees and the committed chunks its allocations consumed.
+    ///
+    /// Writing the free-page tree itself allocates and frees pages, which changes what must be
+    /// written; so it repeats until a pass changes nothing. While it runs, allocation skips this
+    /// transaction's spare pages, so the set of freed pages only grows and the set of committed
+    /// free pages only shrinks: the loop converges, in practice in two or three passes.
+    func writeFreeList() throws {
+        committingFreeList = true
+        let capacity = FreeListFormat.chunkCapacity(pageSize: pageSize)
+        var ownChunks = 0
+        for _ in 0..<64 {
+            let before = (allocator.allocations, freed.count, spare.count, pageCount)
+            for chunk in allocator.chunks where chunk.modified {
+                try chunk.key.withUnsafeBytes { (k) throws in
+                    let entries = chunk.entries
+                    if entries.isEmpty {
+                        _ = try delete(&freeTree, key: k)
+                    } else {
+                        try FreeListFormat.encode(entries[...]).withUnsafeBytes { (v) throws in
+                            _ = try put(&freeTree, key: k, value: v)
+                        }
+                    }
+                }
+            }
+            var own = freed
+            own.reserveCapacity(freed.count + spare.count)
+            for page in spare { own.append(FreeEntry(page: page, born: txnid)) }
+            let chunkCount = (own.count + capacity - 1) / capacity
+            for c in 0..<chunkCount {
+                let slice = own[(c * capacity)..<min(own.count, (c + 1) * capacity)]
+                try FreeListFormat.key(freedBy: txnid, chunk: UInt32(c)).withUnsafeBytes { (k) throws in
+                    try FreeListFormat.encode(slice).withUnsafeBytes { (v) throws in
+                        _ = try put(&freeTree, key: k, value: v)
+                    }
+                }
+            }
+            if chunkCount < ownChunks {
+                for c in chunkCount..<ownChunks {
+                    try FreeListFormat.key(freedBy: txnid, chunk: UInt32(c)).withUnsafeBytes { (k) throws in
+                        _ = try delete(&freeTree, key: k)
+                    }
+                }
+            }
+            ownChunks = max(ownChunks, chunkCount)
+            let after = (allocator.allocations, freed.count, spare.count, pageCount)
+            if before == after { return }
+        }
+        throw StorageError.internalError("free-list update did not converge")
+    }
+}

@@ -1,0 +1,300 @@
+import Synchronization
+
+// One open page file in this process, shared by every `Store` handle on it. fcntl locks belong to
+// the process and vanish when any descriptor of the file closes, so the lock file must be opened
+// once per process: handles of the same file (found by device and inode) share this object.
+
+/// `@unchecked Sendable`: every stored property is immutable or synchronised: `writer` is a Mutex,
+/// `writerThread` an atomic, and the file, lock file, reader table and map table are Sendable.
+final class Environment: @unchecked Sendable {
+    let file: FileIO
+    let lockFile: FileIO?
+    let readers: ReaderTable
+    let maps: MapTable
+    let path: String
+    let pageSize: Int
+    let syncMode: SyncMode
+    let identity: FileIdentity?
+    /// Serialises writers of this process; the lock file's fcntl lock serialises processes.
+    let writer = Mutex<Void>(())
+    /// Hash of the thread inside `write`, to turn a nested write into an error instead of a deadlock.
+    let writerThread = Atomic<UInt>(0)
+    private let lockFileMap: (address: UInt, length: Int)?
+
+    private init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
+                 pageSize: Int, syncMode: SyncMode, identity: FileIdentity?) {
+        self.file = file
+        self.lockFile = lockFile
+        self.lockFileMap = lockFileMap
+        self.readers = readers
+        self.maps = maps
+        self.path = file.path
+        self.pageSize = pageSize
+        self.syncMode = syncMode
+        self.identity = identity
+    }
+
+    deinit {
+        if let lockFile, let lockFileMap {
+            lockFile.unmap(UnsafeMutableRawPointer(bitPattern: lockFileMap.address)!, length: lockFileMap.length)
+        }
+    }
+
+    // MARK: Opening
+
+    private static let registry = Mutex<[FileIdentity: WeakEnvironment]>([:])
+
+    /// The environment for the file at `path`, shared with other handles of this process.
+    static func open(path: String, options: StoreOptions) throws -> Environment {
+        let file = try PosixFile(path: path, create: options.createIfMissing)
+        let identity = try file.identity()
+        return try registry.withLock { (registry) throws -> Environment in
+            if let existing = registry[identity]?.environment {
+                if let wanted = options.pageSize, wanted != existing.pageSize {
+                    throw StorageError.pageSizeMismatch(path: path, found: existing.pageSize, expected: wanted)
+                }
+                return existing
+            }
+            let env = try openShared(file: file, identity: identity, options: options)
+            registry = registry.filter { $0.value.environment != nil }
+            registry[identity] = WeakEnvironment(environment: env)
+            return env
+        }
+    }
+
+    /// An environment on an anonymous file, with the reader table in process memory.
+    static func openAnonymous(options: StoreOptions) throws -> Environment {
+        let file = try PosixFile.anonymous()
+        let pageSize = try chosenPageSize(options)
+        try createFile(file, pageSize: pageSize)
+        let readers = ReaderTable.inProcess(slots: options.readerSlots)
+        readers.publish(latest: 1)
+        let maps = try MapTable(file: file, minimumBytes: 2 * pageSize)
+        return Environment(file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps,
+                           pageSize: pageSize, syncMode: options.syncMode, identity: nil)
+    }
+
+    private static func chosenPageSize(_ options: StoreOptions) throws -> Int {
+        let size = options.pageSize ?? Limits.defaultPageSize
+        if !Limits.pageSizes.contains(size) {
+            throw StorageError.pageSizeMismatch(path: "(options)", found: size, expected: Limits.defaultPageSize)
+        }
+        return size
+    }
+
+    private static func openShared(file: PosixFile, identity: FileIdentity, options: StoreOptions) throws -> Environment {
+        let lockFile = try PosixFile(path: file.path + "-lock", create: true)
+        // Hold the writer lock while opening: no other process commits or initialises meanwhile.
+        _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
+        defer { lockFile.unlock(offset: LockLayout.writerLockByte, length: 1) }
+        // Alone if no other process holds its shared "alive" lock: then the reader table is stale
+        // (its processes are gone) and recovery of the page file is ours to do.
+        let alone = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: true, wait: false)
+
+        var slots = options.readerSlots
+        let lockSize = try lockFile.size()
+        if !alone {
+            if lockSize < UInt64(LockLayout.slotsOffset) {
+                throw StorageError.notAStrataFile(path: lockFile.path, reason: "lock file of \(lockSize) bytes is too short")
+            }
+            var header = [UInt8](repeating: 0, count: LockLayout.slotsOffset)
+            try header.withUnsafeMutableBytes { (h) throws in try lockFile.read(into: h, at: 0) }
+            let (magic, version, count) = header.withUnsafeBytes { h in
+                (h.baseAddress!.u64(LockLayout.magicOffset), h.baseAddress!.u32(LockLayout.versionOffset), Int(h.baseAddress!.u32(LockLayout.slotCountOffset)))
+            }
+            if magic != LockLayout.magic || version != LockLayout.version || count == 0 || UInt64(LockLayout.size(slots: count)) > lockSize {
+                throw StorageError.notAStrataFile(path: lockFile.path, reason: "lock file header is invalid")
+            }
+            slots = count
+        } else if lockSize < UInt64(LockLayout.size(slots: slots)) {
+            try lockFile.truncate(to: UInt64(LockLayout.size(slots: slots)))
+        }
+        let lockLength = LockLayout.size(slots: slots)
+        let lockMemory = try lockFile.map(length: lockLength, writable: true)
+        if alone { ReaderTable.format(lockMemory, slots: slots) }
+        let readers = ReaderTable(memory: lockMemory, slotCount: slots, ownsMemory: false)
+        // From now on hold the shared "alive" lock for as long as this process has the file open.
+        _ = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: false, wait: true)
+
+        do {
+            var pageSize: Int
+            if try file.size() == 0 {
+                pageSize = try chosenPageSize(options)
+                try createFile(file, pageSize: pageSize)
+                syncDirectory(of: file.path)
+            } else {
+                pageSize = try detectPageSize(file)
+                if let wanted = options.pageSize, wanted != pageSize {
+                    throw StorageError.pageSizeMismatch(path: file.path, found: pageSize, expected: wanted)
+                }
+            }
+            let fileSize = try file.size()
+            let maps = try MapTable(file: file, minimumBytes: Int(fileSize))
+            if alone {
+                let meta = try Recovery.choose(file: file, map: maps.current.base, fileSize: fileSize, pageSize: pageSize)
+                readers.publish(latest: meta.txnid)
+            } else {
+                let latest = readers.latest
+                let meta = try Recovery.readMeta(file: file, slot: latest % 2, pageSize: pageSize)
+                if meta.txnid != latest {
+                    throw StorageError.noValidMeta(path: file.path, reason: "lock file names transaction \(latest) but meta page \(latest % 2) holds \(meta.txnid)")
+                }
+            }
+            return Environment(file: file, lockFile: lockFile, lockFileMap: (UInt(bitPattern: lockMemory), lockLength),
+                               readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode, identity: identity)
+        } catch {
+            lockFile.unmap(lockMemory, length: lockLength)
+            throw error
+        }
+    }
+
+    /// Writes the two meta pages of an empty store and syncs.
+    private static func createFile(_ file: FileIO, pageSize: Int) throws {
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
+        defer { buffer.deallocate() }
+        for txnid: UInt64 in [0, 1] {
+            let meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: 2, catalog: .empty, free: .empty, recordRun: 0, recordCount: 0)
+            meta.encode(into: buffer, inlineRecord: [])
+            try file.write(UnsafeRawBufferPointer(start: buffer, count: pageSize), at: txnid * UInt64(pageSize))
+        }
+        try file.sync()
+    }
+
+    /// The page size of an existing file: from meta page 0, or, if that is torn, from meta page 1
+    /// found at each candidate offset.
+    private static func detectPageSize(_ file: FileIO) throws -> Int {
+        let size = try file.size()
+        if size < UInt64(MetaLayout.inlineRecord) {
+            throw StorageError.notAStrataFile(path: file.path, reason: "file of \(size) bytes is too short for a meta page")
+        }
+        var header = [UInt8](repeating: 0, count: MetaLayout.inlineRecord)
+        for offset in [0] + Limits.pageSizes where UInt64(offset + MetaLayout.inlineRecord) <= size {
+            try header.withUnsafeMutableBytes { (h) throws in try file.read(into: h, at: UInt64(offset)) }
+            let found: Int? = header.withUnsafeBytes { h in
+                Meta.hasMagic(h.baseAddress!) ? Int(h.baseAddress!.u32(MetaLayout.pageSize)) : nil
+            }
+            guard let pageSize = found else { continue }
+            if offset != 0 && pageSize != offset { continue }
+            if !Limits.pageSizes.contains(pageSize) {
+                throw StorageError.corrupt(page: offset == 0 ? 0 : 1, reason: "meta page records an invalid page size \(pageSize)")
+            }
+            return pageSize
+        }
+        throw StorageError.notAStrataFile(path: file.path, reason: "no meta page carries the Strata magic")
+    }
+
+    /// Syncs the directory holding a newly created file, so that the file itself survives a power loss.
+    private static func syncDirectory(of path: String) {
+        var dir = String(path.reversed().drop { $0 != "/" }.reversed())
+        if dir.isEmpty { dir = "." }
+        syncDirectoryEntry(dir)
+    }
+}
+
+struct WeakEnvironment: Sendable {
+    weak var environment: Environment?
+}
+
+/// Choosing the meta page on open: the newest whose commit is provably whole.
+enum Recovery {
+    static func readMeta(file: FileIO, slot: UInt64, pageSize: Int) throws -> Meta {
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
+        defer { buffer.deallocate() }
+        try file.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: pageSize), at: slot * UInt64(pageSize))
+        return try Meta.decode(buffer, slot: slot, pageSize: pageSize, path: file.path)
+    }
+
+    /// Decodes both metas and returns the newest one whose commit record verifies; falls back to
+    /// the older one when the newest commit is torn.
+    static func choose(file: FileIO, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int) throws -> Meta {
+        if fileSize < 2 * UInt64(pageSize) {
+            throw StorageError.truncated(path: file.path, expectedBytes: 2 * UInt64(pageSize), actualBytes: fileSize)
+        }
+        var candidates: [Meta] = []
+        var problems: [String] = []
+        var versionError: StorageError?
+        for slot: UInt64 in [0, 1] {
+            do {
+                candidates.append(try readMeta(file: file, slot: slot, pageSize: pageSize))
+            } catch {
+                if let e = error as? StorageError, case .unsupportedFormatVersion = e { versionError = e }
+                problems.append("meta \(slot): \(error)")
+            }
+        }
+        candidates.sort { $0.txnid > $1.txnid }
+        var truncation: StorageError?
+        for meta in candidates {
+            let needed = meta.pageCount * UInt64(pageSize)
+            if fileSize < needed {
+                truncation = .truncated(path: file.path, expectedBytes: needed, actualBytes: fileSize)
+                problems.append("meta \(meta.txnid % 2) (transaction \(meta.txnid)): file holds \(fileSize) bytes, needs \(needed)")
+                continue
+            }
+            do {
+                try verifyCommit(meta, map: map, pageSize: pageSize)
+                return meta
+            } catch {
+                problems.append("meta \(meta.txnid % 2) (transaction \(meta.txnid)): \(error)")
+            }
+        }
+        if let versionError { throw versionError }
+        if candidates.count == 1 || problems.count == 1, let truncation { throw truncation }
+        throw StorageError.noValidMeta(path: file.path, reason: problems.joined(separator: "; "))
+    }
+
+    /// Checks every page the commit wrote: number, transaction id, type and checksum.
+    static func verifyCommit(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws {
+        for pgno in try commitRecord(meta, map: map, pageSize: pageSize) {
+            try verifyPage(pgno, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize)
+        }
+    }
+
+    /// The page numbers a commit wrote, from its meta page or its record run.
+    static func commitRecord(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws -> [PageNo] {
+        var pages: [PageNo] = []
+        pages.reserveCapacity(meta.recordCount)
+        if meta.recordRun == 0 {
+            let metaPage = map + Int(meta.txnid % 2) * pageSize
+            for i in 0..<meta.recordCount { pages.append(metaPage.u64(MetaLayout.inlineRecord + 8 * i)) }
+            return pages
+        }
+        try verifyPage(meta.recordRun, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize)
+        let run = map + Int(meta.recordRun) * pageSize
+        if run.u8(PageHeader.type) != PageType.commitRecord.rawValue {
+            throw StorageError.corrupt(page: meta.recordRun, reason: "expected the commit record")
+        }
+        let capacity = (Int(run.u32(PageHeader.runPages)) * pageSize - PageHeader.size) / 8
+        if meta.recordCount > capacity {
+            throw StorageError.corrupt(page: meta.recordRun, reason: "commit record lists \(meta.recordCount) pages but holds \(capacity)")
+        }
+        for i in 0..<meta.recordCount { pages.append(run.u64(PageHeader.size + 8 * i)) }
+        return pages
+    }
+
+    /// Checks one page or run written by `txnid`.
+    static func verifyPage(_ pgno: PageNo, txnid: UInt64, pageCount: UInt64, map: UnsafeRawPointer, pageSize: Int) throws {
+        if pgno < 2 || pgno >= pageCount {
+            throw StorageError.corrupt(page: pgno, reason: "commit record names a page outside 2..<\(pageCount)")
+        }
+        let p = map + Int(pgno) * pageSize
+        let type = p.u8(PageHeader.type)
+        var run = 1
+        if type == PageType.overflow.rawValue || type == PageType.commitRecord.rawValue {
+            run = Int(p.u32(PageHeader.runPages))
+            if run == 0 || pgno + UInt64(run) > pageCount {
+                throw StorageError.corrupt(page: pgno, reason: "run of \(run) pages runs past the file's \(pageCount) pages")
+            }
+        } else if type != PageType.branch.rawValue && type != PageType.leaf.rawValue {
+            throw StorageError.corrupt(page: pgno, reason: "unknown page type \(type)")
+        }
+        if p.u64(PageHeader.pageNumber) != pgno {
+            throw StorageError.corrupt(page: pgno, reason: "header names page \(p.u64(PageHeader.pageNumber))")
+        }
+        if p.u64(PageHeader.txnid) != txnid {
+            throw StorageError.corrupt(page: pgno, reason: "written by transaction \(p.u64(PageHeader.txnid)), expected \(txnid) (a lost write)")
+        }
+        if pageChecksum(p, byteCount: run * pageSize) != p.u64(PageHeader.checksum) {
+            throw StorageError.corrupt(page: pgno, reason: "checksum mismatch")
+        }
+    }
+}

@@ -1,0 +1,176 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The one seam through which the engine touches files: read, write, sync, grow, lock and map.
+/// `PosixFile` is the real thing; tests wrap it to inject failed writes, failed syncs, a full
+/// disk, or writes lost after the last sync.
+protocol FileIO: AnyObject, Sendable {
+    var path: String { get }
+    func size() throws -> UInt64
+    /// Reads exactly `buffer.count` bytes at `offset`; a short read is an error.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws
+    /// Writes `buffers` back to back starting at `offset` (one vectored write where possible).
+    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws
+    /// Makes every completed write durable (fdatasync, or F_FULLFSYNC on Apple platforms).
+    func sync() throws
+    func truncate(to length: UInt64) throws
+    /// Maps `length` bytes from offset 0. Read-only maps are for page files; shared writable ones
+    /// for the lock file's reader table.
+    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int)
+    /// An advisory record lock on `length` bytes at `offset` (fcntl, per process).
+    /// Returns false when `wait` is false and another process holds a conflicting lock.
+    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool
+    func unlock(offset: Int64, length: Int64)
+}
+
+/// A file opened with POSIX calls.
+final class PosixFile: FileIO {
+    let path: String
+    let fd: Int32
+
+    /// Opens (creating when `create`) the file at `path`.
+    init(path: String, create: Bool) throws {
+        self.path = path
+        var flags = O_RDWR | O_CLOEXEC
+        if create { flags |= O_CREAT }
+        let fd = open(path, flags, 0o644)
+        if fd < 0 { throw StorageError.io(operation: "open", path: path, errno: errno) }
+        self.fd = fd
+    }
+
+    /// An anonymous file: created in a memory-backed directory and unlinked at once, so the
+    /// engine runs unchanged and nothing is left behind.
+    static func anonymous() throws -> PosixFile {
+        let dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
+        var template = Array("\(dir)/strata-memory-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        let name = String(cString: template.map { UInt8(bitPattern: $0) })
+        if fd < 0 { throw StorageError.io(operation: "mkstemp", path: name, errno: errno) }
+        unlink(name)
+        return PosixFile(fd: fd, path: ":memory:")
+    }
+
+    private init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit { close(fd) }
+
+    func size() throws -> UInt64 {
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw StorageError.io(operation: "fstat", path: path, errno: errno) }
+        return UInt64(st.st_size)
+    }
+
+    /// Identifies the file across handles of one process, whatever path opened it.
+    func identity() throws -> FileIdentity {
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw StorageError.io(operation: "fstat", path: path, errno: errno) }
+        return FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StorageError.io(operation: "pread", path: path, errno: errno)
+            }
+            if n == 0 {
+                throw StorageError.truncated(path: path, expectedBytes: offset + UInt64(buffer.count), actualBytes: offset + UInt64(done))
+            }
+            done += n
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StorageError.io(operation: "pwrite", path: path, errno: errno)
+            }
+            done += n
+        }
+    }
+
+    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
+        if buffers.count == 1 { return try write(buffers[0], at: offset) }
+        var iov = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+        let total = buffers.reduce(0) { $0 + $1.count }
+        let n = iov.withUnsafeMutableBufferPointer { pwritev(fd, $0.baseAddress, Int32($0.count), off_t(offset)) }
+        if n == total { return }
+        if n < 0 && errno != EINTR { throw StorageError.io(operation: "pwritev", path: path, errno: errno) }
+        // Short or interrupted: finish buffer by buffer from where it stopped.
+        var position = offset
+        var skip = max(n, 0)
+        for buffer in buffers {
+            if skip >= buffer.count { skip -= buffer.count; position += UInt64(buffer.count); continue }
+            try write(UnsafeRawBufferPointer(rebasing: buffer[skip...]), at: position + UInt64(skip))
+            position += UInt64(buffer.count)
+            skip = 0
+        }
+    }
+
+    func sync() throws {
+        #if canImport(Darwin)
+        if fcntl(fd, F_FULLFSYNC) == 0 { return }
+        if fsync(fd) != 0 { throw StorageError.io(operation: "fsync", path: path, errno: errno) }
+        #else
+        if fdatasync(fd) != 0 { throw StorageError.io(operation: "fdatasync", path: path, errno: errno) }
+        #endif
+    }
+
+    func truncate(to length: UInt64) throws {
+        if ftruncate(fd, off_t(length)) != 0 { throw StorageError.io(operation: "ftruncate", path: path, errno: errno) }
+    }
+
+    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer {
+        let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
+        guard let address = mmap(nil, length, prot, MAP_SHARED, fd, 0), address != MAP_FAILED else {
+            throw StorageError.io(operation: "mmap", path: path, errno: errno)
+        }
+        return address
+    }
+
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
+        munmap(address, length)
+    }
+
+    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
+        var fl = flock()
+        fl.l_type = Int16(exclusive ? F_WRLCK : F_RDLCK)
+        fl.l_whence = Int16(SEEK_SET)
+        fl.l_start = off_t(offset)
+        fl.l_len = off_t(length)
+        while true {
+            if fcntl(fd, wait ? F_SETLKW : F_SETLK, &fl) == 0 { return true }
+            let err = errno
+            if err == EINTR { continue }
+            if !wait && (err == EAGAIN || err == EACCES) { return false }
+            throw StorageError.io(operation: "fcntl lock", path: path, errno: err)
+        }
+    }
+
+    func unlock(offset: Int64, length: Int64) {
+        var fl = flock()
+        fl.l_type = Int16(F_UNLCK)
+        fl.l_whence = Int16(SEEK_SET)
+        fl.l_start = off_t(offset)
+        fl.l_len = off_t(length)
+        _ = fcntl(fd, F_SETLK, &fl)
+    }
+}
+
+struct FileIdentity: Hashable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+}

@@ -1,0 +1,182 @@
+// The free-page tree and the writer's page allocator. Layout in FORMAT.md, "Free-page tree".
+//
+// Every page a commit stops using is recorded under that commit's id together with the id of the
+// commit that wrote it (its "born" id). A snapshot S can see a page born at B and freed at F exactly
+// when B <= S < F, so a freed page is reusable as soon as no live snapshot falls in that window.
+// This is finer than LMDB's "older than the oldest reader" rule: a reader held open for hours pins
+// only the pages its own snapshot sees, and pages written and freed again after it are reused.
+//
+// Key: u64 big-endian freeing transaction id, u32 big-endian chunk number.
+// Value: up to `chunkCapacity` entries of (u64 page, u64 born), little-endian.
+
+struct FreeEntry: Equatable {
+    var page: PageNo
+    var born: UInt64
+}
+
+enum FreeListFormat {
+    static let keySize = 12
+    static let entrySize = 16
+
+    static func key(freedBy txnid: UInt64, chunk: UInt32) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(keySize)
+        appendBigEndian(txnid, to: &key)
+        for shift in stride(from: 24, through: 0, by: -8) { key.append(UInt8(truncatingIfNeeded: chunk >> UInt32(shift))) }
+        return key
+    }
+
+    static func decodeKey(_ key: UnsafeRawBufferPointer, page: PageNo) throws -> UInt64 {
+        guard key.count == keySize, let base = key.baseAddress else {
+            throw StorageError.corrupt(page: page, reason: "free-list key of \(key.count) bytes, expected \(keySize)")
+        }
+        return readBigEndianU64(base)
+    }
+
+    static func decodeEntries(_ value: UnsafeRawBufferPointer, page: PageNo) throws -> [FreeEntry] {
+        guard value.count % entrySize == 0 else {
+            throw StorageError.corrupt(page: page, reason: "free-list value of \(value.count) bytes is not a whole number of entries")
+        }
+        var entries: [FreeEntry] = []
+        entries.reserveCapacity(value.count / entrySize)
+        guard let base = value.baseAddress else { return entries }
+        for i in 0..<(value.count / entrySize) {
+            entries.append(FreeEntry(page: base.u64(i * entrySize), born: base.u64(i * entrySize + 8)))
+        }
+        return entries
+    }
+
+    static func encode(_ entries: ArraySlice<FreeEntry>) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: entries.count * entrySize)
+        bytes.withUnsafeMutableBytes { p in
+            for (i, e) in entries.enumerated() {
+                p.baseAddress!.setU64(i * entrySize, e.page)
+                p.baseAddress!.setU64(i * entrySize + 8, e.born)
+            }
+        }
+        return bytes
+    }
+
+    /// Entries per chunk, so a chunk stays an inline leaf value.
+    static func chunkCapacity(pageSize: Int) -> Int {
+        (Limits.maxInlineEntry(pageSize: pageSize) - LeafEntry.headerSize - keySize) / entrySize
+    }
+}
+
+/// Whether a page born at `born` and freed by `freedBy` is invisible to every reader in `readers`
+/// (sorted ascending).
+@inline(__always) func isReusable(born: UInt64, freedBy: UInt64, readers: [UInt64]) -> Bool {
+    var low = 0
+    var high = readers.count
+    while low < high {
+        let mid = (low + high) >> 1
+        if readers[mid] < born { low = mid + 1 } else { high = mid }
+    }
+    return low == readers.count || readers[low] >= freedBy
+}
+
+/// One chunk of the committed free-page tree, as the writer has consumed it so far.
+struct FreeChunk {
+    let key: [UInt8]
+    let freedBy: UInt64
+    /// Pages still free in this chunk that some snapshot may see.
+    var held: [FreeEntry]
+    /// Pages still free in this chunk that no snapshot sees.
+    var reusable: [FreeEntry]
+    var modified = false
+
+    var entries: [FreeEntry] { held + reusable }
+}
+
+/// Hands the writer reusable pages from the committed free-page tree, loading chunks in order
+/// (oldest freeing transaction first) only as far as allocation needs.
+final class FreePageAllocator {
+    private let pages: PageMap
+    private let baseRoot: PageNo
+    private let readers: () -> [UInt64]
+    private var readerIDs: [UInt64]?
+    private(set) var chunks: [FreeChunk] = []
+    private var lastLoadedKey: [UInt8]?
+    private var exhausted: Bool
+    /// Pages handed out so far; the commit's free-list fixpoint watches it.
+    private(set) var allocations = 0
+
+    init(pages: PageMap, baseRoot: PageNo, readers: @escaping () -> [UInt64]) {
+        self.pages = pages
+        self.baseRoot = baseRoot
+        self.readers = readers
+        self.exhausted = baseRoot == 0
+    }
+
+    private var sortedReaders: [UInt64] {
+        if let readerIDs { return readerIDs }
+        let ids = readers().sorted()
+        readerIDs = ids
+        return ids
+    }
+
+    /// One reusable page, or nil when the free list has none.
+    func allocateOne() throws -> PageNo? {
+        var i = 0
+        while true {
+            while i < chunks.count {
+                if let entry = chunks[i].reusable.popLast() {
+                    chunks[i].modified = true
+                    allocations += 1
+                    return entry.page
+                }
+                i += 1
+            }
+            if try !loadNextChunk() { return nil }
+        }
+    }
+
+    /// `count` consecutive reusable pages, or nil. Loads the whole free list: runs are for large
+    /// values, whose cost this dwarfs.
+    func allocateRun(_ count: Int) throws -> PageNo? {
+        while try loadNextChunk() {}
+        var all: [(page: PageNo, chunk: Int)] = []
+        for (c, chunk) in chunks.enumerated() { for e in chunk.reusable { all.append((e.page, c)) } }
+        if all.count < count { return nil }
+        all.sort { $0.page < $1.page }
+        var runStart = 0
+        for i in 0..<all.count {
+            if i > 0 && all[i].page != all[i - 1].page + 1 { runStart = i }
+            if i - runStart + 1 == count {
+                let first = all[runStart].page
+                let taken = Set(all[runStart...i].map(\.page))
+                for c in Set(all[runStart...i].map(\.chunk)) {
+                    chunks[c].reusable.removeAll { taken.contains($0.page) }
+                    chunks[c].modified = true
+                }
+                allocations += count
+                return first
+            }
+        }
+        return nil
+    }
+
+    private func loadNextChunk() throws -> Bool {
+        if exhausted { return false }
+        let cursor = Cursor(pages: pages, root: baseRoot, owner: pages)
+        var found: Bool
+        if let last = lastLoadedKey {
+            found = try cursor.seek(last)
+            if found && last.withUnsafeBytes({ compareBytes(cursor.key, $0) }) == 0 { found = try cursor.next() }
+        } else {
+            found = try cursor.first()
+        }
+        if !found { exhausted = true; return false }
+        let key = Array(cursor.key)
+        let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
+        let entries = try FreeListFormat.decodeEntries(cursor.value, page: 0)
+        let ids = sortedReaders
+        var chunk = FreeChunk(key: key, freedBy: freedBy, held: [], reusable: [])
+        for e in entries {
+            if isReusable(born: e.born, freedBy: freedBy, readers: ids) { chunk.reusable.append(e) } else { chunk.held.append(e) }
+        }
+        chunks.append(chunk)
+        lastLoadedKey = key
+        return true
+    }
+}

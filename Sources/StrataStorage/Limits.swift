@@ -1,0 +1,17 @@
+/// Size limits that follow from the page size. See FORMAT.md, "Limits".
+public enum Limits {
+    /// Page sizes a store may be created with.
+    public static let pageSizes = [4096, 8192, 16384, 32768]
+    /// The page size new stores use unless told otherwise.
+    public static let defaultPageSize = 4096
+    /// The largest value the engine stores (values above the inline limit go to overflow pages).
+    public static let maxValueSize = 1 << 30
+
+    /// The largest leaf or branch entry kept in a page, so that every page holds at least four
+    /// and a split always succeeds.
+    public static func maxInlineEntry(pageSize: Int) -> Int { (pageSize - PageHeader.size) / 4 - 2 }
+
+    /// The longest key: a leaf entry with the key and an overflow reference must fit inline.
+    /// 998 bytes with 4 KiB pages.
+    public static func maxKeySize(pageSize: Int) -> Int { maxInlineEntry(pageSize: pageSize) - LeafEntry.headerSize - 8 }
+}

@@ -1,0 +1,135 @@
+// The two meta pages (pages 0 and 1). Commit T writes meta page T % 2, so the previous commit's
+// meta survives a torn write. Layout in FORMAT.md, "Meta pages".
+
+enum MetaLayout {
+    static let magic = 32              // 8 bytes "STRATADB"
+    static let formatVersion = 40      // u32
+    static let pageSize = 44           // u32
+    static let pageCount = 48          // u64: pages in use or free; the file holds at least this many
+    static let catalogRoot = 56        // u64: 0 when there are no trees
+    static let catalogCount = 64       // u64: number of trees
+    static let freeRoot = 72           // u64: the free-page tree
+    static let freeCount = 80          // u64: entries (chunks) in the free-page tree
+    static let recordRun = 88          // u64: first page of the commit record run, 0 when inline
+    static let recordCount = 96        // u32: page numbers in the commit record
+    static let flags = 100             // u32: reserved, 0
+    static let inlineRecord = 128      // u64 page numbers when recordRun == 0
+
+    static let magicValue: [UInt8] = Array("STRATADB".utf8)
+}
+
+/// The current file format. Readers refuse newer versions; see FORMAT.md, "Versioning".
+public let strataFormatVersion: UInt32 = 1
+
+/// The decoded fields of a meta page.
+struct Meta: Equatable, Sendable {
+    var txnid: UInt64
+    var pageSize: Int
+    var pageCount: UInt64
+    var catalog: TreeInfo
+    var free: TreeInfo
+    var recordRun: PageNo
+    var recordCount: Int
+
+    /// Reads the fields of a meta page without verifying anything (the reader hot path,
+    /// on a meta whose checksum this process already verified or that its own writer wrote).
+    static func fields(_ p: UnsafeRawPointer) -> Meta {
+        Meta(txnid: p.u64(PageHeader.txnid),
+             pageSize: Int(p.u32(MetaLayout.pageSize)),
+             pageCount: p.u64(MetaLayout.pageCount),
+             catalog: TreeInfo(root: p.u64(MetaLayout.catalogRoot), count: p.u64(MetaLayout.catalogCount)),
+             free: TreeInfo(root: p.u64(MetaLayout.freeRoot), count: p.u64(MetaLayout.freeCount)),
+             recordRun: p.u64(MetaLayout.recordRun),
+             recordCount: Int(p.u32(MetaLayout.recordCount)))
+    }
+
+    /// Whether `p` starts with the Strata magic.
+    static func hasMagic(_ p: UnsafeRawPointer) -> Bool {
+        for (i, byte) in MetaLayout.magicValue.enumerated() where p.u8(MetaLayout.magic + i) != byte { return false }
+        return true
+    }
+
+    /// Decodes and verifies a meta page read from slot `slot`. `pageSize` is the size of the buffer.
+    static func decode(_ p: UnsafeRawPointer, slot: PageNo, pageSize: Int, path: String) throws -> Meta {
+        if !hasMagic(p) { throw StorageError.notAStrataFile(path: path, reason: "meta page \(slot) has no Strata magic") }
+        let version = p.u32(MetaLayout.formatVersion)
+        if version > strataFormatVersion || version == 0 {
+            throw StorageError.unsupportedFormatVersion(path: path, found: version, supported: strataFormatVersion)
+        }
+        let storedPageSize = Int(p.u32(MetaLayout.pageSize))
+        if storedPageSize != pageSize {
+            throw StorageError.pageSizeMismatch(path: path, found: storedPageSize, expected: pageSize)
+        }
+        if pageChecksum(p, byteCount: pageSize) != p.u64(PageHeader.checksum) {
+            throw StorageError.corrupt(page: slot, reason: "meta page checksum mismatch")
+        }
+        if p.u64(PageHeader.pageNumber) != slot || p.u8(PageHeader.type) != PageType.meta.rawValue {
+            throw StorageError.corrupt(page: slot, reason: "meta page header names page \(p.u64(PageHeader.pageNumber)), type \(p.u8(PageHeader.type))")
+        }
+        let meta = fields(p)
+        if meta.txnid % 2 != slot {
+            throw StorageError.corrupt(page: slot, reason: "transaction \(meta.txnid) stored in the wrong meta slot")
+        }
+        if meta.pageCount < 2 {
+            throw StorageError.corrupt(page: slot, reason: "page count \(meta.pageCount) is below 2")
+        }
+        let capacity = (pageSize - MetaLayout.inlineRecord) / 8
+        if meta.recordRun == 0 && meta.recordCount > capacity {
+            throw StorageError.corrupt(page: slot, reason: "inline commit record of \(meta.recordCount) pages exceeds \(capacity)")
+        }
+        for (name, page) in [("catalog root", meta.catalog.root), ("free root", meta.free.root), ("commit record", meta.recordRun)]
+        where page != 0 && (page < 2 || page >= meta.pageCount) {
+            throw StorageError.corrupt(page: slot, reason: "\(name) \(page) outside 2..<\(meta.pageCount)")
+        }
+        return meta
+    }
+
+    /// Writes this meta into a zeroed page buffer, with `record` inline when it fits, and seals it.
+    func encode(into p: UnsafeMutableRawPointer, inlineRecord record: [PageNo]) {
+        p.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
+        p.setU64(PageHeader.pageNumber, txnid % 2)
+        p.setU64(PageHeader.txnid, txnid)
+        p.setU8(PageHeader.type, PageType.meta.rawValue)
+        for (i, byte) in MetaLayout.magicValue.enumerated() { p.setU8(MetaLayout.magic + i, byte) }
+        p.setU32(MetaLayout.formatVersion, strataFormatVersion)
+        p.setU32(MetaLayout.pageSize, UInt32(pageSize))
+        p.setU64(MetaLayout.pageCount, pageCount)
+        p.setU64(MetaLayout.catalogRoot, catalog.root)
+        p.setU64(MetaLayout.catalogCount, catalog.count)
+        p.setU64(MetaLayout.freeRoot, free.root)
+        p.setU64(MetaLayout.freeCount, free.count)
+        p.setU64(MetaLayout.recordRun, recordRun)
+        p.setU32(MetaLayout.recordCount, UInt32(recordCount))
+        if recordRun == 0 {
+            for (i, page) in record.enumerated() { p.setU64(MetaLayout.inlineRecord + 8 * i, page) }
+        }
+        p.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(p), byteCount: pageSize))
+    }
+
+    static func inlineCapacity(pageSize: Int) -> Int { (pageSize - MetaLayout.inlineRecord) / 8 }
+}
+
+/// A tree's root page and entry count, as stored in the catalog and in the meta page.
+struct TreeInfo: Equatable, Sendable {
+    var root: PageNo
+    var count: UInt64
+
+    static let empty = TreeInfo(root: 0, count: 0)
+    static let encodedSize = 24
+
+    func encoded() -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: TreeInfo.encodedSize)
+        bytes.withUnsafeMutableBytes { p in
+            p.baseAddress!.setU64(0, root)
+            p.baseAddress!.setU64(8, count)
+        }
+        return bytes
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer, name: String) throws -> TreeInfo {
+        guard bytes.count == encodedSize, let p = bytes.baseAddress else {
+            throw StorageError.corrupt(page: 0, reason: "catalog entry for tree '\(name)' has \(bytes.count) bytes, expected \(encodedSize)")
+        }
+        return TreeInfo(root: p.u64(0), count: p.u64(8))
+    }
+}

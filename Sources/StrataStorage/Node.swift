@@ -1,0 +1,279 @@
+// Branch and leaf pages: slotted pages of sorted entries. Layout in FORMAT.md, "Branch and leaf pages".
+//
+// After the 32-byte header comes an array of u16 slot offsets, one per entry, in key order. Entries
+// are packed from the end of the page downwards; `upper` is the lowest entry byte. Deleting an entry
+// leaves its bytes as garbage until the page is compacted.
+//
+// Leaf entry:   u16 keyLength, u8 flags (bit 0: value in overflow pages), u8 0, u32 valueLength,
+//               key bytes, then the value bytes, or the u64 first page of the overflow run.
+// Branch entry: u64 child page, u16 keyLength, key bytes. Entry 0's key is empty: it stands for
+//               "everything below entry 1's key".
+
+enum LeafEntry {
+    static let headerSize = 8
+    static let overflowFlag: UInt8 = 1
+}
+
+enum BranchEntry {
+    static let headerSize = 10
+}
+
+/// Where a leaf's value lives.
+enum LeafValue {
+    case inline(UnsafeRawBufferPointer)
+    case overflow(page: PageNo, length: Int)
+}
+
+/// A validated view of a branch or leaf page. Every accessor checks the bytes it reads against
+/// the page bounds, so a corrupt page throws instead of reading outside it.
+struct Node {
+    let base: UnsafeRawPointer
+    let pgno: PageNo
+    let pageSize: Int
+    let count: Int
+    let isLeaf: Bool
+    /// Lowest offset an entry may start at: the end of the slot array.
+    private let slotsEnd: Int
+
+    init(_ base: UnsafeRawPointer, pgno: PageNo, pageSize: Int) throws {
+        self.base = base
+        self.pgno = pgno
+        self.pageSize = pageSize
+        let type = base.u8(PageHeader.type)
+        if type == PageType.leaf.rawValue {
+            isLeaf = true
+        } else if type == PageType.branch.rawValue {
+            isLeaf = false
+        } else {
+            throw StorageError.corrupt(page: pgno, reason: "expected a branch or leaf page, found type \(type)")
+        }
+        count = Int(base.u16(PageHeader.count))
+        slotsEnd = PageHeader.size + 2 * count
+        let upper = Int(base.u16(PageHeader.upper))
+        if upper < slotsEnd || upper > pageSize {
+            throw StorageError.corrupt(page: pgno, reason: "entry area starts at \(upper), outside \(slotsEnd)...\(pageSize) for \(count) slots")
+        }
+        if !isLeaf && count == 0 {
+            throw StorageError.corrupt(page: pgno, reason: "branch page without children")
+        }
+    }
+
+    @inline(__always) func slot(_ i: Int) -> Int {
+        Int(base.u16(PageHeader.size + 2 * i))
+    }
+
+    /// Offset of entry `i`, checked to leave room for its fixed header.
+    @inline(__always) func entryOffset(_ i: Int) throws -> Int {
+        let off = slot(i)
+        let minimum = isLeaf ? LeafEntry.headerSize : BranchEntry.headerSize
+        if off < slotsEnd || off + minimum > pageSize {
+            throw StorageError.corrupt(page: pgno, reason: "slot \(i) points at \(off), outside the entry area")
+        }
+        return off
+    }
+
+    @inline(__always) func key(_ i: Int) throws -> UnsafeRawBufferPointer {
+        let off = try entryOffset(i)
+        let keyStart = off + (isLeaf ? LeafEntry.headerSize : BranchEntry.headerSize)
+        let keyLength = Int(base.u16(isLeaf ? off : off + 8))
+        if keyStart + keyLength > pageSize {
+            throw StorageError.corrupt(page: pgno, reason: "key of entry \(i) runs past the page end")
+        }
+        return UnsafeRawBufferPointer(start: base + keyStart, count: keyLength)
+    }
+
+    func child(_ i: Int) throws -> PageNo {
+        let off = try entryOffset(i)
+        return base.u64(off)
+    }
+
+    func value(_ i: Int) throws -> LeafValue {
+        let off = try entryOffset(i)
+        let keyLength = Int(base.u16(off))
+        let flags = base.u8(off + 2)
+        let valueLength = Int(base.u32(off + 4))
+        let valueStart = off + LeafEntry.headerSize + keyLength
+        if flags & LeafEntry.overflowFlag != 0 {
+            if valueStart + 8 > pageSize {
+                throw StorageError.corrupt(page: pgno, reason: "overflow reference of entry \(i) runs past the page end")
+            }
+            return .overflow(page: base.u64(valueStart), length: valueLength)
+        }
+        if valueStart + valueLength > pageSize {
+            throw StorageError.corrupt(page: pgno, reason: "value of entry \(i) runs past the page end")
+        }
+        return .inline(UnsafeRawBufferPointer(start: base + valueStart, count: valueLength))
+    }
+
+    /// Bytes entry `i` occupies in the entry area (not counting its slot).
+    func entrySize(_ i: Int) throws -> Int {
+        let off = try entryOffset(i)
+        if isLeaf {
+            let keyLength = Int(base.u16(off))
+            let overflow = base.u8(off + 2) & LeafEntry.overflowFlag != 0
+            let size = LeafEntry.headerSize + keyLength + (overflow ? 8 : Int(base.u32(off + 4)))
+            if off + size > pageSize { throw StorageError.corrupt(page: pgno, reason: "entry \(i) runs past the page end") }
+            return size
+        }
+        let size = BranchEntry.headerSize + Int(base.u16(off + 8))
+        if off + size > pageSize { throw StorageError.corrupt(page: pgno, reason: "entry \(i) runs past the page end") }
+        return size
+    }
+
+    /// The raw bytes of entry `i`.
+    func entryBytes(_ i: Int) throws -> UnsafeRawBufferPointer {
+        let off = try entryOffset(i)
+        return UnsafeRawBufferPointer(start: base + off, count: try entrySize(i))
+    }
+
+    /// Leaf: the first index whose key is ≥ `key`, and whether it is equal.
+    func leafSearch(_ key: UnsafeRawBufferPointer) throws -> (index: Int, found: Bool) {
+        var low = 0
+        var high = count
+        while low < high {
+            let mid = (low + high) >> 1
+            let c = compareBytes(try self.key(mid), key)
+            if c < 0 {
+                low = mid + 1
+            } else if c > 0 {
+                high = mid
+            } else {
+                return (mid, true)
+            }
+        }
+        return (low, false)
+    }
+
+    /// Branch: the index of the child whose subtree holds `key`.
+    func branchSearch(_ key: UnsafeRawBufferPointer) throws -> Int {
+        var low = 1
+        var high = count
+        while low < high {
+            let mid = (low + high) >> 1
+            if compareBytes(try self.key(mid), key) <= 0 { low = mid + 1 } else { high = mid }
+        }
+        return low - 1
+    }
+
+    /// Bytes in use: header, slots and live entries.
+    var usedBytes: Int {
+        let upper = Int(base.u16(PageHeader.upper))
+        let garbage = Int(base.u16(PageHeader.garbage))
+        return PageHeader.size + 2 * count + (pageSize - upper) - garbage
+    }
+
+    /// Checks every entry, so that a page about to be modified cannot send a copy outside it.
+    func validateAll() throws {
+        var live = 0
+        for i in 0..<count {
+            live += try entrySize(i)
+            if isLeaf, case .overflow(let page, _) = try value(i), page < 2 {
+                throw StorageError.corrupt(page: pgno, reason: "entry \(i) references overflow page \(page)")
+            }
+        }
+        let upper = Int(base.u16(PageHeader.upper))
+        let garbage = Int(base.u16(PageHeader.garbage))
+        if live + garbage != pageSize - upper {
+            throw StorageError.corrupt(page: pgno, reason: "entries (\(live) bytes) and garbage (\(garbage)) do not fill the entry area (\(pageSize - upper))")
+        }
+    }
+}
+
+/// Writes to a dirty branch or leaf page owned by the write transaction.
+struct MutableNode {
+    let base: UnsafeMutableRawPointer
+    let pageSize: Int
+
+    var count: Int { Int(UnsafeRawPointer(base).u16(PageHeader.count)) }
+    var upper: Int { Int(UnsafeRawPointer(base).u16(PageHeader.upper)) }
+    var garbage: Int { Int(UnsafeRawPointer(base).u16(PageHeader.garbage)) }
+    var contiguousFree: Int { upper - PageHeader.size - 2 * count }
+    var totalFree: Int { contiguousFree + garbage }
+
+    /// Starts an empty page of `type`.
+    static func initialize(_ base: UnsafeMutableRawPointer, pageSize: Int, type: PageType) {
+        base.initializeMemory(as: UInt8.self, repeating: 0, count: PageHeader.size)
+        base.setU8(PageHeader.type, type.rawValue)
+        base.setU16(PageHeader.upper, UInt16(truncatingIfNeeded: pageSize))
+    }
+
+    /// Appends an entry after the existing ones (the page must have room).
+    func append(_ entry: UnsafeRawBufferPointer) {
+        let n = count
+        let newUpper = upper - entry.count
+        if entry.count > 0 { (base + newUpper).copyMemory(from: entry.baseAddress!, byteCount: entry.count) }
+        base.setU16(PageHeader.size + 2 * n, UInt16(newUpper))
+        base.setU16(PageHeader.count, UInt16(n + 1))
+        base.setU16(PageHeader.upper, UInt16(newUpper))
+    }
+
+    /// Inserts an entry at `index`. Returns false when the page cannot hold it even compacted.
+    func insert(_ entry: UnsafeRawBufferPointer, at index: Int, scratch: UnsafeMutableRawPointer) -> Bool {
+        let needed = entry.count + 2
+        if contiguousFree < needed {
+            if totalFree < needed { return false }
+            compact(scratch: scratch)
+        }
+        let n = count
+        let slots = base + PageHeader.size
+        if index < n {
+            (slots + 2 * (index + 1)).copyMemory(from: slots + 2 * index, byteCount: 2 * (n - index))
+        }
+        let newUpper = upper - entry.count
+        if entry.count > 0 { (base + newUpper).copyMemory(from: entry.baseAddress!, byteCount: entry.count) }
+        base.setU16(PageHeader.size + 2 * index, UInt16(newUpper))
+        base.setU16(PageHeader.count, UInt16(n + 1))
+        base.setU16(PageHeader.upper, UInt16(newUpper))
+        return true
+    }
+
+    /// Removes entry `index`; its bytes become garbage.
+    func remove(at index: Int, entrySize: Int) {
+        let n = count
+        let slots = base + PageHeader.size
+        if index < n - 1 {
+            (slots + 2 * index).copyMemory(from: slots + 2 * (index + 1), byteCount: 2 * (n - index - 1))
+        }
+        base.setU16(PageHeader.count, UInt16(n - 1))
+        base.setU16(PageHeader.garbage, UInt16(garbage + entrySize))
+    }
+
+    /// Rewrites the entry area without garbage.
+    func compact(scratch: UnsafeMutableRawPointer) {
+        scratch.copyMemory(from: base, byteCount: pageSize)
+        let old = UnsafeRawPointer(scratch)
+        let n = count
+        let isLeaf = old.u8(PageHeader.type) == PageType.leaf.rawValue
+        base.setU16(PageHeader.count, 0)
+        base.setU16(PageHeader.upper, UInt16(truncatingIfNeeded: pageSize))
+        base.setU16(PageHeader.garbage, 0)
+        for i in 0..<n {
+            let off = Int(old.u16(PageHeader.size + 2 * i))
+            append(UnsafeRawBufferPointer(start: old + off, count: MutableNode.entrySize(old, at: off, isLeaf: isLeaf)))
+        }
+    }
+
+    /// Replaces every entry with `entries`, which must not point into this page.
+    func rebuild(_ entries: ArraySlice<UnsafeRawBufferPointer>) {
+        base.setU16(PageHeader.count, 0)
+        base.setU16(PageHeader.upper, UInt16(truncatingIfNeeded: pageSize))
+        base.setU16(PageHeader.garbage, 0)
+        for entry in entries { append(entry) }
+    }
+
+    func setChild(_ index: Int, _ child: PageNo) {
+        let off = Int(UnsafeRawPointer(base).u16(PageHeader.size + 2 * index))
+        base.setU64(off, child)
+    }
+
+    /// Size of the entry at byte offset `off` of a page already validated.
+    @inline(__always)
+    static func entrySize(_ page: UnsafeRawPointer, at off: Int, isLeaf: Bool) -> Int {
+        if isLeaf {
+            let keyLength = Int(page.u16(off))
+            let overflow = page.u8(off + 2) & LeafEntry.overflowFlag != 0
+            return LeafEntry.headerSize + keyLength + (overflow ? 8 : Int(page.u32(off + 4)))
+        }
+        return BranchEntry.headerSize + Int(page.u16(off + 8))
+    }
+}

@@ -1,0 +1,80 @@
+// A transaction's view of pages: committed pages straight from the memory map, and, for the
+// writer, its own dirty copies first.
+
+/// Deepest tree the engine follows; a deeper descent means a page reference cycle in a corrupt file.
+let maxTreeDepth = 48
+
+/// `@unchecked Sendable`: a read transaction's map never changes after init (`dirty` stays empty,
+/// `limit` fixed), so sharing it across threads is safe. A write transaction's map is mutated only
+/// by the thread running that transaction: `WriteTransaction` is not Sendable and never escapes
+/// the `write` closure.
+final class PageMap: @unchecked Sendable {
+    let base: UnsafeRawPointer
+    let pageSize: Int
+    /// Pages below this number are readable from the map (the snapshot's page count).
+    let limit: UInt64
+    let isWrite: Bool
+    /// The writer's own pages (single pages and overflow runs), keyed by first page number.
+    var dirty: [PageNo: UnsafeMutableRawPointer] = [:]
+    /// Bumped on every write, so that cursors notice their tree changed under them.
+    var version: UInt64 = 0
+
+    init(base: UnsafeRawPointer, pageSize: Int, limit: UInt64, isWrite: Bool) {
+        self.base = base
+        self.pageSize = pageSize
+        self.limit = limit
+        self.isWrite = isWrite
+    }
+
+    @inline(__always) func page(_ pgno: PageNo) throws -> UnsafeRawPointer {
+        if isWrite, let d = dirty[pgno] { return UnsafeRawPointer(d) }
+        if pgno < 2 || pgno >= limit {
+            throw StorageError.corrupt(page: pgno, reason: "page reference outside the file's 2..<\(limit) pages")
+        }
+        return base + Int(pgno) * pageSize
+    }
+
+    @inline(__always) func node(_ pgno: PageNo) throws -> Node {
+        try Node(try page(pgno), pgno: pgno, pageSize: pageSize)
+    }
+
+    /// The bytes of an overflow value, checked against its run header.
+    func overflow(_ pgno: PageNo, length: Int) throws -> UnsafeRawBufferPointer {
+        let p = try page(pgno)
+        if p.u8(PageHeader.type) != PageType.overflow.rawValue {
+            throw StorageError.corrupt(page: pgno, reason: "expected an overflow page, found type \(p.u8(PageHeader.type))")
+        }
+        let pages = UInt64(p.u32(PageHeader.runPages))
+        let isDirty = isWrite && dirty[pgno] != nil
+        if pages == 0 || (!isDirty && pgno + pages > limit) {
+            throw StorageError.corrupt(page: pgno, reason: "overflow run of \(pages) pages runs past the file end")
+        }
+        if PageHeader.size + length > Int(pages) * pageSize {
+            throw StorageError.corrupt(page: pgno, reason: "value of \(length) bytes does not fit its \(pages)-page overflow run")
+        }
+        return UnsafeRawBufferPointer(start: p + PageHeader.size, count: length)
+    }
+
+    /// The bytes of a leaf value, wherever it lives.
+    @inline(__always) func resolve(_ value: LeafValue) throws -> UnsafeRawBufferPointer {
+        switch value {
+        case .inline(let bytes): return bytes
+        case .overflow(let page, let length): return try overflow(page, length: length)
+        }
+    }
+
+    /// Finds `key` in the tree rooted at `root`.
+    func get(root: PageNo, key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+        if root == 0 { return nil }
+        var node = try self.node(root)
+        var depth = 0
+        while !node.isLeaf {
+            depth += 1
+            if depth > maxTreeDepth { throw StorageError.corrupt(page: node.pgno, reason: "tree deeper than \(maxTreeDepth) levels (a reference cycle?)") }
+            node = try self.node(try node.child(try node.branchSearch(key)))
+        }
+        let (index, found) = try node.leafSearch(key)
+        if !found { return nil }
+        return try resolve(try node.value(index))
+    }
+}

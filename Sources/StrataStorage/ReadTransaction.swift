@@ -1,0 +1,123 @@
+import Synchronization
+
+/// A read-only snapshot of the store: it sees the newest commit at the moment it began, for its
+/// whole life, whatever writers do meanwhile. Any number may be open at once, on any threads.
+/// Beginning and ending one takes no lock and no system call.
+///
+/// End it promptly (`end()`, or let it go): while it lives, pages its snapshot sees are not reused.
+///
+/// ```swift
+/// let snapshot = try store.beginRead()
+/// defer { snapshot.end() }
+/// if let users = try snapshot.tree("users"), let name = try users.get(Array("u1".utf8)) {
+///     print(String(decoding: name, as: UTF8.self))
+/// }
+/// ```
+public final class ReadTransaction: Sendable {
+    let env: Environment
+    let pages: PageMap
+    let meta: Meta
+    private let slot: Int
+    private let ended = Atomic<Bool>(false)
+
+    /// The id of the commit this snapshot sees.
+    public var txnid: UInt64 { meta.txnid }
+
+    init(env: Environment) throws {
+        self.env = env
+        let readers = env.readers
+        let slot = try readers.acquire()
+        var meta: Meta
+        var map: MapTable.Mapping
+        var attempts = 0
+        while true {
+            // Publish the id first, then check it is still the newest: a writer that scanned the
+            // table before our store has committed something newer, which the recheck sees.
+            let latest = readers.latest
+            readers.set(slot, txnid: latest)
+            map = env.maps.current
+            meta = Meta.fields(map.base + Int(latest % 2) * env.pageSize)
+            if meta.txnid == latest && readers.latest == latest { break }
+            attempts += 1
+            if attempts > 1_000_000 {
+                readers.release(slot)
+                throw StorageError.internalError("could not pin a snapshot")
+            }
+        }
+        let needed = Int(meta.pageCount) * env.pageSize
+        if needed > map.length {
+            do { map = try env.maps.ensure(bytes: needed) } catch { readers.release(slot); throw error }
+        }
+        if meta.pageSize != env.pageSize || meta.pageCount < 2 || meta.catalog.root >= meta.pageCount || meta.free.root >= meta.pageCount {
+            readers.release(slot)
+            throw StorageError.corrupt(page: latest(meta), reason: "meta page of transaction \(meta.txnid) has inconsistent fields")
+        }
+        self.slot = slot
+        self.meta = meta
+        self.pages = PageMap(base: map.base, pageSize: env.pageSize, limit: meta.pageCount, isWrite: false)
+    }
+
+    deinit { end() }
+
+    /// Releases the snapshot. Using the transaction or its cursors afterwards is a programming error
+    /// the engine does not check on the hot path; `tree(_:)` throws.
+    public func end() {
+        if !ended.exchange(true, ordering: .sequentiallyConsistent) {
+            env.readers.release(slot)
+        }
+    }
+
+    /// The tree called `name`, or nil when there is none.
+    public func tree(_ name: String) throws -> ReadTree? {
+        if ended.load(ordering: .relaxed) { throw StorageError.transactionFinished }
+        try validateTreeName(name)
+        let key = Array(name.utf8)
+        guard let bytes = try key.withUnsafeBytes({ (k) throws in try pages.get(root: meta.catalog.root, key: k) }) else {
+            return nil
+        }
+        return ReadTree(txn: self, name: name, info: try TreeInfo.decode(bytes, name: name))
+    }
+
+    /// The names of every tree, in byte order.
+    public func treeNames() throws -> [String] {
+        if ended.load(ordering: .relaxed) { throw StorageError.transactionFinished }
+        return try listTrees(pages: pages, catalogRoot: meta.catalog.root)
+    }
+}
+
+private func latest(_ meta: Meta) -> UInt64 { meta.txnid % 2 }
+
+/// A tree in a read snapshot.
+///
+/// ```swift
+/// try store.read { txn in
+///     guard let items = try txn.tree("items") else { return }
+///     print(items.count)
+///     try items.forEach(from: [10], to: [20]) { key, value in print(key.count, value.count); return true }
+/// }
+/// ```
+public struct ReadTree: Sendable {
+    let txn: ReadTransaction
+    /// The tree's name.
+    public let name: String
+    let info: TreeInfo
+
+    /// Number of entries.
+    public var count: Int { Int(info.count) }
+
+    /// The value under `key`, as a view into the map valid for the life of the transaction.
+    @inline(__always)
+    public func get(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+        try txn.pages.get(root: info.root, key: key)
+    }
+
+    /// A copy of the value under `key`.
+    public func get(_ key: [UInt8]) throws -> [UInt8]? {
+        try key.withUnsafeBytes { (k) throws -> [UInt8]? in try get(k).map { Array($0) } }
+    }
+
+    /// A cursor over the tree.
+    public func cursor() -> Cursor {
+        Cursor(pages: txn.pages, root: info.root, owner: txn)
+    }
+}

@@ -1,0 +1,149 @@
+import Synchronization
+
+// The reader table: one slot per live read transaction, holding the owner's pid and the
+// transaction id its snapshot sees. It lives in the lock file beside the database (shared by every
+// process that opens it) or, for an in-memory store, in process memory. Layout in FORMAT.md,
+// "Lock file".
+//
+// Beginning a read claims a slot with one compare-and-swap and publishes the snapshot's id with
+// one store: no syscall and no lock. The writer scans the table when it first needs to reuse a
+// freed page, and reclaims slots whose process has died.
+
+enum LockLayout {
+    static let magic: UInt64 = 0x4B4C_4154_4152_5453   // "STRATALK" read as little-endian bytes
+    static let version: UInt32 = 1
+    static let magicOffset = 0       // u64
+    static let versionOffset = 8     // u32
+    static let slotCountOffset = 12  // u32
+    static let latestOffset = 16     // u64 atomic: id of the newest committed transaction
+    static let slotsOffset = 64
+    static let slotStride = 64       // one cache line per slot, so readers on different cores do not share lines
+    static let slotOwner = 0         // u64 atomic: pid of the owner, 0 when free
+    static let slotTxnid = 8         // u64 atomic: snapshot id, 0 while the owner is not reading
+    static let defaultSlots = 1024
+
+    /// fcntl byte ranges in the lock file.
+    static let writerLockByte: Int64 = 0
+    static let aliveLockByte: Int64 = 1
+
+    static func size(slots: Int) -> Int { slotsOffset + slots * slotStride }
+}
+
+/// A snapshot a reader slot holds, as the writer and `strata readers` see it.
+public struct ReaderSlot: Sendable, Equatable {
+    /// Index of the slot in the table.
+    public var slot: Int
+    /// Process that owns the slot.
+    public var pid: UInt64
+    /// Transaction id of the snapshot it reads.
+    public var txnid: UInt64
+}
+
+/// Shared table memory: the header's `latest` counter and the slots.
+final class ReaderTable: Sendable {
+    /// Points into the lock file's shared map, or into memory this object owns.
+    /// Only touched through atomics after initialisation.
+    private let memoryAddress: UInt
+    let slotCount: Int
+    private let ownsMemory: Bool
+    private let pid: UInt64
+
+    init(memory: UnsafeMutableRawPointer, slotCount: Int, ownsMemory: Bool) {
+        self.memoryAddress = UInt(bitPattern: memory)
+        self.slotCount = slotCount
+        self.ownsMemory = ownsMemory
+        self.pid = currentPID()
+    }
+
+    /// A table in process memory, for stores no other process can open.
+    static func inProcess(slots: Int = LockLayout.defaultSlots) -> ReaderTable {
+        let size = LockLayout.size(slots: slots)
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+        memory.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        ReaderTable.format(memory, slots: slots)
+        return ReaderTable(memory: memory, slotCount: slots, ownsMemory: true)
+    }
+
+    /// Writes a fresh header and empties every slot.
+    static func format(_ memory: UnsafeMutableRawPointer, slots: Int) {
+        memory.initializeMemory(as: UInt8.self, repeating: 0, count: LockLayout.size(slots: slots))
+        memory.setU64(LockLayout.magicOffset, LockLayout.magic)
+        memory.setU32(LockLayout.versionOffset, LockLayout.version)
+        memory.setU32(LockLayout.slotCountOffset, UInt32(slots))
+    }
+
+    deinit {
+        if ownsMemory { UnsafeMutableRawPointer(bitPattern: memoryAddress)?.deallocate() }
+    }
+
+    @inline(__always) private func atomic(_ offset: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
+        (UnsafeMutableRawPointer(bitPattern: memoryAddress)! + offset).assumingMemoryBound(to: Atomic<UInt64>.self)
+    }
+
+    @inline(__always) private func owner(_ slot: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
+        atomic(LockLayout.slotsOffset + slot * LockLayout.slotStride + LockLayout.slotOwner)
+    }
+
+    @inline(__always) private func txn(_ slot: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
+        atomic(LockLayout.slotsOffset + slot * LockLayout.slotStride + LockLayout.slotTxnid)
+    }
+
+    /// The id of the newest committed transaction.
+    var latest: UInt64 {
+        get { atomic(LockLayout.latestOffset).pointee.load(ordering: .sequentiallyConsistent) }
+    }
+
+    func publish(latest txnid: UInt64) {
+        atomic(LockLayout.latestOffset).pointee.store(txnid, ordering: .sequentiallyConsistent)
+    }
+
+    /// Claims a free slot, starting from a per-thread position so threads rarely collide.
+    func acquire() throws -> Int {
+        let start = Int(currentThreadHash() % UInt(slotCount))
+        for step in 0..<slotCount {
+            var slot = start + step
+            if slot >= slotCount { slot -= slotCount }
+            let o = owner(slot)
+            if o.pointee.load(ordering: .relaxed) != 0 { continue }
+            if o.pointee.compareExchange(expected: 0, desired: pid, ordering: .sequentiallyConsistent).exchanged {
+                return slot
+            }
+        }
+        throw StorageError.readersFull(slots: slotCount)
+    }
+
+    /// Publishes the snapshot id a slot reads. Sequentially consistent, so that a writer scanning
+    /// after this store sees it, and a writer that scanned before it has already published a newer
+    /// `latest`, which the reader's recheck then sees.
+    @inline(__always) func set(_ slot: Int, txnid: UInt64) {
+        txn(slot).pointee.store(txnid, ordering: .sequentiallyConsistent)
+    }
+
+    func release(_ slot: Int) {
+        txn(slot).pointee.store(0, ordering: .sequentiallyConsistent)
+        owner(slot).pointee.store(0, ordering: .sequentiallyConsistent)
+    }
+
+    /// Live snapshots, after clearing the slots of processes that no longer exist.
+    func liveReaders() -> [ReaderSlot] {
+        var result: [ReaderSlot] = []
+        var deadPids: Set<UInt64> = []
+        for slot in 0..<slotCount {
+            let ownerPid = owner(slot).pointee.load(ordering: .sequentiallyConsistent)
+            if ownerPid == 0 { continue }
+            let t = txn(slot).pointee.load(ordering: .sequentiallyConsistent)
+            if ownerPid != pid {
+                if deadPids.contains(ownerPid) || !processIsAlive(ownerPid) {
+                    deadPids.insert(ownerPid)
+                    // Only clear what we read, in case the slot changed hands meanwhile.
+                    if txn(slot).pointee.compareExchange(expected: t, desired: 0, ordering: .sequentiallyConsistent).exchanged {
+                        _ = owner(slot).pointee.compareExchange(expected: ownerPid, desired: 0, ordering: .sequentiallyConsistent)
+                    }
+                    continue
+                }
+            }
+            if t != 0 { result.append(ReaderSlot(slot: slot, pid: ownerPid, txnid: t)) }
+        }
+        return result
+    }
+}

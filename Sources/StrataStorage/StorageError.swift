@@ -1,0 +1,99 @@
+/// Every error the storage engine throws. Each case says what was wrong and where.
+///
+/// ```swift
+/// do { _ = try Store(path: "app.strata") }
+/// catch let error as StorageError { print(error) }   // e.g. "not a Strata file: /tmp/x (bad magic)"
+/// ```
+public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A system call failed: `operation` names it, `errno` is the C error number.
+    case io(operation: String, path: String, errno: Int32)
+    /// The file is not a Strata database (wrong magic or too short to hold the meta pages).
+    case notAStrataFile(path: String, reason: String)
+    /// The file was written by a newer format version than this build reads.
+    case unsupportedFormatVersion(path: String, found: UInt32, supported: UInt32)
+    /// The page size stored in the file is not one this build accepts, or differs from the one requested.
+    case pageSizeMismatch(path: String, found: Int, expected: Int)
+    /// The file is shorter than its meta page says.
+    case truncated(path: String, expectedBytes: UInt64, actualBytes: UInt64)
+    /// A page failed a structural or checksum check.
+    case corrupt(page: UInt64, reason: String)
+    /// Neither meta page is valid, or the commit each one names is damaged.
+    case noValidMeta(path: String, reason: String)
+    /// A key longer than `Store.maxKeySize`, or empty.
+    case invalidKey(length: Int, maximum: Int)
+    /// A value larger than the engine stores.
+    case valueTooLarge(length: Int, maximum: Int)
+    /// A tree name that is empty or too long.
+    case invalidTreeName(String)
+    /// The tree does not exist.
+    case treeNotFound(String)
+    /// A tree of that name already exists.
+    case treeExists(String)
+    /// The store was closed.
+    case closed
+    /// A write was attempted while the transaction was already finished (committed, aborted, or failed).
+    case transactionFinished
+    /// A cursor was used after the transaction wrote to its tree; reposition it with a seek.
+    case cursorInvalidated
+    /// Every reader slot is taken (too many concurrent read transactions).
+    case readersFull(slots: Int)
+    /// The invariant the engine checks failed; should never happen.
+    case internalError(String)
+
+    public var description: String {
+        switch self {
+        case let .io(op, path, err):
+            return "I/O error: \(op) on \(path) failed with errno \(err) (\(errnoName(err)))"
+        case let .notAStrataFile(path, reason):
+            return "not a Strata file: \(path) (\(reason))"
+        case let .unsupportedFormatVersion(path, found, supported):
+            return "unsupported format version \(found) in \(path); this build reads up to \(supported)"
+        case let .pageSizeMismatch(path, found, expected):
+            return "page size \(found) in \(path) does not match \(expected)"
+        case let .truncated(path, expected, actual):
+            return "truncated file: \(path) holds \(actual) bytes but its meta page needs \(expected)"
+        case let .corrupt(page, reason):
+            return "corrupt page \(page): \(reason)"
+        case let .noValidMeta(path, reason):
+            return "no valid commit in \(path): \(reason)"
+        case let .invalidKey(length, maximum):
+            return "invalid key of \(length) bytes: keys must be 1 to \(maximum) bytes"
+        case let .valueTooLarge(length, maximum):
+            return "value of \(length) bytes exceeds the maximum of \(maximum)"
+        case let .invalidTreeName(name):
+            return "invalid tree name '\(name)': names are 1 to 255 UTF-8 bytes"
+        case let .treeNotFound(name):
+            return "no tree named '\(name)'"
+        case let .treeExists(name):
+            return "a tree named '\(name)' already exists"
+        case .closed:
+            return "the store is closed"
+        case .transactionFinished:
+            return "the transaction has already finished"
+        case .cursorInvalidated:
+            return "the cursor's tree was modified; seek again before reading"
+        case let .readersFull(slots):
+            return "all \(slots) reader slots are in use"
+        case let .internalError(message):
+            return "internal error: \(message)"
+        }
+    }
+}
+
+func errnoName(_ err: Int32) -> String {
+    switch err {
+    case 2: return "ENOENT"
+    case 5: return "EIO"
+    case 9: return "EBADF"
+    case 11: return "EAGAIN"
+    case 12: return "ENOMEM"
+    case 13: return "EACCES"
+    case 17: return "EEXIST"
+    case 22: return "EINVAL"
+    case 27: return "EFBIG"
+    case 28: return "ENOSPC"
+    case 30: return "EROFS"
+    case 122: return "EDQUOT"
+    default: return "errno \(err)"
+    }
+}

@@ -1,0 +1,112 @@
+import Synchronization
+
+/// A Strata page file: named B+trees of byte keys and values, read through MVCC snapshots and
+/// written by one transaction at a time, across threads and processes.
+///
+/// ```swift
+/// let store = try Store(path: "/tmp/demo.strata")
+/// try store.write { txn in
+///     try txn.createTree("greetings").put(Array("hello".utf8), Array("world".utf8))
+/// }
+/// let value = try store.read { txn in try txn.tree("greetings")?.get(Array("hello".utf8)) }
+/// ```
+public final class Store: Sendable {
+    let env: Environment
+    private let closed = Atomic<Bool>(false)
+    /// Default durability of `write`.
+    public let durability: Durability
+
+    /// Opens (or creates) the store at `path`. Handles of the same file in one process share one
+    /// map, one writer lock and one reader table.
+    public init(path: String, options: StoreOptions = StoreOptions()) throws {
+        try Store.checkPlatform()
+        self.env = try Environment.open(path: path, options: options)
+        self.durability = options.durability
+    }
+
+    /// An in-memory store: the same engine on an anonymous memory-backed file that vanishes when
+    /// the store is released.
+    ///
+    /// ```swift
+    /// let cache = try Store.inMemory()
+    /// ```
+    public static func inMemory(options: StoreOptions = StoreOptions(durability: .noSync)) throws -> Store {
+        try checkPlatform()
+        return Store(env: try Environment.openAnonymous(options: options), durability: options.durability)
+    }
+
+    private init(env: Environment, durability: Durability) {
+        self.env = env
+        self.durability = durability
+    }
+
+    private static func checkPlatform() throws {
+        if 1.littleEndian != 1 { throw StorageError.internalError("big-endian hosts are not supported") }
+    }
+
+    /// The file's path (":memory:" for an in-memory store).
+    public var path: String { env.path }
+    /// The page size of the file.
+    public var pageSize: Int { env.pageSize }
+    /// The longest key this store accepts.
+    public var maxKeySize: Int { Limits.maxKeySize(pageSize: env.pageSize) }
+
+    private func checkOpen() throws {
+        if closed.load(ordering: .relaxed) { throw StorageError.closed }
+    }
+
+    /// Closes this handle. Transactions already begun finish normally; the file closes when the
+    /// last handle and snapshot on it are gone.
+    public func close() {
+        closed.store(true, ordering: .relaxed)
+    }
+
+    // MARK: Transactions
+
+    /// Begins a read snapshot of the newest commit. End it with `end()` or by releasing it.
+    public func beginRead() throws -> ReadTransaction {
+        try checkOpen()
+        return try ReadTransaction(env: env)
+    }
+
+    /// Runs `body` on a snapshot of the newest commit and returns its result.
+    public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
+        let txn = try beginRead()
+        defer { txn.end() }
+        return try body(txn)
+    }
+
+    /// Runs `body` in the write transaction and commits it, returning `body`'s result. If `body`
+    /// throws, nothing it did is kept and the error is rethrown. One writer at a time: others, in
+    /// this process or another, wait. Calling `write` inside `write` throws.
+    ///
+    /// ```swift
+    /// let added = try store.write(durability: .noSync) { txn in
+    ///     try txn.createTree("log").insert([0, 0, 0, 1], Array("started".utf8))
+    /// }
+    /// ```
+    public func write<R>(durability: Durability? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
+        try checkOpen()
+        let me = currentThreadHash()
+        if env.writerThread.load(ordering: .relaxed) == me {
+            throw StorageError.internalError("write called inside a write transaction on the same thread")
+        }
+        return try env.writer.withLock { _ throws -> R in
+            env.writerThread.store(me, ordering: .relaxed)
+            defer { env.writerThread.store(0, ordering: .relaxed) }
+            if let lockFile = env.lockFile {
+                _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
+            }
+            defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
+            let txn = try WriteTransaction(env: env, durability: durability ?? self.durability)
+            do {
+                let result = try body(txn)
+                if !txn.isFinished { try txn.commit() }
+                return result
+            } catch {
+                txn.abort()
+                throw error
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+/// The one write transaction of a store, alive inside `Store.write`. It sees its own writes.
+/// Throwing out of the closure, or calling `abort()`, leaves no trace.
+///
+/// ```swift
+/// try store.write { txn in
+///     let users = try txn.createTree("users")
+///     try users.put(Array("u1".utf8), Array("Ana".utf8))
+///     try users.delete(Array("u2".utf8))
+/// }
+/// ```
+public final class WriteTransaction {
+    let env: Environment
+    let pages: PageMap
+    let pageSize: Int
+    /// The id this transaction commits as.
+    public let txnid: UInt64
+    /// How this commit reaches the disk; set by `Store.write`, changeable until commit.
+    public var durability: Durability
+    let base: Meta
+    var pageCount: UInt64
+    var catalog: TreeInfo
+    var freeTree: TreeInfo
+    var trees: [String: TreeState] = [:]
+    var allocator: FreePageAllocator!
+    /// Pages this transaction allocated and freed again: reusable at once.
+    var spare: [PageNo] = []
+    /// Committed pages this transaction stopped using.
+    var freed: [FreeEntry] = []
+    /// Set while the commit writes the free list, so that the fixpoint converges (see Commit.swift).
+    var committingFreeList = false
+    var path: [PathStep] = []
+    var fileSize: UInt64
+    /// The base commit's record run, freed if this transaction commits anything.
+    var previousRecordRun: (PageNo, Int)?
+    let scratch: UnsafeMutableRawPointer
+    let splitScratch: UnsafeMutableRawPointer
+    let entryScratch: UnsafeMutableRawPointer
+    private(set) var isFinished = false
+
+    init(env: Environment, durability: Durability) throws {
+        self.env = env
+        self.pageSize = env.pageSize
+        self.durability = durability
+        let latest = env.readers.latest
+        var map = env.maps.current
+        let metaPointer = map.base + Int(latest % 2) * env.pageSize
+        let meta = try Meta.decode(metaPointer, slot: latest % 2, pageSize: env.pageSize, path: env.path)
+        if meta.txnid != latest {
+            throw StorageError.corrupt(page: latest % 2, reason: "meta page holds transaction \(meta.txnid), expected \(latest)")
+        }
+        self.base = meta
+        self.txnid = latest + 1
+        self.pageCount = meta.pageCount
+        self.catalog = meta.catalog
+        self.freeTree = meta.free
+        self.fileSize = try env.file.size()
+        if fileSize < meta.pageCount * UInt64(pageSize) {
+            throw StorageError.truncated(path: env.path, expectedBytes: meta.pageCount * UInt64(pageSize), actualBytes: fileSize)
+        }
+        map = try env.maps.ensure(bytes: Int(meta.pageCount) * pageSize)
+        self.pages = PageMap(base: map.base, pageSize: pageSize, limit: meta.pageCount, isWrite: true)
+        self.scratch = .allocate(byteCount: pageSize, alignment: 16)
+        self.splitScratch = .allocate(byteCount: pageSize, alignment: 16)
+        self.entryScratch = .allocate(byteCount: pageSize, alignment: 16)
+        let readers = env.readers
+        self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root) {
+            readers.liveReaders().map(\.txnid)
+        }
+        if meta.recordRun != 0 {
+            let run = try pages.page(meta.recordRun)
+            let count = Int(run.u32(PageHeader.runPages))
+            if run.u8(PageHeader.type) != PageType.commitRecord.rawValue || count == 0 || meta.recordRun + UInt64(count) > meta.pageCount {
+                throw StorageError.corrupt(page: meta.recordRun, reason: "commit record run header is invalid")
+            }
+            previousRecordRun = (meta.recordRun, count)
+        }
+    }
+
+    deinit {
+        releaseBuffers()
+        scratch.deallocate()
+        splitScratch.deallocate()
+        entryScratch.deallocate()
+    }
+
+    func releaseBuffers() {
+        for buffer in pages.dirty.values { buffer.deallocate() }
+        pages.dirty.removeAll()
+    }
+
+    func checkOpen() throws {
+        if isFinished { throw StorageError.transactionFinished }
+    }
+
+    func finish() { isFinished = true }
+
+    // MARK: Trees
+
+    private func state(_ name: String) throws -> TreeState? {
+        if let state = trees[name] { return state.dropped ? nil : state }
+        try validateTreeName(name)
+        let key = Array(name.utf8)
+        guard let bytes = try key.withUnsafeBytes({ (k) throws in try pages.get(root: catalog.root, key: k) }) else { return nil }
+        let state = TreeState(name: name, info: try TreeInfo.decode(bytes, name: name))
+        trees[name] = state
+        return state
+    }
+
+    /// The tree called `name`, or nil when there is none.
+    public func tree(_ name: String) throws -> WriteTree? {
+        try checkOpen()
+        return try state(name).map { WriteTree(txn: self, state: $0) }
+    }
+
+    /// The tree called `name`, created empty when missing.
+    public func createTree(_ name: String) throws -> WriteTree {
+        try checkOpen()
+        if let existing = try state(name) { return WriteTree(txn: self, state: existing) }
+        try validateTreeName(name)
+        let state = TreeState(name: name, info: .empty)
+        state.modified = true
+        trees[name] = state
+        return WriteTree(txn: self, state: state)
+    }
+
+    /// Deletes the tree called `name` and frees all its pages. Returns false when there was none.
+    @discardableResult
+    public func dropTree(_ name: String) throws -> Bool {
+        try checkOpen()
+        guard let state = try state(name) else { return false }
+        try freeTree(state.info.root)
+        state.info = .empty
+        state.dropped = true
+        state.modified = true
+        pages.version &+= 1
+        return true
+    }
+
+    /// The names of every tree, in byte order, including those created in this transaction.
+    public func treeNames() throws -> [String] {
+        try checkOpen()
+        var names = Set(try listTrees(pages: pages, catalogRoot: catalog.root))
+        for (name, state) in trees {
+            if state.dropped { names.remove(name) } else { names.insert(name) }
+        }
+        return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+    }
+
+    /// Abandons every change. The store is left as it was before the transaction began.
+    public func abort() {
+        finish()
+        releaseBuffers()
+    }
+}
+
+/// A tree open in the write transaction.
+///
+/// ```swift
+/// let items = try txn.createTree("items")
+/// try items.put([1], [42])
+/// let inserted = try items.insert([1], [43])   // false: key exists, nothing changes
+/// ```
+public struct WriteTree {
+    let txn: WriteTransaction
+    let state: TreeState
+
+    /// The tree's name.
+    public var name: String { state.name }
+    /// Number of entries.
+    public var count: Int { Int(state.info.count) }
+
+    private func check() throws {
+        try txn.checkOpen()
+        if state.dropped { throw StorageError.treeNotFound(state.name) }
+    }
+
+    /// Stores `value` under `key`, replacing any value there. Returns true when the key is new.
+    @discardableResult
+    public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
+        try check()
+        state.modified = true
+        return try txn.put(&state.info, key: key, value: value)
+    }
+
+    /// Stores `value` under `key`, replacing any value there. Returns true when the key is new.
+    @discardableResult
+    public func put(_ key: [UInt8], _ value: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { (k) throws -> Bool in
+            try value.withUnsafeBytes { (v) throws -> Bool in try put(k, v) }
+        }
+    }
+
+    /// Stores `value` only if `key` is absent. Returns false (and changes nothing) when it exists.
+    public func insert(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
+        try check()
+        let inserted = try txn.put(&state.info, key: key, value: value, overwrite: false)
+        if inserted { state.modified = true }
+        return inserted
+    }
+
+    /// Stores `value` only if `key` is absent. Returns false (and changes nothing) when it exists.
+    public func insert(_ key: [UInt8], _ value: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { (k) throws -> Bool in
+            try value.withUnsafeBytes { (v) throws -> Bool in try insert(k, v) }
+        }
+    }
+
+    /// Removes `key`. Returns false when it was not there.
+    @discardableResult
+    public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
+        try check()
+        let deleted = try txn.delete(&state.info, key: key)
+        if deleted { state.modified = true }
+        return deleted
+    }
+
+    /// Removes `key`. Returns false when it was not there.
+    @discardableResult
+    public func delete(_ key: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { (k) throws -> Bool in try delete(k) }
+    }
+
+    /// The value under `key`, as a view valid until the next write in this transaction.
+    public func get(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+        try check()
+        return try txn.pages.get(root: state.info.root, key: key)
+    }
+
+    /// A copy of the value under `key`.
+    public func get(_ key: [UInt8]) throws -> [UInt8]? {
+        try key.withUnsafeBytes { (k) throws -> [UInt8]? in try get(k).map { Array($0) } }
+    }
+
+    /// A cursor over the tree as it is now. Any later write to the transaction invalidates it.
+    public func cursor() throws -> Cursor {
+        try check()
+        return Cursor(pages: txn.pages, root: state.info.root, owner: txn)
+    }
+}
+
+/// A tree's state inside a write transaction.
+final class TreeState {
+    let name: String
+    var info: TreeInfo
+    var modified = false
+    var dropped = false
+
+    init(name: String, info: TreeInfo) {
+        self.name = name
+        self.info = info
+    }
+}
+
+func validateTreeName(_ name: String) throws {
+    let length = name.utf8.count
+    if length == 0 || length > 255 { throw StorageError.invalidTreeName(name) }
+}
+
+/// Names in the catalog tree at `catalogRoot`.
+func listTrees(pages: PageMap, catalogRoot: PageNo) throws -> [String] {
+    var names: [String] = []
+    let cursor = Cursor(pages: pages, root: catalogRoot, owner: pages)
+    var more = try cursor.first()
+    while more {
+        names.append(String(decoding: cursor.key, as: UTF8.self))
+        more = try cursor.next()
+    }
+    return names
+}
