@@ -45,9 +45,10 @@ final class Environment: @unchecked Sendable {
     private static let registry = Mutex<[FileIdentity: WeakEnvironment]>([:])
 
     /// The environment for the file at `path`, shared with other handles of this process.
-    static func open(path: String, options: StoreOptions) throws -> Environment {
-        let file = try PosixFile(path: path, create: options.createIfMissing)
-        let identity = try file.identity()
+    static func open(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)? = nil) throws -> Environment {
+        let posix = try PosixFile(path: path, create: options.createIfMissing)
+        let identity = try posix.identity()
+        let file: FileIO = wrap?(posix) ?? posix
         return try registry.withLock { (registry) throws -> Environment in
             if let existing = registry[identity]?.environment {
                 if let wanted = options.pageSize, wanted != existing.pageSize {
@@ -82,7 +83,7 @@ final class Environment: @unchecked Sendable {
         return size
     }
 
-    private static func openShared(file: PosixFile, identity: FileIdentity, options: StoreOptions) throws -> Environment {
+    private static func openShared(file: FileIO, identity: FileIdentity, options: StoreOptions) throws -> Environment {
         let lockFile = try PosixFile(path: file.path + "-lock", create: true)
         // Hold the writer lock while opening: no other process commits or initialises meanwhile.
         _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)

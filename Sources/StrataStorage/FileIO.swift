@@ -174,3 +174,7 @@ struct FileIdentity: Hashable, Sendable {
     var device: UInt64
     var inode: UInt64
 }
+
+extension PosixFile {
+    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+}

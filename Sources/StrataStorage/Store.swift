@@ -24,6 +24,13 @@ public final class Store: Sendable {
         self.durability = options.durability
     }
 
+    /// Opens the store with its page file seen through `wrap`: the seam tests use to inject
+    /// failed writes and syncs, a full disk, or lost writes.
+    init(path: String, options: StoreOptions, wrap: @escaping (FileIO) -> FileIO) throws {
+        self.env = try Environment.open(path: path, options: options, wrap: wrap)
+        self.durability = options.durability
+    }
+
     /// An in-memory store: the same engine on an anonymous memory-backed file that vanishes when
     /// the store is released.
     ///
