@@ -1,0 +1,65 @@
+/// A Swift struct stored as an object. `id` is the primary key; the schema comes from the type's
+/// `Codable` conformance, with no translator and no generated code.
+///
+/// ```swift
+/// struct Person: Model {
+///     static let indexes: [PartialKeyPath<Person> & Sendable] = [\.name]
+///     var id: String
+///     var name: String
+///     var age: Int
+/// }
+/// ```
+///
+/// A model whose `id` is an optional integer (`var id: Int?`) gets the next auto-increment key
+/// when inserted with `nil`.
+public protocol Model: Codable, Sendable, Identifiable where ID: Codable & Sendable {
+    /// The name the model is stored under. Defaults to the type's name.
+    static var modelName: String { get }
+    /// Fields with a secondary index, as key paths.
+    static var indexes: [PartialKeyPath<Self> & Sendable] { get }
+    /// Fields with a unique secondary index: no two objects may share a value.
+    static var uniqueIndexes: [PartialKeyPath<Self> & Sendable] { get }
+}
+
+extension Model {
+    public static var modelName: String { String(describing: Self.self) }
+    public static var indexes: [PartialKeyPath<Self> & Sendable] { [] }
+    public static var uniqueIndexes: [PartialKeyPath<Self> & Sendable] { [] }
+}
+
+/// A reference to another object by its primary key.
+///
+/// ```swift
+/// struct Message: Model {
+///     var id: Int?
+///     var author: Ref<Person>
+/// }
+/// let author = try db.object(Person.self, key: message.author.id)
+/// ```
+public struct Ref<Target: Model>: Codable, Sendable, Hashable where Target.ID: Hashable {
+    /// The referenced object's primary key.
+    public var id: Target.ID
+
+    public init(_ id: Target.ID) { self.id = id }
+    public init(_ object: Target) { self.id = object.id }
+
+    public init(from decoder: any Decoder) throws {
+        id = try decoder.singleValueContainer().decode(Target.ID.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(id)
+    }
+}
+
+/// Lets the schema probe and the record coders recognise `Ref` without knowing its target.
+protocol ReferenceType {
+    static var targetModelName: String { get }
+    static var keyType: any (Codable & Sendable).Type { get }
+}
+
+extension Ref: ReferenceType {
+    static var targetModelName: String { Target.modelName }
+    static var keyType: any (Codable & Sendable).Type { Target.ID.self }
+}

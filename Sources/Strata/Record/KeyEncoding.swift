@@ -1,0 +1,202 @@
+import Foundation
+
+// Order-preserving encodings of primary keys and index values: comparing the bytes with memcmp
+// gives the same order as comparing the values. Composite index keys concatenate them, so
+// variable-length values are escaped and terminated (0x00 → 0x00 0xFF, end → 0x00 0x00).
+//
+//   Bool          1 byte
+//   Int*          8 bytes big-endian, sign bit flipped
+//   UInt*         8 bytes big-endian
+//   Double/Float  8 bytes big-endian: sign bit flipped for positives, all bits flipped for negatives
+//   Date          as its Double timeIntervalSinceReferenceDate
+//   String, Data  escaped bytes, terminated
+//   UUID          16 bytes
+//   Optional      0x00 for nil, 0x01 then the value (nil sorts first)
+
+enum KeyEncoding {
+    static func appendInt(_ v: Int64, to out: inout [UInt8]) {
+        appendUInt(UInt64(bitPattern: v) ^ (1 << 63), to: &out)
+    }
+
+    static func appendUInt(_ v: UInt64, to out: inout [UInt8]) {
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+    }
+
+    static func appendDouble(_ d: Double, to out: inout [UInt8]) {
+        let value = d.isNaN ? Double.nan : (d == 0 ? 0.0 : d)   // one NaN, one zero
+        let bits = value.bitPattern
+        appendUInt(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63), to: &out)
+    }
+
+    static func appendBytes<C: Collection>(_ bytes: C, to out: inout [UInt8]) where C.Element == UInt8 {
+        for b in bytes {
+            out.append(b)
+            if b == 0 { out.append(0xFF) }
+        }
+        out.append(0)
+        out.append(0)
+    }
+
+    /// Encodes a key value; nil when the value is not a type keys support.
+    static func encode(_ value: Any) -> [UInt8]? {
+        var out: [UInt8] = []
+        return append(value, to: &out) ? out : nil
+    }
+
+    static func append(_ value: Any, to out: inout [UInt8]) -> Bool {
+        switch value {
+        case let v as Bool: out.append(v ? 1 : 0)
+        case let v as Int: appendInt(Int64(v), to: &out)
+        case let v as Int8: appendInt(Int64(v), to: &out)
+        case let v as Int16: appendInt(Int64(v), to: &out)
+        case let v as Int32: appendInt(Int64(v), to: &out)
+        case let v as Int64: appendInt(v, to: &out)
+        case let v as UInt: appendUInt(UInt64(v), to: &out)
+        case let v as UInt8: appendUInt(UInt64(v), to: &out)
+        case let v as UInt16: appendUInt(UInt64(v), to: &out)
+        case let v as UInt32: appendUInt(UInt64(v), to: &out)
+        case let v as UInt64: appendUInt(v, to: &out)
+        case let v as Double: appendDouble(v, to: &out)
+        case let v as Float: appendDouble(Double(v), to: &out)
+        case let v as String: appendBytes(v.utf8, to: &out)
+        case let v as Data: appendBytes(v, to: &out)
+        case let v as Date: appendDouble(v.timeIntervalSinceReferenceDate, to: &out)
+        case let v as UUID: withUnsafeBytes(of: v.uuid) { out.append(contentsOf: $0) }
+        case let v as URL: appendBytes(v.absoluteString.utf8, to: &out)
+        case let v as Decimal: appendDouble(NSDecimalNumber(decimal: v).doubleValue, to: &out)
+        case let v as any OptionalValue:
+            guard let wrapped = v.wrappedAny else { out.append(0); return true }
+            out.append(1)
+            return append(wrapped, to: &out)
+        case let v as any RawRepresentable:
+            return append(v.rawValue, to: &out)
+        case let v as any ReferenceValue:
+            return append(v.keyAny, to: &out)
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// Decodes a primary key of type `T` from its encoding.
+    static func decode<T>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) -> T? {
+        var reader = KeyReader(bytes: bytes)
+        guard let value = reader.read(T.self), reader.offset == bytes.count else { return nil }
+        return value
+    }
+}
+
+struct KeyReader {
+    let bytes: UnsafeRawBufferPointer
+    var offset = 0
+
+    mutating func uint() -> UInt64? {
+        guard bytes.count - offset >= 8 else { return nil }
+        var v: UInt64 = 0
+        for i in 0..<8 { v = v << 8 | UInt64(bytes[offset + i]) }
+        offset += 8
+        return v
+    }
+
+    mutating func int() -> Int64? { uint().map { Int64(bitPattern: $0 ^ (1 << 63)) } }
+
+    mutating func double() -> Double? {
+        guard let bits = uint() else { return nil }
+        return Double(bitPattern: bits & (1 << 63) != 0 ? bits & ~(1 << 63) : ~bits)
+    }
+
+    mutating func escaped() -> [UInt8]? {
+        var out: [UInt8] = []
+        while offset < bytes.count {
+            let b = bytes[offset]
+            offset += 1
+            if b != 0 { out.append(b); continue }
+            guard offset < bytes.count else { return nil }
+            let next = bytes[offset]
+            offset += 1
+            if next == 0 { return out }
+            if next == 0xFF { out.append(0) } else { return nil }
+        }
+        return nil
+    }
+
+    mutating func read<T>(_ type: T.Type) -> T? {
+        func cast<V>(_ v: V?) -> T? { v.flatMap { $0 as? T } }
+        switch T.self {
+        case is Bool.Type:
+            guard offset < bytes.count else { return nil }
+            defer { offset += 1 }
+            return cast(bytes[offset] != 0)
+        case is Int.Type: return cast(int().flatMap { Int(exactly: $0) })
+        case is Int8.Type: return cast(int().flatMap { Int8(exactly: $0) })
+        case is Int16.Type: return cast(int().flatMap { Int16(exactly: $0) })
+        case is Int32.Type: return cast(int().flatMap { Int32(exactly: $0) })
+        case is Int64.Type: return cast(int())
+        case is UInt.Type: return cast(uint().flatMap { UInt(exactly: $0) })
+        case is UInt8.Type: return cast(uint().flatMap { UInt8(exactly: $0) })
+        case is UInt16.Type: return cast(uint().flatMap { UInt16(exactly: $0) })
+        case is UInt32.Type: return cast(uint().flatMap { UInt32(exactly: $0) })
+        case is UInt64.Type: return cast(uint())
+        case is Double.Type: return cast(double())
+        case is Float.Type: return cast(double().map { Float($0) })
+        case is String.Type: return cast(escaped().map { String(decoding: $0, as: UTF8.self) })
+        case is Data.Type: return cast(escaped().map { Data($0) })
+        case is Date.Type: return cast(double().map { Date(timeIntervalSinceReferenceDate: $0) })
+        case is UUID.Type:
+            guard bytes.count - offset >= 16 else { return nil }
+            var uuid = UUID().uuid
+            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + 16)])) }
+            offset += 16
+            return cast(UUID(uuid: uuid))
+        default:
+            if let optional = T.self as? any OptionalValue.Type {
+                guard offset < bytes.count else { return nil }
+                let tag = bytes[offset]
+                offset += 1
+                if tag == 0 { return optional.noneAny as? T }
+                return readSome(optional) as? T
+            }
+            if let raw = T.self as? any RawRepresentable.Type { return readRaw(raw) as? T }
+            if let reference = T.self as? any ReferenceValue.Type { return readReference(reference) as? T }
+            return nil
+        }
+    }
+
+    private mutating func readSome<O: OptionalValue>(_ type: O.Type) -> Any? {
+        read(O.Wrapped.self).map { O.wrapping($0) }
+    }
+
+    private mutating func readRaw<R: RawRepresentable>(_ type: R.Type) -> Any? {
+        read(R.RawValue.self).flatMap { R(rawValue: $0) }
+    }
+
+    private mutating func readReference<R: ReferenceValue>(_ type: R.Type) -> Any? {
+        read(R.Key.self).map { R(key: $0) }
+    }
+}
+
+/// Optionals seen through `Any`.
+protocol OptionalValue {
+    associatedtype Wrapped
+    var wrappedAny: Any? { get }
+    static var noneAny: Any { get }
+    static func wrapping(_ value: Wrapped) -> Self
+}
+
+extension Optional: OptionalValue {
+    var wrappedAny: Any? { self.map { $0 as Any } }
+    static var noneAny: Any { Optional<Wrapped>.none as Any }
+    static func wrapping(_ value: Wrapped) -> Optional<Wrapped> { .some(value) }
+}
+
+/// `Ref` seen through `Any`.
+protocol ReferenceValue {
+    associatedtype Key
+    var keyAny: Any { get }
+    init(key: Key)
+}
+
+extension Ref: ReferenceValue {
+    var keyAny: Any { id }
+    init(key: Target.ID) { self.init(key) }
+}

@@ -1,0 +1,375 @@
+import Foundation
+
+/// Decodes records into values of a model's type, following its schema. Every read is bounds
+/// checked: a corrupt record throws `StrataError.corruptRecord`, never traps.
+enum RecordDecoding {
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer, schema: ObjectSchema, model: String) throws -> T {
+        try decodeValue(T.self, as: .object(schema), bytes: bytes, context: EncodingContext(model: model, path: []))
+    }
+
+    /// Decodes a present (non-nil) value of `type` stored as `fieldType`.
+    static func decodeValue<T: Decodable>(_ type: T.Type, as fieldType: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws -> T {
+        let stored = fieldType.isOptional ? fieldType.unwrappedOnce : fieldType
+        if let value = try primitive(T.self, as: stored, bytes: bytes, context: context) { return value }
+        let decoder = ValueDecoder(fieldType: stored, bytes: bytes, isNil: false, context: context)
+        do {
+            return try T(from: decoder)
+        } catch let error as StrataError {
+            throw error
+        } catch {
+            throw context.mismatch("\(T.self).init(from:) failed: \(error)")
+        }
+    }
+
+    /// Decodes a stored primitive when `T` is one; nil when `T` is some other type.
+    static func primitive<T>(_ type: T.Type, as fieldType: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws -> T? {
+        func expect(_ kind: FieldType) throws {
+            if fieldType.unwrapped != kind { throw context.mismatch("stored as \(fieldType), read as \(T.self)") }
+        }
+        func fixed(_ count: Int) throws -> UInt64 {
+            guard bytes.count == count else { throw StrataError.corruptRecord("\(context.model).\(context.path.joined(separator: ".")): expected \(count) bytes, found \(bytes.count)") }
+            var v: UInt64 = 0
+            for i in (0..<count).reversed() { v = v << 8 | UInt64(bytes[i]) }
+            return v
+        }
+        func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
+            guard case .int(_, let signed) = fieldType.unwrapped else { throw context.mismatch("stored as \(fieldType), read as \(I.self)") }
+            var reader = ByteReader(bytes)
+            let raw = try reader.varint()
+            if !reader.isAtEnd { throw StrataError.corruptRecord("\(context.model).\(context.path.joined(separator: ".")): integer has trailing bytes") }
+            let result: I? = signed ? I(exactly: unzigzag(raw)) : I(exactly: raw)
+            guard let result else { throw context.mismatch("stored value does not fit \(I.self)") }
+            return result
+        }
+        let value: Any
+        switch T.self {
+        case is Bool.Type:
+            try expect(.bool)
+            value = try fixed(1) != 0
+        case is Int.Type: value = try integer(Int.self)
+        case is Int8.Type: value = try integer(Int8.self)
+        case is Int16.Type: value = try integer(Int16.self)
+        case is Int32.Type: value = try integer(Int32.self)
+        case is Int64.Type: value = try integer(Int64.self)
+        case is UInt.Type: value = try integer(UInt.self)
+        case is UInt8.Type: value = try integer(UInt8.self)
+        case is UInt16.Type: value = try integer(UInt16.self)
+        case is UInt32.Type: value = try integer(UInt32.self)
+        case is UInt64.Type: value = try integer(UInt64.self)
+        case is Double.Type:
+            try expect(.double)
+            value = Double(bitPattern: try fixed(8))
+        case is Float.Type:
+            try expect(.float)
+            value = Float(bitPattern: UInt32(try fixed(4)))
+        case is String.Type:
+            try expect(.string)
+            value = String(decoding: bytes, as: UTF8.self)
+        case is Data.Type:
+            try expect(.data)
+            value = Data(bytes)
+        case is Date.Type:
+            try expect(.date)
+            value = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed(8)))
+        case is UUID.Type:
+            try expect(.uuid)
+            guard bytes.count == 16 else { throw StrataError.corruptRecord("UUID of \(bytes.count) bytes") }
+            var uuid = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)).uuid
+            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
+            value = UUID(uuid: uuid)
+        case is Decimal.Type:
+            try expect(.decimal)
+            guard let d = Decimal(string: String(decoding: bytes, as: UTF8.self), locale: Locale(identifier: "en_US_POSIX")) else {
+                throw StrataError.corruptRecord("invalid Decimal text")
+            }
+            value = d
+        case is URL.Type:
+            try expect(.url)
+            guard let url = URL(string: String(decoding: bytes, as: UTF8.self)) else { throw StrataError.corruptRecord("invalid URL text") }
+            value = url
+        default:
+            return nil
+        }
+        return value as? T
+    }
+}
+
+/// A decoder positioned on one stored value; the containers it hands out follow the field type.
+final class ValueDecoder: Decoder {
+    let fieldType: FieldType
+    let bytes: UnsafeRawBufferPointer
+    let isNil: Bool
+    let context: EncodingContext
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(fieldType: FieldType, bytes: UnsafeRawBufferPointer, isNil: Bool, context: EncodingContext) {
+        self.fieldType = fieldType
+        self.bytes = bytes
+        self.isNil = isNil
+        self.context = context
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        switch fieldType.unwrapped {
+        case .object(let schema):
+            return KeyedDecodingContainer(try ObjectKeyedDecoding<Key>(schema: schema, bytes: bytes, context: context))
+        case .dictionary(let element):
+            return KeyedDecodingContainer(try DictionaryKeyedDecoding<Key>(element: element, bytes: bytes, context: context))
+        default:
+            throw context.mismatch("stored as \(fieldType), read as a struct")
+        }
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case .array(let element) = fieldType.unwrapped else { throw context.mismatch("stored as \(fieldType), read as an array") }
+        return try ArrayDecoding(element: element, bytes: bytes, context: context)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        SingleValueDecoding(decoder: self)
+    }
+}
+
+/// The field table of a record: ids, nil flags and value ranges, in id order.
+struct FieldTable {
+    var ids: [Int] = []
+    var nils: [Bool] = []
+    var ranges: [Range<Int>] = []
+
+    init(_ bytes: UnsafeRawBufferPointer) throws {
+        var reader = ByteReader(bytes)
+        let count = try reader.varint()
+        guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("field count \(count) exceeds the record size") }
+        ids.reserveCapacity(Int(count))
+        nils.reserveCapacity(Int(count))
+        ranges.reserveCapacity(Int(count))
+        var lengths: [Int] = []
+        lengths.reserveCapacity(Int(count))
+        for _ in 0..<Int(count) {
+            let header = try reader.varint()
+            guard header >> 1 <= UInt64(Int32.max) else { throw StrataError.corruptRecord("field id out of range") }
+            ids.append(Int(header >> 1))
+            nils.append(header & 1 == 1)
+            lengths.append(Int(try reader.length()))
+        }
+        var offset = reader.offset
+        for length in lengths {
+            guard length <= bytes.count - offset else { throw StrataError.corruptRecord("field values run past the end of the record") }
+            ranges.append(offset..<(offset + length))
+            offset += length
+        }
+    }
+
+    func index(of id: Int, hint: Int) -> Int? {
+        if hint < ids.count, ids[hint] == id { return hint }
+        return ids.firstIndex(of: id)
+    }
+}
+
+struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let schema: ObjectSchema
+    let bytes: UnsafeRawBufferPointer
+    let context: EncodingContext
+    let table: FieldTable
+    /// Where the next field probably is, in the schema and in the table (declaration order).
+    private let cursor = DecodeCursor()
+    var codingPath: [any CodingKey] { [] }
+
+    init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+        self.schema = schema
+        self.bytes = bytes
+        self.context = context
+        self.table = try FieldTable(bytes)
+    }
+
+    var allKeys: [Key] {
+        schema.fields.compactMap { field in
+            guard !field.removed, table.ids.contains(field.id) else { return nil }
+            return Key(stringValue: field.name)
+        }
+    }
+
+    /// The schema field for `key` and its index in the table (nil when absent from this record).
+    private func locate(_ key: Key) -> (field: FieldSchema, entry: Int?)? {
+        let fields = schema.fields
+        let name = key.stringValue
+        var f = cursor.field
+        if !(f < fields.count && fields[f].name == name && !fields[f].removed) {
+            guard let found = fields.firstIndex(where: { $0.name == name && !$0.removed }) else { return nil }
+            f = found
+        }
+        cursor.field = f + 1
+        let field = fields[f]
+        let entry = table.index(of: field.id, hint: cursor.entry)
+        if let entry { cursor.entry = entry + 1 }
+        return (field, entry)
+    }
+
+    func contains(_ key: Key) -> Bool {
+        guard let (_, entry) = locate(key), let entry else { return false }
+        _ = entry
+        return true
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool {
+        guard let (_, entry) = locate(key) else { return true }
+        guard let entry else { return true }
+        return table.nils[entry]
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        let fieldContext = context.appending(key.stringValue)
+        guard let (field, entry) = locate(key) else {
+            throw fieldContext.mismatch("the schema has no field \(key.stringValue)")
+        }
+        guard let entry, !table.nils[entry] else {
+            // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
+            if T.self is any OptionalValue.Type, let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            throw StrataError.typeMismatch(model: context.model, field: fieldContext.path.joined(separator: "."),
+                                           reason: "no value stored (field added after this record was written?)")
+        }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[table.ranges[entry]])
+        return try RecordDecoding.decodeValue(T.self, as: field.type, bytes: slice, context: fieldContext)
+    }
+
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        let fieldContext = context.appending(key.stringValue)
+        guard let (field, entry) = locate(key), let entry else { return nil }
+        if table.nils[entry] {
+            // A stored nil inside a present field: `.some(nil)` for a double optional, nil otherwise.
+            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return .some(none) }
+            return nil
+        }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[table.ranges[entry]])
+        return try RecordDecoding.decodeValue(T.self, as: field.type, bytes: slice, context: fieldContext)
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        throw context.appending(key.stringValue).mismatch("nested containers are not supported")
+    }
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        throw context.appending(key.stringValue).mismatch("nested containers are not supported")
+    }
+    func superDecoder() throws -> any Decoder { throw context.mismatch("superDecoder is not supported") }
+    func superDecoder(forKey key: Key) throws -> any Decoder { throw context.mismatch("superDecoder is not supported") }
+}
+
+final class DecodeCursor {
+    var field = 0
+    var entry = 0
+}
+
+struct ArrayDecoding: UnkeyedDecodingContainer {
+    let element: FieldType
+    let context: EncodingContext
+    var items: [(isNil: Bool, bytes: UnsafeRawBufferPointer)] = []
+    var codingPath: [any CodingKey] { [] }
+    var count: Int? { items.count }
+    var currentIndex = 0
+    var isAtEnd: Bool { currentIndex >= items.count }
+
+    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+        self.element = element
+        self.context = context
+        var reader = ByteReader(bytes)
+        let count = try reader.varint()
+        guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("array count \(count) exceeds its bytes") }
+        items.reserveCapacity(Int(count))
+        for _ in 0..<Int(count) {
+            let header = try reader.varint()
+            guard header >> 1 <= UInt64(bytes.count) else { throw StrataError.corruptRecord("array element runs past its bytes") }
+            items.append((header & 1 == 1, try reader.take(Int(header >> 1))))
+        }
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard currentIndex < items.count else { throw context.mismatch("read past the end of the array") }
+        if items[currentIndex].isNil {
+            currentIndex += 1
+            return true
+        }
+        return false
+    }
+
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        guard currentIndex < items.count else { throw context.mismatch("read past the end of the array") }
+        let item = items[currentIndex]
+        currentIndex += 1
+        if item.isNil {
+            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            throw context.mismatch("nil element read as \(T.self)")
+        }
+        return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending("[\(currentIndex - 1)]"))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        throw context.mismatch("nested containers are not supported")
+    }
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { throw context.mismatch("nested containers are not supported") }
+    mutating func superDecoder() throws -> any Decoder { throw context.mismatch("superDecoder is not supported") }
+}
+
+struct DictionaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let element: FieldType
+    let context: EncodingContext
+    var entries: [String: (isNil: Bool, bytes: UnsafeRawBufferPointer)] = [:]
+    var codingPath: [any CodingKey] { [] }
+
+    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+        self.element = element
+        self.context = context
+        var reader = ByteReader(bytes)
+        let count = try reader.varint()
+        guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("dictionary count \(count) exceeds its bytes") }
+        for _ in 0..<Int(count) {
+            let key = String(decoding: try reader.take(try reader.length()), as: UTF8.self)
+            let header = try reader.varint()
+            guard header >> 1 <= UInt64(bytes.count) else { throw StrataError.corruptRecord("dictionary value runs past its bytes") }
+            entries[key] = (header & 1 == 1, try reader.take(Int(header >> 1)))
+        }
+    }
+
+    var allKeys: [Key] { entries.keys.sorted().compactMap { Key(stringValue: $0) } }
+    func contains(_ key: Key) -> Bool { entries[key.stringValue] != nil }
+    func decodeNil(forKey key: Key) throws -> Bool { entries[key.stringValue]?.isNil ?? true }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        guard let entry = entries[key.stringValue] else { throw context.appending(key.stringValue).mismatch("no such key") }
+        if entry.isNil {
+            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            throw context.appending(key.stringValue).mismatch("nil read as \(T.self)")
+        }
+        return try RecordDecoding.decodeValue(T.self, as: element, bytes: entry.bytes, context: context.appending(key.stringValue))
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        throw context.mismatch("nested containers are not supported")
+    }
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer { throw context.mismatch("nested containers are not supported") }
+    func superDecoder() throws -> any Decoder { throw context.mismatch("superDecoder is not supported") }
+    func superDecoder(forKey key: Key) throws -> any Decoder { throw context.mismatch("superDecoder is not supported") }
+}
+
+struct SingleValueDecoding: SingleValueDecodingContainer {
+    let decoder: ValueDecoder
+    var codingPath: [any CodingKey] { [] }
+
+    func decodeNil() -> Bool { decoder.isNil }
+
+    func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        let stored = decoder.fieldType
+        switch stored.unwrapped {
+        case .enumeration(let raw):
+            return try RecordDecoding.decodeValue(T.self, as: raw, bytes: decoder.bytes, context: decoder.context)
+        case .reference:
+            guard let value = KeyEncoding.decode(T.self, from: decoder.bytes) else {
+                throw decoder.context.mismatch("stored reference key does not decode as \(T.self)")
+            }
+            return value
+        default:
+            if let value = try RecordDecoding.primitive(T.self, as: stored, bytes: decoder.bytes, context: decoder.context) { return value }
+            return try T(from: decoder)
+        }
+    }
+}

@@ -1,0 +1,394 @@
+import Foundation
+
+// Records: the stored form of an object. Layout in FORMAT.md, "Records".
+//
+//   record := varint n, n × (varint (fieldId << 1 | isNil), varint length), the n values back to back
+//
+// Fields are listed by ascending id, so a query can find one field by walking the small table
+// without decoding any value, and a field added to the model later is simply absent from older
+// records. Values by type:
+//
+//   Bool 1 byte · signed ints zigzag varint · unsigned ints varint · Double 8 bytes · Float 4 bytes
+//   String, URL, Decimal UTF-8 · Data raw · Date Double seconds since 2001 · UUID 16 bytes
+//   enum: its raw value · Ref: the target's key encoding (KeyEncoding) · nested struct: a record
+//   array/set: varint count, count × (varint (length << 1 | isNil), bytes); sets sorted by bytes
+//   [String: T]: varint count, count × (varint keyLength, key, varint (length << 1 | isNil), bytes), sorted by key
+
+/// Encodes values of a model's type into records, following its schema.
+enum RecordEncoding {
+    static func encode<T: Encodable>(_ value: T, schema: ObjectSchema, model: String) throws -> [UInt8] {
+        var out: [UInt8] = []
+        try encodeValue(value, as: .object(schema), into: &out, context: EncodingContext(model: model, path: []))
+        return out
+    }
+
+    /// Appends the encoding of `value`, stored as `type`, to `out`. Nil optionals are the caller's.
+    static func encodeValue(_ value: Any, as type: FieldType, into out: inout [UInt8], context: EncodingContext) throws {
+        if let optional = value as? any OptionalValue {
+            guard let wrapped = optional.wrappedAny else {
+                throw context.mismatch("nil where a value is required")
+            }
+            return try encodeValue(wrapped, as: type.isOptional ? type.unwrappedOnce : type, into: &out, context: context)
+        }
+        switch type {
+        case .optional(let inner):
+            try encodeValue(value, as: inner, into: &out, context: context)
+        case .bool:
+            guard let v = value as? Bool else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
+            out.append(v ? 1 : 0)
+        case .int(_, let signed):
+            if signed, let v = value as? any SignedInteger & FixedWidthInteger, let i = Int64(exactly: v) {
+                appendVarint(zigzag(i), to: &out)
+            } else if !signed, let v = value as? any UnsignedInteger & FixedWidthInteger, let u = UInt64(exactly: v) {
+                appendVarint(u, to: &out)
+            } else if value is any BinaryInteger {
+                throw context.mismatch("\(value) does not fit \(type)")
+            } else {
+                try encodeThroughSingleValue(value, as: type, into: &out, context: context)
+            }
+        case .double:
+            guard let v = value as? Double else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
+            withUnsafeBytes(of: v.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+        case .float:
+            guard let v = value as? Float else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
+            withUnsafeBytes(of: v.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+        case .string:
+            guard let v = value as? String else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
+            out.append(contentsOf: v.utf8)
+        case .data:
+            guard let v = value as? Data else { throw context.mismatch("expected Data, found \(Swift.type(of: value))") }
+            out.append(contentsOf: v)
+        case .date:
+            guard let v = value as? Date else { throw context.mismatch("expected Date, found \(Swift.type(of: value))") }
+            withUnsafeBytes(of: v.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+        case .uuid:
+            guard let v = value as? UUID else { throw context.mismatch("expected UUID, found \(Swift.type(of: value))") }
+            withUnsafeBytes(of: v.uuid) { out.append(contentsOf: $0) }
+        case .decimal:
+            guard let v = value as? Decimal else { throw context.mismatch("expected Decimal, found \(Swift.type(of: value))") }
+            out.append(contentsOf: v.description.utf8)
+        case .url:
+            guard let v = value as? URL else { throw context.mismatch("expected URL, found \(Swift.type(of: value))") }
+            out.append(contentsOf: v.absoluteString.utf8)
+        case .enumeration(let raw):
+            guard let v = value as? any RawRepresentable else { return try encodeThroughSingleValue(value, as: raw, into: &out, context: context) }
+            try encodeValue(v.rawValue, as: raw, into: &out, context: context)
+        case .reference:
+            guard let v = value as? any ReferenceValue, let key = KeyEncoding.encode(v.keyAny) else {
+                throw context.mismatch("expected a Ref with a storable key, found \(Swift.type(of: value))")
+            }
+            out.append(contentsOf: key)
+        case .object(let schema):
+            guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
+            let encoder = ObjectEncoder(schema: schema, context: context)
+            try encodable.encode(to: encoder)
+            encoder.storage.serialize(into: &out)
+        case .array(let element):
+            guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
+            let encoder = ArrayEncoder(element: element, context: context)
+            try encodable.encode(to: encoder)
+            if value is any UnorderedCollection { encoder.elements.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) } }
+            appendVarint(UInt64(encoder.elements.count), to: &out)
+            for e in encoder.elements {
+                appendVarint(UInt64(e.bytes.count) << 1 | (e.isNil ? 1 : 0), to: &out)
+                out.append(contentsOf: e.bytes)
+            }
+        case .dictionary(let element):
+            guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
+            let encoder = DictionaryEncoder(element: element, context: context)
+            try encodable.encode(to: encoder)
+            let entries = encoder.entries.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            appendVarint(UInt64(entries.count), to: &out)
+            for e in entries {
+                appendVarint(UInt64(e.key.utf8.count), to: &out)
+                out.append(contentsOf: e.key.utf8)
+                appendVarint(UInt64(e.bytes.count) << 1 | (e.isNil ? 1 : 0), to: &out)
+                out.append(contentsOf: e.bytes)
+            }
+        }
+    }
+
+    /// A wrapper type (an enum, a custom single-value type) encodes itself into one primitive.
+    private static func encodeThroughSingleValue(_ value: Any, as type: FieldType, into out: inout [UInt8], context: EncodingContext) throws {
+        guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
+        let capture = SingleValueCapture(context: context)
+        try encodable.encode(to: capture)
+        guard let captured = capture.value else { throw context.mismatch("\(Swift.type(of: value)) encoded nothing where \(type) was expected") }
+        if captured is any OptionalValue == false, Swift.type(of: captured) == Swift.type(of: value) {
+            throw context.mismatch("expected \(type), found \(Swift.type(of: value))")
+        }
+        try encodeValue(captured, as: type, into: &out, context: context)
+    }
+}
+
+/// Sets encode in hash order; their stored elements are sorted so equal sets give equal bytes.
+protocol UnorderedCollection {}
+extension Set: UnorderedCollection {}
+
+struct EncodingContext {
+    let model: String
+    let path: [String]
+
+    func appending(_ key: String) -> EncodingContext { EncodingContext(model: model, path: path + [key]) }
+
+    func mismatch(_ reason: String) -> StrataError {
+        .typeMismatch(model: model, field: path.isEmpty ? "(model)" : path.joined(separator: "."), reason: reason)
+    }
+}
+
+extension FieldType {
+    var unwrappedOnce: FieldType {
+        if case .optional(let inner) = self { return inner }
+        return self
+    }
+}
+
+/// The fields of one object being encoded.
+struct RecordFields {
+    var entries: [(id: Int, isNil: Bool, bytes: [UInt8])] = []
+
+    func serialize(into out: inout [UInt8]) {
+        var sorted = entries
+        if !sorted.isSorted(by: { $0.id < $1.id }) { sorted.sort { $0.id < $1.id } }
+        appendVarint(UInt64(sorted.count), to: &out)
+        for e in sorted {
+            appendVarint(UInt64(e.id) << 1 | (e.isNil ? 1 : 0), to: &out)
+            appendVarint(UInt64(e.bytes.count), to: &out)
+        }
+        for e in sorted { out.append(contentsOf: e.bytes) }
+    }
+}
+
+extension Array {
+    func isSorted(by areInOrder: (Element, Element) -> Bool) -> Bool {
+        var i = 1
+        while i < count {
+            if !areInOrder(self[i - 1], self[i]) { return false }
+            i += 1
+        }
+        return true
+    }
+}
+
+final class ObjectEncoder: Encoder {
+    let schema: ObjectSchema
+    let context: EncodingContext
+    var storage = RecordFields()
+    /// The field expected next: synthesized encoders go in declaration order, which is schema order.
+    var next = 0
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(schema: ObjectSchema, context: EncodingContext) {
+        self.schema = schema
+        self.context = context
+    }
+
+    func field(_ name: String) throws -> FieldSchema {
+        let fields = schema.fields
+        if next < fields.count, fields[next].name == name, !fields[next].removed {
+            next += 1
+            return fields[next - 1]
+        }
+        if let i = fields.firstIndex(where: { $0.name == name && !$0.removed }) {
+            next = i + 1
+            return fields[i]
+        }
+        throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: self))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("a struct field list was expected, but the type encodes an array"))
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: context.mismatch("a struct field list was expected, but the type encodes a single value"))
+    }
+}
+
+struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: ObjectEncoder
+    var codingPath: [any CodingKey] { [] }
+
+    mutating func encodeNil(forKey key: Key) throws {
+        let field = try encoder.field(key.stringValue)
+        encoder.storage.entries.append((field.id, true, []))
+    }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        let field = try encoder.field(key.stringValue)
+        var bytes: [UInt8] = []
+        if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
+            encoder.storage.entries.append((field.id, true, []))
+            return
+        }
+        try RecordEncoding.encodeValue(value, as: field.type, into: &bytes, context: encoder.context.appending(key.stringValue))
+        encoder.storage.entries.append((field.id, false, bytes))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: encoder.context.appending(key.stringValue).mismatch("nested containers are not supported; encode an array"))
+    }
+
+    mutating func superEncoder() -> any Encoder { encoder }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+}
+
+final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
+    let element: FieldType
+    let context: EncodingContext
+    var elements: [(isNil: Bool, bytes: [UInt8])] = []
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    var count: Int { elements.count }
+
+    init(element: FieldType, context: EncodingContext) {
+        self.element = element
+        self.context = context
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: context.mismatch("an array was expected")))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer { self }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: context.mismatch("an array was expected"))
+    }
+
+    func encodeNil() throws { elements.append((true, [])) }
+
+    func encode<T: Encodable>(_ value: T) throws {
+        if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil() }
+        var bytes: [UInt8] = []
+        try RecordEncoding.encodeValue(value, as: element, into: &bytes, context: context.appending("[\(elements.count)]"))
+        elements.append((false, bytes))
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: context.mismatch("nested containers are not supported")))
+    }
+    func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("nested containers are not supported"))
+    }
+    func superEncoder() -> any Encoder { self }
+}
+
+final class DictionaryEncoder: Encoder {
+    let element: FieldType
+    let context: EncodingContext
+    var entries: [(key: String, isNil: Bool, bytes: [UInt8])] = []
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(element: FieldType, context: EncodingContext) {
+        self.element = element
+        self.context = context
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(DictionaryKeyedEncoding<Key>(encoder: self))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
+    }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
+    }
+}
+
+struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: DictionaryEncoder
+    var codingPath: [any CodingKey] { [] }
+
+    mutating func encodeNil(forKey key: Key) throws { encoder.entries.append((key.stringValue, true, [])) }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil(forKey: key) }
+        var bytes: [UInt8] = []
+        try RecordEncoding.encodeValue(value, as: encoder.element, into: &bytes, context: encoder.context.appending(key.stringValue))
+        encoder.entries.append((key.stringValue, false, bytes))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.mismatch("nested containers are not supported")))
+    }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: encoder.context.mismatch("nested containers are not supported"))
+    }
+    mutating func superEncoder() -> any Encoder { encoder }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+}
+
+/// Captures the one value a wrapper type encodes.
+final class SingleValueCapture: Encoder, SingleValueEncodingContainer {
+    let context: EncodingContext
+    var value: Any?
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(context: EncodingContext) { self.context = context }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: context.mismatch("a single value was expected, but the type encodes fields")))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("a single value was expected, but the type encodes an array"))
+    }
+    func singleValueContainer() -> any SingleValueEncodingContainer { self }
+    func encodeNil() throws { value = Optional<Int>.none as Any }
+    func encode<T: Encodable>(_ value: T) throws { self.value = value }
+}
+
+// Containers for shapes the schema does not allow: they throw on first use.
+
+struct FailingKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    mutating func encodeNil(forKey key: Key) throws { throw error }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { throw error }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: error))
+    }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer { FailingUnkeyedEncoding(error: error) }
+    mutating func superEncoder() -> any Encoder { FailingEncoder(error: error) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { FailingEncoder(error: error) }
+}
+
+struct FailingUnkeyedEncoding: UnkeyedEncodingContainer {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    var count: Int { 0 }
+    mutating func encodeNil() throws { throw error }
+    mutating func encode<T: Encodable>(_ value: T) throws { throw error }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: error))
+    }
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { self }
+    mutating func superEncoder() -> any Encoder { FailingEncoder(error: error) }
+}
+
+struct FailingSingleValueEncoding: SingleValueEncodingContainer {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    mutating func encodeNil() throws { throw error }
+    mutating func encode<T: Encodable>(_ value: T) throws { throw error }
+}
+
+struct FailingEncoder: Encoder {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: error))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer { FailingUnkeyedEncoding(error: error) }
+    func singleValueContainer() -> any SingleValueEncodingContainer { FailingSingleValueEncoding(error: error) }
+}

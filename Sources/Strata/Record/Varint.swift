@@ -1,0 +1,62 @@
+// LEB128 varints: 7 bits per byte, low bits first, high bit set on every byte but the last.
+
+@inline(__always)
+func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
+    var v = value
+    while v >= 0x80 {
+        bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+        v >>= 7
+    }
+    bytes.append(UInt8(v))
+}
+
+@inline(__always)
+func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
+
+@inline(__always)
+func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
+
+/// Reads bytes of a record with bounds checks: every read past the end throws, so a corrupt record
+/// is an error, never a crash.
+struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    var offset: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    var isAtEnd: Bool { offset >= bytes.count }
+
+    @inline(__always)
+    mutating func varint() throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard offset < bytes.count else { throw StrataError.corruptRecord("varint runs past the end of the record") }
+            let byte = bytes[offset]
+            offset += 1
+            if shift == 63 && byte > 1 { throw StrataError.corruptRecord("varint overflows 64 bits") }
+            result |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { return result }
+            shift += 7
+            if shift > 63 { throw StrataError.corruptRecord("varint longer than 10 bytes") }
+        }
+    }
+
+    @inline(__always)
+    mutating func length() throws -> Int {
+        let n = try varint()
+        guard n <= UInt64(bytes.count - offset) else { throw StrataError.corruptRecord("length \(n) runs past the end of the record") }
+        return Int(n)
+    }
+
+    @inline(__always)
+    mutating func take(_ count: Int) throws -> UnsafeRawBufferPointer {
+        guard count >= 0, count <= bytes.count - offset else { throw StrataError.corruptRecord("field of \(count) bytes runs past the end of the record") }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+        offset += count
+        return slice
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+/// The stored type of a field, derived from the model's Swift type.
+public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConvertible {
+    case bool
+    /// Any fixed-width integer; all widths share one encoding, so widening a field needs no migration.
+    case int(bits: Int, signed: Bool)
+    case double
+    case float
+    case string
+    case data
+    case date
+    case uuid
+    case decimal
+    case url
+    /// An enum with a raw value, stored as the raw value.
+    case enumeration(FieldType)
+    case optional(FieldType)
+    /// Arrays and sets.
+    case array(FieldType)
+    /// `[String: T]`.
+    case dictionary(FieldType)
+    /// A nested struct stored inline.
+    case object(ObjectSchema)
+    /// `Ref<M>`: the referenced model's name; stored as its primary key.
+    case reference(String)
+
+    public var description: String {
+        switch self {
+        case .bool: return "Bool"
+        case let .int(bits, signed): return (signed ? "Int" : "UInt") + "\(bits)"
+        case .double: return "Double"
+        case .float: return "Float"
+        case .string: return "String"
+        case .data: return "Data"
+        case .date: return "Date"
+        case .uuid: return "UUID"
+        case .decimal: return "Decimal"
+        case .url: return "URL"
+        case let .enumeration(raw): return "enum(\(raw))"
+        case let .optional(inner): return "\(inner)?"
+        case let .array(element): return "[\(element)]"
+        case let .dictionary(value): return "[String: \(value)]"
+        case let .object(schema): return schema.typeName
+        case let .reference(model): return "Ref<\(model)>"
+        }
+    }
+
+    /// The type without optionals.
+    var unwrapped: FieldType {
+        if case .optional(let inner) = self { return inner.unwrapped }
+        return self
+    }
+
+    var isOptional: Bool {
+        if case .optional = self { return true }
+        return false
+    }
+
+    /// Whether values of both types are stored the same way (int widths differ only in range).
+    func isStorageCompatible(with other: FieldType) -> Bool {
+        switch (self, other) {
+        case let (.int(_, a), .int(_, b)): return a == b
+        case let (.optional(a), .optional(b)), let (.array(a), .array(b)), let (.dictionary(a), .dictionary(b)),
+             let (.enumeration(a), .enumeration(b)):
+            return a.isStorageCompatible(with: b)
+        case let (.object(a), .object(b)): return a.isStorageCompatible(with: b)
+        default: return self == other
+        }
+    }
+}
+
+/// One stored field of a model or nested struct.
+public struct FieldSchema: Equatable, Sendable, Codable {
+    /// The coding key's name.
+    public var name: String
+    /// The id records store the field under; never reused within a model.
+    public var id: Int
+    public var type: FieldType
+    /// A field the model no longer has: kept so old records stay readable and its id is not reused.
+    public var removed: Bool = false
+}
+
+/// The fields of a model or a nested struct.
+public struct ObjectSchema: Equatable, Sendable, Codable {
+    public var typeName: String
+    public var fields: [FieldSchema]
+
+    /// Fields the current type has (not removed), in declaration order.
+    public var liveFields: [FieldSchema] { fields.filter { !$0.removed } }
+
+    func field(named name: String) -> FieldSchema? { fields.first { $0.name == name && !$0.removed } }
+
+    func isStorageCompatible(with other: ObjectSchema) -> Bool {
+        for field in liveFields {
+            guard let match = other.field(named: field.name) else { continue }
+            if !field.type.isStorageCompatible(with: match.type) { return false }
+        }
+        return true
+    }
+}

@@ -1,0 +1,297 @@
+import Foundation
+
+// Derives a schema from a Decodable type by decoding one instance from a probe that answers every
+// request with a placeholder and records what was asked for: field names in the order the type
+// asks for them, and the type of each. Synthesized and hand-written `init(from:)` both work,
+// whatever order they decode in.
+//
+// Enums are the one thing a placeholder cannot fake (the raw value "" is rarely a case): an enum
+// that is `CaseIterable` probes as its first case, and any other payload-free raw-value enum as
+// the case whose tag is zero.
+
+enum SchemaProbe {
+    static let maxDepth = 24
+
+    static func schema<T: Decodable>(of type: T.Type, modelName: String) throws -> ObjectSchema {
+        let probe = ProbeState(modelName: modelName)
+        let (fieldType, _) = try probe.probe(T.self, path: [], depth: 0)
+        guard case .object(let schema) = fieldType else {
+            throw StrataError.unsupportedType(model: modelName, field: "(model)", reason: "a model must encode as a keyed container (a struct with fields), not \(fieldType)")
+        }
+        return schema
+    }
+}
+
+/// Thrown through the type's `init(from:)` when probing cannot continue.
+struct ProbeFailure: Error {
+    let error: StrataError
+}
+
+final class ProbeState {
+    let modelName: String
+
+    init(modelName: String) { self.modelName = modelName }
+
+    func fail(_ path: [String], _ reason: String) -> ProbeFailure {
+        ProbeFailure(error: .unsupportedType(model: modelName, field: path.isEmpty ? "(model)" : path.joined(separator: "."), reason: reason))
+    }
+
+    /// The field type of `T` and a placeholder instance of it.
+    func probe<T: Decodable>(_ type: T.Type, path: [String], depth: Int) throws -> (FieldType, T) {
+        if depth > SchemaProbe.maxDepth {
+            throw fail(path, "nesting deeper than \(SchemaProbe.maxDepth) levels (a recursive type? use Ref<M> to link objects)")
+        }
+        if let (fieldType, value) = primitive(T.self) { return (fieldType, value) }
+        if let reference = T.self as? any ReferenceType.Type {
+            let keyDecoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
+            let value = try T(from: keyDecoder)
+            _ = keyDecoder
+            return (.reference(reference.targetModelName), value)
+        }
+        if let (raw, value) = try enumPlaceholder(T.self, path: path) { return (.enumeration(raw), value) }
+        if T.self is any StringKeyedDictionary.Type {
+            let decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
+            decoder.dictionaryMode = true
+            let value = try decodeReporting(T.self, from: decoder, path: path)
+            guard let valueType = decoder.dictionaryValueType else { throw fail(path, "could not determine the dictionary's value type") }
+            return (.dictionary(valueType), value)
+        }
+        let decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
+        let value = try decodeReporting(T.self, from: decoder, path: path)
+        switch decoder.shape {
+        case .keyed:
+            return (.object(ObjectSchema(typeName: String(describing: T.self), fields: decoder.fields.enumerated().map {
+                FieldSchema(name: $0.element.name, id: $0.offset, type: $0.element.type)
+            })), value)
+        case .unkeyed:
+            guard let element = decoder.elementType else { throw fail(path, "could not determine the element type of \(T.self)") }
+            return (.array(element), value)
+        case .single:
+            guard let single = decoder.singleType else { throw fail(path, "\(T.self) decodes nothing") }
+            return (single, value)
+        case .none:
+            throw fail(path, "\(T.self) decodes nothing")
+        }
+    }
+
+    private func decodeReporting<T: Decodable>(_ type: T.Type, from decoder: ProbeDecoder, path: [String]) throws -> T {
+        do {
+            return try T(from: decoder)
+        } catch let failure as ProbeFailure {
+            throw failure
+        } catch {
+            throw fail(path, "\(T.self).init(from:) failed on placeholder values: \(error)")
+        }
+    }
+
+    private func primitive<T>(_ type: T.Type) -> (FieldType, T)? {
+        func make<V>(_ fieldType: FieldType, _ value: V) -> (FieldType, T)? { (value as? T).map { (fieldType, $0) } }
+        switch T.self {
+        case is Bool.Type: return make(.bool, false)
+        case is String.Type: return make(.string, "")
+        case is Double.Type: return make(.double, 0.0)
+        case is Float.Type: return make(.float, Float(0))
+        case is Int.Type: return make(.int(bits: 64, signed: true), 0)
+        case is Int8.Type: return make(.int(bits: 8, signed: true), Int8(0))
+        case is Int16.Type: return make(.int(bits: 16, signed: true), Int16(0))
+        case is Int32.Type: return make(.int(bits: 32, signed: true), Int32(0))
+        case is Int64.Type: return make(.int(bits: 64, signed: true), Int64(0))
+        case is UInt.Type: return make(.int(bits: 64, signed: false), UInt(0))
+        case is UInt8.Type: return make(.int(bits: 8, signed: false), UInt8(0))
+        case is UInt16.Type: return make(.int(bits: 16, signed: false), UInt16(0))
+        case is UInt32.Type: return make(.int(bits: 32, signed: false), UInt32(0))
+        case is UInt64.Type: return make(.int(bits: 64, signed: false), UInt64(0))
+        case is Date.Type: return make(.date, Date(timeIntervalSinceReferenceDate: 0))
+        case is UUID.Type: return make(.uuid, UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        case is Data.Type: return make(.data, Data())
+        case is Decimal.Type: return make(.decimal, Decimal(0))
+        case is URL.Type: return URL(string: "strata:probe").flatMap { make(.url, $0) }
+        default: return nil
+        }
+    }
+
+    /// A placeholder case of a raw-value enum, and the raw value's stored type.
+    private func enumPlaceholder<T>(_ type: T.Type, path: [String]) throws -> (FieldType, T)? {
+        guard let raw = T.self as? any RawRepresentable.Type else { return nil }
+        let rawType = try rawFieldType(raw, path: path)
+        if let iterable = T.self as? any CaseIterable.Type, let first = firstCase(iterable) as? T {
+            return (rawType, first)
+        }
+        if _isPOD(T.self) && !(T.self is AnyClass) && MemoryLayout<T>.size <= 8 {
+            // A payload-free enum is a bare tag; all-zero bytes are its first case.
+            let storage = UnsafeMutableRawPointer.allocate(byteCount: max(MemoryLayout<T>.size, 1), alignment: max(MemoryLayout<T>.alignment, 1))
+            defer { storage.deallocate() }
+            storage.initializeMemory(as: UInt8.self, repeating: 0, count: max(MemoryLayout<T>.size, 1))
+            return (rawType, storage.load(as: T.self))
+        }
+        return nil
+    }
+
+    private func firstCase<C: CaseIterable>(_ type: C.Type) -> Any? { C.allCases.first }
+
+    private func rawFieldType<R: RawRepresentable>(_ type: R.Type, path: [String]) throws -> FieldType {
+        guard let (fieldType, _) = primitive(R.RawValue.self) else {
+            throw fail(path, "enum \(R.self) has raw type \(R.RawValue.self), which is not a stored primitive")
+        }
+        return fieldType
+    }
+}
+
+/// Dictionaries with String keys encode as keyed containers; the probe and the coders must tell
+/// them apart from nested structs.
+protocol StringKeyedDictionary {}
+extension Dictionary: StringKeyedDictionary where Key == String {}
+
+final class ProbeDecoder: Decoder {
+    enum Shape { case none, keyed, unkeyed, single }
+
+    let state: ProbeState
+    let path: [String]
+    let depth: Int
+    var shape: Shape = .none
+    var fields: [(name: String, type: FieldType)] = []
+    var elementType: FieldType?
+    var singleType: FieldType?
+    var dictionaryMode = false
+    var dictionaryValueType: FieldType?
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(state: ProbeState, path: [String], depth: Int) {
+        self.state = state
+        self.path = path
+        self.depth = depth
+    }
+
+    func record(_ name: String, _ type: FieldType) {
+        if let i = fields.firstIndex(where: { $0.name == name }) {
+            // Asked twice (decodeNil then decode): keep the optional-ness learnt first.
+            if case .optional = fields[i].type, !type.isOptional { fields[i].type = .optional(type) } else { fields[i].type = type }
+        } else {
+            fields.append((name, type))
+        }
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        shape = .keyed
+        return KeyedDecodingContainer(ProbeKeyedContainer<Key>(decoder: self))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        shape = .unkeyed
+        return ProbeUnkeyedContainer(decoder: self)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        shape = .single
+        return ProbeSingleValueContainer(decoder: self)
+    }
+}
+
+struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: ProbeDecoder
+    var codingPath: [any CodingKey] { [] }
+
+    var allKeys: [Key] {
+        // Only dictionaries enumerate keys; one placeholder key reveals the value type.
+        if decoder.dictionaryMode, let key = Key(stringValue: "k") { return [key] }
+        return []
+    }
+
+    func contains(_ key: Key) -> Bool { true }
+
+    func decodeNil(forKey key: Key) throws -> Bool {
+        if !decoder.dictionaryMode, !decoder.fields.contains(where: { $0.name == key.stringValue }) {
+            decoder.fields.append((key.stringValue, .optional(.bool)))  // type filled in by the decode that follows
+        }
+        return false
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        let (fieldType, value) = try decoder.state.probe(T.self, path: decoder.path + [key.stringValue], depth: decoder.depth)
+        if decoder.dictionaryMode {
+            decoder.dictionaryValueType = fieldType
+        } else if let i = decoder.fields.firstIndex(where: { $0.name == key.stringValue }), case .optional = decoder.fields[i].type {
+            decoder.fields[i].type = fieldType.isOptional ? fieldType : .optional(fieldType)
+        } else {
+            decoder.record(key.stringValue, fieldType)
+        }
+        return value
+    }
+
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        let (fieldType, value) = try decoder.state.probe(T.self, path: decoder.path + [key.stringValue], depth: decoder.depth)
+        if decoder.dictionaryMode {
+            decoder.dictionaryValueType = .optional(fieldType)
+        } else {
+            decoder.fields.removeAll { $0.name == key.stringValue }
+            decoder.fields.append((key.stringValue, fieldType.isOptional ? fieldType : .optional(fieldType)))
+        }
+        return value
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        throw decoder.state.fail(decoder.path + [key.stringValue], "nested containers inside init(from:) are not supported; decode a nested struct instead")
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        throw decoder.state.fail(decoder.path + [key.stringValue], "nested containers inside init(from:) are not supported; decode an array instead")
+    }
+
+    func superDecoder() throws -> any Decoder { throw decoder.state.fail(decoder.path, "superDecoder is not supported") }
+    func superDecoder(forKey key: Key) throws -> any Decoder { throw decoder.state.fail(decoder.path, "superDecoder is not supported") }
+}
+
+struct ProbeUnkeyedContainer: UnkeyedDecodingContainer {
+    let decoder: ProbeDecoder
+    var codingPath: [any CodingKey] { [] }
+    var count: Int? { 1 }
+    var currentIndex = 0
+    var isAtEnd: Bool { currentIndex >= 1 }
+    private var sawNil = false
+
+    init(decoder: ProbeDecoder) { self.decoder = decoder }
+
+    mutating func decodeNil() throws -> Bool {
+        sawNil = true
+        return false
+    }
+
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        let (fieldType, value) = try decoder.state.probe(T.self, path: decoder.path + ["[]"], depth: decoder.depth)
+        decoder.elementType = sawNil && !fieldType.isOptional ? .optional(fieldType) : fieldType
+        currentIndex += 1
+        return value
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        throw decoder.state.fail(decoder.path, "nested containers inside arrays are not supported")
+    }
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        throw decoder.state.fail(decoder.path, "nested containers inside arrays are not supported")
+    }
+    mutating func superDecoder() throws -> any Decoder { throw decoder.state.fail(decoder.path, "superDecoder is not supported") }
+}
+
+struct ProbeSingleValueContainer: SingleValueDecodingContainer {
+    let decoder: ProbeDecoder
+    var codingPath: [any CodingKey] { [] }
+    private var sawNil = false
+
+    init(decoder: ProbeDecoder) { self.decoder = decoder }
+
+    func decodeNil() -> Bool {
+        decoder.singleType = .optional(.bool)  // replaced by the decode that follows
+        return false
+    }
+
+    func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        let (fieldType, value) = try decoder.state.probe(T.self, path: decoder.path, depth: decoder.depth)
+        if case .optional = decoder.singleType, !fieldType.isOptional {
+            decoder.singleType = .optional(fieldType)
+        } else {
+            decoder.singleType = fieldType
+        }
+        return value
+    }
+}

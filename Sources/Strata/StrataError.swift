@@ -1,0 +1,47 @@
+/// Every error the object layer throws. Each case names what was wrong and where.
+///
+/// ```swift
+/// do { try db.write { try $0.insert(person) } }
+/// catch StrataError.duplicateKey(let model, let key) { print("\(model) \(key) exists") }
+/// ```
+public enum StrataError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// An insert found an object with the same primary key.
+    case duplicateKey(model: String, key: String)
+    /// A write would give two objects the same value of a unique index.
+    case uniqueViolation(model: String, field: String, value: String)
+    /// No object has this primary key.
+    case notFound(model: String, key: String)
+    /// The stored schema differs from the types in ways that need a migration; one line per difference.
+    case migrationRequired([String])
+    /// A model's type cannot be stored: which model, which field, and why.
+    case unsupportedType(model: String, field: String, reason: String)
+    /// A stored record could not be decoded.
+    case corruptRecord(String)
+    /// The database was closed.
+    case databaseClosed
+    /// A write was attempted through a read-only snapshot.
+    case writeInReadTransaction
+    /// A value could not be encoded or decoded as the schema says: which model and field, and why.
+    case typeMismatch(model: String, field: String, reason: String)
+    /// A query that cannot run: why.
+    case invalidQuery(String)
+    /// The storage engine failed.
+    case storage(StorageError)
+
+    public var description: String {
+        switch self {
+        case let .duplicateKey(model, key): return "duplicate key: a \(model) with key \(key) already exists"
+        case let .uniqueViolation(model, field, value): return "unique index violation: another \(model) has \(field) = \(value)"
+        case let .notFound(model, key): return "not found: no \(model) with key \(key)"
+        case let .migrationRequired(differences):
+            return "migration required:\n" + differences.map { "  - \($0)" }.joined(separator: "\n")
+        case let .unsupportedType(model, field, reason): return "unsupported type in \(model).\(field): \(reason)"
+        case let .corruptRecord(reason): return "corrupt record: \(reason)"
+        case .databaseClosed: return "the database is closed"
+        case .writeInReadTransaction: return "a write was attempted in a read transaction"
+        case let .typeMismatch(model, field, reason): return "type mismatch in \(model).\(field): \(reason)"
+        case let .invalidQuery(reason): return "invalid query: \(reason)"
+        case let .storage(error): return error.description
+        }
+    }
+}

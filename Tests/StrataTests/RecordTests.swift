@@ -1,0 +1,144 @@
+import Testing
+import Foundation
+@testable import Strata
+
+enum Status: String, Codable, Sendable, CaseIterable { case online, away, offline }
+enum Level: Int, Codable, Sendable { case low = 5, high = 9 }
+
+struct Address: Codable, Sendable, Equatable {
+    var street: String
+    var city: String
+    var zip: Int?
+}
+
+struct Person: Model, Equatable {
+    static let indexes: [PartialKeyPath<Person> & Sendable] = [\.name, \.status]
+    var id: String
+    var name: String
+    var status: Status
+    var level: Level
+    var tags: [String]
+    var tagSet: Set<Int>
+    var scores: [String: Double]
+    var address: Address?
+    var bestFriend: Ref<Person>?
+    var friends: [Ref<Person>]
+    var born: Date
+    var uuid: UUID
+    var blob: Data
+    var price: Decimal
+    var site: URL?
+    var small: Int8
+    var big: UInt64
+    var ratio: Float
+    var flag: Bool
+    var maybe: Int??
+    var optionalArray: [Int?]
+}
+
+/// A model whose init(from:) decodes in its own order, not declaration order.
+struct Shuffled: Model, Equatable {
+    var id: Int
+    var b: String
+    var a: Double
+
+    enum CodingKeys: String, CodingKey { case id, a, b }
+
+    init(id: Int, b: String, a: Double) { self.id = id; self.b = b; self.a = a }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        a = try c.decode(Double.self, forKey: .a)
+        id = try c.decode(Int.self, forKey: .id)
+        b = try c.decode(String.self, forKey: .b)
+    }
+}
+
+struct RecordTests {
+    static func sample(_ i: Int) -> Person {
+        Person(id: "p\(i)", name: "Ana ✓ \(i)", status: .away, level: .high, tags: ["", "x", "ünï"], tagSet: [3, 1, 2],
+               scores: ["b": 2.5, "a": -.infinity], address: Address(street: "Main", city: "Lyon", zip: nil),
+               bestFriend: Ref("p0"), friends: [Ref("p1"), Ref("p2")], born: Date(timeIntervalSinceReferenceDate: -1e9),
+               uuid: UUID(), blob: Data([0, 1, 255]), price: Decimal(string: "12.345")!, site: URL(string: "https://example.com/a?b=c"),
+               small: Int8.min, big: UInt64.max, ratio: .nan, flag: true, maybe: .some(nil), optionalArray: [1, nil, 3])
+    }
+
+    @Test func schemaOfPerson() throws {
+        let schema = try SchemaProbe.schema(of: Person.self, modelName: "Person")
+        let names = schema.fields.map(\.name)
+        #expect(names == ["id", "name", "status", "level", "tags", "tagSet", "scores", "address", "bestFriend", "friends", "born", "uuid", "blob", "price", "site", "small", "big", "ratio", "flag", "maybe", "optionalArray"])
+        let types = Dictionary(uniqueKeysWithValues: schema.fields.map { ($0.name, $0.type) })
+        #expect(types["status"] == .enumeration(.string))
+        #expect(types["level"] == .enumeration(.int(bits: 64, signed: true)))
+        #expect(types["tags"] == .array(.string))
+        #expect(types["scores"] == .dictionary(.double))
+        #expect(types["bestFriend"] == .optional(.reference("Person")))
+        #expect(types["friends"] == .array(.reference("Person")))
+        #expect(types["small"] == .int(bits: 8, signed: true))
+        #expect(types["optionalArray"] == .array(.optional(.int(bits: 64, signed: true))))
+        if case .optional(.object(let address)) = types["address"] {
+            #expect(address.fields.map(\.name) == ["street", "city", "zip"])
+        } else {
+            Issue.record("address is \(String(describing: types["address"]))")
+        }
+    }
+
+    @Test func roundTrip() throws {
+        let schema = try SchemaProbe.schema(of: Person.self, modelName: "Person")
+        var p = RecordTests.sample(1)
+        let bytes = try RecordEncoding.encode(p, schema: schema, model: "Person")
+        let back = try bytes.withUnsafeBytes { try RecordDecoding.decode(Person.self, from: $0, schema: schema, model: "Person") }
+        #expect(back.ratio.isNaN)
+        p.ratio = back.ratio
+        #expect(back.name == p.name)
+        #expect(back.maybe == p.maybe)
+        // NaN never equals itself, so compare the rest with the NaN field aligned.
+        var aligned = back
+        aligned.ratio = p.ratio
+        #expect(aligned.id == p.id && aligned.tagSet == p.tagSet && aligned.scores == p.scores && aligned.address == p.address)
+        #expect(aligned.friends == p.friends && aligned.born == p.born && aligned.uuid == p.uuid && aligned.price == p.price)
+        #expect(aligned.site == p.site && aligned.small == p.small && aligned.big == p.big && aligned.optionalArray == p.optionalArray)
+        // Sets and dictionaries encode deterministically.
+        let again = try RecordEncoding.encode(back, schema: schema, model: "Person")
+        #expect(again == bytes)
+    }
+
+    @Test func handWrittenDecodeOrder() throws {
+        let schema = try SchemaProbe.schema(of: Shuffled.self, modelName: "Shuffled")
+        #expect(schema.fields.map(\.name) == ["a", "id", "b"])
+        let value = Shuffled(id: 7, b: "bee", a: 1.5)
+        let bytes = try RecordEncoding.encode(value, schema: schema, model: "Shuffled")
+        let back = try bytes.withUnsafeBytes { try RecordDecoding.decode(Shuffled.self, from: $0, schema: schema, model: "Shuffled") }
+        #expect(back == value)
+    }
+
+    @Test func corruptRecordsThrow() throws {
+        let schema = try SchemaProbe.schema(of: Person.self, modelName: "Person")
+        let bytes = try RecordEncoding.encode(RecordTests.sample(2), schema: schema, model: "Person")
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            var spoiled = bytes
+            for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                spoiled[Int.random(in: 0..<spoiled.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+            }
+            if Bool.random(using: &rng) { spoiled.removeLast(Int.random(in: 0..<spoiled.count, using: &rng)) }
+            _ = try? spoiled.withUnsafeBytes { try RecordDecoding.decode(Person.self, from: $0, schema: schema, model: "Person") }
+        }
+    }
+
+    @Test func keyEncodingPreservesOrder() {
+        let ints: [Int] = [Int.min, -5, -1, 0, 1, 7, Int.max]
+        let encoded = ints.map { KeyEncoding.encode($0)! }
+        #expect(encoded == encoded.sorted { $0.lexicographicallyPrecedes($1) })
+        let doubles: [Double] = [-.infinity, -2.5, -0.0, 0, 1e-300, 3, .infinity]
+        let d = doubles.map { KeyEncoding.encode($0)! }
+        #expect(d == d.sorted { $0.lexicographicallyPrecedes($1) } || d[2] == d[3])
+        let strings = ["", "a", "a\u{0}", "a\u{0}b", "ab", "b"]
+        let s = strings.map { KeyEncoding.encode($0)! }
+        #expect(s == s.sorted { $0.lexicographicallyPrecedes($1) })
+        for (value, bytes) in zip(strings, s) {
+            #expect(bytes.withUnsafeBytes { KeyEncoding.decode(String.self, from: $0) } == value)
+        }
+        #expect(KeyEncoding.encode(Optional<Int>.none)! == [0])
+    }
+}
