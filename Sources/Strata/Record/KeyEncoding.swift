@@ -44,6 +44,12 @@ enum KeyEncoding {
     }
 
     static func append(_ value: Any, to out: inout [UInt8]) -> Bool {
+        // First: a cast from Any would silently unwrap an optional and lose its tag.
+        if let v = value as? any OptionalValue {
+            guard let wrapped = v.wrappedAny else { out.append(0); return true }
+            out.append(1)
+            return append(wrapped, to: &out)
+        }
         switch value {
         case let v as Bool: out.append(v ? 1 : 0)
         case let v as Int: appendInt(Int64(v), to: &out)
@@ -64,10 +70,6 @@ enum KeyEncoding {
         case let v as UUID: withUnsafeBytes(of: v.uuid) { out.append(contentsOf: $0) }
         case let v as URL: appendBytes(v.absoluteString.utf8, to: &out)
         case let v as Decimal: appendDouble(NSDecimalNumber(decimal: v).doubleValue, to: &out)
-        case let v as any OptionalValue:
-            guard let wrapped = v.wrappedAny else { out.append(0); return true }
-            out.append(1)
-            return append(wrapped, to: &out)
         case let v as any RawRepresentable:
             return append(v.rawValue, to: &out)
         case let v as any ReferenceValue:

@@ -1,0 +1,190 @@
+import Foundation
+
+/// Everything the database knows about one model type, fixed at open.
+protocol AnyModelInfo: Sendable {
+    var name: String { get }
+    var stored: StoredModelSchema { get }
+    /// Rebuilds secondary indexes that the stored schema did not have.
+    func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws
+}
+
+final class ModelInfo<M: Model>: AnyModelInfo {
+    let name: String
+    let stored: StoredModelSchema
+    let indexes: [(schema: IndexSchema, keyPath: PartialKeyPath<M> & Sendable)]
+    /// `id` is an optional integer: inserting nil takes the next key.
+    let autoIncrement: Bool
+
+    init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
+        self.name = stored.name
+        self.stored = stored
+        self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1) }
+        self.autoIncrement = isAutoIncrementKey(M.ID.self)
+    }
+
+    var recordTree: String { stored.recordTree }
+
+    func keyBytes(_ id: M.ID) throws -> [UInt8] {
+        guard let key = KeyEncoding.encode(id) else {
+            throw StrataError.unsupportedType(model: name, field: "id", reason: "\(M.ID.self) cannot be a primary key")
+        }
+        return key
+    }
+
+    func encode(_ object: M) throws -> [UInt8] {
+        try RecordEncoding.encode(object, schema: stored.object, model: name)
+    }
+
+    func decode(_ bytes: UnsafeRawBufferPointer) throws -> M {
+        try RecordDecoding.decode(M.self, from: bytes, schema: stored.object, model: name)
+    }
+
+    /// Index keys of `object` for index `i`: one per value (arrays index every element).
+    func indexKeys(_ object: M, index i: Int, primaryKey: [UInt8]) throws -> [[UInt8]] {
+        let (schema, keyPath) = indexes[i]
+        let value = object[keyPath: keyPath]
+        var values: [Any] = [value]
+        if let array = value as? [Any] { values = array }
+        return try values.map { element in
+            guard var key = KeyEncoding.encode(element) else {
+                throw StrataError.unsupportedType(model: name, field: schema.path, reason: "\(type(of: element)) values cannot be indexed")
+            }
+            if !schema.unique { key.append(contentsOf: primaryKey) }
+            return key
+        }
+    }
+
+    func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
+        guard let records = try txn.tree(recordTree) else { return }
+        for path in paths {
+            guard let i = indexes.firstIndex(where: { $0.schema == path }) else { continue }
+            let tree = try txn.createTree(path.treeName(model: name))
+            try records.forEach { key, value in
+                let object = try decode(value)
+                let primaryKey = Array(key)
+                for indexKey in try indexKeys(object, index: i, primaryKey: primaryKey) {
+                    if path.unique {
+                        if try !tree.insert(indexKey, primaryKey) {
+                            throw StrataError.uniqueViolation(model: name, field: path.path, value: "\(object[keyPath: indexes[i].keyPath])")
+                        }
+                    } else {
+                        try tree.put(indexKey, [])
+                    }
+                }
+                return true
+            }
+        }
+    }
+}
+
+extension Model {
+    /// Probes the type, reconciles it with the stored schema, and returns the model's runtime info
+    /// plus what changed. Called once per model at open.
+    static func reconcile(stored: StoredModelSchema?, schemaVersion: Int) throws -> (ModelInfo<Self>, SchemaChange) {
+        let current = try SchemaProbe.schema(of: Self.self, modelName: modelName)
+        var change = SchemaChange()
+        let keyType = String(describing: ID.self)
+        if KeyEncoding.supportsKey(ID.self) == false {
+            throw StrataError.unsupportedType(model: modelName, field: "id", reason: "\(ID.self) cannot be a primary key (use an integer, String, UUID, Date, Data or an enum with such a raw value)")
+        }
+        var indexes: [(IndexSchema, PartialKeyPath<Self> & Sendable)] = []
+        for (keyPath, unique) in Self.indexes.map({ ($0, false) }) + Self.uniqueIndexes.map({ ($0, true) }) {
+            guard let path = fieldPath(of: keyPath) else {
+                throw StrataError.unsupportedType(model: modelName, field: String(describing: keyPath), reason: "an index must name a stored field by key path")
+            }
+            guard current.type(atPath: path) != nil else {
+                throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
+            }
+            indexes.append((IndexSchema(path: path, unique: unique), keyPath))
+        }
+        var merged: ObjectSchema
+        if let stored {
+            if stored.keyType != keyType {
+                change.differences.append("\(modelName).id: key type changed from \(stored.keyType) to \(keyType)")
+            }
+            merged = mergeSchemas(stored: stored.object, current: current, path: modelName, differences: &change.differences)
+            change.addedIndexes = indexes.map(\.0).filter { !stored.indexes.contains($0) }
+            change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } }
+            change.changed = merged != stored.object || stored.indexes != indexes.map(\.0) || stored.schemaVersion != schemaVersion
+        } else {
+            merged = current
+            change.isNew = true
+            change.addedIndexes = indexes.map(\.0)
+            change.changed = true
+        }
+        let schema = StoredModelSchema(name: modelName, keyType: keyType, object: merged, indexes: indexes.map(\.0), schemaVersion: schemaVersion)
+        return (ModelInfo<Self>(stored: schema, indexes: indexes), change)
+    }
+}
+
+/// How a model's stored schema changes at open.
+struct SchemaChange {
+    var isNew = false
+    var changed = false
+    var differences: [String] = []
+    var addedIndexes: [IndexSchema] = []
+    var droppedIndexes: [IndexSchema] = []
+}
+
+/// Merges the current type's schema into the stored one: fields keep their ids, new optional
+/// fields get new ids, removed fields are kept (marked) so old records stay readable. Anything else
+/// is a difference that needs a migration.
+func mergeSchemas(stored: ObjectSchema, current: ObjectSchema, path: String, differences: inout [String]) -> ObjectSchema {
+    var nextID = (stored.fields.map(\.id).max() ?? -1) + 1
+    var result: [FieldSchema] = []
+    for field in current.fields {
+        let fieldPath = "\(path).\(field.name)"
+        guard let old = stored.fields.first(where: { $0.name == field.name && !$0.removed }) else {
+            if field.type.isOptional {
+                result.append(FieldSchema(name: field.name, id: nextID, type: field.type))
+                nextID += 1
+            } else {
+                differences.append("\(fieldPath): new non-optional field \(field.type) (make it optional, or migrate)")
+                result.append(FieldSchema(name: field.name, id: nextID, type: field.type))
+                nextID += 1
+            }
+            continue
+        }
+        var type = field.type
+        if case .object(let a) = old.type.unwrapped, case .object(let b) = field.type.unwrapped, old.type.isOptional == field.type.isOptional || field.type.isOptional {
+            let nested = FieldType.object(mergeSchemas(stored: a, current: b, path: fieldPath, differences: &differences))
+            type = field.type.isOptional ? .optional(nested) : nested
+        } else if !compatible(stored: old.type, current: field.type) {
+            differences.append("\(fieldPath): type changed from \(old.type) to \(field.type)")
+        }
+        result.append(FieldSchema(name: field.name, id: old.id, type: type))
+    }
+    for old in stored.fields where !result.contains(where: { $0.id == old.id }) {
+        var kept = old
+        kept.removed = true
+        result.append(kept)
+    }
+    return ObjectSchema(typeName: current.typeName, fields: result)
+}
+
+/// Whether records written as `stored` read correctly as `current`.
+func compatible(stored: FieldType, current: FieldType) -> Bool {
+    if stored.isStorageCompatible(with: current) { return true }
+    // Making a field optional is safe: every stored value is still a value.
+    if case .optional(let inner) = current, !stored.isOptional { return compatible(stored: stored, current: inner) }
+    return false
+}
+
+extension KeyEncoding {
+    static func supportsKey(_ type: Any.Type) -> Bool {
+        let supported: [Any.Type] = [Int.self, Int8.self, Int16.self, Int32.self, Int64.self, UInt.self, UInt8.self, UInt16.self,
+                                     UInt32.self, UInt64.self, String.self, UUID.self, Date.self, Data.self, Bool.self, Double.self]
+        if supported.contains(where: { $0 == type }) { return true }
+        if isAutoIncrementKey(type) { return true }
+        if let raw = type as? any RawRepresentable.Type { return supportsRaw(raw) }
+        return false
+    }
+
+    private static func supportsRaw<R: RawRepresentable>(_ type: R.Type) -> Bool { supportsKey(R.RawValue.self) }
+}
+
+/// Whether a key type is an optional integer: inserting nil takes the next key.
+func isAutoIncrementKey(_ type: Any.Type) -> Bool {
+    type == Optional<Int>.self || type == Optional<Int64>.self || type == Optional<Int32>.self
+        || type == Optional<UInt64>.self || type == Optional<UInt>.self || type == Optional<UInt32>.self
+}

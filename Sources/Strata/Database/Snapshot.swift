@@ -1,0 +1,44 @@
+/// A read-only view of one commit. Everything read through it, on any thread, sees that commit.
+/// Keep it only as long as needed: pages it can see are not reused while it lives.
+///
+/// ```swift
+/// try db.read { snapshot in
+///     let people = snapshot.objects(Person.self)
+///     let ana = try snapshot.object(Person.self, key: "u1")
+/// }
+/// ```
+public final class Snapshot: Sendable {
+    let db: Database
+    let txn: ReadTransaction
+
+    init(db: Database, txn: ReadTransaction) {
+        self.db = db
+        self.txn = txn
+    }
+
+    /// The commit this snapshot sees.
+    public var version: UInt64 { txn.txnid }
+
+    /// The object with primary key `key`, or nil.
+    public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
+        let info = try db.info(M.self)
+        guard let tree = try wrapStorage({ try txn.tree(info.recordTree) }) else { return nil }
+        let keyBytes = try info.keyBytes(key)
+        guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return nil }
+        return try info.decode(record)
+    }
+
+    /// Every object of the model in this snapshot, to filter, sort and count.
+    public func objects<M: Model>(_ type: M.Type) -> Results<M> {
+        Results(snapshot: self, query: Query())
+    }
+}
+
+/// Runs engine calls, turning their errors into `StrataError`.
+func wrapStorage<R>(_ body: () throws -> R) throws -> R {
+    do {
+        return try body()
+    } catch let error as StorageError {
+        throw error == .closed ? StrataError.databaseClosed : StrataError.storage(error)
+    }
+}

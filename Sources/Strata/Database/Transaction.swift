@@ -1,0 +1,238 @@
+import Foundation
+
+/// The write transaction of a `Database.write` closure. It reads its own writes; every write keeps
+/// every index up to date; a throw rolls back the whole transaction.
+///
+/// ```swift
+/// try db.write { tx in
+///     try tx.insert(Person(id: "u1", name: "Ana", age: 30))
+///     try tx.update(Person.self, key: "u1") { $0.age += 1 }
+///     try tx.delete(Person.self, key: "u2")
+/// }
+/// ```
+public final class Transaction {
+    let db: Database
+    let txn: StrataStorage.WriteTransaction
+
+    init(db: Database, txn: StrataStorage.WriteTransaction) {
+        self.db = db
+        self.txn = txn
+    }
+
+    private func records<M: Model>(_ info: ModelInfo<M>) throws -> WriteTree {
+        try wrapStorage { try txn.createTree(info.recordTree) }
+    }
+
+    private func indexTree<M: Model>(_ info: ModelInfo<M>, _ i: Int) throws -> WriteTree {
+        try wrapStorage { try txn.createTree(info.indexes[i].schema.treeName(model: info.name)) }
+    }
+
+    private func describe(_ key: Any) -> String {
+        if let optional = key as? any OptionalValue, let wrapped = optional.wrappedAny { return "\(wrapped)" }
+        return "\(key)"
+    }
+
+    // MARK: Reading
+
+    /// The object with primary key `key`, including this transaction's own writes.
+    public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
+        let info = try db.info(M.self)
+        guard let tree = try wrapStorage({ try txn.tree(info.recordTree) }) else { return nil }
+        let keyBytes = try info.keyBytes(key)
+        guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return nil }
+        return try info.decode(record)
+    }
+
+    /// The objects matching `predicate` (all when nil), sorted, as this transaction sees them.
+    public func objects<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil, sortedBy sort: [SortDescriptor<M>] = []) throws -> [M] {
+        var query = Query<M>()
+        if let predicate { query.predicates.append(predicate) }
+        query.sort = sort
+        return try wrapStorage { try QueryEngine.evaluate(query, info: try db.info(M.self), source: WriteTrees(txn: txn)).map(\.object) }
+    }
+
+    /// The number of objects matching `predicate` (all when nil), as this transaction sees them.
+    public func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil) throws -> Int {
+        var query = Query<M>()
+        if let predicate { query.predicates.append(predicate) }
+        return try wrapStorage { try QueryEngine.count(query, info: try db.info(M.self), source: WriteTrees(txn: txn)) }
+    }
+
+    // MARK: Writing
+
+    /// Inserts `object`. Throws `duplicateKey` if its key exists, `uniqueViolation` if a unique index
+    /// already has its value. A model whose `id` is an optional integer and nil gets the next key.
+    /// Returns the stored object (with its assigned key).
+    @discardableResult
+    public func insert<M: Model>(_ object: M) throws -> M {
+        let info = try db.info(M.self)
+        let records = try records(info)
+        var object = object
+        var record = try info.encode(object)
+        if info.autoIncrement, let optional = object.id as? any OptionalValue, optional.wrappedAny == nil {
+            let next = try nextAutoIncrement(info, records: records)
+            guard let field = info.stored.object.field(named: "id") else {
+                throw StrataError.unsupportedType(model: info.name, field: "id", reason: "auto-increment needs a stored field named id")
+            }
+            record = try RecordPatch.setting(field, to: next, in: record, model: info.name)
+            object = try record.withUnsafeBytes { try info.decode($0) }
+        }
+        let key = try info.keyBytes(object.id)
+        if try wrapStorage({ try records.view(key) }) != nil {
+            throw StrataError.duplicateKey(model: info.name, key: describe(object.id))
+        }
+        let newIndexKeys = try indexKeys(info, object, key: key)
+        try checkUnique(info, newIndexKeys, key: key, object: object)
+        try wrapStorage {
+            try records.put(key, record)
+            try applyIndexChanges(info, old: nil, new: newIndexKeys, key: key)
+        }
+        return object
+    }
+
+    /// Inserts every object, in order; returns them as stored.
+    @discardableResult
+    public func insert<M: Model, S: Sequence>(contentsOf objects: S) throws -> [M] where S.Element == M {
+        try objects.map { try insert($0) }
+    }
+
+    /// Inserts `object`, or replaces the stored object with the same key.
+    @discardableResult
+    public func upsert<M: Model>(_ object: M) throws -> M {
+        let info = try db.info(M.self)
+        if info.autoIncrement, let optional = object.id as? any OptionalValue, optional.wrappedAny == nil {
+            return try insert(object)
+        }
+        let key = try info.keyBytes(object.id)
+        let records = try records(info)
+        guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return try insert(object) }
+        let old = try info.decode(oldRecord)
+        try replace(info, records: records, key: key, old: old, new: object)
+        return object
+    }
+
+    /// Changes the stored object with primary key `key` through `body`. Throws `notFound` when there
+    /// is none. Returns the updated object.
+    @discardableResult
+    public func update<M: Model>(_ type: M.Type, key: M.ID, _ body: (inout M) throws -> Void) throws -> M {
+        let info = try db.info(M.self)
+        let keyBytes = try info.keyBytes(key)
+        let records = try records(info)
+        guard let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else {
+            throw StrataError.notFound(model: info.name, key: describe(key))
+        }
+        let old = try info.decode(oldRecord)
+        var new = old
+        try body(&new)
+        if try info.keyBytes(new.id) != keyBytes {
+            throw StrataError.typeMismatch(model: info.name, field: "id", reason: "update must not change the primary key; delete and insert instead")
+        }
+        try replace(info, records: records, key: keyBytes, old: old, new: new)
+        return new
+    }
+
+    private func replace<M: Model>(_ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: M, new: M) throws {
+        let oldKeys = try indexKeys(info, old, key: key)
+        let newKeys = try indexKeys(info, new, key: key)
+        try checkUnique(info, newKeys, key: key, object: new)
+        let record = try info.encode(new)
+        try wrapStorage {
+            try records.put(key, record)
+            try applyIndexChanges(info, old: oldKeys, new: newKeys, key: key)
+        }
+    }
+
+    /// Deletes the object with primary key `key`. Returns false when there was none.
+    @discardableResult
+    public func delete<M: Model>(_ type: M.Type, key: M.ID) throws -> Bool {
+        let info = try db.info(M.self)
+        return try delete(info, keyBytes: try info.keyBytes(key))
+    }
+
+    private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8]) throws -> Bool {
+        guard let records = try wrapStorage({ try txn.tree(info.recordTree) }),
+              let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else { return false }
+        let old = try info.decode(oldRecord)
+        let oldKeys = try indexKeys(info, old, key: keyBytes)
+        try wrapStorage {
+            try applyIndexChanges(info, old: oldKeys, new: nil, key: keyBytes)
+            _ = try records.delete(keyBytes)
+        }
+        return true
+    }
+
+    /// Deletes every object matching `predicate`. Returns how many.
+    @discardableResult
+    public func delete<M: Model>(_ type: M.Type, where predicate: Predicate<M>) throws -> Int {
+        let info = try db.info(M.self)
+        var query = Query<M>()
+        query.predicates = [predicate]
+        let rows = try wrapStorage { try QueryEngine.evaluate(query, info: info, source: WriteTrees(txn: txn)) }
+        for row in rows { _ = try delete(info, keyBytes: row.key) }
+        return rows.count
+    }
+
+    /// Deletes every object of the model, freeing its pages. Returns how many there were.
+    @discardableResult
+    public func deleteAll<M: Model>(_ type: M.Type) throws -> Int {
+        let info = try db.info(M.self)
+        return try wrapStorage {
+            let count = try txn.tree(info.recordTree)?.count ?? 0
+            try txn.dropTree(info.recordTree)
+            _ = try txn.createTree(info.recordTree)
+            for index in info.indexes {
+                let name = index.schema.treeName(model: info.name)
+                try txn.dropTree(name)
+                _ = try txn.createTree(name)
+            }
+            return count
+        }
+    }
+
+    // MARK: Indexes
+
+    private func indexKeys<M: Model>(_ info: ModelInfo<M>, _ object: M, key: [UInt8]) throws -> [[[UInt8]]] {
+        try info.indexes.indices.map { try info.indexKeys(object, index: $0, primaryKey: key) }
+    }
+
+    /// Throws before anything is written, so a violation leaves the transaction usable.
+    private func checkUnique<M: Model>(_ info: ModelInfo<M>, _ keys: [[[UInt8]]], key: [UInt8], object: M) throws {
+        for (i, index) in info.indexes.enumerated() where index.schema.unique {
+            let tree = try indexTree(info, i)
+            for indexKey in keys[i] {
+                if let owner = try wrapStorage({ try tree.view(indexKey) }), !owner.elementsEqual(key) {
+                    throw StrataError.uniqueViolation(model: info.name, field: index.schema.path, value: describe(object[keyPath: index.keyPath]))
+                }
+            }
+        }
+    }
+
+    private func applyIndexChanges<M: Model>(_ info: ModelInfo<M>, old: [[[UInt8]]]?, new: [[[UInt8]]]?, key: [UInt8]) throws {
+        for (i, index) in info.indexes.enumerated() {
+            let before = Set(old?[i] ?? [])
+            let after = Set(new?[i] ?? [])
+            if before == after { continue }
+            let tree = try indexTree(info, i)
+            for stale in before.subtracting(after) { try tree.delete(stale) }
+            for fresh in after.subtracting(before) { try tree.put(fresh, index.schema.unique ? key : []) }
+        }
+    }
+
+    private func nextAutoIncrement<M: Model>(_ info: ModelInfo<M>, records: WriteTree) throws -> Int64 {
+        let cursor = try wrapStorage { try records.cursor() }
+        guard try wrapStorage({ try cursor.last() }) else { return 1 }
+        // Keys of an optional integer id: 0x01, then 8 bytes (KeyEncoding).
+        guard cursor.key.count == 9, cursor.key[0] == 1 else { return 1 }
+        var reader = KeyReader(bytes: UnsafeRawBufferPointer(rebasing: cursor.key[1...]))
+        let last: Int64
+        if M.ID.self == Optional<UInt64>.self || M.ID.self == Optional<UInt>.self || M.ID.self == Optional<UInt32>.self {
+            guard let u = reader.uint(), u < UInt64(Int64.max) else { throw StrataError.invalidQuery("auto-increment key space exhausted") }
+            last = Int64(u)
+        } else {
+            guard let i = reader.int() else { return 1 }
+            last = i
+        }
+        guard last < Int64.max else { throw StrataError.invalidQuery("auto-increment key space exhausted") }
+        return Swift.max(last + 1, 1)
+    }
+}

@@ -1,0 +1,94 @@
+import Testing
+import Foundation
+@testable import Strata
+
+struct User: Model, Equatable {
+    static let indexes: [PartialKeyPath<User> & Sendable] = [\.age, \.status]
+    static let uniqueIndexes: [PartialKeyPath<User> & Sendable] = [\.email]
+    var id: String
+    var email: String
+    var age: Int
+    var status: Status
+    var nickname: String?
+}
+
+struct Note: Model, Equatable {
+    var id: Int?
+    var text: String
+    var author: Ref<User>?
+}
+
+func databasePath(_ name: String = #function) -> String {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("strata-db-tests-\(getpid())")
+    try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    return dir.appendingPathComponent("\(name.filter { $0.isLetter })-\(UInt32.random(in: 0...UInt32.max)).strata").path
+}
+
+struct DatabaseTests {
+    @Test func insertReadUpdateDelete() throws {
+        let db = try Database.inMemory(models: [User.self, Note.self])
+        let ana = User(id: "u1", email: "ana@x", age: 30, status: .online, nickname: nil)
+        try db.write { tx in
+            try tx.insert(ana)
+            try tx.insert(User(id: "u2", email: "ben@x", age: 25, status: .away, nickname: "b"))
+            #expect(throws: StrataError.duplicateKey(model: "User", key: "u1")) { try tx.insert(ana) }
+            #expect(throws: StrataError.self) { try tx.insert(User(id: "u3", email: "ana@x", age: 1, status: .away)) }
+            // The failed inserts left the transaction usable and wrote nothing.
+            #expect(try tx.count(User.self) == 2)
+            try tx.update(User.self, key: "u1") { $0.age = 31 }
+            #expect(throws: StrataError.notFound(model: "User", key: "zz")) { try tx.update(User.self, key: "zz") { $0.age = 0 } }
+        }
+        #expect(try db.object(User.self, key: "u1")?.age == 31)
+        #expect(db.objects(User.self).count == 2)
+        let older = db.objects(User.self).filter(#Predicate { $0.age > 26 })
+        #expect(older.map(\.id) == ["u1"])
+        let sorted = db.objects(User.self).sorted(by: SortDescriptor(\.age))
+        #expect(sorted.map(\.id) == ["u2", "u1"])
+        try db.write { tx in
+            #expect(try tx.delete(User.self, key: "u2"))
+            #expect(try !tx.delete(User.self, key: "u2"))
+            // The freed email may be taken again.
+            try tx.insert(User(id: "u4", email: "ben@x", age: 40, status: .offline))
+        }
+        #expect(db.objects(User.self).keys == ["u1", "u4"])
+    }
+
+    @Test func autoIncrementReturnsStoredObject() throws {
+        let db = try Database.inMemory(models: [User.self, Note.self])
+        let notes = try db.write { tx in
+            try (0..<3).map { try tx.insert(Note(id: nil, text: "n\($0)", author: Ref("u1"))) }
+        }
+        #expect(notes.map(\.id) == [1, 2, 3])
+        #expect(try db.object(Note.self, key: 2)?.text == "n1")
+        #expect(try db.object(Note.self, key: 3)?.author == Ref("u1"))
+    }
+
+    @Test func writesAreVisibleInsideAndRolledBackOnThrow() throws {
+        let db = try Database.inMemory(models: [User.self, Note.self])
+        struct Boom: Error {}
+        #expect(throws: Boom.self) {
+            try db.write { tx in
+                try tx.insert(User(id: "a", email: "a", age: 1, status: .online))
+                #expect(try tx.object(User.self, key: "a") != nil)
+                #expect(try tx.objects(User.self, where: #Predicate { $0.age == 1 }).count == 1)
+                throw Boom()
+            }
+        }
+        #expect(try db.object(User.self, key: "a") == nil)
+    }
+
+    @Test func reopenKeepsDataAndSchema() throws {
+        let path = databasePath()
+        do {
+            let db = try Database(path: path, models: [User.self, Note.self])
+            try db.write { tx in
+                for i in 0..<500 { try tx.insert(User(id: "u\(i)", email: "e\(i)", age: i % 50, status: .online)) }
+            }
+        }
+        let db = try Database(path: path, models: [User.self, Note.self])
+        #expect(db.objects(User.self).count == 500)
+        #expect(db.objects(User.self).filter(#Predicate { $0.age == 7 }).count == 10)
+        try db.write { tx in try tx.deleteAll(User.self) }
+        #expect(db.objects(User.self).count == 0)
+    }
+}
