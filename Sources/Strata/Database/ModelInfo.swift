@@ -68,7 +68,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                             throw StrataError.uniqueViolation(model: name, field: path.path, value: "\(object[keyPath: indexes[i].keyPath])")
                         }
                     } else {
-                        try tree.put(indexKey, [])
+                        try tree.put(indexKey, IndexEntry.value(primaryKey: primaryKey, unique: false))
                     }
                 }
                 return true
@@ -114,6 +114,26 @@ extension Model {
         }
         let schema = StoredModelSchema(name: modelName, keyType: keyType, object: merged, indexes: indexes.map(\.0), schemaVersion: schemaVersion)
         return (ModelInfo<Self>(stored: schema, indexes: indexes), change)
+    }
+}
+
+/// Index entries. Unique: key = value encoding, value = primary key. Otherwise: key = value
+/// encoding + primary key (so equal values sort by key), value = varint length of the primary key.
+enum IndexEntry {
+    static func value(primaryKey: [UInt8], unique: Bool) -> [UInt8] {
+        if unique { return primaryKey }
+        var out: [UInt8] = []
+        appendVarint(UInt64(primaryKey.count), to: &out)
+        return out
+    }
+
+    /// The primary key an index entry points at.
+    static func primaryKey(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, unique: Bool) throws -> [UInt8] {
+        if unique { return Array(value) }
+        var reader = ByteReader(value)
+        let length = try reader.varint()
+        guard length <= UInt64(key.count) else { throw StrataError.corruptRecord("index entry names a key longer than itself") }
+        return Array(key[(key.count - Int(length))...])
     }
 }
 

@@ -214,7 +214,7 @@ public final class Transaction {
             if before == after { continue }
             let tree = try indexTree(info, i)
             for stale in before.subtracting(after) { try tree.delete(stale) }
-            for fresh in after.subtracting(before) { try tree.put(fresh, index.schema.unique ? key : []) }
+            for fresh in after.subtracting(before) { try tree.put(fresh, IndexEntry.value(primaryKey: key, unique: index.schema.unique)) }
         }
     }
 

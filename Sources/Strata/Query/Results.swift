@@ -108,6 +108,21 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public var endIndex: Int { evaluated.count }
     public subscript(position: Int) -> M { evaluated[position].object }
 
+    /// How the query runs: the index or key ranges used, the residual filter, the sort method.
+    ///
+    /// ```swift
+    /// print(db.objects(User.self).filter(#Predicate { $0.age == 30 }).explain())
+    /// // index i:User:age for age == 30: 1 range(s) ...
+    /// ```
+    public func explain() -> String {
+        guard let snapshot else { return "failed: \(state.error.map { "\($0)" } ?? "unknown")" }
+        do {
+            return try QueryEngine.explain(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
+        } catch {
+            return "failed: \(error)"
+        }
+    }
+
     /// The first matching object; evaluates only one row when there is no filter or sort.
     public var first: M? {
         if query.isPlainScan { return (try? prefix(1).rows())?.first?.object }

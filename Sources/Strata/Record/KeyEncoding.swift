@@ -37,6 +37,13 @@ enum KeyEncoding {
         out.append(0)
     }
 
+    /// Swift compares strings by canonical equivalence; keys compare bytes. NFC makes the two agree
+    /// (equal strings get equal bytes, and byte order is Unicode scalar order).
+    static func normalized(_ s: String) -> String {
+        if s.utf8.allSatisfy({ $0 < 0x80 }) { return s }
+        return s.precomposedStringWithCanonicalMapping
+    }
+
     /// Encodes a key value; nil when the value is not a type keys support.
     static func encode(_ value: Any) -> [UInt8]? {
         var out: [UInt8] = []
@@ -64,7 +71,7 @@ enum KeyEncoding {
         case let v as UInt64: appendUInt(v, to: &out)
         case let v as Double: appendDouble(v, to: &out)
         case let v as Float: appendDouble(Double(v), to: &out)
-        case let v as String: appendBytes(v.utf8, to: &out)
+        case let v as String: appendBytes(normalized(v).utf8, to: &out)
         case let v as Data: appendBytes(v, to: &out)
         case let v as Date: appendDouble(v.timeIntervalSinceReferenceDate, to: &out)
         case let v as UUID: withUnsafeBytes(of: v.uuid) { out.append(contentsOf: $0) }
