@@ -52,6 +52,8 @@ struct Plan {
     /// Walk this index in order for the sort (ascending unless `reverse`).
     var orderedIndex: (index: Int, reverse: Bool)?
     var estimate: Int?
+    /// The accesses return exactly the matches: no residual filter needed.
+    var exact = false
 }
 
 enum Planner {
@@ -67,6 +69,7 @@ enum Planner {
         if let condition, let best = try choose(condition, info: info, source: source) {
             plan.accesses = best.accesses
             plan.estimate = best.estimate
+            plan.exact = query.predicates.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
         }
         if query.sort.count == 1, query.distinct.isEmpty, let keyPath = query.sort[0].keyPath, let path = fieldPath(of: keyPath),
            let i = info.indexes.firstIndex(where: { $0.schema.path == path }),
@@ -76,6 +79,34 @@ enum Planner {
             plan.orderedIndex = (i, query.sort[0].order == .reverse)
         }
         return plan
+    }
+
+    /// Whether the key ranges of this single condition select exactly the objects Swift's
+    /// evaluation would: integers, bools, strings and UUIDs compare the same as their key encodings
+    /// (strings after NFC); floating point is excluded (NaN), and so are arrays and prefixes.
+    static func isExact<M: Model>(_ condition: Condition, info: ModelInfo<M>) -> Bool {
+        let path: String
+        switch condition {
+        case let .compare(p, op, _):
+            if op == .ne { return false }
+            path = p
+        case let .inList(p, _):
+            path = p
+        case let .isNil(p, _):
+            path = p
+        default:
+            return false
+        }
+        if path == "id" && info.stored.object.field(named: "id") == nil { return false }
+        guard let type = info.stored.object.type(atPath: path) else { return false }
+        if path.contains(".") { return false }
+        switch type.unwrapped {
+        case .int, .bool, .string, .uuid: return true
+        case .enumeration(let raw):
+            if case .compare(_, let op, _) = condition, op != .eq { return false }
+            return raw != .double && raw != .float
+        default: return false
+        }
     }
 
     /// Index order equals Swift's order for these types (not for strings, whose default sort is

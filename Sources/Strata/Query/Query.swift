@@ -51,27 +51,7 @@ enum QueryEngine {
         } else if plan.accesses.isEmpty {
             try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { key, value in try consider(key: Array(key), record: value) }
         } else {
-            var keys: [[UInt8]] = []
-            for access in plan.accesses {
-                switch access.source {
-                case .primary:
-                    for range in access.ranges { try Planner.scan(records, range) { key, _ in keys.append(Array(key)); return true } }
-                case .index(let i):
-                    let unique = info.indexes[i].schema.unique
-                    guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { continue }
-                    for range in access.ranges {
-                        try Planner.scan(index, range) { key, value in
-                            keys.append(try IndexEntry.primaryKey(key: key, value: value, unique: unique))
-                            return true
-                        }
-                    }
-                }
-            }
-            // Candidates in primary-key order, each once (a union or a multi-valued index repeats them).
-            keys.sort { $0.lexicographicallyPrecedes($1) }
-            var previous: [UInt8]?
-            for key in keys where key != previous {
-                previous = key
+            for key in try candidateKeys(plan, info: info, source: source) {
                 guard let record = try records.view(key) else {
                     throw StrataError.corruptRecord("an index of \(info.name) names a missing object")
                 }
@@ -115,13 +95,96 @@ enum QueryEngine {
         Planner.explain(try Planner.plan(query, info: info, source: source), query: query, info: info)
     }
 
-    /// The number of matching objects; without conditions, the tree's own count (no decoding).
+    /// The number of matching objects. Without conditions it is the tree's own count; when an
+    /// index answers the whole predicate exactly, it counts index entries. Neither decodes anything.
     static func count<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int {
-        if query.predicates.isEmpty && query.distinct.isEmpty {
-            let total = try source.tree(named: info.recordTree)?.count ?? 0
-            let afterOffset = max(0, total - query.offset)
-            return query.limit.map { min($0, afterOffset) } ?? afterOffset
+        if query.distinct.isEmpty {
+            var total: Int?
+            if query.predicates.isEmpty {
+                total = try source.tree(named: info.recordTree)?.count ?? 0
+            } else if let keys = try exactKeys(query, info: info, source: source) {
+                total = keys.count
+            }
+            if let total {
+                let afterOffset = max(0, total - query.offset)
+                return query.limit.map { min($0, afterOffset) } ?? afterOffset
+            }
         }
         return try evaluate(query, info: info, source: source).count
+    }
+
+    /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
+    /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
+    static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.predicates.count == 1 else { return nil }
+        let plan = try Planner.plan(query, info: info, source: source)
+        guard plan.accesses.count == 1, plan.orderedIndex == nil, plan.exact else { return nil }
+        return try candidateKeys(plan, info: info, source: source)
+    }
+
+    /// Values of one field for every match, read from the records without decoding the objects,
+    /// when the query needs no decoding (no predicate, or an exact one) and the field is stored.
+    static func fieldValues<M: Model, V, S: TreeSource>(_ keyPath: KeyPath<M, V>, query: Query<M>, info: ModelInfo<M>, source: S) throws -> [V]? {
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil,
+              let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.contains("."),
+              let field = info.stored.object.field(named: path),
+              let records = try source.tree(named: info.recordTree) else { return nil }
+        let context = EncodingContext(model: info.name, path: [path])
+        var values: [V] = []
+        func read(_ record: UnsafeRawBufferPointer) throws -> Bool {
+            guard let (bytes, isNil) = try RecordField.find(field.id, in: record) else {
+                guard let none = (V.self as? any OptionalValue.Type)?.noneAny as? V else { return false }
+                values.append(none)
+                return true
+            }
+            if isNil {
+                guard let none = (V.self as? any OptionalValue.Type)?.noneAny as? V else { return false }
+                values.append(none)
+                return true
+            }
+            guard let value = try RecordDecoding.primitive(V.self, as: field.type, bytes: bytes, context: context) else { return false }
+            values.append(value)
+            return true
+        }
+        if query.predicates.isEmpty {
+            var ok = true
+            try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { _, record in
+                ok = try read(record)
+                return ok
+            }
+            return ok ? values : nil
+        }
+        guard let keys = try exactKeys(query, info: info, source: source) else { return nil }
+        for key in keys {
+            guard let record = try records.view(key) else { throw StrataError.corruptRecord("an index of \(info.name) names a missing object") }
+            if try !read(record) { return nil }
+        }
+        return values
+    }
+
+    static func candidateKeys<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        for access in plan.accesses {
+            switch access.source {
+            case .primary:
+                guard let records = try source.tree(named: info.recordTree) else { continue }
+                for range in access.ranges { try Planner.scan(records, range) { key, _ in keys.append(Array(key)); return true } }
+            case .index(let i):
+                let unique = info.indexes[i].schema.unique
+                guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { continue }
+                for range in access.ranges {
+                    try Planner.scan(index, range) { key, value in
+                        keys.append(try IndexEntry.primaryKey(key: key, value: value, unique: unique))
+                        return true
+                    }
+                }
+            }
+        }
+        // In primary-key order, each once (a union or a multi-valued index repeats them).
+        keys.sort { $0.lexicographicallyPrecedes($1) }
+        var unique: [[UInt8]] = []
+        unique.reserveCapacity(keys.count)
+        for key in keys where key != unique.last { unique.append(key) }
+        return unique
     }
 }

@@ -17,7 +17,7 @@ import Synchronization
 public struct Results<M: Model>: RandomAccessCollection, Sendable {
     let snapshot: Snapshot?
     let query: Query<M>
-    private let state: ResultsState<M>
+    let state: ResultsState<M>
 
     init(snapshot: Snapshot, query: Query<M>) {
         self.snapshot = snapshot

@@ -1,0 +1,54 @@
+import Foundation
+
+/// Aggregates over the matching objects. Each runs the query once; with no filter, or a filter an
+/// index answers exactly, they read one field of each record and decode nothing else.
+///
+/// ```swift
+/// let items = db.objects(Item.self).filter(#Predicate { $0.category == 7 })
+/// let total = items.sum(of: \.score)          // reads only `score` from each record
+/// let newest = items.max(of: \.created)
+/// ```
+extension Results {
+    /// The values of `keyPath` over the matching objects, in result order.
+    func values<V>(_ keyPath: KeyPath<M, V>) throws -> [V] {
+        if let error = state.error { throw error }
+        if state.cachedRows == nil, let snapshot, let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) {
+            return fast
+        }
+        return try rows().map { $0.object[keyPath: keyPath] }
+    }
+
+    /// The smallest value of `keyPath`, or nil when there are no objects.
+    public func min<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? { (try? values(keyPath))?.min() }
+
+    /// The largest value of `keyPath`, or nil when there are no objects.
+    public func max<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? { (try? values(keyPath))?.max() }
+
+    /// The smallest non-nil value of an optional field.
+    public func min<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? { (try? values(keyPath))?.compactMap { $0 }.min() }
+
+    /// The largest non-nil value of an optional field.
+    public func max<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? { (try? values(keyPath))?.compactMap { $0 }.max() }
+
+    /// The sum of `keyPath` (0 when there are no objects).
+    public func sum<V: AdditiveArithmetic>(of keyPath: KeyPath<M, V>) -> V { ((try? values(keyPath)) ?? []).reduce(.zero, +) }
+
+    /// The mean of a floating-point field, or nil when there are no objects.
+    public func average<V: BinaryFloatingPoint>(of keyPath: KeyPath<M, V>) -> V? {
+        guard let values = try? values(keyPath), !values.isEmpty else { return nil }
+        return values.reduce(.zero, +) / V(values.count)
+    }
+
+    /// The mean of an integer field, as a Double, or nil when there are no objects.
+    public func average<V: BinaryInteger>(of keyPath: KeyPath<M, V>) -> Double? {
+        guard let values = try? values(keyPath), !values.isEmpty else { return nil }
+        return values.reduce(0.0) { $0 + Double($1) } / Double(values.count)
+    }
+
+    /// The mean of a date field, or nil when there are no objects.
+    public func average(of keyPath: KeyPath<M, Date>) -> Date? {
+        guard let values = try? values(keyPath), !values.isEmpty else { return nil }
+        let seconds = values.reduce(0.0) { $0 + $1.timeIntervalSinceReferenceDate } / Double(values.count)
+        return Date(timeIntervalSinceReferenceDate: seconds)
+    }
+}
