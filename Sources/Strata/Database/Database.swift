@@ -11,60 +11,95 @@ import Foundation
 public final class Database: Sendable {
     /// The storage engine underneath (raw trees; the object layer's trees are named `m:…`, `i:…`, `strata:…`).
     public let store: Store
-    let models: [ObjectIdentifier: any AnyModelInfo]
-    let modelsByName: [String: any AnyModelInfo]
+    let registry: ModelRegistry
 
     /// Opens (or creates) the database at `path` for `models`. The schema of each model is derived
     /// from its type and reconciled with the stored one: additive changes (a new model, a new
     /// optional field, a removed field, an added or dropped index) apply by themselves; anything else
     /// throws `StrataError.migrationRequired` listing every difference.
     public convenience init(path: String, models: [any Model.Type], options: StoreOptions = StoreOptions()) throws {
-        try self.init(store: try Store(path: path, options: options), models: models)
+        try self.init(store: try wrapStorage { try Store(path: path, options: options) }, models: models)
     }
 
     /// An in-memory database with the same engine, gone when released.
     public static func inMemory(models: [any Model.Type]) throws -> Database {
-        try Database(store: try Store.inMemory(), models: models)
+        try Database(store: try wrapStorage { try Store.inMemory() }, models: models)
     }
 
-    /// Opens a database on an existing store.
-    public init(store: Store, models: [any Model.Type], schemaVersion: Int = 0) throws {
+    /// Opens a database on an existing store. See `init(path:models:schemaVersion:options:migration:)`
+    /// for migrations.
+    public init(store: Store, models: [any Model.Type], schemaVersion: Int = 0, migration: ((Migration) throws -> Void)? = nil) throws {
         self.store = store
         var infos: [ObjectIdentifier: any AnyModelInfo] = [:]
         var byName: [String: any AnyModelInfo] = [:]
-        try store.write { txn in
-            let catalog = try Catalog.load(txn)
-            var differences: [String] = []
-            var pending: [(any AnyModelInfo, SchemaChange)] = []
-            for type in models {
-                let (info, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion)
-                if byName[info.name] != nil {
-                    throw StrataError.unsupportedType(model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
+        try wrapStorage {
+            try store.write { txn in
+                let catalog = try Catalog.load(txn)
+                let storedVersion = catalog.values.map(\.schemaVersion).max() ?? schemaVersion
+                var differences: [String] = []
+                for type in models {
+                    let (_, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: false)
+                    differences += change.differences
                 }
-                differences += change.differences
-                infos[ObjectIdentifier(type)] = info
-                byName[info.name] = info
-                pending.append((info, change))
-            }
-            if !differences.isEmpty { throw StrataError.migrationRequired(differences) }
-            let schemaTree = try txn.createTree(Catalog.schemaTree)
-            for (info, change) in pending where change.changed {
-                try schemaTree.put(Array(info.name.utf8), try Catalog.encode(info.stored))
-                _ = try txn.createTree(info.stored.recordTree)
-                for dropped in change.droppedIndexes { try txn.dropTree(dropped.treeName(model: info.name)) }
-                try info.buildIndexes(change.addedIndexes, in: txn)
+                let migrating = !differences.isEmpty
+                if migrating && (migration == nil || schemaVersion <= storedVersion) {
+                    var reasons = differences
+                    if migration != nil { reasons.append("schema version \(schemaVersion) must be above the stored version \(storedVersion) to migrate") }
+                    throw StrataError.migrationRequired(reasons)
+                }
+                var pending: [(any AnyModelInfo, SchemaChange)] = []
+                for type in models {
+                    let (info, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: migrating)
+                    if byName[info.name] != nil {
+                        throw StrataError.unsupportedType(model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
+                    }
+                    infos[ObjectIdentifier(type)] = info
+                    byName[info.name] = info
+                    pending.append((info, change))
+                }
+                let registry = ModelRegistry(byType: infos, byName: byName)
+                let schemaTree = try txn.createTree(Catalog.schemaTree)
+                for (info, change) in pending where change.changed {
+                    try schemaTree.put(Array(info.name.utf8), try Catalog.encode(info.stored))
+                    _ = try txn.createTree(info.stored.recordTree)
+                    for dropped in change.droppedIndexes { try txn.dropTree(dropped.treeName(model: info.name)) }
+                    if !migrating { try info.buildIndexes(change.addedIndexes, in: txn) }
+                }
+                if migrating, let migration {
+                    let context = Migration(oldVersion: storedVersion, newVersion: schemaVersion, oldSchemas: catalog,
+                                            transaction: Transaction(registry: registry, txn: txn, maintainsIndexes: false))
+                    try migration(context)
+                    // Every record of every model must now read as its new type, and indexes follow.
+                    for (info, _) in pending {
+                        try info.validateRecords(in: txn)
+                        for index in info.stored.indexes { try txn.dropTree(index.treeName(model: info.name)) }
+                        try info.buildIndexes(info.stored.indexes, in: txn)
+                    }
+                }
             }
         }
-        self.models = infos
-        self.modelsByName = byName
+        self.registry = ModelRegistry(byType: infos, byName: byName)
     }
 
-    func info<M: Model>(_ type: M.Type) throws -> ModelInfo<M> {
-        guard let info = models[ObjectIdentifier(type)] as? ModelInfo<M> else {
-            throw StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
-        }
-        return info
+    /// Opens (or creates) the database at `path`, migrating it with `migration` when the stored
+    /// schema differs in ways that need one. The closure runs inside the same write transaction as
+    /// the schema change: it reads old records untyped and writes new objects; if it throws,
+    /// nothing changes. `schemaVersion` must grow with each migration.
+    ///
+    /// ```swift
+    /// let db = try Database(path: path, models: [Person.self], schemaVersion: 2) { migration in
+    ///     for old in try migration.objects("Person") {
+    ///         let age = Int(old.fields["age"]?.stringValue ?? "") ?? 0    // age was a String
+    ///         try migration.transaction.upsert(Person(id: old.fields["id"]?.stringValue ?? "", age: age))
+    ///     }
+    /// }
+    /// ```
+    public convenience init(path: String, models: [any Model.Type], schemaVersion: Int, options: StoreOptions = StoreOptions(),
+                            migration: @escaping (Migration) throws -> Void) throws {
+        try self.init(store: try Store(path: path, options: options), models: models, schemaVersion: schemaVersion, migration: migration)
     }
+
+    func info<M: Model>(_ type: M.Type) throws -> ModelInfo<M> { try registry.info(type) }
 
     // MARK: Transactions
 
@@ -75,7 +110,7 @@ public final class Database: Sendable {
     /// ```
     public func write<R>(durability: Durability? = nil, _ body: (Transaction) throws -> R) throws -> R {
         do {
-            return try store.write(durability: durability) { txn in try body(Transaction(db: self, txn: txn)) }
+            return try store.write(durability: durability) { txn in try body(Transaction(registry: registry, txn: txn)) }
         } catch let error as StorageError {
             throw error == .closed ? StrataError.databaseClosed : StrataError.storage(error)
         }
@@ -115,9 +150,27 @@ public final class Database: Sendable {
 }
 
 extension Model {
-    static func reconcileErased(stored: StoredModelSchema?, schemaVersion: Int) throws -> (any AnyModelInfo, SchemaChange) {
-        let (info, change) = try reconcile(stored: stored, schemaVersion: schemaVersion)
+    static func reconcileErased(stored: StoredModelSchema?, schemaVersion: Int, migrating: Bool) throws -> (any AnyModelInfo, SchemaChange) {
+        let (info, change) = try reconcile(stored: stored, schemaVersion: schemaVersion, migrating: migrating)
         return (info, change)
+    }
+}
+
+/// The models a database was opened with.
+final class ModelRegistry: Sendable {
+    let byType: [ObjectIdentifier: any AnyModelInfo]
+    let byName: [String: any AnyModelInfo]
+
+    init(byType: [ObjectIdentifier: any AnyModelInfo], byName: [String: any AnyModelInfo]) {
+        self.byType = byType
+        self.byName = byName
+    }
+
+    func info<M: Model>(_ type: M.Type) throws -> ModelInfo<M> {
+        guard let info = byType[ObjectIdentifier(type)] as? ModelInfo<M> else {
+            throw StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
+        }
+        return info
     }
 }
 

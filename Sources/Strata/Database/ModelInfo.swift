@@ -6,6 +6,8 @@ protocol AnyModelInfo: Sendable {
     var stored: StoredModelSchema { get }
     /// Rebuilds secondary indexes that the stored schema did not have.
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws
+    /// Decodes every record as the model's type; throws `migrationRequired` naming the first that fails.
+    func validateRecords(in txn: StrataStorage.WriteTransaction) throws
 }
 
 final class ModelInfo<M: Model>: AnyModelInfo {
@@ -54,14 +56,36 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         }
     }
 
+    func validateRecords(in txn: StrataStorage.WriteTransaction) throws {
+        guard let records = try txn.tree(recordTree) else { return }
+        var failures = 0
+        var first = ""
+        try records.forEach { key, value in
+            do {
+                _ = try decode(value)
+            } catch {
+                if failures == 0 { first = "\(UntypedDecoding.describeKey(key)): \(error)" }
+                failures += 1
+            }
+            return true
+        }
+        if failures > 0 {
+            throw StrataError.migrationRequired(["\(name): the migration left \(failures) object(s) unreadable as \(M.self), first \(first)"])
+        }
+    }
+
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
         guard let records = try txn.tree(recordTree) else { return }
         for path in paths {
             guard let i = indexes.firstIndex(where: { $0.schema == path }) else { continue }
             let tree = try txn.createTree(path.treeName(model: name))
+            // Read first, then write: a write invalidates the transaction's cursors.
+            var rows: [([UInt8], M)] = []
             try records.forEach { key, value in
-                let object = try decode(value)
-                let primaryKey = Array(key)
+                rows.append((Array(key), try decode(value)))
+                return true
+            }
+            for (primaryKey, object) in rows {
                 for indexKey in try indexKeys(object, index: i, primaryKey: primaryKey) {
                     if path.unique {
                         if try !tree.insert(indexKey, primaryKey) {
@@ -71,7 +95,6 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                         try tree.put(indexKey, IndexEntry.value(primaryKey: primaryKey, unique: false))
                     }
                 }
-                return true
             }
         }
     }
@@ -80,7 +103,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 extension Model {
     /// Probes the type, reconciles it with the stored schema, and returns the model's runtime info
     /// plus what changed. Called once per model at open.
-    static func reconcile(stored: StoredModelSchema?, schemaVersion: Int) throws -> (ModelInfo<Self>, SchemaChange) {
+    static func reconcile(stored: StoredModelSchema?, schemaVersion: Int, migrating: Bool = false) throws -> (ModelInfo<Self>, SchemaChange) {
         let current = try SchemaProbe.schema(of: Self.self, modelName: modelName)
         var change = SchemaChange()
         let keyType = String(describing: ID.self)
@@ -102,7 +125,7 @@ extension Model {
             if stored.keyType != keyType {
                 change.differences.append("\(modelName).id: key type changed from \(stored.keyType) to \(keyType)")
             }
-            merged = mergeSchemas(stored: stored.object, current: current, path: modelName, differences: &change.differences)
+            merged = mergeSchemas(stored: stored.object, current: current, path: modelName, differences: &change.differences, migrating: migrating)
             change.addedIndexes = indexes.map(\.0).filter { !stored.indexes.contains($0) }
             change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } }
             change.changed = merged != stored.object || stored.indexes != indexes.map(\.0) || stored.schemaVersion != schemaVersion
@@ -149,7 +172,10 @@ struct SchemaChange {
 /// Merges the current type's schema into the stored one: fields keep their ids, new optional
 /// fields get new ids, removed fields are kept (marked) so old records stay readable. Anything else
 /// is a difference that needs a migration.
-func mergeSchemas(stored: ObjectSchema, current: ObjectSchema, path: String, differences: inout [String]) -> ObjectSchema {
+///
+/// When `migrating`, a field whose type changed gets a new id (the old one is kept as removed, so a
+/// migration can still read it untyped) and new fields of any type are added.
+func mergeSchemas(stored: ObjectSchema, current: ObjectSchema, path: String, differences: inout [String], migrating: Bool = false) -> ObjectSchema {
     var nextID = (stored.fields.map(\.id).max() ?? -1) + 1
     var result: [FieldSchema] = []
     for field in current.fields {
@@ -167,10 +193,15 @@ func mergeSchemas(stored: ObjectSchema, current: ObjectSchema, path: String, dif
         }
         var type = field.type
         if case .object(let a) = old.type.unwrapped, case .object(let b) = field.type.unwrapped, old.type.isOptional == field.type.isOptional || field.type.isOptional {
-            let nested = FieldType.object(mergeSchemas(stored: a, current: b, path: fieldPath, differences: &differences))
+            let nested = FieldType.object(mergeSchemas(stored: a, current: b, path: fieldPath, differences: &differences, migrating: migrating))
             type = field.type.isOptional ? .optional(nested) : nested
         } else if !compatible(stored: old.type, current: field.type) {
             differences.append("\(fieldPath): type changed from \(old.type) to \(field.type)")
+            if migrating {
+                result.append(FieldSchema(name: field.name, id: nextID, type: field.type))
+                nextID += 1
+                continue
+            }
         }
         result.append(FieldSchema(name: field.name, id: old.id, type: type))
     }

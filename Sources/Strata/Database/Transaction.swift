@@ -11,12 +11,17 @@ import Foundation
 /// }
 /// ```
 public final class Transaction {
-    let db: Database
+    let db: ModelRegistry
     let txn: StrataStorage.WriteTransaction
 
-    init(db: Database, txn: StrataStorage.WriteTransaction) {
-        self.db = db
+    /// False inside a migration: old records may not decode as the new types, so writes replace
+    /// records blindly and the indexes are rebuilt once the migration is done.
+    let maintainsIndexes: Bool
+
+    init(registry: ModelRegistry, txn: StrataStorage.WriteTransaction, maintainsIndexes: Bool = true) {
+        self.db = registry
         self.txn = txn
+        self.maintainsIndexes = maintainsIndexes
     }
 
     private func records<M: Model>(_ info: ModelInfo<M>) throws -> WriteTree {
@@ -81,6 +86,10 @@ public final class Transaction {
         if try wrapStorage({ try records.view(key) }) != nil {
             throw StrataError.duplicateKey(model: info.name, key: describe(object.id))
         }
+        if !maintainsIndexes {
+            _ = try wrapStorage { try records.put(key, record) }
+            return object
+        }
         let newIndexKeys = try indexKeys(info, object, key: key)
         try checkUnique(info, newIndexKeys, key: key, object: object)
         try wrapStorage {
@@ -105,6 +114,11 @@ public final class Transaction {
         }
         let key = try info.keyBytes(object.id)
         let records = try records(info)
+        if !maintainsIndexes {
+            let record = try info.encode(object)
+            _ = try wrapStorage { try records.put(key, record) }
+            return object
+        }
         guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return try insert(object) }
         let old = try info.decode(oldRecord)
         try replace(info, records: records, key: key, old: old, new: object)
@@ -152,6 +166,7 @@ public final class Transaction {
     private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8]) throws -> Bool {
         guard let records = try wrapStorage({ try txn.tree(info.recordTree) }),
               let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else { return false }
+        if !maintainsIndexes { return try wrapStorage { try records.delete(keyBytes) } }
         let old = try info.decode(oldRecord)
         let oldKeys = try indexKeys(info, old, key: keyBytes)
         try wrapStorage {

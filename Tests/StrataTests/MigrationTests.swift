@@ -1,0 +1,116 @@
+import Testing
+import Foundation
+@testable import Strata
+
+enum V1 {
+    struct Person: Model {
+        static let modelName = "Person"
+        static let indexes: [PartialKeyPath<Person> & Sendable] = [\.name]
+        var id: String
+        var name: String
+        var age: String
+        var legacy: Int
+    }
+}
+
+enum V2Additive {
+    struct Person: Model {
+        static let modelName = "Person"
+        static let indexes: [PartialKeyPath<Person> & Sendable] = [\.nickname]
+        var id: String
+        var name: String
+        var age: String
+        var nickname: String?
+    }
+    struct Pet: Model {
+        var id: Int
+        var owner: Ref<Person>
+    }
+}
+
+enum V3Breaking {
+    struct Person: Model {
+        static let modelName = "Person"
+        static let indexes: [PartialKeyPath<Person> & Sendable] = [\.age]
+        var id: String
+        var name: String
+        var age: Int
+        var score: Double
+    }
+}
+
+struct MigrationTests {
+    func seeded() throws -> String {
+        let path = databasePath()
+        let db = try Database(path: path, models: [V1.Person.self])
+        try db.write { tx in
+            for i in 0..<20 { try tx.insert(V1.Person(id: "p\(i)", name: "n\(i)", age: "\(20 + i)", legacy: i)) }
+        }
+        return path
+    }
+
+    @Test func reopeningWithSameTypesChangesNothing() throws {
+        let path = try seeded()
+        let before = try Store(path: path).read { $0.txnid }
+        _ = try Database(path: path, models: [V1.Person.self])
+        #expect(try Store(path: path).read { $0.txnid } == before)
+    }
+
+    @Test func additiveChangesMigrateByThemselves() throws {
+        let path = try seeded()
+        let db = try Database(path: path, models: [V2Additive.Person.self, V2Additive.Pet.self])
+        let ana = try #require(try db.object(V2Additive.Person.self, key: "p3"))
+        #expect(ana.name == "n3" && ana.age == "23" && ana.nickname == nil)
+        try db.write { tx in try tx.update(V2Additive.Person.self, key: "p3") { $0.nickname = "A" } }
+        let nick = "A"
+        let found = db.objects(V2Additive.Person.self).filter(#Predicate { $0.nickname == nick })
+        #expect(found.map(\.id) == ["p3"])
+        #expect(found.explain().contains("i:Person:nickname"))
+        // The dropped index's tree is gone; the new index was built.
+        let names = try db.store.read { try $0.treeNames() }
+        #expect(!names.contains("i:Person:name"))
+        #expect(names.contains("i:Person:nickname"))
+    }
+
+    @Test func breakingChangesNeedAMigration() throws {
+        let path = try seeded()
+        #expect {
+            _ = try Database(path: path, models: [V3Breaking.Person.self])
+        } throws: { error in
+            guard case StrataError.migrationRequired(let differences) = error else { return false }
+            return differences.contains { $0.contains("Person.age") && $0.contains("String") } && differences.contains { $0.contains("Person.score") }
+        }
+    }
+
+    @Test func migrationClosureConvertsRecords() throws {
+        let path = try seeded()
+        let db = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { migration in
+            #expect(migration.oldVersion == 0 && migration.newVersion == 1)
+            for old in try migration.objects("Person") {
+                let age = Int(old.fields["age"]?.stringValue ?? "") ?? -1
+                let legacy = old.fields["legacy"]?.intValue ?? 0
+                try migration.transaction.upsert(V3Breaking.Person(id: old.key, name: old.fields["name"]?.stringValue ?? "",
+                                                                   age: age, score: Double(legacy) / 2))
+            }
+        }
+        #expect(try db.object(V3Breaking.Person.self, key: "p4")?.age == 24)
+        #expect(try db.object(V3Breaking.Person.self, key: "p4")?.score == 2)
+        let explain = db.objects(V3Breaking.Person.self).filter(#Predicate { $0.age == 25 })
+        #expect(explain.map(\.id) == ["p5"])
+        #expect(explain.explain().contains("i:Person:age"))
+    }
+
+    @Test func failingMigrationChangesNothing() throws {
+        let path = try seeded()
+        struct Stop: Error {}
+        #expect(throws: Stop.self) {
+            _ = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { _ in throw Stop() }
+        }
+        // A migration that leaves old records behind is refused too.
+        #expect(throws: StrataError.self) {
+            _ = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { _ in }
+        }
+        let v1 = try Database(path: path, models: [V1.Person.self])
+        #expect(try v1.object(V1.Person.self, key: "p1")?.age == "21")
+    }
+}
