@@ -62,14 +62,13 @@ enum Planner {
     static func plan<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Plan {
         var plan = Plan()
         var condition: Condition?
-        for predicate in query.predicates {
-            let c = predicate.condition
+        for c in query.conditions {
             condition = condition.map { .and($0, c) } ?? c
         }
         if let condition, let best = try choose(condition, info: info, source: source) {
             plan.accesses = best.accesses
             plan.estimate = best.estimate
-            plan.exact = query.predicates.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
+            plan.exact = query.conditions.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
         }
         if query.sort.count == 1, query.distinct.isEmpty, let keyPath = query.sort[0].keyPath, let path = fieldPath(of: keyPath),
            let i = info.indexes.firstIndex(where: { $0.schema.path == path }),
@@ -266,10 +265,12 @@ enum Planner {
             if plan.accesses.count > 1 { lines.append("union of the accesses above, duplicates removed") }
             if let estimate = plan.estimate { lines.append("estimated candidates: \(estimate >= estimateCap ? "≥ \(estimateCap)" : "\(estimate)")") }
         }
-        if query.predicates.isEmpty {
+        if !query.hasConditions {
             lines.append("no filter")
+        } else if plan.exact {
+            lines.append("no residual filter: the index answers \(query.conditions[0]) exactly")
         } else {
-            let conditions = query.predicates.map { $0.condition.description }.joined(separator: " && ")
+            let conditions = query.conditions.map(\.description).joined(separator: " && ")
             lines.append("residual filter: \(conditions), evaluated on decoded objects")
         }
         if query.sort.isEmpty {

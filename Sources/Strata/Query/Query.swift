@@ -3,12 +3,39 @@ import Foundation
 /// A query over one model: conditions, order and a window. Values; built up by `Results`.
 struct Query<M: Model>: Sendable {
     var predicates: [Predicate<M>] = []
+    /// Conditions built by the library's own helpers (key-path equality, backlinks, case-insensitive
+    /// string matching): a test on the object, and what the planner may use of it.
+    var tests: [FieldTest<M>] = []
     var sort: [SortDescriptor<M>] = []
     var offset = 0
     var limit: Int?
     var distinct: [PartialKeyPath<M> & Sendable] = []
 
-    var isPlainScan: Bool { predicates.isEmpty && sort.isEmpty && distinct.isEmpty }
+    var isPlainScan: Bool { predicates.isEmpty && tests.isEmpty && sort.isEmpty && distinct.isEmpty }
+    var hasConditions: Bool { !predicates.isEmpty || !tests.isEmpty }
+
+    /// Every condition, for the planner.
+    var conditions: [Condition] { predicates.map(\.condition) + tests.map(\.condition) }
+
+    func matches(_ object: M) throws -> Bool {
+        for test in tests where !test.evaluate(object) { return false }
+        for predicate in predicates where try !predicate.evaluate(object) { return false }
+        return true
+    }
+}
+
+/// A condition from the library's helpers.
+struct FieldTest<M: Model>: Sendable {
+    /// Built on demand: conditions hold untyped values, which are not Sendable.
+    let makeCondition: @Sendable () -> Condition
+    let evaluate: @Sendable (M) -> Bool
+
+    var condition: Condition { makeCondition() }
+
+    init(condition: @autoclosure @escaping @Sendable () -> Condition, evaluate: @escaping @Sendable (M) -> Bool) {
+        self.makeCondition = condition
+        self.evaluate = evaluate
+    }
 }
 
 /// One evaluated row.
@@ -30,7 +57,7 @@ enum QueryEngine {
 
         func consider(key: [UInt8], record: UnsafeRawBufferPointer) throws -> Bool {
             let object = try info.decode(record)
-            if try query.predicates.allSatisfy({ try $0.evaluate(object) }) {
+            if try query.matches(object) {
                 rows.append(Row(key: key, object: object))
             }
             if canStopEarly, let window, rows.count >= window { return false }
@@ -100,7 +127,7 @@ enum QueryEngine {
     static func count<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int {
         if query.distinct.isEmpty {
             var total: Int?
-            if query.predicates.isEmpty {
+            if !query.hasConditions {
                 total = try source.tree(named: info.recordTree)?.count ?? 0
             } else if let keys = try exactKeys(query, info: info, source: source) {
                 total = keys.count
@@ -116,7 +143,7 @@ enum QueryEngine {
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
     /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.predicates.count == 1 else { return nil }
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.conditions.count == 1 else { return nil }
         let plan = try Planner.plan(query, info: info, source: source)
         guard plan.accesses.count == 1, plan.orderedIndex == nil, plan.exact else { return nil }
         return try candidateKeys(plan, info: info, source: source)
@@ -146,7 +173,7 @@ enum QueryEngine {
             values.append(value)
             return true
         }
-        if query.predicates.isEmpty {
+        if !query.hasConditions {
             var ok = true
             try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { _, record in
                 ok = try read(record)

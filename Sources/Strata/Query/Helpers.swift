@@ -1,0 +1,110 @@
+import Foundation
+
+/// How `filter(_:matching:options:)` compares strings.
+public struct StringMatchOptions: OptionSet, Sendable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    /// "ana" matches "Ana" (Realm's `[c]`).
+    public static let caseInsensitive = StringMatchOptions(rawValue: 1)
+    /// "jose" matches "José" (Realm's `[d]`).
+    public static let diacriticInsensitive = StringMatchOptions(rawValue: 2)
+}
+
+/// A string comparison for `filter(_:matching:options:)`.
+public enum StringMatch: Sendable {
+    case equals(String)
+    case contains(String)
+    case beginsWith(String)
+    case endsWith(String)
+}
+
+/// Filters that `#Predicate` cannot express on Linux, or that are easier with a key path. They
+/// combine with `#Predicate` filters (all must hold) and with sorting, counting and aggregates.
+///
+/// ```swift
+/// let anas = db.objects(Person.self)
+///     .filter(\.name, matching: .beginsWith("ana"), options: [.caseInsensitive, .diacriticInsensitive])
+///     .filter(#Predicate { $0.age > 18 })
+/// ```
+extension Results {
+    private func adding(_ test: FieldTest<M>) -> Results<M> {
+        guard let snapshot else { return self }
+        var q = query
+        q.tests.append(test)
+        return Results(snapshot: snapshot, query: q)
+    }
+
+    /// Objects whose string field matches, optionally ignoring case and diacritics.
+    public func filter(_ keyPath: KeyPath<M, String> & Sendable, matching match: StringMatch, options: StringMatchOptions = []) -> Results<M> {
+        adding(stringTest(keyPath, match, options) { $0 })
+    }
+
+    /// Objects whose optional string field is present and matches.
+    public func filter(_ keyPath: KeyPath<M, String?> & Sendable, matching match: StringMatch, options: StringMatchOptions = []) -> Results<M> {
+        adding(stringTest(keyPath, match, options) { $0 })
+    }
+
+    /// Objects whose field equals `value`; uses the key or an index on the field when there is one.
+    public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, V> & Sendable, equals value: V) -> Results<M> {
+        let path = fieldPath(of: keyPath as PartialKeyPath<M>)
+        return adding(FieldTest(condition: path.map { .compare(path: $0, op: .eq, value: value) } ?? .unknown) { $0[keyPath: keyPath] == value })
+    }
+
+    /// Objects whose array field contains `value`; uses an index on the field when there is one.
+    public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, [V]> & Sendable, contains value: V) -> Results<M> {
+        let path = fieldPath(of: keyPath as PartialKeyPath<M>)
+        return adding(FieldTest(condition: path.map { .arrayContains(path: $0, value: value) } ?? .unknown) { $0[keyPath: keyPath].contains(value) })
+    }
+
+    private func stringTest<S>(_ keyPath: KeyPath<M, S> & Sendable, _ match: StringMatch, _ options: StringMatchOptions,
+                               _ unwrap: @escaping @Sendable (S) -> String?) -> FieldTest<M> {
+        var compare: String.CompareOptions = []
+        if options.contains(.caseInsensitive) { compare.insert(.caseInsensitive) }
+        if options.contains(.diacriticInsensitive) { compare.insert(.diacriticInsensitive) }
+        let flags = compare
+        let path = fieldPath(of: keyPath as PartialKeyPath<M>) ?? "\(keyPath)"
+        let exact = options.isEmpty
+        let condition: @Sendable () -> Condition = {
+            switch match {
+            case .equals(let s): return exact ? .compare(path: path, op: .eq, value: s) : .unknown
+            case .beginsWith(let s): return exact ? .startsWith(path: path, prefix: s) : .unknown
+            case .contains(let s): return .contains(path: path, substring: s)
+            case .endsWith: return .unknown
+            }
+        }
+        return FieldTest(condition: condition()) { object in
+            guard let value = unwrap(object[keyPath: keyPath]) else { return false }
+            switch match {
+            case .equals(let s): return value.compare(s, options: flags) == .orderedSame
+            case .contains(let s): return s.isEmpty || value.range(of: s, options: flags) != nil
+            case .beginsWith(let s): return s.isEmpty || value.range(of: s, options: flags.union(.anchored)) != nil
+            case .endsWith(let s): return s.isEmpty || value.range(of: s, options: flags.union([.anchored, .backwards])) != nil
+            }
+        }
+    }
+}
+
+extension Snapshot {
+    /// The objects of `source` whose reference field points at the object with key `target`: the
+    /// reverse of a `Ref`. Index the field to make this a lookup instead of a scan.
+    ///
+    /// ```swift
+    /// let messages = try db.snapshot().backlinks(Message.self, via: \.author, to: "u1")
+    /// ```
+    public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>> & Sendable,
+                                                        to target: Target.ID) -> Results<Source> {
+        objects(source).filter(keyPath, equals: Ref<Target>(target))
+    }
+
+    /// Backlinks through an optional reference field.
+    public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>?> & Sendable,
+                                                        to target: Target.ID) -> Results<Source> {
+        objects(source).filter(keyPath, equals: Optional(Ref<Target>(target)))
+    }
+
+    /// Backlinks through an array of references.
+    public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, [Ref<Target>]> & Sendable,
+                                                        to target: Target.ID) -> Results<Source> {
+        objects(source).filter(keyPath, contains: Ref<Target>(target))
+    }
+}
