@@ -14,7 +14,12 @@ enum SchemaProbe {
 
     static func schema<T: Decodable>(of type: T.Type, modelName: String) throws -> ObjectSchema {
         let probe = ProbeState(modelName: modelName)
-        let (fieldType, _) = try probe.probe(T.self, path: [], depth: 0)
+        let fieldType: FieldType
+        do {
+            (fieldType, _) = try probe.probe(T.self, path: [], depth: 0)
+        } catch let failure as ProbeFailure {
+            throw failure.error
+        }
         guard case .object(let schema) = fieldType else {
             throw StrataError.unsupportedType(model: modelName, field: "(model)", reason: "a model must encode as a keyed container (a struct with fields), not \(fieldType)")
         }
@@ -49,6 +54,9 @@ final class ProbeState {
             return (.reference(reference.targetModelName), value)
         }
         if let (raw, value) = try enumPlaceholder(T.self, path: path) { return (.enumeration(raw), value) }
+        if T.self is any AnyDictionary.Type && !(T.self is any StringKeyedDictionary.Type) {
+            throw fail(path, "\(T.self): only dictionaries with String keys can be stored")
+        }
         if T.self is any StringKeyedDictionary.Type {
             let decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
             decoder.dictionaryMode = true
@@ -141,6 +149,8 @@ final class ProbeState {
 /// them apart from nested structs.
 protocol StringKeyedDictionary {}
 extension Dictionary: StringKeyedDictionary where Key == String {}
+protocol AnyDictionary {}
+extension Dictionary: AnyDictionary {}
 
 final class ProbeDecoder: Decoder {
     enum Shape { case none, keyed, unkeyed, single }

@@ -1,0 +1,116 @@
+import Testing
+import Foundation
+@testable import Strata
+
+struct Everything: Model, Equatable {
+    var id: UUID
+    var bool: Bool
+    var int: Int
+    var int8: Int8
+    var int16: Int16
+    var int32: Int32
+    var int64: Int64
+    var uint: UInt
+    var uint8: UInt8
+    var uint16: UInt16
+    var uint32: UInt32
+    var uint64: UInt64
+    var double: Double
+    var float: Float
+    var string: String
+    var data: Data
+    var date: Date
+    var uuid: UUID
+    var decimal: Decimal
+    var url: URL
+    var status: Status
+    var level: Level
+    var optionalInt: Int?
+    var optionalString: String?
+    var nested: Address
+    var optionalNested: Address?
+    var strings: [String]
+    var set: Set<String>
+    var dictionary: [String: Int]
+    var dates: [Date]
+    var ref: Ref<Everything>?
+    var refs: [Ref<Everything>]
+    var doubleOptional: Int??
+}
+
+struct Unsupported: Model {
+    var id: Int
+    var weird: [Int: String]
+}
+
+enum Shape: Codable, Sendable { case circle(Double), square }
+
+struct WithPayloadEnum: Model {
+    var id: Int
+    var shape: Shape
+}
+
+struct TypeTests {
+    static func extremes(_ i: Int) -> Everything {
+        Everything(id: UUID(), bool: i % 2 == 0, int: i == 0 ? .min : .max, int8: .min, int16: .max, int32: .min, int64: .max,
+                   uint: .max, uint8: .max, uint16: 0, uint32: .max, uint64: .max, double: i == 0 ? .infinity : -.infinity,
+                   float: .greatestFiniteMagnitude, string: i == 0 ? "" : "日本語 ✓ e\u{301}", data: Data(), date: i == 0 ? .distantPast : .distantFuture,
+                   uuid: UUID(), decimal: Decimal(string: "-123456789.000000001")!, url: URL(string: "file:///tmp/a%20b")!,
+                   status: .offline, level: .low, optionalInt: i == 0 ? nil : 0, optionalString: i == 0 ? "" : nil,
+                   nested: Address(street: "", city: "ü", zip: Int.min), optionalNested: i == 0 ? nil : Address(street: "s", city: "c", zip: nil),
+                   strings: i == 0 ? [] : ["", "a"], set: i == 0 ? [] : ["x", "y", "z"], dictionary: i == 0 ? [:] : ["": 0, "k": -1],
+                   dates: [.distantPast], ref: nil, refs: [], doubleOptional: i == 0 ? .some(nil) : nil)
+    }
+
+    @Test func everyFieldTypeRoundTripsThroughTheDatabase() throws {
+        let path = databasePath()
+        var stored: [Everything] = []
+        do {
+            let db = try Database(path: path, models: [Everything.self])
+            stored = [TypeTests.extremes(0), TypeTests.extremes(1)]
+            stored[1].ref = Ref(stored[0].id)
+            stored[1].refs = [Ref(stored[0].id), Ref(stored[1].id)]
+            try db.write { tx in try tx.insert(contentsOf: stored) }
+        }
+        let db = try Database(path: path, models: [Everything.self])
+        for value in stored {
+            let back = try #require(try db.object(Everything.self, key: value.id))
+            #expect(back == value)
+        }
+        var nan = TypeTests.extremes(2)
+        nan.double = .nan
+        try db.write { tx in try tx.insert(nan) }
+        #expect(try db.object(Everything.self, key: nan.id)?.double.isNaN == true)
+    }
+
+    @Test func unrepresentableTypesAreRejectedAtOpen() throws {
+        #expect(throws: StrataError.self) { _ = try Database.inMemory(models: [Unsupported.self]) }
+        do {
+            _ = try Database.inMemory(models: [Unsupported.self])
+        } catch let error as StrataError {
+            guard case .unsupportedType(let model, let field, _) = error else { Issue.record("\(error)"); return }
+            #expect(model == "Unsupported" && field == "weird")
+        }
+        do {
+            _ = try Database.inMemory(models: [WithPayloadEnum.self])
+            Issue.record("a payload enum was accepted")
+        } catch let error as StrataError {
+            guard case .unsupportedType(let model, let field, _) = error else { Issue.record("\(error)"); return }
+            #expect(model == "WithPayloadEnum" && field == "shape")
+        }
+    }
+
+    @Test func closedDatabaseThrows() throws {
+        let db = try Database.inMemory(models: [Everything.self])
+        db.close()
+        #expect(throws: StrataError.databaseClosed) { try db.write { _ in } }
+        #expect(throws: StrataError.databaseClosed) { _ = try db.object(Everything.self, key: UUID()) }
+        #expect(db.objects(Everything.self).error == .databaseClosed)
+        #expect(db.objects(Everything.self).isEmpty)
+    }
+
+    @Test func modelsNotPassedAtOpenAreAnError() throws {
+        let db = try Database.inMemory(models: [Everything.self])
+        #expect(throws: StrataError.self) { try db.write { try $0.insert(Author(id: "x", name: "", mentor: nil)) } }
+    }
+}
