@@ -29,10 +29,15 @@ struct QueryTests {
     @Test func randomQueriesMatchArrayFiltering() throws {
         let seed: UInt64 = 20261129
         var rng = SeededRandom(seed: seed)
-        let db = try Database.inMemory(models: [Item.self])
+        let path = databasePath()
+        var db = try Database(path: path, models: [Item.self], options: StoreOptions(durability: .noSync))
         var items = QueryTests.makeItems(600, seed: seed)
         try db.write { tx in try tx.insert(contentsOf: items) }
         for round in 0..<300 {
+            if round % 100 == 99 {
+                // Across reopen: the same queries over the same file.
+                db = try Database(path: path, models: [Item.self], options: StoreOptions(durability: .noSync))
+            }
             if round % 50 == 49 {
                 // Random updates and deletes between rounds.
                 try db.write { tx in
@@ -137,4 +142,30 @@ struct SeededRandom {
         return z ^ (z >> 31)
     }
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+struct Home: Model {
+    static let indexes: [PartialKeyPath<Home> & Sendable] = [\.address.city]
+    var id: Int
+    var address: Address
+    var previous: Address?
+}
+
+struct NestedQueryTests {
+    @Test func nestedKeyPathsQueryAndIndex() throws {
+        let db = try Database.inMemory(models: [Home.self])
+        let cities = ["Lyon", "Nice", "Paris"]
+        try db.write { tx in
+            for i in 0..<90 {
+                try tx.insert(Home(id: i, address: Address(street: "s\(i)", city: cities[i % 3], zip: i),
+                                   previous: i % 2 == 0 ? nil : Address(street: "p", city: cities[(i + 1) % 3], zip: nil)))
+            }
+        }
+        let nice = "Nice"
+        let inNice = db.objects(Home.self).filter(#Predicate { $0.address.city == nice })
+        #expect(inNice.count == 30)
+        #expect(inNice.explain().contains("i:Home:address.city"))
+        let movedFromNice = db.objects(Home.self).filter(#Predicate { $0.previous?.city == nice })
+        #expect(movedFromNice.map(\.id) == (0..<90).filter { $0 % 2 == 1 && cities[($0 + 1) % 3] == "Nice" })
+    }
 }
