@@ -282,6 +282,12 @@ extension WriteTransaction {
             }
             return
         }
+        if node.count == 0 {
+            // An empty leaf below a branch: it had no sibling to merge with (its parent has no
+            // other child). Unlink it rather than leave it for cursors to trip over.
+            try removeEmpty(level: level, pgno: pgno, tree: &tree)
+            return
+        }
         let parentStep = path[level - 1]
         if node.usedBytes >= pageSize / 4 { return }
         let parentPage = try dirtyPage(parentStep.pgno)
@@ -326,6 +332,41 @@ extension WriteTransaction {
             }
         }
         try rebalance(level: level - 1, pgno: parentStep.pgno, tree: &tree)
+    }
+
+    /// Unlinks the empty page `pgno` at depth `level` from its parent, together with the chain of
+    /// ancestors that had nothing else below them, then rebalances the first ancestor that keeps
+    /// children. A chain that reaches the root empties the tree.
+    private func removeEmpty(level start: Int, pgno: PageNo, tree: inout TreeInfo) throws {
+        var level = start
+        var victim = pgno
+        while level > 0 {
+            let step = path[level - 1]
+            let parent = try Node(try dirtyPage(step.pgno), pgno: step.pgno, pageSize: pageSize)
+            if parent.count > 1 { break }
+            try free(victim)
+            victim = step.pgno
+            level -= 1
+        }
+        try free(victim)
+        if level == 0 {
+            tree.root = 0
+            return
+        }
+        let step = path[level - 1]
+        let parentPage = try dirtyPage(step.pgno)
+        let parent = try Node(parentPage, pgno: step.pgno, pageSize: pageSize)
+        let mutable = MutableNode(base: parentPage, pageSize: pageSize)
+        mutable.remove(at: step.index, entrySize: try parent.entrySize(step.index))
+        if step.index == 0 {
+            // Entry 0 of a branch has no key: drop the one the new first entry brought along.
+            let shifted = try Node(parentPage, pgno: step.pgno, pageSize: pageSize)
+            let child = try shifted.child(0)
+            mutable.remove(at: 0, entrySize: try shifted.entrySize(0))
+            let inserted = branchEntry(child: child, key: []).withUnsafeBytes { mutable.insert($0, at: 0, scratch: scratch) }
+            if !inserted { throw StorageError.internalError("no room to rewrite entry 0 of page \(step.pgno)") }
+        }
+        try rebalance(level: level - 1, pgno: step.pgno, tree: &tree)
     }
 
     // MARK: Drop

@@ -35,6 +35,7 @@ extension WriteTransaction {
         }
 
         try writeFreeList()
+        let recordRun = try reserveRecordRun()
 
         // Seal every dirty page.
         let written = pages.dirty.keys.sorted()
@@ -53,12 +54,9 @@ extension WriteTransaction {
         }
         var recordBuffer: UnsafeMutableRawPointer?
         defer { recordBuffer?.deallocate() }
-        if written.count > Meta.inlineCapacity(pageSize: pageSize) {
-            // Too many pages to list in the meta page: list them in a run at the end of the file,
-            // which the next commit frees.
-            let count = (PageHeader.size + 8 * written.count + pageSize - 1) / pageSize
-            let run = pageCount
-            pageCount += UInt64(count)
+        if let (run, count) = recordRun {
+            // Too many pages to list in the meta page: list them in the run `reserveRecordRun`
+            // allocated, which the next commit frees.
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: count * pageSize, alignment: 4096)
             buffer.initializeMemory(as: UInt8.self, repeating: 0, count: count * pageSize)
             buffer.setU64(PageHeader.pageNumber, run)
@@ -69,7 +67,6 @@ extension WriteTransaction {
             buffer.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(buffer), byteCount: count * pageSize))
             recordBuffer = buffer
             meta.recordRun = run
-            meta.pageCount = pageCount
             writes.append((run, UnsafeRawBufferPointer(start: buffer, count: count * pageSize)))
         }
 
@@ -108,6 +105,30 @@ extension WriteTransaction {
         }
         env.readers.publish(latest: txnid)
         _ = try? env.maps.ensure(bytes: Int(pageCount) * pageSize)
+    }
+
+    /// Allocates the commit-record run when this commit wrote more pages than its meta page lists
+    /// inline. It is allocated like any other run (from the free list when that has room), so the
+    /// runs of successive large commits reuse freed pages instead of growing the file by a run per
+    /// commit; then the free list is brought up to date again. That can dirty a few more pages, so
+    /// it repeats with a larger run until the record fits. Once a run is reserved it is used, even
+    /// if the record would now fit inline, so that no allocated page goes unaccounted for.
+    private func reserveRecordRun() throws -> (PageNo, Int)? {
+        var reserved: (run: PageNo, count: Int)?
+        for attempt in 0..<16 {
+            let entries = pages.dirty.count
+            if reserved == nil && entries <= Meta.inlineCapacity(pageSize: pageSize) { return nil }
+            let needed = (PageHeader.size + 8 * entries + pageSize - 1) / pageSize
+            if let reserved, reserved.count >= needed { return reserved }
+            if let (run, count) = reserved {
+                // Too small: it becomes a page range this commit allocated and freed unused.
+                for page in run..<(run + UInt64(count)) { spare.append(page) }
+            }
+            let count = needed + attempt
+            reserved = (try allocate(count), count)
+            try writeFreeList()
+        }
+        throw StorageError.internalError("commit record run reservation did not converge")
     }
 
     /// Pages in the run starting at `buffer` (1 unless it is an overflow run).

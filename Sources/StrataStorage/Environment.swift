@@ -169,6 +169,10 @@ final class Environment: @unchecked Sendable {
             throw StorageError.notAStrataFile(path: file.path, reason: "file of \(size) bytes is too short for a meta page")
         }
         var header = [UInt8](repeating: 0, count: MetaLayout.inlineRecord)
+        // A torn or damaged meta 0 may keep its magic but not its page size: prefer a size whose meta
+        // page checksums whole, then the first plausible one (open then reports what is wrong).
+        var unverified: Int?
+        var invalid: StorageError?
         for offset in [0] + Limits.pageSizes where UInt64(offset + MetaLayout.inlineRecord) <= size {
             try header.withUnsafeMutableBytes { (h) throws in try file.read(into: h, at: UInt64(offset)) }
             let found: Int? = header.withUnsafeBytes { h in
@@ -177,10 +181,21 @@ final class Environment: @unchecked Sendable {
             guard let pageSize = found else { continue }
             if offset != 0 && pageSize != offset { continue }
             if !Limits.pageSizes.contains(pageSize) {
-                throw StorageError.corrupt(page: offset == 0 ? 0 : 1, reason: "meta page records an invalid page size \(pageSize)")
+                if invalid == nil {
+                    invalid = StorageError.corrupt(page: offset == 0 ? 0 : 1, reason: "meta page records an invalid page size \(pageSize)")
+                }
+                continue
             }
-            return pageSize
+            if UInt64(offset + pageSize) <= size {
+                var page = [UInt8](repeating: 0, count: pageSize)
+                try page.withUnsafeMutableBytes { (p) throws in try file.read(into: p, at: UInt64(offset)) }
+                let whole = page.withUnsafeBytes { p in pageChecksum(p.baseAddress!, byteCount: pageSize) == p.baseAddress!.u64(PageHeader.checksum) }
+                if whole { return pageSize }
+            }
+            if unverified == nil { unverified = pageSize }
         }
+        if let unverified { return unverified }
+        if let invalid { throw invalid }
         throw StorageError.notAStrataFile(path: file.path, reason: "no meta page carries the Strata magic")
     }
 
@@ -189,6 +204,27 @@ final class Environment: @unchecked Sendable {
         var dir = String(path.reversed().drop { $0 != "/" }.reversed())
         if dir.isEmpty { dir = "." }
         syncDirectoryEntry(dir)
+    }
+}
+
+extension Environment {
+    /// Spoils, durably, a meta page newer than the published `latest`. Call with the writer lock
+    /// held, before a write transaction begins.
+    ///
+    /// Such a page is from a writer that wrote its meta page but never published the commit (a
+    /// process killed during its sync, while another process kept the file open) or from a failed
+    /// commit whose own spoiling failed: nobody was told it committed. It must not stay, because
+    /// this writer commits the same transaction id into the same slot, mostly on the same page
+    /// numbers: if this writer died after writing some of its pages but before its meta page,
+    /// those pages (same id, valid checksums) would complete the stale page's commit record, and
+    /// the next open would choose a meta page whose trees point into this writer's pages.
+    func discardUnpublishedMeta() throws {
+        let latest = readers.latest
+        let offset = Int((latest + 1) % 2) * pageSize
+        if maps.current.base.u64(offset + PageHeader.txnid) <= latest { return }
+        let zeros = [UInt8](repeating: 0, count: pageSize)
+        try zeros.withUnsafeBytes { (z) throws in try file.write(z, at: UInt64(offset)) }
+        try file.sync()
     }
 }
 
@@ -218,16 +254,24 @@ enum Recovery {
             do {
                 candidates.append(try readMeta(file: file, slot: slot, pageSize: pageSize))
             } catch {
-                if let e = error as? StorageError, case .unsupportedFormatVersion = e { versionError = e }
+                if let e = error as? StorageError, case .unsupportedFormatVersion(_, let found, _) = e {
+                    // A newer build committed to this file: never fall back past its commit, which
+                    // this build would then write over.
+                    if found > strataFormatVersion { throw e }
+                    versionError = e
+                }
                 problems.append("meta \(slot): \(error)")
             }
         }
         candidates.sort { $0.txnid > $1.txnid }
         var truncation: StorageError?
+        var truncatedCandidates = 0
         for meta in candidates {
             let needed = meta.pageCount * UInt64(pageSize)
             if fileSize < needed {
-                truncation = .truncated(path: file.path, expectedBytes: needed, actualBytes: fileSize)
+                // The newest candidate's figure is the size the file should have.
+                if truncation == nil { truncation = .truncated(path: file.path, expectedBytes: needed, actualBytes: fileSize) }
+                truncatedCandidates += 1
                 problems.append("meta \(meta.txnid % 2) (transaction \(meta.txnid)): file holds \(fileSize) bytes, needs \(needed)")
                 continue
             }
@@ -239,7 +283,7 @@ enum Recovery {
             }
         }
         if let versionError { throw versionError }
-        if candidates.count == 1 || problems.count == 1, let truncation { throw truncation }
+        if candidates.count == 1 || problems.count == 1 || truncatedCandidates == candidates.count, let truncation { throw truncation }
         throw StorageError.noValidMeta(path: file.path, reason: problems.joined(separator: "; "))
     }
 

@@ -105,6 +105,7 @@ public final class Store: Sendable {
                 _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
             }
             defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
+            try env.discardUnpublishedMeta()
             let txn = try WriteTransaction(env: env, durability: durability ?? self.durability)
             do {
                 let result = try body(txn)

@@ -1,1 +1,58 @@
-print("strata")
+// strata: the dump tool. Argument parsing and dispatch; the commands live in Commands.swift.
+//
+//   strata info FILE | trees FILE | check FILE | page FILE N | readers FILE | compact FILE OUT | help
+//
+// Exit codes (see `ExitCode`): 0 ok, 1 usage, 2 missing file, 3 not a Strata file, 4 corrupt,
+// 5 check found problems, 6 other I/O error.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+
+func run(_ arguments: [String]) throws(ToolFailure) {
+    guard let command = arguments.first else {
+        throw ToolFailure(.usage, "no command given\n" + usage)
+    }
+    let rest = Array(arguments.dropFirst())
+    func operands(_ names: String...) throws(ToolFailure) -> [String] {
+        if rest.count != names.count {
+            throw ToolFailure(.usage, "usage: strata \(command) \(names.joined(separator: " "))")
+        }
+        return rest
+    }
+    switch command {
+    case "help", "-h", "--help":
+        print(usage)
+    case "info":
+        try info(path: operands("FILE")[0])
+    case "trees":
+        try trees(path: operands("FILE")[0])
+    case "check":
+        try check(path: operands("FILE")[0])
+    case "page":
+        let args = try operands("FILE", "N")
+        guard let number = parsePageNumber(args[1]) else {
+            throw ToolFailure(.usage, "page number '\(args[1])' is not a non-negative integer")
+        }
+        try page(path: args[0], number: number)
+    case "readers":
+        try readers(path: operands("FILE")[0])
+    case "compact":
+        let args = try operands("FILE", "OUT")
+        try compact(path: args[0], output: args[1])
+    default:
+        throw ToolFailure(.usage, "unknown command '\(command)'\n" + usage)
+    }
+}
+
+do {
+    try run(arguments)
+    exit(ExitCode.ok.rawValue)
+} catch {
+    printError(error.message)
+    exit(error.code.rawValue)
+}
