@@ -12,12 +12,12 @@ let package = Package(
     targets: [
         .target(name: "StrataStorage"),
         .target(name: "Strata", dependencies: ["StrataStorage"]),
-        .executableTarget(name: "strata", dependencies: ["StrataStorage"]),
+        .executableTarget(name: "strata", dependencies: ["Strata", "StrataStorage"]),
         .executableTarget(name: "strata-bench", dependencies: ["Strata", "StrataStorage"], path: "Benchmarks/strata-bench"),
         // Spawned by the crash and multi-process tests: commits numbered transactions until killed.
         .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage"], path: "Tests/StrataTestHelper"),
         .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "strata"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,7 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import StrataStorage
+import Strata
 
 /// The tool's exit status: each kind of failure has its own, so scripts can tell them apart.
 enum ExitCode: Int32 {
@@ -36,6 +36,14 @@ struct ToolFailure: Error {
 
     /// Classifies an error thrown by the engine while working on `path`.
     init(_ error: any Error, path: String) {
+        if let strata = error as? StrataError {
+            switch strata {
+            case .storage(let e): self.init(e, path: path)
+            case .corruptRecord: self.init(.corrupt, "\(path): \(strata)")
+            default: self.init(.ioError, "\(path): \(strata)")
+            }
+            return
+        }
         guard let e = error as? StorageError else {
             self.init(.ioError, "\(path): \(error)")
             return
@@ -67,6 +75,9 @@ let usage = """
       page FILE N         decode page N
       readers FILE        live read snapshots of every process on the file
       compact FILE OUT    write a compacted copy of FILE to the new file OUT
+      schema FILE         models, fields (id, type), indexes and object counts of the object layer
+      dump FILE [--model NAME] [--json]
+                          every object, decoded from the stored schema alone (JSON lines with --json)
       help                this text
 
     exit codes: 0 ok, 1 usage error, 2 missing file, 3 not a Strata file, 4 corrupt file,

@@ -1,6 +1,7 @@
 // strata: the dump tool. Argument parsing and dispatch; the commands live in Commands.swift.
 //
-//   strata info FILE | trees FILE | check FILE | page FILE N | readers FILE | compact FILE OUT | help
+//   strata info FILE | trees FILE | check FILE | page FILE N | readers FILE | compact FILE OUT
+//   strata schema FILE | dump FILE [--model NAME] [--json] | help
 //
 // Exit codes (see `ExitCode`): 0 ok, 1 usage, 2 missing file, 3 not a Strata file, 4 corrupt,
 // 5 check found problems, 6 other I/O error.
@@ -41,6 +42,25 @@ func run(_ arguments: [String]) throws(ToolFailure) {
         try page(path: args[0], number: number)
     case "readers":
         try readers(path: operands("FILE")[0])
+    case "schema":
+        try schema(path: operands("FILE")[0])
+    case "dump":
+        guard let path = rest.first else { throw ToolFailure(.usage, "usage: strata dump FILE [--model NAME] [--json]") }
+        var model: String?
+        var json = false
+        var i = 1
+        while i < rest.count {
+            switch rest[i] {
+            case "--json": json = true
+            case "--model":
+                guard i + 1 < rest.count else { throw ToolFailure(.usage, "--model needs a model name") }
+                model = rest[i + 1]
+                i += 1
+            default: throw ToolFailure(.usage, "unknown option '\(rest[i])'; usage: strata dump FILE [--model NAME] [--json]")
+            }
+            i += 1
+        }
+        try dump(path: path, model: model, json: json)
     case "compact":
         let args = try operands("FILE", "OUT")
         try compact(path: args[0], output: args[1])

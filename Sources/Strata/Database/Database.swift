@@ -108,6 +108,7 @@ public final class Database: Sendable {
     /// ```swift
     /// let stored = try db.write { tx in try tx.insert(Message(id: nil, text: "hi")) }   // id assigned
     /// ```
+    @discardableResult
     public func write<R>(durability: Durability? = nil, _ body: (Transaction) throws -> R) throws -> R {
         do {
             return try store.write(durability: durability) { txn in try body(Transaction(registry: registry, txn: txn)) }

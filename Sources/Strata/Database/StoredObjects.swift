@@ -1,0 +1,34 @@
+/// Reads the object layer's trees without the Swift model types, from the schema stored in the
+/// file: what `strata schema` and `strata dump` print.
+///
+/// ```swift
+/// let store = try Store(path: "app.strata")
+/// for schema in try StoredObjects.schemas(in: store) { print(schema.name, schema.object.liveFields.map(\.name)) }
+/// try StoredObjects.forEach(in: store, model: "Person") { key, fields in print(key, fields); return true }
+/// ```
+public enum StoredObjects {
+    /// Every model's stored schema, by name.
+    public static func schemas(in store: Store) throws -> [StoredModelSchema] {
+        try store.read { txn in
+            try Catalog.load(try txn.tree(Catalog.schemaTree)).values.sorted { $0.name < $1.name }
+        }
+    }
+
+    /// The number of stored objects of `model`.
+    public static func count(in store: Store, model: String) throws -> Int {
+        try store.read { txn in try txn.tree("m:" + model)?.count ?? 0 }
+    }
+
+    /// Visits each stored object of `model` in key order, decoded untyped, while `body` returns true.
+    public static func forEach(in store: Store, model: String, _ body: (_ key: String, _ fields: [String: StoredValue]) throws -> Bool) throws {
+        try store.read { txn in
+            guard let schema = try Catalog.load(try txn.tree(Catalog.schemaTree))[model] else {
+                throw StrataError.invalidQuery("no model named \(model) in the schema catalog")
+            }
+            guard let tree = try txn.tree(schema.recordTree) else { return }
+            try tree.forEach { key, value in
+                try body(UntypedDecoding.describeKey(key), try UntypedDecoding.decode(value, schema: schema.object))
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+// Commands that read the object layer: models, fields, indexes and objects, from the schema
+// catalog in the file alone (no Swift types needed).
+
+import Strata
+
+func schema(path: String) throws(ToolFailure) {
+    let store = try openStore(path)
+    let schemas = try on(path) { try StoredObjects.schemas(in: store) }
+    if schemas.isEmpty {
+        print("no models (not written by the Strata object layer)")
+        return
+    }
+    for model in schemas {
+        let count = try on(path) { try StoredObjects.count(in: store, model: model.name) }
+        print("model \(model.name)  key \(model.keyType)  objects \(grouped(count))  schema version \(model.schemaVersion)")
+        var rows: [[String]] = []
+        for field in model.object.fields {
+            rows.append(["  " + field.name, "\(field.id)", field.type.description, field.removed ? "removed" : ""])
+        }
+        print(table(["  field", "id", "type", ""], rows, rightAligned: [1]))
+        for index in model.indexes {
+            print("  index \(index.path)\(index.unique ? " (unique)" : "")")
+        }
+        print("")
+    }
+}
+
+func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
+    let store = try openStore(path)
+    let schemas = try on(path) { try StoredObjects.schemas(in: store) }
+    let names = model.map { [$0] } ?? schemas.map(\.name)
+    if let model, !schemas.contains(where: { $0.name == model }) {
+        throw ToolFailure(.usage, "\(path): no model named \(model) (models: \(schemas.map(\.name).joined(separator: ", ")))")
+    }
+    for name in names {
+        try on(path) {
+            try StoredObjects.forEach(in: store, model: name) { key, fields in
+                let object = StoredValue.object(fields)
+                if json {
+                    print("{\"model\":\(StoredValue.string(name).json),\"key\":\(StoredValue.string(key).json),\"object\":\(object.json)}")
+                } else {
+                    print("\(name) \(key) \(object.json)")
+                }
+                return true
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Testing
+import Foundation
+@testable import Strata
+
+struct DumpToolTests {
+    @Test func schemaAndDumpReadObjectsWithoutTypes() throws {
+        let path = databasePath()
+        do {
+            let db = try Database(path: path, models: [User.self, Note.self])
+            try db.write { tx in
+                try tx.insert(User(id: "u1", email: "ana@x", age: 30, status: .online, nickname: "Ana \"A\""))
+                try tx.insert(Note(id: nil, text: "hello\nworld", author: Ref("u1")))
+            }
+        }
+        let store = try Store(path: path)
+        let schemas = try StoredObjects.schemas(in: store)
+        #expect(schemas.map(\.name) == ["Note", "User"])
+        var dumped: [String: [String: StoredValue]] = [:]
+        try StoredObjects.forEach(in: store, model: "User") { key, fields in dumped[key] = fields; return true }
+        #expect(dumped["u1"]?["email"] == .string("ana@x"))
+        #expect(dumped["u1"]?["status"] == .string("online"))
+        #expect(dumped["u1"]?["age"] == .int(30))
+
+        guard let tool = toolPath() else {
+            Issue.record("the strata executable was not found next to the test bundle")
+            return
+        }
+        let schema = try run(tool, ["schema", path])
+        #expect(schema.status == 0, "\(schema.output)")
+        #expect(schema.output.contains("model User"), "\(schema.output)")
+        #expect(schema.output.contains("index email (unique)"), "\(schema.output)")
+        let dump = try run(tool, ["dump", path, "--model", "Note", "--json"])
+        #expect(dump.status == 0)
+        let line = try #require(dump.output.split(separator: "\n").first)
+        let json = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        let object = json?["object"] as? [String: Any]
+        #expect(object?["text"] as? String == "hello\nworld")
+        #expect(object?["author"] as? String == "u1")
+        #expect(json?["key"] as? String == "1")
+        #expect(try run(tool, ["dump", path, "--model", "Nope"]).status == 1)
+    }
+
+    private func toolPath() -> String? {
+        var directories: [URL] = []
+        if let first = CommandLine.arguments.first {
+            directories.append(URL(fileURLWithPath: first).deletingLastPathComponent())
+        }
+        directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
+        directories.append(Bundle.main.bundleURL)
+        return directories.map { $0.appendingPathComponent("strata").path }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    private func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
