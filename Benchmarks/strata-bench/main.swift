@@ -1,1 +1,143 @@
-print("bench")
+// strata-bench: Strata beside LMDB (and later SQLite) in one run, on the same data.
+//
+//   strata-bench [kv] [options]             the raw key-value suite (the default)
+//   strata-bench engine SUITE ENGINE ...    internal: one engine's phase, in a child process
+//
+// See Benchmarks/README.md for the workloads, the peers' settings and how to read the ratios.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Suite names, for messages. An `objects` suite joins these when the object layer lands.
+let suiteNames = [KVSuite.name]
+
+func suite(named name: String) -> (any BenchSuite.Type)? {
+    switch name {
+    case KVSuite.name: return KVSuite.self
+    default: return nil
+    }
+}
+
+/// The parent: runs each engine of `suite` in a child process, prints the table, checks counts.
+func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throws -> Int32 {
+    var options = initial
+    var skipped: [(EngineInfo, String)] = []
+    var engines: [EngineInfo] = []
+    for engine in suite.engines where options.engines?.contains(engine.id) ?? true {
+        if let notice = suite.unavailable(engine.id) {
+            note(notice)
+            skipped.append((engine, notice))
+        } else {
+            engines.append(engine)
+        }
+    }
+
+    if options.directoryGiven {
+        try makeDirectories(options.directory)
+    } else {
+        options.directory = try makeTemporaryDirectory(prefix: "strata-bench-")
+    }
+    defer {
+        if options.keep {
+            note("database files kept in \(options.directory)")
+        } else if options.directoryGiven {
+            for engine in engines { for file in suite.files(of: engine.id, in: options.directory) { removeFile(file) } }
+        } else {
+            removeTree(options.directory)
+        }
+    }
+
+    let description = suite.describe(options)
+    note("strata-bench \(suite.name): \(description)")
+    note("engines: \(engines.map(\.id).joined(separator: ", ")); files in \(options.directory)")
+
+    // Rounds alternate the engines' order, so that neither always runs first on a cold machine.
+    var runs = engines.map { EngineRun(engine: $0) }
+    for round in 0..<options.repeats {
+        if options.repeats > 1 { note("round \(round + 1) of \(options.repeats)") }
+        let order = round % 2 == 0 ? Array(engines.indices) : Array(engines.indices.reversed())
+        for i in order {
+            let run = try runEngineProcess(suite: suite.name, engine: engines[i], options: options)
+            if let failure = run.failure { note("\(engines[i].id): \(failure)") }
+            runs[i].absorb(run)
+        }
+    }
+
+    var machine = "\(systemDescription()), \(cpuCount()) cores"
+    if let cpu = cpuModel() { machine += ", \(cpu)" }
+    let report = SuiteReport(suite: suite.name, description: description, options: options, date: utcTimestamp(),
+                             machine: machine, runs: runs, workloads: suite.workloads, sizes: suite.sizes,
+                             skipped: skipped)
+    out(report.table())
+    if let path = options.jsonPath {
+        try writeFile(path, report.json())
+        note("results written to \(path)")
+    }
+    let problems = report.problems
+    if problems.isEmpty { return 0 }
+    note("")
+    note("FAILED: the run is not valid:")
+    for p in problems { note("  - \(p)") }
+    return 1
+}
+
+/// A child: one engine's phase, results on stdout (see Child.swift).
+func runEngine(_ suite: any BenchSuite.Type, engine: String, options: BenchOptions) -> Int32 {
+    let baseline = MemoryUsage.current()
+    let sink = ResultSink(engine: engine, showTimes: options.showTimes)
+    do {
+        try suite.run(engine: engine, options: options, sink: sink)
+    } catch {
+        note("[\(engine)] error: \(error)")
+        return 1
+    }
+    if let usage = MemoryUsage.current() { sink.memory(usage, baseline: baseline) }
+    return 0
+}
+
+func main() -> Int32 {
+    var args = CommandLine.arguments.dropFirst()
+    do {
+        switch args.first {
+        case "help", "--help", "-h":
+            out(usage)
+            for name in suiteNames {
+                guard let chosen = suite(named: name) else { continue }
+                out("\n\(name) workloads:")
+                for w in chosen.workloads { out("  \(pad(w.id, 24)) \(w.summary)") }
+            }
+            return 0
+        case "engine":
+            args.removeFirst()
+            guard let suiteName = args.popFirst(), let chosen = suite(named: suiteName), let engine = args.popFirst() else {
+                throw UsageError("engine: expected SUITE ENGINE")
+            }
+            var options = try parseOptions(args, suite: chosen)
+            options.directoryGiven = true
+            return runEngine(chosen, engine: engine, options: options)
+        default:
+            var chosen: any BenchSuite.Type = KVSuite.self
+            if let first = args.first, !first.hasPrefix("-") {
+                guard let named = suite(named: first) else {
+                    throw UsageError("unknown suite \(first) (choose from \(suiteNames.joined(separator: ", ")))")
+                }
+                chosen = named
+                args.removeFirst()
+            }
+            let options = try parseOptions(args, suite: chosen)
+            return try runSuite(chosen, options: options)
+        }
+    } catch let error as UsageError {
+        note("strata-bench: \(error.description)")
+        note("run `strata-bench help` for the options")
+        return 2
+    } catch {
+        note("strata-bench: \(error)")
+        return 1
+    }
+}
+
+exit(main())

@@ -1,0 +1,113 @@
+// Command-line options.
+
+/// A mistake on the command line: reported with a pointer to `help`, exit status 2.
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+struct BenchOptions: Sendable {
+    var n = 1_000_000
+    /// Where the database files go; set by `--dir` or to a fresh temporary directory.
+    var directory = ""
+    var directoryGiven = false
+    /// Keep the database files (and a temporary directory) after the run.
+    var keep = false
+    var engines: [String]?
+    var workloads: [String]?
+    var jsonPath: String?
+    var seed: UInt64 = 1
+    /// Print monotonic start and end times in progress lines (for `perf report --time`).
+    var showTimes = false
+    /// Rounds per engine; each workload reports its best round.
+    var repeats = 1
+}
+
+let usage = """
+    strata-bench: Strata beside its peers, in one run, on the same data.
+
+    usage:
+      strata-bench [kv] [options]      raw key-value workloads: StrataStorage beside LMDB
+      strata-bench help
+
+    options:
+      --n N                 entries in the bulk load and random reads (default 1,000,000; 1_000_000, 100k, 1m work)
+      --dir DIR             put the database files in DIR (default: a fresh temporary directory)
+      --keep                keep the database files after the run (default: removed at the end)
+      --engines A,B         engines to run (kv: strata,lmdb)
+      --workloads A,B       workloads to run (the bulk load always runs); see below
+      --repeat R            run every engine R times, alternating their order, and report each
+                            workload's best round (default 1; use 3 or more on a noisy machine)
+      --json FILE           also write the results as JSON to FILE
+      --seed S              seed of the data and the random choices (default 1)
+      --times               show monotonic start/end times in progress lines (to cut a perf profile)
+
+    Each engine runs in a child process of its own (so peak RSS is per engine). LMDB is loaded at run
+    time from liblmdb.so.0 when present (apt-get install liblmdb0); it is never linked.
+    The exit status is 1 when engines disagree on a count or a checksum, 2 on a usage error.
+    """
+
+/// Parses a count: digits with optional `_` or `,` separators and an optional k/m suffix.
+func parseCount(_ text: String) -> Int? {
+    var digits = text.lowercased().filter { $0 != "_" && $0 != "," }
+    var scale = 1
+    if digits.hasSuffix("k") { scale = 1_000; digits.removeLast() }
+    else if digits.hasSuffix("m") { scale = 1_000_000; digits.removeLast() }
+    guard let value = Int(digits), value >= 0 else { return nil }
+    let (product, overflow) = value.multipliedReportingOverflow(by: scale)
+    return overflow ? nil : product
+}
+
+/// Parses options after the subcommand. Throws a BenchError with a one-line message on misuse.
+func parseOptions(_ args: ArraySlice<String>, suite: any BenchSuite.Type) throws -> BenchOptions {
+    var options = BenchOptions()
+    var rest = args
+    func value(_ flag: String) throws -> String {
+        guard let v = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+        return v
+    }
+    func list(_ flag: String, allowed: [String]) throws -> [String] {
+        let items = try value(flag).split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+        for item in items where !allowed.contains(item) {
+            throw UsageError("\(flag): unknown \(item) (choose from \(allowed.joined(separator: ", ")))")
+        }
+        if items.isEmpty { throw UsageError("\(flag) needs at least one name") }
+        return items
+    }
+    while let arg = rest.popFirst() {
+        switch arg {
+        case "--n", "-n":
+            let text = try value(arg)
+            guard let n = parseCount(text), n >= 10 else { throw UsageError("--n: expected a count of at least 10, got \(text)") }
+            options.n = n
+        case "--dir":
+            options.directory = try value(arg)
+            options.directoryGiven = true
+        case "--keep":
+            options.keep = true
+        case "--engines":
+            options.engines = try list(arg, allowed: suite.engines.map(\.id))
+        case "--workloads":
+            options.workloads = try list(arg, allowed: suite.workloads.map(\.id))
+        case "--json":
+            options.jsonPath = try value(arg)
+        case "--seed":
+            let text = try value(arg)
+            guard let seed = UInt64(text) else { throw UsageError("--seed: expected an unsigned integer, got \(text)") }
+            options.seed = seed
+        case "--repeat":
+            let text = try value(arg)
+            guard let r = Int(text), r >= 1, r <= 100 else { throw UsageError("--repeat: expected 1 to 100, got \(text)") }
+            options.repeats = r
+        case "--times":
+            options.showTimes = true
+        default:
+            throw UsageError("unknown option \(arg)")
+        }
+    }
+    return options
+}
+
+extension String {
+    func trimmingSpaces() -> String { self[...].trimmingCharacters(in: " \t") }
+}

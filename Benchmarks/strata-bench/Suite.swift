@@ -1,0 +1,116 @@
+// What every suite shares: its workload rows, its engines, and the measurements an engine's child
+// process sends back. The kv suite is the first; an `objects` suite (Strata's object layer beside
+// SQLite and LMDB) plugs in the same way: a `BenchSuite` with its engines and workloads.
+
+/// One row of a suite's table.
+struct WorkloadInfo: Sendable {
+    /// Stable name, used by `--workloads`, in JSON and in progress lines.
+    let id: String
+    /// What one operation is ("insert", "commit", "read"): ops/s counts these.
+    let unit: String
+    /// The plural of `unit`.
+    var units: String { unit.hasSuffix("y") ? unit.dropLast() + "ies" : unit + "s" }
+    /// One line for the README and `--help`.
+    let summary: String
+}
+
+/// A reported size (file size after the load, at the end).
+struct SizeInfo: Sendable {
+    let id: String
+    let title: String
+}
+
+/// One engine a suite can measure.
+struct EngineInfo: Sendable {
+    /// Name used by `--engines` and in JSON ("strata", "lmdb").
+    let id: String
+    /// Column title ("Strata", "LMDB").
+    let title: String
+}
+
+/// One timed workload on one engine.
+struct Measurement: Sendable {
+    var ops: Int
+    var seconds: Double
+    /// A count every engine must agree on (entries counted, keys found), when the workload has one.
+    var count: Int?
+    /// A checksum of the bytes read, equal across engines when they returned the same data.
+    var checksum: UInt64?
+    /// CPU time (user + system, all threads) the process spent during the workload: well below
+    /// `seconds` for a single-threaded workload means waiting on I/O or being descheduled.
+    var cpuSeconds: Double?
+
+    var opsPerSecond: Double { seconds > 0 ? Double(ops) / seconds : 0 }
+}
+
+/// A suite of workloads run on several engines, each engine in a child process of its own.
+protocol BenchSuite {
+    /// Subcommand name ("kv").
+    static var name: String { get }
+    /// One line saying what the suite measures and with which data.
+    static func describe(_ options: BenchOptions) -> String
+    /// Engines in column order; the first is Strata, whose ratio to each other engine is shown.
+    static var engines: [EngineInfo] { get }
+    static var workloads: [WorkloadInfo] { get }
+    static var sizes: [SizeInfo] { get }
+    /// Nil when `engine` can run on this machine, else a one-line notice of why not and how to fix it.
+    static func unavailable(_ engine: String) -> String?
+    /// Files an engine leaves in the bench directory (removed at the end unless `--keep`).
+    static func files(of engine: String, in directory: String) -> [String]
+    /// Runs every selected workload on `engine` in this process, reporting through `sink`.
+    static func run(engine: String, options: BenchOptions, sink: ResultSink) throws
+}
+
+/// Where a child process sends its results: tab-separated lines on stdout, read by the parent
+/// (Child.swift). Progress goes to stderr as it happens.
+final class ResultSink {
+    let engine: String
+    let showTimes: Bool
+
+    init(engine: String, showTimes: Bool) {
+        self.engine = engine
+        self.showTimes = showTimes
+    }
+
+    /// Times `body` (which performs `ops` operations) and reports it as workload `id`, with the
+    /// count and checksum it returns; `countAfter`, when given, supplies the count instead and runs
+    /// after the clock stops.
+    func measure(_ workload: WorkloadInfo, ops: Int, countAfter: (() throws -> Int)? = nil,
+                 _ body: () throws -> (count: Int?, checksum: UInt64?)) throws {
+        let cpuStart = processCPUSeconds()
+        let start = monotonicSeconds()
+        var (count, sum) = try body()
+        let end = monotonicSeconds()
+        let cpuEnd = processCPUSeconds()
+        if let countAfter { count = try countAfter() }
+        let m = Measurement(ops: ops, seconds: end - start, count: count, checksum: sum, cpuSeconds: cpuEnd - cpuStart)
+        var line = "[\(engine)] \(pad(workload.id, 22)) \(padLeft(formatInt(ops), 11)) \(workload.units) in \(formatSeconds(m.seconds)): \(formatInt(Int(m.opsPerSecond.rounded())))/s"
+        if showTimes { line += "  [monotonic \(formatFixed(start, 3))..\(formatFixed(end, 3))]" }
+        note(line)
+        out(["result", workload.id, "\(ops)", "\(m.seconds)", count.map { "\($0)" } ?? "-", sum.map { "\($0)" } ?? "-", "\(cpuEnd - cpuStart)"].joined(separator: "\t"))
+    }
+
+    func size(_ id: String, bytes: UInt64) {
+        out("size\t\(id)\t\(bytes)")
+    }
+
+    func info(_ key: String, _ value: String) {
+        out("info\t\(key)\t\(value.replacingTabs())")
+    }
+
+    /// Something that makes the run invalid (a wrong count); the parent exits non-zero.
+    func problem(_ text: String) {
+        note("[\(engine)] PROBLEM: \(text)")
+        out("problem\t\(text.replacingTabs())")
+    }
+
+    func memory(_ usage: MemoryUsage, baseline: MemoryUsage?) {
+        out("rss\t\(usage.peakRSS)\t\(baseline?.peakRSS ?? 0)")
+    }
+}
+
+extension String {
+    func replacingTabs() -> String {
+        String(map { $0 == "\t" || $0 == "\n" ? " " : $0 })
+    }
+}
