@@ -19,7 +19,11 @@ public final class Cursor {
     private let root: PageNo
     /// Keeps the transaction (and so the snapshot and the map) alive while the cursor is.
     private let owner: AnyObject
-    private var stack: [(pgno: PageNo, index: Int)] = []
+    /// The path from the root: one frame per level, in a fixed buffer rather than an array, so
+    /// stepping touches no reference-counted storage and no exclusivity checks.
+    private let frames: UnsafeMutablePointer<Frame>
+    private var depth = 0
+    /// The leaf of the top frame, validated once when the cursor arrives on it.
     private var leaf: Node?
     private var version: UInt64
     /// The key at the cursor. Empty when the cursor is not positioned.
@@ -29,23 +33,41 @@ public final class Cursor {
     /// Whether the cursor is on an entry.
     public private(set) var isPositioned = false
 
+    private struct Frame {
+        var pgno: PageNo
+        var index: Int
+    }
+
     init(pages: PageMap, root: PageNo, owner: AnyObject) {
         self.pages = pages
         self.root = root
         self.owner = owner
         self.version = pages.version
+        self.frames = .allocate(capacity: maxTreeDepth + 1)
+    }
+
+    deinit { frames.deallocate() }
+
+    @inline(__always) private func push(_ pgno: PageNo, _ index: Int) throws {
+        if depth > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+        frames[depth] = Frame(pgno: pgno, index: index)
+        depth += 1
     }
 
     /// Moves to the smallest key. Returns false when the tree is empty.
     @discardableResult
     public func first() throws -> Bool {
-        try descend(toEdge: .first)
+        reset()
+        if root == 0 { return false }
+        return try descendEdge(from: root, first: true)
     }
 
     /// Moves to the largest key. Returns false when the tree is empty.
     @discardableResult
     public func last() throws -> Bool {
-        try descend(toEdge: .last)
+        reset()
+        if root == 0 { return false }
+        return try descendEdge(from: root, first: false)
     }
 
     /// Moves to the first key ≥ `target`. Returns false when every key is smaller.
@@ -55,123 +77,111 @@ public final class Cursor {
         if root == 0 { return false }
         var node = try pages.node(root)
         while !node.isLeaf {
-            if stack.count >= maxTreeDepth { throw StorageError.corrupt(page: node.pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
             let i = try node.branchSearch(target)
-            stack.append((node.pgno, i))
+            try push(node.pgno, i)
             node = try pages.node(try node.child(i))
         }
         let (index, _) = try node.leafSearch(target)
-        stack.append((node.pgno, index))
+        try push(node.pgno, index)
         leaf = node
-        if index >= node.count { return try next(advancing: false) }
-        return try load()
+        if index >= node.count { return try climbForward() }
+        return try load(node, index)
     }
 
     /// Moves to the first key ≥ `target`.
     @discardableResult
     public func seek(_ target: [UInt8]) throws -> Bool {
-        try target.withUnsafeBytes { (t) throws -> Bool in try seek(t) }
+        try target.withUnsafeBytes { try seek($0) }
     }
 
     /// Moves to the next key. Returns false (and leaves the cursor unpositioned) past the end.
     @discardableResult
     public func next() throws -> Bool {
-        try checkVersion()
-        return try next(advancing: true)
+        if version != pages.version { throw StorageError.cursorInvalidated }
+        guard depth > 0, let node = leaf else { return false }
+        let index = frames[depth - 1].index + 1
+        if index < node.count {
+            frames[depth - 1].index = index
+            return try load(node, index)
+        }
+        return try climbForward()
     }
 
     /// Moves to the previous key. Returns false (and leaves the cursor unpositioned) before the start.
     @discardableResult
     public func prev() throws -> Bool {
-        try checkVersion()
-        guard isPositioned || !stack.isEmpty else { return false }
-        guard var top = stack.popLast() else { return false }
-        if top.index > 0 {
-            top.index -= 1
-            stack.append(top)
-            return try load()
+        if version != pages.version { throw StorageError.cursorInvalidated }
+        guard depth > 0, let node = leaf else { return false }
+        let index = frames[depth - 1].index - 1
+        if index >= 0 {
+            frames[depth - 1].index = index
+            return try load(node, index)
         }
         // Climb to the first ancestor with a child on the left, then take the rightmost path down.
-        while let parent = stack.popLast() {
+        depth -= 1
+        while depth > 0 {
+            let parent = frames[depth - 1]
             if parent.index > 0 {
-                stack.append((parent.pgno, parent.index - 1))
+                frames[depth - 1].index = parent.index - 1
                 let parentNode = try pages.node(parent.pgno)
                 return try descendEdge(from: try parentNode.child(parent.index - 1), first: false)
             }
+            depth -= 1
         }
         reset()
         return false
     }
 
-    private func next(advancing: Bool) throws -> Bool {
-        guard var top = stack.popLast() else { return false }
-        if advancing { top.index += 1 }
-        if let leaf, top.index < leaf.count {
-            stack.append(top)
-            return try load()
-        }
-        while let parent = stack.popLast() {
+    /// From a leaf whose entries are used up: the next leaf's first entry.
+    private func climbForward() throws -> Bool {
+        depth -= 1
+        while depth > 0 {
+            let parent = frames[depth - 1]
             let parentNode = try pages.node(parent.pgno)
             if parent.index + 1 < parentNode.count {
-                stack.append((parent.pgno, parent.index + 1))
+                frames[depth - 1].index = parent.index + 1
                 return try descendEdge(from: try parentNode.child(parent.index + 1), first: true)
             }
+            depth -= 1
         }
         reset()
         return false
-    }
-
-    private enum Edge { case first, last }
-
-    private func descend(toEdge edge: Edge) throws -> Bool {
-        reset()
-        if root == 0 { return false }
-        return try descendEdge(from: root, first: edge == .first)
     }
 
     private func descendEdge(from start: PageNo, first: Bool) throws -> Bool {
         var node = try pages.node(start)
         while true {
-            if stack.count >= maxTreeDepth { throw StorageError.corrupt(page: node.pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
             if node.isLeaf {
-                leaf = node
                 if node.count == 0 {
                     // Only an empty root leaf can be empty; anything else is corrupt.
-                    if stack.isEmpty { reset(); return false }
+                    if depth == 0 { reset(); return false }
                     throw StorageError.corrupt(page: node.pgno, reason: "empty leaf below a branch")
                 }
-                stack.append((node.pgno, first ? 0 : node.count - 1))
-                return try load()
+                let index = first ? 0 : node.count - 1
+                try push(node.pgno, index)
+                leaf = node
+                return try load(node, index)
             }
             let i = first ? 0 : node.count - 1
-            stack.append((node.pgno, i))
+            try push(node.pgno, i)
             node = try pages.node(try node.child(i))
         }
     }
 
-    private func load() throws -> Bool {
-        guard let top = stack.last else { return false }
-        if leaf?.pgno != top.pgno { leaf = try pages.node(top.pgno) }
-        guard let leaf, leaf.isLeaf, top.index < leaf.count else {
-            throw StorageError.corrupt(page: top.pgno, reason: "cursor reached a non-leaf or an index past the page")
-        }
-        key = try leaf.key(top.index)
-        value = try pages.resolve(try leaf.value(top.index))
+    @inline(__always) private func load(_ node: Node, _ index: Int) throws -> Bool {
+        key = try node.key(index)
+        value = try pages.resolve(try node.value(index))
         isPositioned = true
         version = pages.version
         return true
     }
 
     private func reset() {
-        stack.removeAll(keepingCapacity: true)
+        depth = 0
         leaf = nil
         isPositioned = false
         key = UnsafeRawBufferPointer(start: nil, count: 0)
         value = UnsafeRawBufferPointer(start: nil, count: 0)
         version = pages.version
-    }
-
-    private func checkVersion() throws {
-        if version != pages.version { throw StorageError.cursorInvalidated }
     }
 }
