@@ -169,10 +169,13 @@ public final class Cursor {
     }
 
     @inline(__always) private func load(_ node: Node, _ index: Int) throws -> Bool {
-        key = try node.key(index)
-        value = try pages.resolve(try node.value(index))
+        let entry = try node.leafEntry(index)
+        key = entry.key
+        switch entry.value {
+        case .inline(let bytes): value = bytes
+        case .overflow(let page, let length): value = try pages.overflow(page, length: length)
+        }
         isPositioned = true
-        version = pages.version
         return true
     }
 

@@ -105,6 +105,27 @@ struct Node {
         return .inline(UnsafeRawBufferPointer(start: base + valueStart, count: valueLength))
     }
 
+    /// Leaf entry `i`'s key and value location, reading its slot and header once.
+    @inline(__always)
+    func leafEntry(_ i: Int) throws -> (key: UnsafeRawBufferPointer, value: LeafValue) {
+        let off = try entryOffset(i)
+        let keyLength = Int(base.u16(off))
+        let valueLength = Int(base.u32(off + 4))
+        let keyStart = off + LeafEntry.headerSize
+        let valueStart = keyStart + keyLength
+        let key = UnsafeRawBufferPointer(start: base + keyStart, count: keyLength)
+        if base.u8(off + 2) & LeafEntry.overflowFlag != 0 {
+            if valueStart + 8 > pageSize {
+                throw StorageError.corrupt(page: pgno, reason: "overflow reference of entry \(i) runs past the page end")
+            }
+            return (key, .overflow(page: base.u64(valueStart), length: valueLength))
+        }
+        if valueStart + valueLength > pageSize {
+            throw StorageError.corrupt(page: pgno, reason: "entry \(i) runs past the page end")
+        }
+        return (key, .inline(UnsafeRawBufferPointer(start: base + valueStart, count: valueLength)))
+    }
+
     /// Bytes entry `i` occupies in the entry area (not counting its slot).
     func entrySize(_ i: Int) throws -> Int {
         let off = try entryOffset(i)
