@@ -11,11 +11,12 @@ import Synchronization
 
 enum LockLayout {
     static let magic: UInt64 = 0x4B4C_4154_4152_5453   // "STRATALK" read as little-endian bytes
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
     static let magicOffset = 0       // u64
     static let versionOffset = 8     // u32
     static let slotCountOffset = 12  // u32
     static let latestOffset = 16     // u64 atomic: id of the newest committed transaction
+    static let highWaterOffset = 24  // u64 atomic: slots below this index may be in use; the writer scans only those
     static let slotsOffset = 64
     static let slotStride = 64       // one cache line per slot, so readers on different cores do not share lines
     static let slotOwner = 0         // u64 atomic: pid of the owner, 0 when free
@@ -97,19 +98,28 @@ final class ReaderTable: Sendable {
         atomic(LockLayout.latestOffset).pointee.store(txnid, ordering: .sequentiallyConsistent)
     }
 
-    /// Claims a free slot, starting from a per-thread position so threads rarely collide.
+    /// Claims the lowest free slot, so that the slots in use stay packed at the start of the table
+    /// and the writer's scan stays short.
     func acquire() throws -> Int {
-        let start = Int(currentThreadHash() % UInt(slotCount))
-        for step in 0..<slotCount {
-            var slot = start + step
-            if slot >= slotCount { slot -= slotCount }
+        for slot in 0..<slotCount {
             let o = owner(slot)
             if o.pointee.load(ordering: .relaxed) != 0 { continue }
             if o.pointee.compareExchange(expected: 0, desired: pid, ordering: .sequentiallyConsistent).exchanged {
+                raiseHighWater(to: UInt64(slot + 1))
                 return slot
             }
         }
         throw StorageError.readersFull(slots: slotCount)
+    }
+
+    private func raiseHighWater(to value: UInt64) {
+        let mark = atomic(LockLayout.highWaterOffset)
+        var current = mark.pointee.load(ordering: .sequentiallyConsistent)
+        while current < value {
+            let (exchanged, original) = mark.pointee.compareExchange(expected: current, desired: value, ordering: .sequentiallyConsistent)
+            if exchanged { return }
+            current = original
+        }
     }
 
     /// Publishes the snapshot id a slot reads. Sequentially consistent, so that a writer scanning
@@ -124,11 +134,14 @@ final class ReaderTable: Sendable {
         owner(slot).pointee.store(0, ordering: .sequentiallyConsistent)
     }
 
-    /// Live snapshots, after clearing the slots of processes that no longer exist.
+    /// Live snapshots, after clearing the slots of processes that no longer exist. Scans only the
+    /// slots below the high-water mark: a reader raises the mark (sequentially consistent) before
+    /// it publishes a snapshot id, so a scan that misses its slot also misses its id.
     func liveReaders() -> [ReaderSlot] {
         var result: [ReaderSlot] = []
         var deadPids: Set<UInt64> = []
-        for slot in 0..<slotCount {
+        let limit = Int(min(UInt64(slotCount), atomic(LockLayout.highWaterOffset).pointee.load(ordering: .sequentiallyConsistent)))
+        for slot in 0..<limit {
             let ownerPid = owner(slot).pointee.load(ordering: .sequentiallyConsistent)
             if ownerPid == 0 { continue }
             let t = txn(slot).pointee.load(ordering: .sequentiallyConsistent)
