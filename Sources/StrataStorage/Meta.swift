@@ -70,8 +70,8 @@ struct Meta: Equatable, Sendable {
         if meta.txnid % 2 != slot {
             throw StorageError.corrupt(page: slot, reason: "transaction \(meta.txnid) stored in the wrong meta slot")
         }
-        if meta.pageCount < 2 {
-            throw StorageError.corrupt(page: slot, reason: "page count \(meta.pageCount) is below 2")
+        if meta.pageCount < 2 || meta.pageCount > maxPageCount {
+            throw StorageError.corrupt(page: slot, reason: "page count \(meta.pageCount) is outside 2...\(maxPageCount)")
         }
         let capacity = (pageSize - MetaLayout.inlineRecord) / 8
         if meta.recordRun == 0 && meta.recordCount > capacity {
@@ -105,6 +105,9 @@ struct Meta: Equatable, Sendable {
         }
         p.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(p), byteCount: pageSize))
     }
+
+    /// 2^40 pages: 4 PiB with 4 KiB pages, and far from overflowing byte offsets.
+    static let maxPageCount: UInt64 = 1 << 40
 
     static func inlineCapacity(pageSize: Int) -> Int { (pageSize - MetaLayout.inlineRecord) / 8 }
 }

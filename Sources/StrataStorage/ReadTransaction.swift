@@ -44,13 +44,14 @@ public final class ReadTransaction: Sendable {
                 throw StorageError.internalError("could not pin a snapshot")
             }
         }
+        if meta.pageSize != env.pageSize || meta.pageCount < 2 || meta.pageCount > Meta.maxPageCount
+            || meta.catalog.root >= meta.pageCount || meta.free.root >= meta.pageCount {
+            readers.release(slot)
+            throw StorageError.corrupt(page: latest(meta), reason: "meta page of transaction \(meta.txnid) has inconsistent fields")
+        }
         let needed = Int(meta.pageCount) * env.pageSize
         if needed > map.length {
             do { map = try env.maps.ensure(bytes: needed) } catch { readers.release(slot); throw error }
-        }
-        if meta.pageSize != env.pageSize || meta.pageCount < 2 || meta.catalog.root >= meta.pageCount || meta.free.root >= meta.pageCount {
-            readers.release(slot)
-            throw StorageError.corrupt(page: latest(meta), reason: "meta page of transaction \(meta.txnid) has inconsistent fields")
         }
         self.slot = slot
         self.meta = meta
@@ -103,7 +104,7 @@ public struct ReadTree: Sendable {
     let info: TreeInfo
 
     /// Number of entries.
-    public var count: Int { Int(info.count) }
+    public var count: Int { Int(clamping: info.count) }   // a corrupt count must not trap
 
     /// The value under `key`, as a view into the map valid for the life of the transaction.
     @inline(__always)

@@ -167,7 +167,7 @@ public struct WriteTree {
     /// The tree's name.
     public var name: String { state.name }
     /// Number of entries.
-    public var count: Int { Int(state.info.count) }
+    public var count: Int { Int(clamping: state.info.count) }   // a corrupt count must not trap
 
     private func check() throws {
         try txn.checkOpen()

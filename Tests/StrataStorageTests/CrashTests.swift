@@ -1,0 +1,614 @@
+import Testing
+@testable import StrataStorage
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Crash safety: the StrataTestHelper process commits numbered transactions with `.full`
+// durability and prints each one after its commit returns; the test kills it with SIGKILL at
+// random moments, reopens the file and checks that every printed transaction is there, whole, and
+// that nothing partial is visible; then it restarts the helper on the same file, so state
+// accumulates across kills. SIGKILL keeps the page cache, so this proves the commit protocol
+// against process crashes (power loss is the fault-injection tests' job).
+//
+// Environment: STRATA_CRASH_KILLS (kills per configuration, default 20), STRATA_CRASH_SEED
+// (seed of the kill delays, default fixed; printed with every failure).
+
+/// Mirror of `CrashWorkload` in Tests/StrataTestHelper/main.swift: keep the two in step.
+enum CrashModel {
+    static let keysPerTransaction = 4
+    static let window: UInt64 = 40
+
+    static func dataKey(_ n: UInt64, _ j: Int) -> [UInt8] {
+        let digits = String(n)
+        return Array(("d/" + String(repeating: "0", count: max(0, 10 - digits.count)) + digits + "/\(j)").utf8)
+    }
+
+    static func keepKey(_ n: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: n >> (56 - 8 * UInt64($0))) }
+    }
+
+    static func mix(_ x: UInt64) -> UInt64 {
+        var z = x &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    static func length(_ n: UInt64, _ j: Int, big: Bool) -> Int {
+        let h = mix(n &* 8 &+ UInt64(j))
+        if j == 0 && big && n % 7 == 0 { return 100_000 + Int(h % 300_000) }
+        if j == 0 && n % 3 == 0 { return 4_500 + Int(h % 30_000) }
+        if j == 1 && n % 5 == 0 { return 2_000 + Int(h % 6_000) }
+        return 16 + Int(h % 300)
+    }
+
+    static func value(_ n: UInt64, _ j: Int, tag: UInt64, big: Bool) -> [UInt8] {
+        let count = j == 99 ? 16 + Int(n % 50) : length(n, j, big: big)
+        let seed = mix(n ^ (UInt64(j) << 40))
+        var bytes = (0..<count).map { i in UInt8(truncatingIfNeeded: (seed >> UInt64((i & 7) * 8)) &+ UInt64(i) &* 131) }
+        bytes.replaceSubrange(0..<16, with: self.bytes(n) + self.bytes(tag))
+        return bytes
+    }
+
+    static func u64<C: Collection<UInt8>>(_ bytes: C, at offset: Int = 0) -> UInt64? where C.Index == Int {
+        guard bytes.count >= offset + 8 else { return nil }
+        let start = bytes.startIndex + offset
+        return (0..<8).reduce(0) { $0 | UInt64(bytes[start + $1]) << (8 * UInt64($1)) }
+    }
+
+    static func bytes(_ x: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: x >> (8 * UInt64($0))) } }
+}
+
+struct CrashConfig: Sendable, CustomTestStringConvertible {
+    var sync: SyncMode
+    var big: Bool
+    var testDescription: String { "\(sync == .single ? "single" : "double") sync\(big ? ", big values" : "")" }
+}
+
+struct CrashCheckFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
+@Suite struct CrashTests {
+    static let configurations = [
+        CrashConfig(sync: .single, big: false), CrashConfig(sync: .double, big: false),
+        CrashConfig(sync: .single, big: true), CrashConfig(sync: .double, big: true),
+    ]
+
+    /// Kills the committing helper again and again and checks the file after every kill.
+    @Test(arguments: configurations)
+    func killedWriterLosesNothing(_ config: CrashConfig) async throws {
+        let helper = try strataTestHelperPath()
+        let kills = Int(ProcessInfo.processInfo.environment["STRATA_CRASH_KILLS"] ?? "") ?? 20
+        let baseSeed = UInt64(ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"] ?? "") ?? 0x5EED_CAFE
+        let seed = baseSeed ^ (config.sync == .single ? 0 : 1) ^ (config.big ? 2 : 0)
+        var rng = SplitMixCrash(seed: seed)
+        let path = temporaryPath("crash-\(config.sync == .single ? "single" : "double")\(config.big ? "-big" : "")")
+        defer { removeStoreAndLock(path) }
+
+        var last: UInt64 = 0            // the newest transaction the file held at the last check
+        var printedTotal = 0
+        var earlyKills = 0              // kills before the helper printed a commit
+        var unpublished = 0             // kills that left a written but unpublished meta page behind
+        // Every fourth cycle this process holds the file open, with a snapshot, from before the
+        // helper starts until after the next helper is killed: the helper then opens a file another
+        // process has open (no recovery at open), its crash leaves a live process behind, and the
+        // snapshot must read the same bytes throughout.
+        var held: (store: Store, snapshot: ReadTransaction, checksum: UInt64)?
+        for cycle in 0..<kills {
+            // Mostly while committing; every fifth kill early, during start-up and recovery.
+            let delayMs = cycle % 5 == 4 ? rng.next() % 40 : 20 + rng.next() % (config.big ? 600 : 300)
+            let context = "seed \(seed) (STRATA_CRASH_SEED=\(baseSeed)), cycle \(cycle), kill after \(delayMs) ms, file \(path)"
+            if cycle % 4 == 2 && held == nil {
+                let store = try Store(path: path)
+                let snapshot = try store.beginRead()
+                held = (store, snapshot, try helperChecksum(snapshot))
+            }
+            var arguments = ["commit-loop", path, "\(last + 1)", "--sync", config.sync == .single ? "single" : "double"]
+            if config.big { arguments.append("--big") }
+            let process = try HelperProcess(path: helper, arguments: arguments)
+            try await process.kill(afterMilliseconds: Int(delayMs))
+            let lines = try process.remainingLines()
+            let errors = process.errorOutput()
+            guard process.wasKilled else {
+                Issue.record("helper exited by itself (status \(process.status)) before the kill: \(errors) — \(context)")
+                return
+            }
+            // Its output: "resume L tag T", then "committed L+1", "committed L+2", ...
+            var printed: UInt64?
+            if let first = lines.first {
+                let words = first.split(separator: " ")
+                let resumed = words.count == 4 && words[0] == "resume" ? UInt64(words[1]) : nil
+                guard let resumed else {
+                    Issue.record("unexpected first line '\(first)' — \(context)")
+                    return
+                }
+                #expect(resumed == last, "resumed at \(resumed) after \(last) — \(context)")
+                var expected = resumed + 1
+                for line in lines.dropFirst() {
+                    guard line.hasPrefix("committed "), let n = UInt64(line.dropFirst("committed ".count)) else {
+                        Issue.record("unexpected line '\(line)' — \(context)")
+                        return
+                    }
+                    #expect(n == expected, "printed \(n), expected \(expected) — \(context)")
+                    expected = n + 1
+                    printed = n
+                    printedTotal += 1
+                }
+            }
+            if printed == nil { earlyKills += 1 }
+
+            if let h = held {
+                // Killed during its sync, the helper leaves a meta page newer than what the lock
+                // file publishes; the next writer must spoil it (`discardUnpublishedMeta`).
+                let env = h.store.env
+                let latest = env.readers.latest
+                if env.maps.current.base.u64(Int((latest + 1) % 2) * env.pageSize + PageHeader.txnid) > latest { unpublished += 1 }
+                let again = try helperChecksum(h.snapshot)
+                #expect(again == h.checksum, "a snapshot held across the crash changed — \(context)")
+                if cycle % 4 == 3 {
+                    h.snapshot.end()
+                    held = nil
+                }
+            }
+            let found = try verifyCrashStore(path: path, big: config.big, expectIdle: held == nil, context: context)
+            #expect(found >= (printed ?? last), "transaction \(printed ?? last) was printed as committed but the file ends at \(found) — \(context)")
+            #expect(found >= last, "the file went back from \(last) to \(found) — \(context)")
+            last = found
+        }
+        held = nil
+        // A last check with the file closed everywhere, so that opening runs recovery.
+        let final = try verifyCrashStore(path: path, big: config.big, expectIdle: true, context: "final check, seed \(seed), file \(path)")
+        #expect(final >= last)
+        print("CrashTests[\(config.testDescription)]: \(kills) kills, \(printedTotal) printed commits, \(final) transactions in the file, \(earlyKills) kills before the first commit, \(unpublished) unpublished commits left behind a live process")
+        #expect(printedTotal > kills, "too few commits between kills to prove anything — \(path)")
+    }
+
+    /// A writer that dies after writing its meta page but before publishing the commit in the lock
+    /// file (SIGKILL during the sync) leaves a whole commit T+1 that a process which has the file
+    /// open does not see. The next writer commits T+1 again, into the same meta slot and mostly
+    /// the same pages; if it too dies, after its pages but before its meta page, its pages (same
+    /// transaction id, valid checksums) complete the first commit's record, and the next open
+    /// chose that meta page with trees pointing into the second writer's pages. The engine now
+    /// spoils an unpublished meta page before a write begins (`discardUnpublishedMeta`).
+    @Test func unpublishedCommitOfDeadWriterIsNotOverwritten() throws {
+        let path = temporaryPath("unpublished")
+        defer { removeStoreAndLock(path) }
+        func fill(_ tree: String, _ range: Range<Int>) -> [[UInt8]: [UInt8]] {
+            var entries: [[UInt8]: [UInt8]] = [:]
+            for i in range { entries[Array("\(tree)-\(i)".utf8)] = Array(repeating: UInt8(truncatingIfNeeded: i), count: 50 + i % 700) }
+            return entries
+        }
+        let base = fill("a", 0..<300)
+        let orphan = fill("b", 0..<2000)      // the dead writer's commit: many pages
+        let second = fill("c", 0..<3)         // the next writer's: a few
+        var baseTxnid: UInt64 = 0
+        do {
+            let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+            try store.write { txn in
+                let t = try txn.createTree("t")
+                for (k, v) in base { try t.put(k, v) }
+            }
+            baseTxnid = store.env.readers.latest
+        }
+        let dying = DyingFileBox()
+        do {
+            let store = try Store(path: path, options: StoreOptions(durability: .noSync)) { file in
+                let wrapped = DyingFile(file, pageSize: Limits.defaultPageSize)
+                dying.file = wrapped
+                return wrapped
+            }
+            try store.write { txn in
+                let t = try txn.createTree("t")
+                for (k, v) in orphan { try t.put(k, v) }
+            }
+            #expect(store.env.readers.latest == baseTxnid + 1)
+            // The writer of another process died here: its meta page is written, `latest` is not.
+            store.env.readers.publish(latest: baseTxnid)
+            #expect(try store.read { try $0.tree("t")?.count } == base.count)
+            // The next writer dies after its pages, before its meta page reaches the file.
+            dying.file?.dieAtMetaWrite()
+            try store.write { txn in
+                let t = try txn.createTree("t")
+                for (k, v) in second { try t.put(k, v) }
+            }
+            dying.file = nil
+        }
+        // Reopen alone: recovery chooses the newest whole commit. Either the base state or the
+        // first writer's complete commit is right; anything else is corruption.
+        let store = try Store(path: path)
+        let content = try store.read { txn -> [[UInt8]: [UInt8]] in
+            var content: [[UInt8]: [UInt8]] = [:]
+            guard let t = try txn.tree("t") else { return content }
+            try t.forEach { k, v in content[Array(k)] = Array(v); return true }
+            #expect(content.count == t.count)
+            return content
+        }
+        let withOrphan = base.merging(orphan) { $1 }
+        #expect(content == base || content == withOrphan,
+                "reopened to \(content.count) keys (\(content.keys.filter { $0.first == UInt8(ascii: "c") }.count) of the dead second writer's), neither the base state (\(base.count)) nor the first writer's commit (\(withOrphan.count))")
+        let problems = storeCheckProblems(store)
+        #expect(problems.isEmpty, "check: \(problems)")
+    }
+}
+
+// MARK: Checking a crashed file
+
+/// Opens the file, checks its structure and the crash workload's invariants, and returns the
+/// newest transaction number it holds. `expectIdle`: no snapshot of any process is open.
+func verifyCrashStore(path: String, big: Bool, expectIdle: Bool, context: String) throws -> UInt64 {
+    let store = try Store(path: path)
+    let problems = storeCheckProblems(store)
+    #expect(problems.isEmpty, "check: \(problems) — \(context)")
+    let last = try store.read { txn -> UInt64 in
+        let names = try txn.treeNames()
+        guard let meta = try txn.tree("meta") else {
+            #expect(names.isEmpty, "trees \(names) without the meta tree — \(context)")
+            return 0
+        }
+        #expect(names == ["data", "keep", "meta"], "trees \(names) — \(context)")
+        #expect(meta.count == 1, "meta tree holds \(meta.count) entries — \(context)")
+        guard let lastValue = try meta.get(Array("last".utf8)), lastValue.count == 16,
+              let last = CrashModel.u64(lastValue), let lastTag = CrashModel.u64(lastValue, at: 8) else {
+            throw CrashCheckFailure(description: "meta tree has no valid 'last' — \(context)")
+        }
+        // "keep": exactly 1...last, each whole; it records each transaction's tag.
+        var tags: [UInt64] = [0]
+        tags.reserveCapacity(Int(last) + 1)
+        let keep = try #require(try txn.tree("keep"), "no keep tree — \(context)")
+        var entries = 0
+        var problems: [String] = []
+        try keep.forEach { key, value in
+            entries += 1
+            let n = UInt64(entries)
+            let tag = CrashModel.u64(Array(value), at: 8) ?? 0
+            if Array(key) != CrashModel.keepKey(n) || Array(value) != CrashModel.value(n, 99, tag: tag, big: big) {
+                problems.append("keep entry \(entries) is not transaction \(n)'s")
+                return problems.count < 10
+            }
+            tags.append(tag)
+            return true
+        }
+        #expect(problems.isEmpty, "\(problems) — \(context)")
+        #expect(entries == keep.count, "keep tree counts \(keep.count) but holds \(entries) — \(context)")
+        #expect(UInt64(entries) == last, "keep tree holds \(entries) transactions but last is \(last) (a partial transaction) — \(context)")
+        if UInt64(entries) == last { #expect(tags[Int(last)] == lastTag, "'last' and keep entry \(last) come from different runs — \(context)") }
+        // "data": the keys of exactly the last `window` transactions, written by the same run as
+        // their keep entry.
+        let data = try #require(try txn.tree("data"), "no data tree — \(context)")
+        var expected: [(UInt64, Int)] = []
+        let first = last > CrashModel.window ? last - CrashModel.window + 1 : 1
+        for n in first...max(first, last) where n <= last {
+            for j in 0..<CrashModel.keysPerTransaction { expected.append((n, j)) }
+        }
+        var index = 0
+        try data.forEach { key, value in
+            defer { index += 1 }
+            guard index < expected.count else {
+                problems.append("data key \(String(decoding: key, as: UTF8.self)) beyond the expected \(expected.count)")
+                return false
+            }
+            let (n, j) = expected[index]
+            if Array(key) != CrashModel.dataKey(n, j) {
+                problems.append("data key \(String(decoding: key, as: UTF8.self)), expected \(String(decoding: CrashModel.dataKey(n, j), as: UTF8.self))")
+                return false
+            }
+            let tag = Int(n) < tags.count ? tags[Int(n)] : 0
+            if Array(value) != CrashModel.value(n, j, tag: tag, big: big) {
+                let other = CrashModel.u64(Array(value), at: 8) ?? 0
+                problems.append("value \(j) of transaction \(n) (\(value.count) bytes, tag \(other)) is not the one its keep entry's run wrote (tag \(tag))")
+            }
+            return problems.count < 10
+        }
+        #expect(problems.isEmpty, "\(problems) — \(context)")
+        #expect(index == expected.count, "data tree holds \(index) keys, expected \(expected.count) — \(context)")
+        #expect(data.count == expected.count, "data tree counts \(data.count), expected \(expected.count) — \(context)")
+        return last
+    }
+    let stats = try store.stats()
+    #expect(stats.fileSize >= stats.pageCount * UInt64(stats.pageSize), "file of \(stats.fileSize) bytes is shorter than its \(stats.pageCount) pages — \(context)")
+    #expect(stats.freePages + stats.pendingPages <= stats.pageCount, "\(stats) — \(context)")
+    if expectIdle {
+        #expect(stats.pendingPages == 0, "pages pending with no reader open: \(stats.pendingHolders) — \(context)")
+        #expect(store.readers().isEmpty, "reader slots left after the crash: \(store.readers()) — \(context)")
+    }
+    return last
+}
+
+/// `Store.check()` (what `strata check` runs): every page reached once, used or free, checksums,
+/// key order, counts. Returns its problems, empty when the file is sound.
+func storeCheckProblems(_ store: Store) -> [String] {
+    do {
+        let report = try store.check()
+        if report.isOK { return [] }
+        return report.problems.prefix(10).map(\.description) + (report.omittedProblems > 0 ? ["and \(report.omittedProblems) more"] : [])
+    } catch {
+        return ["check threw: \(error)"]
+    }
+}
+
+/// FNV-1a over every tree name, key and value of a snapshot (the helper's `checksum`).
+func helperChecksum(_ txn: ReadTransaction) throws -> UInt64 {
+    var h: UInt64 = 0xCBF2_9CE4_8422_2325
+    func add(_ bytes: UnsafeRawBufferPointer) {
+        var length = UInt64(bytes.count)
+        for _ in 0..<8 { h = (h ^ (length & 0xFF)) &* 0x100_0000_01B3; length >>= 8 }
+        for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
+    }
+    for name in try txn.treeNames() {
+        Array(name.utf8).withUnsafeBytes { add($0) }
+        guard let tree = try txn.tree(name) else { throw CrashCheckFailure(description: "tree \(name) listed but missing") }
+        try tree.forEach { key, value in
+            add(key)
+            add(value)
+            return true
+        }
+    }
+    return h
+}
+
+func removeStoreAndLock(_ path: String) {
+    unlink(path)
+    unlink(path + "-lock")
+}
+
+struct SplitMixCrash {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+// MARK: A page file whose process "dies" at its next meta write
+
+/// Passes everything through until `dieAtMetaWrite()`; from the next write to a meta page (page
+/// 0 or 1) on, drops every write, sync and truncate, as if the process had been killed there.
+final class DyingFile: FileIO, @unchecked Sendable {
+    let base: FileIO
+    let pageSize: UInt64
+    private let armed = Atomic<Bool>(false)
+    private let dead = Atomic<Bool>(false)
+    init(_ base: FileIO, pageSize: Int) {
+        self.base = base
+        self.pageSize = UInt64(pageSize)
+    }
+
+    func dieAtMetaWrite() { armed.store(true, ordering: .sequentiallyConsistent) }
+
+    /// Whether writes still reach the file, dying first if this one is an armed write of a meta
+    /// page (spoiling one with zeros is not a commit: it passes).
+    private func alive(writingAt offset: UInt64, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        if armed.load(ordering: .sequentiallyConsistent) && offset < 2 * pageSize && bytes.contains(where: { $0 != 0 }) {
+            dead.store(true, ordering: .sequentiallyConsistent)
+        }
+        return !dead.load(ordering: .sequentiallyConsistent)
+    }
+
+    var path: String { base.path }
+    func size() throws -> UInt64 { try base.size() }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try base.read(into: buffer, at: offset) }
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        if alive(writingAt: offset, bytes) { try base.write(bytes, at: offset) }
+    }
+    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
+        if alive(writingAt: offset, buffers[0]) { try base.write(buffers, at: offset) }
+    }
+    func sync() throws { if !dead.load(ordering: .sequentiallyConsistent) { try base.sync() } }
+    func truncate(to length: UInt64) throws { if !dead.load(ordering: .sequentiallyConsistent) { try base.truncate(to: length) } }
+    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try base.map(length: length, writable: writable) }
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
+    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
+        try base.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
+    }
+    func unlock(offset: Int64, length: Int64) { base.unlock(offset: offset, length: length) }
+}
+
+/// Lets the test reach the wrapper `Store` creates.
+final class DyingFileBox: @unchecked Sendable {
+    var file: DyingFile?
+}
+
+// MARK: Helper processes (shared with MultiProcessTests.swift)
+
+struct HelperProcessError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// The StrataTestHelper executable. The test target depends on it, so SwiftPM builds it into the
+/// same directory as the test bundle.
+func strataTestHelperPath() throws -> String {
+    var directories: [String] = []
+    if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+        directories.append(URL(fileURLWithPath: exe).deletingLastPathComponent().path)
+    }
+    if let arg0 = CommandLine.arguments.first {
+        directories.append(URL(fileURLWithPath: arg0).deletingLastPathComponent().path)
+    }
+    let bundle = Bundle.main.bundleURL
+    directories.append(bundle.path)
+    directories.append(bundle.deletingLastPathComponent().path)
+    for b in Bundle.allBundles where b.bundleURL.pathExtension == "xctest" {
+        directories.append(b.bundleURL.deletingLastPathComponent().path)
+    }
+    directories.append(FileManager.default.currentDirectoryPath + "/.build/debug")
+    for directory in directories {
+        let candidate = directory + "/StrataTestHelper"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    throw HelperProcessError(description: "StrataTestHelper not found in \(directories); it is built with the test target (`swift build --product StrataTestHelper`)")
+}
+
+/// A running helper process with pipes on its standard streams. Waiting is done with
+/// `Task.sleep`, so a test waiting on a helper does not hold a thread of the shared pool.
+final class HelperProcess {
+    let process = Process()
+    let arguments: [String]
+    private let output = Pipe()
+    private let input = Pipe()
+    private let errors = Pipe()
+    private var buffer: [UInt8] = []
+    private var atEnd = false
+    private var killed = false
+
+    init(path: String, arguments: [String]) throws {
+        self.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardInput = input
+        process.standardError = errors
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning { _ = systemKill(pid, SIGKILL) }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// The next line of its output; nil at the end. Throws after `timeout` seconds without one.
+    func readLine(timeout: Double = 60) async throws -> String? {
+        let fd = output.fileHandleForReading.fileDescriptor
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            if atEnd {
+                if buffer.isEmpty { return nil }
+                defer { buffer.removeAll() }
+                return String(decoding: buffer, as: UTF8.self)
+            }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, 0)
+            if ready < 0 && errno != EINTR { throw HelperProcessError(description: "poll failed: errno \(errno)") }
+            if ready <= 0 {
+                if Date() > deadline { throw HelperProcessError(description: "no output from helper \(arguments) within \(timeout) s") }
+                try await Task.sleep(for: .milliseconds(2))
+                continue
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
+            if n > 0 {
+                buffer.append(contentsOf: chunk[..<n])
+            } else if n == 0 {
+                atEnd = true
+            } else if errno != EINTR && errno != EAGAIN {
+                throw HelperProcessError(description: "read failed: errno \(errno)")
+            }
+        }
+    }
+
+    /// Every line it printed that was not read yet; call once it has exited. Reads what the pipe
+    /// holds without waiting for its end, which a descendant that inherited it could keep open.
+    func remainingLines() throws -> [String] {
+        buffer.append(contentsOf: try HelperProcess.drain(output.fileHandleForReading.fileDescriptor))
+        atEnd = true
+        var lines: [String] = []
+        while let newline = buffer.firstIndex(of: 10) {
+            lines.append(String(decoding: buffer[..<newline], as: UTF8.self))
+            buffer.removeSubrange(...newline)
+        }
+        if !buffer.isEmpty { lines.append(String(decoding: buffer, as: UTF8.self)) }
+        buffer.removeAll()
+        return lines
+    }
+
+    /// What it wrote to standard error; call once it has exited.
+    func errorOutput() -> String {
+        String(decoding: (try? HelperProcess.drain(errors.fileHandleForReading.fileDescriptor)) ?? [], as: UTF8.self)
+    }
+
+    /// The bytes a pipe holds now.
+    private static func drain(_ fd: Int32) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, 0)
+            if ready < 0 && errno == EINTR { continue }
+            if ready <= 0 { return bytes }
+            let n = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
+            if n > 0 {
+                bytes.append(contentsOf: chunk[..<n])
+            } else if n == 0 {
+                return bytes
+            } else if errno != EINTR && errno != EAGAIN {
+                throw HelperProcessError(description: "read failed: errno \(errno)")
+            }
+        }
+    }
+
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// SIGKILL, then wait until it is reaped (so that its pid no longer exists).
+    func kill() async throws {
+        killed = true
+        _ = systemKill(pid, SIGKILL)
+        try await waitForExit()
+    }
+
+    /// SIGKILL after `milliseconds`, timed on a Dispatch queue so that the moment does not depend
+    /// on when this test's task next gets a thread of the (possibly busy) shared pool; then wait
+    /// until it is reaped.
+    func kill(afterMilliseconds milliseconds: Int) async throws {
+        killed = true
+        let target = process
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+            // It only exits by itself on a failure; do not signal a pid that may be reused.
+            if target.isRunning { _ = systemKill(target.processIdentifier, SIGKILL) }
+        }
+        try await waitForExit(timeout: Double(milliseconds) / 1000 + 60)
+    }
+
+    /// Waits for it to exit and returns its status; throws after `timeout` seconds (and kills it).
+    @discardableResult
+    func waitForExit(timeout: Double = 60) async throws -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() > deadline {
+                _ = systemKill(pid, SIGKILL)
+                throw HelperProcessError(description: "helper \(arguments) did not exit within \(timeout) s")
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        return process.terminationStatus
+    }
+
+    /// Whether it died of our SIGKILL (rather than exiting by itself first).
+    var wasKilled: Bool {
+        killed && process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+    }
+
+    /// Whether it exited normally with status 0.
+    var succeeded: Bool {
+        !process.isRunning && process.terminationReason == .exit && process.terminationStatus == 0
+    }
+
+    /// How it ended, for messages.
+    var status: String {
+        process.isRunning ? "running" : "\(process.terminationReason == .exit ? "exit" : "signal") \(process.terminationStatus)"
+    }
+}
+
+#if canImport(Glibc)
+private let systemRead = Glibc.read
+private let systemKill = Glibc.kill
+#elseif canImport(Darwin)
+private let systemRead = Darwin.read
+private let systemKill = Darwin.kill
+#endif
