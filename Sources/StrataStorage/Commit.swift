@@ -48,6 +48,7 @@ extension WriteTransaction {
 
         var meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: pageCount, catalog: catalog, free: freeTree,
                         recordRun: 0, recordCount: written.count)
+        let record = written.map { RecordEntry(page: $0, checksum: UnsafeRawPointer(pages.dirty[$0]!).u64(PageHeader.checksum)) }
         var writes = written.map { pgno -> (PageNo, UnsafeRawBufferPointer) in
             let buffer = pages.dirty[pgno]!
             return (pgno, UnsafeRawBufferPointer(start: buffer, count: runPages(buffer) * pageSize))
@@ -63,7 +64,7 @@ extension WriteTransaction {
             buffer.setU64(PageHeader.txnid, txnid)
             buffer.setU8(PageHeader.type, PageType.commitRecord.rawValue)
             buffer.setU32(PageHeader.runPages, UInt32(count))
-            for (i, pgno) in written.enumerated() { buffer.setU64(PageHeader.size + 8 * i, pgno) }
+            for (i, entry) in record.enumerated() { entry.store(to: buffer + PageHeader.size + meta.recordEntrySize * i, version: meta.formatVersion) }
             buffer.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(buffer), byteCount: count * pageSize))
             recordBuffer = buffer
             meta.recordRun = run
@@ -81,7 +82,7 @@ extension WriteTransaction {
 
         let metaBuffer = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
         defer { metaBuffer.deallocate() }
-        meta.encode(into: metaBuffer, inlineRecord: meta.recordRun == 0 ? written : [])
+        meta.encode(into: metaBuffer, inlineRecord: meta.recordRun == 0 ? record : [])
         let metaBytes = UnsafeRawBufferPointer(start: metaBuffer, count: pageSize)
         let metaOffset = (txnid % 2) * UInt64(pageSize)
         do {
@@ -118,7 +119,7 @@ extension WriteTransaction {
         for attempt in 0..<16 {
             let entries = pages.dirty.count
             if reserved == nil && entries <= Meta.inlineCapacity(pageSize: pageSize) { return nil }
-            let needed = (PageHeader.size + 8 * entries + pageSize - 1) / pageSize
+            let needed = (PageHeader.size + 16 * entries + pageSize - 1) / pageSize
             if let reserved, reserved.count >= needed { return reserved }
             if let (run, count) = reserved {
                 // Too small: it becomes a page range this commit allocated and freed unused.

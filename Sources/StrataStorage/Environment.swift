@@ -287,37 +287,39 @@ enum Recovery {
         throw StorageError.noValidMeta(path: file.path, reason: problems.joined(separator: "; "))
     }
 
-    /// Checks every page the commit wrote: number, transaction id, type and checksum.
+    /// Checks every page the commit wrote: number, transaction id, type and checksum, and (format 2)
+    /// that the checksum is the one the commit recorded.
     static func verifyCommit(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws {
-        for pgno in try commitRecord(meta, map: map, pageSize: pageSize) {
-            try verifyPage(pgno, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize)
+        for entry in try commitRecord(meta, map: map, pageSize: pageSize) {
+            try verifyPage(entry.page, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize, recorded: entry.checksum)
         }
     }
 
-    /// The page numbers a commit wrote, from its meta page or its record run.
-    static func commitRecord(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws -> [PageNo] {
-        var pages: [PageNo] = []
-        pages.reserveCapacity(meta.recordCount)
+    /// The pages a commit wrote, from its meta page or its record run.
+    static func commitRecord(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws -> [RecordEntry] {
+        var entries: [RecordEntry] = []
+        entries.reserveCapacity(meta.recordCount)
+        let width = meta.recordEntrySize
         if meta.recordRun == 0 {
             let metaPage = map + Int(meta.txnid % 2) * pageSize
-            for i in 0..<meta.recordCount { pages.append(metaPage.u64(MetaLayout.inlineRecord + 8 * i)) }
-            return pages
+            for i in 0..<meta.recordCount { entries.append(.load(metaPage + MetaLayout.inlineRecord + width * i, version: meta.formatVersion)) }
+            return entries
         }
-        try verifyPage(meta.recordRun, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize)
+        try verifyPage(meta.recordRun, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize, recorded: nil)
         let run = map + Int(meta.recordRun) * pageSize
         if run.u8(PageHeader.type) != PageType.commitRecord.rawValue {
             throw StorageError.corrupt(page: meta.recordRun, reason: "expected the commit record")
         }
-        let capacity = (Int(run.u32(PageHeader.runPages)) * pageSize - PageHeader.size) / 8
+        let capacity = (Int(run.u32(PageHeader.runPages)) * pageSize - PageHeader.size) / width
         if meta.recordCount > capacity {
             throw StorageError.corrupt(page: meta.recordRun, reason: "commit record lists \(meta.recordCount) pages but holds \(capacity)")
         }
-        for i in 0..<meta.recordCount { pages.append(run.u64(PageHeader.size + 8 * i)) }
-        return pages
+        for i in 0..<meta.recordCount { entries.append(.load(run + PageHeader.size + width * i, version: meta.formatVersion)) }
+        return entries
     }
 
     /// Checks one page or run written by `txnid`.
-    static func verifyPage(_ pgno: PageNo, txnid: UInt64, pageCount: UInt64, map: UnsafeRawPointer, pageSize: Int) throws {
+    static func verifyPage(_ pgno: PageNo, txnid: UInt64, pageCount: UInt64, map: UnsafeRawPointer, pageSize: Int, recorded: UInt64?) throws {
         if pgno < 2 || pgno >= pageCount {
             throw StorageError.corrupt(page: pgno, reason: "commit record names a page outside 2..<\(pageCount)")
         }
@@ -337,6 +339,9 @@ enum Recovery {
         }
         if p.u64(PageHeader.txnid) != txnid {
             throw StorageError.corrupt(page: pgno, reason: "written by transaction \(p.u64(PageHeader.txnid)), expected \(txnid) (a lost write)")
+        }
+        if let recorded, recorded != p.u64(PageHeader.checksum) {
+            throw StorageError.corrupt(page: pgno, reason: "checksum differs from the commit record's (a page left by another attempt at transaction \(txnid))")
         }
         if pageChecksum(p, byteCount: run * pageSize) != p.u64(PageHeader.checksum) {
             throw StorageError.corrupt(page: pgno, reason: "checksum mismatch")

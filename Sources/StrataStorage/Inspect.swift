@@ -365,7 +365,8 @@ extension Store {
             if m.isValid && m.recordCount > 0, let page = try? readPages(m.slot, count: 1) {
                 defer { page.deallocate() }
                 let shown = min(m.recordCount, 64)
-                let listed = (0..<shown).map { String(UnsafeRawPointer(page).u64(MetaLayout.inlineRecord + 8 * $0)) }
+                let width = m.formatVersion >= 2 ? 16 : 8
+                let listed = (0..<shown).map { String(UnsafeRawPointer(page).u64(MetaLayout.inlineRecord + width * $0)) }
                 lines.append("    " + listed.joined(separator: " ") + (m.recordCount > shown ? " …" : ""))
             }
         }
@@ -917,7 +918,7 @@ final class Inspector {
                     let decoded = Meta(txnid: m.txnid, pageSize: m.pageSize, pageCount: m.pageCount,
                                        catalog: TreeInfo(root: m.catalogRoot, count: m.catalogCount),
                                        free: TreeInfo(root: m.freeRoot, count: m.freeCount),
-                                       recordRun: m.recordRun, recordCount: m.recordCount)
+                                       recordRun: m.recordRun, recordCount: m.recordCount, formatVersion: m.formatVersion)
                     do {
                         try Recovery.verifyCommit(decoded, map: pages.base, pageSize: pageSize)
                     } catch {
@@ -976,7 +977,7 @@ final class Inspector {
         }
         for page in run..<(run + count) { _ = claim(page, Inspector.recordOwner, from: nil) }
         checkHeader(run, run: Int(count), expectedTxn: meta.txnid)
-        let capacity = (Int(count) * pageSize - PageHeader.size) / 8
+        let capacity = (Int(count) * pageSize - PageHeader.size) / meta.recordEntrySize
         if meta.recordCount > capacity {
             problem(run, "the commit record lists \(meta.recordCount) pages but its run holds \(capacity)")
         }

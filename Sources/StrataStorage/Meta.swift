@@ -19,7 +19,7 @@ enum MetaLayout {
 }
 
 /// The current file format. Readers refuse newer versions; see FORMAT.md, "Versioning".
-public let strataFormatVersion: UInt32 = 1
+public let strataFormatVersion: UInt32 = 2
 
 /// The decoded fields of a meta page.
 struct Meta: Equatable, Sendable {
@@ -30,6 +30,11 @@ struct Meta: Equatable, Sendable {
     var free: TreeInfo
     var recordRun: PageNo
     var recordCount: Int
+    /// The format the meta page was written in (1 or 2: see FORMAT.md, "Versioning").
+    var formatVersion: UInt32 = strataFormatVersion
+
+    /// Bytes per commit-record entry: a page number, and since version 2 the page's checksum.
+    var recordEntrySize: Int { formatVersion >= 2 ? 16 : 8 }
 
     /// Reads the fields of a meta page without verifying anything (the reader hot path,
     /// on a meta whose checksum this process already verified or that its own writer wrote).
@@ -40,7 +45,8 @@ struct Meta: Equatable, Sendable {
              catalog: TreeInfo(root: p.u64(MetaLayout.catalogRoot), count: p.u64(MetaLayout.catalogCount)),
              free: TreeInfo(root: p.u64(MetaLayout.freeRoot), count: p.u64(MetaLayout.freeCount)),
              recordRun: p.u64(MetaLayout.recordRun),
-             recordCount: Int(p.u32(MetaLayout.recordCount)))
+             recordCount: Int(p.u32(MetaLayout.recordCount)),
+             formatVersion: p.u32(MetaLayout.formatVersion))
     }
 
     /// Whether `p` starts with the Strata magic.
@@ -73,7 +79,7 @@ struct Meta: Equatable, Sendable {
         if meta.pageCount < 2 || meta.pageCount > maxPageCount {
             throw StorageError.corrupt(page: slot, reason: "page count \(meta.pageCount) is outside 2...\(maxPageCount)")
         }
-        let capacity = (pageSize - MetaLayout.inlineRecord) / 8
+        let capacity = (pageSize - MetaLayout.inlineRecord) / meta.recordEntrySize
         if meta.recordRun == 0 && meta.recordCount > capacity {
             throw StorageError.corrupt(page: slot, reason: "inline commit record of \(meta.recordCount) pages exceeds \(capacity)")
         }
@@ -85,13 +91,13 @@ struct Meta: Equatable, Sendable {
     }
 
     /// Writes this meta into a zeroed page buffer, with `record` inline when it fits, and seals it.
-    func encode(into p: UnsafeMutableRawPointer, inlineRecord record: [PageNo]) {
+    func encode(into p: UnsafeMutableRawPointer, inlineRecord record: [RecordEntry]) {
         p.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
         p.setU64(PageHeader.pageNumber, txnid % 2)
         p.setU64(PageHeader.txnid, txnid)
         p.setU8(PageHeader.type, PageType.meta.rawValue)
         for (i, byte) in MetaLayout.magicValue.enumerated() { p.setU8(MetaLayout.magic + i, byte) }
-        p.setU32(MetaLayout.formatVersion, strataFormatVersion)
+        p.setU32(MetaLayout.formatVersion, formatVersion)
         p.setU32(MetaLayout.pageSize, UInt32(pageSize))
         p.setU64(MetaLayout.pageCount, pageCount)
         p.setU64(MetaLayout.catalogRoot, catalog.root)
@@ -101,7 +107,7 @@ struct Meta: Equatable, Sendable {
         p.setU64(MetaLayout.recordRun, recordRun)
         p.setU32(MetaLayout.recordCount, UInt32(recordCount))
         if recordRun == 0 {
-            for (i, page) in record.enumerated() { p.setU64(MetaLayout.inlineRecord + 8 * i, page) }
+            for (i, entry) in record.enumerated() { entry.store(to: p + MetaLayout.inlineRecord + recordEntrySize * i, version: formatVersion) }
         }
         p.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(p), byteCount: pageSize))
     }
@@ -109,7 +115,8 @@ struct Meta: Equatable, Sendable {
     /// 2^40 pages: 4 PiB with 4 KiB pages, and far from overflowing byte offsets.
     static let maxPageCount: UInt64 = 1 << 40
 
-    static func inlineCapacity(pageSize: Int) -> Int { (pageSize - MetaLayout.inlineRecord) / 8 }
+    /// Entries a meta page of the current format lists inline.
+    static func inlineCapacity(pageSize: Int) -> Int { (pageSize - MetaLayout.inlineRecord) / 16 }
 }
 
 /// A tree's root page and entry count, as stored in the catalog and in the meta page.
@@ -134,5 +141,22 @@ struct TreeInfo: Equatable, Sendable {
             throw StorageError.corrupt(page: 0, reason: "catalog entry for tree '\(name)' has \(bytes.count) bytes, expected \(encodedSize)")
         }
         return TreeInfo(root: p.u64(0), count: p.u64(8))
+    }
+}
+
+/// One page (or run) a commit wrote, as its commit record lists it. The checksum (format 2) tells
+/// this commit's page from a page another attempt at the same transaction id left behind.
+struct RecordEntry: Equatable {
+    var page: PageNo
+    /// The page's checksum; nil in format 1 records, which list page numbers only.
+    var checksum: UInt64?
+
+    func store(to p: UnsafeMutableRawPointer, version: UInt32) {
+        p.setU64(0, page)
+        if version >= 2 { p.setU64(8, checksum ?? 0) }
+    }
+
+    static func load(_ p: UnsafeRawPointer, version: UInt32) -> RecordEntry {
+        RecordEntry(page: p.u64(0), checksum: version >= 2 ? p.u64(8) : nil)
     }
 }
