@@ -224,12 +224,15 @@ public final class Transaction {
 
     private func applyIndexChanges<M: Model>(_ info: ModelInfo<M>, old: [[[UInt8]]]?, new: [[[UInt8]]]?, key: [UInt8]) throws {
         for (i, index) in info.indexes.enumerated() {
-            let before = Set(old?[i] ?? [])
-            let after = Set(new?[i] ?? [])
+            let before = old?[i] ?? []
+            let after = new?[i] ?? []
             if before == after { continue }
             let tree = try indexTree(info, i)
-            for stale in before.subtracting(after) { try tree.delete(stale) }
-            for fresh in after.subtracting(before) { try tree.put(fresh, IndexEntry.value(primaryKey: key, unique: index.schema.unique)) }
+            // Usually one key each side; sets only matter for array fields.
+            let stale = before.count > 1 || after.count > 1 ? Array(Set(before).subtracting(after)) : before
+            let fresh = before.count > 1 || after.count > 1 ? Array(Set(after).subtracting(before)) : after
+            for key in stale { try tree.delete(key) }
+            for indexKey in fresh { try tree.put(indexKey, IndexEntry.value(primaryKey: key, unique: index.schema.unique)) }
         }
     }
 

@@ -133,48 +133,54 @@ final class ValueDecoder: Decoder {
 
 /// The field table of a record: ids, nil flags and value ranges, in id order.
 struct FieldTable {
-    var ids: [Int] = []
-    var nils: [Bool] = []
-    var ranges: [Range<Int>] = []
+    struct Entry {
+        var id: Int
+        var isNil: Bool
+        var start: Int
+        var end: Int
+    }
+
+    var entries: [Entry] = []
 
     init(_ bytes: UnsafeRawBufferPointer) throws {
         var reader = ByteReader(bytes)
         let count = try reader.varint()
         guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("field count \(count) exceeds the record size") }
-        ids.reserveCapacity(Int(count))
-        nils.reserveCapacity(Int(count))
-        ranges.reserveCapacity(Int(count))
-        var lengths: [Int] = []
-        lengths.reserveCapacity(Int(count))
+        entries.reserveCapacity(Int(count))
+        var total = 0
         for _ in 0..<Int(count) {
             let header = try reader.varint()
             guard header >> 1 <= UInt64(Int32.max) else { throw StrataError.corruptRecord("field id out of range") }
-            ids.append(Int(header >> 1))
-            nils.append(header & 1 == 1)
-            lengths.append(Int(try reader.length()))
+            let length = try reader.length()
+            entries.append(Entry(id: Int(header >> 1), isNil: header & 1 == 1, start: total, end: total + length))
+            total += length
         }
-        var offset = reader.offset
-        for length in lengths {
-            guard length <= bytes.count - offset else { throw StrataError.corruptRecord("field values run past the end of the record") }
-            ranges.append(offset..<(offset + length))
-            offset += length
+        let base = reader.offset
+        guard total <= bytes.count - base else { throw StrataError.corruptRecord("field values run past the end of the record") }
+        for i in entries.indices {
+            entries[i].start += base
+            entries[i].end += base
         }
     }
 
+    var ids: [Int] { entries.map(\.id) }
+
     func index(of id: Int, hint: Int) -> Int? {
-        if hint < ids.count, ids[hint] == id { return hint }
-        return ids.firstIndex(of: id)
+        if hint < entries.count, entries[hint].id == id { return hint }
+        return entries.firstIndex { $0.id == id }
     }
 }
 
-struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
+/// The state of one object being decoded: its schema, its field table, and where the next field
+/// probably is (fields arrive in declaration order, which is schema order, so one string compare
+/// finds each field and no lookup table is built).
+final class ObjectDecodingState {
     let schema: ObjectSchema
     let bytes: UnsafeRawBufferPointer
     let context: EncodingContext
     let table: FieldTable
-    /// Where the next field probably is, in the schema and in the table (declaration order).
-    private let cursor = DecodeCursor()
-    var codingPath: [any CodingKey] { [] }
+    var nextField = 0
+    var nextEntry = 0
 
     init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
         self.schema = schema
@@ -183,81 +189,145 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
         self.table = try FieldTable(bytes)
     }
 
-    var allKeys: [Key] {
-        schema.fields.compactMap { field in
-            guard !field.removed, table.ids.contains(field.id) else { return nil }
-            return Key(stringValue: field.name)
-        }
-    }
-
-    /// The schema field for `key` and its index in the table (nil when absent from this record).
-    private func locate(_ key: Key) -> (field: FieldSchema, entry: Int?)? {
+    /// The schema field named `name` and its table entry (nil when this record lacks it).
+    @inline(__always)
+    func locate(_ name: String) -> (field: FieldSchema, entry: FieldTable.Entry?)? {
         let fields = schema.fields
-        let name = key.stringValue
-        var f = cursor.field
+        var f = nextField
         if !(f < fields.count && fields[f].name == name && !fields[f].removed) {
             guard let found = fields.firstIndex(where: { $0.name == name && !$0.removed }) else { return nil }
             f = found
         }
-        cursor.field = f + 1
+        nextField = f + 1
         let field = fields[f]
-        let entry = table.index(of: field.id, hint: cursor.entry)
-        if let entry { cursor.entry = entry + 1 }
-        return (field, entry)
+        guard let e = table.index(of: field.id, hint: nextEntry) else { return (field, nil) }
+        nextEntry = e + 1
+        return (field, table.entries[e])
+    }
+
+    func slice(_ entry: FieldTable.Entry) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[entry.start..<entry.end])
+    }
+}
+
+struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let state: ObjectDecodingState
+    var codingPath: [any CodingKey] { [] }
+
+    init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+        state = try ObjectDecodingState(schema: schema, bytes: bytes, context: context)
+    }
+
+    var allKeys: [Key] {
+        let ids = Set(state.table.ids)
+        return state.schema.fields.compactMap { field in
+            guard !field.removed, ids.contains(field.id) else { return nil }
+            return Key(stringValue: field.name)
+        }
     }
 
     func contains(_ key: Key) -> Bool {
-        guard let (_, entry) = locate(key), let entry else { return false }
-        _ = entry
-        return true
+        guard let (_, entry) = state.locate(key.stringValue) else { return false }
+        return entry != nil
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        guard let (_, entry) = locate(key) else { return true }
-        guard let entry else { return true }
-        return table.nils[entry]
+        guard let (_, entry) = state.locate(key.stringValue), let entry else { return true }
+        return entry.isNil
+    }
+
+    /// The stored bytes of a non-nil field, or a thrown error naming it.
+    @inline(__always)
+    private func present(_ key: Key) throws -> (FieldSchema, UnsafeRawBufferPointer) {
+        guard let (field, entry) = state.locate(key.stringValue) else {
+            throw state.context.appending(key.stringValue).mismatch("the schema has no field \(key.stringValue)")
+        }
+        guard let entry, !entry.isNil else {
+            throw state.context.appending(key.stringValue).mismatch("no value stored (field added after this record was written?)")
+        }
+        return (field, state.slice(entry))
+    }
+
+    // Primitives: read straight from the bytes, no boxing and no dynamic casts.
+
+    @inline(__always)
+    private func integer<I: FixedWidthInteger>(_ type: I.Type, _ key: Key) throws -> I {
+        let (field, bytes) = try present(key)
+        guard case .int(_, let signed) = field.type.unwrapped else {
+            throw state.context.appending(key.stringValue).mismatch("stored as \(field.type), read as \(I.self)")
+        }
+        var reader = ByteReader(bytes)
+        let raw = try reader.varint()
+        let value: I? = signed ? I(exactly: unzigzag(raw)) : I(exactly: raw)
+        guard let value, reader.isAtEnd else {
+            throw state.context.appending(key.stringValue).mismatch("stored value does not fit \(I.self)")
+        }
+        return value
+    }
+
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(Int.self, key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(Int8.self, key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(Int16.self, key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(Int32.self, key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(Int64.self, key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(UInt.self, key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(UInt8.self, key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(UInt16.self, key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(UInt32.self, key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(UInt64.self, key) }
+
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        let (field, bytes) = try present(key)
+        guard field.type.unwrapped == .string else { return try decodeGeneric(type, key, field, bytes) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        let (field, bytes) = try present(key)
+        guard field.type.unwrapped == .double, bytes.count == 8 else { return try decodeGeneric(type, key, field, bytes) }
+        return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
+    }
+
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        let (field, bytes) = try present(key)
+        guard field.type.unwrapped == .bool, bytes.count == 1 else { return try decodeGeneric(type, key, field, bytes) }
+        return bytes[0] != 0
+    }
+
+    private func decodeGeneric<T: Decodable>(_ type: T.Type, _ key: Key, _ field: FieldSchema, _ bytes: UnsafeRawBufferPointer) throws -> T {
+        try RecordDecoding.decodeValue(T.self, as: field.type, bytes: bytes, context: state.context.appending(key.stringValue))
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        let fieldContext = context.appending(key.stringValue)
-        guard let (field, entry) = locate(key) else {
-            throw fieldContext.mismatch("the schema has no field \(key.stringValue)")
+        guard let (field, entry) = state.locate(key.stringValue) else {
+            throw state.context.appending(key.stringValue).mismatch("the schema has no field \(key.stringValue)")
         }
-        guard let entry, !table.nils[entry] else {
+        guard let entry, !entry.isNil else {
             // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
-            if T.self is any OptionalValue.Type, let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
-            throw StrataError.typeMismatch(model: context.model, field: fieldContext.path.joined(separator: "."),
-                                           reason: "no value stored (field added after this record was written?)")
+            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            throw state.context.appending(key.stringValue).mismatch("no value stored (field added after this record was written?)")
         }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[table.ranges[entry]])
-        return try RecordDecoding.decodeValue(T.self, as: field.type, bytes: slice, context: fieldContext)
+        return try decodeGeneric(T.self, key, field, state.slice(entry))
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        let fieldContext = context.appending(key.stringValue)
-        guard let (field, entry) = locate(key), let entry else { return nil }
-        if table.nils[entry] {
+        guard let (field, entry) = state.locate(key.stringValue), let entry else { return nil }
+        if entry.isNil {
             // A stored nil inside a present field: `.some(nil)` for a double optional, nil otherwise.
             if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return .some(none) }
             return nil
         }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[table.ranges[entry]])
-        return try RecordDecoding.decodeValue(T.self, as: field.type, bytes: slice, context: fieldContext)
+        return try decodeGeneric(T.self, key, field, state.slice(entry))
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        throw context.appending(key.stringValue).mismatch("nested containers are not supported")
+        throw state.context.appending(key.stringValue).mismatch("nested containers are not supported")
     }
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw context.appending(key.stringValue).mismatch("nested containers are not supported")
+        throw state.context.appending(key.stringValue).mismatch("nested containers are not supported")
     }
-    func superDecoder() throws -> any Decoder { throw context.mismatch("superDecoder is not supported") }
-    func superDecoder(forKey key: Key) throws -> any Decoder { throw context.mismatch("superDecoder is not supported") }
-}
-
-final class DecodeCursor {
-    var field = 0
-    var entry = 0
+    func superDecoder() throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
+    func superDecoder(forKey key: Key) throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
 }
 
 struct ArrayDecoding: UnkeyedDecodingContainer {

@@ -125,11 +125,28 @@ enum RecordEncoding {
 protocol UnorderedCollection {}
 extension Set: UnorderedCollection {}
 
+/// Where a value sits, for error messages. Cheap to extend by one key (no allocation for a
+/// model's own fields): the path is only assembled when an error is built.
 struct EncodingContext {
     let model: String
-    let path: [String]
+    private let parent: [String]
+    private let leaf: String?
 
-    func appending(_ key: String) -> EncodingContext { EncodingContext(model: model, path: path + [key]) }
+    init(model: String, path: [String]) {
+        self.model = model
+        self.parent = path
+        self.leaf = nil
+    }
+
+    private init(model: String, parent: [String], leaf: String) {
+        self.model = model
+        self.parent = parent
+        self.leaf = leaf
+    }
+
+    var path: [String] { leaf.map { parent + [$0] } ?? parent }
+
+    func appending(_ key: String) -> EncodingContext { EncodingContext(model: model, parent: path, leaf: key) }
 
     func mismatch(_ reason: String) -> StrataError {
         .typeMismatch(model: model, field: path.isEmpty ? "(model)" : path.joined(separator: "."), reason: reason)

@@ -4,8 +4,8 @@ enum RecordPatch {
         var fields = RecordFields()
         try record.withUnsafeBytes { bytes in
             let table = try FieldTable(bytes)
-            for i in 0..<table.ids.count where table.ids[i] != field.id {
-                fields.entries.append((table.ids[i], table.nils[i], Array(bytes[table.ranges[i]])))
+            for entry in table.entries where entry.id != field.id {
+                fields.entries.append((entry.id, entry.isNil, Array(bytes[entry.start..<entry.end])))
             }
         }
         var encoded: [UInt8] = []

@@ -91,12 +91,12 @@ enum UntypedDecoding {
         let table = try FieldTable(bytes)
         var result: [String: StoredValue] = [:]
         for field in schema.fields where includeRemoved || !field.removed {
-            guard let i = table.ids.firstIndex(of: field.id) else { continue }
-            if table.nils[i] {
+            guard let entry = table.entries.first(where: { $0.id == field.id }) else { continue }
+            if entry.isNil {
                 result[field.name] = .null
                 continue
             }
-            result[field.name] = try value(UnsafeRawBufferPointer(rebasing: bytes[table.ranges[i]]), type: field.type)
+            result[field.name] = try value(UnsafeRawBufferPointer(rebasing: bytes[entry.start..<entry.end]), type: field.type)
         }
         return result
     }
