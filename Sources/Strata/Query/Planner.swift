@@ -271,7 +271,11 @@ enum Planner {
             lines.append("no residual filter: the index answers \(query.conditions[0]) exactly")
         } else {
             let conditions = query.conditions.map(\.description).joined(separator: " && ")
-            lines.append("residual filter: \(conditions), evaluated on decoded objects")
+            if RecordFilter.compile(query.conditions, schema: info.stored.object) != nil {
+                lines.append("residual filter: \(conditions), evaluated on encoded records (only matches are decoded)")
+            } else {
+                lines.append("residual filter: \(conditions), evaluated on decoded objects")
+            }
         }
         if query.sort.isEmpty {
             lines.append("order: primary key")

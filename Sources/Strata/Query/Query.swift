@@ -55,10 +55,14 @@ enum QueryEngine {
         let window: Int? = query.limit.map { query.offset + $0 }
         let canStopEarly = (query.sort.isEmpty || plan.orderedIndex != nil) && query.distinct.isEmpty && plan.accesses.isEmpty
 
+        // A predicate that compiles to record tests needs no decoding to reject a row.
+        let filter = query.hasConditions ? RecordFilter.compile(query.conditions, schema: info.stored.object) : nil
         func consider(key: [UInt8], record: UnsafeRawBufferPointer) throws -> Bool {
-            let object = try info.decode(record)
-            if try query.matches(object) {
-                rows.append(Row(key: key, object: object))
+            if let filter {
+                if try filter.matches(record) { rows.append(Row(key: key, object: try info.decode(record))) }
+            } else {
+                let object = try info.decode(record)
+                if try query.matches(object) { rows.append(Row(key: key, object: object)) }
             }
             if canStopEarly, let window, rows.count >= window { return false }
             return true
@@ -131,6 +135,24 @@ enum QueryEngine {
                 total = try source.tree(named: info.recordTree)?.count ?? 0
             } else if let keys = try exactKeys(query, info: info, source: source) {
                 total = keys.count
+            }
+            if total == nil, let filter = RecordFilter.compile(query.conditions, schema: info.stored.object),
+               let records = try source.tree(named: info.recordTree) {
+                // Count on the records themselves: nothing is decoded.
+                let plan = try Planner.plan(query, info: info, source: source)
+                var matched = 0
+                if plan.accesses.isEmpty {
+                    try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { _, record in
+                        if try filter.matches(record) { matched += 1 }
+                        return true
+                    }
+                } else {
+                    for key in try candidateKeys(plan, info: info, source: source) {
+                        guard let record = try records.view(key) else { throw StrataError.corruptRecord("an index of \(info.name) names a missing object") }
+                        if try filter.matches(record) { matched += 1 }
+                    }
+                }
+                total = matched
             }
             if let total {
                 let afterOffset = max(0, total - query.offset)

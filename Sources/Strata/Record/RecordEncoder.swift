@@ -236,6 +236,71 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
         encoder.storage.entries.append((field.id, true, []))
     }
 
+    // Primitives: written straight into bytes when the field stores exactly that kind, with no
+    // boxing into Any and no dynamic casts. Anything else takes the general path.
+
+    private mutating func integer(_ value: Int64, unsigned: UInt64?, _ key: Key) throws {
+        let field = try encoder.field(key.stringValue)
+        var bytes: [UInt8] = []
+        switch field.type.unwrapped {
+        case .int(_, true):
+            appendVarint(zigzag(value), to: &bytes)
+        case .int(_, false):
+            guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
+                throw encoder.context.appending(key.stringValue).mismatch("\(value) does not fit \(field.type)")
+            }
+            appendVarint(u, to: &bytes)
+        default:
+            return try encodeGeneric(value, field: field, key: key)
+        }
+        encoder.storage.entries.append((field.id, false, bytes))
+    }
+
+    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try integer(value, unsigned: nil, key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(Int64(value), unsigned: UInt64(value), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(Int64(value), unsigned: UInt64(value), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(Int64(value), unsigned: UInt64(value), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws {
+        let field = try encoder.field(key.stringValue)
+        if case .int(_, false) = field.type.unwrapped {
+            var bytes: [UInt8] = []
+            appendVarint(value, to: &bytes)
+            encoder.storage.entries.append((field.id, false, bytes))
+            return
+        }
+        try encodeGeneric(value, field: field, key: key)
+    }
+
+    mutating func encode(_ value: String, forKey key: Key) throws {
+        let field = try encoder.field(key.stringValue)
+        guard field.type.unwrapped == .string else { return try encodeGeneric(value, field: field, key: key) }
+        encoder.storage.entries.append((field.id, false, Array(value.utf8)))
+    }
+
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        let field = try encoder.field(key.stringValue)
+        guard field.type.unwrapped == .double else { return try encodeGeneric(value, field: field, key: key) }
+        let bits = value.bitPattern
+        encoder.storage.entries.append((field.id, false, (0..<8).map { UInt8(truncatingIfNeeded: bits >> (8 * $0)) }))
+    }
+
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        let field = try encoder.field(key.stringValue)
+        guard field.type.unwrapped == .bool else { return try encodeGeneric(value, field: field, key: key) }
+        encoder.storage.entries.append((field.id, false, [value ? 1 : 0]))
+    }
+
+    private mutating func encodeGeneric<T>(_ value: T, field: FieldSchema, key: Key) throws {
+        var bytes: [UInt8] = []
+        try RecordEncoding.encodeValue(value, as: field.type, into: &bytes, context: encoder.context.appending(key.stringValue))
+        encoder.storage.entries.append((field.id, false, bytes))
+    }
+
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         let field = try encoder.field(key.stringValue)
         var bytes: [UInt8] = []
