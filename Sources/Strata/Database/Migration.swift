@@ -50,6 +50,7 @@ public final class Migration {
     /// Deletes every stored object of `model` (old or new), e.g. before reinserting converted ones.
     public func deleteAll(_ model: String) throws {
         guard let schema = oldSchemas[model] else { return }
+        transaction.openTrees.removeAll()
         try wrapStorage {
             try transaction.txn.dropTree(schema.recordTree)
             _ = try transaction.txn.createTree(schema.recordTree)

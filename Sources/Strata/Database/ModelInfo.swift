@@ -16,17 +16,35 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let indexes: [(schema: IndexSchema, keyPath: PartialKeyPath<M> & Sendable)]
     /// `id` is an optional integer: inserting nil takes the next key.
     let autoIncrement: Bool
+    /// Tree names of `indexes`, in order.
+    let indexTreeNames: [String]
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
         self.name = stored.name
         self.stored = stored
         self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1) }
         self.autoIncrement = isAutoIncrementKey(M.ID.self)
+        self.indexTreeNames = indexes.map { $0.0.treeName(model: stored.name) }
     }
 
     var recordTree: String { stored.recordTree }
 
     func keyBytes(_ id: M.ID) throws -> [UInt8] {
+        // The common key types without boxing into Any (the casts dominate otherwise).
+        var key: [UInt8] = []
+        // (Checked on the static type: a cast would also unwrap an optional id and drop its tag.)
+        if M.ID.self == Int64.self, let v = id as? Int64 {
+            KeyEncoding.appendInt(v, to: &key)
+            return key
+        }
+        if M.ID.self == Int.self, let v = id as? Int {
+            KeyEncoding.appendInt(Int64(v), to: &key)
+            return key
+        }
+        if M.ID.self == String.self, let v = id as? String {
+            KeyEncoding.appendBytes(KeyEncoding.normalized(v).utf8, to: &key)
+            return key
+        }
         guard let key = KeyEncoding.encode(id) else {
             throw StrataError.unsupportedType(model: name, field: "id", reason: "\(M.ID.self) cannot be a primary key")
         }

@@ -24,12 +24,22 @@ public final class Transaction {
         self.maintainsIndexes = maintainsIndexes
     }
 
+    /// Trees already opened in this transaction, so that a bulk insert does not look each up again.
+    var openTrees: [String: WriteTree] = [:]
+
+    private func tree(named name: String) throws -> WriteTree {
+        if let tree = openTrees[name] { return tree }
+        let tree = try wrapStorage { try txn.createTree(name) }
+        openTrees[name] = tree
+        return tree
+    }
+
     private func records<M: Model>(_ info: ModelInfo<M>) throws -> WriteTree {
-        try wrapStorage { try txn.createTree(info.recordTree) }
+        try tree(named: info.recordTree)
     }
 
     private func indexTree<M: Model>(_ info: ModelInfo<M>, _ i: Int) throws -> WriteTree {
-        try wrapStorage { try txn.createTree(info.indexes[i].schema.treeName(model: info.name)) }
+        try tree(named: info.indexTreeNames[i])
     }
 
     private func describe(_ key: Any) -> String {
@@ -191,6 +201,7 @@ public final class Transaction {
     @discardableResult
     public func deleteAll<M: Model>(_ type: M.Type) throws -> Int {
         let info = try db.info(M.self)
+        openTrees.removeAll()   // the trees are replaced below
         return try wrapStorage {
             let count = try txn.tree(info.recordTree)?.count ?? 0
             try txn.dropTree(info.recordTree)
