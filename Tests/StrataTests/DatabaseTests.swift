@@ -92,3 +92,43 @@ struct DatabaseTests {
         #expect(db.objects(User.self).count == 0)
     }
 }
+
+/// A model whose primary key is a computed property over a stored field.
+struct Account: Model, Equatable {
+    var email: String
+    var balance: Int
+    var id: String { email }
+}
+
+enum KeyChange {
+    struct Account: Model {
+        static let modelName = "Account"
+        var id: Int
+        var balance: Int
+    }
+}
+
+struct ComputedKeyTests {
+    @Test func computedIDIsThePrimaryKey() throws {
+        let path = databasePath()
+        let db = try Database(path: path, models: [Account.self])
+        try db.write { tx in
+            try tx.insert(Account(email: "b@x", balance: 2))
+            try tx.insert(Account(email: "a@x", balance: 1))
+            #expect(throws: StrataError.duplicateKey(model: "Account", key: "a@x")) { try tx.insert(Account(email: "a@x", balance: 9)) }
+        }
+        #expect(try db.object(Account.self, key: "a@x")?.balance == 1)
+        #expect(db.objects(Account.self).keys == ["a@x", "b@x"])
+        let wanted = "b@x"
+        let found = db.objects(Account.self).filter(#Predicate { $0.id == wanted })
+        #expect(found.map(\.balance) == [2])
+        #expect(found.explain().contains("primary key"))
+        // Changing the key's type is not additive.
+        #expect {
+            _ = try Database(path: path, models: [KeyChange.Account.self])
+        } throws: { error in
+            guard case StrataError.migrationRequired(let differences) = error else { return false }
+            return differences.contains { $0.contains("key type changed") }
+        }
+    }
+}
