@@ -5,7 +5,8 @@
 //   typedef struct MDB_val { size_t mv_size; void *mv_data; } MDB_val;
 //   typedef struct MDB_stat { unsigned int ms_psize, ms_depth; size_t ms_branch_pages,
 //                             ms_leaf_pages, ms_overflow_pages, ms_entries; } MDB_stat;
-//   MDB_cursor_op: MDB_FIRST = 0, MDB_GET_CURRENT = 4, MDB_NEXT = 8, MDB_SET_RANGE = 17.
+//   MDB_cursor_op: MDB_FIRST = 0, MDB_GET_CURRENT = 4, MDB_NEXT = 8, MDB_NEXT_DUP = 9,
+//                  MDB_SET_KEY = 16, MDB_SET_RANGE = 17.
 
 #if canImport(Glibc)
 import Glibc
@@ -36,17 +37,24 @@ struct MDBVal {
 enum MDB {
     static let success: Int32 = 0
     static let notFound: Int32 = -30798
+    static let keyExist: Int32 = -30799
     // mdb_env_open flags
     static let noSubdir: UInt32 = 0x4000
     static let noSync: UInt32 = 0x10000
     static let readOnly: UInt32 = 0x20000
     static let noTLS: UInt32 = 0x200000
     // mdb_dbi_open flags
+    static let dupSort: UInt32 = 0x04
+    static let dupFixed: UInt32 = 0x10
     static let create: UInt32 = 0x40000
+    // mdb_put flags
+    static let noOverwrite: UInt32 = 0x10
     // MDB_cursor_op
     static let first: UInt32 = 0
     static let getCurrent: UInt32 = 4
     static let next: UInt32 = 8
+    static let nextDup: UInt32 = 9
+    static let setKey: UInt32 = 16
     static let setRange: UInt32 = 17
     /// sizeof(MDB_stat) on LP64: two unsigned ints and four size_t.
     static let statSize = 40
@@ -58,6 +66,7 @@ final class LMDBLibrary: @unchecked Sendable {
     typealias EnvCreate = @convention(c) (UnsafeMutablePointer<OpaquePointer?>?) -> Int32
     typealias EnvSetMapsize = @convention(c) (OpaquePointer?, Int) -> Int32
     typealias EnvSetMaxreaders = @convention(c) (OpaquePointer?, UInt32) -> Int32
+    typealias EnvSetMaxdbs = @convention(c) (OpaquePointer?, UInt32) -> Int32
     typealias EnvOpen = @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, UInt32, UInt32) -> Int32
     typealias EnvClose = @convention(c) (OpaquePointer?) -> Void
     typealias EnvStat = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32
@@ -81,6 +90,7 @@ final class LMDBLibrary: @unchecked Sendable {
     let envCreate: EnvCreate
     let envSetMapsize: EnvSetMapsize
     let envSetMaxreaders: EnvSetMaxreaders
+    let envSetMaxdbs: EnvSetMaxdbs
     let envOpen: EnvOpen
     let envClose: EnvClose
     let envStat: EnvStat
@@ -129,6 +139,7 @@ final class LMDBLibrary: @unchecked Sendable {
         envCreate = try symbol("mdb_env_create", as: EnvCreate.self)
         envSetMapsize = try symbol("mdb_env_set_mapsize", as: EnvSetMapsize.self)
         envSetMaxreaders = try symbol("mdb_env_set_maxreaders", as: EnvSetMaxreaders.self)
+        envSetMaxdbs = try symbol("mdb_env_set_maxdbs", as: EnvSetMaxdbs.self)
         envOpen = try symbol("mdb_env_open", as: EnvOpen.self)
         envClose = try symbol("mdb_env_close", as: EnvClose.self)
         envStat = try symbol("mdb_env_stat", as: EnvStat.self)

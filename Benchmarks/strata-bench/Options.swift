@@ -27,14 +27,16 @@ let usage = """
     strata-bench: Strata beside its peers, in one run, on the same data.
 
     usage:
-      strata-bench [kv] [options]      raw key-value workloads: StrataStorage beside LMDB
+      strata-bench [objects] [options] object workloads: Strata's object API beside SQLite and LMDB (the default)
+      strata-bench kv [options]        raw key-value workloads: StrataStorage beside LMDB
       strata-bench help
 
     options:
-      --n N                 entries in the bulk load and random reads (default 1,000,000; 1_000_000, 100k, 1m work)
+      --n N                 objects (entries) in the bulk load and random reads (default 1,000,000;
+                            1_000_000, 100k, 1m work)
       --dir DIR             put the database files in DIR (default: a fresh temporary directory)
       --keep                keep the database files after the run (default: removed at the end)
-      --engines A,B         engines to run (kv: strata,lmdb)
+      --engines A,B         engines to run (objects: strata,sqlite,lmdb; kv: strata,lmdb)
       --workloads A,B       workloads to run (the bulk load always runs); see below
       --repeat R            run every engine R times, alternating their order, and report each
                             workload's best round (default 1; use 3 or more on a noisy machine)
@@ -42,8 +44,9 @@ let usage = """
       --seed S              seed of the data and the random choices (default 1)
       --times               show monotonic start/end times in progress lines (to cut a perf profile)
 
-    Each engine runs in a child process of its own (so peak RSS is per engine). LMDB is loaded at run
-    time from liblmdb.so.0 when present (apt-get install liblmdb0); it is never linked.
+    Each engine runs in a child process of its own (so peak RSS is per engine). SQLite and LMDB are
+    loaded at run time from libsqlite3.so.0 and liblmdb.so.0 when present (apt-get install
+    libsqlite3-0 liblmdb0); they are never linked, and a missing one is skipped with a notice.
     The exit status is 1 when engines disagree on a count or a checksum, 2 on a usage error.
     """
 

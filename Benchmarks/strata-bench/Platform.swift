@@ -1,6 +1,8 @@
 // Small POSIX helpers: clocks, stderr, files and directories, threads and child processes.
-// The bench imports no Foundation, so that each engine's child process starts small and its peak
-// RSS is mostly the engine's own.
+// The harness, the kv suite and the LMDB and SQLite bindings import no Foundation; only the objects
+// suite's model and adapters do (the `Item` struct has a `Data` field, as an app's model would).
+// Every child process loads the same libraries (Strata links Foundation), and the report shows the
+// RSS each had before its engine opened.
 
 #if canImport(Glibc)
 import Glibc

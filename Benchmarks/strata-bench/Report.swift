@@ -53,8 +53,8 @@ struct SuiteReport {
         let peers = runs.dropFirst()
         var header = [pad("workload", 24), padLeft("ops", 11)]
         for run in runs { header.append(padLeft("\(run.engine.title) ops/s", 14)) }
-        if let subject { for peer in peers { header.append(padLeft("\(subject.engine.title)/\(peer.engine.title)", 13)) } }
-        for _ in peers { header.append(padLeft("(cpu)", 7)) }
+        // Each peer's wall-time ratio, then the same ratio in CPU time.
+        if let subject { for peer in peers { header.append(padLeft("\(subject.engine.title)/\(peer.engine.title)", 13)); header.append(padLeft("(cpu)", 7)) } }
         for run in runs { header.append(padLeft("\(run.engine.title) time", 13)) }
         lines.append(header.joined(separator: " "))
 
@@ -63,12 +63,13 @@ struct SuiteReport {
             guard let ops = measured.compactMap({ $0 }).first?.ops else { continue }
             var row = [pad(w.id, 24), padLeft(formatInt(ops), 11)]
             for m in measured { row.append(padLeft(m.map { formatInt(Int($0.opsPerSecond.rounded())) } ?? "-", 14)) }
-            if let first = measured.first {
-                for m in measured.dropFirst() { row.append(padLeft(ratio(first?.opsPerSecond, m?.opsPerSecond), 13)) }
-            }
-            // The same ratio in CPU seconds (the least of any round): less CPU for Strata → above 1.
-            if let subject = runs.first {
-                for peer in runs.dropFirst() { row.append(padLeft(ratio(peer.leastCPU[w.id], subject.leastCPU[w.id]), 7)) }
+            // Each peer's ratio of ops/s, then the same ratio in CPU seconds (the least of any round):
+            // less CPU for Strata → above 1.
+            if let subject = runs.first, let first = measured.first {
+                for (peer, m) in zip(runs.dropFirst(), measured.dropFirst()) {
+                    row.append(padLeft(ratio(first?.opsPerSecond, m?.opsPerSecond), 13))
+                    row.append(padLeft(ratio(peer.leastCPU[w.id], subject.leastCPU[w.id]), 7))
+                }
             }
             for m in measured { row.append(padLeft(m.map { formatSeconds($0.seconds) } ?? "-", 13)) }
             lines.append(row.joined(separator: " "))

@@ -1,6 +1,6 @@
 // What every suite shares: its workload rows, its engines, and the measurements an engine's child
-// process sends back. The kv suite is the first; an `objects` suite (Strata's object layer beside
-// SQLite and LMDB) plugs in the same way: a `BenchSuite` with its engines and workloads.
+// process sends back. Two suites plug in here: `objects` (Strata's object layer beside SQLite and
+// LMDB, ObjectWorkloads.swift) and `kv` (StrataStorage beside LMDB, KVWorkloads.swift).
 
 /// One row of a suite's table.
 struct WorkloadInfo: Sendable {
@@ -22,9 +22,9 @@ struct SizeInfo: Sendable {
 
 /// One engine a suite can measure.
 struct EngineInfo: Sendable {
-    /// Name used by `--engines` and in JSON ("strata", "lmdb").
+    /// Name used by `--engines` and in JSON ("strata", "sqlite", "lmdb").
     let id: String
-    /// Column title ("Strata", "LMDB").
+    /// Column title ("Strata", "SQLite", "LMDB").
     let title: String
 }
 
@@ -45,7 +45,7 @@ struct Measurement: Sendable {
 
 /// A suite of workloads run on several engines, each engine in a child process of its own.
 protocol BenchSuite {
-    /// Subcommand name ("kv").
+    /// Subcommand name ("objects", "kv").
     static var name: String { get }
     /// One line saying what the suite measures and with which data.
     static func describe(_ options: BenchOptions) -> String

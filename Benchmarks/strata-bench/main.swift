@@ -1,6 +1,7 @@
-// strata-bench: Strata beside LMDB (and later SQLite) in one run, on the same data.
+// strata-bench: Strata beside SQLite and LMDB in one run, on the same data.
 //
-//   strata-bench [kv] [options]             the raw key-value suite (the default)
+//   strata-bench [objects] [options]        the object suite (the default)
+//   strata-bench kv [options]               the raw key-value suite
 //   strata-bench engine SUITE ENGINE ...    internal: one engine's phase, in a child process
 //
 // See Benchmarks/README.md for the workloads, the peers' settings and how to read the ratios.
@@ -11,11 +12,12 @@ import Glibc
 import Darwin
 #endif
 
-/// Suite names, for messages. An `objects` suite joins these when the object layer lands.
-let suiteNames = [KVSuite.name]
+/// Suite names, for messages; the first is the default.
+let suiteNames = [ObjectsSuite.name, KVSuite.name]
 
 func suite(named name: String) -> (any BenchSuite.Type)? {
     switch name {
+    case ObjectsSuite.name: return ObjectsSuite.self
     case KVSuite.name: return KVSuite.self
     default: return nil
     }
@@ -119,7 +121,7 @@ func main() -> Int32 {
             options.directoryGiven = true
             return runEngine(chosen, engine: engine, options: options)
         default:
-            var chosen: any BenchSuite.Type = KVSuite.self
+            var chosen: any BenchSuite.Type = ObjectsSuite.self
             if let first = args.first, !first.hasPrefix("-") {
                 guard let named = suite(named: first) else {
                     throw UsageError("unknown suite \(first) (choose from \(suiteNames.joined(separator: ", ")))")
