@@ -132,3 +132,19 @@ struct ComputedKeyTests {
         }
     }
 }
+
+struct DeleteWhereTests {
+    @Test func deleteWhereRemovesExactlyTheMatches() throws {
+        let db = try Database.inMemory(models: [Item.self])
+        let items = QueryTests.makeItems(300, seed: 5)
+        try db.write { tx in try tx.insert(contentsOf: items) }
+        let cut = 0.5
+        let removed = try db.write { tx in try tx.delete(Item.self, where: #Predicate { $0.score < cut }) }
+        #expect(removed == items.filter { $0.score < cut }.count)
+        #expect(db.objects(Item.self).map(\.id) == items.filter { $0.score >= cut }.map(\.id).sorted())
+        // Indexes follow: nothing found through the score index below the cut.
+        #expect(db.objects(Item.self).filter(#Predicate { $0.score < cut }).count == 0)
+        let c = 3
+        #expect(db.objects(Item.self).filter(#Predicate { $0.category == c }).count == items.filter { $0.score >= cut && $0.category == c }.count)
+    }
+}

@@ -11,7 +11,7 @@ import Foundation
 extension Results {
     /// The values of `keyPath` over the matching objects, in result order.
     func values<V>(_ keyPath: KeyPath<M, V>) throws -> [V] {
-        if let error = state.error { throw error }
+        if let error = state.cached?.error { throw error }
         if state.cachedRows == nil, let snapshot, let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) {
             return fast
         }

@@ -47,7 +47,9 @@ struct Row<M: Model>: Sendable {
 /// Runs queries: candidates from the plan (a key or index range, or a full scan), decoded and
 /// filtered with the whole predicate, then sorted, de-duplicated and windowed.
 enum QueryEngine {
-    static func evaluate<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [Row<M>] {
+    /// Evaluates the query. `needKeys` false lets a plain scan skip copying each primary key (the
+    /// rows' keys are then empty unless a sort needs them).
+    static func evaluate<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S, needKeys: Bool = true) throws -> [Row<M>] {
         guard let records = try source.tree(named: info.recordTree) else { return [] }
         let plan = try Planner.plan(query, info: info, source: source)
         var rows: [Row<M>] = []
@@ -80,7 +82,11 @@ enum QueryEngine {
                 }
             }
         } else if plan.accesses.isEmpty {
-            try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { key, value in try consider(key: Array(key), record: value) }
+            // Keys only break ties in a sort; a plain scan is already in key order.
+            let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty
+            try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { key, value in
+                try consider(key: keepKeys ? Array(key) : [], record: value)
+            }
         } else {
             for key in try candidateKeys(plan, info: info, source: source) {
                 guard let record = try records.view(key) else {

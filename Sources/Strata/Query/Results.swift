@@ -75,25 +75,26 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func fetch() throws -> [M] { try rows().map(\.object) }
 
     func rows() throws -> [Row<M>] {
-        if let error = state.error { throw error }
-        return try state.rows {
-            guard let snapshot else { return [] }
-            return try QueryEngine.evaluate(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
-        }
+        try state.rows(compute)
     }
 
-    private var evaluated: [Row<M>] { (try? rows()) ?? [] }
-
-    /// The error that emptied these results, if any.
-    public var error: StrataError? {
-        _ = try? rows()
-        return state.error
+    private func compute() throws -> [Row<M>] {
+        guard let snapshot else { return [] }
+        return try QueryEngine.evaluate(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn), needKeys: false)
     }
+
+    /// The matching objects, evaluated once (empty if the query failed).
+    private var objects: [M] { state.resolve(compute).objects }
+
+    /// The error that emptied these results, if any (runs the query if it has not run yet).
+    public var error: StrataError? { state.resolve(compute).error }
 
     /// The number of matching objects; without conditions it is read from the tree, decoding nothing.
     public func fetchCount() throws -> Int {
-        if let error = state.error { throw error }
-        if let rows = state.cachedRows { return rows.count }
+        if let done = state.cached {
+            if let error = done.error { throw error }
+            return done.rows.count
+        }
         guard let snapshot else { return 0 }
         return try QueryEngine.count(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
     }
@@ -102,11 +103,14 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public var count: Int { (try? fetchCount()) ?? 0 }
 
     /// The primary keys of the matching objects, in order.
-    public var keys: [M.ID] { evaluated.map(\.object.id) }
+    public var keys: [M.ID] { objects.map(\.id) }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { evaluated.count }
-    public subscript(position: Int) -> M { evaluated[position].object }
+    public var endIndex: Int { objects.count }
+    public subscript(position: Int) -> M { objects[position] }
+
+    /// Iterates the evaluated objects directly: one evaluation, no per-element work.
+    public func makeIterator() -> IndexingIterator<[M]> { objects.makeIterator() }
 
     /// How the query runs: the index or key ranges used, the residual filter, the sort method.
     ///
@@ -125,39 +129,62 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
     /// The first matching object; evaluates only one row when there is no filter or sort.
     public var first: M? {
-        if query.isPlainScan { return (try? prefix(1).rows())?.first?.object }
-        return evaluated.first?.object
+        if state.cached == nil && query.isPlainScan { return (try? prefix(1).rows())?.first?.object }
+        return objects.first
     }
 }
 
-/// The evaluated rows of a `Results`, computed once. `Sendable` through its Mutex.
+/// The outcome of a `Results`' query: computed once, then read without locking.
+final class ResultsOutcome<M: Model>: Sendable {
+    let rows: [Row<M>]
+    let objects: [M]
+    let error: StrataError?
+
+    init(rows: [Row<M>], error: StrataError?) {
+        self.rows = rows
+        self.objects = rows.map(\.object)
+        self.error = error
+    }
+}
+
+/// Holds a `Results`' outcome. The first access computes it under a lock; later ones only load an
+/// atomic reference, so iterating and indexing cost no lock per element.
 final class ResultsState<M: Model>: Sendable {
-    private let storage: Mutex<(rows: [Row<M>]?, error: StrataError?)>
+    private let outcome = AtomicLazyReference<ResultsOutcome<M>>()
+    private let computing = Mutex<Void>(())
 
-    init(error: StrataError? = nil) { storage = Mutex((nil, error)) }
+    init(error: StrataError? = nil) {
+        if let error { _ = outcome.storeIfNil(ResultsOutcome(rows: [], error: error)) }
+    }
 
-    var error: StrataError? { storage.withLock { $0.error } }
-    var cachedRows: [Row<M>]? { storage.withLock { $0.rows } }
+    var error: StrataError? { outcome.load()?.error }
+    var cachedRows: [Row<M>]? {
+        guard let done = outcome.load(), done.error == nil else { return nil }
+        return done.rows
+    }
+    var cached: ResultsOutcome<M>? { outcome.load() }
+
+    func resolve(_ compute: () throws -> [Row<M>]) -> ResultsOutcome<M> {
+        if let done = outcome.load() { return done }
+        return computing.withLock { _ in
+            if let done = outcome.load() { return done }
+            let result: ResultsOutcome<M>
+            do {
+                result = ResultsOutcome(rows: try compute(), error: nil)
+            } catch let error as StrataError {
+                result = ResultsOutcome(rows: [], error: error)
+            } catch let error as StorageError {
+                result = ResultsOutcome(rows: [], error: error == .closed ? .databaseClosed : .storage(error))
+            } catch {
+                result = ResultsOutcome(rows: [], error: .invalidQuery("\(error)"))
+            }
+            return outcome.storeIfNil(result)
+        }
+    }
 
     func rows(_ compute: () throws -> [Row<M>]) throws -> [Row<M>] {
-        try storage.withLock { state in
-            if let rows = state.rows { return rows }
-            if let error = state.error { throw error }
-            do {
-                let rows = try compute()
-                state.rows = rows
-                return rows
-            } catch let error as StrataError {
-                state.error = error
-                throw error
-            } catch let error as StorageError {
-                state.error = .storage(error)
-                throw StrataError.storage(error)
-            } catch {
-                let wrapped = StrataError.invalidQuery("\(error)")
-                state.error = wrapped
-                throw wrapped
-            }
-        }
+        let done = resolve(compute)
+        if let error = done.error { throw error }
+        return done.rows
     }
 }
