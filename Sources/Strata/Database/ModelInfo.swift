@@ -18,6 +18,12 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let autoIncrement: Bool
     /// Tree names of `indexes`, in order.
     let indexTreeNames: [String]
+    /// Stored types of the indexed fields (their element type for arrays), in order.
+    let indexValueTypes: [FieldType]
+    /// Positions of the unique indexes in `indexes`.
+    let uniqueIndexPositions: [Int]
+    /// Whether each indexed field is an array (one entry per element).
+    let indexIsArray: [Bool]
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
         self.name = stored.name
@@ -25,6 +31,16 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1) }
         self.autoIncrement = isAutoIncrementKey(M.ID.self)
         self.indexTreeNames = indexes.map { $0.0.treeName(model: stored.name) }
+        self.indexValueTypes = indexes.map { index in
+            let type = stored.object.type(atPath: index.0.path) ?? .string
+            if case .array(let element) = type { return element }
+            return type
+        }
+        self.uniqueIndexPositions = indexes.indices.filter { indexes[$0].0.unique }
+        self.indexIsArray = indexes.map { index in
+            if case .array = stored.object.type(atPath: index.0.path)?.unwrapped { return true }
+            return false
+        }
     }
 
     var recordTree: String { stored.recordTree }
@@ -63,15 +79,18 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     func indexKeys(_ object: M, index i: Int, primaryKey: [UInt8]) throws -> [[UInt8]] {
         let (schema, keyPath) = indexes[i]
         let value = object[keyPath: keyPath]
-        var values: [Any] = [value]
-        if let array = value as? [Any] { values = array }
-        return try values.map { element in
-            guard var key = KeyEncoding.encode(element) else {
+        let valueType = indexValueTypes[i]
+        func key(_ element: Any) throws -> [UInt8] {
+            var key: [UInt8] = []
+            key.reserveCapacity(16 + primaryKey.count)
+            guard KeyEncoding.append(element, as: valueType, to: &key) else {
                 throw StrataError.unsupportedType(model: name, field: schema.path, reason: "\(type(of: element)) values cannot be indexed")
             }
             if !schema.unique { key.append(contentsOf: primaryKey) }
             return key
         }
+        if indexIsArray[i], let array = value as? [Any] { return try array.map(key) }
+        return [try key(value)]
     }
 
     func validateRecords(in txn: StrataStorage.WriteTransaction) throws {

@@ -223,7 +223,8 @@ public final class Transaction {
 
     /// Throws before anything is written, so a violation leaves the transaction usable.
     private func checkUnique<M: Model>(_ info: ModelInfo<M>, _ keys: [[[UInt8]]], key: [UInt8], object: M) throws {
-        for (i, index) in info.indexes.enumerated() where index.schema.unique {
+        for i in info.uniqueIndexPositions {
+            let index = info.indexes[i]
             let tree = try indexTree(info, i)
             for indexKey in keys[i] {
                 if let owner = try wrapStorage({ try tree.view(indexKey) }), !owner.elementsEqual(key) {

@@ -87,6 +87,25 @@ enum KeyEncoding {
         return true
     }
 
+    /// Encodes a value whose stored type is known, trying the one or two casts that type allows
+    /// before falling back to the general cascade.
+    static func append(_ value: Any, as type: FieldType, to out: inout [UInt8]) -> Bool {
+        switch type {
+        case .int(_, true):
+            if let v = value as? Int64 { appendInt(v, to: &out); return true }
+            if let v = value as? Int { appendInt(Int64(v), to: &out); return true }
+        case .int(_, false):
+            if let v = value as? UInt64 { appendUInt(v, to: &out); return true }
+        case .string:
+            if let v = value as? String { appendBytes(normalized(v).utf8, to: &out); return true }
+        case .double:
+            if let v = value as? Double { appendDouble(v, to: &out); return true }
+        default:
+            break
+        }
+        return append(value, to: &out)
+    }
+
     /// Decodes a primary key of type `T` from its encoding.
     static func decode<T>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) -> T? {
         var reader = KeyReader(bytes: bytes)
