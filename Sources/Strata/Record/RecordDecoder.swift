@@ -295,7 +295,13 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     private func decodeGeneric<T: Decodable>(_ type: T.Type, _ key: Key, _ field: FieldSchema, _ bytes: UnsafeRawBufferPointer) throws -> T {
-        try RecordDecoding.decodeValue(T.self, as: field.type, bytes: bytes, context: state.context.appending(key.stringValue))
+        // Common Foundation types without a dynamic cast (T is exactly the type).
+        if T.self == Data.self, field.type.unwrapped == .data { return unsafeBitCast(Data(bytes), to: T.self) }
+        if T.self == Date.self, field.type.unwrapped == .date, bytes.count == 8 {
+            let seconds = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
+            return unsafeBitCast(Date(timeIntervalSinceReferenceDate: seconds), to: T.self)
+        }
+        return try RecordDecoding.decodeValue(T.self, as: field.type, bytes: bytes, context: state.context.appending(key.stringValue))
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {

@@ -303,6 +303,17 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         let field = try encoder.field(key.stringValue)
+        // Common Foundation types without a dynamic cast (T is exactly the type, so the bit cast is
+        // an identity).
+        if T.self == Data.self, field.type.unwrapped == .data {
+            encoder.storage.entries.append((field.id, false, [UInt8](unsafeBitCast(value, to: Data.self))))
+            return
+        }
+        if T.self == Date.self, field.type.unwrapped == .date {
+            let bits = unsafeBitCast(value, to: Date.self).timeIntervalSinceReferenceDate.bitPattern
+            encoder.storage.entries.append((field.id, false, (0..<8).map { UInt8(truncatingIfNeeded: bits >> (8 * $0)) }))
+            return
+        }
         var bytes: [UInt8] = []
         if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
             encoder.storage.entries.append((field.id, true, []))
