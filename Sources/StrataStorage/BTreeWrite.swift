@@ -107,7 +107,7 @@ extension WriteTransaction {
             if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
             MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
         } else {
-            tree.count += 1
+            tree.count &+= 1   // wrapping: a corrupt count read from the file must not trap
         }
         try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
         return !found
@@ -252,7 +252,7 @@ extension WriteTransaction {
         if !found { throw StorageError.internalError("key vanished between search and delete") }
         if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
         MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
-        tree.count -= 1
+        tree.count &-= 1   // wrapping: a corrupt count read from the file must not trap
         try rebalance(level: path.count, pgno: pgno, tree: &tree)
         return true
     }

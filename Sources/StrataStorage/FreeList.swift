@@ -173,6 +173,11 @@ final class FreePageAllocator {
         let ids = sortedReaders
         var chunk = FreeChunk(key: key, freedBy: freedBy, held: [], reusable: [])
         for e in entries {
+            // A page outside 2..<pageCount would be written over a meta page or far past the end
+            // of the file (or overflow its byte offset): refuse a free list that names one.
+            if e.page < 2 || e.page >= pages.limit {
+                throw StorageError.corrupt(page: 0, reason: "free list (chunk of transaction \(freedBy)) names page \(e.page), outside 2..<\(pages.limit)")
+            }
             if isReusable(born: e.born, freedBy: freedBy, readers: ids) { chunk.reusable.append(e) } else { chunk.held.append(e) }
         }
         chunks.append(chunk)

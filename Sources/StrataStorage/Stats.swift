@@ -16,7 +16,10 @@ public struct StoreStats: Sendable, Equatable {
     public var pendingHolders: [PendingHolder]
 
     /// Pages holding data (every page that is neither free nor pending, meta pages included).
-    public var usedPages: UInt64 { pageCount - freePages - pendingPages }
+    public var usedPages: UInt64 {
+        let unused = freePages + pendingPages
+        return pageCount > unused ? pageCount - unused : 0   // a corrupt free list must not trap
+    }
     /// Bytes the next writes can reuse without growing the file.
     public var freeBytes: UInt64 { freePages * UInt64(pageSize) }
 }
@@ -48,6 +51,9 @@ extension Store {
         while more {
             let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
             for entry in try FreeListFormat.decodeEntries(cursor.value, page: 0) {
+                if entry.page < 2 || entry.page >= txn.meta.pageCount {
+                    throw StorageError.corrupt(page: 0, reason: "free list (chunk of transaction \(freedBy)) names page \(entry.page), outside 2..<\(txn.meta.pageCount)")
+                }
                 if isReusable(born: entry.born, freedBy: freedBy, readers: ids) {
                     free += 1
                 } else {

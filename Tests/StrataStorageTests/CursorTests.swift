@@ -1,0 +1,274 @@
+import Testing
+@testable import StrataStorage
+import Foundation
+
+/// Cursors and range scans on deterministic trees deep enough to have several levels.
+@Suite struct CursorTests {
+    /// Keys "k00000…", "k00002…", … (even numbers), so that odd numbers fall between keys; padded to
+    /// 150 bytes so that few fit in a page and the tree has several levels.
+    static func key(_ i: Int) -> [UInt8] {
+        Array("k\(String(repeating: "0", count: max(0, 5 - String(i).count)))\(i)".utf8) + [UInt8](repeating: 0x2E, count: 144)
+    }
+    static func value(_ i: Int) -> [UInt8] {
+        // Mostly small values, every 97th an overflow value, so cursors cross overflow entries too.
+        i % 97 == 0 ? [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 5000 + i % 300) : Array("v\(i)".utf8)
+    }
+    static let count = 6000
+
+    static func makeStore(pageSize: Int = 4096) throws -> Store {
+        let store = try Store.inMemory(options: StoreOptions(pageSize: pageSize, durability: .noSync))
+        try store.write { txn in
+            let tree = try txn.createTree("t")
+            // Insert in a scrambled order so pages split in the middle, not only at the edge.
+            var order = Array(0..<count)
+            var rng = SplitMix(seed: 7)
+            for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, rng.below(i + 1)) }
+            for i in order { try tree.put(key(2 * i), value(2 * i)) }
+            _ = try txn.createTree("empty")
+        }
+        return store
+    }
+
+    @Test func emptyTree() throws {
+        let store = try Self.makeStore()
+        try store.read { txn in
+            let tree = try #require(try txn.tree("empty"))
+            #expect(tree.count == 0)
+            let cursor = tree.cursor()
+            #expect(!cursor.isPositioned)
+            #expect(try cursor.next() == false)
+            #expect(try cursor.prev() == false)
+            #expect(try cursor.first() == false)
+            #expect(try cursor.last() == false)
+            #expect(try cursor.seek([0]) == false)
+            #expect(!cursor.isPositioned && cursor.key.count == 0 && cursor.value.count == 0)
+            var visited = 0
+            try tree.forEach { _, _ in visited += 1; return true }
+            try tree.forEach(from: [1], to: [9], reverse: true) { _, _ in visited += 1; return true }
+            #expect(visited == 0)
+        }
+    }
+
+    @Test func fullIterationBothWays() throws {
+        let store = try Self.makeStore()
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            #expect(tree.count == Self.count)
+            let shape = try treeShape(txn, "t")
+            #expect(shape.depth >= 3, "the test tree should have several levels, has \(shape.depth)")
+            let cursor = tree.cursor()
+            var i = 0
+            var more = try cursor.first()
+            while more {
+                #expect(Array(cursor.key) == Self.key(2 * i) && Array(cursor.value) == Self.value(2 * i), "entry \(i)")
+                i += 1
+                more = try cursor.next()
+            }
+            #expect(i == Self.count)
+            #expect(!cursor.isPositioned)
+            #expect(try cursor.next() == false, "next() past the end stays off the tree")
+            i = Self.count
+            more = try cursor.last()
+            while more {
+                i -= 1
+                #expect(Array(cursor.key) == Self.key(2 * i) && Array(cursor.value) == Self.value(2 * i), "entry \(i)")
+                more = try cursor.prev()
+            }
+            #expect(i == 0)
+            #expect(try cursor.prev() == false, "prev() before the start stays off the tree")
+        }
+    }
+
+    /// seek lands on the first key ≥ the target: exact keys, keys between, before the first, after the last.
+    @Test func seekSemantics() throws {
+        let store = try Self.makeStore()
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            let cursor = tree.cursor()
+            for n in stride(from: -1, to: 2 * Self.count + 1, by: 1) {
+                let target: [UInt8] = n < 0 ? [0x00] : Self.key(n)
+                let found = try cursor.seek(target)
+                let expected = n < 0 ? 0 : (n + 1) / 2
+                if expected < Self.count {
+                    #expect(found && Array(cursor.key) == Self.key(2 * expected), "seek(\(n))")
+                } else {
+                    #expect(!found && !cursor.isPositioned, "seek(\(n)) past the last key")
+                }
+            }
+            #expect(try cursor.seek([0xFF]) == false)
+            #expect(try cursor.seek(Array("k".utf8)) && Array(cursor.key) == Self.key(0), "a proper prefix sorts first")
+        }
+    }
+
+    /// Stepping back and forth around every position, across leaf and branch boundaries.
+    @Test func zigZagAcrossPageBoundaries() throws {
+        let store = try Self.makeStore()
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            let cursor = tree.cursor()
+            for i in 0..<Self.count {
+                #expect(try cursor.seek(Self.key(2 * i)))
+                if i > 0 {
+                    #expect(try cursor.prev() && Array(cursor.key) == Self.key(2 * (i - 1)), "prev from \(i)")
+                    #expect(try cursor.next() && Array(cursor.key) == Self.key(2 * i), "next back to \(i)")
+                }
+                if i + 1 < Self.count {
+                    #expect(try cursor.next() && Array(cursor.key) == Self.key(2 * (i + 1)), "next from \(i)")
+                    #expect(try cursor.prev() && Array(cursor.key) == Self.key(2 * i), "prev back to \(i)")
+                } else {
+                    #expect(try cursor.next() == false)
+                }
+            }
+        }
+    }
+
+    /// forEach bounds: half-open [lower, upper), absent bounds, empty and inverted ranges, early stop.
+    @Test func boundedRanges() throws {
+        let store = try Self.makeStore()
+        func collect(_ tree: ReadTree, _ lower: Int?, _ upper: Int?, reverse: Bool, limit: Int = .max) throws -> [Int] {
+            var result: [Int] = []
+            try tree.forEach(from: lower.map(Self.key), to: upper.map(Self.key), reverse: reverse) { k, v in
+                let n = Int(String(decoding: k[1..<6], as: UTF8.self)) ?? -1
+                #expect(Array(v) == Self.value(n))
+                result.append(n)
+                return result.count < limit
+            }
+            return result
+        }
+        func expected(_ lower: Int?, _ upper: Int?, reverse: Bool, limit: Int = .max) -> [Int] {
+            let all = (0..<Self.count).map { 2 * $0 }.filter { n in (lower.map { n >= $0 } ?? true) && (upper.map { n < $0 } ?? true) }
+            return Array((reverse ? all.reversed() : all).prefix(limit))
+        }
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            let cases: [(Int?, Int?)] = [
+                (nil, nil), (0, nil), (nil, 0), (1, 2), (2, 3), (2, 2), (3, 3), (100, 50), (101, 2001), (100, 2000),
+                (nil, 1), (nil, 2 * Self.count), (2 * Self.count - 2, nil), (2 * Self.count - 1, nil), (2 * Self.count + 5, nil),
+                (5000, 5001), (4999, 5001), (11_000, 99_999),
+            ]
+            for (lower, upper) in cases {
+                for reverse in [false, true] {
+                    #expect(try collect(tree, lower, upper, reverse: reverse) == expected(lower, upper, reverse: reverse),
+                            "forEach(from: \(String(describing: lower)), to: \(String(describing: upper)), reverse: \(reverse))")
+                    #expect(try collect(tree, lower, upper, reverse: reverse, limit: 3) == expected(lower, upper, reverse: reverse, limit: 3),
+                            "early stop of forEach(from: \(String(describing: lower)), to: \(String(describing: upper)), reverse: \(reverse))")
+                }
+            }
+        }
+    }
+
+    /// A write transaction's cursor sees its own uncommitted writes and is invalidated by the next write.
+    @Test func writeCursorSeesOwnWritesAndIsInvalidated() throws {
+        let store = try Self.makeStore()
+        try store.write { txn in
+            let tree = try #require(try txn.tree("t"))
+            try tree.put(Self.key(1), [1])
+            #expect(try tree.delete(Self.key(2)))
+            let cursor = try tree.cursor()
+            #expect(try cursor.first())
+            #expect(Array(cursor.key) == Self.key(0))
+            #expect(try cursor.next() && Array(cursor.key) == Self.key(1) && Array(cursor.value) == [1])
+            #expect(try cursor.next() && Array(cursor.key) == Self.key(4), "the deleted key is skipped")
+            try tree.put(Self.key(3), [3])
+            #expect(throws: StorageError.cursorInvalidated) { try cursor.next() }
+            #expect(throws: StorageError.cursorInvalidated) { try cursor.prev() }
+            // Repositioning makes it usable again and it sees the new write.
+            #expect(try cursor.seek(Self.key(2)) && Array(cursor.key) == Self.key(3))
+            #expect(try cursor.next() && Array(cursor.key) == Self.key(4))
+            // A failed write (nothing changed) or a read does not invalidate it.
+            #expect(try tree.insert(Self.key(4), [9]) == false)
+            _ = try tree.get(Self.key(0))
+            #expect(try cursor.next() && Array(cursor.key) == Self.key(6))
+            #expect(try tree.delete(Self.key(99_999)) == false)
+            #expect(try cursor.prev() && Array(cursor.key) == Self.key(4))
+            // Dropping another tree counts as a write to the transaction.
+            #expect(try txn.dropTree("empty"))
+            #expect(throws: StorageError.cursorInvalidated) { try cursor.next() }
+            txn.abort()
+        }
+        // The aborted changes never happened.
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            #expect(try tree.get(Self.key(1)) == nil)
+            #expect(try tree.get(Self.key(2)) == Self.value(2))
+            #expect(try txn.tree("empty") != nil)
+        }
+    }
+
+    /// Keys and values are views valid for the life of a read transaction, even after the cursor moves
+    /// and the writer commits over them.
+    @Test func viewsStayValidForTheTransaction() throws {
+        let store = try Self.makeStore()
+        let txn = try store.beginRead()
+        defer { txn.end() }
+        let tree = try #require(try txn.tree("t"))
+        let cursor = tree.cursor()
+        var views: [(UnsafeRawBufferPointer, UnsafeRawBufferPointer, Int)] = []
+        var more = try cursor.first()
+        var i = 0
+        while more {
+            if i % 50 == 0 { views.append((cursor.key, cursor.value, 2 * i)) }
+            i += 1
+            more = try cursor.next()
+        }
+        try store.write { w in
+            let t = try #require(try w.tree("t"))
+            for n in 0..<Self.count where n % 3 == 0 { try t.delete(Self.key(2 * n)) }
+            for n in 0..<Self.count where n % 3 == 1 { try t.put(Self.key(2 * n), [UInt8](repeating: 0xEE, count: 300)) }
+        }
+        for _ in 0..<3 {
+            try store.write { w in
+                let t = try #require(try w.tree("t"))
+                for n in 0..<500 { try t.put(Self.key(2 * n + 1), [UInt8](repeating: 0xAB, count: 100)) }
+                for n in 0..<500 { try t.delete(Self.key(2 * n + 1)) }
+            }
+        }
+        for (k, v, n) in views {
+            #expect(Array(k) == Self.key(n) && Array(v) == Self.value(n), "view of entry \(n) changed")
+        }
+    }
+
+    /// A cursor keeps its transaction alive: the snapshot stays readable while only the cursor holds it.
+    @Test func cursorKeepsSnapshotAlive() throws {
+        let store = try Self.makeStore()
+        var cursor2: Cursor?
+        do {
+            let txn = try store.beginRead()
+            cursor2 = try #require(try txn.tree("t")).cursor()
+        }
+        let c = try #require(cursor2)
+        #expect(try c.first() && Array(c.key) == Self.key(0))
+        #expect(try c.last() && Array(c.key) == Self.key(2 * (Self.count - 1)))
+    }
+
+    /// Trees with long keys (few entries per page) and 32 KiB pages (many entries per page).
+    @Test(arguments: [4096, 32768])
+    func iterationWithLongKeys(pageSize: Int) throws {
+        let store = try Store.inMemory(options: StoreOptions(pageSize: pageSize, durability: .noSync))
+        let maxKey = store.maxKeySize
+        var keys: [[UInt8]] = []
+        var rng = SplitMix(seed: UInt64(pageSize) &+ 3)
+        for _ in 0..<400 {
+            var key = rng.byteArray(rng.within(1...maxKey))
+            if rng.percent(10) { key = Array(key.prefix(1)) }
+            keys.append(key)
+        }
+        let sorted = Array(Set(keys)).sorted(by: keyLess)
+        try store.write { txn in
+            let tree = try txn.createTree("long")
+            for k in keys { try tree.put(k, Array(k.suffix(3))) }
+        }
+        try store.read { txn in
+            let tree = try #require(try txn.tree("long"))
+            #expect(try allEntries(tree).map(\.0) == sorted)
+            var reversed: [[UInt8]] = []
+            try tree.forEach(reverse: true) { k, _ in reversed.append(Array(k)); return true }
+            #expect(reversed == sorted.reversed())
+            let cursor = tree.cursor()
+            for (i, k) in sorted.enumerated() {
+                #expect(try cursor.seek(k) && Array(cursor.key) == k)
+                if i > 0 { #expect(try cursor.prev() && Array(cursor.key) == sorted[i - 1]) }
+            }
+        }
+    }
+}
