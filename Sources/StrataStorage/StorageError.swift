@@ -35,6 +35,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     case transactionFinished
     /// A cursor was used after the transaction wrote to its tree; reposition it with a seek.
     case cursorInvalidated
+    /// `write` was called inside a write transaction on the same thread (which would deadlock).
+    case nestedWrite
     /// Every reader slot is taken (too many concurrent read transactions).
     case readersFull(slots: Int)
     /// The invariant the engine checks failed; should never happen.
@@ -72,6 +74,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the transaction has already finished"
         case .cursorInvalidated:
             return "the cursor's tree was modified; seek again before reading"
+        case .nestedWrite:
+            return "write called inside a write transaction on the same thread; use the transaction you have"
         case let .readersFull(slots):
             return "all \(slots) reader slots are in use"
         case let .internalError(message):

@@ -96,7 +96,7 @@ public final class Store: Sendable {
         try checkOpen()
         let me = currentThreadHash()
         if env.writerThread.load(ordering: .relaxed) == me {
-            throw StorageError.internalError("write called inside a write transaction on the same thread")
+            throw StorageError.nestedWrite
         }
         return try env.writer.withLock { _ throws -> R in
             env.writerThread.store(me, ordering: .relaxed)

@@ -167,7 +167,7 @@ import Foundation
         // Caught inside: the outer transaction goes on and commits.
         try store.write { txn in
             try txn.createTree("t").put([1], [1])
-            #expect(throws: StorageError.self) {
+            #expect(throws: StorageError.nestedWrite) {
                 try store.write { _ in innerRan = true }
             }
             try txn.createTree("t").put([2], [2])
