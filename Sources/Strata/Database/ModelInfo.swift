@@ -67,6 +67,14 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         return key
     }
 
+    /// The object stored under `key` in a snapshot or the write transaction, or nil.
+    func object<S: TreeSource>(key: M.ID, in source: S) throws -> M? {
+        guard let tree = try wrapStorage({ try source.tree(named: recordTree) }) else { return nil }
+        let keyBytes = try keyBytes(key)
+        guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return nil }
+        return try decode(record)
+    }
+
     func encode(_ object: M) throws -> [UInt8] {
         try RecordEncoding.encode(object, schema: stored.object, model: name)
     }

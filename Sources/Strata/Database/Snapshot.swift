@@ -21,11 +21,7 @@ public final class Snapshot: Sendable {
 
     /// The object with primary key `key`, or nil.
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
-        let info = try db.info(M.self)
-        guard let tree = try wrapStorage({ try txn.tree(info.recordTree) }) else { return nil }
-        let keyBytes = try info.keyBytes(key)
-        guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return nil }
-        return try info.decode(record)
+        try db.info(M.self).object(key: key, in: SnapshotTrees(txn: txn))
     }
 
     /// Every object of the model in this snapshot, to filter, sort and count.

@@ -51,11 +51,7 @@ public final class Transaction {
 
     /// The object with primary key `key`, including this transaction's own writes.
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
-        let info = try db.info(M.self)
-        guard let tree = try wrapStorage({ try txn.tree(info.recordTree) }) else { return nil }
-        let keyBytes = try info.keyBytes(key)
-        guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return nil }
-        return try info.decode(record)
+        try db.info(M.self).object(key: key, in: WriteTrees(txn: txn))
     }
 
     /// The objects matching `predicate` (all when nil), sorted, as this transaction sees them.
