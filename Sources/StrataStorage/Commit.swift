@@ -38,20 +38,18 @@ extension WriteTransaction {
         let recordRun = try reserveRecordRun()
 
         // Seal every dirty page.
-        let written = pages.dirty.keys.sorted()
-        for pgno in written {
-            let buffer = pages.dirty[pgno]!
+        let dirty = pages.dirty.sorted { $0.key < $1.key }
+        for (pgno, buffer) in dirty {
             buffer.setU64(PageHeader.pageNumber, pgno)
             buffer.setU64(PageHeader.txnid, txnid)
             buffer.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(buffer), byteCount: runPages(buffer) * pageSize))
         }
 
         var meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: pageCount, catalog: catalog, free: freeTree,
-                        recordRun: 0, recordCount: written.count)
-        let record = written.map { RecordEntry(page: $0, checksum: UnsafeRawPointer(pages.dirty[$0]!).u64(PageHeader.checksum)) }
-        var writes = written.map { pgno -> (PageNo, UnsafeRawBufferPointer) in
-            let buffer = pages.dirty[pgno]!
-            return (pgno, UnsafeRawBufferPointer(start: buffer, count: runPages(buffer) * pageSize))
+                        recordRun: 0, recordCount: dirty.count)
+        let record = dirty.map { RecordEntry(page: $0.key, checksum: UnsafeRawPointer($0.value).u64(PageHeader.checksum)) }
+        var writes = dirty.map { (pgno, buffer) -> (PageNo, UnsafeRawBufferPointer) in
+            (pgno, UnsafeRawBufferPointer(start: buffer, count: runPages(buffer) * pageSize))
         }
         var recordBuffer: UnsafeMutableRawPointer?
         defer { recordBuffer?.deallocate() }

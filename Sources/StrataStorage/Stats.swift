@@ -65,7 +65,7 @@ extension Store {
         }
         return StoreStats(fileSize: try env.file.size(), pageSize: env.pageSize, pageCount: txn.meta.pageCount,
                           freePages: free, pendingPages: pending, txnid: txn.txnid,
-                          pendingHolders: holders.keys.sorted().map { PendingHolder(reader: readers[$0], pages: holders[$0]!) })
+                          pendingHolders: holders.sorted { $0.key < $1.key }.map { PendingHolder(reader: readers[$0.key], pages: $0.value) })
     }
 
     /// Live read snapshots of every process on this file.

@@ -39,7 +39,7 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         case let .reference(_, key): return jsonString(key)
         case .array(let values): return "[" + values.map(\.json).joined(separator: ",") + "]"
         case .object(let fields):
-            return "{" + fields.keys.sorted().map { jsonString($0) + ":" + fields[$0]!.json }.joined(separator: ",") + "}"
+            return "{" + fields.sorted { $0.key < $1.key }.map { jsonString($0.key) + ":" + $0.value.json }.joined(separator: ",") + "}"
         }
     }
 
