@@ -12,10 +12,10 @@ extension Results {
     /// The values of `keyPath` over the matching objects, in result order.
     func values<V>(_ keyPath: KeyPath<M, V>) throws -> [V] {
         if let error = state.cached?.error { throw error }
-        if state.cachedRows == nil, let snapshot, let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) {
+        if state.cachedObjects == nil, let snapshot, let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) {
             return fast
         }
-        return try rows().map { $0.object[keyPath: keyPath] }
+        return try fetch().map { $0[keyPath: keyPath] }
     }
 
     /// The smallest value of `keyPath`, or nil when there are no objects.

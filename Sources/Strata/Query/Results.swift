@@ -72,11 +72,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     // MARK: Evaluating
 
     /// Runs the query (once) and returns the objects, throwing what it hit.
-    public func fetch() throws -> [M] { try rows().map(\.object) }
-
-    func rows() throws -> [Row<M>] {
-        try state.rows(compute)
-    }
+    public func fetch() throws -> [M] { try state.objects(compute) }
 
     private func compute() throws -> [Row<M>] {
         guard let snapshot else { return [] }
@@ -93,7 +89,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func fetchCount() throws -> Int {
         if let done = state.cached {
             if let error = done.error { throw error }
-            return done.rows.count
+            return done.objects.count
         }
         guard let snapshot else { return 0 }
         return try QueryEngine.count(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
@@ -129,19 +125,17 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
     /// The first matching object; evaluates only one row when there is no filter or sort.
     public var first: M? {
-        if state.cached == nil && query.isPlainScan { return (try? prefix(1).rows())?.first?.object }
+        if state.cached == nil && query.isPlainScan { return (try? prefix(1).fetch())?.first }
         return objects.first
     }
 }
 
 /// The outcome of a `Results`' query: computed once, then read without locking.
 final class ResultsOutcome<M: Model>: Sendable {
-    let rows: [Row<M>]
     let objects: [M]
     let error: StrataError?
 
     init(rows: [Row<M>], error: StrataError?) {
-        self.rows = rows
         self.objects = rows.map(\.object)
         self.error = error
     }
@@ -158,9 +152,9 @@ final class ResultsState<M: Model>: Sendable {
     }
 
     var error: StrataError? { outcome.load()?.error }
-    var cachedRows: [Row<M>]? {
+    var cachedObjects: [M]? {
         guard let done = outcome.load(), done.error == nil else { return nil }
-        return done.rows
+        return done.objects
     }
     var cached: ResultsOutcome<M>? { outcome.load() }
 
@@ -182,9 +176,9 @@ final class ResultsState<M: Model>: Sendable {
         }
     }
 
-    func rows(_ compute: () throws -> [Row<M>]) throws -> [Row<M>] {
+    func objects(_ compute: () throws -> [Row<M>]) throws -> [M] {
         let done = resolve(compute)
         if let error = done.error { throw error }
-        return done.rows
+        return done.objects
     }
 }
