@@ -104,6 +104,7 @@ extension WriteTransaction {
         }
         env.readers.publish(latest: txnid)
         _ = try? env.maps.ensure(bytes: Int(pageCount) * pageSize)
+        env.commitListeners.notify(CommitEvent(txnid: txnid, changedTrees: Set(trees.values.filter(\.modified).map(\.name))))
     }
 
     /// Allocates the commit-record run when this commit wrote more pages than its meta page lists

@@ -19,6 +19,8 @@ final class Environment: @unchecked Sendable {
     let writer = Mutex<Void>(())
     /// Hash of the thread inside `write`, to turn a nested write into an error instead of a deadlock.
     let writerThread = Atomic<UInt>(0)
+    /// Told of every commit made through this environment.
+    let commitListeners = CommitListeners()
     private let lockFileMap: (address: UInt, length: Int)?
 
     private init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,

@@ -58,6 +58,8 @@ public final class Store: Sendable {
     /// The longest key this store accepts.
     public var maxKeySize: Int { Limits.maxKeySize(pageSize: env.pageSize) }
 
+    var closedFlag: Bool { closed.load(ordering: .relaxed) }
+
     private func checkOpen() throws {
         if closed.load(ordering: .relaxed) { throw StorageError.closed }
     }

@@ -25,6 +25,16 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
         self.state = ResultsState()
     }
 
+    /// The commit these results see (nil when they failed before binding to a snapshot).
+    public var version: UInt64? { snapshot?.version }
+
+    /// Results whose objects are already evaluated (by an observer).
+    init(snapshot: Snapshot, query: Query<M>, objects: [M]) {
+        self.snapshot = snapshot
+        self.query = query
+        self.state = ResultsState(objects: objects)
+    }
+
     init(failed error: StrataError) {
         self.snapshot = nil
         self.query = Query()
@@ -139,6 +149,11 @@ final class ResultsOutcome<M: Model>: Sendable {
         self.objects = rows.map(\.object)
         self.error = error
     }
+
+    init(objects: [M], error: StrataError?) {
+        self.objects = objects
+        self.error = error
+    }
 }
 
 /// Holds a `Results`' outcome. The first access computes it under a lock; later ones only load an
@@ -148,7 +163,11 @@ final class ResultsState<M: Model>: Sendable {
     private let computing = Mutex<Void>(())
 
     init(error: StrataError? = nil) {
-        if let error { _ = outcome.storeIfNil(ResultsOutcome(rows: [], error: error)) }
+        if let error { _ = outcome.storeIfNil(ResultsOutcome(objects: [], error: error)) }
+    }
+
+    init(objects: [M]) {
+        _ = outcome.storeIfNil(ResultsOutcome(objects: objects, error: nil))
     }
 
     var error: StrataError? { outcome.load()?.error }

@@ -1,0 +1,187 @@
+import Foundation
+import Dispatch
+import Synchronization
+
+/// A change to one observed object.
+public enum ObjectChange<M: Model>: Sendable {
+    /// The object changed; `fields` names the stored fields whose value differs.
+    case changed(M, fields: [String])
+    /// The object was deleted; observation ends.
+    case deleted
+    /// The object could not be read; observation ends.
+    case error(StrataError)
+}
+
+/// What one commit changed, for database observers.
+public struct DatabaseChange: Sendable, Equatable {
+    /// The commit's version (transaction id).
+    public let version: UInt64
+    /// Names of the models whose objects (or indexes) the commit wrote.
+    public let models: Set<String>
+}
+
+extension Database {
+    /// Calls `block` on `queue` whenever a commit changes the stored value of the object with
+    /// primary key `key`, with the names of the changed fields, and once with `.deleted` when it is
+    /// deleted. Nothing is delivered for commits that leave it as it was.
+    ///
+    /// ```swift
+    /// let token = db.observe(Person.self, key: "u17") { change in
+    ///     if case .changed(let person, let fields) = change, fields.contains("status") { show(person.status) }
+    /// }
+    /// ```
+    public func observe<M: Model>(_ type: M.Type, key: M.ID, on queue: DispatchQueue = .main,
+                                  _ block: @escaping @Sendable (ObjectChange<M>) -> Void) -> NotificationToken {
+        let observer = ObjectObserver<M>(db: self, key: key, queue: queue, block: block)
+        observer.start()
+        return NotificationToken { observer.invalidate() }
+    }
+
+    /// `observe(_:key:)` as an `AsyncSequence`; cancelling the consuming task ends the observation.
+    public func changes<M: Model>(_ type: M.Type, key: M.ID) -> AsyncStream<ObjectChange<M>> {
+        AsyncStream { continuation in
+            let token = observe(type, key: key, on: DispatchQueue(label: "strata.object-changes")) { change in
+                continuation.yield(change)
+                switch change {
+                case .deleted, .error: continuation.finish()
+                case .changed: break
+                }
+            }
+            continuation.onTermination = { _ in token.invalidate() }
+        }
+    }
+
+    /// Calls `block` on `queue` after every commit made through any handle of this file in this
+    /// process, with its version and the models it changed.
+    ///
+    /// ```swift
+    /// let token = db.observeCommits { change in print(change.version, change.models) }
+    /// ```
+    public func observeCommits(on queue: DispatchQueue = .main, _ block: @escaping @Sendable (DatabaseChange) -> Void) -> NotificationToken {
+        let active = Atomic<Bool>(true)
+        let store = self.store
+        let listener = store.addCommitListener { event in
+            var models = Set<String>()
+            for tree in event.changedTrees {
+                if tree.hasPrefix("m:") { models.insert(String(tree.dropFirst(2))) }
+                else if tree.hasPrefix("i:"), let name = tree.dropFirst(2).split(separator: ":").first { models.insert(String(name)) }
+            }
+            let change = DatabaseChange(version: event.txnid, models: models)
+            queue.async {
+                guard active.load(ordering: .sequentiallyConsistent), !store.isClosed else { return }
+                block(change)
+            }
+        }
+        return NotificationToken {
+            active.store(false, ordering: .sequentiallyConsistent)
+            listener.invalidate()
+        }
+    }
+
+    /// `observeCommits` as an `AsyncSequence`.
+    public var commits: AsyncStream<DatabaseChange> {
+        AsyncStream { continuation in
+            let token = observeCommits(on: DispatchQueue(label: "strata.commits")) { continuation.yield($0) }
+            continuation.onTermination = { _ in token.invalidate() }
+        }
+    }
+}
+
+/// Watches one object's record. `@unchecked Sendable`: `last` is touched only on `worker`, a serial
+/// queue; the rest is immutable or atomic.
+final class ObjectObserver<M: Model>: @unchecked Sendable {
+    private let db: Database
+    private let key: M.ID
+    private let queue: DispatchQueue
+    private let block: @Sendable (ObjectChange<M>) -> Void
+    private let worker = DispatchQueue(label: "strata.object-observer")
+    private let pending = Atomic<Bool>(false)
+    private let invalidated = Atomic<Bool>(false)
+    private let finished = Atomic<Bool>(false)
+    private let listener = Mutex<CommitListenerToken?>(nil)
+    /// Field id → hash of its stored bytes (nil when the object does not exist).
+    private var last: [Int: Int]?
+
+    init(db: Database, key: M.ID, queue: DispatchQueue, block: @escaping @Sendable (ObjectChange<M>) -> Void) {
+        self.db = db
+        self.key = key
+        self.queue = queue
+        self.block = block
+    }
+
+    func start() {
+        guard let info = try? db.info(M.self) else {
+            deliver(.error(.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")))
+            return
+        }
+        let tree = info.recordTree
+        let token = db.store.addCommitListener { [weak self] event in
+            guard let self, event.changedTrees.contains(tree) else { return }
+            if self.pending.exchange(true, ordering: .sequentiallyConsistent) { return }
+            self.worker.async {
+                self.pending.store(false, ordering: .sequentiallyConsistent)
+                self.refresh(initial: false)
+            }
+        }
+        listener.withLock { $0 = token }
+        worker.async { self.refresh(initial: true) }
+    }
+
+    func invalidate() {
+        invalidated.store(true, ordering: .sequentiallyConsistent)
+        stopListening()
+    }
+
+    private func stopListening() {
+        let token = listener.withLock { token -> CommitListenerToken? in
+            defer { token = nil }
+            return token
+        }
+        token?.invalidate()
+    }
+
+    private var isLive: Bool { !invalidated.load(ordering: .sequentiallyConsistent) && !db.store.isClosed }
+
+    private func refresh(initial: Bool) {
+        guard isLive, !finished.load(ordering: .sequentiallyConsistent) else { return stopListening() }
+        do {
+            let info = try db.info(M.self)
+            let snapshot = try db.snapshot()
+            let keyBytes = try info.keyBytes(key)
+            let record = try wrapStorage { try snapshot.txn.tree(info.recordTree)?.view(keyBytes) }
+            guard let record else {
+                if !initial && last != nil { end(.deleted) }
+                last = nil
+                return
+            }
+            var fields: [Int: Int] = [:]
+            for entry in try FieldTable(record).entries {
+                var hasher = Hasher()
+                hasher.combine(entry.isNil)
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: record[entry.start..<entry.end]))
+                fields[entry.id] = hasher.finalize()
+            }
+            defer { last = fields }
+            guard !initial, let previous = last else { return }
+            let changedIDs = Set(fields.keys).union(previous.keys).filter { fields[$0] != previous[$0] }
+            if changedIDs.isEmpty { return }
+            let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
+            deliver(.changed(try info.decode(record), fields: names))
+        } catch {
+            end(.error(error as? StrataError ?? .invalidQuery("\(error)")))
+        }
+    }
+
+    private func end(_ change: ObjectChange<M>) {
+        finished.store(true, ordering: .sequentiallyConsistent)
+        stopListening()
+        deliver(change)
+    }
+
+    private func deliver(_ change: ObjectChange<M>) {
+        queue.async { [self] in
+            guard isLive else { return }
+            block(change)
+        }
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import Dispatch
+import Synchronization
+
+/// A change to observed results.
+public enum ResultsChange<M: Model>: Sendable {
+    /// The results when observation began (always the first delivery, asynchronously).
+    case initial(Results<M>)
+    /// The results after one or more commits: apply `deletions` (old indices, highest first), then
+    /// `insertions` (new indices, lowest first); `modifications` are new indices of objects that
+    /// stayed in place and changed.
+    case update(Results<M>, deletions: [Int], insertions: [Int], modifications: [Int])
+    /// The query could not be evaluated; observation stops.
+    case error(StrataError)
+}
+
+/// Keeps an observation alive. `invalidate()` stops delivery; so does releasing the token.
+public final class NotificationToken: Sendable {
+    private let stop: @Sendable () -> Void
+    private let active = Atomic<Bool>(true)
+
+    init(stop: @escaping @Sendable () -> Void) { self.stop = stop }
+
+    /// Stops delivery. No block runs after this returns (blocks already running finish).
+    public func invalidate() {
+        if active.exchange(false, ordering: .sequentiallyConsistent) { stop() }
+    }
+
+    deinit { invalidate() }
+}
+
+extension Results {
+    /// Calls `block` on `queue` with the initial results, then with each change after commits that
+    /// affect them. The writer never waits: results are recomputed on a background queue, and
+    /// commits that land before a delivery merge into one change. With `keyPaths`, a commit that
+    /// changes only other fields of the observed objects delivers nothing.
+    ///
+    /// ```swift
+    /// let token = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).observe(on: .main) { change in
+    ///     switch change {
+    ///     case .initial(let people): table.reload(people)
+    ///     case .update(let people, let deletions, let insertions, let modifications):
+    ///         table.apply(people, deletions, insertions, modifications)
+    ///     case .error(let error): print(error)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Commits made through any `Database` handle of the same file in this process are observed;
+    /// commits made by other processes are not.
+    public func observe(on queue: DispatchQueue = .main, keyPaths: [PartialKeyPath<M> & Sendable]? = nil,
+                        _ block: @escaping @Sendable (ResultsChange<M>) -> Void) -> NotificationToken {
+        guard let snapshot else {
+            let error = state.error ?? .databaseClosed
+            queue.async { block(.error(error)) }
+            return NotificationToken {}
+        }
+        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, queue: queue, block: block)
+        observer.start()
+        return NotificationToken { observer.invalidate() }
+    }
+
+    /// The same as `observe`, as an `AsyncSequence`; cancelling the consuming task ends the observation.
+    ///
+    /// ```swift
+    /// for await change in db.objects(Person.self).changes { ... }
+    /// ```
+    public var changes: AsyncStream<ResultsChange<M>> { changes(keyPaths: nil) }
+
+    /// `changes`, reporting only commits that change the given fields of the observed objects.
+    public func changes(keyPaths: [PartialKeyPath<M> & Sendable]?) -> AsyncStream<ResultsChange<M>> {
+        AsyncStream { continuation in
+            let token = observe(on: DispatchQueue(label: "strata.changes"), keyPaths: keyPaths) { change in
+                continuation.yield(change)
+            }
+            continuation.onTermination = { _ in token.invalidate() }
+        }
+    }
+}
+
+/// Recomputes one observed query after relevant commits and delivers the differences.
+///
+/// Merging: while a delivery is in flight on the observer's queue, commits only mark the results
+/// stale; when the block returns, one refresh covers every commit since. So a slow observer gets
+/// fewer, larger change sets, and the writer never waits for it.
+///
+/// `@unchecked Sendable`: `last`, `inFlight` and `recordTree` are read and written only on
+/// `worker`, a serial queue; everything else is immutable or atomic.
+final class ResultsObserver<M: Model>: @unchecked Sendable {
+    private let db: Database
+    private let query: Query<M>
+    private let queue: DispatchQueue
+    private let block: @Sendable (ResultsChange<M>) -> Void
+    private let worker = DispatchQueue(label: "strata.results-observer")
+    private let observedFields: [Int]?
+    private let pending = Atomic<Bool>(false)
+    /// Set by the token: nothing more is delivered.
+    private let invalidated = Atomic<Bool>(false)
+    /// Set after an error: nothing more is computed (the error itself is still delivered).
+    private let finished = Atomic<Bool>(false)
+    private let listener = Mutex<CommitListenerToken?>(nil)
+    private var last: [ChangeSet.Row] = []
+    private var inFlight = false
+
+    init(db: Database, query: Query<M>, keyPaths: [PartialKeyPath<M> & Sendable]?, queue: DispatchQueue,
+         block: @escaping @Sendable (ResultsChange<M>) -> Void) {
+        self.db = db
+        self.query = query
+        self.queue = queue
+        self.block = block
+        if let keyPaths, let info = try? db.info(M.self) {
+            // Observed fields by id: a nested key path watches its top-level field.
+            let ids = keyPaths.compactMap { keyPath -> Int? in
+                guard let path = fieldPath(of: keyPath), let top = path.split(separator: ".").first else { return nil }
+                return info.stored.object.field(named: String(top))?.id
+            }
+            observedFields = ids.count == keyPaths.count ? ids : nil
+        } else {
+            observedFields = nil
+        }
+    }
+
+    func start() {
+        guard let info = try? db.info(M.self) else {
+            let block = self.block
+            queue.async { block(.error(.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)"))) }
+            return
+        }
+        let tree = info.recordTree
+        // Listen first, then evaluate: a commit in between is in the initial results, and the
+        // refresh it schedules finds nothing new.
+        let token = db.store.addCommitListener { [weak self] event in
+            guard let self, event.changedTrees.contains(tree) else { return }
+            self.schedule()
+        }
+        listener.withLock { $0 = token }
+        worker.async { self.refresh(initial: true) }
+    }
+
+    /// Called on the committing thread: mark stale and hand off, nothing more.
+    private func schedule() {
+        pending.store(true, ordering: .sequentiallyConsistent)
+        worker.async { self.refreshIfStale() }
+    }
+
+    /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes).
+    private func refreshIfStale() {
+        if inFlight { return }
+        if !pending.exchange(false, ordering: .sequentiallyConsistent) { return }
+        refresh(initial: false)
+    }
+
+    func invalidate() {
+        invalidated.store(true, ordering: .sequentiallyConsistent)
+        stopListening()
+    }
+
+    private func stopListening() {
+        let token = listener.withLock { token -> CommitListenerToken? in
+            defer { token = nil }
+            return token
+        }
+        token?.invalidate()
+    }
+
+    private var isLive: Bool { !invalidated.load(ordering: .sequentiallyConsistent) && !db.store.isClosed }
+
+    private func refresh(initial: Bool) {
+        guard isLive, !finished.load(ordering: .sequentiallyConsistent) else { return stopListening() }
+        do {
+            let info = try db.info(M.self)
+            let snapshot = try db.snapshot()
+            let source = SnapshotTrees(txn: snapshot.txn)
+            let rows = try wrapStorage { try QueryEngine.evaluate(query, info: info, source: source, needKeys: true) }
+            let records = try wrapStorage { try source.tree(named: info.recordTree) }
+            var current: [ChangeSet.Row] = []
+            current.reserveCapacity(rows.count)
+            for row in rows {
+                guard let record = try wrapStorage({ try records?.view(row.key) }) else {
+                    throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+                }
+                current.append(ChangeSet.Row(key: row.key, fingerprint: try fingerprint(record)))
+            }
+            let results = Results(snapshot: snapshot, query: query, objects: rows.map(\.object))
+            if initial {
+                last = current
+                deliver(.initial(results))
+                return
+            }
+            let change = ChangeSet.between(last, current)
+            last = current
+            if !change.isEmpty {
+                deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
+            }
+        } catch {
+            finished.store(true, ordering: .sequentiallyConsistent)
+            stopListening()
+            deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
+        }
+    }
+
+    /// A hash of the stored record, or of the observed fields only.
+    private func fingerprint(_ record: UnsafeRawBufferPointer) throws -> Int {
+        var hasher = Hasher()
+        guard let observedFields else {
+            hasher.combine(bytes: record)
+            return hasher.finalize()
+        }
+        for id in observedFields {
+            if let (bytes, isNil) = try RecordField.find(id, in: record) {
+                hasher.combine(isNil)
+                hasher.combine(bytes.count)
+                hasher.combine(bytes: bytes)
+            } else {
+                hasher.combine(-1)
+            }
+        }
+        return hasher.finalize()
+    }
+
+    /// On `worker`: hands `change` to the observer's queue; until the block has run, later commits
+    /// accumulate into the next change.
+    private func deliver(_ change: ResultsChange<M>) {
+        inFlight = true
+        queue.async { [self] in
+            if isLive { block(change) }
+            worker.async {
+                self.inFlight = false
+                self.refreshIfStale()
+            }
+        }
+    }
+}
