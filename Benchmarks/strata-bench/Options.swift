@@ -29,6 +29,7 @@ let usage = """
     usage:
       strata-bench [objects] [options] object workloads: Strata's object API beside SQLite and LMDB (the default)
       strata-bench kv [options]        raw key-value workloads: StrataStorage beside LMDB
+      strata-bench live [options]      live results: commit-to-delivery latency, observers' cost to the writer
       strata-bench help
 
     options:

@@ -96,7 +96,16 @@ enum QueryEngine {
             }
         }
 
-        if !query.sort.isEmpty && plan.orderedIndex == nil {
+        if !query.sort.isEmpty && plan.orderedIndex == nil, let sortKeys = encodedSortKeys(query.sort, info: info) {
+            // Each row's sort values encoded once into order-preserving bytes: the sort then
+            // compares bytes, not descriptors (Foundation's per-comparison cost dominates otherwise).
+            var decorated = try rows.map { row in (key: try sortKeys(row.object), row: row) }
+            decorated.sort { a, b in
+                if a.key != b.key { return a.key.lexicographicallyPrecedes(b.key) }
+                return a.row.key.lexicographicallyPrecedes(b.row.key)
+            }
+            rows = decorated.map(\.row)
+        } else if !query.sort.isEmpty && plan.orderedIndex == nil {
             let descriptors = query.sort
             rows.sort { a, b in
                 for descriptor in descriptors {
@@ -126,6 +135,34 @@ enum QueryEngine {
         let end = query.limit.map { min(rows.count, start + $0) } ?? rows.count
         if start == 0 && end == rows.count { return rows }
         return Array(rows[start..<end])
+    }
+
+    /// A function giving a row's sort key as bytes, when every descriptor sorts a stored number,
+    /// date or bool (whose key encoding orders exactly as `Comparable` does; strings sort
+    /// localized by default, and enums by declaration, so they keep the descriptors). Reverse
+    /// descriptors invert their fixed-width component.
+    static func encodedSortKeys<M: Model>(_ descriptors: [SortDescriptor<M>], info: ModelInfo<M>) -> ((M) throws -> [UInt8])? {
+        var parts: [(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool)] = []
+        for descriptor in descriptors {
+            guard let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
+                  let type = info.stored.object.type(atPath: path) else { return nil }
+            switch type.unwrapped {
+            case .int, .double, .float, .date, .bool: break
+            default: return nil
+            }
+            parts.append((keyPath, type, descriptor.order == .reverse))
+        }
+        return { object in
+            var key: [UInt8] = []
+            for part in parts {
+                let start = key.count
+                guard KeyEncoding.append(object[keyPath: part.keyPath], as: part.type, to: &key) else {
+                    throw StrataError.invalidQuery("cannot encode the sort value of \(part.keyPath)")
+                }
+                if part.reverse { for i in start..<key.count { key[i] = ~key[i] } }
+            }
+            return key
+        }
     }
 
     static func explain<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> String {
