@@ -99,12 +99,15 @@ enum QueryEngine {
         if !query.sort.isEmpty && plan.orderedIndex == nil, let sortKeys = encodedSortKeys(query.sort, info: info) {
             // Each row's sort values encoded once into order-preserving bytes: the sort then
             // compares bytes, not descriptors (Foundation's per-comparison cost dominates otherwise).
-            var decorated = try rows.map { row in (key: try sortKeys(row.object), row: row) }
-            decorated.sort { a, b in
-                if a.key != b.key { return a.key.lexicographicallyPrecedes(b.key) }
-                return a.row.key.lexicographicallyPrecedes(b.row.key)
+            // Sort positions, not rows: moving a row copies (and retains) the whole object.
+            let keys = try rows.map { try sortKeys($0.object) }
+            var order = Array(rows.indices)
+            order.sort { a, b in
+                let x = keys[a], y = keys[b]
+                if x != y { return x.lexicographicallyPrecedes(y) }
+                return rows[a].key.lexicographicallyPrecedes(rows[b].key)
             }
-            rows = decorated.map(\.row)
+            rows = order.map { rows[$0] }
         } else if !query.sort.isEmpty && plan.orderedIndex == nil {
             let descriptors = query.sort
             rows.sort { a, b in
