@@ -104,7 +104,10 @@ extension WriteTransaction {
         }
         env.readers.publish(latest: txnid)
         _ = try? env.maps.ensure(bytes: Int(pageCount) * pageSize)
-        env.commitListeners.notify(CommitEvent(txnid: txnid, changedTrees: Set(trees.values.filter(\.modified).map(\.name))))
+        let changed = trees.values.filter(\.modified)
+        var keys: [String: Set<[UInt8]>] = [:]
+        for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
+        env.commitListeners.notify(CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys))
     }
 
     /// Allocates the commit-record run when this commit wrote more pages than its meta page lists

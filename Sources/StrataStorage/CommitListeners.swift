@@ -6,6 +6,9 @@ public struct CommitEvent: Sendable, Equatable {
     public let txnid: UInt64
     /// Names of the trees the commit wrote, created or dropped.
     public let changedTrees: Set<String>
+    /// For each changed tree whose changes were few enough to list (up to 10,000 keys, and not
+    /// dropped), the keys written or deleted. A changed tree missing here may have changed anywhere.
+    public let changedKeys: [String: Set<[UInt8]>]
 }
 
 /// Listeners of the commits made through any handle of one file in this process. Commits made by

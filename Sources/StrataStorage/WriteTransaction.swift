@@ -179,6 +179,7 @@ public struct WriteTree {
     public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         try check()
         state.modified = true
+        state.noteChange(key)
         return try txn.put(&state.info, key: key, value: value)
     }
 
@@ -194,7 +195,10 @@ public struct WriteTree {
     public func insert(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         try check()
         let inserted = try txn.put(&state.info, key: key, value: value, overwrite: false)
-        if inserted { state.modified = true }
+        if inserted {
+            state.modified = true
+            state.noteChange(key)
+        }
         return inserted
     }
 
@@ -210,7 +214,10 @@ public struct WriteTree {
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
         try check()
         let deleted = try txn.delete(&state.info, key: key)
-        if deleted { state.modified = true }
+        if deleted {
+            state.modified = true
+            state.noteChange(key)
+        }
         return deleted
     }
 
@@ -243,7 +250,22 @@ final class TreeState {
     let name: String
     var info: TreeInfo
     var modified = false
-    var dropped = false
+    var dropped = false {
+        didSet { if dropped { changedKeys = nil } }
+    }
+    /// Keys this transaction wrote or deleted, for commit listeners; nil once there are more than
+    /// `changedKeyLimit` (or the tree was dropped): then "anything may have changed".
+    var changedKeys: Set<[UInt8]>? = []
+    static let changedKeyLimit = 10_000
+
+    @inline(__always) func noteChange(_ key: UnsafeRawBufferPointer) {
+        guard let count = changedKeys?.count else { return }
+        if count >= TreeState.changedKeyLimit {
+            changedKeys = nil
+        } else {
+            changedKeys?.insert(Array(key))   // in place: optional chaining keeps the set unique
+        }
+    }
 
     init(name: String, info: TreeInfo) {
         self.name = name

@@ -84,8 +84,9 @@ extension Results {
 /// stale; when the block returns, one refresh covers every commit since. So a slow observer gets
 /// fewer, larger change sets, and the writer never waits for it.
 ///
-/// `@unchecked Sendable`: `last`, `inFlight` and `recordTree` are read and written only on
-/// `worker`, a serial queue; everything else is immutable or atomic.
+/// `@unchecked Sendable`: `last`, `lastKeys`, `inFlight`, `pendingKeys`, `pendingUnknown` and the
+/// compiled filter are read and written only on `worker`, a serial queue; `incoming` is a Mutex;
+/// everything else is immutable or atomic.
 final class ResultsObserver<M: Model>: @unchecked Sendable {
     private let db: Database
     private let query: Query<M>
@@ -93,14 +94,22 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     private let block: @Sendable (ResultsChange<M>) -> Void
     private let worker = DispatchQueue(label: "strata.results-observer")
     private let observedFields: [Int]?
-    private let pending = Atomic<Bool>(false)
     /// Set by the token: nothing more is delivered.
     private let invalidated = Atomic<Bool>(false)
     /// Set after an error: nothing more is computed (the error itself is still delivered).
     private let finished = Atomic<Bool>(false)
     private let listener = Mutex<CommitListenerToken?>(nil)
     private var last: [ChangeSet.Row] = []
+    private var lastKeys: Set<[UInt8]> = []
     private var inFlight = false
+    /// Keys changed by commits not yet looked at, and whether some commit changed an unknown set.
+    private var pendingKeys: Set<[UInt8]> = []
+    private var pendingUnknown = false
+    /// Filled on committing threads, drained on `worker`.
+    private let incoming = Mutex<(keys: Set<[UInt8]>, unknown: Bool, scheduled: Bool)>(([], false, false))
+    /// The query's conditions compiled for encoded records, when they compile (see RecordFilter).
+    private var recordFilter: RecordFilter?
+    private var filterCompiled = false
 
     init(db: Database, query: Query<M>, keyPaths: [PartialKeyPath<M> & Sendable]?, queue: DispatchQueue,
          block: @escaping @Sendable (ResultsChange<M>) -> Void) {
@@ -131,23 +140,68 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         // refresh it schedules finds nothing new.
         let token = db.store.addCommitListener { [weak self] event in
             guard let self, event.changedTrees.contains(tree) else { return }
-            self.schedule()
+            self.schedule(event.changedKeys[tree])
         }
         listener.withLock { $0 = token }
         worker.async { self.refresh(initial: true) }
     }
 
-    /// Called on the committing thread: mark stale and hand off, nothing more.
-    private func schedule() {
-        pending.store(true, ordering: .sequentiallyConsistent)
-        worker.async { self.refreshIfStale() }
+    /// Called on the committing thread: add the changed keys to the inbox and, unless a worker
+    /// pass is already queued, queue one. Commits that land while the worker is busy cost one
+    /// lock and a set union each, and are looked at together.
+    private func schedule(_ keys: Set<[UInt8]>?) {
+        let enqueue = incoming.withLock { inbox -> Bool in
+            if let keys { inbox.keys.formUnion(keys) } else { inbox.unknown = true }
+            if inbox.scheduled { return false }
+            inbox.scheduled = true
+            return true
+        }
+        guard enqueue else { return }
+        worker.async {
+            let (keys, unknown) = self.incoming.withLock { inbox -> (Set<[UInt8]>, Bool) in
+                defer { inbox = (keys: [], unknown: false, scheduled: false) }
+                return (inbox.keys, inbox.unknown)
+            }
+            self.pendingKeys.formUnion(keys)
+            if unknown { self.pendingUnknown = true }
+            self.refreshIfStale()
+        }
     }
 
-    /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes).
+    /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes), and
+    /// only if a changed object was in the results or now matches the query.
     private func refreshIfStale() {
-        if inFlight { return }
-        if !pending.exchange(false, ordering: .sequentiallyConsistent) { return }
+        if inFlight || (pendingKeys.isEmpty && !pendingUnknown) { return }
+        if !pendingUnknown, let relevant = try? affects(pendingKeys), !relevant {
+            pendingKeys.removeAll()
+            return
+        }
+        pendingKeys.removeAll()
+        pendingUnknown = false
         refresh(initial: false)
+    }
+
+    /// Whether changes to `keys` can change the results: one was in them, or one now matches.
+    private func affects(_ keys: Set<[UInt8]>) throws -> Bool {
+        if !keys.isDisjoint(with: lastKeys) { return true }
+        if !query.hasConditions { return true }
+        let info = try db.info(M.self)
+        let snapshot = try db.snapshot()
+        guard let records = try wrapStorage({ try snapshot.txn.tree(info.recordTree) }) else { return false }
+        if !filterCompiled {
+            recordFilter = RecordFilter.compile(query.conditions, schema: info.stored.object)
+            filterCompiled = true
+        }
+        let filter = recordFilter
+        for key in keys {
+            guard let record = try wrapStorage({ try records.view(key) }) else { continue }
+            if let filter {
+                if try filter.matches(record) { return true }
+            } else if try query.matches(try info.decode(record)) {
+                return true
+            }
+        }
+        return false
     }
 
     func invalidate() {
@@ -182,6 +236,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                 current.append(ChangeSet.Row(key: row.key, fingerprint: try fingerprint(record)))
             }
             let results = Results(snapshot: snapshot, query: query, objects: rows.map(\.object))
+            lastKeys = Set(current.map(\.key))
             if initial {
                 last = current
                 deliver(.initial(results))
