@@ -32,6 +32,16 @@ func apply<T>(_ old: [T], deletions: [Int], insertions: [Int], new: [T]) -> [T] 
     return array
 }
 
+/// One delivery, kept as plain values so the test holds no snapshots.
+struct Delivery: Sendable {
+    var initial: Bool
+    var objects: [Item]
+    var version: UInt64
+    var deletions: [Int]
+    var insertions: [Int]
+    var modifications: [Int]
+}
+
 struct ChangeSetTests {
     @Test func randomChangeSetsRebuildTheNewArray() {
         var rng = SeededRandom(seed: 4242)
@@ -69,10 +79,17 @@ struct LiveResultsTests {
             db.objects(Item.self).filter(#Predicate { $0.score > 0.5 }).prefix(20),
             db.objects(Item.self).sorted(by: SortDescriptor(\.category, order: .reverse), SortDescriptor(\.id)).offset(3).prefix(30),
         ]
-        let inboxes = queries.map { _ in Inbox<ResultsChange<Item>>() }
+        // Each delivered Results keeps its snapshot (a reader slot) alive: keep arrays, not Results.
+        let inboxes = queries.map { _ in Inbox<Delivery>() }
         var tokens: [NotificationToken] = []
         for (query, inbox) in zip(queries, inboxes) {
-            tokens.append(query.observe(on: DispatchQueue(label: "observer")) { inbox.append($0) })
+            tokens.append(query.observe(on: DispatchQueue(label: "observer")) { change in
+                switch change {
+                case .initial(let r): inbox.append(Delivery(initial: true, objects: Array(r), version: r.version ?? 0, deletions: [], insertions: [], modifications: []))
+                case .update(let r, let d, let i, let m): inbox.append(Delivery(initial: false, objects: Array(r), version: r.version ?? 0, deletions: d, insertions: i, modifications: m))
+                case .error(let error): Issue.record("seed \(seed): \(error)")
+                }
+            })
         }
         for round in 0..<500 {
             try db.write { tx in
@@ -114,19 +131,16 @@ struct LiveResultsTests {
         }
         let latest = try db.snapshot().version
         for (q, inbox) in inboxes.enumerated() {
-            let done = inbox.wait { items in
-                guard case .update(let results, _, _, _)? = items.last else { return false }
-                return results.version == latest
-            }
+            let done = inbox.wait { items in items.last.map { !$0.initial && $0.version == latest } ?? false }
             #expect(done, "seed \(seed): observer \(q) never caught up")
             var current: [Item] = []
-            for (n, change) in inbox.all.enumerated() {
-                switch change {
-                case .initial(let results):
+            for (n, delivery) in inbox.all.enumerated() {
+                switch delivery.initial {
+                case true:
                     #expect(n == 0)
-                    current = Array(results)
-                case .update(let results, let deletions, let insertions, let modifications):
-                    let new = Array(results)
+                    current = delivery.objects
+                case false:
+                    let (new, deletions, insertions, modifications) = (delivery.objects, delivery.deletions, delivery.insertions, delivery.modifications)
                     #expect(!(deletions.isEmpty && insertions.isEmpty && modifications.isEmpty), "seed \(seed): empty change delivered")
                     #expect(apply(current, deletions: deletions, insertions: insertions, new: new).map(\.id) == new.map(\.id), "seed \(seed) observer \(q) delivery \(n)")
                     let kept = apply(current, deletions: deletions, insertions: [], new: new)
@@ -134,8 +148,6 @@ struct LiveResultsTests {
                     let changed = Set(zip(keptIndices, kept).filter { new[$0.0] != $0.1 }.map(\.0))
                     #expect(Set(modifications) == changed, "seed \(seed) observer \(q) delivery \(n)")
                     current = new
-                case .error(let error):
-                    Issue.record("seed \(seed): \(error)")
                 }
             }
             let fresh = try db.snapshot()
@@ -170,11 +182,16 @@ struct LiveResultsTests {
         try db.write { tx in try tx.insert(contentsOf: QueryTests.makeItems(10, seed: 2)) }
         let queue = DispatchQueue(label: "slow observer")
         let gate = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
         let inbox = Inbox<ResultsChange<Item>>()
         let token = db.objects(Item.self).observe(on: queue) { change in
-            if case .initial = change { gate.wait() }   // hold the queue while commits land
+            if case .initial = change {
+                started.signal()
+                gate.wait()   // hold the queue while commits land
+            }
             inbox.append(change)
         }
+        started.wait()   // the initial results are computed: every commit below comes after them
         for i in 0..<8 {
             try db.write { tx in try tx.insert(Item(id: 5000 + i, name: "n", category: 1, score: 0, label: nil, status: .away, tags: [], rank: nil)) }
         }

@@ -96,9 +96,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     private let block: @Sendable (ObjectChange<M>) -> Void
     private let worker = DispatchQueue(label: "strata.object-observer")
     private let pending = Atomic<Bool>(false)
-    private let invalidated = Atomic<Bool>(false)
-    private let finished = Atomic<Bool>(false)
-    private let listener = Mutex<CommitListenerToken?>(nil)
+    private let lifecycle = ObservationState()
     /// Field id → hash of its stored bytes (nil when the object does not exist).
     private var last: [Int: Int]?
 
@@ -123,27 +121,16 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 self.refresh(initial: false)
             }
         }
-        listener.withLock { $0 = token }
+        lifecycle.listen(with: token)
         worker.async { self.refresh(initial: true) }
     }
 
-    func invalidate() {
-        invalidated.store(true, ordering: .sequentiallyConsistent)
-        stopListening()
-    }
+    func invalidate() { lifecycle.invalidate() }
 
-    private func stopListening() {
-        let token = listener.withLock { token -> CommitListenerToken? in
-            defer { token = nil }
-            return token
-        }
-        token?.invalidate()
-    }
-
-    private var isLive: Bool { !invalidated.load(ordering: .sequentiallyConsistent) && !db.store.isClosed }
+    private var isLive: Bool { lifecycle.isLive(db.store) }
 
     private func refresh(initial: Bool) {
-        guard isLive, !finished.load(ordering: .sequentiallyConsistent) else { return stopListening() }
+        guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
         do {
             let info = try db.info(M.self)
             let snapshot = try db.snapshot()
@@ -173,8 +160,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     }
 
     private func end(_ change: ObjectChange<M>) {
-        finished.store(true, ordering: .sequentiallyConsistent)
-        stopListening()
+        lifecycle.finish()
         deliver(change)
     }
 

@@ -94,11 +94,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     private let block: @Sendable (ResultsChange<M>) -> Void
     private let worker = DispatchQueue(label: "strata.results-observer")
     private let observedFields: [Int]?
-    /// Set by the token: nothing more is delivered.
-    private let invalidated = Atomic<Bool>(false)
-    /// Set after an error: nothing more is computed (the error itself is still delivered).
-    private let finished = Atomic<Bool>(false)
-    private let listener = Mutex<CommitListenerToken?>(nil)
+    private let lifecycle = ObservationState()
     private var last: [ChangeSet.Row] = []
     private var lastKeys: Set<[UInt8]> = []
     private var inFlight = false
@@ -142,7 +138,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
             guard let self, event.changedTrees.contains(tree) else { return }
             self.schedule(event.changedKeys[tree])
         }
-        listener.withLock { $0 = token }
+        lifecycle.listen(with: token)
         worker.async { self.refresh(initial: true) }
     }
 
@@ -204,23 +200,12 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         return false
     }
 
-    func invalidate() {
-        invalidated.store(true, ordering: .sequentiallyConsistent)
-        stopListening()
-    }
+    func invalidate() { lifecycle.invalidate() }
 
-    private func stopListening() {
-        let token = listener.withLock { token -> CommitListenerToken? in
-            defer { token = nil }
-            return token
-        }
-        token?.invalidate()
-    }
-
-    private var isLive: Bool { !invalidated.load(ordering: .sequentiallyConsistent) && !db.store.isClosed }
+    private var isLive: Bool { lifecycle.isLive(db.store) }
 
     private func refresh(initial: Bool) {
-        guard isLive, !finished.load(ordering: .sequentiallyConsistent) else { return stopListening() }
+        guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
         do {
             let info = try db.info(M.self)
             let snapshot = try db.snapshot()
@@ -248,8 +233,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                 deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
             }
         } catch {
-            finished.store(true, ordering: .sequentiallyConsistent)
-            stopListening()
+            lifecycle.finish()
             deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
         }
     }
