@@ -106,6 +106,24 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     /// The query's conditions compiled for encoded records, when they compile (see RecordFilter).
     private var recordFilter: RecordFilter?
     private var filterCompiled = false
+    /// For queries whose order is a key order (no window, no distinct, no sort or a sort by stored
+    /// numbers/dates/bools): the results with their sort keys, kept up to date from the changed keys
+    /// alone. Nil when the query needs full re-evaluation.
+    private var live: [LiveRow]?
+    private var sortKeyOf: [[UInt8]: [UInt8]] = [:]
+
+    private struct LiveRow {
+        var key: [UInt8]
+        var sortKey: [UInt8]
+        var fingerprint: Int
+        var object: M
+
+        /// Result order: sort key, then primary key (as the query engine orders ties).
+        static func precedes(_ a: (sortKey: [UInt8], key: [UInt8]), _ b: (sortKey: [UInt8], key: [UInt8])) -> Bool {
+            if a.sortKey != b.sortKey { return a.sortKey.lexicographicallyPrecedes(b.sortKey) }
+            return a.key.lexicographicallyPrecedes(b.key)
+        }
+    }
 
     init(db: Database, query: Query<M>, keyPaths: [PartialKeyPath<M> & Sendable]?, queue: DispatchQueue,
          block: @escaping @Sendable (ResultsChange<M>) -> Void) {
@@ -168,6 +186,11 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     /// only if a changed object was in the results or now matches the query.
     private func refreshIfStale() {
         if inFlight || (pendingKeys.isEmpty && !pendingUnknown) { return }
+        if !pendingUnknown, live != nil {
+            let keys = pendingKeys
+            pendingKeys.removeAll()
+            return refreshIncrementally(keys)
+        }
         if !pendingUnknown, let relevant = try? affects(pendingKeys), !relevant {
             pendingKeys.removeAll()
             return
@@ -175,6 +198,115 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         pendingKeys.removeAll()
         pendingUnknown = false
         refresh(initial: false)
+    }
+
+    /// Whether `record` (an object's new version) belongs in the results.
+    private func matches(_ record: UnsafeRawBufferPointer, info: ModelInfo<M>) throws -> Bool {
+        if !query.hasConditions { return true }
+        if !filterCompiled {
+            recordFilter = RecordFilter.compile(query.conditions, schema: info.stored.object)
+            filterCompiled = true
+        }
+        if let recordFilter { return try recordFilter.matches(record) }
+        return try query.matches(try info.decode(record))
+    }
+
+    /// Applies the objects of `keys` to the kept results: remove their old rows, insert the new
+    /// versions that match, and derive the change set from where they were and are.
+    private func refreshIncrementally(_ keys: Set<[UInt8]>) {
+        guard lifecycle.shouldCompute(db.store), var rows = live else { return lifecycle.stopListening() }
+        do {
+            let info = try db.info(M.self)
+            guard let sortKeys = query.sort.isEmpty ? { _ in [] } : QueryEngine.encodedSortKeys(query.sort, info: info) else {
+                live = nil
+                return refresh(initial: false)
+            }
+            let snapshot = try db.snapshot()
+            let records = try wrapStorage { try snapshot.txn.tree(info.recordTree) }
+            // Old rows of changed objects, by position.
+            var oldIndices: [Int] = []
+            for key in keys {
+                guard let sortKey = sortKeyOf[key] else { continue }
+                let i = position(of: (sortKey, key), in: rows)
+                if i < rows.count && rows[i].key == key { oldIndices.append(i) }
+            }
+            oldIndices.sort()
+            // New versions that belong in the results.
+            var fresh: [LiveRow] = []
+            for key in keys {
+                guard let record = try wrapStorage({ try records?.view(key) }), try matches(record, info: info) else { continue }
+                let object = try info.decode(record)
+                fresh.append(LiveRow(key: key, sortKey: try sortKeys(object), fingerprint: try fingerprint(record), object: object))
+            }
+            if oldIndices.isEmpty && fresh.isEmpty { return }
+            let oldFingerprints = Dictionary(uniqueKeysWithValues: oldIndices.map { (rows[$0].key, (rows[$0].fingerprint, $0)) })
+            let oldRows = Dictionary(uniqueKeysWithValues: oldIndices.map { ($0, rows[$0].key) })
+            for i in oldIndices.reversed() {
+                sortKeyOf[rows[i].key] = nil
+                rows.remove(at: i)
+            }
+            fresh.sort { LiveRow.precedes(($0.sortKey, $0.key), ($1.sortKey, $1.key)) }
+            var newIndices: [[UInt8]: Int] = [:]
+            for row in fresh {
+                let j = position(of: (row.sortKey, row.key), in: rows)
+                rows.insert(row, at: j)
+                sortKeyOf[row.key] = row.sortKey
+            }
+            for row in fresh { newIndices[row.key] = position(of: (row.sortKey, row.key), in: rows) }
+
+            // Changed objects stay in place when, at the same slot among the unchanged rows, the
+            // same changed keys sit in the same order before and after; every other change is a
+            // deletion and an insertion. (Slot = the number of unchanged rows before = index minus
+            // rank among the changed rows.)
+            let newSorted = newIndices.values.sorted()
+            var oldGroups: [Int: [[UInt8]]] = [:]
+            var newGroups: [Int: [[UInt8]]] = [:]
+            var oldSlot: [Int: Int] = [:]
+            for (rank, i) in oldIndices.enumerated() {
+                oldSlot[i] = i - rank
+                oldGroups[i - rank, default: []].append(oldRows[i] ?? [])
+            }
+            var newRowKeys: [Int: [UInt8]] = [:]
+            for (key, j) in newIndices { newRowKeys[j] = key }
+            var newSlot: [Int: Int] = [:]
+            for (rank, j) in newSorted.enumerated() {
+                newSlot[j] = j - rank
+                newGroups[j - rank, default: []].append(newRowKeys[j] ?? [])
+            }
+            var change = ChangeSet()
+            var inPlaceOld = Set<Int>()
+            var inPlaceNew = Set<Int>()
+            for (key, (fingerprint, i)) in oldFingerprints {
+                guard let j = newIndices[key], let before = oldSlot[i], let after = newSlot[j],
+                      before == after, oldGroups[before] == newGroups[after] else { continue }
+                inPlaceOld.insert(i)
+                inPlaceNew.insert(j)
+                if rows[j].fingerprint != fingerprint { change.modifications.append(j) }
+            }
+            change.deletions = oldIndices.filter { !inPlaceOld.contains($0) }
+            change.insertions = newIndices.values.filter { !inPlaceNew.contains($0) }.sorted()
+            change.modifications.sort()
+            live = rows
+            lastKeys.subtract(keys)
+            for row in fresh { lastKeys.insert(row.key) }
+            if change.isEmpty { return }
+            let results = Results(snapshot: snapshot, query: query, objects: rows.map(\.object))
+            deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
+        } catch {
+            lifecycle.finish()
+            deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
+        }
+    }
+
+    /// The first position whose row does not precede `target`.
+    private func position(of target: (sortKey: [UInt8], key: [UInt8]), in rows: [LiveRow]) -> Int {
+        var low = 0
+        var high = rows.count
+        while low < high {
+            let mid = (low + high) / 2
+            if LiveRow.precedes((rows[mid].sortKey, rows[mid].key), target) { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 
     /// Whether changes to `keys` can change the results: one was in them, or one now matches.
@@ -206,6 +338,10 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
 
     private func refresh(initial: Bool) {
         guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
+        if !initial, let live {
+            // Incremental updates kept `live` current, not `last`.
+            last = live.map { ChangeSet.Row(key: $0.key, fingerprint: $0.fingerprint) }
+        }
         do {
             let info = try db.info(M.self)
             let snapshot = try db.snapshot()
@@ -222,6 +358,21 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
             }
             let results = Results(snapshot: snapshot, query: query, objects: rows.map(\.object))
             lastKeys = Set(current.map(\.key))
+            // Keep the rows for incremental updates when the order is a key order.
+            if query.offset == 0, query.limit == nil, query.distinct.isEmpty,
+               let sortKeys = query.sort.isEmpty ? { _ in [] } : QueryEngine.encodedSortKeys(query.sort, info: info) {
+                var kept: [LiveRow] = []
+                kept.reserveCapacity(rows.count)
+                sortKeyOf.removeAll(keepingCapacity: true)
+                for (row, summary) in zip(rows, current) {
+                    let sortKey = try sortKeys(row.object)
+                    kept.append(LiveRow(key: row.key, sortKey: sortKey, fingerprint: summary.fingerprint, object: row.object))
+                    sortKeyOf[row.key] = sortKey
+                }
+                live = kept
+            } else {
+                live = nil
+            }
             if initial {
                 last = current
                 deliver(.initial(results))
