@@ -110,13 +110,15 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     /// numbers/dates/bools): the results with their sort keys, kept up to date from the changed keys
     /// alone. Nil when the query needs full re-evaluation.
     private var live: [LiveRow]?
+    /// The objects of `live`, position for position (a separate array, so that handing them to a
+    /// `Results` copies one array of objects, not the rows).
+    private var liveObjects: [M] = []
     private var sortKeyOf: [[UInt8]: [UInt8]] = [:]
 
     private struct LiveRow {
         var key: [UInt8]
         var sortKey: [UInt8]
         var fingerprint: Int
-        var object: M
 
         /// Result order: sort key, then primary key (as the query engine orders ties).
         static func precedes(_ a: (sortKey: [UInt8], key: [UInt8]), _ b: (sortKey: [UInt8], key: [UInt8])) -> Bool {
@@ -215,10 +217,14 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     /// versions that match, and derive the change set from where they were and are.
     private func refreshIncrementally(_ keys: Set<[UInt8]>) {
         guard lifecycle.shouldCompute(db.store), var rows = live else { return lifecycle.stopListening() }
+        var objects = liveObjects
+        live = nil          // no second reference: the arrays below mutate in place
+        liveObjects = []
         do {
             let info = try db.info(M.self)
             guard let sortKeys = query.sort.isEmpty ? { _ in [] } : QueryEngine.encodedSortKeys(query.sort, info: info) else {
-                live = nil
+                live = rows
+                liveObjects = objects
                 return refresh(initial: false)
             }
             let snapshot = try db.snapshot()
@@ -232,27 +238,33 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
             }
             oldIndices.sort()
             // New versions that belong in the results.
-            var fresh: [LiveRow] = []
+            var fresh: [(row: LiveRow, object: M)] = []
             for key in keys {
                 guard let record = try wrapStorage({ try records?.view(key) }), try matches(record, info: info) else { continue }
                 let object = try info.decode(record)
-                fresh.append(LiveRow(key: key, sortKey: try sortKeys(object), fingerprint: try fingerprint(record), object: object))
+                fresh.append((LiveRow(key: key, sortKey: try sortKeys(object), fingerprint: try fingerprint(record)), object))
             }
-            if oldIndices.isEmpty && fresh.isEmpty { return }
+            if oldIndices.isEmpty && fresh.isEmpty {
+                live = rows
+                liveObjects = objects
+                return
+            }
             let oldFingerprints = Dictionary(uniqueKeysWithValues: oldIndices.map { (rows[$0].key, (rows[$0].fingerprint, $0)) })
             let oldRows = Dictionary(uniqueKeysWithValues: oldIndices.map { ($0, rows[$0].key) })
             for i in oldIndices.reversed() {
                 sortKeyOf[rows[i].key] = nil
                 rows.remove(at: i)
+                objects.remove(at: i)
             }
-            fresh.sort { LiveRow.precedes(($0.sortKey, $0.key), ($1.sortKey, $1.key)) }
+            fresh.sort { LiveRow.precedes(($0.row.sortKey, $0.row.key), ($1.row.sortKey, $1.row.key)) }
             var newIndices: [[UInt8]: Int] = [:]
-            for row in fresh {
+            for (row, object) in fresh {
                 let j = position(of: (row.sortKey, row.key), in: rows)
                 rows.insert(row, at: j)
+                objects.insert(object, at: j)
                 sortKeyOf[row.key] = row.sortKey
             }
-            for row in fresh { newIndices[row.key] = position(of: (row.sortKey, row.key), in: rows) }
+            for (row, _) in fresh { newIndices[row.key] = position(of: (row.sortKey, row.key), in: rows) }
 
             // Changed objects stay in place when, at the same slot among the unchanged rows, the
             // same changed keys sit in the same order before and after; every other change is a
@@ -287,10 +299,11 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
             change.insertions = newIndices.values.filter { !inPlaceNew.contains($0) }.sorted()
             change.modifications.sort()
             live = rows
+            liveObjects = objects
             lastKeys.subtract(keys)
-            for row in fresh { lastKeys.insert(row.key) }
+            for (row, _) in fresh { lastKeys.insert(row.key) }
             if change.isEmpty { return }
-            let results = Results(snapshot: snapshot, query: query, objects: rows.map(\.object))
+            let results = Results(snapshot: snapshot, query: query, objects: objects)
             deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
         } catch {
             lifecycle.finish()
@@ -366,10 +379,11 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                 sortKeyOf.removeAll(keepingCapacity: true)
                 for (row, summary) in zip(rows, current) {
                     let sortKey = try sortKeys(row.object)
-                    kept.append(LiveRow(key: row.key, sortKey: sortKey, fingerprint: summary.fingerprint, object: row.object))
+                    kept.append(LiveRow(key: row.key, sortKey: sortKey, fingerprint: summary.fingerprint))
                     sortKeyOf[row.key] = sortKey
                 }
                 live = kept
+                liveObjects = rows.map(\.object)
             } else {
                 live = nil
             }
