@@ -25,6 +25,8 @@ final class CommitListeners: Sendable {
         }
     }
 
+    var count: Int { listeners.withLock { $0.all.count } }
+
     func remove(_ id: UInt64) {
         _ = listeners.withLock { $0.all.removeValue(forKey: id) }
     }
@@ -68,6 +70,10 @@ extension Store {
     public func addCommitListener(_ listener: @escaping @Sendable (CommitEvent) -> Void) -> CommitListenerToken {
         CommitListenerToken(listeners: env.commitListeners, id: env.commitListeners.add(listener))
     }
+
+    /// Commit listeners registered on this file in this process (observers included); for
+    /// diagnostics and leak checks.
+    public var commitListenerCount: Int { env.commitListeners.count }
 
     /// Whether `close()` was called on this handle.
     public var isClosed: Bool { closedFlag }

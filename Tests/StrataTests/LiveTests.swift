@@ -233,6 +233,22 @@ struct LiveResultsTests {
         _ = live
     }
 
+    @Test func observersLeaveNothingBehind() throws {
+        let db = try Database.inMemory(models: [Item.self])
+        #expect(db.store.commitListenerCount == 0)
+        var tokens: [NotificationToken] = []
+        let inbox = Inbox<Int>()
+        for _ in 0..<5 { tokens.append(db.objects(Item.self).observe(on: DispatchQueue(label: "o")) { _ in inbox.append(1) }) }
+        tokens.append(db.observe(Item.self, key: 1) { _ in })
+        tokens.append(db.observeCommits { _ in })
+        #expect(db.store.commitListenerCount == 7)
+        #expect(inbox.wait { $0.count == 5 })
+        tokens[0].invalidate()
+        #expect(db.store.commitListenerCount == 6)
+        tokens.removeAll()   // releasing a token stops its observer too
+        #expect(db.store.commitListenerCount == 0)
+    }
+
     @Test func asyncSequenceEndsWithItsTask() async throws {
         let db = try Database.inMemory(models: [Item.self])
         let results = db.objects(Item.self)
