@@ -103,6 +103,7 @@ extension WriteTransaction {
             throw error
         }
         env.readers.publish(latest: txnid)
+        env.freeScanHint = allocator.nextHint
         _ = try? env.maps.ensure(bytes: Int(pageCount) * pageSize)
         let changed = trees.values.filter(\.modified)
         var keys: [String: Set<[UInt8]>] = [:]

@@ -5,7 +5,8 @@ import Synchronization
 // once per process: handles of the same file (found by device and inode) share this object.
 
 /// `@unchecked Sendable`: every stored property is immutable or synchronised: `writer` is a Mutex,
-/// `writerThread` an atomic, and the file, lock file, reader table and map table are Sendable.
+/// `writerThread` an atomic, and the file, lock file, reader table and map table are Sendable;
+/// `freeScanHint` is only touched by the write transaction, which holds `writer`.
 final class Environment: @unchecked Sendable {
     let file: FileIO
     let lockFile: FileIO?
@@ -21,6 +22,8 @@ final class Environment: @unchecked Sendable {
     let writerThread = Atomic<UInt>(0)
     /// Told of every commit made through this environment.
     let commitListeners = CommitListeners()
+    /// Written and read only by the writer, inside `writer`'s lock (see `Store.write`).
+    nonisolated(unsafe) var freeScanHint: FreeScanHint?
     private let lockFileMap: (address: UInt, length: Int)?
 
     private init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,

@@ -100,12 +100,24 @@ final class FreePageAllocator {
     private var exhausted: Bool
     /// Pages handed out so far; the commit's free-list fixpoint watches it.
     private(set) var allocations = 0
+    /// Where an earlier commit found the free list's leading chunks all held by snapshots.
+    private let hint: FreeScanHint?
+    /// The last chunk of the leading run of chunks that hold no reusable page (for the next hint).
+    private(set) var heldPrefixEnd: [UInt8]?
+    private var prefixStillHeld = true
 
-    init(pages: PageMap, baseRoot: PageNo, readers: @escaping () -> [UInt64]) {
+    init(pages: PageMap, baseRoot: PageNo, hint: FreeScanHint? = nil, readers: @escaping () -> [UInt64]) {
         self.pages = pages
         self.baseRoot = baseRoot
         self.readers = readers
+        self.hint = hint
         self.exhausted = baseRoot == 0
+    }
+
+    /// The hint the next transaction can start from, if this one found a held prefix.
+    var nextHint: FreeScanHint? {
+        guard let heldPrefixEnd, let readerIDs else { return nil }
+        return FreeScanHint(readers: Set(readerIDs), skipThrough: heldPrefixEnd)
     }
 
     private var sortedReaders: [UInt64] {
@@ -158,6 +170,13 @@ final class FreePageAllocator {
 
     private func loadNextChunk() throws -> Bool {
         if exhausted { return false }
+        if chunks.isEmpty && lastLoadedKey == nil, let hint, hint.readers.isSubset(of: Set(sortedReaders)) {
+            // Every chunk up to the hint held only pages that these snapshots (or a subset of
+            // them) can see: with the same snapshots or more, they still do. New frees land in
+            // later chunks, and held chunks are never consumed, so the prefix is unchanged.
+            lastLoadedKey = hint.skipThrough
+            heldPrefixEnd = hint.skipThrough
+        }
         let cursor = Cursor(pages: pages, root: baseRoot, owner: pages)
         var found: Bool
         if let last = lastLoadedKey {
@@ -180,8 +199,19 @@ final class FreePageAllocator {
             }
             if isReusable(born: e.born, freedBy: freedBy, readers: ids) { chunk.reusable.append(e) } else { chunk.held.append(e) }
         }
+        if prefixStillHeld {
+            if chunk.reusable.isEmpty { heldPrefixEnd = key } else { prefixStillHeld = false }
+        }
         chunks.append(chunk)
         lastLoadedKey = key
         return true
     }
+}
+
+/// A leading run of free-list chunks that only held pages, with the snapshots that held them, so
+/// that the next commit can skip re-reading them (a long-held snapshot otherwise makes every commit
+/// scan every chunk it pins).
+struct FreeScanHint: Sendable {
+    var readers: Set<UInt64>
+    var skipThrough: [UInt8]
 }

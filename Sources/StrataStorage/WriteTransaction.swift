@@ -63,7 +63,7 @@ public final class WriteTransaction {
         self.splitScratch = .allocate(byteCount: pageSize, alignment: 16)
         self.entryScratch = .allocate(byteCount: pageSize, alignment: 16)
         let readers = env.readers
-        self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root) {
+        self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root, hint: env.freeScanHint) {
             readers.liveReaders().map(\.txnid)
         }
         if meta.recordRun != 0 {
