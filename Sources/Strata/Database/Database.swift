@@ -1,4 +1,5 @@
 import Foundation
+import Dispatch
 
 /// A Strata database: your `Model` structs, stored in one file, read through snapshots from any
 /// thread, written one transaction at a time.
@@ -12,6 +13,10 @@ public final class Database: Sendable {
     /// The storage engine underneath (raw trees; the object layer's trees are named `m:…`, `i:…`, `strata:…`).
     public let store: Store
     let registry: ModelRegistry
+    /// The one serial queue every observer of this handle computes on: a commit wakes one thread
+    /// for all of them instead of one per observer (on a small machine the wake-ups, not the work,
+    /// were what observers cost the writer).
+    let observerQueue = DispatchQueue(label: "strata.observers")
 
     /// Opens (or creates) the database at `path` for `models`. The schema of each model is derived
     /// from its type and reconciled with the stored one: additive changes (a new model, a new

@@ -94,7 +94,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     private let key: M.ID
     private let queue: DispatchQueue
     private let block: @Sendable (ObjectChange<M>) -> Void
-    private let worker = DispatchQueue(label: "strata.object-observer")
+    private var worker: DispatchQueue { db.observerQueue }
     private let pending = Atomic<Bool>(false)
     private let lifecycle = ObservationState()
     /// Field id → hash of its stored bytes (nil when the object does not exist).

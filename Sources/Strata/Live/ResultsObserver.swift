@@ -92,7 +92,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     private let query: Query<M>
     private let queue: DispatchQueue
     private let block: @Sendable (ResultsChange<M>) -> Void
-    private let worker = DispatchQueue(label: "strata.results-observer")
+    private var worker: DispatchQueue { db.observerQueue }
     private let observedFields: [Int]?
     private let lifecycle = ObservationState()
     private var last: [ChangeSet.Row] = []
@@ -102,7 +102,18 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     private var pendingKeys: Set<[UInt8]> = []
     private var pendingUnknown = false
     /// Filled on committing threads, drained on `worker`.
-    private let incoming = Mutex<(keys: Set<[UInt8]>, unknown: Bool, scheduled: Bool)>(([], false, false))
+    private let incoming = Mutex<Inbox>(Inbox())
+    /// The newest commit whose changes this observer has taken in (worker only).
+    private var seenVersion: UInt64 = 0
+
+    /// Changes from committing threads waiting for the worker. `version` is the newest commit seen,
+    /// whether or not it touched the observed model.
+    private struct Inbox {
+        var keys: Set<[UInt8]> = []
+        var unknown = false
+        var scheduled = false
+        var version: UInt64 = 0
+    }
     /// The query's conditions compiled for encoded records, when they compile (see RecordFilter).
     private var recordFilter: RecordFilter?
     private var filterCompiled = false
@@ -155,8 +166,12 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         // Listen first, then evaluate: a commit in between is in the initial results, and the
         // refresh it schedules finds nothing new.
         let token = db.store.addCommitListener { [weak self] event in
-            guard let self, event.changedTrees.contains(tree) else { return }
-            self.schedule(event.changedKeys[tree])
+            guard let self else { return }
+            guard event.changedTrees.contains(tree) else {
+                self.incoming.withLock { $0.version = max($0.version, event.txnid) }
+                return
+            }
+            self.schedule(event.changedKeys[tree], version: event.txnid)
         }
         lifecycle.listen(with: token)
         worker.async { self.refresh(initial: true) }
@@ -165,23 +180,30 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     /// Called on the committing thread: add the changed keys to the inbox and, unless a worker
     /// pass is already queued, queue one. Commits that land while the worker is busy cost one
     /// lock and a set union each, and are looked at together.
-    private func schedule(_ keys: Set<[UInt8]>?) {
+    private func schedule(_ keys: Set<[UInt8]>?, version: UInt64) {
         let enqueue = incoming.withLock { inbox -> Bool in
             if let keys { inbox.keys.formUnion(keys) } else { inbox.unknown = true }
+            inbox.version = max(inbox.version, version)
             if inbox.scheduled { return false }
             inbox.scheduled = true
             return true
         }
         guard enqueue else { return }
         worker.async {
-            let (keys, unknown) = self.incoming.withLock { inbox -> (Set<[UInt8]>, Bool) in
-                defer { inbox = (keys: [], unknown: false, scheduled: false) }
-                return (inbox.keys, inbox.unknown)
-            }
-            self.pendingKeys.formUnion(keys)
-            if unknown { self.pendingUnknown = true }
+            self.drainInbox()
             self.refreshIfStale()
         }
+    }
+
+    /// On `worker`: moves what committing threads left in the inbox into the pending changes.
+    private func drainInbox() {
+        let taken = incoming.withLock { inbox -> Inbox in
+            defer { inbox = Inbox(version: inbox.version) }
+            return inbox
+        }
+        pendingKeys.formUnion(taken.keys)
+        if taken.unknown { pendingUnknown = true }
+        seenVersion = max(seenVersion, taken.version)
     }
 
     /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes), and
@@ -215,7 +237,8 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
 
     /// Applies the objects of `keys` to the kept results: remove their old rows, insert the new
     /// versions that match, and derive the change set from where they were and are.
-    private func refreshIncrementally(_ keys: Set<[UInt8]>) {
+    private func refreshIncrementally(_ changed: Set<[UInt8]>) {
+        let keys = changed
         guard lifecycle.shouldCompute(db.store), var rows = live else { return lifecycle.stopListening() }
         var objects = liveObjects
         live = nil          // no second reference: the arrays below mutate in place
@@ -228,6 +251,24 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                 return refresh(initial: false)
             }
             let snapshot = try db.snapshot()
+            // The snapshot may include commits whose listeners have not run yet (a listener runs
+            // just after its commit is published): take their keys in too, so that the delivered
+            // objects are exactly the snapshot's.
+            var keys = keys
+            var waits = 0
+            while true {
+                drainInbox()
+                keys.formUnion(pendingKeys)
+                pendingKeys.removeAll()
+                if pendingUnknown {
+                    live = rows
+                    liveObjects = objects
+                    return refresh(initial: false)
+                }
+                if seenVersion >= snapshot.version || waits > 2_000 { break }   // commits of other processes send no event
+                waits += 1
+                usleep(50)
+            }
             let records = try wrapStorage { try snapshot.txn.tree(info.recordTree) }
             // Old rows of changed objects, by position.
             var oldIndices: [Int] = []
@@ -371,6 +412,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
             }
             let results = Results(snapshot: snapshot, query: query, objects: rows.map(\.object))
             lastKeys = Set(current.map(\.key))
+            seenVersion = max(seenVersion, snapshot.version)   // everything up to it is in these results
             // Keep the rows for incremental updates when the order is a key order.
             if query.offset == 0, query.limit == nil, query.distinct.isEmpty,
                let sortKeys = query.sort.isEmpty ? { _ in [] } : QueryEngine.encodedSortKeys(query.sort, info: info) {
