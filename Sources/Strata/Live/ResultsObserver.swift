@@ -85,8 +85,9 @@ extension Results {
 /// block returns, one refresh covers every commit since. So a slow observer gets
 /// fewer, larger change sets, and the writer never waits for it.
 ///
-/// `@unchecked Sendable`: `last`, `lastKeys`, `inFlight`, `pendingKeys`, `pendingUnknown` and the
-/// compiled filter are read and written only on `worker`, a serial queue; `incoming` is a Mutex;
+/// `@unchecked Sendable`: every `var` (`last`, `lastKeys`, `live`, `liveObjects`, `sortKeyOf`,
+/// `inFlight`, `pendingKeys`, `pendingUnknown`, `seenVersion`, the compiled filter) is read and
+/// written only on `worker` (the database's serial observer queue); `incoming` is a Mutex;
 /// everything else is immutable or atomic.
 final class ResultsObserver<M: Model>: @unchecked Sendable {
     private let db: Database
