@@ -87,6 +87,7 @@ struct EngineRun: Sendable {
 func runEngineProcess(suite: String, engine: EngineInfo, options: BenchOptions) throws -> EngineRun {
     guard let exe = executablePath() else { throw BenchError("cannot find this executable (/proc/self/exe)") }
     var args = ["engine", suite, engine.id, "--n", "\(options.n)", "--dir", options.directory, "--seed", "\(options.seed)"]
+    if let pageSize = options.pageSize { args += ["--page-size", "\(pageSize)"] }
     if let workloads = options.workloads { args += ["--workloads", workloads.joined(separator: ",")] }
     if options.showTimes { args.append("--times") }
     let (status, output) = try spawnCapturingStdout(exe, args)

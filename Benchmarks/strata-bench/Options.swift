@@ -1,3 +1,4 @@
+import StrataStorage
 // Command-line options.
 
 /// A mistake on the command line: reported with a pointer to `help`, exit status 2.
@@ -21,6 +22,8 @@ struct BenchOptions: Sendable {
     var showTimes = false
     /// Rounds per engine; each workload reports its best round.
     var repeats = 1
+    /// Page size of Strata's new files (nil: the library's default), to choose that default by measurement.
+    var pageSize: Int?
 }
 
 let usage = """
@@ -39,6 +42,7 @@ let usage = """
       --keep                keep the database files after the run (default: removed at the end)
       --engines A,B         engines to run (objects: strata,sqlite,lmdb; kv: strata,lmdb)
       --workloads A,B       workloads to run (the bulk load always runs); see below
+      --page-size P         page size of Strata's files in the kv suite (4096, 8192, 16384, 32768)
       --repeat R            run every engine R times, alternating their order, and report each
                             workload's best round (default 1; use 3 or more on a noisy machine)
       --json FILE           also write the results as JSON to FILE
@@ -99,6 +103,12 @@ func parseOptions(_ args: ArraySlice<String>, suite: any BenchSuite.Type) throws
             let text = try value(arg)
             guard let seed = UInt64(text) else { throw UsageError("--seed: expected an unsigned integer, got \(text)") }
             options.seed = seed
+        case "--page-size":
+            let text = try value(arg)
+            guard let size = Int(text), Limits.pageSizes.contains(size) else {
+                throw UsageError("--page-size: expected one of \(Limits.pageSizes.map(String.init).joined(separator: ", ")), got \(text)")
+            }
+            options.pageSize = size
         case "--repeat":
             let text = try value(arg)
             guard let r = Int(text), r >= 1, r <= 100 else { throw UsageError("--repeat: expected 1 to 100, got \(text)") }
