@@ -272,7 +272,15 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                     liveObjects = objects
                     return refresh(initial: false)
                 }
-                if seenVersion >= snapshot.version || waits > 2_000 { break }   // commits of other processes send no event
+                if seenVersion >= snapshot.version { break }
+                if waits > 200 {
+                    // The listener of a commit in this snapshot has not run yet (a descheduled
+                    // writer thread), or the commit came from another process (no event at all):
+                    // the changed keys are unknown, so evaluate the whole query at this snapshot.
+                    live = rows
+                    liveObjects = objects
+                    return refresh(initial: false)
+                }
                 waits += 1
                 usleep(50)
             }
