@@ -257,10 +257,10 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                 liveObjects = objects
                 return refresh(initial: false)
             }
-            let snapshot = try db.snapshot()
-            // The snapshot may include commits whose listeners have not run yet (a listener runs
-            // just after its commit is published): take their keys in too, so that the delivered
-            // objects are exactly the snapshot's.
+            // The keys applied must be exactly those of the commits the snapshot includes: a
+            // listener runs just after its commit is published, so wait for the ones of commits in
+            // the snapshot, and take a newer snapshot when keys of later commits have arrived.
+            var snapshot = try db.snapshot()
             var keys = keys
             var waits = 0
             while true {
@@ -272,11 +272,14 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                     liveObjects = objects
                     return refresh(initial: false)
                 }
-                if seenVersion >= snapshot.version { break }
+                if seenVersion == snapshot.version { break }
+                if seenVersion > snapshot.version {
+                    snapshot = try db.snapshot()
+                    continue
+                }
                 if waits > 200 {
-                    // The listener of a commit in this snapshot has not run yet (a descheduled
-                    // writer thread), or the commit came from another process (no event at all):
-                    // the changed keys are unknown, so evaluate the whole query at this snapshot.
+                    // A descheduled writer thread, or a commit of another process (which sends
+                    // no event): the changed keys are unknown, so evaluate the whole query.
                     live = rows
                     liveObjects = objects
                     return refresh(initial: false)
