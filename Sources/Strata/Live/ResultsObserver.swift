@@ -388,18 +388,8 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         let info = try db.info(M.self)
         let snapshot = try db.snapshot()
         guard let records = try wrapStorage({ try snapshot.txn.tree(info.recordTree) }) else { return false }
-        if !filterCompiled {
-            recordFilter = RecordFilter.compile(query.conditions, schema: info.stored.object)
-            filterCompiled = true
-        }
-        let filter = recordFilter
         for key in keys {
-            guard let record = try wrapStorage({ try records.view(key) }) else { continue }
-            if let filter {
-                if try filter.matches(record) { return true }
-            } else if try query.matches(try info.decode(record)) {
-                return true
-            }
+            if let record = try wrapStorage({ try records.view(key) }), try matches(record, info: info) { return true }
         }
         return false
     }

@@ -179,26 +179,28 @@ enum QueryEngine {
             var total: Int?
             if !query.hasConditions {
                 total = try source.tree(named: info.recordTree)?.count ?? 0
-            } else if let keys = try exactKeys(query, info: info, source: source) {
-                total = keys.count
-            }
-            if total == nil, let filter = RecordFilter.compile(query.conditions, schema: info.stored.object),
-               let records = try source.tree(named: info.recordTree) {
-                // Count on the records themselves: nothing is decoded.
+            } else {
+                // One plan serves both ways of counting without decoding.
                 let plan = try Planner.plan(query, info: info, source: source)
-                var matched = 0
-                if plan.accesses.isEmpty {
-                    try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { _, record in
-                        if try filter.matches(record) { matched += 1 }
-                        return true
+                if let keys = try exactKeys(plan, info: info, source: source) {
+                    total = keys.count
+                } else if let filter = RecordFilter.compile(query.conditions, schema: info.stored.object),
+                          let records = try source.tree(named: info.recordTree) {
+                    // Count on the records themselves: nothing is decoded.
+                    var matched = 0
+                    if plan.accesses.isEmpty {
+                        try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { _, record in
+                            if try filter.matches(record) { matched += 1 }
+                            return true
+                        }
+                    } else {
+                        for key in try candidateKeys(plan, info: info, source: source) {
+                            guard let record = try records.view(key) else { throw StrataError.corruptRecord("an index of \(info.name) names a missing object") }
+                            if try filter.matches(record) { matched += 1 }
+                        }
                     }
-                } else {
-                    for key in try candidateKeys(plan, info: info, source: source) {
-                        guard let record = try records.view(key) else { throw StrataError.corruptRecord("an index of \(info.name) names a missing object") }
-                        if try filter.matches(record) { matched += 1 }
-                    }
+                    total = matched
                 }
-                total = matched
             }
             if let total {
                 let afterOffset = max(0, total - query.offset)
@@ -212,7 +214,11 @@ enum QueryEngine {
     /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
         guard query.sort.isEmpty, query.distinct.isEmpty, query.conditions.count == 1 else { return nil }
-        let plan = try Planner.plan(query, info: info, source: source)
+        return try exactKeys(try Planner.plan(query, info: info, source: source), info: info, source: source)
+    }
+
+    /// The keys of an exact single-access plan (see `Plan.exact`), or nil.
+    static func exactKeys<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
         guard plan.accesses.count == 1, plan.orderedIndex == nil, plan.exact else { return nil }
         return try candidateKeys(plan, info: info, source: source)
     }
