@@ -25,6 +25,12 @@ public enum StrataError: Error, Equatable, Sendable, CustomStringConvertible {
     case typeMismatch(model: String, field: String, reason: String)
     /// A query that cannot run: why.
     case invalidQuery(String)
+    /// Input from outside (JSON, a change message) is malformed: what and where.
+    case invalidInput(String)
+    /// Fields that the model does not have were given (and the options say to reject them).
+    case unknownFields(model: String, fields: [String])
+    /// An object cannot be created from the fields given: these required fields are missing.
+    case incompleteObject(model: String, key: String, missing: [String])
     /// The storage engine failed.
     case storage(StorageError)
 
@@ -41,6 +47,10 @@ public enum StrataError: Error, Equatable, Sendable, CustomStringConvertible {
         case .writeInReadTransaction: return "a write was attempted in a read transaction"
         case let .typeMismatch(model, field, reason): return "type mismatch in \(model).\(field): \(reason)"
         case let .invalidQuery(reason): return "invalid query: \(reason)"
+        case let .invalidInput(reason): return "invalid input: \(reason)"
+        case let .unknownFields(model, fields): return "unknown fields for \(model): \(fields.joined(separator: ", "))"
+        case let .incompleteObject(model, key, missing):
+            return "cannot create \(model) \(key): missing required fields \(missing.joined(separator: ", "))"
         case let .storage(error): return error.description
         }
     }

@@ -70,6 +70,12 @@ public final class Store: Sendable {
         closed.store(true, ordering: .relaxed)
     }
 
+    /// True while the calling thread is inside `write` on this file (through any handle): a
+    /// layer above uses it to join the open transaction instead of deadlocking on a second one.
+    public var isWritingOnCurrentThread: Bool {
+        env.writerThread.load(ordering: .relaxed) == currentThreadHash()
+    }
+
     // MARK: Transactions
 
     /// Begins a read snapshot of the newest commit. End it with `end()` or by releasing it.

@@ -18,6 +18,26 @@ public final class Database: Sendable {
     /// were what observers cost the writer).
     let observerQueue = DispatchQueue(label: "strata.observers")
 
+    /// The transaction of this handle's `write` running now, so that work started inside it (a
+    /// `DBWrite` run, a nested `write`) joins it. `nonisolated(unsafe)`: it is set and cleared only
+    /// by the thread holding the writer lock, inside that write, and read only through
+    /// `joinableTransaction()`, which first checks that the calling thread is that writer; the
+    /// lock orders every set and clear before the next writer's reads.
+    nonisolated(unsafe) private var openTransaction: Transaction?
+
+    /// The write transaction the calling thread has open on this handle, if any.
+    func joinableTransaction() -> Transaction? {
+        store.isWritingOnCurrentThread ? openTransaction : nil
+    }
+
+    /// Runs `body` with `tx` as this handle's open transaction. Call only while holding the writer.
+    func withOpenTransaction<R>(_ tx: Transaction, _ body: () throws -> R) rethrows -> R {
+        let outer = openTransaction
+        openTransaction = tx
+        defer { openTransaction = outer }
+        return try body()
+    }
+
     /// Opens (or creates) the database at `path` for `models`. The schema of each model is derived
     /// from its type and reconciled with the stored one: additive changes (a new model, a new
     /// optional field, a removed field, an added or dropped index) apply by themselves; anything else
@@ -116,7 +136,10 @@ public final class Database: Sendable {
     @discardableResult
     public func write<R>(durability: Durability? = nil, _ body: (Transaction) throws -> R) throws -> R {
         do {
-            return try store.write(durability: durability) { txn in try body(Transaction(registry: registry, txn: txn)) }
+            return try store.write(durability: durability) { txn in
+                let tx = Transaction(registry: registry, txn: txn)
+                return try withOpenTransaction(tx) { try body(tx) }
+            }
         } catch let error as StorageError {
             throw error == .closed ? StrataError.databaseClosed : StrataError.storage(error)
         }

@@ -126,8 +126,11 @@ public final class Transaction {
             return object
         }
         guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return try insert(object) }
+        let record = try info.encode(object)
+        // Writing identical bytes would change nothing but still reach observers as a commit.
+        if record.elementsEqual(oldRecord) { return object }
         let old = try info.decode(oldRecord)
-        try replace(info, records: records, key: key, old: old, new: object)
+        try replace(info, records: records, key: key, old: old, new: object, record: record)
         return object
     }
 
@@ -147,15 +150,17 @@ public final class Transaction {
         if try info.keyBytes(new.id) != keyBytes {
             throw StrataError.typeMismatch(model: info.name, field: "id", reason: "update must not change the primary key; delete and insert instead")
         }
-        try replace(info, records: records, key: keyBytes, old: old, new: new)
+        let record = try info.encode(new)
+        // `body` may have written in this transaction, so the old record's view is read again.
+        if let current = try wrapStorage({ try records.view(keyBytes) }), record.elementsEqual(current) { return new }
+        try replace(info, records: records, key: keyBytes, old: old, new: new, record: record)
         return new
     }
 
-    private func replace<M: Model>(_ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: M, new: M) throws {
+    private func replace<M: Model>(_ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: M, new: M, record: [UInt8]) throws {
         let oldKeys = try indexKeys(info, old, key: key)
         let newKeys = try indexKeys(info, new, key: key)
         try checkUnique(info, newKeys, key: key, object: new)
-        let record = try info.encode(new)
         try wrapStorage {
             try records.put(key, record)
             try applyIndexChanges(info, old: oldKeys, new: newKeys, key: key)
