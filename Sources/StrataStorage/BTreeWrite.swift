@@ -39,6 +39,11 @@ extension WriteTransaction {
             for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
             return
         }
+        if !savepoints.isEmpty, pages.frozen[pgno] != nil {
+            // Made before the savepoint: reusable only once the savepoint is released.
+            savepoints[savepoints.count - 1].freedFrozen.append((pgno, count))
+            return
+        }
         let born = min(try pages.page(pgno).u64(PageHeader.txnid), txnid - 1)
         for p in pgno..<(pgno + UInt64(count)) { freed.append(FreeEntry(page: p, born: born)) }
     }
@@ -146,7 +151,7 @@ extension WriteTransaction {
             throw StorageError.corrupt(page: run, reason: "expected an overflow run")
         }
         let count = Int(p.u32(PageHeader.runPages))
-        if count == 0 || (pages.dirty[run] == nil && run + UInt64(count) > pages.limit) {
+        if count == 0 || (!pages.isOwned(run) && run + UInt64(count) > pages.limit) {
             throw StorageError.corrupt(page: run, reason: "overflow run of \(count) pages runs past the file end")
         }
         try free(run, pages: count)

@@ -11,6 +11,7 @@
 extension WriteTransaction {
     func commit() throws {
         try checkOpen()
+        if !savepoints.isEmpty { throw StorageError.savepointOpen }
         finish()
         defer { releaseBuffers() }
 

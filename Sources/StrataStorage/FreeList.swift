@@ -114,6 +114,33 @@ final class FreePageAllocator {
         self.exhausted = baseRoot == 0
     }
 
+    /// Everything allocation changes, for savepoints to restore.
+    struct State {
+        var readerIDs: [UInt64]?
+        var chunks: [FreeChunk]
+        var lastLoadedKey: [UInt8]?
+        var exhausted: Bool
+        var allocations: Int
+        var heldPrefixEnd: [UInt8]?
+        var prefixStillHeld: Bool
+    }
+
+    var state: State {
+        get {
+            State(readerIDs: readerIDs, chunks: chunks, lastLoadedKey: lastLoadedKey, exhausted: exhausted,
+                  allocations: allocations, heldPrefixEnd: heldPrefixEnd, prefixStillHeld: prefixStillHeld)
+        }
+        set {
+            readerIDs = newValue.readerIDs
+            chunks = newValue.chunks
+            lastLoadedKey = newValue.lastLoadedKey
+            exhausted = newValue.exhausted
+            allocations = newValue.allocations
+            heldPrefixEnd = newValue.heldPrefixEnd
+            prefixStillHeld = newValue.prefixStillHeld
+        }
+    }
+
     /// The hint the next transaction can start from, if this one found a held prefix.
     var nextHint: FreeScanHint? {
         guard let heldPrefixEnd, let readerIDs else { return nil }

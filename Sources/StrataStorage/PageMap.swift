@@ -16,6 +16,9 @@ final class PageMap: @unchecked Sendable {
     let isWrite: Bool
     /// The writer's own pages (single pages and overflow runs), keyed by first page number.
     var dirty: [PageNo: UnsafeMutableRawPointer] = [:]
+    /// Writer pages made before the innermost open savepoint: readable, but copied on write like
+    /// committed pages, so that rolling back to the savepoint finds them as they were.
+    var frozen: [PageNo: UnsafeMutableRawPointer] = [:]
     /// Bumped on every write, so that cursors notice their tree changed under them.
     var version: UInt64 = 0
 
@@ -27,7 +30,10 @@ final class PageMap: @unchecked Sendable {
     }
 
     @inline(__always) func page(_ pgno: PageNo) throws -> UnsafeRawPointer {
-        if isWrite, let d = dirty[pgno] { return UnsafeRawPointer(d) }
+        if isWrite {
+            if let d = dirty[pgno] { return UnsafeRawPointer(d) }
+            if !frozen.isEmpty, let f = frozen[pgno] { return UnsafeRawPointer(f) }
+        }
         if pgno < 2 || pgno >= limit {
             throw StorageError.corrupt(page: pgno, reason: "page reference outside the file's 2..<\(limit) pages")
         }
@@ -38,6 +44,11 @@ final class PageMap: @unchecked Sendable {
         try Node(try page(pgno), pgno: pgno, pageSize: pageSize)
     }
 
+    /// True for a page this write transaction made (dirty or frozen), which may lie past `limit`.
+    func isOwned(_ pgno: PageNo) -> Bool {
+        dirty[pgno] != nil || (!frozen.isEmpty && frozen[pgno] != nil)
+    }
+
     /// The bytes of an overflow value, checked against its run header.
     func overflow(_ pgno: PageNo, length: Int) throws -> UnsafeRawBufferPointer {
         let p = try page(pgno)
@@ -45,7 +56,7 @@ final class PageMap: @unchecked Sendable {
             throw StorageError.corrupt(page: pgno, reason: "expected an overflow page, found type \(p.u8(PageHeader.type))")
         }
         let pages = UInt64(p.u32(PageHeader.runPages))
-        let isDirty = isWrite && dirty[pgno] != nil
+        let isDirty = isWrite && isOwned(pgno)
         if pages == 0 || (!isDirty && pgno + pages > limit) {
             throw StorageError.corrupt(page: pgno, reason: "overflow run of \(pages) pages runs past the file end")
         }

@@ -37,6 +37,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     case cursorInvalidated
     /// `write` was called inside a write transaction on the same thread (which would deadlock).
     case nestedWrite
+    /// `commit()` was called while a savepoint of the transaction was still open.
+    case savepointOpen
     /// Every reader slot is taken (too many concurrent read transactions).
     case readersFull(slots: Int)
     /// The invariant the engine checks failed; should never happen.
@@ -76,6 +78,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the cursor's tree was modified; seek again before reading"
         case .nestedWrite:
             return "write called inside a write transaction on the same thread; use the transaction you have"
+        case .savepointOpen:
+            return "commit called inside a savepoint; the savepoint's closure must return first"
         case let .readersFull(slots):
             return "all \(slots) reader slots are in use"
         case let .internalError(message):

@@ -36,6 +36,8 @@ public final class WriteTransaction {
     let splitScratch: UnsafeMutableRawPointer
     let entryScratch: UnsafeMutableRawPointer
     private(set) var isFinished = false
+    /// Open savepoints, innermost last (see Savepoint.swift).
+    var savepoints: [Savepoint] = []
 
     init(env: Environment, durability: Durability) throws {
         self.env = env
@@ -86,6 +88,9 @@ public final class WriteTransaction {
     func releaseBuffers() {
         for buffer in pages.dirty.values { buffer.deallocate() }
         pages.dirty.removeAll()
+        for buffer in pages.frozen.values { buffer.deallocate() }
+        pages.frozen.removeAll()
+        savepoints.removeAll()
     }
 
     func checkOpen() throws {

@@ -1,0 +1,128 @@
+import Testing
+@testable import StrataStorage
+import Foundation
+
+private struct Rollback: Error {}
+
+/// Savepoints against a model: nested units of a write transaction that fail and roll back on
+/// their own, with page reuse, overflow values, tree creation and drops inside them.
+@Suite struct SavepointTests {
+    typealias Contents = [String: [[UInt8]: [UInt8]]]
+
+    @Test func randomNestedSavepointsMatchModel() throws {
+        let seed: UInt64 = 0x5A7E_9014
+        let commits = TestEnv.int("STRATA_SAVEPOINT_COMMITS", default: 120)
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var rng = SplitMix(seed: seed)
+        var model: Contents = [:]
+        var store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        var held: ReadTransaction?
+        let names = ["a", "b", "c"]
+
+        // One random operation on both the transaction and the model.
+        func operate(_ txn: WriteTransaction, _ state: inout Contents) throws {
+            let name = names[rng.below(names.count)]
+            switch rng.below(100) {
+            case 0..<3:
+                try txn.dropTree(name)
+                state[name] = nil
+            case 3..<60:
+                let key = bigEndianKey(UInt64(rng.below(400)))
+                let size = rng.percent(5) ? rng.within(5_000...20_000) : rng.within(1...60)
+                let value = rng.byteArray(size)
+                try txn.createTree(name).put(key, value)
+                state[name, default: [:]][key] = value
+            default:
+                let key = bigEndianKey(UInt64(rng.below(400)))
+                if let tree = try txn.tree(name) {
+                    let deleted = try tree.delete(key)
+                    #expect(deleted == (state[name]?[key] != nil), "seed \(seed): delete \(key) in \(name)")
+                    state[name]?[key] = nil
+                }
+            }
+        }
+
+        // A block of operations, with savepoints nested up to `depth` more levels.
+        func block(_ txn: WriteTransaction, _ state: inout Contents, depth: Int) throws {
+            for _ in 0..<rng.within(1...25) {
+                if depth > 0 && rng.percent(15) {
+                    var inner = state
+                    let fails = rng.percent(40)
+                    do {
+                        try txn.savepoint {
+                            try block(txn, &inner, depth: depth - 1)
+                            if fails { throw Rollback() }
+                        }
+                        state = inner
+                    } catch is Rollback {
+                        // the model keeps `state`
+                    }
+                } else {
+                    try operate(txn, &state)
+                }
+            }
+        }
+
+        for round in 0..<commits {
+            if rng.percent(10) { held = rng.percent(50) ? try store.beginRead() : nil }
+            var next = model
+            try store.write { txn in
+                try block(txn, &next, depth: 3)
+            }
+            model = next
+            let seen = try store.read { try snapshotContents($0) }
+            if seen != model {
+                // Name the first difference; the whole contents would bury it.
+                let trees = Set(seen.keys).union(model.keys).sorted()
+                let tree = trees.first { seen[$0] != model[$0] } ?? "?"
+                let keys = Set((seen[tree] ?? [:]).keys).union((model[tree] ?? [:]).keys)
+                let key = keys.first { seen[tree]?[$0] != model[tree]?[$0] }
+                Issue.record("seed \(seed): round \(round): tree \(tree) differs from the model at key \(key.map { "\($0)" } ?? "-") (\(seen[tree]?.count ?? -1) entries, model \(model[tree]?.count ?? -1))")
+                return
+            }
+            if round % 40 == 39 {
+                held = nil
+                store.close()
+                store = try Store(path: path, options: StoreOptions(durability: .noSync))
+            }
+        }
+        withExtendedLifetime(held) {}   // snapshots were held across commits up to here
+        held = nil
+        let report = try store.check()
+        #expect(report.isOK, "seed \(seed): \(report.problems)")
+    }
+
+    @Test func commitInsideSavepointThrows() throws {
+        let store = try Store.inMemory()
+        _ = try store.write { txn in
+            #expect(throws: StorageError.savepointOpen) {
+                try txn.savepoint { try txn.commit() }
+            }
+            try txn.createTree("t").put([1], [1])
+        }
+        #expect(try store.read { try $0.tree("t")?.get([1]) } == [1])
+    }
+
+    @Test func handleOpenedInsideRolledBackSavepointStaysCorrect() throws {
+        let store = try Store.inMemory()
+        _ = try store.write { txn in try txn.createTree("t").put([1], [1]) }
+        _ = try store.write { txn in
+            var kept: WriteTree?
+            _ = try? txn.savepoint {
+                let tree = try #require(try txn.tree("t"))
+                kept = tree
+                try tree.put([2], [2])
+                try txn.createTree("new").put([9], [9])
+                throw Rollback()
+            }
+            let tree = try #require(kept)
+            #expect(try tree.get([2]) == nil)
+            #expect(try tree.get([1]) == [1])
+            try tree.put([3], [3])
+            #expect(try txn.tree("new") == nil)
+        }
+        let contents = try store.read { try snapshotContents($0) }
+        #expect(contents == ["t": [[1]: [1], [3]: [3]]])
+    }
+}
