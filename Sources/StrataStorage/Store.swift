@@ -70,6 +70,9 @@ public final class Store: Sendable {
         closed.store(true, ordering: .relaxed)
     }
 
+    /// The id of the newest commit (what a snapshot begun now would see).
+    public var latestVersion: UInt64 { env.readers.latest }
+
     /// True while the calling thread is inside `write` on this file (through any handle): a
     /// layer above uses it to join the open transaction instead of deadlocking on a second one.
     public var isWritingOnCurrentThread: Bool {

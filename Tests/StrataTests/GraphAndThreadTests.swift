@@ -57,10 +57,10 @@ struct GraphAndThreadTests {
 
     @Test func resultsCrossThreadsWithoutTranslators() async throws {
         let db = try Database.inMemory(models: [Author.self, Post.self])
-        try db.write { tx in for i in 0..<200 { try tx.insert(Author(id: String(format: "%03d", i), name: "n\(i)", mentor: nil)) } }
+        try await db.write { tx in for i in 0..<200 { try tx.insert(Author(id: String(format: "%03d", i), name: "n\(i)", mentor: nil)) } }
         let results = db.objects(Author.self).sorted(by: SortDescriptor(\.id))
         // Writes after the snapshot do not change what the results see, on any thread.
-        try db.write { tx in try tx.deleteAll(Author.self) }
+        try await db.write { tx in try tx.deleteAll(Author.self) }
         let counts = await withTaskGroup(of: Int.self) { group in
             for _ in 0..<4 { group.addTask { results.reduce(0) { n, a in n + (a.name.isEmpty ? 0 : 1) } } }
             return await group.reduce(0, +)

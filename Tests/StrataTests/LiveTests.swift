@@ -263,14 +263,14 @@ struct LiveResultsTests {
             }
         }
         try await Task.sleep(nanoseconds: 50_000_000)
-        try db.write { tx in try tx.insert(QueryTests.makeItems(1, seed: 9)[0]) }
+        try await db.write { tx in try tx.insert(QueryTests.makeItems(1, seed: 9)[0]) }
         // Poll without blocking a cooperative thread: the consuming task needs one to run.
         for _ in 0..<1000 where !received.all.contains(1) { try await Task.sleep(nanoseconds: 10_000_000) }
         #expect(received.all.contains(1))
         task.cancel()
         _ = await task.value
         let before = received.all
-        try db.write { tx in try tx.deleteAll(Item.self) }
+        try await db.write { tx in try tx.deleteAll(Item.self) }
         try await Task.sleep(nanoseconds: 100_000_000)
         #expect(received.all == before, "nothing after the task was cancelled")
     }

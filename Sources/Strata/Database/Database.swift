@@ -17,6 +17,8 @@ public final class Database: Sendable {
     /// for all of them instead of one per observer (on a small machine the wake-ups, not the work,
     /// were what observers cost the writer).
     let observerQueue = DispatchQueue(label: "strata.observers")
+    /// Writes from `write(…) async` and `writeAsync`, grouped into shared commits.
+    let writes = WriteQueue()
 
     /// The transaction of this handle's `write` running now, so that work started inside it (a
     /// `DBWrite` run, a nested `write`) joins it. `nonisolated(unsafe)`: it is set and cleared only
@@ -129,12 +131,18 @@ public final class Database: Sendable {
     // MARK: Transactions
 
     /// Runs `body` in one write transaction and commits it. Throwing rolls everything back.
+    /// Called inside another `write` on this handle and thread, it joins that transaction as a
+    /// savepoint: if `body` throws, only its own changes are undone, and the outer transaction
+    /// (whose durability applies) commits or not as a whole.
     ///
     /// ```swift
     /// let stored = try db.write { tx in try tx.insert(Message(id: nil, text: "hi")) }   // id assigned
     /// ```
     @discardableResult
     public func write<R>(durability: Durability? = nil, _ body: (Transaction) throws -> R) throws -> R {
+        if let open = joinableTransaction() {
+            return try open.savepoint { try body(open) }
+        }
         do {
             return try store.write(durability: durability) { txn in
                 let tx = Transaction(registry: registry, txn: txn)

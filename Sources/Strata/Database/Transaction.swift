@@ -47,6 +47,26 @@ public final class Transaction {
         return "\(key)"
     }
 
+    /// Runs `body` as a unit inside this transaction: if it throws, everything it wrote is undone
+    /// and the error rethrown, while the transaction goes on. Savepoints nest.
+    ///
+    /// ```swift
+    /// try db.write { tx in
+    ///     for message in batch {
+    ///         do { try tx.savepoint { try tx.insert(message) } }
+    ///         catch { skipped.append(message) }      // the others are still written
+    ///     }
+    /// }
+    /// ```
+    public func savepoint<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try txn.savepoint(body)
+        } catch {
+            openTrees.removeAll()   // a tree opened inside may be gone
+            throw strataError(error)
+        }
+    }
+
     // MARK: Reading
 
     /// The object with primary key `key`, including this transaction's own writes.

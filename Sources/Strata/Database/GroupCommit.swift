@@ -1,0 +1,156 @@
+import Foundation
+import Dispatch
+import Synchronization
+
+// Group commit: writes that arrive while the writer is busy (usually waiting for the disk) are
+// committed together, in one transaction with one sync, when it is free again. Each write runs in
+// its own savepoint, so it stays atomic on its own: one that throws is rolled back alone and gets
+// its error, the others commit. Nobody waits on purpose; the group is whatever queued up during the
+// previous commit, so a lone writer commits at once and a crowd shares the sync.
+
+/// The writer's own queue and the writes waiting for it.
+final class WriteQueue: Sendable {
+    struct Entry: Sendable {
+        let durability: Durability?
+        /// Runs the caller's closure in the transaction; on success returns how to report the
+        /// commit's outcome (nil: committed) to the caller.
+        let perform: @Sendable (Transaction) throws -> @Sendable ((any Error)?) -> Void
+        /// Reports a failure of the caller's own closure, or a commit that never happened.
+        let fail: @Sendable (any Error) -> Void
+    }
+
+    private struct Pending {
+        var entries: [Entry] = []
+        var draining = false
+        /// Entries queued or in the group being committed.
+        var unfinished = 0
+    }
+
+    private let pending = Mutex(Pending())
+    /// The queue every queued write runs on, one group at a time.
+    let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
+    /// Most writes in one commit: bounds one commit's memory and the first writer's wait.
+    static let maxGroup = 1_000
+
+    /// Writes queued or being committed (for tests).
+    var unfinished: Int { pending.withLock { $0.unfinished } }
+
+    func enqueue(_ entry: Entry, for db: Database) {
+        let start = pending.withLock { state -> Bool in
+            state.entries.append(entry)
+            state.unfinished += 1
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        if start { queue.async { self.drain(db) } }
+    }
+
+    private func drain(_ db: Database) {
+        while true {
+            let group = pending.withLock { state -> [Entry] in
+                if state.entries.isEmpty {
+                    state.draining = false
+                    return []
+                }
+                let count = min(state.entries.count, WriteQueue.maxGroup)
+                let group = Array(state.entries.prefix(count))
+                state.entries.removeFirst(count)
+                return group
+            }
+            if group.isEmpty { return }
+            commit(group, db)
+            pending.withLock { $0.unfinished -= group.count }
+        }
+    }
+
+    private func commit(_ group: [Entry], _ db: Database) {
+        let storeDefault = db.store.durability
+        let durability: Durability = group.contains { ($0.durability ?? storeDefault) == .full } ? .full : .noSync
+        var reports: [@Sendable ((any Error)?) -> Void] = []
+        var resolved = 0   // entries before this index have a report or were failed
+        do {
+            try db.store.write(durability: durability) { txn in
+                for entry in group {
+                    let tx = Transaction(registry: db.registry, txn: txn)
+                    do {
+                        let report = try tx.savepoint { try db.withOpenTransaction(tx) { try entry.perform(tx) } }
+                        reports.append(report)
+                    } catch {
+                        entry.fail(error)
+                    }
+                    resolved += 1
+                }
+            }
+        } catch {
+            let failure = strataError(error)
+            for report in reports { report(failure) }
+            for entry in group[resolved...] { entry.fail(failure) }
+            return
+        }
+        for report in reports { report(nil) }
+    }
+}
+
+/// An engine error as the object layer reports it.
+func strataError(_ error: any Error) -> any Error {
+    guard let storage = error as? StorageError else { return error }
+    return storage == .closed ? StrataError.databaseClosed : StrataError.storage(storage)
+}
+
+extension Database {
+    /// Runs `body` in a write transaction on the writer's queue and returns its result once it is
+    /// committed. Writes that wait for the writer together are committed together, with one sync
+    /// (group commit); each is still atomic on its own: if `body` throws, only its own changes are
+    /// rolled back and the error is rethrown here. A write already queued is not cancelled with its
+    /// task. `durability` is this write's minimum: a group syncs if any of its writes asks for it.
+    ///
+    /// ```swift
+    /// let saved = try await db.write { tx in try tx.insert(Message(id: nil, text: "hi")) }
+    /// ```
+    @discardableResult
+    public func write<R: Sendable>(durability: Durability? = nil,
+                                   _ body: @escaping @Sendable (Transaction) throws -> R) async throws -> R {
+        try Task.checkCancellation()
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            writes.enqueue(WriteQueue.Entry(durability: durability, perform: { tx in
+                let value = try body(tx)
+                return { error in
+                    if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
+                }
+            }, fail: { continuation.resume(throwing: $0) }), for: self)
+        }
+    }
+
+    /// Runs `body` on a snapshot of the newest commit, from Swift concurrency. Reads never wait for
+    /// the writer.
+    ///
+    /// ```swift
+    /// let count = try await db.read { snapshot in snapshot.objects(Person.self).count }
+    /// ```
+    public func read<R: Sendable>(_ body: @Sendable (Snapshot) throws -> R) async throws -> R {
+        try body(try snapshot())
+    }
+
+    /// Runs `body` in a write transaction on the writer's queue (grouped with other queued writes
+    /// as `write(durability:_:) async` is) and calls `completion` on `completionQueue` with its
+    /// result once committed, or with the error. For code that does not use async/await.
+    ///
+    /// ```swift
+    /// db.writeAsync(completionQueue: .main) { tx in
+    ///     try tx.upsert(Person(id: "u1", name: "Ana", age: 31))
+    /// } completion: { result in
+    ///     if case .failure(let error) = result { print("not saved:", error) }
+    /// }
+    /// ```
+    public func writeAsync<R: Sendable>(durability: Durability? = nil, completionQueue: DispatchQueue,
+                                        _ body: @escaping @Sendable (Transaction) throws -> R,
+                                        completion: @escaping @Sendable (Result<R, any Error>) -> Void) {
+        writes.enqueue(WriteQueue.Entry(durability: durability, perform: { tx in
+            let value = try body(tx)
+            return { error in
+                completionQueue.async { completion(error.map { .failure($0) } ?? .success(value)) }
+            }
+        }, fail: { error in completionQueue.async { completion(.failure(error)) } }), for: self)
+    }
+}
