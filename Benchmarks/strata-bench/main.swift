@@ -3,6 +3,7 @@
 //   strata-bench [objects] [options]        the object suite (the default)
 //   strata-bench kv [options]               the raw key-value suite
 //   strata-bench live [options]             live results: delivery latency, observers' cost to the writer
+//   strata-bench group [options]            group commit: 100 concurrent durable writers
 //   strata-bench engine SUITE ENGINE ...    internal: one engine's phase, in a child process
 //
 // See Benchmarks/README.md for the workloads, the peers' settings and how to read the ratios.
@@ -14,13 +15,14 @@ import Darwin
 #endif
 
 /// Suite names, for messages; the first is the default.
-let suiteNames = [ObjectsSuite.name, KVSuite.name, LiveSuite.name]
+let suiteNames = [ObjectsSuite.name, KVSuite.name, LiveSuite.name, GroupSuite.name]
 
 func suite(named name: String) -> (any BenchSuite.Type)? {
     switch name {
     case ObjectsSuite.name: return ObjectsSuite.self
     case KVSuite.name: return KVSuite.self
     case LiveSuite.name: return LiveSuite.self
+    case GroupSuite.name: return GroupSuite.self
     default: return nil
     }
 }
