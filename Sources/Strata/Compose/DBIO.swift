@@ -128,7 +128,7 @@ extension DBIO {
     ///
     /// ```swift
     /// let friendName: DBRead<String?> = DBRead.object(Person.self, key: "u1").flatMap { person in
-    ///     DBRead.object(Person.self, key: person?.bestFriend ?? "").map { $0?.name }
+    ///     DBRead.object(Person.self, key: person?.bestFriend?.id ?? "").map { $0?.name }
     /// }
     /// ```
     public func flatMap<U>(_ next: @escaping @Sendable (T) throws -> DBIO<Mode, U>) -> DBIO<Mode, U> {
