@@ -269,6 +269,33 @@ struct DBIOTests {
         #expect(try version(db) == before + 1)
     }
 
+    @Test func aJoinedCompositionThatFailsIsUndoneAlone() throws {
+        let db = try seeded()
+        let version = try db.snapshot().version
+        let failing = DBWrite.insert(member("d", "Di", age: 20)).then(DBWrite.insert(member("a", "dup", age: 1)))
+        try db.write { tx in
+            try tx.insert(member("e", "Eve", age: 50))
+            #expect(throws: StrataError.duplicateKey(model: "Member", key: "a")) { try db.run(failing) }
+            #expect(throws: StrataError.duplicateKey(model: "Member", key: "a")) { try tx.run(failing) }
+            #expect(try tx.object(Member.self, key: "d") == nil, "the composition's first insert is undone")
+            try tx.insert(member("f", "Fay", age: 60))
+        }
+        #expect(try db.snapshot().version == version + 1)
+        #expect(try db.run(DBRead.objects(Member.self, sortedBy: [SortDescriptor(\.id)])).map(\.id) == ["a", "b", "c", "e", "f"])
+    }
+
+    @Test func asyncRuns() async throws {
+        let db = try seeded()
+        let stored = try await db.run(DBWrite.insert(member("d", "Di", age: 20)).zip(DBRead.count(Member.self, where: nil)))
+        #expect(stored.0.id == "d" && stored.1 == 4)
+        let adults = try await db.run(DBRead.count(Member.self, where: #Predicate { $0.age >= 18 }))
+        #expect(adults == 3)
+        await #expect(throws: StrataError.duplicateKey(model: "Member", key: "a")) {
+            try await db.run(DBWrite.insert(member("x", "X", age: 1)).then(DBWrite.insert(member("a", "dup", age: 1))))
+        }
+        #expect(try await db.run(DBRead.object(Member.self, key: "x")) == nil)
+    }
+
     @Test func readRunsBesideAnOpenWriter() throws {
         let db = try seeded()
         let committed = try version(db)

@@ -23,8 +23,9 @@ extension Database {
 
     /// Runs a composition that writes in exactly one write transaction, committed when all of it
     /// succeeded: a throw anywhere rolls all of it back and reaches the caller. Called inside this
-    /// handle's `write` (or another `run`) on the same thread, it joins that transaction instead:
-    /// nothing commits until the outer write does, and `durability` is the outer write's.
+    /// handle's `write` (or another `run`) on the same thread, it joins that transaction instead, as
+    /// a savepoint: a throw still undoes all of the composition (and only it), nothing commits until
+    /// the outer write does, and `durability` is the outer write's.
     ///
     /// Throws what the composition throws: `StrataError` from the ready-made operations
     /// (`duplicateKey`, `uniqueViolation`, `notFound`, …; engine failures as `StrataError.storage`,
@@ -36,7 +37,7 @@ extension Database {
     @discardableResult
     public func run<T>(_ io: DBWrite<T>, durability: Durability? = nil) throws -> T {
         if let tx = joinableTransaction() {
-            return try withOpenTransaction(tx) { try io.run(in: .transaction(tx)) }
+            return try withOpenTransaction(tx) { try tx.run(io) }
         }
         // `write` makes the transaction this handle's open one while `io` runs, so nested runs join.
         return try write(durability: durability) { tx in try io.run(in: .transaction(tx)) }
@@ -45,7 +46,8 @@ extension Database {
 
 extension Transaction {
     /// Runs a composition, read or write, in this transaction: its reads see this transaction's
-    /// writes, and its writes commit (or roll back) with it.
+    /// writes, and its writes commit (or roll back) with it. A composition that writes runs as a
+    /// savepoint: if it throws, all of its writes are undone before the error reaches you.
     ///
     /// ```swift
     /// try db.write { tx in
@@ -55,6 +57,30 @@ extension Transaction {
     /// ```
     @discardableResult
     public func run<Mode, T>(_ io: DBIO<Mode, T>) throws -> T {
-        try io.run(in: .transaction(self))
+        if Mode.self == Read.self { return try io.run(in: .transaction(self)) }
+        return try savepoint { try io.run(in: .transaction(self)) }
+    }
+}
+
+extension Database {
+    /// Runs a read-only composition on one snapshot, from Swift concurrency.
+    ///
+    /// ```swift
+    /// let adults = try await db.run(DBRead.count(Person.self, where: #Predicate { $0.age >= 18 }))
+    /// ```
+    public func run<T: Sendable>(_ io: DBRead<T>) async throws -> T {
+        try await read { snapshot in try wrapStorage { try io.run(in: .snapshot(snapshot)) } }
+    }
+
+    /// Runs a composition that writes in one transaction on the writer's queue, grouped with
+    /// other queued writes into a shared commit (see `write(durability:_:) async`); it stays atomic
+    /// on its own.
+    ///
+    /// ```swift
+    /// try await db.run(DBWrite.insert(ana).then(DBWrite.insert(ben)))
+    /// ```
+    @discardableResult
+    public func run<T: Sendable>(_ io: DBWrite<T>, durability: Durability? = nil) async throws -> T {
+        try await write(durability: durability) { tx in try tx.run(io) }
     }
 }
