@@ -14,6 +14,8 @@ let package = Package(
         .target(name: "Strata", dependencies: ["StrataStorage"]),
         .executableTarget(name: "strata", dependencies: ["Strata", "StrataStorage"]),
         .executableTarget(name: "strata-bench", dependencies: ["Strata", "StrataStorage"], path: "Benchmarks/strata-bench"),
+        // The documented repository pattern (Examples/README.md); `swift run RepositoryExample`.
+        .executableTarget(name: "RepositoryExample", dependencies: ["Strata"], path: "Examples/Repository"),
         // Spawned by the crash and multi-process tests: commits numbered transactions until killed.
         .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage"], path: "Tests/StrataTestHelper"),
         .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper"]),
