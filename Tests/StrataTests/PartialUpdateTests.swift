@@ -166,7 +166,7 @@ struct PartialUpdateTests {
             "u": UInt(9), "u8": UInt8(200), "u16": 60_000, "u32": UInt32.max, "u64": UInt64.max,
             "d": Double.leastNonzeroMagnitude, "f": Float(1.25), "s": "text", "data": Data([9, 8]), "date": date,
             "uuid": uuidB, "url": URL(string: "file:///tmp/a%20b")!, "dec": Decimal(string: "0.000000000000000000001")!,
-            "level": PULevel.high, "status": PUStatus.away, "owner": Ref<PUPerson>("u9"), "list": [Int](), "set": ["q"],
+            "level": PULevel.high, "status": PUStatus.away, "owner": Ref<PUPerson>("u9"), "list": [Int](), "set": Set(["q"]),
             "map": ["m": 0.5], "optInt": Optional<Int>.none as Any, "optDate": date, "nested": ["lat": 1.5, "lon": -1],
             "people": [Ref<PUPerson>("a"), "b"], "geos": [["lat": 1, "lon": 2]], "optList": [NSNull(), "n"],
         ]

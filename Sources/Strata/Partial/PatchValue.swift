@@ -63,7 +63,8 @@ indirect enum PatchValue {
             self = .object(fields)
             return
         }
-        if let v = value as? [Any] {
+        // Arrays, and sets and other collections given for array or set fields.
+        if let v = (value as? [Any]) ?? (value as? any Collection).map({ Self.elements($0) }) {
             self = .array(try v.enumerated().map { try PatchValue(any: $1, path: path.appending(index: $0)) })
             return
         }
@@ -72,6 +73,8 @@ indirect enum PatchValue {
         if let v = value as? any ReferenceValue { self = try PatchValue(any: v.keyAny, path: path); return }
         throw path.mismatch("a value of type \(type) cannot be given for a field")
     }
+
+    private static func elements<C: Collection>(_ collection: C) -> [Any] { collection.map { $0 } }
 
     private static func nativeInteger(_ value: Any, type: Any.Type) -> PatchValue? {
         switch value {
