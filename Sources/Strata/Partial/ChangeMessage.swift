@@ -15,6 +15,11 @@ import Foundation
 /// print(summary.added, summary.changed, summary.removed, summary.unchanged)
 /// ```
 public struct ChangeMessage: Sendable, Equatable {
+    /// What a message does; the JSON `"msg"` member.
+    ///
+    /// ```swift
+    /// let kind = ChangeMessage.Kind(rawValue: "changed")   // .changed
+    /// ```
     public enum Kind: String, Sendable, Equatable {
         /// Create the object, or update it when it exists (an upsert from `fields`).
         case added
@@ -24,6 +29,7 @@ public struct ChangeMessage: Sendable, Equatable {
         case removed
     }
 
+    /// What the message does.
     public var kind: Kind
     /// The model's name (`Model.modelName`).
     public var model: String
@@ -138,6 +144,7 @@ public struct ChangeSummary: Sendable, Equatable {
     /// Fields skipped because the options say `.ignore`, as `Model key: path`.
     public var ignoredFields: [String] = []
 
+    /// An empty summary (all counts zero).
     public init() {}
 }
 

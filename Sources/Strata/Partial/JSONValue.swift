@@ -23,7 +23,7 @@ public indirect enum JSONValue: Sendable, Equatable {
     ///
     /// ```swift
     /// do { _ = try JSONValue(parsing: Data("{\"a\": }".utf8)) }
-    /// catch StrataError.invalidInput(let why) { print(why) }   // "expected a value at line 1, column 7 (byte 6)"
+    /// catch StrataError.invalidInput(let why) { print(why) }   // "expected a value, found '}' at line 1, column 7 (byte 6)"
     /// ```
     public init(parsing data: Data) throws {
         var parser = JSONParser(bytes: [UInt8](data))

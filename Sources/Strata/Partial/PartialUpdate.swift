@@ -10,6 +10,10 @@ import Foundation
 /// ```
 public struct PartialUpdateOptions: Sendable, Equatable {
     /// What to do with fields the model does not have, at any nesting level.
+    ///
+    /// ```swift
+    /// let lenient = PartialUpdateOptions(unknownFields: .ignore)
+    /// ```
     public enum UnknownFields: Sendable, Equatable {
         /// Throw `StrataError.unknownFields` listing them (the default).
         case reject
@@ -19,6 +23,10 @@ public struct PartialUpdateOptions: Sendable, Equatable {
 
     /// How `Date` fields are written in the input. Dates given as `Date` values in a dictionary
     /// are taken as they are, whatever the format.
+    ///
+    /// ```swift
+    /// let fromJavaScript = PartialUpdateOptions(dateFormat: .millisecondsSince1970)   // {"seen": 1714566600000}
+    /// ```
     public enum DateFormat: Sendable, Equatable {
         /// ISO 8601 text with a time zone, with or without fractional seconds:
         /// `2024-05-01T12:30:00Z`, `2024-05-01T14:30:00.125+02:00` (the default).
@@ -31,9 +39,16 @@ public struct PartialUpdateOptions: Sendable, Equatable {
         case secondsSinceReferenceDate
     }
 
+    /// Reject (the default) or ignore fields the model does not have.
     public var unknownFields: UnknownFields
+    /// How `Date` fields are written; `.iso8601` by default.
     public var dateFormat: DateFormat
 
+    /// Options; the defaults reject unknown fields and read dates as ISO 8601 text.
+    ///
+    /// ```swift
+    /// let options = PartialUpdateOptions(unknownFields: .ignore, dateFormat: .secondsSince1970)
+    /// ```
     public init(unknownFields: UnknownFields = .reject, dateFormat: DateFormat = .iso8601) {
         self.unknownFields = unknownFields
         self.dateFormat = dateFormat
