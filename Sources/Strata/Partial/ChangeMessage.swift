@@ -1,0 +1,222 @@
+import Foundation
+
+/// One change to one object, named by model name and key, as a sync protocol sends it (the shape of
+/// Meteor DDP's `added` / `changed` / `removed`):
+///
+/// ```json
+/// {"msg": "added",   "collection": "Person", "id": "u1", "fields": {"name": "Ana", "status": "online", "tags": []}}
+/// {"msg": "changed", "collection": "Person", "id": "u1", "fields": {"status": "away"}, "cleared": ["nickname"]}
+/// {"msg": "removed", "collection": "Person", "id": "u2"}
+/// ```
+///
+/// ```swift
+/// let messages = try ChangeMessage.decode(json: body)          // a JSON array of messages
+/// let summary = try db.apply(messages)                         // one write transaction
+/// print(summary.added, summary.changed, summary.removed, summary.unchanged)
+/// ```
+public struct ChangeMessage: Sendable, Equatable {
+    /// What a message does; the JSON `"msg"` member.
+    ///
+    /// ```swift
+    /// let kind = ChangeMessage.Kind(rawValue: "changed")   // .changed
+    /// ```
+    public enum Kind: String, Sendable, Equatable {
+        /// Create the object, or update it when it exists (an upsert from `fields`).
+        case added
+        /// Update the fields given (and set the `cleared` ones to nil); the object must exist.
+        case changed
+        /// Delete the object; one already missing is fine.
+        case removed
+    }
+
+    /// What the message does.
+    public var kind: Kind
+    /// The model's name (`Model.modelName`).
+    public var model: String
+    /// The primary key, as JSON: a string, a number, or what the key type's field takes.
+    public var key: JSONValue
+    /// The fields to set, as in a partial update.
+    public var fields: [String: JSONValue]
+    /// Fields to set to nil (dotted paths reach into nested structs: `address.zip`).
+    public var cleared: [String]
+
+    /// ```swift
+    /// let message = ChangeMessage(.changed, model: "Person", key: .string("u1"), fields: ["status": .string("away")])
+    /// ```
+    public init(_ kind: Kind, model: String, key: JSONValue, fields: [String: JSONValue] = [:], cleared: [String] = []) {
+        self.kind = kind
+        self.model = model
+        self.key = key
+        self.fields = fields
+        self.cleared = cleared
+    }
+
+    /// Decodes a JSON array of messages (a single message object is taken as an array of one).
+    /// Throws `invalidInput` naming the message and what is wrong with it.
+    ///
+    /// ```swift
+    /// let messages = try ChangeMessage.decode(json: Data(#"[{"msg":"removed","collection":"Person","id":"u2"}]"#.utf8))
+    /// ```
+    public static func decode(json: Data) throws -> [ChangeMessage] {
+        let value = try JSONValue(parsing: json)
+        switch value {
+        case .array(let items): return try items.enumerated().map { try ChangeMessage(json: $1, index: $0) }
+        case .object: return [try ChangeMessage(json: value, index: 0)]
+        default: throw StrataError.invalidInput("expected a JSON array of change messages, found \(value.summary)")
+        }
+    }
+
+    /// Decodes one message object; `index` names it in errors.
+    init(json: JSONValue, index: Int) throws {
+        func invalid(_ what: String) -> StrataError { .invalidInput("change message \(index): \(what)") }
+        guard case .object(let object) = json else { throw invalid("expected an object, found \(json.summary)") }
+        guard case .string(let msg)? = object["msg"] else { throw invalid("\"msg\" must be a string: added, changed or removed") }
+        guard let kind = Kind(rawValue: msg) else { throw invalid("\"msg\" must be added, changed or removed, found \(jsonString(msg))") }
+        guard case .string(let model)? = object["collection"] else { throw invalid("\"collection\" must be a string naming the model") }
+        guard let key = object["id"], key != .null else { throw invalid("\"id\" (the primary key) is missing") }
+        var fields: [String: JSONValue] = [:]
+        switch object["fields"] {
+        case nil, .null?: break
+        case .object(let f)?: fields = f
+        case let other?: throw invalid("\"fields\" must be an object, found \(other.summary)")
+        }
+        var cleared: [String] = []
+        switch object["cleared"] {
+        case nil, .null?: break
+        case .array(let items)?:
+            for item in items {
+                guard case .string(let name) = item else { throw invalid("\"cleared\" must list field names as strings, found \(item.summary)") }
+                cleared.append(name)
+            }
+        case let other?: throw invalid("\"cleared\" must be an array of field names, found \(other.summary)")
+        }
+        let known: Set<String> = ["msg", "collection", "id", "fields", "cleared"]
+        if let extra = object.keys.sorted().first(where: { !known.contains($0) }) {
+            throw invalid("unexpected member \(jsonString(extra))")
+        }
+        self.init(kind, model: model, key: key, fields: fields, cleared: cleared)
+    }
+
+    /// `fields` with every `cleared` path set to null, nested paths as nested objects.
+    func patch() throws -> [String: PatchValue] {
+        var patch = fields.mapValues(PatchValue.init)
+        for path in cleared {
+            let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard !parts.contains(where: \.isEmpty) else { throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(jsonString(path)) is not a field path") }
+            try Self.setNull(at: parts[...], in: &patch, message: self)
+        }
+        return patch
+    }
+
+    private static func setNull(at parts: ArraySlice<String>, in patch: inout [String: PatchValue], message: ChangeMessage) throws {
+        guard let first = parts.first else { return }
+        if parts.count == 1 {
+            patch[first] = .null
+            return
+        }
+        var nested: [String: PatchValue] = [:]
+        switch patch[first] {
+        case nil: break
+        case .object(let fields)?: nested = fields
+        case .some:
+            throw StrataError.invalidInput("\(message.model) \(message.key.summary): cleared field \(parts.joined(separator: ".")) is inside \(first), which the fields set to a value that is not an object")
+        }
+        try setNull(at: parts.dropFirst(), in: &nested, message: message)
+        patch[first] = .object(nested)
+    }
+}
+
+/// How many objects a batch of change messages added, changed and removed.
+///
+/// ```swift
+/// let summary = try db.apply(messages)
+/// print("\(summary.added) added, \(summary.changed) changed, \(summary.removed) removed, \(summary.unchanged) unchanged")
+/// ```
+public struct ChangeSummary: Sendable, Equatable {
+    /// Objects created (by `added` messages for keys that did not exist).
+    public var added = 0
+    /// Objects whose stored value changed (`changed` messages, and `added` for existing keys).
+    public var changed = 0
+    /// Objects deleted.
+    public var removed = 0
+    /// Messages that changed nothing: identical values, or `removed` for a missing key.
+    public var unchanged = 0
+    /// Fields skipped because the options say `.ignore`, as `Model key: path`.
+    public var ignoredFields: [String] = []
+
+    /// An empty summary (all counts zero).
+    public init() {}
+}
+
+extension Transaction {
+    /// Applies change messages in order, in this transaction, dispatching each to its model by
+    /// name. `added` upserts from the fields (creating needs a complete object), `changed` updates
+    /// (throws `notFound` for a missing key), `removed` deletes. Objects whose stored value ends up
+    /// as it was are not written, so observers hear only of real changes. Throws `invalidInput` for
+    /// a model name the database was not opened with, and what partial updates throw; the caller's
+    /// transaction then rolls everything back.
+    ///
+    /// ```swift
+    /// try db.write { tx in
+    ///     let summary = try tx.apply(try ChangeMessage.decode(json: body))
+    ///     print(summary.changed)
+    /// }
+    /// ```
+    @discardableResult
+    public func apply(_ messages: [ChangeMessage], options: PartialUpdateOptions = PartialUpdateOptions()) throws -> ChangeSummary {
+        var summary = ChangeSummary()
+        for message in messages {
+            guard let info = db.byName[message.model] as? any ChangeApplying else {
+                throw StrataError.invalidInput("change message for \(jsonString(message.model)): no model of that name (known: \(db.byName.keys.sorted().joined(separator: ", ")))")
+            }
+            try info.apply(message, in: self, options: options, summary: &summary)
+        }
+        return summary
+    }
+}
+
+extension Database {
+    /// Applies change messages in one write transaction (one commit): all of them, or, if one
+    /// throws, none. See `Transaction.apply(_:options:)`.
+    ///
+    /// ```swift
+    /// let summary = try db.apply(try ChangeMessage.decode(json: body), options: PartialUpdateOptions(unknownFields: .ignore))
+    /// ```
+    @discardableResult
+    public func apply(_ messages: [ChangeMessage], options: PartialUpdateOptions = PartialUpdateOptions()) throws -> ChangeSummary {
+        try write { tx in try tx.apply(messages, options: options) }
+    }
+}
+
+/// Applies a message to the model a registry entry describes: the step from a model *name* to
+/// its Swift type, so that the generic partial update can run.
+protocol ChangeApplying {
+    func apply(_ message: ChangeMessage, in tx: Transaction, options: PartialUpdateOptions, summary: inout ChangeSummary) throws
+}
+
+extension ModelInfo: ChangeApplying {
+    func apply(_ message: ChangeMessage, in tx: Transaction, options: PartialUpdateOptions, summary: inout ChangeSummary) throws {
+        let key = try modelKey(message.key, registry: tx.db, options: options)
+        switch message.kind {
+        case .removed:
+            if try tx.delete(M.self, key: key) { summary.removed += 1 } else { summary.unchanged += 1 }
+        case .added, .changed:
+            let result = try tx.applyPatch(M.self, key: key, patch: try message.patch(), options: options, mayCreate: message.kind == .added)
+            if result.created { summary.added += 1 } else if result.changed { summary.changed += 1 } else { summary.unchanged += 1 }
+            summary.ignoredFields += result.ignoredFields.map { "\(name) \(tx.describeKey(key)): \($0)" }
+        }
+    }
+
+    /// The message's JSON key as `M.ID`: converted to the `id` field's stored bytes by the schema,
+    /// then decoded as the Swift type, which is what checks an enum key's raw value.
+    func modelKey(_ json: JSONValue, registry: ModelRegistry, options: PartialUpdateOptions) throws -> M.ID {
+        guard let idField = stored.object.field(named: "id") else {
+            throw StrataError.unsupportedType(model: name, field: "id", reason: "change messages need the primary key stored as a field named id")
+        }
+        var encoder = PatchEncoder(model: name, options: options, registry: registry)
+        let bytes = try encoder.encode(PatchValue(json), as: idField.type, path: FieldPath(model: name, text: "id"))
+        return try bytes.withUnsafeBytes {
+            try RecordDecoding.decodeValue(M.ID.self, as: idField.type, bytes: $0, context: EncodingContext(model: name, path: ["id"]))
+        }
+    }
+}

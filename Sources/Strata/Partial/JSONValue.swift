@@ -1,0 +1,46 @@
+import Foundation
+
+/// A JSON value, as parsed from text. Integers keep their exact value (`int`, or `uint` above
+/// `Int64.max`); any number with a fraction or an exponent is a `double`.
+///
+/// ```swift
+/// let value = try JSONValue(parsing: Data(#"{"name": "Ana", "age": 31}"#.utf8))
+/// if case .object(let fields) = value, case .int(let age)? = fields["age"] { print(age) }   // 31
+/// ```
+public indirect enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    /// An integer above `Int64.max` (up to `UInt64.max`).
+    case uint(UInt64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// Parses JSON text (RFC 8259, UTF-8). Malformed input throws `StrataError.invalidInput` saying
+    /// what was wrong and where (line, column and byte offset); it never traps.
+    ///
+    /// ```swift
+    /// do { _ = try JSONValue(parsing: Data("{\"a\": }".utf8)) }
+    /// catch StrataError.invalidInput(let why) { print(why) }   // "expected a value, found '}' at line 1, column 7 (byte 6)"
+    /// ```
+    public init(parsing data: Data) throws {
+        var parser = JSONParser(bytes: [UInt8](data))
+        self = try parser.parseDocument()
+    }
+
+    /// A short description of the value's kind and, for scalars, the value: for error messages.
+    var summary: String {
+        switch self {
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .int(let i): return "the number \(i)"
+        case .uint(let u): return "the number \(u)"
+        case .double(let d): return "the number \(d)"
+        case .string(let s): return "the string \(jsonString(s.count > 40 ? String(s.prefix(40)) + "…" : s))"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+}

@@ -1,0 +1,354 @@
+import Foundation
+
+/// Turns given field values into record bytes by the stored schema, merging them into a stored
+/// record: fields not given keep their stored bytes untouched (they are copied, never decoded and
+/// re-encoded), nested structs merge field by field (RFC 7396), everything else is replaced whole.
+///
+/// It collects unknown and missing fields as it goes, so that one error can list them all; a value
+/// of the wrong type throws at once, naming its dotted path.
+struct PatchEncoder {
+    let model: String
+    let options: PartialUpdateOptions
+    let registry: ModelRegistry
+    /// Dotted paths of fields the schema does not have.
+    var unknown: [String] = []
+    /// Dotted paths of required fields that neither the stored record nor the patch gives.
+    var missing: [String] = []
+
+    init(model: String, options: PartialUpdateOptions, registry: ModelRegistry) {
+        self.model = model
+        self.options = options
+        self.registry = registry
+    }
+
+    typealias Entry = (isNil: Bool, bytes: [UInt8])
+
+    /// Applies `patch` to the record `stored` (nil: there is none, build one from scratch) of
+    /// `schema`; `seed` gives fields that a new record starts with (the primary key).
+    mutating func merge(_ patch: [String: PatchValue], into stored: UnsafeRawBufferPointer?, schema: ObjectSchema,
+                        path: FieldPath, seed: [Int: Entry] = [:]) throws -> [UInt8] {
+        var entries = seed
+        if let stored {
+            let table = try FieldTable(stored)
+            // Every stored entry is kept, even one of a removed field, so that nothing is lost here.
+            for entry in table.entries {
+                entries[entry.id] = (entry.isNil, Array(stored[entry.start..<entry.end]))
+            }
+        }
+        for name in patch.keys.sorted() {
+            guard let value = patch[name] else { continue }
+            let fieldPath = path.appending(name)
+            guard let field = schema.field(named: name) else {
+                unknown.append(fieldPath.text)
+                continue
+            }
+            if case .null = value {
+                guard field.type.isOptional else { throw fieldPath.mismatch("null given for a non-optional \(field.type)") }
+                entries[field.id] = (true, [])
+                continue
+            }
+            if case .object(let nestedSchema) = field.type.unwrapped, case .object(let nestedPatch) = value {
+                var current: [UInt8]?
+                if let existing = entries[field.id], !existing.isNil { current = existing.bytes }
+                let merged = try current.withUnsafeBytesIfPresent { bytes in
+                    try merge(nestedPatch, into: bytes, schema: nestedSchema, path: fieldPath)
+                }
+                entries[field.id] = (false, merged)
+                continue
+            }
+            entries[field.id] = (false, try encode(value, as: field.type, path: fieldPath))
+        }
+        for field in schema.liveFields where !field.type.isOptional {
+            if entries[field.id] == nil || entries[field.id]?.isNil == true { missing.append(path.appending(field.name).text) }
+        }
+        var fields = RecordFields()
+        fields.entries = entries.keys.sorted().compactMap { id in entries[id].map { (id, $0.isNil, $0.bytes) } }
+        var out: [UInt8] = []
+        fields.serialize(into: &out)
+        return out
+    }
+
+    /// The stored bytes of a present `value` of type `type`. Null is only valid where the type is
+    /// optional and the caller records it as a nil entry; here it is an error.
+    mutating func encode(_ value: PatchValue, as type: FieldType, path: FieldPath) throws -> [UInt8] {
+        var out: [UInt8] = []
+        switch type {
+        case .optional(let inner):
+            return try encode(value, as: inner, path: path)
+        case .bool:
+            guard case .bool(let b) = value else { throw expected("true or false", value, path) }
+            out.append(b ? 1 : 0)
+        case .int(let bits, let signed):
+            if signed {
+                appendVarint(zigzag(try signedInteger(value, bits: bits, path: path)), to: &out)
+            } else {
+                appendVarint(try unsignedInteger(value, bits: bits, path: path), to: &out)
+            }
+        case .double:
+            let d = try double(value, type: type, path: path)
+            withUnsafeBytes(of: d.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+        case .float:
+            let d = try double(value, type: type, path: path)
+            let f = Float(d)
+            if f.isInfinite && d.isFinite { throw path.mismatch("\(value.summary) is out of range for Float") }
+            withUnsafeBytes(of: f.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+        case .string:
+            out.append(contentsOf: try string(value, path: path).utf8)
+        case .data:
+            out.append(contentsOf: try data(value, path: path))
+        case .date:
+            let seconds = try date(value, path: path).timeIntervalSinceReferenceDate
+            withUnsafeBytes(of: seconds.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+        case .uuid:
+            withUnsafeBytes(of: try uuid(value, path: path).uuid) { out.append(contentsOf: $0) }
+        case .decimal:
+            out.append(contentsOf: try decimal(value, path: path).description.utf8)
+        case .url:
+            out.append(contentsOf: try url(value, path: path).absoluteString.utf8)
+        case .enumeration(let raw):
+            // The raw value is checked against the enum's cases when the object is decoded.
+            return try encode(value, as: raw, path: path)
+        case .reference(let target):
+            return try referenceKey(value, target: target, path: path)
+        case .object(let schema):
+            guard case .object(let fields) = value else { throw expected("an object", value, path) }
+            return try merge(fields, into: nil, schema: schema, path: path)
+        case .array(let element):
+            guard case .array(let values) = value else { throw expected("an array", value, path) }
+            appendVarint(UInt64(values.count), to: &out)
+            for (i, item) in values.enumerated() {
+                let itemPath = path.appending(index: i)
+                let entry = try collectionEntry(item, element: element, path: itemPath)
+                appendVarint(UInt64(entry.bytes.count) << 1 | (entry.isNil ? 1 : 0), to: &out)
+                out.append(contentsOf: entry.bytes)
+            }
+        case .dictionary(let element):
+            guard case .object(let fields) = value else { throw expected("an object", value, path) }
+            // Sorted by key bytes, as the record encoder stores dictionaries.
+            let keys = fields.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            appendVarint(UInt64(keys.count), to: &out)
+            for key in keys {
+                guard let item = fields[key] else { continue }
+                let entry = try collectionEntry(item, element: element, path: path.appending(key))
+                appendVarint(UInt64(key.utf8.count), to: &out)
+                out.append(contentsOf: key.utf8)
+                appendVarint(UInt64(entry.bytes.count) << 1 | (entry.isNil ? 1 : 0), to: &out)
+                out.append(contentsOf: entry.bytes)
+            }
+        }
+        return out
+    }
+
+    private mutating func collectionEntry(_ item: PatchValue, element: FieldType, path: FieldPath) throws -> Entry {
+        if case .null = item {
+            guard element.isOptional else { throw path.mismatch("null given for a non-optional \(element)") }
+            return (true, [])
+        }
+        return (false, try encode(item, as: element, path: path))
+    }
+
+    // MARK: Scalars
+
+    private func expected(_ what: String, _ value: PatchValue, _ path: FieldPath) -> StrataError {
+        path.mismatch("expected \(what), found \(value.summary)")
+    }
+
+    private func signedInteger(_ value: PatchValue, bits: Int, path: FieldPath) throws -> Int64 {
+        let lower: Int64 = bits >= 64 ? .min : -(1 << (bits - 1))
+        let upper: Int64 = bits >= 64 ? .max : (1 << (bits - 1)) - 1
+        let range = "Int\(bits) (a whole number from \(lower) to \(upper))"
+        let result: Int64?
+        switch value {
+        case .int(let i): result = i
+        case .uint(let u): result = Int64(exactly: u)
+        // 2.0 and 2e3 are whole numbers; 2.5 is not.
+        case .double(let d): result = Int64(exactly: d)
+        default: throw expected(range, value, path)
+        }
+        guard let result, result >= lower, result <= upper else { throw expected(range, value, path) }
+        return result
+    }
+
+    private func unsignedInteger(_ value: PatchValue, bits: Int, path: FieldPath) throws -> UInt64 {
+        let upper: UInt64 = bits >= 64 ? .max : (1 << UInt64(bits)) - 1
+        let range = "UInt\(bits) (a whole number from 0 to \(upper))"
+        let result: UInt64?
+        switch value {
+        case .int(let i): result = UInt64(exactly: i)
+        case .uint(let u): result = u
+        case .double(let d): result = UInt64(exactly: d)
+        default: throw expected(range, value, path)
+        }
+        guard let result, result <= upper else { throw expected(range, value, path) }
+        return result
+    }
+
+    private func double(_ value: PatchValue, type: FieldType, path: FieldPath) throws -> Double {
+        switch value {
+        case .int(let i): return Double(i)
+        case .uint(let u): return Double(u)
+        case .double(let d): return d
+        default: throw expected("a number for \(type)", value, path)
+        }
+    }
+
+    private func string(_ value: PatchValue, path: FieldPath) throws -> String {
+        guard case .string(let s) = value else { throw expected("a string", value, path) }
+        return s
+    }
+
+    private func data(_ value: PatchValue, path: FieldPath) throws -> Data {
+        switch value {
+        case .data(let d): return d
+        case .string(let s):
+            guard let d = Data(base64Encoded: s) else { throw expected("base64 text for Data", value, path) }
+            return d
+        default: throw expected("base64 text for Data", value, path)
+        }
+    }
+
+    private func uuid(_ value: PatchValue, path: FieldPath) throws -> UUID {
+        switch value {
+        case .uuid(let u): return u
+        case .string(let s):
+            guard let u = UUID(uuidString: s) else { throw expected("a UUID string", value, path) }
+            return u
+        default: throw expected("a UUID string", value, path)
+        }
+    }
+
+    private func url(_ value: PatchValue, path: FieldPath) throws -> URL {
+        switch value {
+        case .url(let u): return u
+        case .string(let s):
+            guard let u = URL(string: s) else { throw expected("a URL string", value, path) }
+            return u
+        default: throw expected("a URL string", value, path)
+        }
+    }
+
+    private func decimal(_ value: PatchValue, path: FieldPath) throws -> Decimal {
+        let result: Decimal?
+        switch value {
+        case .decimal(let d): result = d
+        case .int(let i): result = Decimal(i)
+        case .uint(let u): result = Decimal(u)
+        // The shortest text that reads back as the same Double: 0.1 stays 0.1, not 0.1000000000000000055.
+        case .double(let d): result = Decimal(string: "\(d)", locale: Self.posix)
+        // `Decimal(string:)` accepts a valid prefix ("12abc" is 12), so the whole text is checked first.
+        case .string(let s): result = Self.isDecimalText(s) ? Decimal(string: s, locale: Self.posix) : nil
+        default: throw expected("a number or a decimal string", value, path)
+        }
+        guard let result, !result.isNaN else { throw expected("a number or a decimal string", value, path) }
+        return result
+    }
+
+    private static let posix = Locale(identifier: "en_US_POSIX")
+
+    /// `-?digits(.digits)?([eE][+-]?digits)?`
+    static func isDecimalText(_ s: String) -> Bool {
+        var bytes = s.utf8[...]
+        func digits() -> Bool {
+            let count = bytes.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }.count
+            bytes = bytes.dropFirst(count)
+            return count > 0
+        }
+        if bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        guard digits() else { return false }
+        if bytes.first == UInt8(ascii: ".") {
+            bytes = bytes.dropFirst()
+            guard digits() else { return false }
+        }
+        if bytes.first == UInt8(ascii: "e") || bytes.first == UInt8(ascii: "E") {
+            bytes = bytes.dropFirst()
+            if bytes.first == UInt8(ascii: "+") || bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+            guard digits() else { return false }
+        }
+        return bytes.isEmpty
+    }
+
+    private func date(_ value: PatchValue, path: FieldPath) throws -> Date {
+        if case .date(let d) = value { return d }
+        let format = options.dateFormat
+        if format == .iso8601 {
+            guard case .string(let s) = value, let d = Self.parseISO8601(s) else {
+                throw expected("an ISO 8601 date-time string such as 2024-05-01T12:30:00Z", value, path)
+            }
+            return d
+        }
+        let number: Double
+        switch value {
+        case .int(let i): number = Double(i)
+        case .uint(let u): number = Double(u)
+        case .double(let d): number = d
+        default: throw expected("a number of \(format.unitDescription)", value, path)
+        }
+        switch format {
+        case .secondsSince1970: return Date(timeIntervalSince1970: number)
+        case .millisecondsSince1970: return Date(timeIntervalSince1970: number / 1000)
+        case .secondsSinceReferenceDate, .iso8601: return Date(timeIntervalSinceReferenceDate: number)
+        }
+    }
+
+    private static let iso8601 = Date.ISO8601FormatStyle()
+    private static let iso8601Fractional = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    static func parseISO8601(_ s: String) -> Date? {
+        if let d = try? iso8601.parse(s) { return d }
+        return try? iso8601Fractional.parse(s)
+    }
+
+    // MARK: References
+
+    /// A `Ref` is stored as the target's key encoding, so the key's type comes from the target's
+    /// schema: the same JSON `5` is a different key for an `Int` id and an `Int?` id.
+    private func referenceKey(_ value: PatchValue, target: String, path: FieldPath) throws -> [UInt8] {
+        guard let keyType = registry.byName[target]?.stored.object.field(named: "id")?.type else {
+            throw path.mismatch("references \(target), which this database was not opened with, so its key type is unknown")
+        }
+        var out: [UInt8] = []
+        try appendKey(value, type: keyType, to: &out, path: path)
+        return out
+    }
+
+    private func appendKey(_ value: PatchValue, type: FieldType, to out: inout [UInt8], path: FieldPath) throws {
+        switch type {
+        case .optional(let inner):
+            out.append(1)
+            try appendKey(value, type: inner, to: &out, path: path)
+        case .enumeration(let raw):
+            try appendKey(value, type: raw, to: &out, path: path)
+        case .int(let bits, true): KeyEncoding.appendInt(try signedInteger(value, bits: bits, path: path), to: &out)
+        case .int(let bits, false): KeyEncoding.appendUInt(try unsignedInteger(value, bits: bits, path: path), to: &out)
+        case .string: KeyEncoding.appendBytes(KeyEncoding.normalized(try string(value, path: path)).utf8, to: &out)
+        case .uuid: withUnsafeBytes(of: try uuid(value, path: path).uuid) { out.append(contentsOf: $0) }
+        case .data: KeyEncoding.appendBytes(try data(value, path: path), to: &out)
+        case .date: KeyEncoding.appendDouble(try date(value, path: path).timeIntervalSinceReferenceDate, to: &out)
+        case .double, .float: KeyEncoding.appendDouble(try double(value, type: type, path: path), to: &out)
+        case .bool:
+            guard case .bool(let b) = value else { throw expected("true or false", value, path) }
+            out.append(b ? 1 : 0)
+        default:
+            throw path.mismatch("the referenced model's key type \(type) cannot be given as a value")
+        }
+    }
+}
+
+extension PartialUpdateOptions.DateFormat {
+    var unitDescription: String {
+        switch self {
+        case .iso8601: return "ISO 8601 text"
+        case .secondsSince1970: return "seconds since 1970"
+        case .millisecondsSince1970: return "milliseconds since 1970"
+        case .secondsSinceReferenceDate: return "seconds since 2001-01-01"
+        }
+    }
+}
+
+extension Optional where Wrapped == [UInt8] {
+    /// Runs `body` on the bytes, or on nil when there are none.
+    func withUnsafeBytesIfPresent<R>(_ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let self else { return try body(nil) }
+        return try self.withUnsafeBytes { try body($0) }
+    }
+}

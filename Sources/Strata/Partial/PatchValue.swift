@@ -1,0 +1,150 @@
+import Foundation
+
+/// A value given for a field, from JSON or from a `[String: Any]`. Besides JSON's kinds it holds
+/// native Foundation values a dictionary may carry, so that a `Date` or `Data` goes into the record
+/// as itself, never through a text form that could lose precision.
+indirect enum PatchValue {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case uint(UInt64)
+    case double(Double)
+    case string(String)
+    case array([PatchValue])
+    case object([String: PatchValue])
+    case date(Date)
+    case data(Data)
+    case uuid(UUID)
+    case url(URL)
+    case decimal(Decimal)
+
+    init(_ json: JSONValue) {
+        switch json {
+        case .null: self = .null
+        case .bool(let b): self = .bool(b)
+        case .int(let i): self = .int(i)
+        case .uint(let u): self = .uint(u)
+        case .double(let d): self = .double(d)
+        case .string(let s): self = .string(s)
+        case .array(let values): self = .array(values.map(PatchValue.init))
+        case .object(let fields): self = .object(fields.mapValues(PatchValue.init))
+        }
+    }
+
+    /// Converts a value from a `[String: Any]`. `path` names it in errors.
+    ///
+    /// Primitive types are matched by exact type first: `as?` casts bridge through `NSNumber`,
+    /// where `1 as? Bool` and `true as? Int` both succeed.
+    init(any value: Any, path: FieldPath) throws {
+        if let optional = value as? any OptionalValue {
+            guard let wrapped = optional.wrappedAny else { self = .null; return }
+            self = try PatchValue(any: wrapped, path: path)
+            return
+        }
+        let type = Swift.type(of: value)
+        if type == Bool.self, let v = value as? Bool { self = .bool(v); return }
+        if let v = Self.nativeInteger(value, type: type) { self = v; return }
+        if type == Double.self, let v = value as? Double { self = .double(v); return }
+        if type == Float.self, let v = value as? Float { self = .double(Double(v)); return }
+        if type == String.self, let v = value as? String { self = .string(v); return }
+        if type == Substring.self, let v = value as? Substring { self = .string(String(v)); return }
+        if type == Date.self, let v = value as? Date { self = .date(v); return }
+        if type == Data.self, let v = value as? Data { self = .data(v); return }
+        if type == UUID.self, let v = value as? UUID { self = .uuid(v); return }
+        if type == URL.self, let v = value as? URL { self = .url(v); return }
+        if type == Decimal.self, let v = value as? Decimal { self = .decimal(v); return }
+        if let v = value as? JSONValue { self = PatchValue(v); return }
+        if value is NSNull { self = .null; return }
+        if let number = value as? NSNumber { self = Self.number(number); return }
+        if let v = value as? String { self = .string(v); return }   // NSString
+        if let v = value as? [String: Any] {
+            var fields: [String: PatchValue] = [:]
+            for (key, element) in v { fields[key] = try PatchValue(any: element, path: path.appending(key)) }
+            self = .object(fields)
+            return
+        }
+        // Arrays, and sets and other collections given for array or set fields.
+        if let v = (value as? [Any]) ?? (value as? any Collection).map({ Self.elements($0) }) {
+            self = .array(try v.enumerated().map { try PatchValue(any: $1, path: path.appending(index: $0)) })
+            return
+        }
+        // Enum cases and references given as themselves stand for their raw value and key.
+        if let v = value as? any RawRepresentable { self = try PatchValue(any: v.rawValue, path: path); return }
+        if let v = value as? any ReferenceValue { self = try PatchValue(any: v.keyAny, path: path); return }
+        throw path.mismatch("a value of type \(type) cannot be given for a field")
+    }
+
+    private static func elements<C: Collection>(_ collection: C) -> [Any] { collection.map { $0 } }
+
+    private static func nativeInteger(_ value: Any, type: Any.Type) -> PatchValue? {
+        switch value {
+        case let v as Int where type == Int.self: return .int(Int64(v))
+        case let v as Int8 where type == Int8.self: return .int(Int64(v))
+        case let v as Int16 where type == Int16.self: return .int(Int64(v))
+        case let v as Int32 where type == Int32.self: return .int(Int64(v))
+        case let v as Int64 where type == Int64.self: return .int(v)
+        case let v as UInt where type == UInt.self: return .uint(UInt64(v))
+        case let v as UInt8 where type == UInt8.self: return .uint(UInt64(v))
+        case let v as UInt16 where type == UInt16.self: return .uint(UInt64(v))
+        case let v as UInt32 where type == UInt32.self: return .uint(UInt64(v))
+        case let v as UInt64 where type == UInt64.self: return .uint(v)
+        default: return nil
+        }
+    }
+
+    /// `JSONSerialization` gives `NSNumber`s for numbers and for `true`/`false`; the booleans are
+    /// instances of a class of their own (`__NSCFBoolean`, on Linux too), which is how they are told
+    /// apart from 0 and 1.
+    private static func number(_ n: NSNumber) -> PatchValue {
+        if Swift.type(of: n) == booleanClass { return .bool(n.boolValue) }
+        switch String(cString: n.objCType) {
+        case "f", "d": return .double(n.doubleValue)
+        case "C", "S", "I", "L", "Q": return .uint(n.uint64Value)
+        default: return .int(n.int64Value)
+        }
+    }
+
+    private static let booleanClass: AnyClass = Swift.type(of: NSNumber(value: true))
+
+    /// A short description of the value's kind and, for scalars, the value: for error messages.
+    var summary: String {
+        switch self {
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .int(let i): return "the number \(i)"
+        case .uint(let u): return "the number \(u)"
+        case .double(let d): return "the number \(d)"
+        case .string(let s): return "the string \(jsonString(s.count > 40 ? String(s.prefix(40)) + "…" : s))"
+        case .array: return "an array"
+        case .object: return "an object"
+        case .date(let d): return "the Date \(d)"
+        case .data(let d): return "Data of \(d.count) bytes"
+        case .uuid(let u): return "the UUID \(u.uuidString)"
+        case .url(let u): return "the URL \(u.absoluteString)"
+        case .decimal(let d): return "the Decimal \(d)"
+        }
+    }
+}
+
+/// A dotted field path for error messages and reports: `address.city`, `tags[2]`, `labels.home`.
+struct FieldPath {
+    let model: String
+    let text: String
+
+    init(model: String, text: String = "") {
+        self.model = model
+        self.text = text
+    }
+
+    func appending(_ field: String) -> FieldPath {
+        FieldPath(model: model, text: text.isEmpty ? field : text + "." + field)
+    }
+
+    func appending(index: Int) -> FieldPath {
+        FieldPath(model: model, text: text + "[\(index)]")
+    }
+
+    func mismatch(_ reason: String) -> StrataError {
+        .typeMismatch(model: model, field: text.isEmpty ? "(model)" : text, reason: reason)
+    }
+}
