@@ -110,6 +110,12 @@ extension WriteTransaction {
             }
         }
         for (name, saved) in savepoint.trees {
+            if let current = trees[name], current !== saved.state {
+                // Dropped and created again inside: the new state's pages are gone; its handles must fail.
+                current.info = .empty
+                current.dropped = true
+                current.modified = false
+            }
             saved.state.info = saved.info
             saved.state.modified = saved.modified
             saved.state.dropped = saved.dropped

@@ -125,4 +125,55 @@ private struct Rollback: Error {}
         let contents = try store.read { try snapshotContents($0) }
         #expect(contents == ["t": [[1]: [1], [3]: [3]]])
     }
+
+    /// A tree opened before a savepoint, dropped and created again inside it: after the rollback
+    /// the handle of the re-created tree (a TreeState no longer in `trees`) still accepts writes.
+    /// Those go to pages that commit writes but no tree references: lost writes, leaked pages.
+    @Test(arguments: [false, true]) func recreatedTreeHandleOrphanedByRollback(reuse: Bool) throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        _ = try store.write { txn in try txn.createTree("t").put([1], [1]) }
+        if reuse {
+            // Pages on the free list, so that the re-created tree's root is an old page number.
+            _ = try store.write { txn in
+                let x = try txn.createTree("x")
+                for i in 0..<2_000 { try x.put(bigEndianKey(UInt64(i)), [UInt8](repeating: 1, count: 50)) }
+            }
+            _ = try store.write { txn in try txn.dropTree("x") }
+            _ = try store.write { txn in try txn.createTree("y").put([0], [0]) }
+        }
+        var wrote = false
+        _ = try store.write { txn in
+            _ = try txn.tree("t")                         // opened before the savepoint
+            var kept: WriteTree?
+            _ = try? txn.savepoint {
+                try txn.dropTree("t")
+                let again = try txn.createTree("t")
+                try again.put([2], [2])
+                kept = again
+                throw Rollback()
+            }
+            // Another tree allocates the page number the rolled-back tree's root had.
+            try txn.createTree("u").put([5], [5])
+            // A handle to a tree created inside a rolled-back savepoint stops working.
+            let orphan = try #require(kept)
+            do {
+                for i in 0..<200 { try orphan.put([3, UInt8(i)], [UInt8](repeating: 7, count: 100)) }
+                wrote = true
+            } catch {
+                #expect(isStorageError(error) { $0 == .treeNotFound("t") }, "\(error)")
+            }
+        }
+        #expect(!wrote, "writes through the orphaned handle were accepted")
+        #expect(try store.read { try $0.tree("t")?.get([3, 0]) } == nil)
+        let u = try store.read { txn -> [[UInt8]] in
+            var keys: [[UInt8]] = []
+            try txn.tree("u")?.forEach { k, _ in keys.append(Array(k)); return true }
+            return keys
+        }
+        #expect(u == [[5]], "tree u holds \(u.count) keys, written through another tree's handle")
+        let report = try store.check()
+        #expect(report.isOK, "\(report.problems.prefix(3))")
+    }
 }

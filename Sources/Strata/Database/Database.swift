@@ -17,6 +17,8 @@ public final class Database: Sendable {
     /// for all of them instead of one per observer (on a small machine the wake-ups, not the work,
     /// were what observers cost the writer).
     let observerQueue = DispatchQueue(label: "strata.observers")
+    /// Routes commits to this handle's results observers.
+    let observers: ObserverHub
     /// Writes from `write(…) async` and `writeAsync`, grouped into shared commits.
     let writes = WriteQueue()
 
@@ -57,6 +59,7 @@ public final class Database: Sendable {
     /// for migrations.
     public init(store: Store, models: [any Model.Type], schemaVersion: Int = 0, migration: ((Migration) throws -> Void)? = nil) throws {
         self.store = store
+        self.observers = ObserverHub(worker: observerQueue)
         var infos: [ObjectIdentifier: any AnyModelInfo] = [:]
         var byName: [String: any AnyModelInfo] = [:]
         try wrapStorage {

@@ -4,13 +4,16 @@ import StrataStorage
 /// What every observer shares: its commit listener, and the flags that stop it. Stopping is
 /// idempotent and safe from any thread.
 final class ObservationState: Sendable {
-    private let listener = Mutex<CommitListenerToken?>(nil)
+    private let listener = Mutex<(@Sendable () -> Void)?>(nil)
     /// Set by the token: nothing more is delivered.
     private let invalidated = Atomic<Bool>(false)
     /// Set after a final delivery (an error, a deletion): nothing more is computed.
     private let finished = Atomic<Bool>(false)
 
-    func listen(with token: CommitListenerToken) { listener.withLock { $0 = token } }
+    func listen(with token: CommitListenerToken) { listen { token.invalidate() } }
+
+    /// Keeps `stop`, which ends the observer's subscription to commits.
+    func listen(stop: @escaping @Sendable () -> Void) { listener.withLock { $0 = stop } }
 
     /// The token's `invalidate()`.
     func invalidate() {
@@ -25,11 +28,11 @@ final class ObservationState: Sendable {
     }
 
     func stopListening() {
-        let token = listener.withLock { token -> CommitListenerToken? in
-            defer { token = nil }
-            return token
+        let stop = listener.withLock { stop -> (@Sendable () -> Void)? in
+            defer { stop = nil }
+            return stop
         }
-        token?.invalidate()
+        stop?()
     }
 
     /// Whether deliveries may still run (not invalidated, database open).

@@ -85,11 +85,13 @@ extension Results {
 /// block returns, one refresh covers every commit since. So a slow observer gets
 /// fewer, larger change sets, and the writer never waits for it.
 ///
+/// Commits reach it through the database's `ObserverHub`, which gathers them for all observers.
+///
 /// `@unchecked Sendable`: every `var` (`last`, `lastKeys`, `live`, `liveObjects`, `sortKeyOf`,
 /// `inFlight`, `pendingKeys`, `pendingUnknown`, `seenVersion`, the compiled filter) is read and
-/// written only on `worker` (the database's serial observer queue); `incoming` is a Mutex;
-/// everything else is immutable or atomic.
-final class ResultsObserver<M: Model>: @unchecked Sendable {
+/// written only on `worker` (the database's serial observer queue); everything else is immutable
+/// or atomic.
+final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private let db: Database
     private let query: Query<M>
     private let queue: DispatchQueue
@@ -103,19 +105,11 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     /// Keys changed by commits not yet looked at, and whether some commit changed an unknown set.
     private var pendingKeys: Set<[UInt8]> = []
     private var pendingUnknown = false
-    /// Filled on committing threads, drained on `worker`.
-    private let incoming = Mutex<Inbox>(Inbox())
     /// The newest commit whose changes this observer has taken in (worker only).
     private var seenVersion: UInt64 = 0
+    /// The observed model's record tree.
+    let tree: String
 
-    /// Changes from committing threads waiting for the worker. `version` is the newest commit seen,
-    /// whether or not it touched the observed model.
-    private struct Inbox {
-        var keys: Set<[UInt8]> = []
-        var unknown = false
-        var scheduled = false
-        var version: UInt64 = 0
-    }
     /// The query's conditions compiled for encoded records, when they compile (see RecordFilter).
     private var recordFilter: RecordFilter?
     private var filterCompiled = false
@@ -146,6 +140,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         self.query = query
         self.queue = queue
         self.block = block
+        self.tree = (try? db.info(M.self))?.recordTree ?? ""
         if let keyPaths, let info = try? db.info(M.self) {
             // Observed fields by id: a nested key path watches its top-level field.
             let ids = keyPaths.compactMap { keyPath -> Int? in
@@ -159,63 +154,32 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
     }
 
     func start() {
-        guard let info = try? db.info(M.self) else {
+        guard (try? db.info(M.self)) != nil else {
             let block = self.block
             queue.async { block(.error(.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)"))) }
             return
         }
-        let tree = info.recordTree
         // Listen first, then evaluate: a commit in between is in the initial results, and the
         // refresh it schedules finds nothing new.
-        let token = db.store.addCommitListener { [weak self] event in
-            guard let self else { return }
-            guard event.changedTrees.contains(tree) else {
-                self.incoming.withLock { $0.version = max($0.version, event.txnid) }
-                return
-            }
-            self.schedule(event.changedKeys[tree], version: event.txnid)
-        }
-        lifecycle.listen(with: token)
+        lifecycle.listen(stop: db.observers.register(self, db: db))
         worker.async { self.refresh(initial: true) }
     }
 
-    /// Called on the committing thread: add the changed keys to the inbox and, unless a worker
-    /// pass is already queued, queue one. Commits that land while the worker is busy cost one
-    /// lock and a set union each, and are looked at together.
-    private func schedule(_ keys: Set<[UInt8]>?, version: UInt64) {
-        let enqueue = incoming.withLock { inbox -> Bool in
-            if let keys { inbox.keys.formUnion(keys) } else { inbox.unknown = true }
-            inbox.version = max(inbox.version, version)
-            if inbox.scheduled { return false }
-            inbox.scheduled = true
-            return true
+    /// On `worker` (from the hub): what gathered commits changed in the observed tree.
+    func absorb(_ changes: TreeChanges?, version: UInt64) {
+        if let changes {
+            pendingKeys.formUnion(changes.keys)
+            if changes.unknown { pendingUnknown = true }
         }
-        guard enqueue else { return }
-        // A short delay gathers the commits of a busy writer into one pass: the writer then pays
-        // a lock and a set union per commit, not a thread wake-up.
-        worker.asyncAfter(deadline: .now() + ResultsObserver.gatherDelay) {
-            self.drainInbox()
-            self.refreshIfStale()
-        }
+        seenVersion = max(seenVersion, version)
     }
 
-    /// How long the first commit after a quiet spell waits for others before the observer looks.
-    static var gatherDelay: DispatchTimeInterval { .microseconds(500) }
-
-    /// On `worker`: moves what committing threads left in the inbox into the pending changes.
-    private func drainInbox() {
-        let taken = incoming.withLock { inbox -> Inbox in
-            defer { inbox = Inbox(version: inbox.version) }
-            return inbox
-        }
-        pendingKeys.formUnion(taken.keys)
-        if taken.unknown { pendingUnknown = true }
-        seenVersion = max(seenVersion, taken.version)
-    }
+    /// On `worker`: takes in every commit whose listener has run, this observer's and the others'.
+    private func drainInbox() { db.observers.collect() }
 
     /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes), and
     /// only if a changed object was in the results or now matches the query.
-    private func refreshIfStale() {
+    func refreshIfStale() {
         if inFlight || (pendingKeys.isEmpty && !pendingUnknown) { return }
         if !pendingUnknown, live != nil {
             let keys = pendingKeys
@@ -260,7 +224,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
             // The keys applied must be exactly those of the commits the snapshot includes: a
             // listener runs just after its commit is published, so wait for the ones of commits in
             // the snapshot, and take a newer snapshot when keys of later commits have arrived.
-            var snapshot = try db.snapshot()
+            var snapshot = try db.observers.snapshot(db)
             var keys = keys
             var waits = 0
             while true {
@@ -274,7 +238,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
                 }
                 if seenVersion == snapshot.version { break }
                 if seenVersion > snapshot.version {
-                    snapshot = try db.snapshot()
+                    snapshot = try db.observers.snapshot(db)
                     continue
                 }
                 if waits > 200 {
@@ -386,7 +350,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         if !keys.isDisjoint(with: lastKeys) { return true }
         if !query.hasConditions { return true }
         let info = try db.info(M.self)
-        let snapshot = try db.snapshot()
+        let snapshot = try db.observers.snapshot(db)
         guard let records = try wrapStorage({ try snapshot.txn.tree(info.recordTree) }) else { return false }
         for key in keys {
             if let record = try wrapStorage({ try records.view(key) }), try matches(record, info: info) { return true }
@@ -406,7 +370,7 @@ final class ResultsObserver<M: Model>: @unchecked Sendable {
         }
         do {
             let info = try db.info(M.self)
-            let snapshot = try db.snapshot()
+            let snapshot = try db.observers.snapshot(db)
             let source = SnapshotTrees(txn: snapshot.txn)
             let rows = try wrapStorage { try QueryEngine.evaluate(query, info: info, source: source, needKeys: true) }
             let records = try wrapStorage { try source.tree(named: info.recordTree) }

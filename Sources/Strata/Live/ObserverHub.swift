@@ -1,0 +1,153 @@
+import Dispatch
+import Synchronization
+import StrataStorage
+
+/// A results observer as the hub drives it. Every method runs on the database's observer queue.
+protocol HubClient: AnyObject, Sendable {
+    /// The record tree of the observed model.
+    var tree: String { get }
+    /// Takes in what commits changed in `tree` (nil: nothing) and the newest commit seen.
+    func absorb(_ changes: TreeChanges?, version: UInt64)
+    /// Refreshes if what was absorbed can change the results.
+    func refreshIfStale()
+}
+
+/// What the commits gathered since the last look changed in one tree.
+struct TreeChanges {
+    var keys: Set<[UInt8]> = []
+    /// Some commit changed keys that were not listed (too many, or the tree was dropped).
+    var unknown = false
+}
+
+/// Routes commits to the results observers of one `Database`: one commit listener, one inbox and
+/// one pass of the observer queue per gathered batch, whatever the number of observers. A commit
+/// costs the writer one lock and a set union per observed tree it changed; ten observers of one
+/// model cost what one does. A pass shares one snapshot among the observers that need it.
+///
+/// `@unchecked Sendable`: `clients`' registry and the inbox are Mutexes; `collectedVersion` and
+/// `passSnapshot` are read and written only on the observer queue (`worker`).
+final class ObserverHub: @unchecked Sendable {
+    private struct Inbox {
+        var trees: [String: TreeChanges] = [:]
+        var version: UInt64 = 0
+        var scheduled = false
+        /// Observers per tree: only their trees' keys are kept.
+        var observed: [String: Int] = [:]
+        var listener: CommitListenerToken?
+    }
+
+    private let inbox = Mutex(Inbox())
+    private let clients = Mutex<(next: UInt64, all: [UInt64: any HubClient])>((1, [:]))
+    private let worker: DispatchQueue
+    /// The newest commit whose changes were handed to the observers (worker only).
+    private var collectedVersion: UInt64 = 0
+    /// The snapshot observers of this pass share (worker only); released when the pass ends.
+    private var passSnapshot: Snapshot?
+    private var inPass = false
+
+    /// How long the first commit after a quiet spell waits for others before the observers look:
+    /// a busy writer's commits then cost it a lock each, not a thread wake-up.
+    static var gatherDelay: DispatchTimeInterval { .microseconds(500) }
+
+    init(worker: DispatchQueue) { self.worker = worker }
+
+    /// Observers registered (for leak checks).
+    var count: Int { clients.withLock { $0.all.count } }
+
+    /// Starts routing commits to `client`; returns what stops it.
+    func register(_ client: any HubClient, db: Database) -> @Sendable () -> Void {
+        let id = clients.withLock { state -> UInt64 in
+            let id = state.next
+            state.next += 1
+            state.all[id] = client
+            return id
+        }
+        let tree = client.tree
+        let needsListener = inbox.withLock { state -> Bool in
+            state.observed[tree, default: 0] += 1
+            return state.listener == nil
+        }
+        if needsListener {
+            let token = db.store.addCommitListener { [weak self] event in self?.committed(event) }
+            let extra = inbox.withLock { state -> CommitListenerToken? in
+                if state.listener != nil || state.observed.isEmpty { return token }
+                state.listener = token
+                return nil
+            }
+            extra?.invalidate()
+        }
+        return { [weak self] in self?.unregister(id, tree: tree) }
+    }
+
+    private func unregister(_ id: UInt64, tree: String) {
+        guard clients.withLock({ $0.all.removeValue(forKey: id) }) != nil else { return }
+        let idle = inbox.withLock { state -> CommitListenerToken? in
+            state.observed[tree, default: 1] -= 1
+            if state.observed[tree] == 0 {
+                state.observed[tree] = nil
+                state.trees[tree] = nil
+            }
+            guard state.observed.isEmpty else { return nil }
+            defer { state.listener = nil }
+            return state.listener
+        }
+        idle?.invalidate()   // no observer left: commits no longer call in
+    }
+
+    /// On the committing thread, after the commit is published.
+    private func committed(_ event: CommitEvent) {
+        let schedule = inbox.withLock { state -> Bool in
+            state.version = max(state.version, event.txnid)
+            var relevant = false
+            for tree in event.changedTrees where state.observed[tree] != nil {
+                relevant = true
+                if let keys = event.changedKeys[tree] {
+                    state.trees[tree, default: TreeChanges()].keys.formUnion(keys)
+                } else {
+                    state.trees[tree, default: TreeChanges()].unknown = true
+                }
+            }
+            if !relevant || state.scheduled { return false }
+            state.scheduled = true
+            return true
+        }
+        guard schedule else { return }
+        worker.asyncAfter(deadline: .now() + ObserverHub.gatherDelay) { self.pass() }
+    }
+
+    /// On `worker`: hands every observer what commits changed, then lets each refresh.
+    private func pass() {
+        inPass = true
+        defer {
+            inPass = false
+            passSnapshot = nil   // shared for one pass only: a kept snapshot would pin pages
+        }
+        collect()
+        let all = clients.withLock { Array($0.all.values) }
+        for client in all { client.refreshIfStale() }
+    }
+
+    /// On `worker`: moves the inbox into the observers. An observer that must know every commit
+    /// up to a snapshot calls this while it waits for the listener of a just-published commit.
+    func collect() {
+        let taken = inbox.withLock { state -> (trees: [String: TreeChanges], version: UInt64) in
+            defer {
+                state.trees.removeAll(keepingCapacity: true)
+                state.scheduled = false
+            }
+            return (state.trees, state.version)
+        }
+        collectedVersion = max(collectedVersion, taken.version)
+        let all = clients.withLock { Array($0.all.values) }
+        for client in all { client.absorb(taken.trees[client.tree], version: taken.version) }
+    }
+
+    /// On `worker`: a snapshot that includes every commit collected so far, shared by the
+    /// observers of one pass.
+    func snapshot(_ db: Database) throws -> Snapshot {
+        if let passSnapshot, passSnapshot.version >= collectedVersion { return passSnapshot }
+        let fresh = try db.snapshot()
+        if inPass { passSnapshot = fresh }
+        return fresh
+    }
+}
