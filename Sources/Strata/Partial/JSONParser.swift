@@ -8,7 +8,7 @@ import Foundation
 struct JSONParser {
     let bytes: [UInt8]
     var offset = 0
-    static let maxDepth = 512
+    static let maxDepth = 128
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 

@@ -236,10 +236,15 @@ struct PatchEncoder {
         // The shortest text that reads back as the same Double: 0.1 stays 0.1, not 0.1000000000000000055.
         case .double(let d): result = Decimal(string: "\(d)", locale: Self.posix)
         // `Decimal(string:)` accepts a valid prefix ("12abc" is 12), so the whole text is checked first.
-        case .string(let s): result = Self.isDecimalText(s) ? Decimal(string: s, locale: Self.posix) : nil
+        case .string(let s):
+            guard Self.isDecimalText(s) else { throw expected("a number or a decimal string", value, path) }
+            // Decimal keeps 38 significant digits and would round more without a word.
+            let significant = s.split(whereSeparator: { $0 == "e" || $0 == "E" })[0].filter(\.isNumber).drop { $0 == "0" }.count
+            guard significant <= 38 else { throw path.mismatch("\(value.summary) has more than the 38 significant digits a Decimal holds") }
+            result = Decimal(string: s, locale: Self.posix)
         default: throw expected("a number or a decimal string", value, path)
         }
-        guard let result, !result.isNaN else { throw expected("a number or a decimal string", value, path) }
+        guard let result, !result.isNaN else { throw path.mismatch("\(value.summary) is outside the range of Decimal") }
         return result
     }
 

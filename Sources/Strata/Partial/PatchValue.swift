@@ -36,12 +36,18 @@ indirect enum PatchValue {
     /// Primitive types are matched by exact type first: `as?` casts bridge through `NSNumber`,
     /// where `1 as? Bool` and `true as? Int` both succeed.
     init(any value: Any, path: FieldPath) throws {
+        // A model nests far less deeply; hostile input must not overflow the stack. (A Foundation
+        // array that contains itself cannot be handled: on Linux, Foundation's own bridging of
+        // its elements recurses without end before a value reaches this code.)
+        guard path.depth < JSONParser.maxDepth else {
+            throw path.mismatch("nesting deeper than \(JSONParser.maxDepth) levels")
+        }
+        let type = Swift.type(of: value)
         if let optional = value as? any OptionalValue {
             guard let wrapped = optional.wrappedAny else { self = .null; return }
             self = try PatchValue(any: wrapped, path: path)
             return
         }
-        let type = Swift.type(of: value)
         if type == Bool.self, let v = value as? Bool { self = .bool(v); return }
         if let v = Self.nativeInteger(value, type: type) { self = v; return }
         if type == Double.self, let v = value as? Double { self = .double(v); return }
@@ -130,18 +136,21 @@ indirect enum PatchValue {
 struct FieldPath {
     let model: String
     let text: String
+    /// How many levels below the object this is (bounds recursion on nested input).
+    let depth: Int
 
-    init(model: String, text: String = "") {
+    init(model: String, text: String = "", depth: Int = 0) {
         self.model = model
         self.text = text
+        self.depth = depth
     }
 
     func appending(_ field: String) -> FieldPath {
-        FieldPath(model: model, text: text.isEmpty ? field : text + "." + field)
+        FieldPath(model: model, text: text.isEmpty ? field : text + "." + field, depth: depth + 1)
     }
 
     func appending(index: Int) -> FieldPath {
-        FieldPath(model: model, text: text + "[\(index)]")
+        FieldPath(model: model, text: text + "[\(index)]", depth: depth + 1)
     }
 
     func mismatch(_ reason: String) -> StrataError {
