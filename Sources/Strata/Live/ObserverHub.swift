@@ -137,6 +137,8 @@ final class ObserverHub: @unchecked Sendable {
             }
             return (state.trees, state.version)
         }
+        // Called by every observer while it refreshes: with nothing new, there is nothing to hand out.
+        if taken.trees.isEmpty && taken.version <= collectedVersion { return }
         collectedVersion = max(collectedVersion, taken.version)
         let all = clients.withLock { Array($0.all.values) }
         for client in all { client.absorb(taken.trees[client.tree], version: taken.version) }
