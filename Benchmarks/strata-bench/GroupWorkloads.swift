@@ -15,9 +15,8 @@ import Synchronization
 ///   syncs share the next one.
 /// The count column is the number of commits the workload made (fewer is better; 100 × rounds
 /// without grouping).
-enum GroupSuite: BenchSuite {
+enum GroupSuite: StrataItemSuite {
     static let name = "group"
-    static let engines = [EngineInfo(id: "strata", title: "Strata")]
     static let writers = 100
 
     static let oneByOne = WorkloadInfo(id: "one_by_one", unit: "write",
@@ -27,29 +26,16 @@ enum GroupSuite: BenchSuite {
     static let grouped = WorkloadInfo(id: "group_commit", unit: "write",
         summary: "100 tasks each make one durable one-object write at once (async API, group commit)")
     static let workloads = [oneByOne, threads, grouped]
-    static let sizes: [SizeInfo] = []
 
     static func rounds(_ options: BenchOptions) -> Int { max(1, min(options.n / 10_000, 10)) }
 
     static func describe(_ options: BenchOptions) -> String {
-        "n = \(formatInt(min(options.n, 100_000))) Items, \(rounds(options)) rounds of \(writers) writers, .full durability, seed \(options.seed); count = commits made"
-    }
-
-    static func unavailable(_ engine: String) -> String? { engine == "strata" ? nil : "the group suite measures Strata only" }
-
-    static func files(of engine: String, in directory: String) -> [String] {
-        let base = directory + "/group." + engine
-        return [base, base + "-lock"]
+        "n = \(formatInt(itemCount(options))) Items, \(rounds(options)) rounds of \(writers) writers, .full durability, seed \(options.seed); count = commits made"
     }
 
     static func run(engine: String, options: BenchOptions, sink: ResultSink) throws {
-        let path = files(of: engine, in: options.directory)[0]
-        removeFile(path)
-        removeFile(path + "-lock")
-        let db = try Database(path: path, models: [Item.self])
-        let n = min(options.n, 100_000)
-        let data = ItemData(seed: options.seed)
-        try db.write(durability: .noSync) { tx in for i in 0..<n { try tx.insert(data.item(i)) } }
+        let (db, data) = try loadItems(engine: engine, options: options)
+        let n = itemCount(options)
         let rounds = rounds(options)
         var next = n
         let selected = { (w: WorkloadInfo) in options.workloads?.contains(w.id) ?? true }

@@ -12,9 +12,8 @@ import Strata
 /// - `commits_0_observers`, `commits_1_observer`, `commits_10_observers`: 10,000 small transactions
 ///   (one object's score each, `.noSync` so the disk does not hide the CPU cost) with 0, 1 or 10
 ///   observers, each watching one category (about 1 % of the objects, through the index).
-enum LiveSuite: BenchSuite {
+enum LiveSuite: StrataItemSuite {
     static let name = "live"
-    static let engines = [EngineInfo(id: "strata", title: "Strata")]
 
     static let latency = WorkloadInfo(id: "delivery_latency", unit: "delivery",
         summary: "one-object update to delivery, observer of all objects sorted by score (N ≤ 100,000)")
@@ -27,27 +26,14 @@ enum LiveSuite: BenchSuite {
     static let workloads = [latency, commits0, commits1, commits10]
     /// Commits per throughput workload: enough for a steady rate (a fraction of a second each).
     static let commits = 10_000
-    static let sizes: [SizeInfo] = []
 
     static func describe(_ options: BenchOptions) -> String {
-        "n = \(formatInt(min(options.n, 100_000))) Items, seed \(options.seed); observers recompute off the writer's path"
-    }
-
-    static func unavailable(_ engine: String) -> String? { engine == "strata" ? nil : "the live suite measures Strata only" }
-
-    static func files(of engine: String, in directory: String) -> [String] {
-        let base = directory + "/live." + engine
-        return [base, base + "-lock"]
+        "n = \(formatInt(itemCount(options))) Items, seed \(options.seed); observers recompute off the writer's path"
     }
 
     static func run(engine: String, options: BenchOptions, sink: ResultSink) throws {
-        let path = files(of: engine, in: options.directory)[0]
-        removeFile(path)
-        removeFile(path + "-lock")
-        let db = try Database(path: path, models: [Item.self])
-        let n = min(options.n, 100_000)
-        let data = ItemData(seed: options.seed)
-        try db.write { tx in for i in 0..<n { try tx.insert(data.item(i)) } }
+        let (db, data) = try loadItems(engine: engine, options: options)
+        let n = itemCount(options)
         let selected = { (w: WorkloadInfo) in options.workloads?.contains(w.id) ?? true }
 
         if selected(latency) {

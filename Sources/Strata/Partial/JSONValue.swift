@@ -31,16 +31,5 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 
     /// A short description of the value's kind and, for scalars, the value: for error messages.
-    var summary: String {
-        switch self {
-        case .null: return "null"
-        case .bool(let b): return b ? "true" : "false"
-        case .int(let i): return "the number \(i)"
-        case .uint(let u): return "the number \(u)"
-        case .double(let d): return "the number \(d)"
-        case .string(let s): return "the string \(jsonString(s.count > 40 ? String(s.prefix(40)) + "…" : s))"
-        case .array: return "an array"
-        case .object: return "an object"
-        }
-    }
+    var summary: String { PatchValue(self).summary }
 }
