@@ -251,6 +251,9 @@ struct LiveResultsTests {
         tokens.removeAll()   // releasing a token stops its observer too
         #expect(db.observers.count == 0)
         #expect(db.store.commitListenerCount == 0)
+        // The hub's gather thread ends once nobody observes (it checks every second).
+        for _ in 0..<300 where db.observers.gatherThreadRunning { usleep(10_000) }
+        #expect(!db.observers.gatherThreadRunning)
     }
 
     @Test func asyncSequenceEndsWithItsTask() async throws {
