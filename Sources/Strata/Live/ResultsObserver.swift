@@ -88,7 +88,7 @@ extension Results {
 /// Commits reach it through the database's `ObserverHub`, which gathers them for all observers.
 ///
 /// `@unchecked Sendable`: every `var` (`last`, `lastKeys`, `live`, `liveObjects`, `sortKeyOf`,
-/// `inFlight`, `pendingKeys`, `pendingUnknown`, `seenVersion`, the compiled filter) is read and
+/// `pendingKeys`, `pendingUnknown`, `seenVersion`, the compiled filter) is read and
 /// written only on `worker` (the database's serial observer queue); everything else is immutable
 /// or atomic.
 final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
@@ -101,7 +101,10 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private let lifecycle = ObservationState()
     private var last: [ChangeSet.Row] = []
     private var lastKeys: Set<[UInt8]> = []
-    private var inFlight = false
+    /// A delivery is on the observer's queue (set on `worker`, cleared there by the block's end).
+    private let inFlight = Atomic<Bool>(false)
+    /// A refresh was put off because of a delivery in flight: the delivery's end must run it.
+    private let putOff = Atomic<Bool>(false)
     /// Keys changed by commits not yet looked at, and whether some commit changed an unknown set.
     private var pendingKeys: Set<[UInt8]> = []
     private var pendingUnknown = false
@@ -180,7 +183,13 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes), and
     /// only if a changed object was in the results or now matches the query.
     func refreshIfStale() {
-        if inFlight || (pendingKeys.isEmpty && !pendingUnknown) { return }
+        if pendingKeys.isEmpty && !pendingUnknown { return }
+        if inFlight.load(ordering: .sequentiallyConsistent) {
+            // Say so first, then look again: the delivery may have ended in between and missed it.
+            putOff.store(true, ordering: .sequentiallyConsistent)
+            if inFlight.load(ordering: .sequentiallyConsistent) { return }
+            putOff.store(false, ordering: .sequentiallyConsistent)
+        }
         if !pendingUnknown, live != nil {
             let keys = pendingKeys
             pendingKeys.removeAll()
@@ -437,14 +446,15 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     }
 
     /// On `worker`: hands `change` to the observer's queue; until the block has run, later commits
-    /// accumulate into the next change.
+    /// accumulate into the next change. The block's end comes back to `worker` only when a refresh
+    /// was put off meanwhile: most deliveries then cost one thread hop, not two.
     private func deliver(_ change: ResultsChange<M>) {
-        inFlight = true
+        inFlight.store(true, ordering: .sequentiallyConsistent)
         queue.async { [self] in
             if isLive { block(change) }
-            worker.async {
-                self.inFlight = false
-                self.refreshIfStale()
+            inFlight.store(false, ordering: .sequentiallyConsistent)
+            if putOff.exchange(false, ordering: .sequentiallyConsistent) {
+                worker.async { self.refreshIfStale() }
             }
         }
     }
