@@ -111,6 +111,17 @@ public final class WriteTransaction {
         return state
     }
 
+    /// Grows with every write in this transaction (puts, deletes, drops, rollbacks): a value view
+    /// read while it had some value stays valid as long as it has that value.
+    ///
+    /// ```swift
+    /// let stamp = txn.changeCount
+    /// let view = try tree.get(key)
+    /// // ... code that may or may not write ...
+    /// if txn.changeCount == stamp { use(view) }
+    /// ```
+    public var changeCount: UInt64 { pages.version }
+
     /// The tree called `name`, or nil when there is none.
     public func tree(_ name: String) throws -> WriteTree? {
         try checkOpen()

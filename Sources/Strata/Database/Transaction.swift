@@ -165,14 +165,16 @@ public final class Transaction {
             throw StrataError.notFound(model: info.name, key: describe(key))
         }
         let old = try info.decode(oldRecord)
+        let stamp = txn.changeCount
         var new = old
         try body(&new)
         if try info.keyBytes(new.id) != keyBytes {
             throw StrataError.typeMismatch(model: info.name, field: "id", reason: "update must not change the primary key; delete and insert instead")
         }
         let record = try info.encode(new)
-        // `body` may have written in this transaction, so the old record's view is read again.
-        if let current = try wrapStorage({ try records.view(keyBytes) }), record.elementsEqual(current) { return new }
+        // If `body` wrote in this transaction, the old record's view may be stale: read it again.
+        let current: UnsafeRawBufferPointer? = txn.changeCount == stamp ? oldRecord : try wrapStorage { try records.view(keyBytes) }
+        if let current, record.elementsEqual(current) { return new }
         try replace(info, records: records, key: keyBytes, old: old, new: new, record: record)
         return new
     }
