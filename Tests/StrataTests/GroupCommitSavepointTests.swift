@@ -50,3 +50,62 @@ private struct Refusal: Error {}
         #expect(report.isOK, "\(report.problems.prefix(3))")
     }
 }
+
+private struct Tally: Model, Equatable {
+    var id: Int
+    var count: Int
+}
+
+/// Concurrent async writers against a model: each write inserts its own objects, bumps a shared
+/// tally and sometimes fails after writing. The stored objects must be exactly those of the
+/// writes that reported success, and the tally their number: group commit keeps each write
+/// atomic on its own.
+@Suite struct GroupCommitModelTests {
+    @Test func concurrentWritesMatchTheModel() async throws {
+        let seed: UInt64 = 0x6C0_77A1
+        let tasks = 8
+        let writesPerTask = ProcessInfo.processInfo.environment["STRATA_GROUP_WRITES"].flatMap { Int($0) } ?? 60
+        let db = try Database.inMemory(models: [GroupMemo.self, Tally.self])
+        try await db.write { tx in try tx.insert(Tally(id: 0, count: 0)) }
+        let succeeded = await withTaskGroup(of: [Int].self) { group in
+            for t in 0..<tasks {
+                group.addTask {
+                    var rng = SeededGenerator(base: SeededRandom(seed: seed &+ UInt64(t)))
+                    var mine: [Int] = []
+                    for i in 0..<writesPerTask {
+                        let id = t * 10_000 + i
+                        let fails = Int.random(in: 0..<100, using: &rng) < 25
+                        let nested = Int.random(in: 0..<100, using: &rng) < 30
+                        do {
+                            try await db.write { tx in
+                                try tx.insert(GroupMemo(id: id, text: "w\(id)"))
+                                try tx.update(Tally.self, key: 0) { $0.count += 1 }
+                                if nested {
+                                    // A nested write that fails is undone alone; the write goes on.
+                                    _ = try? db.write { inner in
+                                        try inner.insert(GroupMemo(id: id + 5_000, text: "nested"))
+                                        throw Refusal()
+                                    }
+                                }
+                                if fails { throw Refusal() }
+                            }
+                            mine.append(id)
+                        } catch {
+                            #expect(error is Refusal, "seed \(seed): write \(id) failed with \(error)")
+                        }
+                    }
+                    return mine
+                }
+            }
+            var all: [Int] = []
+            for await ids in group { all += ids }
+            return all
+        }
+        let stored = try db.objects(GroupMemo.self).fetch().map(\.id)
+        let extra = Set(stored).subtracting(succeeded).sorted()
+        let missing = Set(succeeded).subtracting(stored).sorted()
+        #expect(extra.isEmpty, "seed \(seed): \(extra.count) objects of failed writes stored, e.g. \(extra.prefix(5))")
+        #expect(missing.isEmpty, "seed \(seed): \(missing.count) objects of successful writes missing, e.g. \(missing.prefix(5))")
+        #expect(try db.object(Tally.self, key: 0)?.count == succeeded.count, "seed \(seed): the tally counts failed writes")
+    }
+}
