@@ -13,8 +13,8 @@ import Synchronization
 ///   turn, still one commit each (the baseline a server with a thread per request gets).
 /// - `group_commit`: 100 tasks call `try await db.write` at once; writes that queue while a commit
 ///   syncs share the next one.
-/// The count column is the number of commits the workload made (fewer is better; 100 × rounds
-/// without grouping).
+/// Each workload prints the number of commits it made (fewer is better; 100 × rounds without
+/// grouping).
 enum GroupSuite: StrataItemSuite {
     static let name = "group"
     static let writers = 100
@@ -30,7 +30,7 @@ enum GroupSuite: StrataItemSuite {
     static func rounds(_ options: BenchOptions) -> Int { max(1, min(options.n / 10_000, 10)) }
 
     static func describe(_ options: BenchOptions) -> String {
-        "n = \(formatInt(itemCount(options))) Items, \(rounds(options)) rounds of \(writers) writers, .full durability, seed \(options.seed); count = commits made"
+        "n = \(formatInt(itemCount(options))) Items, \(rounds(options)) rounds of \(writers) writers, .full durability, seed \(options.seed)"
     }
 
     static func run(engine: String, options: BenchOptions, sink: ResultSink) throws {
@@ -52,6 +52,7 @@ enum GroupSuite: StrataItemSuite {
                 for items in batches { try round(items) }
                 return (nil, nil)
             }
+            note("[strata] \(workload.id): \(db.store.latestVersion - before) commits for \(rounds * writers) writes")
             let stored = try db.read { snapshot in try batches.joined().filter { try snapshot.object(Item.self, key: $0.id) != nil }.count }
             if stored != rounds * writers { sink.problem("\(workload.id): \(stored) of \(rounds * writers) writes stored") }
         }

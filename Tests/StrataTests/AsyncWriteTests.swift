@@ -174,5 +174,8 @@ private func waitUntilQueued(_ db: Database, _ n: Int) async throws {
         await #expect(throws: StrataError.databaseClosed) {
             try await db.write { tx in try tx.insert(Memo(id: 8, text: "late")) }
         }
+        // The writer thread ends once nothing is queued (it looks every second).
+        for _ in 0..<300 where db.writes.threadRunning { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(!db.writes.threadRunning)
     }
 }

@@ -72,7 +72,7 @@ extension Database {
         try await read { snapshot in try wrapStorage { try io.run(in: .snapshot(snapshot)) } }
     }
 
-    /// Runs a composition that writes in one transaction on the writer's queue, grouped with
+    /// Runs a composition that writes in one transaction on the writer's thread, grouped with
     /// other queued writes into a shared commit (see `write(durability:_:) async`); it stays atomic
     /// on its own.
     ///

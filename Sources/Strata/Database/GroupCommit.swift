@@ -8,7 +8,12 @@ import Synchronization
 // its error, the others commit. Nobody waits on purpose; the group is whatever queued up during the
 // previous commit, so a lone writer commits at once and a crowd shares the sync.
 
-/// The writer's own queue and the writes waiting for it.
+/// The writer's own thread and the writes waiting for it.
+///
+/// A thread of its own rather than a Dispatch queue: Dispatch runs a queue on its shared pool, and
+/// on a small machine where other work blocks pool threads (semaphores, synchronous I/O), a queued
+/// write waited up to a second for a thread. The thread starts with the first queued write and
+/// ends after a second with none.
 final class WriteQueue: Sendable {
     struct Entry: Sendable {
         let durability: Durability?
@@ -21,46 +26,78 @@ final class WriteQueue: Sendable {
 
     private struct Pending {
         var entries: [Entry] = []
-        var draining = false
+        /// The database the entries write to, held only while some are waiting: an idle queue
+        /// must not keep its database alive.
+        var db: Database?
+        var threadRunning = false
+        /// The thread was signalled and has not yet found the queue empty.
+        var signalled = false
         /// Entries queued or in the group being committed.
         var unfinished = 0
     }
 
     private let pending = Mutex(Pending())
-    /// The queue every queued write runs on, one group at a time.
-    let queue = DispatchQueue(label: "strata.writer", qos: .userInitiated)
+    private let wake = DispatchSemaphore(value: 0)
     /// Most writes in one commit: bounds one commit's memory and the first writer's wait.
     static let maxGroup = 1_000
 
     /// Writes queued or being committed (for tests).
     var unfinished: Int { pending.withLock { $0.unfinished } }
+    /// Whether the writer thread runs (for tests: it ends a second or two after the last write).
+    var threadRunning: Bool { pending.withLock { $0.threadRunning } }
 
     func enqueue(_ entry: Entry, for db: Database) {
-        let start = pending.withLock { state -> Bool in
+        let (start, signal) = pending.withLock { state -> (Bool, Bool) in
             state.entries.append(entry)
             state.unfinished += 1
-            if state.draining { return false }
-            state.draining = true
-            return true
+            state.db = db
+            if !state.threadRunning {
+                state.threadRunning = true
+                state.signalled = true
+                return (true, false)
+            }
+            if state.signalled { return (false, false) }
+            state.signalled = true
+            return (false, true)
         }
-        if start { queue.async { self.drain(db) } }
+        if start {
+            let thread = Thread { [self] in run() }
+            thread.name = "strata.writer"
+            thread.qualityOfService = .userInitiated
+            thread.start()
+        } else if signal {
+            wake.signal()
+        }
     }
 
-    private func drain(_ db: Database) {
+    /// The writer thread: commits what is queued, group after group, and sleeps when there is
+    /// nothing; ends after a second with nothing.
+    private func run() {
         while true {
-            let group = pending.withLock { state -> [Entry] in
+            let (group, db) = pending.withLock { state -> ([Entry], Database?) in
                 if state.entries.isEmpty {
-                    state.draining = false
-                    return []
+                    state.signalled = false
+                    state.db = nil
+                    return ([], nil)
                 }
                 let count = min(state.entries.count, WriteQueue.maxGroup)
                 let group = Array(state.entries.prefix(count))
                 state.entries.removeFirst(count)
-                return group
+                return (group, state.db)
             }
-            if group.isEmpty { return }
-            commit(group, db)
-            pending.withLock { $0.unfinished -= group.count }
+            if let db, !group.isEmpty {
+                commit(group, db)
+                pending.withLock { $0.unfinished -= group.count }
+                continue
+            }
+            if wake.wait(timeout: .now() + .seconds(1)) == .timedOut {
+                let idle = pending.withLock { state -> Bool in
+                    guard state.entries.isEmpty else { return false }
+                    state.threadRunning = false
+                    return true
+                }
+                if idle { return }
+            }
         }
     }
 
@@ -99,7 +136,7 @@ func strataError(_ error: any Error) -> any Error {
 }
 
 extension Database {
-    /// Runs `body` in a write transaction on the writer's queue and returns its result once it is
+    /// Runs `body` in a write transaction on the writer's thread and returns its result once it is
     /// committed. Writes that wait for the writer together are committed together, with one sync
     /// (group commit); each is still atomic on its own: if `body` throws, only its own changes are
     /// rolled back and the error is rethrown here. A write already queued is not cancelled with its
@@ -132,7 +169,7 @@ extension Database {
         try body(try snapshot())
     }
 
-    /// Runs `body` in a write transaction on the writer's queue (grouped with other queued writes
+    /// Runs `body` in a write transaction on the writer's thread (grouped with other queued writes
     /// as `write(durability:_:) async` is) and calls `completion` on `completionQueue` with its
     /// result once committed, or with the error. For code that does not use async/await.
     ///
