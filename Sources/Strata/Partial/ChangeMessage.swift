@@ -98,8 +98,8 @@ public struct ChangeMessage: Sendable, Equatable {
     }
 
     /// `fields` with every `cleared` path set to null, nested paths as nested objects.
-    func patch() throws -> [String: PatchValue] {
-        var patch = fields.mapValues(PatchValue.init)
+    func patch() throws -> [String: StoredValue] {
+        var patch = fields.mapValues(StoredValue.init)
         for path in cleared {
             let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             guard !parts.contains(where: \.isEmpty) else { throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(jsonString(path)) is not a field path") }
@@ -108,13 +108,13 @@ public struct ChangeMessage: Sendable, Equatable {
         return patch
     }
 
-    private static func setNull(at parts: ArraySlice<String>, in patch: inout [String: PatchValue], message: ChangeMessage) throws {
+    private static func setNull(at parts: ArraySlice<String>, in patch: inout [String: StoredValue], message: ChangeMessage) throws {
         guard let first = parts.first else { return }
         if parts.count == 1 {
             patch[first] = .null
             return
         }
-        var nested: [String: PatchValue] = [:]
+        var nested: [String: StoredValue] = [:]
         switch patch[first] {
         case nil: break
         case .object(let fields)?: nested = fields
@@ -214,7 +214,7 @@ extension ModelInfo: ChangeApplying {
             throw StrataError.unsupportedType(model: name, field: "id", reason: "change messages need the primary key stored as a field named id")
         }
         var encoder = PatchEncoder(model: name, options: options, registry: registry)
-        let bytes = try encoder.encode(PatchValue(json), as: idField.type, path: FieldPath(model: name, text: "id"))
+        let bytes = try encoder.encode(StoredValue(json), as: idField.type, path: FieldPath(model: name, text: "id"))
         return try bytes.withUnsafeBytes {
             try RecordDecoding.decodeValue(M.ID.self, as: idField.type, bytes: $0, context: EncodingContext(model: name, path: ["id"]))
         }

@@ -31,5 +31,5 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 
     /// A short description of the value's kind and, for scalars, the value: for error messages.
-    var summary: String { PatchValue(self).summary }
+    var summary: String { StoredValue(self).summary }
 }

@@ -143,25 +143,25 @@ extension Transaction {
 
     // MARK: Implementation
 
-    static func topLevelObject(_ json: Data) throws -> [String: PatchValue] {
+    static func topLevelObject(_ json: Data) throws -> [String: StoredValue] {
         let value = try JSONValue(parsing: json)
         guard case .object(let fields) = value else {
             throw StrataError.invalidInput("expected a JSON object at the top level, found \(value.summary)")
         }
-        return fields.mapValues(PatchValue.init)
+        return fields.mapValues(StoredValue.init)
     }
 
-    static func patch(_ fields: [String: Any], model: String) throws -> [String: PatchValue] {
-        var result: [String: PatchValue] = [:]
+    static func patch(_ fields: [String: Any], model: String) throws -> [String: StoredValue] {
+        var result: [String: StoredValue] = [:]
         let root = FieldPath(model: model)
-        for (name, value) in fields { result[name] = try PatchValue(any: value, path: root.appending(name)) }
+        for (name, value) in fields { result[name] = try StoredValue(any: value, path: root.appending(name)) }
         return result
     }
 
     /// Merges `patch` into the stored record at the byte level, decodes the result as `M` (which
     /// checks it is a valid object, enum raw values included) and stores it through `upsert`, so
     /// that indexes, unique checks and the skipping of identical records all apply as usual.
-    func applyPatch<M: Model>(_ type: M.Type, key: M.ID, patch: [String: PatchValue], options: PartialUpdateOptions,
+    func applyPatch<M: Model>(_ type: M.Type, key: M.ID, patch: [String: StoredValue], options: PartialUpdateOptions,
                               mayCreate: Bool) throws -> PartialUpdateResult<M> {
         let info = try db.info(M.self)
         let keyBytes = try info.keyBytes(key)

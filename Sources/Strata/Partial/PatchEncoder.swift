@@ -25,7 +25,7 @@ struct PatchEncoder {
 
     /// Applies `patch` to the record `stored` (nil: there is none, build one from scratch) of
     /// `schema`; `seed` gives fields that a new record starts with (the primary key).
-    mutating func merge(_ patch: [String: PatchValue], into stored: UnsafeRawBufferPointer?, schema: ObjectSchema,
+    mutating func merge(_ patch: [String: StoredValue], into stored: UnsafeRawBufferPointer?, schema: ObjectSchema,
                         path: FieldPath, seed: [Int: Entry] = [:]) throws -> [UInt8] {
         var entries = seed
         if let stored {
@@ -70,7 +70,7 @@ struct PatchEncoder {
 
     /// The stored bytes of a present `value` of type `type`. Null is only valid where the type is
     /// optional and the caller records it as a nil entry; here it is an error.
-    mutating func encode(_ value: PatchValue, as type: FieldType, path: FieldPath) throws -> [UInt8] {
+    mutating func encode(_ value: StoredValue, as type: FieldType, path: FieldPath) throws -> [UInt8] {
         var out: [UInt8] = []
         switch type {
         case .optional(let inner):
@@ -139,7 +139,7 @@ struct PatchEncoder {
         return out
     }
 
-    private mutating func collectionEntry(_ item: PatchValue, element: FieldType, path: FieldPath) throws -> Entry {
+    private mutating func collectionEntry(_ item: StoredValue, element: FieldType, path: FieldPath) throws -> Entry {
         if case .null = item {
             guard element.isOptional else { throw path.mismatch("null given for a non-optional \(element)") }
             return (true, [])
@@ -149,11 +149,11 @@ struct PatchEncoder {
 
     // MARK: Scalars
 
-    private func expected(_ what: String, _ value: PatchValue, _ path: FieldPath) -> StrataError {
+    private func expected(_ what: String, _ value: StoredValue, _ path: FieldPath) -> StrataError {
         path.mismatch("expected \(what), found \(value.summary)")
     }
 
-    private func signedInteger(_ value: PatchValue, bits: Int, path: FieldPath) throws -> Int64 {
+    private func signedInteger(_ value: StoredValue, bits: Int, path: FieldPath) throws -> Int64 {
         let lower: Int64 = bits >= 64 ? .min : -(1 << (bits - 1))
         let upper: Int64 = bits >= 64 ? .max : (1 << (bits - 1)) - 1
         let range = "Int\(bits) (a whole number from \(lower) to \(upper))"
@@ -169,7 +169,7 @@ struct PatchEncoder {
         return result
     }
 
-    private func unsignedInteger(_ value: PatchValue, bits: Int, path: FieldPath) throws -> UInt64 {
+    private func unsignedInteger(_ value: StoredValue, bits: Int, path: FieldPath) throws -> UInt64 {
         let upper: UInt64 = bits >= 64 ? .max : (1 << UInt64(bits)) - 1
         let range = "UInt\(bits) (a whole number from 0 to \(upper))"
         let result: UInt64?
@@ -183,7 +183,7 @@ struct PatchEncoder {
         return result
     }
 
-    private func double(_ value: PatchValue, type: FieldType, path: FieldPath) throws -> Double {
+    private func double(_ value: StoredValue, type: FieldType, path: FieldPath) throws -> Double {
         switch value {
         case .int(let i): return Double(i)
         case .uint(let u): return Double(u)
@@ -192,12 +192,12 @@ struct PatchEncoder {
         }
     }
 
-    private func string(_ value: PatchValue, path: FieldPath) throws -> String {
+    private func string(_ value: StoredValue, path: FieldPath) throws -> String {
         guard case .string(let s) = value else { throw expected("a string", value, path) }
         return s
     }
 
-    private func data(_ value: PatchValue, path: FieldPath) throws -> Data {
+    private func data(_ value: StoredValue, path: FieldPath) throws -> Data {
         switch value {
         case .data(let d): return d
         case .string(let s):
@@ -207,7 +207,7 @@ struct PatchEncoder {
         }
     }
 
-    private func uuid(_ value: PatchValue, path: FieldPath) throws -> UUID {
+    private func uuid(_ value: StoredValue, path: FieldPath) throws -> UUID {
         switch value {
         case .uuid(let u): return u
         case .string(let s):
@@ -217,17 +217,16 @@ struct PatchEncoder {
         }
     }
 
-    private func url(_ value: PatchValue, path: FieldPath) throws -> URL {
+    private func url(_ value: StoredValue, path: FieldPath) throws -> URL {
         switch value {
-        case .url(let u): return u
-        case .string(let s):
+        case .url(let s), .string(let s):
             guard let u = URL(string: s) else { throw expected("a URL string", value, path) }
             return u
         default: throw expected("a URL string", value, path)
         }
     }
 
-    private func decimal(_ value: PatchValue, path: FieldPath) throws -> Decimal {
+    private func decimal(_ value: StoredValue, path: FieldPath) throws -> Decimal {
         let result: Decimal?
         switch value {
         case .decimal(let d): result = d
@@ -272,7 +271,7 @@ struct PatchEncoder {
         return bytes.isEmpty
     }
 
-    private func date(_ value: PatchValue, path: FieldPath) throws -> Date {
+    private func date(_ value: StoredValue, path: FieldPath) throws -> Date {
         if case .date(let d) = value { return d }
         let format = options.dateFormat
         if format == .iso8601 {
@@ -307,7 +306,7 @@ struct PatchEncoder {
 
     /// A `Ref` is stored as the target's key encoding, so the key's type comes from the target's
     /// schema: the same JSON `5` is a different key for an `Int` id and an `Int?` id.
-    private func referenceKey(_ value: PatchValue, target: String, path: FieldPath) throws -> [UInt8] {
+    private func referenceKey(_ value: StoredValue, target: String, path: FieldPath) throws -> [UInt8] {
         guard let keyType = registry.byName[target]?.stored.object.field(named: "id")?.type else {
             throw path.mismatch("references \(target), which this database was not opened with, so its key type is unknown")
         }
@@ -316,7 +315,7 @@ struct PatchEncoder {
         return out
     }
 
-    private func appendKey(_ value: PatchValue, type: FieldType, to out: inout [UInt8], path: FieldPath) throws {
+    private func appendKey(_ value: StoredValue, type: FieldType, to out: inout [UInt8], path: FieldPath) throws {
         switch type {
         case .optional(let inner):
             out.append(1)

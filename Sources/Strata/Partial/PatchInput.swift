@@ -1,23 +1,9 @@
 import Foundation
 
-/// A value given for a field, from JSON or from a `[String: Any]`. Besides JSON's kinds it holds
-/// native Foundation values a dictionary may carry, so that a `Date` or `Data` goes into the record
-/// as itself, never through a text form that could lose precision.
-indirect enum PatchValue {
-    case null
-    case bool(Bool)
-    case int(Int64)
-    case uint(UInt64)
-    case double(Double)
-    case string(String)
-    case array([PatchValue])
-    case object([String: PatchValue])
-    case date(Date)
-    case data(Data)
-    case uuid(UUID)
-    case url(URL)
-    case decimal(Decimal)
-
+/// Values given for fields, from JSON or from a `[String: Any]`, are `StoredValue`s: besides
+/// JSON's kinds they hold the native Foundation values a dictionary may carry, so that a `Date` or
+/// `Data` goes into the record as itself, never through a text form that could lose precision.
+extension StoredValue {
     init(_ json: JSONValue) {
         switch json {
         case .null: self = .null
@@ -26,8 +12,8 @@ indirect enum PatchValue {
         case .uint(let u): self = .uint(u)
         case .double(let d): self = .double(d)
         case .string(let s): self = .string(s)
-        case .array(let values): self = .array(values.map(PatchValue.init))
-        case .object(let fields): self = .object(fields.mapValues(PatchValue.init))
+        case .array(let values): self = .array(values.map(StoredValue.init))
+        case .object(let fields): self = .object(fields.mapValues(StoredValue.init))
         }
     }
 
@@ -45,7 +31,7 @@ indirect enum PatchValue {
         let type = Swift.type(of: value)
         if let optional = value as? any OptionalValue {
             guard let wrapped = optional.wrappedAny else { self = .null; return }
-            self = try PatchValue(any: wrapped, path: path)
+            self = try StoredValue(any: wrapped, path: path)
             return
         }
         if type == Bool.self, let v = value as? Bool { self = .bool(v); return }
@@ -57,32 +43,32 @@ indirect enum PatchValue {
         if type == Date.self, let v = value as? Date { self = .date(v); return }
         if type == Data.self, let v = value as? Data { self = .data(v); return }
         if type == UUID.self, let v = value as? UUID { self = .uuid(v); return }
-        if type == URL.self, let v = value as? URL { self = .url(v); return }
+        if type == URL.self, let v = value as? URL { self = .url(v.absoluteString); return }
         if type == Decimal.self, let v = value as? Decimal { self = .decimal(v); return }
-        if let v = value as? JSONValue { self = PatchValue(v); return }
+        if let v = value as? JSONValue { self = StoredValue(v); return }
         if value is NSNull { self = .null; return }
         if let number = value as? NSNumber { self = Self.number(number); return }
         if let v = value as? String { self = .string(v); return }   // NSString
         if let v = value as? [String: Any] {
-            var fields: [String: PatchValue] = [:]
-            for (key, element) in v { fields[key] = try PatchValue(any: element, path: path.appending(key)) }
+            var fields: [String: StoredValue] = [:]
+            for (key, element) in v { fields[key] = try StoredValue(any: element, path: path.appending(key)) }
             self = .object(fields)
             return
         }
         // Arrays, and sets and other collections given for array or set fields.
         if let v = (value as? [Any]) ?? (value as? any Collection).map({ Self.elements($0) }) {
-            self = .array(try v.enumerated().map { try PatchValue(any: $1, path: path.appending(index: $0)) })
+            self = .array(try v.enumerated().map { try StoredValue(any: $1, path: path.appending(index: $0)) })
             return
         }
         // Enum cases and references given as themselves stand for their raw value and key.
-        if let v = value as? any RawRepresentable { self = try PatchValue(any: v.rawValue, path: path); return }
-        if let v = value as? any ReferenceValue { self = try PatchValue(any: v.keyAny, path: path); return }
+        if let v = value as? any RawRepresentable { self = try StoredValue(any: v.rawValue, path: path); return }
+        if let v = value as? any ReferenceValue { self = try StoredValue(any: v.keyAny, path: path); return }
         throw path.mismatch("a value of type \(type) cannot be given for a field")
     }
 
     private static func elements<C: Collection>(_ collection: C) -> [Any] { collection.map { $0 } }
 
-    private static func nativeInteger(_ value: Any, type: Any.Type) -> PatchValue? {
+    private static func nativeInteger(_ value: Any, type: Any.Type) -> StoredValue? {
         switch value {
         case let v as Int where type == Int.self: return .int(Int64(v))
         case let v as Int8 where type == Int8.self: return .int(Int64(v))
@@ -101,7 +87,7 @@ indirect enum PatchValue {
     /// `JSONSerialization` gives `NSNumber`s for numbers and for `true`/`false`; the booleans are
     /// instances of a class of their own (`__NSCFBoolean`, on Linux too), which is how they are told
     /// apart from 0 and 1.
-    private static func number(_ n: NSNumber) -> PatchValue {
+    private static func number(_ n: NSNumber) -> StoredValue {
         if Swift.type(of: n) == booleanClass { return .bool(n.boolValue) }
         switch String(cString: n.objCType) {
         case "f", "d": return .double(n.doubleValue)
@@ -126,8 +112,9 @@ indirect enum PatchValue {
         case .date(let d): return "the Date \(d)"
         case .data(let d): return "Data of \(d.count) bytes"
         case .uuid(let u): return "the UUID \(u.uuidString)"
-        case .url(let u): return "the URL \(u.absoluteString)"
+        case .url(let u): return "the URL \(u)"
         case .decimal(let d): return "the Decimal \(d)"
+        case let .reference(model, key): return "a reference to \(model) \(key)"
         }
     }
 }
