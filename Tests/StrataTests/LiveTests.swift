@@ -256,6 +256,45 @@ struct LiveResultsTests {
         #expect(!db.observers.gatherThreadRunning)
     }
 
+    /// Observers created while commits run get `.initial` first, always (found in review: a pass
+    /// could refresh an observer whose initial evaluation was still queued).
+    @Test func initialIsAlwaysTheFirstDelivery() throws {
+        let db = try Database.inMemory(models: [Item.self])
+        try db.write { tx in try tx.insert(contentsOf: QueryTests.makeItems(50, seed: 1)) }
+        let keys = try db.objects(Item.self).fetch().map(\.id)
+        let stop = Atomic<Bool>(false)
+        let writerDone = DispatchSemaphore(value: 0)
+        Thread {
+            var n = 0
+            while !stop.load(ordering: .relaxed) {
+                n += 1
+                let key = keys[n % keys.count], score = Double(n % 997) / 997
+                _ = try? db.write { tx in _ = try tx.update(Item.self, key: key) { $0.score = score } }
+            }
+            writerDone.signal()
+        }.start()
+        let observers = 600
+        var wrongFirst = 0
+        for _ in 0..<observers {
+            let first = Mutex<Bool?>(nil)
+            let got = DispatchSemaphore(value: 0)
+            let token = db.objects(Item.self).observe(on: DispatchQueue(label: "first")) { change in
+                let isFirst = first.withLock { state -> Bool in
+                    guard state == nil else { return false }
+                    if case .initial = change { state = true } else { state = false }
+                    return true
+                }
+                if isFirst { got.signal() }
+            }
+            #expect(got.wait(timeout: .now() + 5) == .success)
+            if first.withLock({ $0 }) != true { wrongFirst += 1 }
+            token.invalidate()
+        }
+        stop.store(true, ordering: .relaxed)
+        writerDone.wait()
+        #expect(wrongFirst == 0, "\(wrongFirst) of \(observers) observers got an update before .initial")
+    }
+
     @Test func asyncSequenceEndsWithItsTask() async throws {
         let db = try Database.inMemory(models: [Item.self])
         let results = db.objects(Item.self)

@@ -110,6 +110,8 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private var pendingUnknown = false
     /// The newest commit whose changes this observer has taken in (worker only).
     private var seenVersion: UInt64 = 0
+    /// The initial results were computed (worker only): until then a pass must not refresh.
+    private var started = false
     /// The observed model's record tree.
     let tree: String
 
@@ -183,6 +185,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes), and
     /// only if a changed object was in the results or now matches the query.
     func refreshIfStale() {
+        if !started { return }   // the initial refresh, queued behind this pass, covers it
         if pendingKeys.isEmpty && !pendingUnknown { return }
         if inFlight.load(ordering: .sequentiallyConsistent) {
             // Say so first, then look again: the delivery may have ended in between and missed it.
@@ -241,6 +244,8 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
                 keys.formUnion(pendingKeys)
                 pendingKeys.removeAll()
                 if pendingUnknown {
+                    // The whole query is evaluated again: it covers the unknown changes too.
+                    pendingUnknown = false
                     live = rows
                     liveObjects = objects
                     return refresh(initial: false)
@@ -372,6 +377,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private var isLive: Bool { lifecycle.isLive(db.store) }
 
     private func refresh(initial: Bool) {
+        if initial { started = true }
         guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
         if !initial, let live {
             // Incremental updates kept `live` current, not `last`.
