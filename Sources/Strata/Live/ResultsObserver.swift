@@ -80,7 +80,7 @@ extension Results {
 
 /// Recomputes one observed query after relevant commits and delivers the differences.
 ///
-/// Merging: commits are gathered for half a millisecond before the observer looks, and while a
+/// Merging: commits are gathered for a millisecond before the observer looks, and while a
 /// delivery is in flight on the observer's queue, commits only mark the results stale; when the
 /// block returns, one refresh covers every commit since. So a slow observer gets
 /// fewer, larger change sets, and the writer never waits for it.
