@@ -79,7 +79,7 @@ public final class Transaction {
         var query = Query<M>()
         if let predicate { query.predicates.append(predicate) }
         query.sort = sort
-        return try wrapStorage { try QueryEngine.evaluate(query, info: try db.info(M.self), source: WriteTrees(txn: txn)).map(\.object) }
+        return try wrapStorage { try QueryEngine.matches(query, info: try db.info(M.self), source: WriteTrees(txn: txn), needKeys: false).objects }
     }
 
     /// The number of objects matching `predicate` (all when nil), as this transaction sees them.

@@ -387,7 +387,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             let info = try db.info(M.self)
             let snapshot = try db.observers.snapshot(db)
             let source = SnapshotTrees(txn: snapshot.txn)
-            let rows = try wrapStorage { try QueryEngine.evaluate(query, info: info, source: source, needKeys: true) }
+            let rows = try wrapStorage { try QueryEngine.evaluate(query, info: info, source: source) }
             let records = try wrapStorage { try source.tree(named: info.recordTree) }
             var current: [ChangeSet.Row] = []
             current.reserveCapacity(rows.count)

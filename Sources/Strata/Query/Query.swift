@@ -47,26 +47,39 @@ struct Row<M: Model>: Sendable {
 /// Runs queries: candidates from the plan (a key or index range, or a full scan), decoded and
 /// filtered with the whole predicate, then sorted, de-duplicated and windowed.
 enum QueryEngine {
-    /// Evaluates the query. `needKeys` false lets a plain scan skip copying each primary key (the
-    /// rows' keys are then empty unless a sort needs them).
-    static func evaluate<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S, needKeys: Bool = true) throws -> [Row<M>] {
-        guard let records = try source.tree(named: info.recordTree) else { return [] }
+    /// Evaluates the query into rows (primary key and object).
+    static func evaluate<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [Row<M>] {
+        let found = try matches(query, info: info, source: source, needKeys: true)
+        return zip(found.keys, found.objects).map { Row(key: $0, object: $1) }
+    }
+
+    /// Evaluates the query into its objects and, when `needKeys` (or a sort or de-duplication
+    /// needs them), their primary keys in the same order (otherwise `keys` is empty). Two arrays
+    /// rather than rows: results take the objects as they are, without copying each one out of a
+    /// row (a retain and a release per field of every object).
+    static func matches<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S, needKeys: Bool) throws -> (keys: [[UInt8]], objects: [M]) {
+        guard let records = try source.tree(named: info.recordTree) else { return ([], []) }
         let plan = try Planner.plan(query, info: info, source: source)
-        var rows: [Row<M>] = []
+        let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty
+        var keys: [[UInt8]] = []
+        var objects: [M] = []
         // Without in-memory sorting or de-duplication, the window can stop the scan early.
         let window: Int? = query.limit.map { query.offset + $0 }
         let canStopEarly = (query.sort.isEmpty || plan.orderedIndex != nil) && query.distinct.isEmpty && plan.accesses.isEmpty
 
         // A predicate that compiles to record tests needs no decoding to reject a row.
         let filter = query.hasConditions ? RecordFilter.compile(query.conditions, schema: info.stored.object) : nil
-        func consider(key: [UInt8], record: UnsafeRawBufferPointer) throws -> Bool {
+        func consider(key: @autoclosure () -> [UInt8], record: UnsafeRawBufferPointer) throws -> Bool {
             if let filter {
-                if try filter.matches(record) { rows.append(Row(key: key, object: try info.decode(record))) }
+                guard try filter.matches(record) else { return true }
+                objects.append(try info.decode(record))
             } else {
                 let object = try info.decode(record)
-                if try query.matches(object) { rows.append(Row(key: key, object: object)) }
+                guard try query.matches(object) else { return true }
+                objects.append(object)
             }
-            if canStopEarly, let window, rows.count >= window { return false }
+            if keepKeys { keys.append(key()) }
+            if canStopEarly, let window, objects.count >= window { return false }
             return true
         }
 
@@ -83,9 +96,8 @@ enum QueryEngine {
             }
         } else if plan.accesses.isEmpty {
             // Keys only break ties in a sort; a plain scan is already in key order.
-            let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty
             try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { key, value in
-                try consider(key: keepKeys ? Array(key) : [], record: value)
+                try consider(key: Array(key), record: value)
             }
         } else {
             for key in try candidateKeys(plan, info: info, source: source) {
@@ -96,48 +108,56 @@ enum QueryEngine {
             }
         }
 
-        if !query.sort.isEmpty && plan.orderedIndex == nil, let sortKeys = encodedSortKeys(query.sort, info: info) {
-            // Each row's sort values encoded once into order-preserving bytes: the sort then
-            // compares bytes, not descriptors (Foundation's per-comparison cost dominates otherwise).
-            // Sort positions, not rows: moving a row copies (and retains) the whole object.
-            let keys = try rows.map { try sortKeys($0.object) }
-            var order = Array(rows.indices)
-            order.sort { a, b in
-                let x = keys[a], y = keys[b]
-                if x != y { return x.lexicographicallyPrecedes(y) }
-                return rows[a].key.lexicographicallyPrecedes(rows[b].key)
-            }
-            rows = order.map { rows[$0] }
-        } else if !query.sort.isEmpty && plan.orderedIndex == nil {
-            let descriptors = query.sort
-            rows.sort { a, b in
-                for descriptor in descriptors {
-                    switch descriptor.compare(a.object, b.object) {
-                    case .orderedAscending: return true
-                    case .orderedDescending: return false
-                    case .orderedSame: continue
-                    }
+        if !query.sort.isEmpty && plan.orderedIndex == nil {
+            // Sort positions, not objects: moving an object copies (and retains) all of it.
+            var order = Array(objects.indices)
+            if let sortKeys = encodedSortKeys(query.sort, info: info) {
+                // Each object's sort values encoded once into order-preserving bytes: the sort then
+                // compares bytes, not descriptors (Foundation's per-comparison cost dominates otherwise).
+                let sortBytes = try objects.map(sortKeys)
+                order.sort { a, b in
+                    let x = sortBytes[a], y = sortBytes[b]
+                    if x != y { return x.lexicographicallyPrecedes(y) }
+                    return keys[a].lexicographicallyPrecedes(keys[b])
                 }
-                return a.key.lexicographicallyPrecedes(b.key)
+            } else {
+                let descriptors = query.sort
+                order.sort { a, b in
+                    for descriptor in descriptors {
+                        switch descriptor.compare(objects[a], objects[b]) {
+                        case .orderedAscending: return true
+                        case .orderedDescending: return false
+                        case .orderedSame: continue
+                        }
+                    }
+                    return keys[a].lexicographicallyPrecedes(keys[b])
+                }
             }
+            objects = order.map { objects[$0] }
+            keys = order.map { keys[$0] }
         }
         if !query.distinct.isEmpty {
             var seen = Set<[UInt8]>()
-            rows = rows.filter { row in
+            var kept: [Int] = []
+            for (i, object) in objects.enumerated() {
                 var signature: [UInt8] = []
                 for keyPath in query.distinct {
-                    if !KeyEncoding.append(row.object[keyPath: keyPath], to: &signature) {
-                        signature.append(contentsOf: Array(String(describing: row.object[keyPath: keyPath]).utf8))
+                    if !KeyEncoding.append(object[keyPath: keyPath], to: &signature) {
+                        signature.append(contentsOf: Array(String(describing: object[keyPath: keyPath]).utf8))
                     }
                     signature.append(0xFF)
                 }
-                return seen.insert(signature).inserted
+                if seen.insert(signature).inserted { kept.append(i) }
+            }
+            if kept.count != objects.count {
+                objects = kept.map { objects[$0] }
+                keys = kept.map { keys[$0] }
             }
         }
-        let start = min(query.offset, rows.count)
-        let end = query.limit.map { min(rows.count, start + $0) } ?? rows.count
-        if start == 0 && end == rows.count { return rows }
-        return Array(rows[start..<end])
+        let start = min(query.offset, objects.count)
+        let end = query.limit.map { min(objects.count, start + $0) } ?? objects.count
+        if start == 0 && end == objects.count { return (keys, objects) }
+        return (keepKeys ? Array(keys[start..<end]) : [], Array(objects[start..<end]))
     }
 
     /// A function giving a row's sort key as bytes, when every descriptor sorts a stored number,

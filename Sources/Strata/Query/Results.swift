@@ -84,9 +84,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// Runs the query (once) and returns the objects, throwing what it hit.
     public func fetch() throws -> [M] { try state.objects(compute) }
 
-    private func compute() throws -> [Row<M>] {
+    private func compute() throws -> [M] {
         guard let snapshot else { return [] }
-        return try QueryEngine.evaluate(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn), needKeys: false)
+        return try QueryEngine.matches(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn), needKeys: false).objects
     }
 
     /// The matching objects, evaluated once (empty if the query failed).
@@ -145,11 +145,6 @@ final class ResultsOutcome<M: Model>: Sendable {
     let objects: [M]
     let error: StrataError?
 
-    init(rows: [Row<M>], error: StrataError?) {
-        self.objects = rows.map(\.object)
-        self.error = error
-    }
-
     init(objects: [M], error: StrataError?) {
         self.objects = objects
         self.error = error
@@ -177,25 +172,25 @@ final class ResultsState<M: Model>: Sendable {
     }
     var cached: ResultsOutcome<M>? { outcome.load() }
 
-    func resolve(_ compute: () throws -> [Row<M>]) -> ResultsOutcome<M> {
+    func resolve(_ compute: () throws -> [M]) -> ResultsOutcome<M> {
         if let done = outcome.load() { return done }
         return computing.withLock { _ in
             if let done = outcome.load() { return done }
             let result: ResultsOutcome<M>
             do {
-                result = ResultsOutcome(rows: try compute(), error: nil)
+                result = ResultsOutcome(objects: try compute(), error: nil)
             } catch let error as StrataError {
-                result = ResultsOutcome(rows: [], error: error)
+                result = ResultsOutcome(objects: [], error: error)
             } catch let error as StorageError {
-                result = ResultsOutcome(rows: [], error: error == .closed ? .databaseClosed : .storage(error))
+                result = ResultsOutcome(objects: [], error: error == .closed ? .databaseClosed : .storage(error))
             } catch {
-                result = ResultsOutcome(rows: [], error: .invalidQuery("\(error)"))
+                result = ResultsOutcome(objects: [], error: .invalidQuery("\(error)"))
             }
             return outcome.storeIfNil(result)
         }
     }
 
-    func objects(_ compute: () throws -> [Row<M>]) throws -> [M] {
+    func objects(_ compute: () throws -> [M]) throws -> [M] {
         let done = resolve(compute)
         if let error = done.error { throw error }
         return done.objects
