@@ -61,8 +61,7 @@ enum MDB {
 }
 
 /// The library's entry points, resolved with dlsym.
-final class LMDBLibrary: @unchecked Sendable {
-    // @unchecked: immutable after init; the function pointers are plain C symbols.
+final class LMDBLibrary: Sendable {
     typealias EnvCreate = @convention(c) (UnsafeMutablePointer<OpaquePointer?>?) -> Int32
     typealias EnvSetMapsize = @convention(c) (OpaquePointer?, Int) -> Int32
     typealias EnvSetMaxreaders = @convention(c) (OpaquePointer?, UInt32) -> Int32

@@ -25,8 +25,7 @@ enum SQLite {
 }
 
 /// The library's entry points, resolved with dlsym.
-final class SQLiteLibrary: @unchecked Sendable {
-    // @unchecked: immutable after init; the function pointers are plain C symbols.
+final class SQLiteLibrary: Sendable {
     typealias Destructor = @convention(c) (UnsafeMutableRawPointer?) -> Void
     typealias Open = @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<OpaquePointer?>?, Int32, UnsafePointer<CChar>?) -> Int32
     typealias Close = @convention(c) (OpaquePointer?) -> Int32

@@ -373,7 +373,7 @@ struct SplitMixCrash {
 
 /// Passes everything through until `dieAtMetaWrite()`; from the next write to a meta page (page
 /// 0 or 1) on, drops every write, sync and truncate, as if the process had been killed there.
-final class DyingFile: FileIO, @unchecked Sendable {
+final class DyingFile: FileIO, Sendable {
     let base: FileIO
     let pageSize: UInt64
     private let armed = Atomic<Bool>(false)
@@ -414,8 +414,12 @@ final class DyingFile: FileIO, @unchecked Sendable {
 }
 
 /// Lets the test reach the wrapper `Store` creates.
-final class DyingFileBox: @unchecked Sendable {
-    var file: DyingFile?
+final class DyingFileBox: Sendable {
+    private let slot = Mutex<DyingFile?>(nil)
+    var file: DyingFile? {
+        get { slot.withLock { $0 } }
+        set { slot.withLock { $0 = newValue } }
+    }
 }
 
 // MARK: Helper processes (shared with MultiProcessTests.swift)

@@ -122,7 +122,8 @@ func isStorageError(_ error: any Error, _ matches: (StorageError) -> Bool) -> Bo
     return matches(e)
 }
 
-/// A small Sendable box for results gathered from threads.
+/// A small Sendable box for results gathered from threads. `@unchecked Sendable`: `value`, the
+/// only mutable state, is read and written only inside `withLock`, which holds `lock`.
 final class Locked<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
