@@ -17,8 +17,10 @@ let package = Package(
         // The documented repository pattern (Examples/README.md); `swift run RepositoryExample`.
         .executableTarget(name: "RepositoryExample", dependencies: ["Strata"], path: "Examples/Repository"),
         // Spawned by the crash and multi-process tests: commits numbered transactions until killed.
-        .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage"], path: "Tests/StrataTestHelper"),
-        .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper"]),
+        .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage", "StrataTestWorkloads"], path: "Tests/StrataTestHelper"),
+        // What the helper writes and the tests check, defined once for both.
+        .target(name: "StrataTestWorkloads", dependencies: ["StrataStorage"], path: "Tests/StrataTestWorkloads"),
+        .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper", "StrataTestWorkloads"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "strata"]),
     ],
     swiftLanguageModes: [.v6]

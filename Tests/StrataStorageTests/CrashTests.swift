@@ -1,5 +1,6 @@
 import Testing
 @testable import StrataStorage
+import StrataTestWorkloads
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -17,52 +18,6 @@ import Darwin
 //
 // Environment: STRATA_CRASH_KILLS (kills per configuration, default 20), STRATA_CRASH_SEED
 // (seed of the kill delays, default fixed; printed with every failure).
-
-/// Mirror of `CrashWorkload` in Tests/StrataTestHelper/main.swift: keep the two in step.
-enum CrashModel {
-    static let keysPerTransaction = 4
-    static let window: UInt64 = 40
-
-    static func dataKey(_ n: UInt64, _ j: Int) -> [UInt8] {
-        let digits = String(n)
-        return Array(("d/" + String(repeating: "0", count: max(0, 10 - digits.count)) + digits + "/\(j)").utf8)
-    }
-
-    static func keepKey(_ n: UInt64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: n >> (56 - 8 * UInt64($0))) }
-    }
-
-    static func mix(_ x: UInt64) -> UInt64 {
-        var z = x &+ 0x9E37_79B9_7F4A_7C15
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    static func length(_ n: UInt64, _ j: Int, big: Bool) -> Int {
-        let h = mix(n &* 8 &+ UInt64(j))
-        if j == 0 && big && n % 7 == 0 { return 100_000 + Int(h % 300_000) }
-        if j == 0 && n % 3 == 0 { return 4_500 + Int(h % 30_000) }
-        if j == 1 && n % 5 == 0 { return 2_000 + Int(h % 6_000) }
-        return 16 + Int(h % 300)
-    }
-
-    static func value(_ n: UInt64, _ j: Int, tag: UInt64, big: Bool) -> [UInt8] {
-        let count = j == 99 ? 16 + Int(n % 50) : length(n, j, big: big)
-        let seed = mix(n ^ (UInt64(j) << 40))
-        var bytes = (0..<count).map { i in UInt8(truncatingIfNeeded: (seed >> UInt64((i & 7) * 8)) &+ UInt64(i) &* 131) }
-        bytes.replaceSubrange(0..<16, with: self.bytes(n) + self.bytes(tag))
-        return bytes
-    }
-
-    static func u64<C: Collection<UInt8>>(_ bytes: C, at offset: Int = 0) -> UInt64? where C.Index == Int {
-        guard bytes.count >= offset + 8 else { return nil }
-        let start = bytes.startIndex + offset
-        return (0..<8).reduce(0) { $0 | UInt64(bytes[start + $1]) << (8 * UInt64($1)) }
-    }
-
-    static func bytes(_ x: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: x >> (8 * UInt64($0))) } }
-}
 
 struct CrashConfig: Sendable, CustomTestStringConvertible {
     var sync: SyncMode
@@ -87,9 +42,9 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
         let kills = Int(ProcessInfo.processInfo.environment["STRATA_CRASH_KILLS"] ?? "") ?? 20
         let baseSeed = UInt64(ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"] ?? "") ?? 0x5EED_CAFE
         let seed = baseSeed ^ (config.sync == .single ? 0 : 1) ^ (config.big ? 2 : 0)
-        var rng = SplitMixCrash(seed: seed)
+        var rng = SplitMix(seed: seed)
         let path = temporaryPath("crash-\(config.sync == .single ? "single" : "double")\(config.big ? "-big" : "")")
-        defer { removeStoreAndLock(path) }
+        defer { removeStoreFiles(path) }
 
         var last: UInt64 = 0            // the newest transaction the file held at the last check
         var printedTotal = 0
@@ -178,7 +133,7 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
     /// spoils an unpublished meta page before a write begins (`discardUnpublishedMeta`).
     @Test func unpublishedCommitOfDeadWriterIsNotOverwritten() throws {
         let path = temporaryPath("unpublished")
-        defer { removeStoreAndLock(path) }
+        defer { removeStoreFiles(path) }
         func fill(_ tree: String, _ range: Range<Int>) -> [[UInt8]: [UInt8]] {
             var entries: [[UInt8]: [UInt8]] = [:]
             for i in range { entries[Array("\(tree)-\(i)".utf8)] = Array(repeating: UInt8(truncatingIfNeeded: i), count: 50 + i % 700) }
@@ -254,7 +209,7 @@ func verifyCrashStore(path: String, big: Bool, expectIdle: Bool, context: String
         #expect(names == ["data", "keep", "meta"], "trees \(names) — \(context)")
         #expect(meta.count == 1, "meta tree holds \(meta.count) entries — \(context)")
         guard let lastValue = try meta.get(Array("last".utf8)), lastValue.count == 16,
-              let last = CrashModel.u64(lastValue), let lastTag = CrashModel.u64(lastValue, at: 8) else {
+              let last = CrashWorkload.u64(lastValue), let lastTag = CrashWorkload.u64(lastValue, at: 8) else {
             throw CrashCheckFailure(description: "meta tree has no valid 'last' — \(context)")
         }
         // "keep": exactly 1...last, each whole; it records each transaction's tag.
@@ -266,8 +221,8 @@ func verifyCrashStore(path: String, big: Bool, expectIdle: Bool, context: String
         try keep.forEach { key, value in
             entries += 1
             let n = UInt64(entries)
-            let tag = CrashModel.u64(Array(value), at: 8) ?? 0
-            if Array(key) != CrashModel.keepKey(n) || Array(value) != CrashModel.value(n, 99, tag: tag, big: big) {
+            let tag = CrashWorkload.u64(Array(value), at: 8) ?? 0
+            if Array(key) != CrashWorkload.keepKey(n) || Array(value) != CrashWorkload.value(n, 99, tag: tag, big: big) {
                 problems.append("keep entry \(entries) is not transaction \(n)'s")
                 return problems.count < 10
             }
@@ -282,9 +237,9 @@ func verifyCrashStore(path: String, big: Bool, expectIdle: Bool, context: String
         // their keep entry.
         let data = try #require(try txn.tree("data"), "no data tree — \(context)")
         var expected: [(UInt64, Int)] = []
-        let first = last > CrashModel.window ? last - CrashModel.window + 1 : 1
+        let first = last > CrashWorkload.window ? last - CrashWorkload.window + 1 : 1
         for n in first...max(first, last) where n <= last {
-            for j in 0..<CrashModel.keysPerTransaction { expected.append((n, j)) }
+            for j in 0..<CrashWorkload.keysPerTransaction { expected.append((n, j)) }
         }
         var index = 0
         try data.forEach { key, value in
@@ -294,13 +249,13 @@ func verifyCrashStore(path: String, big: Bool, expectIdle: Bool, context: String
                 return false
             }
             let (n, j) = expected[index]
-            if Array(key) != CrashModel.dataKey(n, j) {
-                problems.append("data key \(String(decoding: key, as: UTF8.self)), expected \(String(decoding: CrashModel.dataKey(n, j), as: UTF8.self))")
+            if Array(key) != CrashWorkload.dataKey(n, j) {
+                problems.append("data key \(String(decoding: key, as: UTF8.self)), expected \(String(decoding: CrashWorkload.dataKey(n, j), as: UTF8.self))")
                 return false
             }
             let tag = Int(n) < tags.count ? tags[Int(n)] : 0
-            if Array(value) != CrashModel.value(n, j, tag: tag, big: big) {
-                let other = CrashModel.u64(Array(value), at: 8) ?? 0
+            if Array(value) != CrashWorkload.value(n, j, tag: tag, big: big) {
+                let other = CrashWorkload.u64(Array(value), at: 8) ?? 0
                 problems.append("value \(j) of transaction \(n) (\(value.count) bytes, tag \(other)) is not the one its keep entry's run wrote (tag \(tag))")
             }
             return problems.count < 10
@@ -350,23 +305,6 @@ func helperChecksum(_ txn: ReadTransaction) throws -> UInt64 {
         }
     }
     return h
-}
-
-func removeStoreAndLock(_ path: String) {
-    unlink(path)
-    unlink(path + "-lock")
-}
-
-struct SplitMixCrash {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 // MARK: A page file whose process "dies" at its next meta write

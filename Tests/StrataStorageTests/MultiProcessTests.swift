@@ -1,5 +1,6 @@
 import Testing
 @testable import StrataStorage
+import StrataTestWorkloads
 import Foundation
 
 // Several processes on one file: writers serialised by the lock file's fcntl lock, and readers in
@@ -16,7 +17,7 @@ import Foundation
     @Test func interleavedWritersInThreeProcessesLoseNothing() async throws {
         let helper = try strataTestHelperPath()
         let path = temporaryPath("interleaved")
-        defer { removeStoreAndLock(path) }
+        defer { removeStoreFiles(path) }
         let perWriter = 300
         let ids = ["A", "B", "T"]
         let total = ids.count * perWriter
@@ -34,8 +35,12 @@ import Foundation
         // snapshot after each of its commits.
         var snapshotProblems: [String] = []
         for i in 0..<perWriter {
-            try store.write(durability: .full) { txn in try CounterModel.commit(txn, key: Array("T/\(i)".utf8), index: i) }
-            if let problem = try store.read({ try CounterModel.check($0) }), snapshotProblems.count < 5 { snapshotProblems.append(problem) }
+            try store.write(durability: .full) { txn in try CounterWorkload.commit(txn, key: Array("T/\(i)".utf8), index: i) }
+            do {
+                _ = try store.read { try CounterWorkload.check($0) }
+            } catch let violation as CounterWorkload.Violation {
+                if snapshotProblems.count < 5 { snapshotProblems.append(violation.description) }
+            }
         }
         #expect(snapshotProblems.isEmpty, "\(snapshotProblems)")
         for (writer, id) in zip(writers, ["A", "B"]) {
@@ -50,9 +55,9 @@ import Foundation
 
         var order: [Int: String] = [:]     // counter value -> writer
         try store.read { txn in
-            #expect(try CounterModel.check(txn) == nil)
+            #expect(try CounterWorkload.check(txn) == UInt64(total))   // throws a Violation saying what disagrees
             let c = try #require(try txn.tree("c"))
-            #expect(CrashModel.u64(try c.get(Array("count".utf8)) ?? []) == UInt64(total), "lost or doubled increments")
+            #expect(CrashWorkload.u64(try c.get(Array("count".utf8)) ?? []) == UInt64(total), "lost or doubled increments")
             let w = try #require(try txn.tree("w"))
             #expect(w.count == total)
             for id in ids {
@@ -61,7 +66,7 @@ import Foundation
                         Issue.record("key \(id)/\(i) is missing")
                         continue
                     }
-                    guard let n = CrashModel.u64(value), value == CounterModel.keyValue(n, i) else {
+                    guard let n = CrashWorkload.u64(value), value == CounterWorkload.keyValue(n, i) else {
                         Issue.record("value of \(id)/\(i) is damaged")
                         continue
                     }
@@ -85,9 +90,9 @@ import Foundation
     @Test func readerInAnotherProcessKeepsItsSnapshot() async throws {
         let helper = try strataTestHelperPath()
         let path = temporaryPath("foreign-reader")
-        defer { removeStoreAndLock(path) }
+        defer { removeStoreFiles(path) }
         let store = try Store(path: path, options: StoreOptions(durability: .noSync))
-        var rng = SplitMixCrash(seed: 7)
+        var rng = SplitMix(seed: 7)
         func value(_ size: Int) -> [UInt8] { (0..<size).map { _ in UInt8(truncatingIfNeeded: rng.next()) } }
         func size() -> Int {
             switch rng.next() % 10 {
@@ -165,7 +170,7 @@ import Foundation
     @Test func slotOfKilledReaderIsReclaimed() async throws {
         let helper = try strataTestHelperPath()
         let path = temporaryPath("killed-reader")
-        defer { removeStoreAndLock(path) }
+        defer { removeStoreFiles(path) }
         let store = try Store(path: path, options: StoreOptions(durability: .noSync))
         try store.write { txn in
             let t = try txn.createTree("t")
@@ -192,45 +197,3 @@ import Foundation
     }
 }
 
-/// Mirror of `CounterWorkload` in Tests/StrataTestHelper/main.swift: keep the two in step.
-enum CounterModel {
-    static func hotValue(_ total: UInt64) -> [UInt8] {
-        let length = total % 4 == 0 ? 5_000 + Int(total * 7_919 % 20_000) : 8 + Int(total * 31 % 300)
-        return CrashModel.bytes(total) + (8..<length).map { UInt8(truncatingIfNeeded: total &* 13 &+ UInt64($0)) }
-    }
-
-    static func keyValue(_ total: UInt64, _ i: Int) -> [UInt8] {
-        CrashModel.bytes(total) + Array(repeating: UInt8(truncatingIfNeeded: i), count: 10 + (i * 37) % 200)
-    }
-
-    static func commit(_ txn: WriteTransaction, key: [UInt8], index i: Int) throws {
-        let c = try txn.createTree("c")
-        let total = (CrashModel.u64(try c.get(Array("count".utf8)) ?? []) ?? 0) + 1
-        try c.put(Array("count".utf8), CrashModel.bytes(total))
-        try c.put(Array("hot".utf8), hotValue(total))
-        let inserted = try txn.createTree("w").insert(key, keyValue(total, i))
-        #expect(inserted, "key \(String(decoding: key, as: UTF8.self)) existed before it was written")
-    }
-
-    /// Whether the counter, the hot value and tree "w" of one snapshot agree; nil when they do.
-    static func check(_ txn: ReadTransaction) throws -> String? {
-        guard let c = try txn.tree("c") else { return nil }
-        guard let total = CrashModel.u64(try c.get(Array("count".utf8)) ?? []) else { return "snapshot \(txn.txnid): no count" }
-        if try c.get(Array("hot".utf8)) != hotValue(total) { return "snapshot \(txn.txnid): hot value is not count \(total)'s" }
-        guard let w = try txn.tree("w"), w.count == Int(total) else { return "snapshot \(txn.txnid): w holds the wrong count for \(total)" }
-        var seen = [Bool](repeating: false, count: Int(total) + 1)
-        var entries = 0
-        var problem: String?
-        try w.forEach { _, value in
-            entries += 1
-            guard let n = CrashModel.u64(value), n >= 1, n <= total, !seen[Int(n)] else {
-                problem = "snapshot \(txn.txnid): a value of w names a count outside 1...\(total) or twice"
-                return false
-            }
-            seen[Int(n)] = true
-            return true
-        }
-        if let problem { return problem }
-        return entries == Int(total) ? nil : "snapshot \(txn.txnid): w iterates \(entries) entries, count \(total)"
-    }
-}

@@ -30,6 +30,7 @@
 //       0 when both checksums agree, 1 when they differ.
 
 import StrataStorage
+import StrataTestWorkloads
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -61,59 +62,6 @@ func usage() -> Never {
            StrataTestHelper hold-reader FILE
            StrataTestHelper check-loop FILE TARGET
     """)
-}
-
-// MARK: The crash workload (mirrored in CrashTests.swift: keep the two in step)
-
-enum CrashWorkload {
-    /// Keys per transaction in tree "data".
-    static let keysPerTransaction = 4
-    /// Transaction N deletes the keys of transaction N - window.
-    static let window: UInt64 = 40
-
-    static func dataKey(_ n: UInt64, _ j: Int) -> [UInt8] {
-        let digits = String(n)
-        return Array(("d/" + String(repeating: "0", count: max(0, 10 - digits.count)) + digits + "/\(j)").utf8)
-    }
-
-    static func keepKey(_ n: UInt64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: n >> (56 - 8 * UInt64($0))) }
-    }
-
-    static func mix(_ x: UInt64) -> UInt64 {
-        var z = x &+ 0x9E37_79B9_7F4A_7C15
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Length of value j of transaction n: small, or every few commits a multi-page overflow value.
-    static func length(_ n: UInt64, _ j: Int, big: Bool) -> Int {
-        let h = mix(n &* 8 &+ UInt64(j))
-        if j == 0 && big && n % 7 == 0 { return 100_000 + Int(h % 300_000) }
-        if j == 0 && n % 3 == 0 { return 4_500 + Int(h % 30_000) }
-        if j == 1 && n % 5 == 0 { return 2_000 + Int(h % 6_000) }
-        return 16 + Int(h % 300)
-    }
-
-    /// Value j of transaction n (j == 99 for the "keep" tree), written by the run tagged `tag`:
-    /// n and the tag in the first 16 bytes (so a verifier can tell two versions of one transaction
-    /// apart), then bytes derived from n, j and the position, to the length `length` gives.
-    static func value(_ n: UInt64, _ j: Int, tag: UInt64, big: Bool) -> [UInt8] {
-        let count = j == 99 ? 16 + Int(n % 50) : length(n, j, big: big)
-        let seed = mix(n ^ (UInt64(j) << 40))
-        var bytes = (0..<count).map { i in UInt8(truncatingIfNeeded: (seed >> UInt64((i & 7) * 8)) &+ UInt64(i) &* 131) }
-        bytes.replaceSubrange(0..<16, with: self.bytes(n) + self.bytes(tag))
-        return bytes
-    }
-
-    /// The little-endian u64 at the start of `bytes`.
-    static func u64(_ bytes: [UInt8]?) -> UInt64? {
-        guard let bytes, bytes.count >= 8 else { return nil }
-        return (0..<8).reduce(0) { $0 | UInt64(bytes[$1]) << (8 * UInt64($1)) }
-    }
-
-    static func bytes(_ x: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: x >> (8 * UInt64($0))) } }
 }
 
 func commitLoop(_ args: [String]) throws {
@@ -172,51 +120,6 @@ func commitLoop(_ args: [String]) throws {
     }
 }
 
-/// The shared-counter workload of `writer` (mirrored in MultiProcessTests.swift): one commit
-/// increments "count" in tree "c", rewrites "hot" in tree "c" with a value derived from the new
-/// count (an overflow run every few commits, so runs are freed and reused), and inserts `key` in
-/// tree "w" with a value starting with the new count.
-enum CounterWorkload {
-    static func hotValue(_ total: UInt64) -> [UInt8] {
-        let length = total % 4 == 0 ? 5_000 + Int(total * 7_919 % 20_000) : 8 + Int(total * 31 % 300)
-        return CrashWorkload.bytes(total) + (8..<length).map { UInt8(truncatingIfNeeded: total &* 13 &+ UInt64($0)) }
-    }
-
-    static func keyValue(_ total: UInt64, _ i: Int) -> [UInt8] {
-        CrashWorkload.bytes(total) + Array(repeating: UInt8(truncatingIfNeeded: i), count: 10 + (i * 37) % 200)
-    }
-
-    static func commit(_ txn: WriteTransaction, key: [UInt8], index i: Int) throws {
-        let c = try txn.createTree("c")
-        let total = (CrashWorkload.u64(try c.get(Array("count".utf8))) ?? 0) + 1
-        try c.put(Array("count".utf8), CrashWorkload.bytes(total))
-        try c.put(Array("hot".utf8), hotValue(total))
-        if try !txn.createTree("w").insert(key, keyValue(total, i)) {
-            fail(3, "key \(String(decoding: key, as: UTF8.self)) exists before it was written")
-        }
-    }
-
-    /// Checks one snapshot: the counter, the hot value and the "w" tree agree. Returns the count.
-    static func check(_ txn: ReadTransaction) throws -> UInt64 {
-        guard let c = try txn.tree("c") else { return 0 }
-        guard let total = CrashWorkload.u64(try c.get(Array("count".utf8))) else { fail(1, "snapshot \(txn.txnid): no count") }
-        if try c.get(Array("hot".utf8)) != hotValue(total) { fail(1, "snapshot \(txn.txnid): hot value is not count \(total)'s") }
-        guard let w = try txn.tree("w"), w.count == Int(total) else { fail(1, "snapshot \(txn.txnid): w holds the wrong count for \(total)") }
-        var seen = [Bool](repeating: false, count: Int(total) + 1)
-        var entries = 0
-        try w.forEach { _, value in
-            entries += 1
-            guard let n = CrashWorkload.u64(Array(value.prefix(8))), n >= 1, n <= total, !seen[Int(n)] else {
-                fail(1, "snapshot \(txn.txnid): a value of w names a count outside 1...\(total) or twice")
-            }
-            seen[Int(n)] = true
-            return true
-        }
-        if entries != Int(total) { fail(1, "snapshot \(txn.txnid): w iterates \(entries) entries, count \(total)") }
-        return total
-    }
-}
-
 func writer(_ args: [String]) throws {
     guard args.count >= 3, let count = Int(args[2]) else { usage() }
     let id = args[1]
@@ -228,7 +131,11 @@ func writer(_ args: [String]) throws {
         _ = readLine()
     }
     for i in 0..<count {
-        try store.write { txn in try CounterWorkload.commit(txn, key: Array("\(id)/\(i)".utf8), index: i) }
+        do {
+            try store.write { txn in try CounterWorkload.commit(txn, key: Array("\(id)/\(i)".utf8), index: i) }
+        } catch let violation as CounterWorkload.Violation {
+            fail(3, violation.description)
+        }
         if i % 16 == 0 { sched_yield() }
     }
     say("done \(id)")
@@ -243,7 +150,12 @@ func checkLoop(_ args: [String]) throws {
     var distinct = Set<UInt64>()
     var pause: UInt32 = 0
     while true {
-        let total = try store.read { txn in try CounterWorkload.check(txn) }
+        let total: UInt64
+        do {
+            total = try store.read { txn in try CounterWorkload.check(txn) }
+        } catch let violation as CounterWorkload.Violation {
+            fail(1, violation.description)
+        }
         snapshots += 1
         if total >= target { break }
         // Nothing new since the last snapshot: back off (up to 20 ms) rather than spin on one commit.
