@@ -8,11 +8,6 @@
 //   MDB_cursor_op: MDB_FIRST = 0, MDB_GET_CURRENT = 4, MDB_NEXT = 8, MDB_NEXT_DUP = 9,
 //                  MDB_SET_KEY = 16, MDB_SET_RANGE = 17.
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// MDB_val. Two word-sized fields: the same layout as the C struct (checked when loading). The C
 /// entry points take it as a raw pointer (a Swift struct cannot appear in a @convention(c) type).
@@ -107,6 +102,54 @@ final class LMDBLibrary: Sendable {
     let strerrorFn: Strerror
     let versionFn: Version
 
+    /// A new environment at `path` with the bench's settings (MDB_NOSUBDIR, MDB_NOTLS, a 64 GiB
+    /// map, 126 readers) and `databases` opened in one transaction (a nil name is the main
+    /// database); their handles in the same order.
+    func openEnvironment(path: String, databases: [(name: String?, flags: UInt32)]) throws -> (env: OpaquePointer, dbis: [UInt32]) {
+        removeFile(path)
+        removeFile(path + "-lock")
+        var env: OpaquePointer?
+        try check(envCreate(&env), "mdb_env_create")
+        guard let env else { throw BenchError("lmdb: mdb_env_create returned no environment") }
+        do {
+            try check(envSetMapsize(env, LMDBKV.mapSize), "mdb_env_set_mapsize")
+            try check(envSetMaxreaders(env, 126), "mdb_env_set_maxreaders")
+            if databases.contains(where: { $0.name != nil }) {
+                try check(envSetMaxdbs(env, UInt32(databases.count)), "mdb_env_set_maxdbs")
+            }
+            try check(envOpen(env, path, MDB.noSubdir | MDB.noTLS, 0o644), "mdb_env_open \(path)")
+            var txn: OpaquePointer?
+            try check(txnBegin(env, nil, 0, &txn), "mdb_txn_begin")
+            var dbis: [UInt32] = []
+            for database in databases {
+                var dbi: UInt32 = 0
+                let rc = dbiOpen(txn, database.name, database.flags | MDB.create, &dbi)
+                if rc != MDB.success {
+                    txnAbort(txn)
+                    try check(rc, "mdb_dbi_open")
+                }
+                dbis.append(dbi)
+            }
+            try check(txnCommit(txn), "mdb_txn_commit")
+            return (env, dbis)
+        } catch {
+            envClose(env)
+            throw error
+        }
+    }
+
+    /// The facts every LMDB column of a report shows: version, page size, durability.
+    func facts(_ env: OpaquePointer) -> [(String, String)] {
+        var facts: [(String, String)] = [("version", version)]
+        let stat = UnsafeMutableRawPointer.allocate(byteCount: MDB.statSize, alignment: 8)
+        defer { stat.deallocate() }
+        if envStat(env, stat) == MDB.success {
+            facts.append(("page size", "\(stat.load(fromByteOffset: 0, as: UInt32.self))"))
+        }
+        facts.append(("durability", "default (data synced, then meta synced), MDB_NOTLS, 64 GiB map"))
+        return facts
+    }
+
     /// Loads the library, or explains why it could not.
     static func load() -> Result<LMDBLibrary, BenchError> {
         guard MemoryLayout<MDBVal>.size == 16, MemoryLayout<MDBVal>.offset(of: \MDBVal.data) == 8,
@@ -114,47 +157,30 @@ final class LMDBLibrary: Sendable {
             return .failure(BenchError("LMDB bindings assume a 64-bit platform"))
         }
         // STRATA_BENCH_LMDB names another library file (a custom build) to load instead.
-        let name = getenv("STRATA_BENCH_LMDB").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? soname
-        guard let handle = dlopen(name, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "not found"
-            return .failure(BenchError("\(name) not loadable (\(reason))"))
-        }
-        do {
-            return .success(try LMDBLibrary(handle: handle))
-        } catch let error as BenchError {
-            return .failure(error)
-        } catch {
-            return .failure(BenchError("\(error)"))
-        }
+        return PeerLibrary.load(soname: soname, override: "STRATA_BENCH_LMDB") { try LMDBLibrary(library: $0) }
     }
 
-    private init(handle: UnsafeMutableRawPointer) throws {
-        func symbol<F>(_ name: String, as type: F.Type) throws -> F {
-            guard let pointer = dlsym(handle, name) else {
-                throw BenchError("\(LMDBLibrary.soname) lacks \(name)")
-            }
-            return unsafeBitCast(pointer, to: type)
-        }
-        envCreate = try symbol("mdb_env_create", as: EnvCreate.self)
-        envSetMapsize = try symbol("mdb_env_set_mapsize", as: EnvSetMapsize.self)
-        envSetMaxreaders = try symbol("mdb_env_set_maxreaders", as: EnvSetMaxreaders.self)
-        envSetMaxdbs = try symbol("mdb_env_set_maxdbs", as: EnvSetMaxdbs.self)
-        envOpen = try symbol("mdb_env_open", as: EnvOpen.self)
-        envClose = try symbol("mdb_env_close", as: EnvClose.self)
-        envStat = try symbol("mdb_env_stat", as: EnvStat.self)
-        txnBegin = try symbol("mdb_txn_begin", as: TxnBegin.self)
-        txnCommit = try symbol("mdb_txn_commit", as: TxnCommit.self)
-        txnAbort = try symbol("mdb_txn_abort", as: TxnAbort.self)
-        dbiOpen = try symbol("mdb_dbi_open", as: DbiOpen.self)
-        stat = try symbol("mdb_stat", as: Stat.self)
-        put = try symbol("mdb_put", as: Put.self)
-        get = try symbol("mdb_get", as: Get.self)
-        del = try symbol("mdb_del", as: Del.self)
-        cursorOpen = try symbol("mdb_cursor_open", as: CursorOpen.self)
-        cursorClose = try symbol("mdb_cursor_close", as: CursorClose.self)
-        cursorGet = try symbol("mdb_cursor_get", as: CursorGet.self)
-        strerrorFn = try symbol("mdb_strerror", as: Strerror.self)
-        versionFn = try symbol("mdb_version", as: Version.self)
+    private init(library: PeerLibrary) throws {
+        envCreate = try library.symbol("mdb_env_create", as: EnvCreate.self)
+        envSetMapsize = try library.symbol("mdb_env_set_mapsize", as: EnvSetMapsize.self)
+        envSetMaxreaders = try library.symbol("mdb_env_set_maxreaders", as: EnvSetMaxreaders.self)
+        envSetMaxdbs = try library.symbol("mdb_env_set_maxdbs", as: EnvSetMaxdbs.self)
+        envOpen = try library.symbol("mdb_env_open", as: EnvOpen.self)
+        envClose = try library.symbol("mdb_env_close", as: EnvClose.self)
+        envStat = try library.symbol("mdb_env_stat", as: EnvStat.self)
+        txnBegin = try library.symbol("mdb_txn_begin", as: TxnBegin.self)
+        txnCommit = try library.symbol("mdb_txn_commit", as: TxnCommit.self)
+        txnAbort = try library.symbol("mdb_txn_abort", as: TxnAbort.self)
+        dbiOpen = try library.symbol("mdb_dbi_open", as: DbiOpen.self)
+        stat = try library.symbol("mdb_stat", as: Stat.self)
+        put = try library.symbol("mdb_put", as: Put.self)
+        get = try library.symbol("mdb_get", as: Get.self)
+        del = try library.symbol("mdb_del", as: Del.self)
+        cursorOpen = try library.symbol("mdb_cursor_open", as: CursorOpen.self)
+        cursorClose = try library.symbol("mdb_cursor_close", as: CursorClose.self)
+        cursorGet = try library.symbol("mdb_cursor_get", as: CursorGet.self)
+        strerrorFn = try library.symbol("mdb_strerror", as: Strerror.self)
+        versionFn = try library.symbol("mdb_version", as: Version.self)
     }
 
     func message(_ code: Int32) -> String {
@@ -188,30 +214,9 @@ final class LMDBKV: KVEngine, @unchecked Sendable {
     init(lib: LMDBLibrary, path: String) throws {
         self.lib = lib
         self.path = path
-        removeFile(path)
-        removeFile(path + "-lock")
-        var env: OpaquePointer?
-        try lib.check(lib.envCreate(&env), "mdb_env_create")
-        guard let env else { throw BenchError("lmdb: mdb_env_create returned no environment") }
-        do {
-            try lib.check(lib.envSetMapsize(env, LMDBKV.mapSize), "mdb_env_set_mapsize")
-            try lib.check(lib.envSetMaxreaders(env, 126), "mdb_env_set_maxreaders")
-            try lib.check(lib.envOpen(env, path, MDB.noSubdir | MDB.noTLS, 0o644), "mdb_env_open \(path)")
-            var txn: OpaquePointer?
-            try lib.check(lib.txnBegin(env, nil, 0, &txn), "mdb_txn_begin")
-            var dbi: UInt32 = 0
-            let rc = lib.dbiOpen(txn, nil, MDB.create, &dbi)
-            if rc != MDB.success {
-                lib.txnAbort(txn)
-                try lib.check(rc, "mdb_dbi_open")
-            }
-            try lib.check(lib.txnCommit(txn), "mdb_txn_commit")
-            self.dbi = dbi
-        } catch {
-            lib.envClose(env)
-            throw error
-        }
+        let (env, dbis) = try lib.openEnvironment(path: path, databases: [(nil, 0)])
         self.env = env
+        self.dbi = dbis[0]
     }
 
     deinit { lib.envClose(env) }
@@ -249,16 +254,7 @@ final class LMDBKV: KVEngine, @unchecked Sendable {
         }
     }
 
-    func info() -> [(String, String)] {
-        var facts: [(String, String)] = [("version", lib.version)]
-        let stat = UnsafeMutableRawPointer.allocate(byteCount: MDB.statSize, alignment: 8)
-        defer { stat.deallocate() }
-        if lib.envStat(env, stat) == MDB.success {
-            facts.append(("page size", "\(stat.load(fromByteOffset: 0, as: UInt32.self))"))
-        }
-        facts.append(("durability", "default (data synced, then meta synced), MDB_NOTLS, 64 GiB map"))
-        return facts
-    }
+    func info() -> [(String, String)] { lib.facts(env) }
 
     struct Writer: KVWriter {
         let lib: LMDBLibrary

@@ -18,34 +18,10 @@ final class LMDBObjects: ObjectEngine, @unchecked Sendable {
     init(lib: LMDBLibrary, path: String) throws {
         self.lib = lib
         self.path = path
-        removeFile(path)
-        removeFile(path + "-lock")
-        var env: OpaquePointer?
-        try lib.check(lib.envCreate(&env), "mdb_env_create")
-        guard let env else { throw BenchError("lmdb: mdb_env_create returned no environment") }
-        do {
-            try lib.check(lib.envSetMapsize(env, LMDBKV.mapSize), "mdb_env_set_mapsize")
-            try lib.check(lib.envSetMaxreaders(env, 126), "mdb_env_set_maxreaders")
-            try lib.check(lib.envSetMaxdbs(env, 2), "mdb_env_set_maxdbs")
-            try lib.check(lib.envOpen(env, path, MDB.noSubdir | MDB.noTLS, 0o644), "mdb_env_open \(path)")
-            var txn: OpaquePointer?
-            try lib.check(lib.txnBegin(env, nil, 0, &txn), "mdb_txn_begin")
-            var items: UInt32 = 0
-            var byCategory: UInt32 = 0
-            var rc = lib.dbiOpen(txn, "items", MDB.create, &items)
-            if rc == MDB.success { rc = lib.dbiOpen(txn, "by_category", MDB.create | MDB.dupSort | MDB.dupFixed, &byCategory) }
-            if rc != MDB.success {
-                lib.txnAbort(txn)
-                try lib.check(rc, "mdb_dbi_open")
-            }
-            try lib.check(lib.txnCommit(txn), "mdb_txn_commit")
-            self.items = items
-            self.byCategory = byCategory
-        } catch {
-            lib.envClose(env)
-            throw error
-        }
+        let (env, dbis) = try lib.openEnvironment(path: path, databases: [("items", 0), ("by_category", MDB.dupSort | MDB.dupFixed)])
         self.env = env
+        items = dbis[0]
+        byCategory = dbis[1]
         scratch = UnsafeMutableRawPointer.allocate(byteCount: PackedItem.maxSize, alignment: 8)
     }
 
@@ -82,15 +58,7 @@ final class LMDBObjects: ObjectEngine, @unchecked Sendable {
     }
 
     func info() -> [(String, String)] {
-        var facts: [(String, String)] = [("version", lib.version)]
-        let stat = UnsafeMutableRawPointer.allocate(byteCount: MDB.statSize, alignment: 8)
-        defer { stat.deallocate() }
-        if lib.envStat(env, stat) == MDB.success {
-            facts.append(("page size", "\(stat.load(fromByteOffset: 0, as: UInt32.self))"))
-        }
-        facts.append(("durability", "default (data synced, then meta synced), MDB_NOTLS, 64 GiB map"))
-        facts.append(("index", "by_category: MDB_DUPSORT|MDB_DUPFIXED, category → id"))
-        return facts
+        lib.facts(env) + [("index", "by_category: MDB_DUPSORT|MDB_DUPFIXED, category → id")]
     }
 
     struct Writer: ObjectWriter {

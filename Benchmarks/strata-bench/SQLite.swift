@@ -5,11 +5,6 @@
 // and blob parameters are bound with SQLITE_STATIC (a null destructor): the bench keeps the bytes
 // alive until the statement has stepped, and rebinds every parameter before stepping again.
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// sqlite3.h constants used here.
 enum SQLite {
@@ -70,47 +65,30 @@ final class SQLiteLibrary: Sendable {
     /// Loads the library, or explains why it could not.
     static func load() -> Result<SQLiteLibrary, BenchError> {
         // STRATA_BENCH_SQLITE names another library file (a custom build) to load instead.
-        let name = getenv("STRATA_BENCH_SQLITE").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? soname
-        guard let handle = dlopen(name, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "not found"
-            return .failure(BenchError("\(name) not loadable (\(reason))"))
-        }
-        do {
-            return .success(try SQLiteLibrary(handle: handle))
-        } catch let error as BenchError {
-            return .failure(error)
-        } catch {
-            return .failure(BenchError("\(error)"))
-        }
+        return PeerLibrary.load(soname: soname, override: "STRATA_BENCH_SQLITE") { try SQLiteLibrary(library: $0) }
     }
 
-    private init(handle: UnsafeMutableRawPointer) throws {
-        func symbol<F>(_ name: String, as type: F.Type) throws -> F {
-            guard let pointer = dlsym(handle, name) else {
-                throw BenchError("\(SQLiteLibrary.soname) lacks \(name)")
-            }
-            return unsafeBitCast(pointer, to: type)
-        }
-        openV2 = try symbol("sqlite3_open_v2", as: Open.self)
-        closeV2 = try symbol("sqlite3_close_v2", as: Close.self)
-        exec = try symbol("sqlite3_exec", as: Exec.self)
-        prepare = try symbol("sqlite3_prepare_v2", as: Prepare.self)
-        step = try symbol("sqlite3_step", as: StatementCall.self)
-        reset = try symbol("sqlite3_reset", as: StatementCall.self)
-        finalize = try symbol("sqlite3_finalize", as: StatementCall.self)
-        bindInt64 = try symbol("sqlite3_bind_int64", as: BindInt64.self)
-        bindDouble = try symbol("sqlite3_bind_double", as: BindDouble.self)
-        bindText = try symbol("sqlite3_bind_text", as: BindBytes.self)
-        bindBlob = try symbol("sqlite3_bind_blob", as: BindBytes.self)
-        columnInt64 = try symbol("sqlite3_column_int64", as: ColumnInt64.self)
-        columnDouble = try symbol("sqlite3_column_double", as: ColumnDouble.self)
-        columnText = try symbol("sqlite3_column_text", as: ColumnPointer.self)
-        columnBlob = try symbol("sqlite3_column_blob", as: ColumnPointer.self)
-        columnBytes = try symbol("sqlite3_column_bytes", as: ColumnInt32.self)
-        columnType = try symbol("sqlite3_column_type", as: ColumnInt32.self)
-        errmsg = try symbol("sqlite3_errmsg", as: Errmsg.self)
-        libversion = try symbol("sqlite3_libversion", as: Libversion.self)
-        changes = try symbol("sqlite3_changes", as: Changes.self)
+    private init(library: PeerLibrary) throws {
+        openV2 = try library.symbol("sqlite3_open_v2", as: Open.self)
+        closeV2 = try library.symbol("sqlite3_close_v2", as: Close.self)
+        exec = try library.symbol("sqlite3_exec", as: Exec.self)
+        prepare = try library.symbol("sqlite3_prepare_v2", as: Prepare.self)
+        step = try library.symbol("sqlite3_step", as: StatementCall.self)
+        reset = try library.symbol("sqlite3_reset", as: StatementCall.self)
+        finalize = try library.symbol("sqlite3_finalize", as: StatementCall.self)
+        bindInt64 = try library.symbol("sqlite3_bind_int64", as: BindInt64.self)
+        bindDouble = try library.symbol("sqlite3_bind_double", as: BindDouble.self)
+        bindText = try library.symbol("sqlite3_bind_text", as: BindBytes.self)
+        bindBlob = try library.symbol("sqlite3_bind_blob", as: BindBytes.self)
+        columnInt64 = try library.symbol("sqlite3_column_int64", as: ColumnInt64.self)
+        columnDouble = try library.symbol("sqlite3_column_double", as: ColumnDouble.self)
+        columnText = try library.symbol("sqlite3_column_text", as: ColumnPointer.self)
+        columnBlob = try library.symbol("sqlite3_column_blob", as: ColumnPointer.self)
+        columnBytes = try library.symbol("sqlite3_column_bytes", as: ColumnInt32.self)
+        columnType = try library.symbol("sqlite3_column_type", as: ColumnInt32.self)
+        errmsg = try library.symbol("sqlite3_errmsg", as: Errmsg.self)
+        libversion = try library.symbol("sqlite3_libversion", as: Libversion.self)
+        changes = try library.symbol("sqlite3_changes", as: Changes.self)
     }
 
     var version: String {
