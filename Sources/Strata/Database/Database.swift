@@ -64,7 +64,7 @@ public final class Database: Sendable {
         var byName: [String: any AnyModelInfo] = [:]
         try wrapStorage {
             try store.write { txn in
-                let catalog = try Catalog.load(txn)
+                let catalog = try Catalog.load(try txn.tree(Catalog.schemaTree))
                 let storedVersion = catalog.values.map(\.schemaVersion).max() ?? schemaVersion
                 var differences: [String] = []
                 for type in models {
@@ -146,13 +146,11 @@ public final class Database: Sendable {
         if let open = joinableTransaction() {
             return try open.savepoint { try body(open) }
         }
-        do {
-            return try store.write(durability: durability) { txn in
+        return try wrapStorage {
+            try store.write(durability: durability) { txn in
                 let tx = Transaction(registry: registry, txn: txn)
                 return try withOpenTransaction(tx) { try body(tx) }
             }
-        } catch let error as StorageError {
-            throw error == .closed ? StrataError.databaseClosed : StrataError.storage(error)
         }
     }
 
@@ -163,11 +161,7 @@ public final class Database: Sendable {
 
     /// A snapshot of the newest commit, kept until released.
     public func snapshot() throws -> Snapshot {
-        do {
-            return Snapshot(db: self, txn: try store.beginRead())
-        } catch let error as StorageError {
-            throw error == .closed ? StrataError.databaseClosed : StrataError.storage(error)
-        }
+        Snapshot(db: self, txn: try wrapStorage { try store.beginRead() })
     }
 
     /// The object with primary key `key`, from the newest commit.
@@ -211,17 +205,5 @@ final class ModelRegistry: Sendable {
             throw StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
         }
         return info
-    }
-}
-
-extension Catalog {
-    static func load(_ txn: StrataStorage.WriteTransaction) throws -> [String: StoredModelSchema] {
-        var result: [String: StoredModelSchema] = [:]
-        guard let tree = try txn.tree(schemaTree) else { return result }
-        try tree.forEach { key, value in
-            result[String(decoding: key, as: UTF8.self)] = try decode(value)
-            return true
-        }
-        return result
     }
 }

@@ -132,7 +132,7 @@ final class WriteQueue: Sendable {
 /// An engine error as the object layer reports it.
 func strataError(_ error: any Error) -> any Error {
     guard let storage = error as? StorageError else { return error }
-    return storage == .closed ? StrataError.databaseClosed : StrataError.storage(storage)
+    return StrataError(storage)
 }
 
 extension Database {

@@ -121,15 +121,16 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
         guard let records = try txn.tree(recordTree) else { return }
-        for path in paths {
-            guard let i = indexes.firstIndex(where: { $0.schema == path }) else { continue }
+        let built = paths.compactMap { path in indexes.firstIndex(where: { $0.schema == path }).map { (path, $0) } }
+        if built.isEmpty { return }
+        // Read (and decode) once for every index, then write: a write invalidates the cursors.
+        var rows: [([UInt8], M)] = []
+        try records.forEach { key, value in
+            rows.append((Array(key), try decode(value)))
+            return true
+        }
+        for (path, i) in built {
             let tree = try txn.createTree(path.treeName(model: name))
-            // Read first, then write: a write invalidates the transaction's cursors.
-            var rows: [([UInt8], M)] = []
-            try records.forEach { key, value in
-                rows.append((Array(key), try decode(value)))
-                return true
-            }
             for (primaryKey, object) in rows {
                 for indexKey in try indexKeys(object, index: i, primaryKey: primaryKey) {
                     if path.unique {
@@ -176,7 +177,6 @@ extension Model {
             change.changed = merged != stored.object || stored.indexes != indexes.map(\.0) || stored.schemaVersion != schemaVersion
         } else {
             merged = current
-            change.isNew = true
             change.addedIndexes = indexes.map(\.0)
             change.changed = true
         }
@@ -207,7 +207,6 @@ enum IndexEntry {
 
 /// How a model's stored schema changes at open.
 struct SchemaChange {
-    var isNew = false
     var changed = false
     var differences: [String] = []
     var addedIndexes: [IndexSchema] = []

@@ -35,6 +35,13 @@ func wrapStorage<R>(_ body: () throws -> R) throws -> R {
     do {
         return try body()
     } catch let error as StorageError {
-        throw error == .closed ? StrataError.databaseClosed : StrataError.storage(error)
+        throw StrataError(error)
+    }
+}
+
+extension StrataError {
+    /// An engine error as the object layer reports it: a closed store is a closed database.
+    init(_ error: StorageError) {
+        self = error == .closed ? .databaseClosed : .storage(error)
     }
 }

@@ -42,8 +42,12 @@ public final class Transaction {
         try tree(named: info.indexTreeNames[i])
     }
 
-    private func describe(_ key: Any) -> String {
-        if let optional = key as? any OptionalValue, let wrapped = optional.wrappedAny { return "\(wrapped)" }
+    /// A key (or any value) for error messages: optionals without "Optional(…)".
+    func describeKey(_ key: Any) -> String {
+        if let optional = key as? any OptionalValue {
+            guard let wrapped = optional.wrappedAny else { return "nil" }
+            return "\(wrapped)"
+        }
         return "\(key)"
     }
 
@@ -110,7 +114,7 @@ public final class Transaction {
         }
         let key = try info.keyBytes(object.id)
         if try wrapStorage({ try records.view(key) }) != nil {
-            throw StrataError.duplicateKey(model: info.name, key: describe(object.id))
+            throw StrataError.duplicateKey(model: info.name, key: describeKey(object.id))
         }
         if !maintainsIndexes {
             _ = try wrapStorage { try records.put(key, record) }
@@ -134,24 +138,28 @@ public final class Transaction {
     /// Inserts `object`, or replaces the stored object with the same key.
     @discardableResult
     public func upsert<M: Model>(_ object: M) throws -> M {
+        try store(object).object
+    }
+
+    /// `upsert`, also saying whether anything was written (not when the stored bytes are identical).
+    func store<M: Model>(_ object: M) throws -> (object: M, wrote: Bool) {
         let info = try db.info(M.self)
         if info.autoIncrement, let optional = object.id as? any OptionalValue, optional.wrappedAny == nil {
-            return try insert(object)
+            return (try insert(object), true)
         }
         let key = try info.keyBytes(object.id)
         let records = try records(info)
         if !maintainsIndexes {
             let record = try info.encode(object)
             _ = try wrapStorage { try records.put(key, record) }
-            return object
+            return (object, true)
         }
-        guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return try insert(object) }
+        guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return (try insert(object), true) }
         let record = try info.encode(object)
         // Writing identical bytes would change nothing but still reach observers as a commit.
-        if record.elementsEqual(oldRecord) { return object }
-        let old = try info.decode(oldRecord)
-        try replace(info, records: records, key: key, old: old, new: object, record: record)
-        return object
+        if record.elementsEqual(oldRecord) { return (object, false) }
+        try replace(info, records: records, key: key, old: try info.decode(oldRecord), new: object, record: record)
+        return (object, true)
     }
 
     /// Changes the stored object with primary key `key` through `body`. Throws `notFound` when there
@@ -162,7 +170,7 @@ public final class Transaction {
         let keyBytes = try info.keyBytes(key)
         let records = try records(info)
         guard let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else {
-            throw StrataError.notFound(model: info.name, key: describe(key))
+            throw StrataError.notFound(model: info.name, key: describeKey(key))
         }
         let old = try info.decode(oldRecord)
         let stamp = txn.changeCount
@@ -179,8 +187,11 @@ public final class Transaction {
         return new
     }
 
-    private func replace<M: Model>(_ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: M, new: M, record: [UInt8]) throws {
-        let oldKeys = try indexKeys(info, old, key: key)
+    /// Stores `record` over the old one and moves the index entries; the old object is decoded
+    /// only when there are indexes to move.
+    private func replace<M: Model>(_ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: @autoclosure () throws -> M,
+                                   new: M, record: [UInt8]) throws {
+        let oldKeys = info.indexes.isEmpty ? [] : try indexKeys(info, try old(), key: key)
         let newKeys = try indexKeys(info, new, key: key)
         try checkUnique(info, newKeys, key: key, object: new)
         try wrapStorage {
@@ -196,11 +207,13 @@ public final class Transaction {
         return try delete(info, keyBytes: try info.keyBytes(key))
     }
 
-    private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8]) throws -> Bool {
+    /// Deletes the object stored under `keyBytes` and its index entries. `known` is the object when
+    /// the caller has decoded it already; otherwise it is decoded only if there are indexes.
+    private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8], known: M? = nil) throws -> Bool {
         guard let records = try wrapStorage({ try txn.tree(info.recordTree) }),
               let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else { return false }
-        if !maintainsIndexes { return try wrapStorage { try records.delete(keyBytes) } }
-        let old = try info.decode(oldRecord)
+        if !maintainsIndexes || info.indexes.isEmpty { return try wrapStorage { try records.delete(keyBytes) } }
+        let old = try known ?? info.decode(oldRecord)
         let oldKeys = try indexKeys(info, old, key: keyBytes)
         try wrapStorage {
             try applyIndexChanges(info, old: oldKeys, new: nil, key: keyBytes)
@@ -215,9 +228,9 @@ public final class Transaction {
         let info = try db.info(M.self)
         var query = Query<M>()
         query.predicates = [predicate]
-        let rows = try wrapStorage { try QueryEngine.evaluate(query, info: info, source: WriteTrees(txn: txn)) }
-        for row in rows { _ = try delete(info, keyBytes: row.key) }
-        return rows.count
+        let found = try wrapStorage { try QueryEngine.matches(query, info: info, source: WriteTrees(txn: txn), needKeys: true) }
+        for (key, object) in zip(found.keys, found.objects) { _ = try delete(info, keyBytes: key, known: object) }
+        return found.objects.count
     }
 
     /// Deletes every object of the model, freeing its pages. Returns how many there were.
@@ -251,7 +264,7 @@ public final class Transaction {
             let tree = try indexTree(info, i)
             for indexKey in keys[i] {
                 if let owner = try wrapStorage({ try tree.view(indexKey) }), !owner.elementsEqual(key) {
-                    throw StrataError.uniqueViolation(model: info.name, field: index.schema.path, value: describe(object[keyPath: index.keyPath]))
+                    throw StrataError.uniqueViolation(model: info.name, field: index.schema.path, value: describeKey(object[keyPath: index.keyPath]))
                 }
             }
         }

@@ -113,8 +113,11 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             return
         }
         let tree = info.recordTree
+        // A commit that lists its changed keys and not this one cannot have changed the object.
+        let keyBytes = try? info.keyBytes(key)
         let token = db.store.addCommitListener { [weak self] event in
             guard let self, event.changedTrees.contains(tree) else { return }
+            if let keyBytes, let changed = event.changedKeys[tree], !changed.contains(keyBytes) { return }
             if self.pending.exchange(true, ordering: .sequentiallyConsistent) { return }
             self.worker.async {
                 self.pending.store(false, ordering: .sequentiallyConsistent)

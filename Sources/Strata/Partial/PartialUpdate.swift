@@ -165,7 +165,7 @@ extension Transaction {
                               mayCreate: Bool) throws -> PartialUpdateResult<M> {
         let info = try db.info(M.self)
         let keyBytes = try info.keyBytes(key)
-        // Copied: the view would not survive the write below, and `changed` compares against it.
+        // Copied: the view would not survive the writes below.
         let oldRecord: [UInt8]? = try wrapStorage {
             try txn.tree(info.recordTree).flatMap { try $0.view(keyBytes) }.map { Array($0) }
         }
@@ -190,11 +190,8 @@ extension Transaction {
             throw StrataError.typeMismatch(model: info.name, field: "id",
                                            reason: "the fields give the key \(describeKey(object.id)), but the update is for \(describeKey(key))")
         }
-        let stored = try upsert(object)
-        let newRecord: [UInt8]? = try wrapStorage {
-            try txn.tree(info.recordTree).flatMap { try $0.view(keyBytes) }.map { Array($0) }
-        }
-        return PartialUpdateResult(object: stored, created: oldRecord == nil, changed: oldRecord == nil || newRecord != oldRecord,
+        let (stored, wrote) = try store(object)
+        return PartialUpdateResult(object: stored, created: oldRecord == nil, changed: wrote,
                                    ignoredFields: encoder.unknown.sorted())
     }
 
@@ -207,11 +204,4 @@ extension Transaction {
         return (false, bytes)
     }
 
-    func describeKey(_ key: Any) -> String {
-        if let optional = key as? any OptionalValue {
-            guard let wrapped = optional.wrappedAny else { return "nil" }
-            return "\(wrapped)"
-        }
-        return "\(key)"
-    }
 }

@@ -7,19 +7,13 @@ import Foundation
 // order and stops as soon as the window is full.
 
 /// A half-open byte range of keys: lower inclusive, upper exclusive; nil is unbounded.
-struct KeyRange: CustomStringConvertible {
+struct KeyRange {
     var lower: [UInt8]?
     var upper: [UInt8]?
-
-    var description: String {
-        "[\(lower.map(hex) ?? "-∞"), \(upper.map(hex) ?? "+∞"))"
-    }
 
     /// Keys starting with `prefix`.
     static func prefix(_ prefix: [UInt8]) -> KeyRange { KeyRange(lower: prefix, upper: successor(of: prefix)) }
 }
-
-func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined() }
 
 /// The smallest byte string greater than every string starting with `prefix` (nil: none).
 func successor(of prefix: [UInt8]) -> [UInt8]? {

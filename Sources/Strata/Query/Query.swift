@@ -168,11 +168,7 @@ enum QueryEngine {
         var parts: [(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool)] = []
         for descriptor in descriptors {
             guard let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
-                  let type = info.stored.object.type(atPath: path) else { return nil }
-            switch type.unwrapped {
-            case .int, .double, .float, .date, .bool: break
-            default: return nil
-            }
+                  let type = info.stored.object.type(atPath: path), Planner.isOrderedByIndex(type) else { return nil }
             parts.append((keyPath, type, descriptor.order == .reverse))
         }
         return { object in
@@ -227,7 +223,7 @@ enum QueryEngine {
                 return query.limit.map { min($0, afterOffset) } ?? afterOffset
             }
         }
-        return try evaluate(query, info: info, source: source).count
+        return try matches(query, info: info, source: source, needKeys: false).objects.count
     }
 
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
@@ -253,12 +249,8 @@ enum QueryEngine {
         let context = EncodingContext(model: info.name, path: [path])
         var values: [V] = []
         func read(_ record: UnsafeRawBufferPointer) throws -> Bool {
-            guard let (bytes, isNil) = try RecordField.find(field.id, in: record) else {
-                guard let none = (V.self as? any OptionalValue.Type)?.noneAny as? V else { return false }
-                values.append(none)
-                return true
-            }
-            if isNil {
+            // A missing field (added after this record was written) reads as nil, like a stored nil.
+            guard let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil else {
                 guard let none = (V.self as? any OptionalValue.Type)?.noneAny as? V else { return false }
                 values.append(none)
                 return true

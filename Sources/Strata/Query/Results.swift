@@ -182,7 +182,7 @@ final class ResultsState<M: Model>: Sendable {
             } catch let error as StrataError {
                 result = ResultsOutcome(objects: [], error: error)
             } catch let error as StorageError {
-                result = ResultsOutcome(objects: [], error: error == .closed ? .databaseClosed : .storage(error))
+                result = ResultsOutcome(objects: [], error: StrataError(error))
             } catch {
                 result = ResultsOutcome(objects: [], error: .invalidQuery("\(error)"))
             }

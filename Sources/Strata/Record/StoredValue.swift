@@ -32,7 +32,7 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         case .double(let d): return d.isFinite ? "\(d)" : "\"\(d)\""
         case .string(let s): return jsonString(s)
         case .data(let d): return jsonString(d.base64EncodedString())
-        case .date(let d): return jsonString(ISO8601DateFormatter().string(from: d))
+        case .date(let d): return jsonString(d.formatted(.iso8601))
         case .uuid(let u): return jsonString(u.uuidString)
         case .decimal(let d): return d.description
         case .url(let u): return jsonString(u)

@@ -50,7 +50,6 @@ final class ProbeState {
         if let reference = T.self as? any ReferenceType.Type {
             let keyDecoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
             let value = try T(from: keyDecoder)
-            _ = keyDecoder
             return (.reference(reference.targetModelName), value)
         }
         if let (raw, value) = try enumPlaceholder(T.self, path: path) { return (.enumeration(raw), value) }
@@ -286,7 +285,6 @@ struct ProbeUnkeyedContainer: UnkeyedDecodingContainer {
 struct ProbeSingleValueContainer: SingleValueDecodingContainer {
     let decoder: ProbeDecoder
     var codingPath: [any CodingKey] { [] }
-    private var sawNil = false
 
     init(decoder: ProbeDecoder) { self.decoder = decoder }
 

@@ -27,10 +27,11 @@ public struct IndexSchema: Codable, Equatable, Sendable {
 enum Catalog {
     static let schemaTree = "strata:schema"
 
-    static func load(_ tree: ReadTree?) throws -> [String: StoredModelSchema] {
+    /// Every stored model schema, from the catalog tree of a snapshot or of the write transaction.
+    static func load<T: KeyValueTree>(_ tree: T?) throws -> [String: StoredModelSchema] {
         var result: [String: StoredModelSchema] = [:]
         guard let tree else { return result }
-        try tree.forEach { key, value in
+        try tree.makeCursor().forEach { key, value in
             let schema = try decode(value)
             result[String(decoding: key, as: UTF8.self)] = schema
             return true
