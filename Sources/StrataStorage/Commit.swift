@@ -99,17 +99,18 @@ extension WriteTransaction {
         } catch {
             // The meta may be in the page cache and reach the disk later with pages that did not:
             // spoil it so that reopening picks the previous commit. Best effort; the error stands.
-            let zeros = [UInt8](repeating: 0, count: pageSize)
-            zeros.withUnsafeBytes { try? file.write($0, at: metaOffset) }
+            try? env.spoilMeta(at: metaOffset)
             throw error
         }
         env.readers.publish(latest: txnid)
         env.freeScanHint = allocator.nextHint
         _ = try? env.maps.ensure(bytes: Int(pageCount) * pageSize)
-        let changed = trees.values.filter(\.modified)
-        var keys: [String: Set<[UInt8]>] = [:]
-        for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
-        env.commitListeners.notify(CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys))
+        env.commitListeners.notify {
+            let changed = trees.values.filter(\.modified)
+            var keys: [String: Set<[UInt8]>] = [:]
+            for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
+            return CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys)
+        }
     }
 
     /// Allocates the commit-record run when this commit wrote more pages than its meta page lists

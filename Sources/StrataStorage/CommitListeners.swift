@@ -31,9 +31,12 @@ final class CommitListeners: Sendable {
         _ = listeners.withLock { $0.all.removeValue(forKey: id) }
     }
 
-    /// Calls every listener on the committing thread, outside the lock.
-    func notify(_ event: CommitEvent) {
+    /// Calls every listener on the committing thread, outside the lock, with the event `make`
+    /// builds (only when there is a listener to hear it).
+    func notify(_ make: () -> CommitEvent) {
         let current = listeners.withLock { Array($0.all.values) }
+        if current.isEmpty { return }
+        let event = make()
         for listener in current { listener(event) }
     }
 }

@@ -15,7 +15,6 @@ final class Environment: @unchecked Sendable {
     let path: String
     let pageSize: Int
     let syncMode: SyncMode
-    let identity: FileIdentity?
     /// Serialises writers of this process; the lock file's fcntl lock serialises processes.
     let writer = Mutex<Void>(())
     /// Hash of the thread inside `write`, to turn a nested write into an error instead of a deadlock.
@@ -27,7 +26,7 @@ final class Environment: @unchecked Sendable {
     private let lockFileMap: (address: UInt, length: Int)?
 
     private init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
-                 pageSize: Int, syncMode: SyncMode, identity: FileIdentity?) {
+                 pageSize: Int, syncMode: SyncMode) {
         self.file = file
         self.lockFile = lockFile
         self.lockFileMap = lockFileMap
@@ -36,7 +35,6 @@ final class Environment: @unchecked Sendable {
         self.path = file.path
         self.pageSize = pageSize
         self.syncMode = syncMode
-        self.identity = identity
     }
 
     deinit {
@@ -77,7 +75,7 @@ final class Environment: @unchecked Sendable {
         readers.publish(latest: 1)
         let maps = try MapTable(file: file, minimumBytes: 2 * pageSize)
         return Environment(file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps,
-                           pageSize: pageSize, syncMode: options.syncMode, identity: nil)
+                           pageSize: pageSize, syncMode: options.syncMode)
     }
 
     private static func chosenPageSize(_ options: StoreOptions) throws -> Int {
@@ -147,7 +145,7 @@ final class Environment: @unchecked Sendable {
                 }
             }
             return Environment(file: file, lockFile: lockFile, lockFileMap: (UInt(bitPattern: lockMemory), lockLength),
-                               readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode, identity: identity)
+                               readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode)
         } catch {
             lockFile.unmap(lockMemory, length: lockLength)
             throw error
@@ -227,9 +225,15 @@ extension Environment {
         let latest = readers.latest
         let offset = Int((latest + 1) % 2) * pageSize
         if maps.current.base.u64(offset + PageHeader.txnid) <= latest { return }
-        let zeros = [UInt8](repeating: 0, count: pageSize)
-        try zeros.withUnsafeBytes { (z) throws in try file.write(z, at: UInt64(offset)) }
+        try spoilMeta(at: UInt64(offset))
         try file.sync()
+    }
+
+    /// Overwrites the meta page at `offset` with zeros: its checksum fails, so opening chooses the
+    /// other meta page.
+    func spoilMeta(at offset: UInt64) throws {
+        let zeros = [UInt8](repeating: 0, count: pageSize)
+        try zeros.withUnsafeBytes { (z) throws in try file.write(z, at: offset) }
     }
 }
 

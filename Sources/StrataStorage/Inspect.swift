@@ -302,12 +302,14 @@ extension Store {
             lines.append("  data " + preview(UnsafeRawBufferPointer(start: p + PageHeader.size, count: pageSize - PageHeader.size), limit: 48, forceHex: true))
         } else if type == PageType.commitRecord.rawValue {
             lines.append("  commit record run of \(runPages) page\(runPages == 1 ? "" : "s")")
-            let capacity = (pageSize - PageHeader.size) / 8
+            // Entries as the newest meta's format writes them (page and checksum since format 2).
+            let version = txn.meta.formatVersion
+            let entrySize = txn.meta.recordEntrySize
             var listed: [String] = []
-            for i in 0..<capacity {
-                let pgno = p.u64(PageHeader.size + 8 * i)
-                if pgno == 0 { break }
-                listed.append(String(pgno))
+            for i in 0..<((pageSize - PageHeader.size) / entrySize) {
+                let entry = RecordEntry.load(p + PageHeader.size + entrySize * i, version: version)
+                if entry.page == 0 { break }
+                listed.append(String(entry.page))
             }
             lines.append("  lists (first page): " + (listed.count > 64 ? listed[0..<64].joined(separator: " ") + " …" : listed.joined(separator: " ")))
         } else {

@@ -87,23 +87,7 @@ struct Node {
         return base.u64(off)
     }
 
-    func value(_ i: Int) throws -> LeafValue {
-        let off = try entryOffset(i)
-        let keyLength = Int(base.u16(off))
-        let flags = base.u8(off + 2)
-        let valueLength = Int(base.u32(off + 4))
-        let valueStart = off + LeafEntry.headerSize + keyLength
-        if flags & LeafEntry.overflowFlag != 0 {
-            if valueStart + 8 > pageSize {
-                throw StorageError.corrupt(page: pgno, reason: "overflow reference of entry \(i) runs past the page end")
-            }
-            return .overflow(page: base.u64(valueStart), length: valueLength)
-        }
-        if valueStart + valueLength > pageSize {
-            throw StorageError.corrupt(page: pgno, reason: "value of entry \(i) runs past the page end")
-        }
-        return .inline(UnsafeRawBufferPointer(start: base + valueStart, count: valueLength))
-    }
+    func value(_ i: Int) throws -> LeafValue { try leafEntry(i).value }
 
     /// Leaf entry `i`'s key and value location, reading its slot and header once.
     @inline(__always)

@@ -72,8 +72,9 @@ public final class ReadTransaction: Sendable {
     public func tree(_ name: String) throws -> ReadTree? {
         if ended.load(ordering: .relaxed) { throw StorageError.transactionFinished }
         try validateTreeName(name)
-        let key = Array(name.utf8)
-        guard let bytes = try key.withUnsafeBytes({ (k) throws in try pages.get(root: meta.catalog.root, key: k) }) else {
+        // The name's own UTF-8 bytes, not a copy: an object lookup opens its tree by name each time.
+        var name = name
+        guard let bytes = try name.withUTF8({ (k) throws in try pages.get(root: meta.catalog.root, key: UnsafeRawBufferPointer(k)) }) else {
             return nil
         }
         return ReadTree(txn: self, name: name, info: try TreeInfo.decode(bytes, name: name))

@@ -102,7 +102,7 @@ extension WriteTransaction {
             if let info = stored ?? nil {
                 state.info = info
                 state.dropped = false
-                state.changedKeys = []
+                state.changedKeys = tracksChangedKeys ? [] : nil
             } else {
                 state.info = .empty
                 state.dropped = true

@@ -38,11 +38,15 @@ public final class WriteTransaction {
     private(set) var isFinished = false
     /// Open savepoints, innermost last (see Savepoint.swift).
     var savepoints: [Savepoint] = []
+    /// Whether commit listeners want the changed keys: without any, writes do not collect them.
+    let tracksChangedKeys: Bool
 
     init(env: Environment, durability: Durability) throws {
         self.env = env
         self.pageSize = env.pageSize
         self.durability = durability
+        // A listener added while this transaction runs gets its trees as changed anywhere (nil keys).
+        self.tracksChangedKeys = env.commitListeners.count > 0
         let latest = env.readers.latest
         var map = env.maps.current
         let metaPointer = map.base + Int(latest % 2) * env.pageSize
@@ -106,7 +110,7 @@ public final class WriteTransaction {
         try validateTreeName(name)
         let key = Array(name.utf8)
         guard let bytes = try key.withUnsafeBytes({ (k) throws in try pages.get(root: catalog.root, key: k) }) else { return nil }
-        let state = TreeState(name: name, info: try TreeInfo.decode(bytes, name: name))
+        let state = TreeState(name: name, info: try TreeInfo.decode(bytes, name: name), tracksKeys: tracksChangedKeys)
         trees[name] = state
         return state
     }
@@ -133,7 +137,7 @@ public final class WriteTransaction {
         try checkOpen()
         if let existing = try state(name) { return WriteTree(txn: self, state: existing) }
         try validateTreeName(name)
-        let state = TreeState(name: name, info: .empty)
+        let state = TreeState(name: name, info: .empty, tracksKeys: tracksChangedKeys)
         state.modified = true
         trees[name] = state
         return WriteTree(txn: self, state: state)
@@ -270,8 +274,9 @@ final class TreeState {
         didSet { if dropped { changedKeys = nil } }
     }
     /// Keys this transaction wrote or deleted, for commit listeners; nil once there are more than
-    /// `changedKeyLimit` (or the tree was dropped): then "anything may have changed".
-    var changedKeys: Set<[UInt8]>? = []
+    /// `changedKeyLimit` (or the tree was dropped), and when no listener was registered as the
+    /// transaction began: then "anything may have changed".
+    var changedKeys: Set<[UInt8]>?
     static let changedKeyLimit = 10_000
 
     @inline(__always) func noteChange(_ key: UnsafeRawBufferPointer) {
@@ -283,9 +288,10 @@ final class TreeState {
         }
     }
 
-    init(name: String, info: TreeInfo) {
+    init(name: String, info: TreeInfo, tracksKeys: Bool) {
         self.name = name
         self.info = info
+        self.changedKeys = tracksKeys ? [] : nil
     }
 }
 

@@ -577,6 +577,20 @@ struct CheckTests {
         let meta = try store.describePage(try store.read { $0.txnid } % 2)
         #expect(meta.contains("meta (current)") && meta.contains("format version  \(strataFormatVersion)"), "\(meta)")
 
+        // A commit of more pages than its meta lists inline writes a commit-record run: its pages
+        // are listed by number (not their checksums, which format 2 stores beside them).
+        try store.write { txn in
+            let big = try txn.createTree("big")
+            for i in 0..<20_000 { try big.put(bigEndianKey(UInt64(i)), [UInt8](repeating: 7, count: 100)) }
+        }
+        let (recordRun, pageCount) = try store.read { ($0.meta.recordRun, $0.meta.pageCount) }
+        try #require(recordRun != 0, "the big commit should have needed a record run")
+        let recordText = try store.describePage(recordRun)
+        #expect(recordText.contains("commit record run"), "\(recordText)")
+        let listedLine = try #require(recordText.split(separator: "\n").first { $0.contains("lists (first page):") })
+        let listed = listedLine.split(separator: ":")[1].split(separator: " ").compactMap { UInt64($0) }
+        #expect(listed.count > 64 / 2 && listed.allSatisfy { $0 >= 2 && $0 < pageCount }, "\(listedLine)")
+
         #expect(throws: InspectError.self) { try store.describePage(1_000_000) }
         let metas = try store.metaPages()
         #expect(metas.count == 2 && metas.filter(\.isCurrent).count == 1)
