@@ -387,32 +387,32 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             let info = try db.info(M.self)
             let snapshot = try db.observers.snapshot(db)
             let source = SnapshotTrees(txn: snapshot.txn)
-            let rows = try wrapStorage { try QueryEngine.evaluate(query, info: info, source: source) }
+            let found = try wrapStorage { try QueryEngine.matches(query, info: info, source: source, needKeys: true) }
             let records = try wrapStorage { try source.tree(named: info.recordTree) }
             var current: [ChangeSet.Row] = []
-            current.reserveCapacity(rows.count)
-            for row in rows {
-                guard let record = try wrapStorage({ try records?.view(row.key) }) else {
+            current.reserveCapacity(found.keys.count)
+            for key in found.keys {
+                guard let record = try wrapStorage({ try records?.view(key) }) else {
                     throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
                 }
-                current.append(ChangeSet.Row(key: row.key, fingerprint: try fingerprint(record)))
+                current.append(ChangeSet.Row(key: key, fingerprint: try fingerprint(record)))
             }
-            let results = Results(snapshot: snapshot, query: query, objects: rows.map(\.object))
-            lastKeys = Set(current.map(\.key))
+            let results = Results(snapshot: snapshot, query: query, objects: found.objects)
+            lastKeys = Set(found.keys)
             seenVersion = max(seenVersion, snapshot.version)   // everything up to it is in these results
             // Keep the rows for incremental updates when the order is a key order.
             if query.offset == 0, query.limit == nil, query.distinct.isEmpty,
                let sortKeys = query.sort.isEmpty ? { _ in [] } : QueryEngine.encodedSortKeys(query.sort, info: info) {
                 var kept: [LiveRow] = []
-                kept.reserveCapacity(rows.count)
+                kept.reserveCapacity(current.count)
                 sortKeyOf.removeAll(keepingCapacity: true)
-                for (row, summary) in zip(rows, current) {
-                    let sortKey = try sortKeys(row.object)
-                    kept.append(LiveRow(key: row.key, sortKey: sortKey, fingerprint: summary.fingerprint))
-                    sortKeyOf[row.key] = sortKey
+                for (object, summary) in zip(found.objects, current) {
+                    let sortKey = try sortKeys(object)
+                    kept.append(LiveRow(key: summary.key, sortKey: sortKey, fingerprint: summary.fingerprint))
+                    sortKeyOf[summary.key] = sortKey
                 }
                 live = kept
-                liveObjects = rows.map(\.object)
+                liveObjects = found.objects
             } else {
                 live = nil
             }

@@ -54,15 +54,21 @@ enum Planner {
     static let estimateCap = 10_000
 
     static func plan<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Plan {
+        try plan(query, conditions: query.conditions, info: info, source: source)
+    }
+
+    /// The plan for `query` whose `conditions` the caller translated already (translating walks
+    /// every predicate's expression tree, so an evaluation does it once).
+    static func plan<M: Model, S: TreeSource>(_ query: Query<M>, conditions: [Condition], info: ModelInfo<M>, source: S) throws -> Plan {
         var plan = Plan()
         var condition: Condition?
-        for c in query.conditions {
+        for c in conditions {
             condition = condition.map { .and($0, c) } ?? c
         }
         if let condition, let best = try choose(condition, info: info, source: source) {
             plan.accesses = best.accesses
             plan.estimate = best.estimate
-            plan.exact = query.conditions.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
+            plan.exact = conditions.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
         }
         if query.sort.count == 1, query.distinct.isEmpty, let keyPath = query.sort[0].keyPath, let path = fieldPath(of: keyPath),
            let i = info.indexes.firstIndex(where: { $0.schema.path == path }),

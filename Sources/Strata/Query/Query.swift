@@ -38,28 +38,17 @@ struct FieldTest<M: Model>: Sendable {
     }
 }
 
-/// One evaluated row.
-struct Row<M: Model>: Sendable {
-    let key: [UInt8]
-    let object: M
-}
-
 /// Runs queries: candidates from the plan (a key or index range, or a full scan), decoded and
 /// filtered with the whole predicate, then sorted, de-duplicated and windowed.
 enum QueryEngine {
-    /// Evaluates the query into rows (primary key and object).
-    static func evaluate<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [Row<M>] {
-        let found = try matches(query, info: info, source: source, needKeys: true)
-        return zip(found.keys, found.objects).map { Row(key: $0, object: $1) }
-    }
-
     /// Evaluates the query into its objects and, when `needKeys` (or a sort or de-duplication
     /// needs them), their primary keys in the same order (otherwise `keys` is empty). Two arrays
     /// rather than rows: results take the objects as they are, without copying each one out of a
     /// row (a retain and a release per field of every object).
     static func matches<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S, needKeys: Bool) throws -> (keys: [[UInt8]], objects: [M]) {
         guard let records = try source.tree(named: info.recordTree) else { return ([], []) }
-        let plan = try Planner.plan(query, info: info, source: source)
+        let conditions = query.conditions
+        let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
         let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty
         var keys: [[UInt8]] = []
         var objects: [M] = []
@@ -68,7 +57,7 @@ enum QueryEngine {
         let canStopEarly = (query.sort.isEmpty || plan.orderedIndex != nil) && query.distinct.isEmpty && plan.accesses.isEmpty
 
         // A predicate that compiles to record tests needs no decoding to reject a row.
-        let filter = query.hasConditions ? RecordFilter.compile(query.conditions, schema: info.stored.object) : nil
+        let filter = conditions.isEmpty ? nil : RecordFilter.compile(conditions, schema: info.stored.object)
         func consider(key: @autoclosure () -> [UInt8], record: UnsafeRawBufferPointer) throws -> Bool {
             if let filter {
                 guard try filter.matches(record) else { return true }
@@ -197,10 +186,11 @@ enum QueryEngine {
                 total = try source.tree(named: info.recordTree)?.count ?? 0
             } else {
                 // One plan serves both ways of counting without decoding.
-                let plan = try Planner.plan(query, info: info, source: source)
+                let conditions = query.conditions
+                let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
                 if let keys = try exactKeys(plan, info: info, source: source) {
                     total = keys.count
-                } else if let filter = RecordFilter.compile(query.conditions, schema: info.stored.object),
+                } else if let filter = RecordFilter.compile(conditions, schema: info.stored.object),
                           let records = try source.tree(named: info.recordTree) {
                     // Count on the records themselves: nothing is decoded.
                     var matched = 0
@@ -229,7 +219,7 @@ enum QueryEngine {
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
     /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.conditions.count == 1 else { return nil }
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.predicates.count + query.tests.count == 1 else { return nil }
         return try exactKeys(try Planner.plan(query, info: info, source: source), info: info, source: source)
     }
 
