@@ -301,28 +301,36 @@ extension WriteTransaction {
             let index = parentStep.index
             let siblingIndex = index > 0 ? index - 1 : index + 1
             let sibling = try parent.child(siblingIndex)
-            let (siblingPage, siblingBuffer) = try touch(sibling)
-            if siblingPage != sibling { MutableNode(base: parentPage, pageSize: pageSize).setChild(siblingIndex, siblingPage) }
-            let (leftIndex, leftPage, leftBuffer, rightPage, rightBuffer) = index > 0
-                ? (siblingIndex, siblingPage, siblingBuffer, pgno, page)
-                : (index, pgno, page, siblingPage, siblingBuffer)
-            let rightIndex = leftIndex + 1
-            let left = try Node(leftBuffer, pgno: leftPage, pageSize: pageSize)
-            let right = try Node(rightBuffer, pgno: rightPage, pageSize: pageSize)
-            let separator = Array(try parent.key(rightIndex))
-            let combined = left.usedBytes + right.usedBytes - PageHeader.size + (node.isLeaf ? 0 : separator.count)
-            if combined <= pageSize {
+            let rightIndex = max(index, siblingIndex)
+            // Whether the two fit in one page, read from the sibling as it is: copying it first
+            // would write a page for nothing whenever they do not.
+            let siblingNode = try pages.node(sibling)
+            let separatorLength = node.isLeaf ? 0 : try parent.key(rightIndex).count
+            if node.usedBytes + siblingNode.usedBytes - PageHeader.size + separatorLength <= pageSize {
+                // The left page is rebuilt in place, so a left sibling is copied; a right sibling
+                // is only read, then freed.
+                let leftPage: PageNo, leftBuffer: UnsafeMutableRawPointer, right: Node, rightPage: PageNo
+                if index > 0 {
+                    let (siblingPage, siblingBuffer) = try touch(sibling)
+                    if siblingPage != sibling { MutableNode(base: parentPage, pageSize: pageSize).setChild(siblingIndex, siblingPage) }
+                    (leftPage, leftBuffer) = (siblingPage, siblingBuffer)
+                    (right, rightPage) = (try Node(page, pgno: pgno, pageSize: pageSize), pgno)
+                } else {
+                    try siblingNode.validateAll()   // as `touch` would have, before its entries are read
+                    (leftPage, leftBuffer) = (pgno, page)
+                    (right, rightPage) = (siblingNode, sibling)
+                }
                 splitScratch.copyMemory(from: leftBuffer, byteCount: pageSize)
                 let leftCopy = try Node(splitScratch, pgno: leftPage, pageSize: pageSize)
                 var entries: [UnsafeRawBufferPointer] = []
-                entries.reserveCapacity(left.count + right.count)
+                entries.reserveCapacity(leftCopy.count + right.count)
                 for i in 0..<leftCopy.count { entries.append(try leftCopy.entryBytes(i)) }
                 var rekeyed: [UInt8] = []
                 if node.isLeaf {
                     for i in 0..<right.count { entries.append(try right.entryBytes(i)) }
                 } else {
                     // The right page's first child had an implicit key; it becomes the separator.
-                    rekeyed = branchEntry(child: try right.child(0), key: separator)
+                    rekeyed = branchEntry(child: try right.child(0), key: Array(try parent.key(rightIndex)))
                     entries.append(UnsafeRawBufferPointer(start: nil, count: 0)) // placeholder, replaced below
                     for i in 1..<right.count { entries.append(try right.entryBytes(i)) }
                 }
