@@ -146,15 +146,7 @@ extension WriteTransaction {
     }
 
     private func freeOverflow(_ run: PageNo) throws {
-        let p = try pages.page(run)
-        if p.u8(PageHeader.type) != PageType.overflow.rawValue {
-            throw StorageError.corrupt(page: run, reason: "expected an overflow run")
-        }
-        let count = Int(p.u32(PageHeader.runPages))
-        if count == 0 || (!pages.isOwned(run) && run + UInt64(count) > pages.limit) {
-            throw StorageError.corrupt(page: run, reason: "overflow run of \(count) pages runs past the file end")
-        }
-        try free(run, pages: count)
+        try free(run, pages: try pages.overflowRun(run).pages)
     }
 
     /// Inserts `entry` at `index` of the dirty page `pgno` at depth `level` of `path`, splitting

@@ -46,6 +46,17 @@ enum FreeListFormat {
         return entries
     }
 
+    /// The entries of the chunk freed by `freedBy`, refusing one that names a page outside
+    /// 2..<pageCount: reused, it would be written over a meta page or far past the end of the file
+    /// (or overflow its byte offset).
+    static func checkedEntries(_ value: UnsafeRawBufferPointer, freedBy: UInt64, pageCount: UInt64) throws -> [FreeEntry] {
+        let entries = try decodeEntries(value, page: 0)
+        for e in entries where e.page < 2 || e.page >= pageCount {
+            throw StorageError.corrupt(page: 0, reason: "free list (chunk of transaction \(freedBy)) names page \(e.page), outside 2..<\(pageCount)")
+        }
+        return entries
+    }
+
     static func encode(_ entries: ArraySlice<FreeEntry>) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: entries.count * entrySize)
         bytes.withUnsafeMutableBytes { p in
@@ -215,15 +226,10 @@ final class FreePageAllocator {
         if !found { exhausted = true; return false }
         let key = Array(cursor.key)
         let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
-        let entries = try FreeListFormat.decodeEntries(cursor.value, page: 0)
+        let entries = try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: pages.limit)
         let ids = sortedReaders
         var chunk = FreeChunk(key: key, freedBy: freedBy, held: [], reusable: [])
         for e in entries {
-            // A page outside 2..<pageCount would be written over a meta page or far past the end
-            // of the file (or overflow its byte offset): refuse a free list that names one.
-            if e.page < 2 || e.page >= pages.limit {
-                throw StorageError.corrupt(page: 0, reason: "free list (chunk of transaction \(freedBy)) names page \(e.page), outside 2..<\(pages.limit)")
-            }
             if isReusable(born: e.born, freedBy: freedBy, readers: ids) { chunk.reusable.append(e) } else { chunk.held.append(e) }
         }
         if prefixStillHeld {

@@ -49,18 +49,24 @@ final class PageMap: @unchecked Sendable {
         dirty[pgno] != nil || (!frozen.isEmpty && frozen[pgno] != nil)
     }
 
-    /// The bytes of an overflow value, checked against its run header.
-    func overflow(_ pgno: PageNo, length: Int) throws -> UnsafeRawBufferPointer {
+    /// The first page of the overflow run at `pgno` and its page count, checked: the page is an
+    /// overflow page and the run ends inside the file (or is this writer's own).
+    func overflowRun(_ pgno: PageNo) throws -> (page: UnsafeRawPointer, pages: Int) {
         let p = try page(pgno)
         if p.u8(PageHeader.type) != PageType.overflow.rawValue {
             throw StorageError.corrupt(page: pgno, reason: "expected an overflow page, found type \(p.u8(PageHeader.type))")
         }
         let pages = UInt64(p.u32(PageHeader.runPages))
-        let isDirty = isWrite && isOwned(pgno)
-        if pages == 0 || (!isDirty && pgno + pages > limit) {
+        if pages == 0 || (!(isWrite && isOwned(pgno)) && pgno + pages > limit) {
             throw StorageError.corrupt(page: pgno, reason: "overflow run of \(pages) pages runs past the file end")
         }
-        if PageHeader.size + length > Int(pages) * pageSize {
+        return (p, Int(pages))
+    }
+
+    /// The bytes of an overflow value, checked against its run header.
+    func overflow(_ pgno: PageNo, length: Int) throws -> UnsafeRawBufferPointer {
+        let (p, pages) = try overflowRun(pgno)
+        if PageHeader.size + length > pages * pageSize {
             throw StorageError.corrupt(page: pgno, reason: "value of \(length) bytes does not fit its \(pages)-page overflow run")
         }
         return UnsafeRawBufferPointer(start: p + PageHeader.size, count: length)

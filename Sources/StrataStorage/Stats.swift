@@ -50,10 +50,7 @@ extension Store {
         var more = try cursor.first()
         while more {
             let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
-            for entry in try FreeListFormat.decodeEntries(cursor.value, page: 0) {
-                if entry.page < 2 || entry.page >= txn.meta.pageCount {
-                    throw StorageError.corrupt(page: 0, reason: "free list (chunk of transaction \(freedBy)) names page \(entry.page), outside 2..<\(txn.meta.pageCount)")
-                }
+            for entry in try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: txn.meta.pageCount) {
                 if isReusable(born: entry.born, freedBy: freedBy, readers: ids) {
                     free += 1
                 } else {
