@@ -62,14 +62,17 @@ public final class Database: Sendable {
         self.observers = ObserverHub(worker: observerQueue)
         var infos: [ObjectIdentifier: any AnyModelInfo] = [:]
         var byName: [String: any AnyModelInfo] = [:]
+        var opened: ModelRegistry?
         try wrapStorage {
             try store.write { txn in
                 let catalog = try Catalog.load(try txn.tree(Catalog.schemaTree))
                 let storedVersion = catalog.values.map(\.schemaVersion).max() ?? schemaVersion
                 var differences: [String] = []
+                var reconciled: [(any AnyModelInfo, SchemaChange)] = []
                 for type in models {
-                    let (_, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: false)
-                    differences += change.differences
+                    let result = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: false)
+                    differences += result.1.differences
+                    reconciled.append(result)
                 }
                 let migrating = !differences.isEmpty
                 if migrating && (migration == nil || schemaVersion <= storedVersion) {
@@ -78,8 +81,11 @@ public final class Database: Sendable {
                     throw StrataError.migrationRequired(reasons)
                 }
                 var pending: [(any AnyModelInfo, SchemaChange)] = []
-                for type in models {
-                    let (info, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: migrating)
+                for (type, first) in zip(models, reconciled) {
+                    // Without a migration the first reconciliation is the one that applies.
+                    let (info, change) = migrating
+                        ? try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: true)
+                        : first
                     if byName[info.name] != nil {
                         throw StrataError.unsupportedType(model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
                     }
@@ -88,6 +94,7 @@ public final class Database: Sendable {
                     pending.append((info, change))
                 }
                 let registry = ModelRegistry(byType: infos, byName: byName)
+                opened = registry
                 let schemaTree = try txn.createTree(Catalog.schemaTree)
                 for (info, change) in pending where change.changed {
                     try schemaTree.put(Array(info.name.utf8), try Catalog.encode(info.stored))
@@ -108,7 +115,7 @@ public final class Database: Sendable {
                 }
             }
         }
-        self.registry = ModelRegistry(byType: infos, byName: byName)
+        self.registry = opened ?? ModelRegistry(byType: infos, byName: byName)
     }
 
     /// Opens (or creates) the database at `path`, migrating it with `migration` when the stored
