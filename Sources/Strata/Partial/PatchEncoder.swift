@@ -115,26 +115,15 @@ struct PatchEncoder {
             return try merge(fields, into: nil, schema: schema, path: path)
         case .array(let element):
             guard case .array(let values) = value else { throw expected("an array", value, path) }
-            appendVarint(UInt64(values.count), to: &out)
-            for (i, item) in values.enumerated() {
-                let itemPath = path.appending(index: i)
-                let entry = try collectionEntry(item, element: element, path: itemPath)
-                appendVarint(UInt64(entry.bytes.count) << 1 | (entry.isNil ? 1 : 0), to: &out)
-                out.append(contentsOf: entry.bytes)
-            }
+            let entries = try values.enumerated().map { i, item in try collectionEntry(item, element: element, path: path.appending(index: i)) }
+            CollectionLayout.appendArray(entries, to: &out)
         case .dictionary(let element):
             guard case .object(let fields) = value else { throw expected("an object", value, path) }
-            // Sorted by key bytes, as the record encoder stores dictionaries.
-            let keys = fields.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            appendVarint(UInt64(keys.count), to: &out)
-            for key in keys {
-                guard let item = fields[key] else { continue }
+            let entries = try fields.map { key, item in
                 let entry = try collectionEntry(item, element: element, path: path.appending(key))
-                appendVarint(UInt64(key.utf8.count), to: &out)
-                out.append(contentsOf: key.utf8)
-                appendVarint(UInt64(entry.bytes.count) << 1 | (entry.isNil ? 1 : 0), to: &out)
-                out.append(contentsOf: entry.bytes)
+                return (key: key, isNil: entry.isNil, bytes: entry.bytes)
             }
+            CollectionLayout.appendDictionary(entries, to: &out)
         }
         return out
     }

@@ -348,15 +348,7 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
     init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
         self.element = element
         self.context = context
-        var reader = ByteReader(bytes)
-        let count = try reader.varint()
-        guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("array count \(count) exceeds its bytes") }
-        items.reserveCapacity(Int(count))
-        for _ in 0..<Int(count) {
-            let header = try reader.varint()
-            guard header >> 1 <= UInt64(bytes.count) else { throw StrataError.corruptRecord("array element runs past its bytes") }
-            items.append((header & 1 == 1, try reader.take(Int(header >> 1))))
-        }
+        items = try CollectionLayout.readArray(bytes)
     }
 
     mutating func decodeNil() throws -> Bool {
@@ -395,15 +387,7 @@ struct DictionaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
         self.element = element
         self.context = context
-        var reader = ByteReader(bytes)
-        let count = try reader.varint()
-        guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("dictionary count \(count) exceeds its bytes") }
-        for _ in 0..<Int(count) {
-            let key = String(decoding: try reader.take(try reader.length()), as: UTF8.self)
-            let header = try reader.varint()
-            guard header >> 1 <= UInt64(bytes.count) else { throw StrataError.corruptRecord("dictionary value runs past its bytes") }
-            entries[key] = (header & 1 == 1, try reader.take(Int(header >> 1)))
-        }
+        for entry in try CollectionLayout.readDictionary(bytes) { entries[entry.key] = (entry.isNil, entry.bytes) }
     }
 
     var allKeys: [Key] { entries.keys.sorted().compactMap { Key(stringValue: $0) } }

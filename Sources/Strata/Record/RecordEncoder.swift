@@ -88,23 +88,12 @@ enum RecordEncoding {
             let encoder = ArrayEncoder(element: element, context: context)
             try encodable.encode(to: encoder)
             if value is any UnorderedCollection { encoder.elements.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) } }
-            appendVarint(UInt64(encoder.elements.count), to: &out)
-            for e in encoder.elements {
-                appendVarint(UInt64(e.bytes.count) << 1 | (e.isNil ? 1 : 0), to: &out)
-                out.append(contentsOf: e.bytes)
-            }
+            CollectionLayout.appendArray(encoder.elements, to: &out)
         case .dictionary(let element):
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
             let encoder = DictionaryEncoder(element: element, context: context)
             try encodable.encode(to: encoder)
-            let entries = encoder.entries.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-            appendVarint(UInt64(entries.count), to: &out)
-            for e in entries {
-                appendVarint(UInt64(e.key.utf8.count), to: &out)
-                out.append(contentsOf: e.key.utf8)
-                appendVarint(UInt64(e.bytes.count) << 1 | (e.isNil ? 1 : 0), to: &out)
-                out.append(contentsOf: e.bytes)
-            }
+            CollectionLayout.appendDictionary(encoder.entries, to: &out)
         }
     }
 

@@ -131,28 +131,11 @@ enum UntypedDecoding {
         case .reference(let model): return .reference(model: model, key: describeKey(bytes))
         case .object(let schema): return .object(try decode(bytes, schema: schema))
         case .array(let element):
-            var reader = ByteReader(bytes)
-            let count = try reader.varint()
-            guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("array count \(count) exceeds its bytes") }
-            var values: [StoredValue] = []
-            for _ in 0..<Int(count) {
-                let header = try reader.varint()
-                guard header >> 1 <= UInt64(bytes.count) else { throw StrataError.corruptRecord("array element runs past its bytes") }
-                let item = try reader.take(Int(header >> 1))
-                values.append(header & 1 == 1 ? .null : try value(item, type: element))
-            }
-            return .array(values)
+            return .array(try CollectionLayout.readArray(bytes).map { $0.isNil ? .null : try value($0.bytes, type: element) })
         case .dictionary(let element):
-            var reader = ByteReader(bytes)
-            let count = try reader.varint()
-            guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("dictionary count \(count) exceeds its bytes") }
             var fields: [String: StoredValue] = [:]
-            for _ in 0..<Int(count) {
-                let key = String(decoding: try reader.take(try reader.length()), as: UTF8.self)
-                let header = try reader.varint()
-                guard header >> 1 <= UInt64(bytes.count) else { throw StrataError.corruptRecord("dictionary value runs past its bytes") }
-                let item = try reader.take(Int(header >> 1))
-                fields[key] = header & 1 == 1 ? .null : try value(item, type: element)
+            for entry in try CollectionLayout.readDictionary(bytes) {
+                fields[entry.key] = entry.isNil ? .null : try value(entry.bytes, type: element)
             }
             return .object(fields)
         }
