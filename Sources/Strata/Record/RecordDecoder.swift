@@ -27,10 +27,7 @@ enum RecordDecoding {
             if fieldType.unwrapped != kind { throw context.mismatch("stored as \(fieldType), read as \(T.self)") }
         }
         func fixed(_ count: Int) throws -> UInt64 {
-            guard bytes.count == count else { throw StrataError.corruptRecord("\(context.model).\(context.path.joined(separator: ".")): expected \(count) bytes, found \(bytes.count)") }
-            var v: UInt64 = 0
-            for i in (0..<count).reversed() { v = v << 8 | UInt64(bytes[i]) }
-            return v
+            try fixedWidthValue(bytes, count: count, place: "\(context.model).\(context.path.joined(separator: "."))")
         }
         func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
             guard case .int(_, let signed) = fieldType.unwrapped else { throw context.mismatch("stored as \(fieldType), read as \(I.self)") }

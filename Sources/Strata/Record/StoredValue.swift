@@ -102,12 +102,7 @@ enum UntypedDecoding {
     }
 
     static func value(_ bytes: UnsafeRawBufferPointer, type: FieldType) throws -> StoredValue {
-        func fixed(_ count: Int) throws -> UInt64 {
-            guard bytes.count == count else { throw StrataError.corruptRecord("expected \(count) bytes, found \(bytes.count)") }
-            var v: UInt64 = 0
-            for i in (0..<count).reversed() { v = v << 8 | UInt64(bytes[i]) }
-            return v
-        }
+        func fixed(_ count: Int) throws -> UInt64 { try fixedWidthValue(bytes, count: count, place: "\(type) value") }
         switch type {
         case .optional(let inner): return try value(bytes, type: inner)
         case .bool: return .bool(try fixed(1) != 0)

@@ -60,3 +60,12 @@ struct ByteReader {
         return slice
     }
 }
+
+/// The little-endian unsigned value of `bytes`, which must be exactly `count` bytes long (the fixed
+/// width of a Bool, Float, Double or Date in a record); `place` names the field in the error.
+func fixedWidthValue(_ bytes: UnsafeRawBufferPointer, count: Int, place: @autoclosure () -> String) throws -> UInt64 {
+    guard bytes.count == count else { throw StrataError.corruptRecord("\(place()): expected \(count) bytes, found \(bytes.count)") }
+    var v: UInt64 = 0
+    for i in (0..<count).reversed() { v = v << 8 | UInt64(bytes[i]) }
+    return v
+}
