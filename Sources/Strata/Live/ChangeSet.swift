@@ -1,8 +1,8 @@
-/// The difference between two evaluations of a query, as a list view applies it: remove the
-/// `deletions` (indices in the old results, highest first), then insert the `insertions` (indices
-/// in the new results, lowest first); `modifications` are indices in the new results of objects
-/// that stayed in place and whose stored value changed. An object that moves in a sorted result is
-/// a deletion plus an insertion.
+/// The difference between two evaluations of a query, as a list view applies it (each array
+/// ascending): remove the `deletions` (indices in the old results) from the highest down, then
+/// insert the `insertions` (indices in the new results) from the lowest up; `modifications` are
+/// indices in the new results of objects that stayed in place and whose stored value changed. An
+/// object that moves in a sorted result is a deletion plus an insertion.
 struct ChangeSet: Equatable, Sendable {
     var deletions: [Int] = []
     var insertions: [Int] = []

@@ -8,7 +8,8 @@ public enum ObjectChange<M: Model>: Sendable {
     case changed(M, fields: [String])
     /// The object was deleted; observation ends.
     case deleted
-    /// The object could not be read; observation ends.
+    /// The object could not be read. Observation goes on: the next commit that changes it reads it
+    /// again. (A model not passed to `Database(models:)` is reported once and never observed.)
     case error(StrataError)
 }
 
@@ -43,8 +44,8 @@ extension Database {
             let token = observe(type, key: key, on: DispatchQueue(label: "strata.object-changes")) { change in
                 continuation.yield(change)
                 switch change {
-                case .deleted, .error: continuation.finish()
-                case .changed: break
+                case .deleted: continuation.finish()
+                case .changed, .error: break
                 }
             }
             continuation.onTermination = { _ in token.invalidate() }
@@ -158,7 +159,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
             deliver(.changed(try info.decode(record), fields: names))
         } catch {
-            end(.error(error as? StrataError ?? .invalidQuery("\(error)")))
+            deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
         }
     }
 

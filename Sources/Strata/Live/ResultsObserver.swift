@@ -6,11 +6,23 @@ import Synchronization
 public enum ResultsChange<M: Model>: Sendable {
     /// The results when observation began (always the first delivery, asynchronously).
     case initial(Results<M>)
-    /// The results after one or more commits: apply `deletions` (old indices, highest first), then
-    /// `insertions` (new indices, lowest first); `modifications` are new indices of objects that
-    /// stayed in place and changed.
+    /// The results after one or more commits. Every array is in ascending order. `deletions` are
+    /// indices in the previous results, `insertions` and `modifications` indices in these. To
+    /// update a copy of the previous results, remove the deletions from the highest index down,
+    /// then insert the insertions from the lowest up (UIKit's batch updates and Realm's change sets
+    /// use the same indices). `modifications` are the objects that stayed in place and whose stored
+    /// value (or, with `keyPaths`, an observed field) changed; an object that moves is a deletion
+    /// and an insertion.
+    ///
+    /// ```swift
+    /// for i in deletions.reversed() { mirror.remove(at: i) }
+    /// for i in insertions { mirror.insert(results[i], at: i) }
+    /// for i in modifications { mirror[i] = results[i] }
+    /// ```
     case update(Results<M>, deletions: [Int], insertions: [Int], modifications: [Int])
-    /// The query could not be evaluated; observation stops.
+    /// The query could not be evaluated (a corrupt record, every reader slot in use). Observation
+    /// goes on: the next commit that changes the model evaluates the query again, and the change
+    /// after it is relative to the last results delivered (or is the `.initial` one, if none was).
     case error(StrataError)
 }
 
@@ -112,6 +124,10 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private var seenVersion: UInt64 = 0
     /// The initial results were computed (worker only): until then a pass must not refresh.
     private var started = false
+    /// `.initial` was delivered (worker only); until then a successful evaluation delivers it.
+    private var deliveredInitial = false
+    /// The last evaluation failed (worker only): the next commit evaluates the query in full.
+    private var failed = false
     /// The observed model's record tree.
     let tree: String
 
@@ -193,6 +209,11 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             if inFlight.load(ordering: .sequentiallyConsistent) { return }
             putOff.store(false, ordering: .sequentiallyConsistent)
         }
+        if failed {
+            pendingKeys.removeAll()
+            pendingUnknown = false
+            return refresh(initial: false)
+        }
         if !pendingUnknown, live != nil {
             let keys = pendingKeys
             pendingKeys.removeAll()
@@ -228,7 +249,8 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         liveObjects = []
         do {
             let info = try db.info(M.self)
-            guard let sortKeys = query.sort.isEmpty ? { _ in [] } : QueryEngine.encodedSortKeys(query.sort, info: info) else {
+            let order = ResultOrder(query.sort, info: info)
+            guard order.isEncoded else {
                 live = rows
                 liveObjects = objects
                 return refresh(initial: false)
@@ -279,7 +301,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             for key in keys {
                 guard let record = try wrapStorage({ try records?.view(key) }), try matches(record, info: info) else { continue }
                 let object = try info.decode(record)
-                fresh.append((LiveRow(key: key, sortKey: try sortKeys(object), fingerprint: try fingerprint(record)), object))
+                fresh.append((LiveRow(key: key, sortKey: try order.sortKey(object), fingerprint: try fingerprint(record)), object))
             }
             if oldIndices.isEmpty && fresh.isEmpty {
                 live = rows
@@ -343,8 +365,9 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             let results = Results(snapshot: snapshot, query: query, objects: objects)
             deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
         } catch {
-            lifecycle.finish()
-            deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
+            // Nothing was applied to `rows` before the throw: they are what was delivered last.
+            last = rows.map { ChangeSet.Row(key: $0.key, fingerprint: $0.fingerprint) }
+            fail(error)
         }
     }
 
@@ -402,21 +425,32 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             seenVersion = max(seenVersion, snapshot.version)   // everything up to it is in these results
             // Keep the rows for incremental updates when the order is a key order.
             if query.offset == 0, query.limit == nil, query.distinct.isEmpty,
-               let sortKeys = query.sort.isEmpty ? { _ in [] } : QueryEngine.encodedSortKeys(query.sort, info: info) {
+               case let order = ResultOrder(query.sort, info: info), order.isEncoded {
                 var kept: [LiveRow] = []
                 kept.reserveCapacity(current.count)
                 sortKeyOf.removeAll(keepingCapacity: true)
                 for (object, summary) in zip(found.objects, current) {
-                    let sortKey = try sortKeys(object)
+                    let sortKey = try order.sortKey(object)
                     kept.append(LiveRow(key: summary.key, sortKey: sortKey, fingerprint: summary.fingerprint))
                     sortKeyOf[summary.key] = sortKey
                 }
-                live = kept
-                liveObjects = found.objects
+                // Incremental updates insert by this order; rows out of it would be found in the
+                // wrong place and kept twice. The query engine orders by the same definition, so
+                // this holds; if it ever did not, full evaluation (whose change sets need no order)
+                // stays correct.
+                if zip(kept, kept.dropFirst()).allSatisfy({ LiveRow.precedes(($0.sortKey, $0.key), ($1.sortKey, $1.key)) }) {
+                    live = kept
+                    liveObjects = found.objects
+                } else {
+                    live = nil
+                    sortKeyOf.removeAll()
+                }
             } else {
                 live = nil
             }
-            if initial {
+            failed = false
+            if !deliveredInitial {
+                deliveredInitial = true
                 last = current
                 deliver(.initial(results))
                 return
@@ -427,9 +461,16 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
                 deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
             }
         } catch {
-            lifecycle.finish()
-            deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
+            fail(error)
         }
+    }
+
+    /// On `worker`: reports a failed evaluation and makes the next commit evaluate in full.
+    private func fail(_ error: any Error) {
+        failed = true
+        live = nil
+        sortKeyOf.removeAll()
+        deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
     }
 
     /// A hash of the stored record, or of the observed fields only.

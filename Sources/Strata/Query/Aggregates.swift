@@ -30,8 +30,33 @@ extension Results {
     /// The largest non-nil value of an optional field.
     public func max<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? { (try? values(keyPath))?.compactMap { $0 }.max() }
 
-    /// The sum of `keyPath` (0 when there are no objects).
-    public func sum<V: AdditiveArithmetic>(of keyPath: KeyPath<M, V>) -> V { ((try? values(keyPath)) ?? []).reduce(.zero, +) }
+    /// The sum of `keyPath` (0 when there are no objects, or when the query fails; `fetchSum`
+    /// throws instead).
+    public func sum<V: AdditiveArithmetic>(of keyPath: KeyPath<M, V>) -> V { (try? fetchSum(of: keyPath)) ?? .zero }
+
+    /// The sum of an integer field; 0 when there are no objects, when the query fails or when the
+    /// sum does not fit in `V` (`fetchSum` throws instead of trapping or wrapping).
+    public func sum<V: FixedWidthInteger>(of keyPath: KeyPath<M, V>) -> V { (try? fetchSum(of: keyPath)) ?? .zero }
+
+    /// The sum of `keyPath`, throwing what the query hit.
+    ///
+    /// ```swift
+    /// let total = try db.objects(Item.self).fetchSum(of: \.score)
+    /// ```
+    public func fetchSum<V: AdditiveArithmetic>(of keyPath: KeyPath<M, V>) throws -> V {
+        try values(keyPath).reduce(.zero, +)
+    }
+
+    /// The sum of an integer field, throwing `invalidQuery` when it does not fit in `V`.
+    public func fetchSum<V: FixedWidthInteger>(of keyPath: KeyPath<M, V>) throws -> V {
+        var total = V.zero
+        for value in try values(keyPath) {
+            let (sum, overflow) = total.addingReportingOverflow(value)
+            if overflow { throw StrataError.invalidQuery("the sum of \(keyPath) does not fit in \(V.self)") }
+            total = sum
+        }
+        return total
+    }
 
     /// The mean of a floating-point field, or nil when there are no objects.
     public func average<V: BinaryFloatingPoint>(of keyPath: KeyPath<M, V>) -> V? {

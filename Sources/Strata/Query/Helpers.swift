@@ -11,6 +11,14 @@ public struct StringMatchOptions: OptionSet, Sendable {
 }
 
 /// A string comparison for `filter(_:matching:options:)`.
+///
+/// Without options each case means what the same `#Predicate` means, comparing `Character`s (so
+/// canonically equivalent strings match, and `"cafe\u{301}"` does not contain `"\u{301}"`):
+/// `.equals` is `==`, `.beginsWith` is `starts(with:)`, `.contains` is `contains`, `.endsWith`
+/// is `starts(with:)` on the reversed characters; an empty string begins, ends and is contained
+/// in every string. With options they are Foundation's `compare(_:options:)` and
+/// `range(of:options:)` with `.caseInsensitive` / `.diacriticInsensitive` (and `.anchored` for
+/// the ends), an empty string again matching every string.
 public enum StringMatch: Sendable {
     case equals(String)
     case contains(String)
@@ -63,17 +71,28 @@ extension Results {
         if options.contains(.diacriticInsensitive) { compare.insert(.diacriticInsensitive) }
         let flags = compare
         let path = fieldPath(of: keyPath as PartialKeyPath<M>) ?? "\(keyPath)"
-        let exact = options.isEmpty
+        // Without options the matches are `#Predicate`'s own, so the conditions are exact; with
+        // options only the closure knows (Foundation's comparison), so nothing else may answer.
+        let plain = options.isEmpty
         let condition: @Sendable () -> Condition = {
+            guard plain else { return .unknown }
             switch match {
-            case .equals(let s): return exact ? .compare(path: path, op: .eq, value: s) : .unknown
-            case .beginsWith(let s): return exact ? .startsWith(path: path, prefix: s) : .unknown
+            case .equals(let s): return .compare(path: path, op: .eq, value: s)
+            case .beginsWith(let s): return .startsWith(path: path, prefix: s)
             case .contains(let s): return .contains(path: path, substring: s)
             case .endsWith: return .unknown
             }
         }
         return FieldTest(condition: condition()) { object in
             guard let value = unwrap(object[keyPath: keyPath]) else { return false }
+            if plain {
+                switch match {
+                case .equals(let s): return value == s
+                case .contains(let s): return PredicateSemantics.contains(value, s)
+                case .beginsWith(let s): return PredicateSemantics.startsWith(value, s)
+                case .endsWith(let s): return PredicateSemantics.startsWith(value.reversed(), s.reversed())
+                }
+            }
             switch match {
             case .equals(let s): return value.compare(s, options: flags) == .orderedSame
             case .contains(let s): return s.isEmpty || value.range(of: s, options: flags) != nil

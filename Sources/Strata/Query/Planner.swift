@@ -72,7 +72,7 @@ enum Planner {
         }
         if query.sort.count == 1, query.distinct.isEmpty, let keyPath = query.sort[0].keyPath, let path = fieldPath(of: keyPath),
            let i = info.indexes.firstIndex(where: { $0.schema.path == path }),
-           let type = info.stored.object.type(atPath: path), isOrderedByIndex(type),
+           let type = info.stored.object.type(atPath: path), ResultOrder<M>.isKeyOrdered(type),
            plan.accesses.isEmpty || (plan.estimate ?? Int.max) > 1000 {
             plan.accesses = []
             plan.orderedIndex = (i, query.sort[0].order == .reverse)
@@ -108,15 +108,6 @@ enum Planner {
         }
     }
 
-    /// Index order equals Swift's order for these types (not for strings, whose default sort is
-    /// localized, nor enums, which sort by declaration).
-    static func isOrderedByIndex(_ type: FieldType) -> Bool {
-        switch type.unwrapped {
-        case .int, .double, .float, .date, .bool: return true
-        default: return false
-        }
-    }
-
     private struct Choice {
         var accesses: [Access]
         var estimate: Int
@@ -136,6 +127,8 @@ enum Planner {
         case let .or(a, b):
             guard let left = try choose(a, info: info, source: source), let right = try choose(b, info: info, source: source) else { return nil }
             return Choice(accesses: left.accesses + right.accesses, estimate: left.estimate + right.estimate)
+        case let .narrowing(inner):
+            return try choose(inner, info: info, source: source)
         case .not, .unknown, .contains:
             return nil
         default:
@@ -179,7 +172,10 @@ enum Planner {
                 switch op {
                 case .lt: ranges = [KeyRange(lower: notNil, upper: encoded)]
                 case .le: ranges = [KeyRange(lower: notNil, upper: successor(of: encoded))]
-                case .gt: ranges = [KeyRange(lower: successor(of: encoded), upper: fieldType.isOptional ? [2] : nil)]
+                case .gt:
+                    // Nothing sorts above a value whose encoding has no successor (the type's maximum).
+                    guard let above = successor(of: encoded) else { ranges = []; break }
+                    ranges = [KeyRange(lower: above, upper: fieldType.isOptional ? [2] : nil)]
                 default: ranges = [KeyRange(lower: encoded, upper: fieldType.isOptional ? [2] : nil)]
                 }
             }

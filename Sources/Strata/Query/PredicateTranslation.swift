@@ -2,9 +2,13 @@ import Foundation
 
 // Reads Foundation `#Predicate` expression trees into conditions the planner can put on an index.
 // Each supported expression type conforms to a small protocol; anything else is `.unknown`, and
-// the query still answers correctly by evaluating the predicate on decoded objects. Conditions only
-// narrow the candidates: the whole predicate is always evaluated on every candidate, so a
-// translation need only ever over-approximate.
+// the query still answers correctly by evaluating the predicate on decoded objects.
+//
+// A condition means exactly what the expression it came from means: `RecordFilter` evaluates it on
+// encoded records instead of the predicate, and an exact plan skips the predicate altogether. A
+// translation that can only over-approximate (a force unwrap, whose evaluation throws on nil; a
+// library helper whose own semantics differ) is wrapped in `.narrowing`: the planner may use it
+// to find candidates, and the whole predicate is then evaluated on every candidate.
 
 enum CompareOp: String, Sendable {
     case eq = "==", ne = "!=", lt = "<", le = "<=", gt = ">", ge = ">="
@@ -30,7 +34,20 @@ indirect enum Condition: CustomStringConvertible {
     case and(Condition, Condition)
     case or(Condition, Condition)
     case not(Condition)
+    /// Holds for every match (and perhaps for others): candidates only, never an answer.
+    case narrowing(Condition)
     case unknown
+
+    /// Whether this condition may stand in for the expression it came from (no `.narrowing` or
+    /// `.unknown` anywhere inside).
+    var isExactTranslation: Bool {
+        switch self {
+        case .narrowing, .unknown: return false
+        case let .and(a, b), let .or(a, b): return a.isExactTranslation && b.isExactTranslation
+        case let .not(c): return c.isExactTranslation
+        default: return true
+        }
+    }
 
     var description: String {
         switch self {
@@ -43,6 +60,7 @@ indirect enum Condition: CustomStringConvertible {
         case let .and(a, b): return "(\(a) && \(b))"
         case let .or(a, b): return "(\(a) || \(b))"
         case let .not(c): return "!(\(c))"
+        case let .narrowing(c): return "≈\(c)"
         case .unknown: return "<expression>"
         }
     }
@@ -58,10 +76,12 @@ func show(_ value: Any) -> String {
     return "\(value)"
 }
 
-/// A predicate's operand: a field of the object, or a constant.
+/// A predicate's operand: a field of the object, or a constant. A field read through a force
+/// unwrap is `unwrapped`: evaluating it throws where the field is nil, which no condition says.
 enum Operand {
     case root
     case field(String)
+    case unwrapped(String)
     case constant(Any)
     case nilLiteral
 }
@@ -100,7 +120,12 @@ extension PredicateExpressions.NilLiteral: OperandExpression {
 }
 
 extension PredicateExpressions.ForcedUnwrap: OperandExpression where Inner: OperandExpression {
-    var operand: Operand? { inner.operand }
+    var operand: Operand? {
+        switch inner.operand {
+        case .field(let path)?, .unwrapped(let path)?: return .unwrapped(path)
+        default: return nil
+        }
+    }
 }
 
 extension PredicateExpressions.OptionalFlatMap: OperandExpression where LHS: OperandExpression, RHS: OperandExpression {
@@ -112,6 +137,8 @@ extension PredicateExpressions.OptionalFlatMap: OperandExpression where LHS: Ope
 
 private func comparison(_ lhs: Operand?, _ rhs: Operand?, _ op: CompareOp) -> Condition {
     switch (lhs, rhs) {
+    case let (.unwrapped(path)?, .constant(value)?): return .narrowing(.compare(path: path, op: op, value: value))
+    case let (.constant(value)?, .unwrapped(path)?): return .narrowing(.compare(path: path, op: op.flipped, value: value))
     case let (.field(path)?, .constant(value)?): return .compare(path: path, op: op, value: value)
     case let (.constant(value)?, .field(path)?): return .compare(path: path, op: op.flipped, value: value)
     case let (.field(path)?, .nilLiteral?), let (.nilLiteral?, .field(path)?):

@@ -75,13 +75,38 @@ enum QueryEngine {
         if let (i, reverse) = plan.orderedIndex {
             let unique = info.indexes[i].schema.unique
             if let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) {
-                try Planner.scan(index, KeyRange(lower: nil, upper: nil), reverse: reverse) { key, value in
-                    let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
+                func considerIndexed(_ primaryKey: [UInt8]) throws -> Bool {
                     guard let record = try records.view(primaryKey) else {
                         throw StrataError.corruptRecord("index \(info.indexes[i].schema.path) of \(info.name) names a missing object")
                     }
                     return try consider(key: primaryKey, record: record)
                 }
+                // Equal values are ordered by primary key in both directions, as in every plan
+                // (ResultOrder). A descending walk meets them in descending key order, so it holds
+                // back each run of equal values and considers it reversed. (A unique index has
+                // no equal values.)
+                var run: [[UInt8]] = []
+                var runValue: [UInt8] = []
+                var stopped = false
+                func flushRun() throws {
+                    for primaryKey in run.reversed() where !stopped {
+                        if try !considerIndexed(primaryKey) { stopped = true }
+                    }
+                    run.removeAll(keepingCapacity: true)
+                }
+                try Planner.scan(index, KeyRange(lower: nil, upper: nil), reverse: reverse) { key, value in
+                    let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
+                    if !reverse || unique { return try considerIndexed(primaryKey) }
+                    let valueBytes = key[..<(key.count - primaryKey.count)]
+                    if !run.isEmpty && !valueBytes.elementsEqual(runValue) {
+                        try flushRun()
+                        if stopped { return false }
+                    }
+                    if run.isEmpty { runValue = Array(valueBytes) }
+                    run.append(primaryKey)
+                    return true
+                }
+                if !stopped { try flushRun() }
             }
         } else if plan.accesses.isEmpty {
             // Keys only break ties in a sort; a plain scan is already in key order.
@@ -98,32 +123,7 @@ enum QueryEngine {
         }
 
         if !query.sort.isEmpty && plan.orderedIndex == nil {
-            // Sort positions, not objects: moving an object copies (and retains) all of it.
-            var order = Array(objects.indices)
-            if let sortKeys = encodedSortKeys(query.sort, info: info) {
-                // Each object's sort values encoded once into order-preserving bytes: the sort then
-                // compares bytes, not descriptors (Foundation's per-comparison cost dominates otherwise).
-                let sortBytes = try objects.map(sortKeys)
-                order.sort { a, b in
-                    let x = sortBytes[a], y = sortBytes[b]
-                    if x != y { return x.lexicographicallyPrecedes(y) }
-                    return keys[a].lexicographicallyPrecedes(keys[b])
-                }
-            } else {
-                let descriptors = query.sort
-                order.sort { a, b in
-                    for descriptor in descriptors {
-                        switch descriptor.compare(objects[a], objects[b]) {
-                        case .orderedAscending: return true
-                        case .orderedDescending: return false
-                        case .orderedSame: continue
-                        }
-                    }
-                    return keys[a].lexicographicallyPrecedes(keys[b])
-                }
-            }
-            objects = order.map { objects[$0] }
-            keys = order.map { keys[$0] }
+            try ResultOrder(query.sort, info: info).sort(&objects, keys: &keys)
         }
         if !query.distinct.isEmpty {
             var seen = Set<[UInt8]>()
@@ -147,30 +147,6 @@ enum QueryEngine {
         let end = query.limit.map { min(objects.count, start + $0) } ?? objects.count
         if start == 0 && end == objects.count { return (keys, objects) }
         return (keepKeys ? Array(keys[start..<end]) : [], Array(objects[start..<end]))
-    }
-
-    /// A function giving a row's sort key as bytes, when every descriptor sorts a stored number,
-    /// date or bool (whose key encoding orders exactly as `Comparable` does; strings sort
-    /// localized by default, and enums by declaration, so they keep the descriptors). Reverse
-    /// descriptors invert their fixed-width component.
-    static func encodedSortKeys<M: Model>(_ descriptors: [SortDescriptor<M>], info: ModelInfo<M>) -> ((M) throws -> [UInt8])? {
-        var parts: [(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool)] = []
-        for descriptor in descriptors {
-            guard let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
-                  let type = info.stored.object.type(atPath: path), Planner.isOrderedByIndex(type) else { return nil }
-            parts.append((keyPath, type, descriptor.order == .reverse))
-        }
-        return { object in
-            var key: [UInt8] = []
-            for part in parts {
-                let start = key.count
-                guard KeyEncoding.append(object[keyPath: part.keyPath], as: part.type, to: &key) else {
-                    throw StrataError.invalidQuery("cannot encode the sort value of \(part.keyPath)")
-                }
-                if part.reverse { for i in start..<key.count { key[i] = ~key[i] } }
-            }
-            return key
-        }
     }
 
     static func explain<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> String {

@@ -86,16 +86,16 @@ struct RecordFilter: Sendable {
             let id = field.id
             return { record in
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
-                return String(decoding: bytes, as: UTF8.self).starts(with: prefix)
+                return PredicateSemantics.startsWith(String(decoding: bytes, as: UTF8.self), prefix)
             }
         case let .contains(path, substring):
             guard !path.contains("."), let field = schema.field(named: path), field.type == .string else { return nil }
             let id = field.id
             return { record in
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
-                return String(decoding: bytes, as: UTF8.self).contains(substring)
+                return PredicateSemantics.contains(String(decoding: bytes, as: UTF8.self), substring)
             }
-        case .arrayContains, .unknown:
+        case .arrayContains, .narrowing, .unknown:
             return nil
         }
     }
@@ -184,5 +184,21 @@ struct RecordFilter: Sendable {
         case let v as UInt8: return UInt64(v)
         default: return nil
         }
+    }
+}
+
+/// The operations of Foundation's predicate expressions, called the way their `evaluate` calls
+/// them: in a generic context, so that the standard library's element-wise (`Character`-wise)
+/// versions run, not Foundation's `StringProtocol` ones (`"abc".contains("")` is false there,
+/// true for `#Predicate`; `"cafe\u{301}".contains("\u{301}")` the opposite).
+enum PredicateSemantics {
+    /// `PredicateExpressions.CollectionContainsCollection`.
+    static func contains<B: Collection, O: Collection>(_ base: B, _ other: O) -> Bool where B.Element == O.Element, B.Element: Equatable {
+        base.contains(other)
+    }
+
+    /// `PredicateExpressions.SequenceStartsWith`.
+    static func startsWith<B: Sequence, P: Sequence>(_ base: B, _ prefix: P) -> Bool where B.Element == P.Element, B.Element: Equatable {
+        base.starts(with: prefix)
     }
 }

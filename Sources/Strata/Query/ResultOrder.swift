@@ -1,0 +1,115 @@
+import Foundation
+
+/// The order of a query's results: its sort descriptors one after the other, ties in primary-key
+/// order. Every plan (an index walked either way, an in-memory sort, live results kept up to date)
+/// orders through this one definition, so none can disagree with another.
+///
+/// A descriptor on a stored number, date or bool compares the key encodings of the values, which
+/// order exactly as `SortDescriptor.compare` does, and also where Foundation has no order: NaN
+/// sorts above every number (and equals NaN), and -0.0 equals 0.0. Any other descriptor (strings,
+/// enums, nested values) is asked to compare.
+struct ResultOrder<M: Model> {
+    private enum Part {
+        /// Key-encoded: compared as bytes, inverted for a reverse descriptor.
+        case encoded(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool)
+        case compared(SortDescriptor<M>)
+    }
+
+    private let parts: [Part]
+
+    init(_ descriptors: [SortDescriptor<M>], info: ModelInfo<M>) {
+        parts = descriptors.map { descriptor in
+            if let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
+               let type = info.stored.object.type(atPath: path), ResultOrder.isKeyOrdered(type) {
+                return .encoded(keyPath: keyPath, type: type, reverse: descriptor.order == .reverse)
+            }
+            return .compared(descriptor)
+        }
+    }
+
+    /// Whether the key encoding of a stored type orders as `Comparable` does (with NaN above every
+    /// number): not strings (whose descriptors may compare localized), nor enums (which compare by
+    /// declaration or by a custom `<`).
+    static func isKeyOrdered(_ type: FieldType) -> Bool {
+        switch type.unwrapped {
+        case .int, .double, .float, .date, .bool: return true
+        default: return false
+        }
+    }
+
+    /// Whether every descriptor compares encodings: then `sortKey` alone decides the order (before
+    /// the primary key), and an index on the field walks in this order.
+    var isEncoded: Bool {
+        parts.allSatisfy { if case .encoded = $0 { return true } else { return false } }
+    }
+
+    /// The concatenated encodings of the encoded descriptors' values (each prefix-free, so
+    /// comparing the concatenations compares them one by one).
+    func sortKey(_ object: M) throws -> [UInt8] {
+        var key: [UInt8] = []
+        for part in parts {
+            guard case let .encoded(keyPath, type, reverse) = part else { continue }
+            try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, keyPath: keyPath, to: &key)
+        }
+        return key
+    }
+
+    private static func append(_ value: Any, type: FieldType, reverse: Bool, keyPath: PartialKeyPath<M>, to key: inout [UInt8]) throws {
+        let start = key.count
+        guard KeyEncoding.append(value, as: type, to: &key) else {
+            throw StrataError.invalidQuery("cannot encode the sort value of \(keyPath)")
+        }
+        if reverse { for i in start..<key.count { key[i] = ~key[i] } }
+    }
+
+    /// Sorts `objects` (and `keys`, their primary keys, position for position) into this order.
+    func sort(_ objects: inout [M], keys: inout [[UInt8]]) throws {
+        if parts.isEmpty { return }
+        // Sort positions, not objects: moving an object copies (and retains) all of it.
+        var order = Array(objects.indices)
+        if isEncoded {
+            // Each object's values encoded once: the sort compares bytes, not descriptors
+            // (Foundation's per-comparison cost dominates otherwise).
+            let sortKeys = try objects.map(sortKey)
+            order.sort { a, b in
+                let x = sortKeys[a], y = sortKeys[b]
+                if x != y { return x.lexicographicallyPrecedes(y) }
+                return keys[a].lexicographicallyPrecedes(keys[b])
+            }
+        } else {
+            // Per object, the encoding of each encoded part (empty for compared ones).
+            var encoded: [[[UInt8]]] = []
+            encoded.reserveCapacity(objects.count)
+            for object in objects {
+                var row: [[UInt8]] = []
+                for part in parts {
+                    var bytes: [UInt8] = []
+                    if case let .encoded(keyPath, type, reverse) = part {
+                        try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, keyPath: keyPath, to: &bytes)
+                    }
+                    row.append(bytes)
+                }
+                encoded.append(row)
+            }
+            let parts = self.parts
+            order.sort { a, b in
+                for (p, part) in parts.enumerated() {
+                    switch part {
+                    case .encoded:
+                        let x = encoded[a][p], y = encoded[b][p]
+                        if x != y { return x.lexicographicallyPrecedes(y) }
+                    case .compared(let descriptor):
+                        switch descriptor.compare(objects[a], objects[b]) {
+                        case .orderedAscending: return true
+                        case .orderedDescending: return false
+                        case .orderedSame: continue
+                        }
+                    }
+                }
+                return keys[a].lexicographicallyPrecedes(keys[b])
+            }
+        }
+        objects = order.map { objects[$0] }
+        keys = order.map { keys[$0] }
+    }
+}
