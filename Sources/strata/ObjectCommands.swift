@@ -37,9 +37,9 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
             try StoredObjects.forEach(in: store, model: name) { key, fields in
                 let object = StoredValue.object(fields)
                 if json {
-                    print("{\"model\":\(StoredValue.string(name).json),\"key\":\(StoredValue.string(key).json),\"object\":\(object.json)}")
+                    print("{\"model\":\(StoredValue.string(name).json),\"key\":\(key.json),\"object\":\(object.json)}")
                 } else {
-                    print("\(name) \(key) \(object.json)")
+                    print("\(name) \(key.json) \(object.json)")
                 }
                 return true
             }

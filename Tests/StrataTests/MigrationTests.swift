@@ -89,7 +89,7 @@ struct MigrationTests {
             for old in try migration.objects("Person") {
                 let age = Int(old.fields["age"]?.stringValue ?? "") ?? -1
                 let legacy = old.fields["legacy"]?.intValue ?? 0
-                try migration.transaction.upsert(V3Breaking.Person(id: old.key, name: old.fields["name"]?.stringValue ?? "",
+                try migration.transaction.upsert(V3Breaking.Person(id: old.key.stringValue ?? "", name: old.fields["name"]?.stringValue ?? "",
                                                                    age: age, score: Double(legacy) / 2))
             }
         }

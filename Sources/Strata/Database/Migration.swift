@@ -26,9 +26,11 @@ public final class Migration {
         self.transaction = transaction
     }
 
-    /// An old record: its primary key (as text) and its fields by name, removed fields included.
+    /// An old record: its primary key and its fields by name, removed fields included. The key is
+    /// read as the key type the old schema records (`.string` for a `String` id, `.int` for an
+    /// `Int`…): `old.key.stringValue`, `old.key.intValue`.
     public struct OldObject: Sendable {
-        public let key: String
+        public let key: StoredValue
         public let fields: [String: StoredValue]
     }
 
@@ -37,10 +39,11 @@ public final class Migration {
     public func objects(_ model: String) throws -> [OldObject] {
         guard let schema = oldSchemas[model], let tree = try wrapStorage({ try transaction.txn.tree(schema.recordTree) }) else { return [] }
         var result: [OldObject] = []
+        let decoding = UntypedDecoding(schemas: oldSchemas.values)
         try wrapStorage {
             try tree.forEach { key, value in
-                result.append(OldObject(key: UntypedDecoding.describeKey(key),
-                                        fields: try UntypedDecoding.decode(value, schema: schema.object, includeRemoved: true)))
+                result.append(OldObject(key: try decoding.key(key, type: schema.keyFieldType),
+                                        fields: try decoding.decode(value, schema: schema.object, includeRemoved: true)))
                 return true
             }
         }

@@ -24,6 +24,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let uniqueIndexPositions: [Int]
     /// Whether each indexed field is an array (one entry per element).
     let indexIsArray: [Bool]
+    /// The stored field holding the primary key (`id`, or its coding key such as `_id`), or
+    /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
+    let keyPath: String
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
         self.name = stored.name
@@ -37,6 +40,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             return type
         }
         self.uniqueIndexPositions = indexes.indices.filter { indexes[$0].0.unique }
+        self.keyPath = FieldNames.keyPath(of: M.self)
         self.indexIsArray = indexes.map { index in
             if case .array = stored.object.type(atPath: index.0.path)?.unwrapped { return true }
             return false
@@ -101,6 +105,14 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         return [try key(value)]
     }
 
+    /// A stored key as text for messages, read as the model's key type.
+    func describeStoredKey(_ key: UnsafeRawBufferPointer) -> String {
+        guard let value = try? UntypedDecoding(schemas: [stored]).key(key, type: stored.keyFieldType) else {
+            return "0x" + key.map { String(format: "%02x", $0) }.joined()
+        }
+        return UntypedDecoding.text(value)
+    }
+
     func validateRecords(in txn: StrataStorage.WriteTransaction) throws {
         guard let records = try txn.tree(recordTree) else { return }
         var failures = 0
@@ -109,7 +121,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             do {
                 _ = try decode(value)
             } catch {
-                if failures == 0 { first = "\(UntypedDecoding.describeKey(key)): \(error)" }
+                if failures == 0 { first = "\(describeStoredKey(key)): \(error)" }
                 failures += 1
             }
             return true
@@ -180,7 +192,19 @@ extension Model {
             change.addedIndexes = indexes.map(\.0)
             change.changed = true
         }
-        let schema = StoredModelSchema(name: modelName, keyType: keyType, object: merged, indexes: indexes.map(\.0), schemaVersion: schemaVersion)
+        let keyPath = FieldNames.keyPath(of: Self.self)
+        let keyField = merged.field(named: keyPath) != nil ? keyPath : nil
+        let key: FieldType
+        do {
+            (key, _) = try ProbeState(modelName: modelName).probe(ID.self, path: ["id"], depth: 0)
+        } catch let failure as ProbeFailure {
+            throw failure.error
+        }
+        if let stored {
+            change.changed = change.changed || stored.keyField != keyField || stored.key != key
+        }
+        let schema = StoredModelSchema(name: modelName, keyType: keyType, keyField: keyField, key: key, object: merged,
+                                       indexes: indexes.map(\.0), schemaVersion: schemaVersion)
         return (ModelInfo<Self>(stored: schema, indexes: indexes), change)
     }
 }

@@ -4,7 +4,7 @@
 /// ```swift
 /// let store = try Store(path: "app.strata")
 /// for schema in try StoredObjects.schemas(in: store) { print(schema.name, schema.object.liveFields.map(\.name)) }
-/// try StoredObjects.forEach(in: store, model: "Person") { key, fields in print(key, fields); return true }
+/// try StoredObjects.forEach(in: store, model: "Person") { key, fields in print(key.json, fields); return true }
 /// ```
 public enum StoredObjects {
     /// Every model's stored schema, by name.
@@ -19,15 +19,19 @@ public enum StoredObjects {
         try store.read { txn in try txn.tree("m:" + model)?.count ?? 0 }
     }
 
-    /// Visits each stored object of `model` in key order, decoded untyped, while `body` returns true.
-    public static func forEach(in store: Store, model: String, _ body: (_ key: String, _ fields: [String: StoredValue]) throws -> Bool) throws {
+    /// Visits each stored object of `model` in key order, decoded untyped, while `body` returns
+    /// true. Keys (and references) are read as the key type the schema records: a `String` key
+    /// is `.string`, an `Int` key `.int`, whatever their bytes look like.
+    public static func forEach(in store: Store, model: String, _ body: (_ key: StoredValue, _ fields: [String: StoredValue]) throws -> Bool) throws {
         try store.read { txn in
-            guard let schema = try Catalog.load(try txn.tree(Catalog.schemaTree))[model] else {
+            let schemas = try Catalog.load(try txn.tree(Catalog.schemaTree))
+            guard let schema = schemas[model] else {
                 throw StrataError.invalidQuery("no model named \(model) in the schema catalog")
             }
+            let decoding = UntypedDecoding(schemas: schemas.values)
             guard let tree = try txn.tree(schema.recordTree) else { return }
             try tree.forEach { key, value in
-                try body(UntypedDecoding.describeKey(key), try UntypedDecoding.decode(value, schema: schema.object))
+                try body(try decoding.key(key, type: schema.keyFieldType), try decoding.decode(value, schema: schema.object))
             }
         }
     }

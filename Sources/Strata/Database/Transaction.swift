@@ -106,8 +106,8 @@ public final class Transaction {
         var record = try info.encode(object)
         if info.autoIncrement, let optional = object.id as? any OptionalValue, optional.wrappedAny == nil {
             let next = try nextAutoIncrement(info, records: records)
-            guard let field = info.stored.object.field(named: "id") else {
-                throw StrataError.unsupportedType(model: info.name, field: "id", reason: "auto-increment needs a stored field named id")
+            guard let field = info.stored.object.field(named: info.keyPath) else {
+                throw StrataError.unsupportedType(model: info.name, field: "id", reason: "auto-increment needs the id stored as a field")
             }
             record = try RecordPatch.setting(field, to: next, in: record, model: info.name)
             object = try record.withUnsafeBytes { try info.decode($0) }

@@ -207,16 +207,18 @@ extension ModelInfo: ChangeApplying {
         }
     }
 
-    /// The message's JSON key as `M.ID`: converted to the `id` field's stored bytes by the schema,
-    /// then decoded as the Swift type, which is what checks an enum key's raw value.
+    /// The message's JSON key as `M.ID`: converted to the key's stored bytes by the schema (the
+    /// key's field, whatever its stored name: `id`, `_id`…), then decoded as the Swift type, which
+    /// is what checks an enum key's raw value.
     func modelKey(_ json: JSONValue, registry: ModelRegistry, options: PartialUpdateOptions) throws -> M.ID {
-        guard let idField = stored.object.field(named: "id") else {
-            throw StrataError.unsupportedType(model: name, field: "id", reason: "change messages need the primary key stored as a field named id")
+        guard let keyType = stored.keyFieldType else {
+            throw StrataError.unsupportedType(model: name, field: "id", reason: "the stored schema does not record the primary key's type")
         }
+        let keyName = stored.keyFieldSchema?.name ?? "id"
         var encoder = PatchEncoder(model: name, options: options, registry: registry)
-        let bytes = try encoder.encode(StoredValue(json), as: idField.type, path: FieldPath(model: name, text: "id"))
+        let bytes = try encoder.encode(StoredValue(json), as: keyType, path: FieldPath(model: name, text: keyName))
         return try bytes.withUnsafeBytes {
-            try RecordDecoding.decodeValue(M.ID.self, as: idField.type, bytes: $0, context: EncodingContext(model: name, path: ["id"]))
+            try RecordDecoding.decodeValue(M.ID.self, as: keyType, bytes: $0, context: EncodingContext(model: name, path: [keyName]))
         }
     }
 }

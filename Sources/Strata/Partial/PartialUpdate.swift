@@ -173,7 +173,7 @@ extension Transaction {
 
         var encoder = PatchEncoder(model: info.name, options: options, registry: db)
         var seed: [Int: PatchEncoder.Entry] = [:]
-        if oldRecord == nil, patch["id"] == nil, let idField = info.stored.object.field(named: "id") {
+        if oldRecord == nil, patch[info.keyPath] == nil, let idField = info.stored.object.field(named: info.keyPath) {
             seed[idField.id] = try idEntry(key, field: idField, model: info.name)
         }
         let record = try oldRecord.withUnsafeBytesIfPresent { stored in
@@ -187,7 +187,7 @@ extension Transaction {
         }
         let object = try record.withUnsafeBytes { try info.decode($0) }
         if try info.keyBytes(object.id) != keyBytes {
-            throw StrataError.typeMismatch(model: info.name, field: "id",
+            throw StrataError.typeMismatch(model: info.name, field: info.keyPath,
                                            reason: "the fields give the key \(describeKey(object.id)), but the update is for \(describeKey(key))")
         }
         let (stored, wrote) = try store(object)
@@ -200,7 +200,7 @@ extension Transaction {
         // An auto-increment id given as nil: the insert under `upsert` assigns the next one.
         if let optional = key as? any OptionalValue, optional.wrappedAny == nil { return (true, []) }
         var bytes: [UInt8] = []
-        try RecordEncoding.encodeValue(key, as: field.type, into: &bytes, context: EncodingContext(model: model, path: ["id"]))
+        try RecordEncoding.encodeValue(key, as: field.type, into: &bytes, context: EncodingContext(model: model, path: [field.name]))
         return (false, bytes)
     }
 

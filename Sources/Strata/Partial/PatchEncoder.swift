@@ -296,7 +296,7 @@ struct PatchEncoder {
     /// A `Ref` is stored as the target's key encoding, so the key's type comes from the target's
     /// schema: the same JSON `5` is a different key for an `Int` id and an `Int?` id.
     private func referenceKey(_ value: StoredValue, target: String, path: FieldPath) throws -> [UInt8] {
-        guard let keyType = registry.byName[target]?.stored.object.field(named: "id")?.type else {
+        guard let keyType = registry.byName[target]?.stored.keyFieldType else {
             throw path.mismatch("references \(target), which this database was not opened with, so its key type is unknown")
         }
         var out: [UInt8] = []
@@ -305,6 +305,8 @@ struct PatchEncoder {
     }
 
     private func appendKey(_ value: StoredValue, type: FieldType, to out: inout [UInt8], path: FieldPath) throws {
+        // A reference read untyped (a dump, a migration) carries its key: write that key.
+        if case let .reference(_, key) = value { return try appendKey(key, type: type, to: &out, path: path) }
         switch type {
         case .optional(let inner):
             out.append(1)

@@ -96,7 +96,6 @@ enum Planner {
         default:
             return false
         }
-        if path == "id" && info.stored.object.field(named: "id") == nil { return false }
         guard let type = info.stored.object.type(atPath: path) else { return false }
         if path.contains(".") { return false }
         switch type.unwrapped {
@@ -146,10 +145,10 @@ enum Planner {
         }
         let source: AccessSource
         let fieldType: FieldType
-        if path == "id", info.stored.object.field(named: "id") != nil || info.indexes.allSatisfy({ $0.schema.path != "id" }) {
+        if path == info.keyPath {
             source = .primary
             // A computed id has no stored field; only its optional-ness matters for encoding constants.
-            fieldType = info.stored.object.type(atPath: "id") ?? ((M.ID.self is any OptionalValue.Type) ? .optional(.string) : .string)
+            fieldType = info.stored.object.type(atPath: path) ?? ((M.ID.self is any OptionalValue.Type) ? .optional(.string) : .string)
         } else if let i = info.indexes.firstIndex(where: { $0.schema.path == path }), let type = info.stored.object.type(atPath: path) {
             source = .index(i)
             fieldType = type

@@ -128,6 +128,12 @@ struct KeyReader {
 
     mutating func int() -> Int64? { uint().map { Int64(bitPattern: $0 ^ (1 << 63)) } }
 
+    mutating func byte() -> UInt8? {
+        guard offset < bytes.count else { return nil }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
     mutating func double() -> Double? {
         guard let bits = uint() else { return nil }
         return Double(bitPattern: bits & (1 << 63) != 0 ? bits & ~(1 << 63) : ~bits)

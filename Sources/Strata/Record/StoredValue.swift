@@ -14,8 +14,8 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
     case uuid(UUID)
     case decimal(Decimal)
     case url(String)
-    /// A reference: the target model and its key, as text.
-    case reference(model: String, key: String)
+    /// A reference: the target model and its primary key, read as the target's stored key type.
+    case reference(model: String, key: StoredValue)
     case array([StoredValue])
     /// A nested struct or a `[String: T]`, fields by name.
     case object([String: StoredValue])
@@ -36,7 +36,7 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         case .uuid(let u): return jsonString(u.uuidString)
         case .decimal(let d): return d.description
         case .url(let u): return jsonString(u)
-        case let .reference(_, key): return jsonString(key)
+        case let .reference(_, key): return key.json
         case .array(let values): return "[" + values.map(\.json).joined(separator: ",") + "]"
         case .object(let fields):
             return "{" + fields.sorted { $0.key < $1.key }.map { jsonString($0.key) + ":" + $0.value.json }.joined(separator: ",") + "}"
@@ -84,10 +84,20 @@ func jsonString(_ s: String) -> String {
     return out + "\""
 }
 
-enum UntypedDecoding {
+/// Reads records and keys without the Swift types, from stored schemas alone.
+struct UntypedDecoding {
+    /// Every model's primary-key type by model name: what references and keys decode as.
+    let keyTypes: [String: FieldType]
+
+    init(schemas: some Sequence<StoredModelSchema>) {
+        var keyTypes: [String: FieldType] = [:]
+        for schema in schemas { keyTypes[schema.name] = schema.keyFieldType }
+        self.keyTypes = keyTypes
+    }
+
     /// Decodes a record into field values by name, following the stored schema. Removed fields are
     /// included (under their old names) when `includeRemoved`.
-    static func decode(_ bytes: UnsafeRawBufferPointer, schema: ObjectSchema, includeRemoved: Bool = false) throws -> [String: StoredValue] {
+    func decode(_ bytes: UnsafeRawBufferPointer, schema: ObjectSchema, includeRemoved: Bool = false) throws -> [String: StoredValue] {
         let table = try FieldTable(bytes)
         var result: [String: StoredValue] = [:]
         for field in schema.fields where includeRemoved || !field.removed {
@@ -101,7 +111,7 @@ enum UntypedDecoding {
         return result
     }
 
-    static func value(_ bytes: UnsafeRawBufferPointer, type: FieldType) throws -> StoredValue {
+    func value(_ bytes: UnsafeRawBufferPointer, type: FieldType) throws -> StoredValue {
         func fixed(_ count: Int) throws -> UInt64 { try fixedWidthValue(bytes, count: count, place: "\(type) value") }
         switch type {
         case .optional(let inner): return try value(bytes, type: inner)
@@ -120,10 +130,15 @@ enum UntypedDecoding {
             var uuid = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)).uuid
             withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
             return .uuid(UUID(uuid: uuid))
-        case .decimal: return .decimal(Decimal(string: String(decoding: bytes, as: UTF8.self), locale: Locale(identifier: "en_US_POSIX")) ?? 0)
+        case .decimal:
+            let text = String(decoding: bytes, as: UTF8.self)
+            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+                throw StrataError.corruptRecord("Decimal \(jsonString(text)) does not parse")
+            }
+            return .decimal(decimal)
         case .url: return .url(String(decoding: bytes, as: UTF8.self))
         case .enumeration(let raw): return try value(bytes, type: raw)
-        case .reference(let model): return .reference(model: model, key: describeKey(bytes))
+        case .reference(let model): return .reference(model: model, key: try key(bytes, type: keyTypes[model]))
         case .object(let schema): return .object(try decode(bytes, schema: schema))
         case .array(let element):
             return .array(try CollectionLayout.readArray(bytes).map { $0.isNil ? .null : try value($0.bytes, type: element) })
@@ -136,13 +151,63 @@ enum UntypedDecoding {
         }
     }
 
-    /// A primary key's encoding as text, decoded when it is one of the common key types.
-    static func describeKey(_ bytes: UnsafeRawBufferPointer) -> String {
-        var body = bytes
-        if bytes.count == 9, bytes[0] == 1 { body = UnsafeRawBufferPointer(rebasing: bytes[1...]) }
-        if body.count == 8, let i = KeyEncoding.decode(Int64.self, from: body) { return String(i) }
-        if let s = KeyEncoding.decode(String.self, from: bytes) { return s }
-        if bytes.count == 16, let u = KeyEncoding.decode(UUID.self, from: bytes) { return u.uuidString }
-        return "0x" + bytes.map { String(format: "%02x", $0) }.joined()
+    /// A primary key (or a reference's target key), read by the key type the schema records:
+    /// never guessed from the bytes (a 6-byte string key is not an integer). A key whose type is
+    /// unknown (a catalog too old to record a computed key's type) comes back as its raw bytes.
+    func key(_ bytes: UnsafeRawBufferPointer, type: FieldType?) throws -> StoredValue {
+        guard let type else { return .data(Data(bytes)) }
+        var reader = KeyReader(bytes: bytes)
+        let value = try Self.keyValue(&reader, type: type)
+        guard reader.offset == bytes.count else {
+            throw StrataError.corruptRecord("a \(type) key of \(bytes.count) bytes has \(bytes.count - reader.offset) bytes left over")
+        }
+        return value
+    }
+
+    private static func keyValue(_ reader: inout KeyReader, type: FieldType) throws -> StoredValue {
+        func corrupt() -> StrataError { .corruptRecord("a key is too short for its type \(type)") }
+        switch type {
+        case .optional(let inner):
+            guard let tag = reader.byte() else { throw corrupt() }
+            if tag == 0 { return .null }
+            guard tag == 1 else { throw StrataError.corruptRecord("an optional key has tag \(tag)") }
+            return try keyValue(&reader, type: inner)
+        case .bool:
+            guard let b = reader.byte() else { throw corrupt() }
+            return .bool(b != 0)
+        case .int(_, let signed):
+            if signed { guard let i = reader.int() else { throw corrupt() }; return .int(i) }
+            guard let u = reader.uint() else { throw corrupt() }
+            return .uint(u)
+        case .double, .float:
+            guard let d = reader.double() else { throw corrupt() }
+            return .double(d)
+        case .date:
+            guard let d = reader.double() else { throw corrupt() }
+            return .date(Date(timeIntervalSinceReferenceDate: d))
+        case .string, .url:
+            guard let bytes = reader.escaped() else { throw corrupt() }
+            let text = String(decoding: bytes, as: UTF8.self)
+            return type == .url ? .url(text) : .string(text)
+        case .data:
+            guard let bytes = reader.escaped() else { throw corrupt() }
+            return .data(Data(bytes))
+        case .uuid:
+            guard let uuid = reader.read(UUID.self) else { throw corrupt() }
+            return .uuid(uuid)
+        case .enumeration(let raw):
+            return try keyValue(&reader, type: raw)
+        default:
+            throw StrataError.corruptRecord("\(type) cannot be a key")
+        }
+    }
+
+    /// A key as text for messages: strings as they are, other values as JSON.
+    static func text(_ key: StoredValue) -> String {
+        switch key {
+        case .string(let s), .url(let s): return s
+        case .reference(_, let inner): return text(inner)
+        default: return key.json
+        }
     }
 }

@@ -99,3 +99,33 @@ public struct ObjectSchema: Equatable, Sendable, Codable {
         return true
     }
 }
+
+extension FieldType {
+    /// The stored type of a primitive Swift type named as `String(describing:)` names it
+    /// ("Int", "Optional<String>", "UUID"); nil for anything else.
+    init?(primitiveTypeName name: String) {
+        if name.hasPrefix("Optional<"), name.hasSuffix(">") {
+            guard let inner = FieldType(primitiveTypeName: String(name.dropFirst("Optional<".count).dropLast())) else { return nil }
+            self = .optional(inner)
+            return
+        }
+        switch name {
+        case "Bool": self = .bool
+        case "Int", "Int64": self = .int(bits: 64, signed: true)
+        case "Int32": self = .int(bits: 32, signed: true)
+        case "Int16": self = .int(bits: 16, signed: true)
+        case "Int8": self = .int(bits: 8, signed: true)
+        case "UInt", "UInt64": self = .int(bits: 64, signed: false)
+        case "UInt32": self = .int(bits: 32, signed: false)
+        case "UInt16": self = .int(bits: 16, signed: false)
+        case "UInt8": self = .int(bits: 8, signed: false)
+        case "Double": self = .double
+        case "Float": self = .float
+        case "String": self = .string
+        case "Data": self = .data
+        case "Date": self = .date
+        case "UUID": self = .uuid
+        default: return nil
+        }
+    }
+}

@@ -34,6 +34,8 @@ struct ProbeFailure: Error {
 
 final class ProbeState {
     let modelName: String
+    /// Set when probing for field names (`FieldNames`): leaves get telltale values.
+    var marking: ProbeMarking?
 
     init(modelName: String) { self.modelName = modelName }
 
@@ -46,13 +48,21 @@ final class ProbeState {
         if depth > SchemaProbe.maxDepth {
             throw fail(path, "nesting deeper than \(SchemaProbe.maxDepth) levels (a recursive type? use Ref<M> to link objects)")
         }
-        if let (fieldType, value) = primitive(T.self) { return (fieldType, value) }
+        if let (fieldType, placeholder) = primitive(T.self) {
+            guard let marking else { return (fieldType, placeholder) }
+            let value = marking.value(T.self) ?? placeholder
+            marking.record(value, at: path)
+            return (fieldType, value)
+        }
         if let reference = T.self as? any ReferenceType.Type {
             let keyDecoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
             let value = try T(from: keyDecoder)
             return (.reference(reference.targetModelName), value)
         }
-        if let (raw, value) = try enumPlaceholder(T.self, path: path) { return (.enumeration(raw), value) }
+        if let (raw, value) = try enumPlaceholder(T.self, path: path) {
+            marking?.record(value, at: path)
+            return (.enumeration(raw), value)
+        }
         if T.self is any AnyDictionary.Type && !(T.self is any StringKeyedDictionary.Type) {
             throw fail(path, "\(T.self): only dictionaries with String keys can be stored")
         }
@@ -122,6 +132,7 @@ final class ProbeState {
         guard let raw = T.self as? any RawRepresentable.Type else { return nil }
         let rawType = try rawFieldType(raw, path: path)
         if let iterable = T.self as? any CaseIterable.Type, let first = firstCase(iterable) as? T {
+            if let marking, marking.enumBit(), let second = secondCase(iterable) as? T { return (rawType, second) }
             return (rawType, first)
         }
         if _isPOD(T.self) && !(T.self is AnyClass) && MemoryLayout<T>.size <= 8 {
@@ -135,6 +146,7 @@ final class ProbeState {
     }
 
     private func firstCase<C: CaseIterable>(_ type: C.Type) -> Any? { C.allCases.first }
+    private func secondCase<C: CaseIterable>(_ type: C.Type) -> Any? { C.allCases.dropFirst().first }
 
     private func rawFieldType<R: RawRepresentable>(_ type: R.Type, path: [String]) throws -> FieldType {
         guard let (fieldType, _) = primitive(R.RawValue.self) else {
@@ -216,8 +228,11 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return false
     }
 
+    /// Where a value decoded under `key` sits: a field, or (for a dictionary) any value of it.
+    private func path(_ key: Key) -> [String] { decoder.path + [decoder.dictionaryMode ? "[key]" : key.stringValue] }
+
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        let (fieldType, value) = try decoder.state.probe(T.self, path: decoder.path + [key.stringValue], depth: decoder.depth)
+        let (fieldType, value) = try decoder.state.probe(T.self, path: path(key), depth: decoder.depth)
         if decoder.dictionaryMode {
             decoder.dictionaryValueType = fieldType
         } else if let i = decoder.fields.firstIndex(where: { $0.name == key.stringValue }), case .optional = decoder.fields[i].type {
@@ -229,7 +244,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        let (fieldType, value) = try decoder.state.probe(T.self, path: decoder.path + [key.stringValue], depth: decoder.depth)
+        let (fieldType, value) = try decoder.state.probe(T.self, path: path(key), depth: decoder.depth)
         if decoder.dictionaryMode {
             decoder.dictionaryValueType = .optional(fieldType)
         } else {

@@ -6,6 +6,11 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
     public var name: String
     /// The Swift type of the primary key, e.g. "String", "Optional<Int>".
     public var keyType: String
+    /// The stored field holding the primary key (`id`, or its coding key such as `_id`); nil when
+    /// `id` is computed (or in catalogs written before this was recorded: then `id` if stored).
+    public var keyField: String?
+    /// How the primary key is stored (nil in catalogs written before this was recorded).
+    public var key: FieldType?
     public var object: ObjectSchema
     public var indexes: [IndexSchema]
     /// Version of the whole schema, as given to `Database(…, schemaVersion:)`.
@@ -13,6 +18,27 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
 
     /// The tree holding the model's records.
     var recordTree: String { "m:" + name }
+
+    /// The stored field holding the primary key, if it is stored.
+    var keyFieldSchema: FieldSchema? { object.field(named: keyField ?? "id") }
+
+    /// The primary key's type: recorded, else that of its field, else read from the Swift type
+    /// name (older catalogs). Nil only for an old catalog of a computed key of an unknown type.
+    var keyFieldType: FieldType? {
+        if let key { return key }
+        if let field = keyFieldSchema { return field.type }
+        return FieldType(primitiveTypeName: keyType)
+    }
+
+    init(name: String, keyType: String, keyField: String?, key: FieldType?, object: ObjectSchema, indexes: [IndexSchema], schemaVersion: Int) {
+        self.name = name
+        self.keyType = keyType
+        self.keyField = keyField
+        self.key = key
+        self.object = object
+        self.indexes = indexes
+        self.schemaVersion = schemaVersion
+    }
 }
 
 /// One secondary index.
@@ -54,13 +80,10 @@ enum Catalog {
     }
 }
 
-/// Dotted field path of a key path: `\Person.address.city` → "address.city".
+/// The stored field path a key path reads: coding keys, not property names (`\Message.roomId`
+/// with `case roomId = "rid"` → "rid"; `\Person.address?.city` → "address.city"). See FieldNames.
 func fieldPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
-    let description = String(describing: keyPath)   // "\Person.address?.city"
-    guard description.hasPrefix("\\"), let dot = description.firstIndex(of: ".") else { return nil }
-    let path = description[description.index(after: dot)...].replacingOccurrences(of: "?", with: "").replacingOccurrences(of: "!", with: "")
-    if path.isEmpty || path.contains("(") || path.contains("[") { return nil }
-    return path
+    FieldNames.storedPath(of: keyPath)
 }
 
 extension ObjectSchema {

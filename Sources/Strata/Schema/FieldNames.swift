@@ -1,0 +1,230 @@
+import Foundation
+import Synchronization
+
+// Which stored field a key path reads. A key path names Swift properties (`\Message.roomId`); a
+// record stores fields under their coding keys (`case roomId = "rid"`), and only the type's own
+// `init(from:)` knows which is which. So the type is decoded a few times from the schema probe
+// with a telltale value in every leaf (a distinct number, string, date… per leaf; for Bools and
+// enums, one bit of the leaf's number per run), the probe noting which stored path received which
+// value, and the resulting instances are read back property by property through `Mirror`: a
+// property holding exactly the values a stored field received is that field. Nested structs,
+// optionals, arrays and hand-written `init(from:)` in any order work the same way. The table is
+// built once per type.
+
+/// Marks the leaves of one probing run (see `FieldNames`).
+final class ProbeMarking {
+    /// Runs give Bools and enums one bit of their leaf number each.
+    static let runs = 7
+    let run: Int
+    private var leaf = 0
+    /// Stored path (dotted, cut before any array element or dictionary value) → tokens beneath.
+    private(set) var tokens: [String: Set<String>] = [:]
+
+    init(run: Int) { self.run = run }
+
+    /// The next leaf's telltale value of a primitive type (nil: keep the placeholder).
+    func value<T>(_ type: T.Type) -> T? {
+        leaf += 1
+        let n = leaf
+        let bit = (n >> run) & 1 == 1
+        let value: Any?
+        switch T.self {
+        case is Bool.Type: value = bit
+        case is String.Type: value = "\u{1}\(n)"
+        case is Double.Type: value = Double(n) + 0.5
+        case is Float.Type: value = Float(n) + 0.5
+        case is Int.Type: value = n
+        case is Int8.Type: value = Int8(n % 127)
+        case is Int16.Type: value = Int16(truncatingIfNeeded: n)
+        case is Int32.Type: value = Int32(truncatingIfNeeded: n)
+        case is Int64.Type: value = Int64(n)
+        case is UInt.Type: value = UInt(n)
+        case is UInt8.Type: value = UInt8(n % 255)
+        case is UInt16.Type: value = UInt16(truncatingIfNeeded: n)
+        case is UInt32.Type: value = UInt32(truncatingIfNeeded: n)
+        case is UInt64.Type: value = UInt64(n)
+        case is Date.Type: value = Date(timeIntervalSinceReferenceDate: Double(n) + 0.5)
+        case is UUID.Type:
+            var bytes = [UInt8](repeating: 0, count: 16)
+            bytes[15] = UInt8(truncatingIfNeeded: n)
+            bytes[14] = UInt8(truncatingIfNeeded: n >> 8)
+            value = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        case is Data.Type: value = Data("\u{1}\(n)".utf8)
+        case is Decimal.Type: value = Decimal(n)
+        case is URL.Type: value = URL(string: "strata:probe/\(n)")
+        default: value = nil
+        }
+        return value as? T
+    }
+
+    /// For an enum leaf: whether to take its second case this run.
+    func enumBit() -> Bool {
+        leaf += 1
+        return (leaf >> run) & 1 == 1
+    }
+
+    func record(_ value: Any, at path: [String]) {
+        guard let token = FieldNames.token(value) else { return }
+        var prefix = ""
+        tokens["", default: []].insert(token)
+        for component in path {
+            if component.hasPrefix("[") { break }   // inside an array or dictionary: no key path reaches it
+            prefix = prefix.isEmpty ? component : prefix + "." + component
+            tokens[prefix, default: []].insert(token)
+        }
+    }
+}
+
+/// A key path as a cache key. `@unchecked Sendable`: key path objects are immutable once made
+/// (their components, equality and hash never change), so sharing one across threads is safe
+/// whatever the sendability of its root type, which is all the compiler cannot see.
+private struct SharedKeyPath: Hashable, @unchecked Sendable {
+    let keyPath: AnyKeyPath
+}
+
+enum FieldNames {
+    /// Property path → stored path, per type; nil when the type could not be probed.
+    private static let tables = Mutex<[ObjectIdentifier: [String: String]?]>([:])
+    private static let paths = Mutex<[SharedKeyPath: String?]>([:])
+
+    /// The stored (coding-key) path a key path reads, e.g. `\Message.roomId` → "rid",
+    /// `\Message.author?.name` → "author.name"; nil when it reads no stored field (a computed
+    /// property, a subscript). The primary key of a model whose `id` is computed is "#id".
+    static func storedPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
+        let key = SharedKeyPath(keyPath: keyPath)
+        if let known = paths.withLock({ $0[key] }) { return known }
+        let resolved = resolve(keyPath)
+        paths.withLock { $0[key] = resolved }
+        return resolved
+    }
+
+    private static func resolve<Root>(_ keyPath: PartialKeyPath<Root>) -> String? {
+        guard let property = propertyPath(of: keyPath) else { return nil }
+        guard let decodable = Root.self as? any Decodable.Type, let table = table(for: decodable) else {
+            return property   // not probed: the names are the best guess
+        }
+        if let stored = table[property] { return stored }
+        // `id` on an Identifiable type is the identity whether stored or computed.
+        if property == "id", Root.self is any Identifiable.Type { return primaryKeyPath }
+        return nil
+    }
+
+    /// The path conditions use for a primary key that is not a stored field.
+    static let primaryKeyPath = "#id"
+
+    /// The stored path of a model's `id` property, or `primaryKeyPath` when it is computed. (A
+    /// key path to `id` formed in generic code reaches it through the protocol and does not
+    /// describe itself by name, so this asks by the property's name.)
+    static func keyPath<M: Model>(of type: M.Type) -> String {
+        guard let table = table(for: M.self) else { return "id" }
+        return table["id"] ?? primaryKeyPath
+    }
+
+    /// The dotted property names of a key path: `\Person.address?.city` → "address.city".
+    static func propertyPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
+        let description = String(describing: keyPath)   // "\Person.address?.city?"
+        let root = "\\\(Root.self)."
+        let tail: Substring
+        if description.hasPrefix(root) {
+            tail = description.dropFirst(root.count)
+        } else {
+            guard description.hasPrefix("\\"), let dot = description.firstIndex(of: ".") else { return nil }
+            tail = description[description.index(after: dot)...]
+        }
+        let path = tail.replacingOccurrences(of: "?", with: "").replacingOccurrences(of: "!", with: "")
+        if path.isEmpty || path.contains("(") || path.contains("[") { return nil }
+        return path
+    }
+
+    private static func table(for type: any Decodable.Type) -> [String: String]? {
+        let id = ObjectIdentifier(type)
+        if let known = tables.withLock({ $0[id] }) { return known }
+        let built = build(type)
+        tables.withLock { $0[id] = built }
+        return built
+    }
+
+    private static func build<T: Decodable>(_ type: T.Type) -> [String: String]? {
+        var stored: [[String: Set<String>]] = []
+        var properties: [[String: Set<String>]] = []
+        for run in 0..<ProbeMarking.runs {
+            let marking = ProbeMarking(run: run)
+            let state = ProbeState(modelName: String(describing: T.self))
+            state.marking = marking
+            guard let (_, instance) = try? state.probe(T.self, path: [], depth: 0) else { return nil }
+            stored.append(marking.tokens)
+            var found: [String: Set<String>] = [:]
+            _ = walk(instance, path: "", record: true, into: &found)
+            properties.append(found)
+        }
+        guard let first = properties.first else { return nil }
+        var table: [String: String] = [:]
+        for property in first.keys {
+            let depth = property.split(separator: ".").count
+            let candidates = stored[0].keys.filter { path in
+                !path.isEmpty && path.split(separator: ".").count == depth
+                    && (0..<ProbeMarking.runs).allSatisfy { run in
+                        guard let mine = properties[run][property], !mine.isEmpty else { return false }
+                        return stored[run][path] == mine
+                    }
+            }
+            if candidates.count == 1 {
+                table[property] = candidates[0]
+            } else if candidates.contains(property) {
+                table[property] = property   // indistinguishable values (two enums stuck on one case): the same name decides
+            }
+        }
+        return table
+    }
+
+    /// Collects the tokens beneath `value`, recording them per property path when `record`.
+    private static func walk(_ value: Any, path: String, record: Bool, into found: inout [String: Set<String>]) -> Set<String> {
+        if let token = token(value) { return [token] }
+        let mirror = Mirror(reflecting: value)
+        var tokens = Set<String>()
+        switch mirror.displayStyle {
+        case .optional:
+            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: record, into: &found)) }
+        case .collection, .set:
+            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: false, into: &found)) }
+        case .dictionary:
+            for child in mirror.children {
+                let pair = Mirror(reflecting: child.value).children.map(\.value)
+                if pair.count == 2 { tokens.formUnion(walk(pair[1], path: path, record: false, into: &found)) }
+            }
+        case .struct:
+            for child in mirror.children {
+                guard let label = child.label else { continue }
+                let childPath = path.isEmpty ? label : path + "." + label
+                let beneath = walk(child.value, path: childPath, record: record, into: &found)
+                if record { found[childPath] = beneath }
+                tokens.formUnion(beneath)
+            }
+        default:
+            break
+        }
+        return tokens
+    }
+
+    /// A value's identity as both sides see it; nil for values that are not leaves.
+    static func token(_ value: Any) -> String? {
+        switch value {
+        case let v as Bool: return "Bool=\(v)"
+        case let v as String: return "String=\(v)"
+        case let v as Double: return "Double=\(v)"
+        case let v as Float: return "Float=\(v)"
+        case let v as Date: return "Date=\(v.timeIntervalSinceReferenceDate)"
+        case let v as UUID: return "UUID=\(v.uuidString)"
+        case let v as Data: return "Data=\(v.base64EncodedString())"
+        case let v as Decimal: return "Decimal=\(v)"
+        case let v as URL: return "URL=\(v.absoluteString)"
+        case let v as any BinaryInteger: return "\(type(of: v))=\(v)"
+        default:
+            if Mirror(reflecting: value).displayStyle == .enum, let raw = value as? any RawRepresentable {
+                return token(raw.rawValue).map { "enum \(type(of: value))=" + $0 }
+            }
+            return nil
+        }
+    }
+}
