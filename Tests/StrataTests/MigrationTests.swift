@@ -29,7 +29,7 @@ enum V2Additive {
 }
 
 enum V3Breaking {
-    struct Person: Model {
+    struct Person: Model, Equatable {
         static let modelName = "Person"
         static let indexes: [PartialKeyPath<Person> & Sendable] = [\.age]
         var id: String
@@ -112,5 +112,85 @@ struct MigrationTests {
         }
         let v1 = try Database(path: path, models: [V1.Person.self])
         #expect(try v1.object(V1.Person.self, key: "p1")?.age == "21")
+    }
+}
+
+/// The per-object migration path, typed accessors and the errors that name old types.
+struct MigrationPathTests {
+    func seeded() throws -> String {
+        let path = databasePath()
+        let db = try Database(path: path, models: [V1.Person.self])
+        try db.write { tx in
+            for i in 0..<2500 { try tx.insert(V1.Person(id: "p\(i)", name: "n\(i)", age: "\(20 + i % 50)", legacy: i)) }
+        }
+        return path
+    }
+
+    @Test func enumerateObjectsNeedsCodeOnlyForChangedFields() throws {
+        let path = try seeded()
+        var reports: [(Int, Int)] = []
+        let db = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { migration in
+            try migration.enumerateObjects("Person", progress: { reports.append(($0, $1)) }) { old, new in
+                if old.key.stringValue == "p13" { return new.delete() }
+                new["age"] = .int(Int64(old["age"]?.stringValue ?? "") ?? -1)
+                new["score"] = .double(Double(old["legacy"]?.intValue ?? 0) / 2)
+            }
+        }
+        #expect(try db.object(V3Breaking.Person.self, key: "p4") == V3Breaking.Person(id: "p4", name: "n4", age: 24, score: 2))
+        #expect(try db.object(V3Breaking.Person.self, key: "p13") == nil)
+        #expect(db.objects(V3Breaking.Person.self).count == 2499)
+        let age = 25
+        #expect(db.objects(V3Breaking.Person.self).filter(#Predicate { $0.age == age }).count == 50)
+        #expect(reports.map(\.0) == [1000, 2000, 2500] && reports.allSatisfy { $0.1 == 2500 }, "\(reports)")
+    }
+
+    @Test func aFieldLeftUnconvertedIsNamedWithItsOldType() throws {
+        let path = try seeded()
+        #expect {
+            _ = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { migration in
+                try migration.enumerateObjects("Person") { _, new in new["score"] = .double(1) }
+            }
+        } throws: { error in
+            guard case StrataError.typeMismatch(let model, let field, let reason) = error else { return false }
+            return model.hasPrefix("Person p") && field == "age" && reason.contains("String") && reason.contains("new[\"age\"]")
+        }
+        // Reading an object whose field still has its old type says so.
+        #expect {
+            _ = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { migration in
+                _ = try migration.transaction.object(V3Breaking.Person.self, key: "p1")
+            }
+        } throws: { error in "\(error)".contains("stored as String") && "\(error)".contains("migration") }
+    }
+
+    @Test func partialUpdatesInAMigrationTakeTheNewTypes() throws {
+        let path = try seeded()
+        let db = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { migration in
+            for old in try migration.objects("Person") {
+                guard let key = old.key.stringValue else { continue }
+                try migration.transaction.update(V3Breaking.Person.self, key: key,
+                                                 fields: ["age": Int(old["age"]?.stringValue ?? "") ?? 0, "score": 0.5])
+            }
+        }
+        #expect(try db.object(V3Breaking.Person.self, key: "p7")?.age == 27)
+    }
+
+    @Test func aVersionBumpAloneRunsTheMigration() throws {
+        let path = try seeded()
+        let db = try Database(store: try Store(path: path), models: [V1.Person.self], schemaVersion: 3) { migration in
+            try migration.enumerateObjects("Person") { old, new in new["name"] = .string((old["name"]?.stringValue ?? "").uppercased()) }
+        }
+        #expect(try db.object(V1.Person.self, key: "p2")?.name == "N2")
+    }
+
+    @Test func storedValuesDecodeToSwiftTypes() throws {
+        struct Geo: Codable, Equatable { var lat: Double; var when: Date; var tags: [String]; var blob: Data; var id: UUID }
+        let geo = Geo(lat: .infinity, when: Date(timeIntervalSinceReferenceDate: 1.000123), tags: ["a", "é"], blob: Data([0, 1, 255]), id: UUID())
+        let value = StoredValue.object(["lat": .double(geo.lat), "when": .date(geo.when), "tags": .array([.string("a"), .string("é")]),
+                                        "blob": .data(geo.blob), "id": .uuid(geo.id)])
+        #expect(try value.decode(Geo.self) == geo)
+        #expect(value["when"]?.dateValue == geo.when)
+        #expect(value["tags"]?.arrayValue?.count == 2)
+        #expect(value["id"]?.uuidValue == geo.id)
+        #expect(throws: StrataError.self) { try StoredValue.string("x").decode(Int.self) }
     }
 }

@@ -74,7 +74,9 @@ public final class Database: Sendable {
                     differences += result.1.differences
                     reconciled.append(result)
                 }
-                let migrating = !differences.isEmpty
+                // A migration runs for schema differences, and whenever the version grows (a
+                // data-only migration, as in Realm), but never on a new file.
+                let migrating = !differences.isEmpty || (migration != nil && !catalog.isEmpty && schemaVersion > storedVersion)
                 if migrating && (migration == nil || schemaVersion <= storedVersion) {
                     var reasons = differences
                     if migration != nil { reasons.append("schema version \(schemaVersion) must be above the stored version \(storedVersion) to migrate") }
@@ -119,15 +121,15 @@ public final class Database: Sendable {
     }
 
     /// Opens (or creates) the database at `path`, migrating it with `migration` when the stored
-    /// schema differs in ways that need one. The closure runs inside the same write transaction as
-    /// the schema change: it reads old records untyped and writes new objects; if it throws,
-    /// nothing changes. `schemaVersion` must grow with each migration.
+    /// schema differs in ways that need one, or when `schemaVersion` is above the stored one (a
+    /// migration of the data alone). The closure runs inside the same write transaction as the
+    /// schema change: it reads old records untyped and writes new ones; if it throws, nothing
+    /// changes. `schemaVersion` must grow with each migration. On a new file it does not run.
     ///
     /// ```swift
     /// let db = try Database(path: path, models: [Person.self], schemaVersion: 2) { migration in
-    ///     for old in try migration.objects("Person") {
-    ///         let age = Int(old.fields["age"]?.stringValue ?? "") ?? 0    // age was a String
-    ///         try migration.transaction.upsert(Person(id: old.fields["id"]?.stringValue ?? "", age: age))
+    ///     try migration.enumerateObjects("Person") { old, new in
+    ///         new["age"] = .int(Int64(old["age"]?.stringValue ?? "") ?? 0)    // age was a String
     ///     }
     /// }
     /// ```

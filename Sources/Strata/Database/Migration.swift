@@ -32,6 +32,29 @@ public final class Migration {
     public struct OldObject: Sendable {
         public let key: StoredValue
         public let fields: [String: StoredValue]
+
+        /// The old value of a field (removed fields included), or nil when it was not stored.
+        public subscript(field: String) -> StoredValue? { fields[field] }
+    }
+
+    /// The object `enumerateObjects` stores in place of an old one: its fields by stored name.
+    public struct MigrationObject: Sendable {
+        /// The new object's fields: the old ones whose type did not change, and what the
+        /// migration sets.
+        public var fields: [String: StoredValue]
+        /// Set by `delete()`: the object is not kept.
+        public private(set) var isDeleted = false
+
+        init(fields: [String: StoredValue]) { self.fields = fields }
+
+        /// A field's value; assigning nil clears an optional field.
+        public subscript(field: String) -> StoredValue? {
+            get { fields[field] }
+            set { fields[field] = newValue }
+        }
+
+        /// Drops the object from the migrated database.
+        public mutating func delete() { isDeleted = true }
     }
 
     /// Every stored object of `model` as it was before the migration (a copy: writing during the
@@ -48,6 +71,92 @@ public final class Migration {
             }
         }
         return result
+    }
+
+    /// Visits every object of `model` as it was before the migration, and stores what `body` makes
+    /// of it: Realm's `enumerateObjects`. `new` starts with every old field whose type did not
+    /// change; set the fields that are new or changed type (`new["age"] = .int(…)`), change any
+    /// other, or `new.delete()` the object. Whatever the closure leaves untouched keeps its stored
+    /// bytes. A field still missing (a new non-optional one, or one whose type changed) throws
+    /// `typeMismatch` naming the object and the field. `progress` is called with the number of
+    /// objects done and the total, every 1,000 objects and at the end.
+    ///
+    /// ```swift
+    /// let db = try Database(path: path, models: [Person.self], schemaVersion: 2) { migration in
+    ///     try migration.enumerateObjects("Person") { old, new in
+    ///         new["age"] = .int(Int64(old["age"]?.stringValue ?? "") ?? 0)   // was a String
+    ///     }
+    /// }
+    /// ```
+    public func enumerateObjects(_ model: String, progress: ((_ done: Int, _ total: Int) -> Void)? = nil,
+                                 _ body: (_ old: OldObject, _ new: inout MigrationObject) throws -> Void) throws {
+        guard let oldSchema = oldSchemas[model] else { return }
+        guard let newSchema = transaction.db.byName[model]?.stored else {
+            throw StrataError.unsupportedType(model: model, field: "(model)", reason: "the migration enumerates \(model), which is not among the models opened")
+        }
+        guard let tree = try wrapStorage({ try transaction.txn.tree(oldSchema.recordTree) }) else { return }
+        // A copy of the old records: the writes below change the tree.
+        var records: [(key: [UInt8], record: [UInt8])] = []
+        try wrapStorage { try tree.forEach { key, value in records.append((Array(key), Array(value))); return true } }
+        let decoding = UntypedDecoding(schemas: oldSchemas.values)
+        // Old fields that keep their id in the new schema kept their type.
+        let kept = Set(newSchema.object.fields.filter { !$0.removed }.compactMap { field in
+            oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
+        })
+        let keyName = newSchema.keyFieldSchema?.name
+        transaction.openTrees.removeAll()
+        let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
+        for (done, entry) in records.enumerated() {
+            let (oldKey, oldRecord) = entry
+            let old = try oldKey.withUnsafeBytes { key in
+                try oldRecord.withUnsafeBytes { record in
+                    OldObject(key: try decoding.key(key, type: oldSchema.keyFieldType),
+                              fields: try decoding.decode(record, schema: oldSchema.object, includeRemoved: true))
+                }
+            }
+            let carried = old.fields.filter { kept.contains($0.key) }
+            var new = MigrationObject(fields: carried)
+            try body(old, &new)
+            let objectName = "\(model) \(UntypedDecoding.text(old.key))"
+            if new.isDeleted {
+                _ = try wrapStorage { try target.delete(oldKey) }
+            } else {
+                var patch: [String: StoredValue] = [:]
+                for (name, value) in new.fields where carried[name] != value { patch[name] = value }
+                for name in carried.keys where new.fields[name] == nil { patch[name] = .null }
+                var encoder = PatchEncoder(model: model, options: PartialUpdateOptions(), registry: transaction.db)
+                let record = try oldRecord.withUnsafeBytes {
+                    try encoder.merge(patch, into: $0, schema: newSchema.object, path: FieldPath(model: objectName))
+                }
+                if !encoder.unknown.isEmpty {
+                    throw StrataError.unknownFields(model: objectName, fields: encoder.unknown.sorted())
+                }
+                if let missing = encoder.missing.sorted().first {
+                    let before = oldSchema.object.field(named: missing).map { " (stored as \($0.type) before this migration)" } ?? ""
+                    throw StrataError.typeMismatch(model: objectName, field: missing,
+                                                   reason: "no value for \(newSchema.object.field(named: missing)?.type.description ?? "the field")\(before): set new[\"\(missing)\"] in the migration")
+                }
+                var key = oldKey
+                if let keyName, let keyType = newSchema.keyFieldType, let newKey = new.fields[keyName], newKey != carried[keyName] || oldSchema.keyFieldType != keyType {
+                    key = try encoder.keyBytes(newKey, type: keyType, path: FieldPath(model: objectName, text: keyName))
+                }
+                try wrapStorage {
+                    if key != oldKey {
+                        _ = try target.delete(oldKey)
+                        guard try target.insert(key, record) else {
+                            throw StrataError.duplicateKey(model: model, key: newKey(key, newSchema, decoding))
+                        }
+                    } else {
+                        try target.put(key, record)
+                    }
+                }
+            }
+            if let progress, (done + 1) % 1000 == 0 || done + 1 == records.count { progress(done + 1, records.count) }
+        }
+    }
+
+    private func newKey(_ key: [UInt8], _ schema: StoredModelSchema, _ decoding: UntypedDecoding) -> String {
+        (try? key.withUnsafeBytes { try decoding.key($0, type: schema.keyFieldType) }).map(UntypedDecoding.text) ?? "?"
     }
 
     /// Deletes every stored object of `model` (old or new), e.g. before reinserting converted ones.

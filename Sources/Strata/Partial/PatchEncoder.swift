@@ -262,10 +262,27 @@ struct PatchEncoder {
 
     private func date(_ value: StoredValue, path: FieldPath) throws -> Date {
         if case .date(let d) = value { return d }
+        // Extended JSON, as DDP (Meteor) and MongoDB send dates: {"$date": milliseconds since
+        // 1970}, or {"$date": {"$numberLong": "…"}}, or {"$date": "ISO 8601"}; in every format.
+        if case .object(let fields) = value, fields.count == 1, let inner = fields["$date"] {
+            switch inner {
+            case .int(let ms): return Date(timeIntervalSince1970: Double(ms) / 1000)
+            case .uint(let ms): return Date(timeIntervalSince1970: Double(ms) / 1000)
+            case .double(let ms) where ms.isFinite: return Date(timeIntervalSince1970: ms / 1000)
+            case .string(let s):
+                if let d = Self.parseISO8601(s) { return d }
+            case .object(let long):
+                if long.count == 1, case .string(let digits)? = long["$numberLong"], let ms = Int64(digits) {
+                    return Date(timeIntervalSince1970: Double(ms) / 1000)
+                }
+            default: break
+            }
+            throw expected("{\"$date\": milliseconds since 1970, {\"$numberLong\": \"…\"} or an ISO 8601 string}", value, path)
+        }
         let format = options.dateFormat
         if format == .iso8601 {
             guard case .string(let s) = value, let d = Self.parseISO8601(s) else {
-                throw expected("an ISO 8601 date-time string such as 2024-05-01T12:30:00Z", value, path)
+                throw expected("an ISO 8601 date-time string such as 2024-05-01T12:30:00Z or 2024-05-01T12:30:00.125+02:00, or {\"$date\": milliseconds}", value, path)
             }
             return d
         }
@@ -286,7 +303,10 @@ struct PatchEncoder {
     private static let iso8601 = Date.ISO8601FormatStyle()
     private static let iso8601Fractional = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
+    /// Exact for Strata's own output (any number of fraction digits, expanded years); Foundation's
+    /// parser for anything else it accepts.
     static func parseISO8601(_ s: String) -> Date? {
+        if let d = ISO8601.parse(s) { return d }
         if let d = try? iso8601.parse(s) { return d }
         return try? iso8601Fractional.parse(s)
     }
@@ -301,6 +321,13 @@ struct PatchEncoder {
         }
         var out: [UInt8] = []
         try appendKey(value, type: keyType, to: &out, path: path)
+        return out
+    }
+
+    /// The key encoding of `value` as a key of `type` (a primary key given untyped).
+    func keyBytes(_ value: StoredValue, type: FieldType, path: FieldPath) throws -> [UInt8] {
+        var out: [UInt8] = []
+        try appendKey(value, type: type, to: &out, path: path)
         return out
     }
 

@@ -202,6 +202,17 @@ final class ObjectDecodingState {
         return (field, table.entries[e])
     }
 
+    /// Why field `name` has no value in this record: written before the field existed, or (when
+    /// the record still holds a value under the field's old id) before a migration changed its type.
+    func missing(_ name: String) -> StrataError {
+        let current = schema.fields.first { $0.name == name && !$0.removed }
+        if let old = schema.fields.last(where: { $0.name == name && $0.removed && table.index(of: $0.id, hint: 0) != nil }) {
+            let now = current.map { " to \($0.type)" } ?? ""
+            return context.appending(name).mismatch("stored as \(old.type), written before a migration changed the field\(now); convert it in the migration (Migration.enumerateObjects)")
+        }
+        return context.appending(name).mismatch("no value stored (field added after this record was written?)")
+    }
+
     func slice(_ entry: FieldTable.Entry) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: bytes[entry.start..<entry.end])
     }
@@ -240,7 +251,7 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
             throw state.context.appending(key.stringValue).mismatch("the schema has no field \(key.stringValue)")
         }
         guard let entry, !entry.isNil else {
-            throw state.context.appending(key.stringValue).mismatch("no value stored (field added after this record was written?)")
+            throw state.missing(key.stringValue)
         }
         return (field, state.slice(entry))
     }
@@ -308,7 +319,7 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
         guard let entry, !entry.isNil else {
             // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
             if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
-            throw state.context.appending(key.stringValue).mismatch("no value stored (field added after this record was written?)")
+            throw state.missing(key.stringValue)
         }
         return try decodeGeneric(T.self, key, field, state.slice(entry))
     }

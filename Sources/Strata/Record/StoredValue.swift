@@ -22,7 +22,8 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { json }
 
-    /// The value as JSON text (dates as ISO 8601, data as base64, keys sorted).
+    /// The value as JSON text: dates as exact ISO 8601 (every fraction digit), data as base64,
+    /// non-finite numbers as quoted text ("nan", "inf", "-inf"), object keys sorted.
     public var json: String {
         switch self {
         case .null: return "null"
@@ -32,7 +33,11 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         case .double(let d): return d.isFinite ? "\(d)" : "\"\(d)\""
         case .string(let s): return jsonString(s)
         case .data(let d): return jsonString(d.base64EncodedString())
-        case .date(let d): return jsonString(d.formatted(.iso8601))
+        case .date(let d):
+            // Exact ISO 8601 (all the fraction digits a Date has); a date that is not a finite
+            // number of seconds has no such text, and is written as its number, quoted like a
+            // non-finite Double.
+            return jsonString(ISO8601.format(d) ?? "\(d.timeIntervalSinceReferenceDate)")
         case .uuid(let u): return jsonString(u.uuidString)
         case .decimal(let d): return d.description
         case .url(let u): return jsonString(u)
@@ -61,7 +66,50 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         }
     }
     public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    public var dateValue: Date? { if case .date(let d) = self { return d } else { return nil } }
+    public var dataValue: Data? { if case .data(let d) = self { return d } else { return nil } }
+    public var uuidValue: UUID? { if case .uuid(let u) = self { return u } else { return nil } }
+    public var decimalValue: Decimal? {
+        switch self {
+        case .decimal(let d): return d
+        case .int(let i): return Decimal(i)
+        case .uint(let u): return Decimal(u)
+        default: return nil
+        }
+    }
+    public var urlValue: URL? { if case .url(let u) = self { return URL(string: u) } else { return nil } }
+    /// The elements of an array (or set).
+    public var arrayValue: [StoredValue]? { if case .array(let a) = self { return a } else { return nil } }
+    /// The fields of a nested struct, or the entries of a `[String: T]`.
+    public var objectValue: [String: StoredValue]? { if case .object(let o) = self { return o } else { return nil } }
+    /// The key a reference points at (typed as the target's key).
+    public var referenceKey: StoredValue? { if case .reference(_, let key) = self { return key } else { return nil } }
+    public var isNull: Bool { self == .null }
     public subscript(field: String) -> StoredValue? { if case .object(let f) = self { return f[field] } else { return nil } }
+
+    /// The value as a Swift type, decoded from its JSON form: for migrations that read an old
+    /// nested struct, array or reference whole.
+    ///
+    /// ```swift
+    /// let address = try old["address"]?.decode(Address.self)
+    /// let tags = try old["tags"]?.decode([String].self) ?? []
+    /// ```
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            if let date = ISO8601.parse(text) { return date }
+            if let seconds = Double(text) { return Date(timeIntervalSinceReferenceDate: seconds) }
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "\(text) is not an ISO 8601 date")
+        }
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        do {
+            return try decoder.decode(T.self, from: Data(json.utf8))
+        } catch {
+            throw StrataError.invalidInput("cannot read \(json.count > 80 ? String(json.prefix(80)) + "…" : json) as \(T.self): \(error)")
+        }
+    }
 }
 
 func jsonString(_ s: String) -> String {
