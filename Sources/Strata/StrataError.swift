@@ -31,6 +31,9 @@ public enum StrataError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownFields(model: String, fields: [String])
     /// An object cannot be created from the fields given: these required fields are missing.
     case incompleteObject(model: String, key: String, missing: [String])
+    /// An update cannot apply: it creates a nested struct (one that was nil) without these of
+    /// its required fields (dotted paths).
+    case incompleteUpdate(model: String, key: String, missing: [String])
     /// The storage engine failed.
     case storage(StorageError)
 
@@ -51,6 +54,8 @@ public enum StrataError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .unknownFields(model, fields): return "unknown fields for \(model): \(fields.joined(separator: ", "))"
         case let .incompleteObject(model, key, missing):
             return "cannot create \(model) \(key): missing required fields \(missing.joined(separator: ", "))"
+        case let .incompleteUpdate(model, key, missing):
+            return "cannot update \(model) \(key): the new nested value lacks required fields \(missing.joined(separator: ", "))"
         case let .storage(error): return error.description
         }
     }

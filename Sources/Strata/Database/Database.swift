@@ -1,5 +1,6 @@
 import Foundation
 import Dispatch
+import Synchronization
 
 /// A Strata database: your `Model` structs, stored in one file, read through snapshots from any
 /// thread, written one transaction at a time.
@@ -19,6 +20,8 @@ public final class Database: Sendable {
     let observerQueue = DispatchQueue(label: "strata.observers")
     /// Routes commits to this handle's results observers.
     let observers: ObserverHub
+    /// The newest snapshot handed out, shared by the reads of the same commit (see `snapshot()`).
+    let newestSnapshot = Mutex<WeakSnapshot?>(nil)
     /// Writes from `write(…) async` and `writeAsync`, grouped into shared commits.
     let writes = WriteQueue()
 
@@ -168,9 +171,15 @@ public final class Database: Sendable {
         try body(try snapshot())
     }
 
-    /// A snapshot of the newest commit, kept until released.
+    /// A snapshot of the newest commit, kept until released. Snapshots of the same commit are one
+    /// object: however many `Results` of it are kept, they hold one reader slot between them (a
+    /// slot per distinct commit kept alive, 1,024 per file by default).
     public func snapshot() throws -> Snapshot {
-        Snapshot(db: self, txn: try wrapStorage { try store.beginRead() })
+        let latest = store.latestVersion
+        if let shared = newestSnapshot.withLock({ $0?.snapshot }), shared.version == latest { return shared }
+        let fresh = Snapshot(db: self, txn: try wrapStorage { try store.beginRead() })
+        newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
+        return fresh
     }
 
     /// The object with primary key `key`, from the newest commit.
@@ -215,4 +224,10 @@ final class ModelRegistry: Sendable {
         }
         return info
     }
+}
+
+/// The newest snapshot handed out, without keeping it alive.
+final class WeakSnapshot: Sendable {
+    weak let snapshot: Snapshot?
+    init(_ snapshot: Snapshot) { self.snapshot = snapshot }
 }

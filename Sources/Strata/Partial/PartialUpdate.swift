@@ -183,6 +183,9 @@ extension Transaction {
             throw StrataError.unknownFields(model: info.name, fields: encoder.unknown.sorted())
         }
         if !encoder.missing.isEmpty {
+            if oldRecord != nil {
+                throw StrataError.incompleteUpdate(model: info.name, key: describeKey(key), missing: encoder.missing.sorted())
+            }
             throw StrataError.incompleteObject(model: info.name, key: describeKey(key), missing: encoder.missing.sorted())
         }
         let object = try record.withUnsafeBytes { try info.decode($0) }
