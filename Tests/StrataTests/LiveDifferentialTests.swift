@@ -28,6 +28,7 @@ import Synchronization
 //   STRATA_LIVE_DIFF_CAP           failures reported per observer (default 6; every kind is counted)
 //   STRATA_LIVE_DIFF_ORACLE_EVERY  compare every n-th delivery with the query re-run on its own
 //                                  snapshot (default 1: every delivery)
+//   STRATA_LIVE_DIFF_SHAPES        only these observers, e.g. "12,25" (indices in LDShape.all())
 
 // MARK: The model
 
@@ -298,6 +299,8 @@ struct LDConfig: Sendable {
     var timeout = 10.0
     var cap = 6
     var oracleEvery = 1
+    /// Only these shapes (by index in `LDShape.all()`), to chase one failure.
+    var shapes: Set<Int>?
 
     static func fromEnvironment() -> LDConfig {
         let env = ProcessInfo.processInfo.environment
@@ -308,6 +311,7 @@ struct LDConfig: Sendable {
         if let v = env["STRATA_LIVE_DIFF_TIMEOUT"].flatMap({ Double($0) }), v > 0 { config.timeout = v }
         if let v = env["STRATA_LIVE_DIFF_CAP"].flatMap({ Int($0) }), v >= 1 { config.cap = v }
         if let v = env["STRATA_LIVE_DIFF_ORACLE_EVERY"].flatMap({ Int($0) }), v >= 1 { config.oracleEvery = v }
+        if let v = env["STRATA_LIVE_DIFF_SHAPES"] { config.shapes = Set(v.split(separator: ",").compactMap { Int($0) }) }
         return config
     }
 }
@@ -445,7 +449,7 @@ final class LDChecker: Sendable {
     private func checkChange(_ old: [LDThing], _ new: [LDThing], _ change: (deletions: [Int], insertions: [Int], modifications: [Int]),
                              n: Int, version: UInt64) {
         let (deletions, insertions, modifications) = change
-        let context = "version \(version), deletions \(deletions) insertions \(insertions) modifications \(modifications); "
+        let context = "version \(version), deletions \(LDDiff.ids(deletions)) insertions \(LDDiff.ids(insertions)) modifications \(LDDiff.ids(modifications)); "
             + "previous \(LDDiff.ids(old.map(\.id))) new \(LDDiff.ids(new.map(\.id)))"
         if deletions.isEmpty && insertions.isEmpty && modifications.isEmpty {
             record("empty change set delivered", context, delivery: n)
@@ -453,10 +457,10 @@ final class LDChecker: Sendable {
         var valid = true
         for (name, list, bound) in [("deletions", deletions, old.count), ("insertions", insertions, new.count), ("modifications", modifications, new.count)] {
             if zip(list, list.dropFirst()).contains(where: { $0 >= $1 }) {
-                record("change set indices not strictly ascending", "\(name) \(list); " + context, delivery: n)
+                record("change set indices not strictly ascending or repeated", "\(name) \(LDDiff.ids(list)); " + context, delivery: n)
             }
             if list.contains(where: { $0 < 0 || $0 >= bound }) {
-                record("change set index out of range", "\(name) \(list) with \(bound) objects; " + context, delivery: n)
+                record("change set index out of range", "\(name) \(LDDiff.ids(list)) with \(bound) objects; " + context, delivery: n)
                 valid = false
             }
         }
@@ -485,27 +489,27 @@ final class LDChecker: Sendable {
         let insertionSet = Set(insertions)
         let keptNew = new.indices.filter { !insertionSet.contains($0) }
         var expected: [Int] = []
-        var detail: [String] = []
-        for (before, j) in zip(kept, keptNew) where !shape.same(before, new[j]) {
-            expected.append(j)
-            detail.append("\(j): \(before.short) → \(new[j].short)")
+        var before: [Int: LDThing] = [:]
+        for (old, j) in zip(kept, keptNew) {
+            before[j] = old
+            if !shape.same(old, new[j]) { expected.append(j) }
         }
         if expected != modifications {
-            let missing = Set(expected).subtracting(modifications).sorted()
-            let extra = Set(modifications).subtracting(expected).sorted()
-            let extraDetail = extra.map { j -> String in
-                let before = zip(kept, keptNew).first { $0.1 == j }?.0
-                return "\(j): \(before?.short ?? "?") → \(new[j].short)"
+            let show = { (indices: [Int]) -> String in
+                let shown = indices.prefix(3).map { j in "\(j): \(before[j]?.short ?? "?") → \(new[j].short)" }
+                return "\(indices) " + shown.joined(separator: "; ") + (indices.count > 3 ? "; …" : "")
             }
             record("modifications are not exactly the kept objects that changed",
-                   "missing \(missing) \(detail.filter { d in missing.contains { d.hasPrefix("\($0):") } }) extra \(extra) \(extraDetail); " + context,
+                   "not reported: \(show(Set(expected).subtracting(modifications).sorted())); "
+                   + "reported but unchanged\(shape.keyPaths == nil ? "" : " in the observed fields"): \(show(Set(modifications).subtracting(expected).sorted())); "
+                   + context,
                    delivery: n)
         }
     }
 }
 
 enum LDDiff {
-    static func ids(_ ids: [Int], limit: Int = 40) -> String {
+    static func ids(_ ids: [Int], limit: Int = 30) -> String {
         ids.count <= limit ? "\(ids)" : "\(Array(ids.prefix(limit))) … (\(ids.count) in all)"
     }
 
@@ -689,13 +693,13 @@ final class LDRun {
     var checkpoints = 0
     var checkpointTime: Duration = .zero
 
-    init(db: Database, model: LDModel, shapes: [LDShape], config: LDConfig) {
+    init(db: Database, model: LDModel, shapes: [(index: Int, shape: LDShape)], config: LDConfig) {
         self.db = db
         self.model = model
         self.config = config
         let snapshots = LDSnapshotObjects()
-        checkers = shapes.enumerated().map {
-            LDChecker(index: $0.offset, shape: $0.element, seed: config.seed, cap: config.cap, oracleEvery: config.oracleEvery, snapshots: snapshots)
+        checkers = shapes.map {
+            LDChecker(index: $0.index, shape: $0.shape, seed: config.seed, cap: config.cap, oracleEvery: config.oracleEvery, snapshots: snapshots)
         }
         queues = checkers.map { DispatchQueue(label: "live-diff-observer-\($0.index)") }
     }
@@ -797,7 +801,8 @@ final class LDRun {
         try await db.write { tx in try tx.insert(contentsOf: initial) }
         model.objects.withLock { m in for thing in initial { m[thing.id] = thing } }
 
-        let run = LDRun(db: db, model: model, shapes: LDShape.all(), config: config)
+        let shapes = LDShape.all().enumerated().map { (index: $0.offset, shape: $0.element) }.filter { config.shapes?.contains($0.index) ?? true }
+        let run = LDRun(db: db, model: model, shapes: shapes, config: config)
         run.observe()
         final class Counter: Sendable { let commits = Atomic<Int>(0) }
         let counter = Counter()
@@ -911,5 +916,119 @@ final class LDRun {
         if !summary.isEmpty { print("LiveDifferential failures by observer (seed \(seed)):\n" + summary.joined(separator: "\n")) }
         run.tokens.forEach { $0.invalidate() }
         commitToken.invalidate()
+    }
+}
+
+// MARK: Minimal reproductions of what the differential test finds
+
+/// Each mismatch class the differential test found, reduced to a few objects and writes. They
+/// state the contract (README "Live results", `Results.sorted`: ties keep primary-key order), so
+/// they fail until the bug is fixed.
+@Suite struct LiveDifferentialReproductions {
+    static func thing(_ id: Int, rank: Int = 0, count: Int = 0) -> LDThing {
+        LDThing(id: id, rank: rank, count: count, weight: 0, ratio: 0, name: "", note: "", when: Date(timeIntervalSinceReferenceDate: 0),
+                level: nil, kind: .red, tags: [], inner: LDInner(x: 0, label: ""))
+    }
+
+    /// What one observer delivered: ids, and the change set of updates.
+    struct Seen: Sendable, Equatable {
+        var ids: [Int]
+        var deletions: [Int] = []
+        var insertions: [Int] = []
+        var modifications: [Int] = []
+    }
+
+    final class Watch: Sendable {
+        let inbox = Inbox<Seen>()
+        let queue = DispatchQueue(label: "live-diff-repro")
+        let token: NotificationToken
+        let db: Database
+
+        init(_ results: Results<LDThing>, db: Database, keyPaths: [PartialKeyPath<LDThing> & Sendable]? = nil) {
+            self.db = db
+            let inbox = self.inbox
+            token = results.observe(on: queue, keyPaths: keyPaths) { change in
+                switch change {
+                case .initial(let r): inbox.append(Seen(ids: r.map(\.id)))
+                case .update(let r, let d, let i, let m): inbox.append(Seen(ids: r.map(\.id), deletions: d, insertions: i, modifications: m))
+                case .error(let error): Issue.record("\(error)")
+                }
+            }
+        }
+
+        /// Waits until the observers are idle: the hub's gather delay and pass, then this queue.
+        func settle() {
+            for _ in 0..<3 {
+                usleep(20_000)
+                db.observerQueue.sync {}
+                queue.sync {}
+            }
+        }
+
+        var all: [Seen] { inbox.all }
+    }
+
+    /// Reverse sort by an indexed field with equal values. The query walks the index backwards,
+    /// so ties come out in descending key order ([3, 2, 1]) — unlike the same sort with a filter
+    /// on an indexed field, sorted in memory ([1, 2, 3]); the observer maintains the results
+    /// incrementally assuming ascending ties, misplaces the updated object and keeps its old row:
+    /// [3, 2, 1] → [2, 3, 2, 1] → [1, 2, 3, 2, 1].
+    @Test func reverseSortOnAnIndexedFieldWithTies() throws {
+        let db = try Database.inMemory(models: [LDThing.self])
+        try db.write { tx in for id in 1...3 { try tx.insert(Self.thing(id)) } }
+        let byRankReverse = db.objects(LDThing.self).sorted(by: SortDescriptor(\.rank, order: .reverse))
+        #expect(byRankReverse.map(\.id) == [1, 2, 3], "ties keep primary-key order")
+        #expect(byRankReverse.map(\.id) == db.objects(LDThing.self).filter(#Predicate { $0.rank <= 2 })
+            .sorted(by: SortDescriptor(\.rank, order: .reverse)).map(\.id), "an indexed filter does not change the order of ties")
+
+        let watch = Watch(byRankReverse, db: db)
+        watch.settle()
+        try db.write { tx in try tx.update(LDThing.self, key: 2) { $0.count = 1 } }
+        watch.settle()
+        try db.write { tx in try tx.update(LDThing.self, key: 1) { $0.count = 1 } }
+        watch.settle()
+        let fresh = db.objects(LDThing.self).sorted(by: SortDescriptor(\.rank, order: .reverse)).map(\.id)
+        let seen = watch.all
+        #expect(seen.count == 3)
+        for delivery in seen { #expect(Set(delivery.ids).count == delivery.ids.count, "no object twice: \(delivery.ids)") }
+        #expect(seen.last?.ids == fresh, "the observer ends on the query's results: \(seen.map(\.ids))")
+        #expect(seen.dropFirst().allSatisfy { $0.deletions.isEmpty && $0.insertions.isEmpty && $0.modifications.count == 1 },
+                "updates that move nothing are one modification each: \(seen)")
+        watch.token.invalidate()
+    }
+
+    /// A filtered window with an offset. Deleting an object before the window, or updating it out
+    /// of the filter, shifts the window, but the observer judges the commit irrelevant (the object
+    /// was not in the window and does not match now) and delivers nothing.
+    @Test func filteredWindowWithAnOffset() throws {
+        let db = try Database.inMemory(models: [LDThing.self])
+        try db.write { tx in for id in 0..<10 { try tx.insert(Self.thing(id, rank: 1, count: id)) } }
+        let window = db.objects(LDThing.self).filter(#Predicate { $0.rank != 0 }).sorted(by: SortDescriptor(\.count)).offset(2).prefix(3)
+        let watch = Watch(window, db: db)
+        watch.settle()
+        try db.write { tx in try tx.delete(LDThing.self, key: 0) }
+        watch.settle()
+        #expect(watch.all.last?.ids == [3, 4, 5], "after deleting #0: \(watch.all)")
+        try db.write { tx in try tx.update(LDThing.self, key: 1) { $0.rank = 0 } }
+        watch.settle()
+        #expect(watch.all.last?.ids == [4, 5, 6], "after filtering out #1: \(watch.all)")
+        watch.token.invalidate()
+    }
+
+    /// `observe(keyPaths: [\.inner.x])`: a commit that changes only `inner.label` is delivered as
+    /// a modification (the observer watches the whole top-level field `inner`, by design of
+    /// ResultsObserver, but the README promises that changes to other fields deliver nothing).
+    @Test func keyPathIntoANestedStruct() throws {
+        let db = try Database.inMemory(models: [LDThing.self])
+        try db.write { tx in for id in 0..<3 { try tx.insert(Self.thing(id)) } }
+        let watch = Watch(db.objects(LDThing.self), db: db, keyPaths: [\.inner.x])
+        watch.settle()
+        try db.write { tx in try tx.update(LDThing.self, key: 1) { $0.inner.label = "only the label" } }
+        watch.settle()
+        #expect(watch.all.count == 1, "a change outside inner.x delivers nothing: \(watch.all)")
+        try db.write { tx in try tx.update(LDThing.self, key: 1) { $0.inner.x = 5 } }
+        watch.settle()
+        #expect(watch.all.last == Seen(ids: [0, 1, 2], modifications: [1]))
+        watch.token.invalidate()
     }
 }
