@@ -245,6 +245,16 @@ struct LDShape: Sendable {
 
     func same(_ a: [LDThing], _ b: [LDThing]) -> Bool { a.count == b.count && zip(a, b).allSatisfy { same($0, $1) } }
 
+    /// Observers started while two threads write.
+    static func late() -> [LDShape] {
+        [
+            LDShape(name: "no filter (started during writes)", sort: [.int(\.rank, "rank")]),
+            LDShape(name: "weight < 1 (started during writes)", predicate: #Predicate<LDThing> { $0.weight < 1 }, sort: [.double(\.weight, "weight")]),
+            LDShape(name: "rank == 1 || count == 5 (started during writes)", predicate: #Predicate<LDThing> { $0.rank == 1 || $0.count == 5 },
+                    sort: [.string(\.note, "note")], limit: 40),
+        ]
+    }
+
     static func all() -> [LDShape] {
         let red = LDKind.red
         let e = "e"
@@ -657,6 +667,10 @@ enum LDWrites {
     }
 }
 
+final class LDTokens: Sendable {
+    let all = Mutex<[NotificationToken]>([])
+}
+
 /// Runs `body(i)` on `count` new threads and returns when all have finished.
 func ldOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
     final class Left: Sendable {
@@ -683,10 +697,13 @@ func ldOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async 
 final class LDRun {
     let db: Database
     let model: LDModel
-    let checkers: [LDChecker]
-    let queues: [DispatchQueue]
+    private(set) var checkers: [LDChecker]
+    private(set) var queues: [DispatchQueue]
     let config: LDConfig
+    let snapshots = LDSnapshotObjects()
     var tokens: [NotificationToken] = []
+    /// Tokens of observers started on a writer's thread.
+    let lateTokens = LDTokens()
     /// Observers that did not converge at some checkpoint: not waited for again (a broken one
     /// would cost a timeout at every checkpoint), only checked once the others have converged.
     var diverged = Set<Int>()
@@ -697,7 +714,7 @@ final class LDRun {
         self.db = db
         self.model = model
         self.config = config
-        let snapshots = LDSnapshotObjects()
+        let snapshots = self.snapshots
         checkers = shapes.map {
             LDChecker(index: $0.index, shape: $0.shape, seed: config.seed, cap: config.cap, oracleEvery: config.oracleEvery, snapshots: snapshots)
         }
@@ -705,11 +722,21 @@ final class LDRun {
     }
 
     func observe() {
-        for (checker, queue) in zip(checkers, queues) {
-            tokens.append(checker.shape.build(db.objects(LDThing.self)).observe(on: queue, keyPaths: checker.shape.keyPaths) { change in
-                checker.receive(change)
-            })
-        }
+        for (checker, queue) in zip(checkers, queues) { tokens.append(LDRun.start(checker, on: queue, db: db)) }
+    }
+
+    static func start(_ checker: LDChecker, on queue: DispatchQueue, db: Database) -> NotificationToken {
+        checker.shape.build(db.objects(LDThing.self)).observe(on: queue, keyPaths: checker.shape.keyPaths) { change in checker.receive(change) }
+    }
+
+    /// Checkers (and their queues) for observers the caller starts later, with `start`; they are
+    /// part of every checkpoint from now on.
+    func addLate(_ shapes: [(index: Int, shape: LDShape)]) -> [(LDChecker, DispatchQueue)] {
+        let late = shapes.map { (LDChecker(index: $0.index, shape: $0.shape, seed: config.seed, cap: config.cap, oracleEvery: config.oracleEvery,
+                                           snapshots: snapshots), DispatchQueue(label: "live-diff-observer-\($0.index)")) }
+        checkers += late.map(\.0)
+        queues += late.map(\.1)
+        return late
     }
 
     var deliveries: Int { checkers.map(\.deliveries).reduce(0, +) }
@@ -729,9 +756,13 @@ final class LDRun {
         }
     }
 
-    /// Waits until every observer's latest delivery equals a fresh query of its shape. With
-    /// `oracle`, also checks the fresh queries against the plain oracle over the dictionary model,
-    /// and the model against the database.
+    /// Waits until every observer's latest delivery equals a fresh query of its shape.
+    ///
+    /// With `oracle`, the fresh queries (`db.objects` with the observer's shape) are also checked
+    /// against the plain oracle over the dictionary model, and the model against the database.
+    /// Without it (after single transactions, where checkpoints are many), an observer that
+    /// equals the plain oracle over the model is taken as converged, and `db.objects` only runs
+    /// for the others (decoding is what a checkpoint costs in a debug build).
     func checkpoint(_ label: String, oracle: Bool) async throws {
         let began = ContinuousClock.now
         defer {
@@ -740,29 +771,43 @@ final class LDRun {
         }
         try await drain()
         let snapshot = try db.snapshot()
-        let fresh = checkers.map { Array($0.shape.build(snapshot.objects(LDThing.self))) }
+        let models = model.objects.withLock { $0 }.values.sorted { $0.id < $1.id }
+        var plain: [[LDThing]?] = []
+        for checker in checkers {
+            do {
+                plain.append(try checker.shape.plain(models))
+            } catch {
+                checker.record("oracle error", "\(error)", delivery: nil)
+                plain.append(nil)
+            }
+        }
+        var freshQueries: [Int: [LDThing]] = [:]
+        func fresh(_ i: Int) -> [LDThing] {
+            if let done = freshQueries[i] { return done }
+            let results = Array(checkers[i].shape.build(snapshot.objects(LDThing.self)))
+            freshQueries[i] = results
+            return results
+        }
         if oracle {
-            let models = model.objects.withLock { $0 }.values.sorted { $0.id < $1.id }
             let stored = Array(snapshot.objects(LDThing.self))
             if !LDThing.same(stored, models) {
                 model.problem("seed \(config.seed), \(label): the dictionary model is out of step with the database: "
                               + LDDiff.describe(expected: models, delivered: stored, expectedName: "model", deliveredName: "database"))
             }
-            for (checker, expected) in zip(checkers, fresh) {
-                do {
-                    let plain = try checker.shape.plain(models)
-                    if !LDThing.same(plain, expected) {
-                        checker.record("db.objects query differs from the plain-array oracle over the dictionary model",
-                                       "\(label), version \(snapshot.version): "
-                                       + LDDiff.describe(expected: plain, delivered: expected, expectedName: "plain oracle", deliveredName: "db.objects"),
-                                       delivery: nil)
-                    }
-                } catch {
-                    checker.record("oracle error", "\(error)", delivery: nil)
+            for (i, checker) in checkers.enumerated() {
+                if let expected = plain[i], !LDThing.same(expected, fresh(i)) {
+                    checker.record("db.objects query differs from the plain-array oracle over the dictionary model",
+                                   "\(label), version \(snapshot.version): "
+                                   + LDDiff.describe(expected: expected, delivered: fresh(i), expectedName: "plain oracle", deliveredName: "db.objects"),
+                                   delivery: nil)
                 }
             }
         }
-        func converged(_ i: Int) -> Bool { checkers[i].shape.same(checkers[i].latest, fresh[i]) }
+        func converged(_ i: Int) -> Bool {
+            let latest = checkers[i].latest
+            if !oracle, let expected = plain[i], checkers[i].shape.same(latest, expected) { return true }
+            return checkers[i].shape.same(latest, fresh(i))
+        }
         var pending = Set(checkers.indices).filter { !converged($0) }
         let start = ContinuousClock.now
         let deadline = start + .seconds(config.timeout)
@@ -780,7 +825,7 @@ final class LDRun {
             let checker = checkers[i]
             checker.record("observer does not converge to a fresh query at quiescence",
                            "\(label), version \(snapshot.version), latest delivery #\(checker.deliveries): "
-                           + LDDiff.describe(expected: fresh[i], delivered: checker.latest, expectedName: "fresh db.objects", deliveredName: "observer",
+                           + LDDiff.describe(expected: fresh(i), delivered: checker.latest, expectedName: "fresh db.objects", deliveredName: "observer",
                                              same: checker.shape.same),
                            delivery: nil)
         }
@@ -850,10 +895,22 @@ final class LDRun {
         // commits the observers of the first must see too).
         let other = try Database(path: path, models: [LDThing.self], options: StoreOptions(durability: .noSync))
         let handles = [db, other]
+        // Three observers also start while the first burst runs, from a third thread.
+        let late = run.addLate(LDShape.late().enumerated().map { (index: 100 + $0.offset, shape: $0.element) })
         for (burst, size) in split(config.transactions * 25 / 100, 2).enumerated() {
             let seeds = nextSeeds(size)
             let halves = [seeds.enumerated().filter { $0.offset % 2 == 0 }.map(\.element), seeds.enumerated().filter { $0.offset % 2 == 1 }.map(\.element)]
-            await ldOnThreads(2) { t in
+            let starting = burst == 0 ? late : []
+            let lateTokens = run.lateTokens
+            await ldOnThreads(3) { t in
+                if t == 2 {
+                    for (i, (checker, queue)) in starting.enumerated() {
+                        usleep(UInt32(2_000 + 3_000 * i))
+                        let token = LDRun.start(checker, on: queue, db: db)
+                        lateTokens.all.withLock { $0.append(token) }
+                    }
+                    return
+                }
                 for s in halves[t] { LDWrites.syncTransaction(handles[t], model: model, seed: s, config: config) }
             }
             try await run.checkpoint("after two-thread burst \(burst + 1)", oracle: true)
@@ -915,6 +972,7 @@ final class LDRun {
               + "\(run.checkpoints) checkpoints (\(seconds(run.checkpointTime))); \(phases.joined(separator: ", ")); \(seconds(ContinuousClock.now - started))")
         if !summary.isEmpty { print("LiveDifferential failures by observer (seed \(seed)):\n" + summary.joined(separator: "\n")) }
         run.tokens.forEach { $0.invalidate() }
+        run.lateTokens.all.withLock { $0.forEach { $0.invalidate() } }
         commitToken.invalidate()
     }
 }
