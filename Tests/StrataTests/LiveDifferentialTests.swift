@@ -132,6 +132,27 @@ enum LDField: CaseIterable {
         }
     }
 
+    /// Adds this field of `source` to a partial update's fields (`Transaction.update(_:key:fields:)`).
+    func patch(from source: LDThing, into fields: inout [String: Any]) {
+        switch self {
+        case .rank: fields["rank"] = source.rank
+        case .count: fields["count"] = source.count
+        case .weight: fields["weight"] = source.weight
+        case .ratio: fields["ratio"] = source.ratio
+        case .name: fields["name"] = source.name
+        case .note: fields["note"] = source.note
+        case .when: fields["when"] = source.when
+        case .level: fields["level"] = source.level.map { $0 as Any } ?? NSNull()
+        case .kind: fields["kind"] = source.kind
+        case .tags: fields["tags"] = source.tags
+        case .inner: fields["inner"] = ["x": source.inner.x, "label": source.inner.label] as [String: Any]
+        case .innerX, .innerLabel:
+            var inner = fields["inner"] as? [String: Any] ?? [:]   // nested structs merge field by field
+            if self == .innerX { inner["x"] = source.inner.x } else { inner["label"] = source.inner.label }
+            fields["inner"] = inner
+        }
+    }
+
     /// Fields the key-path observers of `count` and `ratio` do not watch (`innerLabel` is also
     /// outside what the observer of `inner.x` watches).
     static let unobserved: [LDField] = [.note, .tags, .inner, .innerX, .innerLabel, .level]
@@ -202,7 +223,7 @@ struct LDShape: Sendable {
         if distinctByRank { parts.append("distinct(rank)") }
         if offset > 0 { parts.append("offset \(offset)") }
         if let limit { parts.append("prefix \(limit)") }
-        if keyPaths != nil { parts.append("keyPaths") }
+        if let keyPaths { parts.append("keyPaths [" + keyPaths.map { fieldPath(of: $0) ?? "?" }.joined(separator: ", ") + "]") }
         return parts.joined(separator: " | ")
     }
 
@@ -593,7 +614,17 @@ enum LDWrites {
             }
             let old = m[id]!
             switch roll {
-            case 14..<34:   // one field
+            case 28..<34:   // a partial update of one or two fields, from a dictionary
+                let fields = (0..<(1 + rng.below(2))).map { _ in LDField.allCases[rng.below(LDField.allCases.count)] }
+                var new = old
+                for field in fields { field.randomize(&new, &rng) }
+                var patch: [String: Any] = [:]
+                for field in fields { field.patch(from: new, into: &patch) }
+                let result = try tx.update(LDThing.self, key: id, fields: patch)
+                if !result.object.same(new) { note("partial update \(fields) of #\(id) stored \(result.object.short), the model expected \(new.short)") }
+                if result.changed == old.same(new) { note("partial update \(fields) of #\(id) says changed: \(result.changed), from \(old.short) to \(new.short)") }
+                m[id] = new
+            case 14..<28:   // one field
                 let field = LDField.allCases[rng.below(LDField.allCases.count)]
                 var new = old
                 field.randomize(&new, &rng)
@@ -815,8 +846,8 @@ final class LDRun {
             // Deliveries stopped a while ago and some observers still differ: they will not
             // converge (nothing is being written).
             let waitingFor = pending.subtracting(diverged)
-            if ContinuousClock.now - start > .seconds(1.5)
-                && waitingFor.allSatisfy({ ContinuousClock.now - checkers[$0].lastDelivery > .seconds(1.5) }) { break }
+            if ContinuousClock.now - start > .seconds(2)
+                && waitingFor.allSatisfy({ ContinuousClock.now - checkers[$0].lastDelivery > .seconds(2) }) { break }
             try await Task.sleep(for: .milliseconds(10))
             try await drain()
             pending = pending.filter { !converged($0) }
