@@ -66,6 +66,23 @@ struct LDThing: Model {
 
     static func same(_ a: [LDThing], _ b: [LDThing]) -> Bool { a.count == b.count && zip(a, b).allSatisfy { $0.same($1) } }
 
+    /// The stored fields whose value differs (top-level names, as `ObjectChange.changed` gives them).
+    func changedFields(to o: LDThing) -> Set<String> {
+        var fields = Set<String>()
+        if rank != o.rank { fields.insert("rank") }
+        if count != o.count { fields.insert("count") }
+        if weight.bitPattern != o.weight.bitPattern { fields.insert("weight") }
+        if ratio.bitPattern != o.ratio.bitPattern { fields.insert("ratio") }
+        if !name.utf8.elementsEqual(o.name.utf8) { fields.insert("name") }
+        if !note.utf8.elementsEqual(o.note.utf8) { fields.insert("note") }
+        if when.timeIntervalSinceReferenceDate.bitPattern != o.when.timeIntervalSinceReferenceDate.bitPattern { fields.insert("when") }
+        if level != o.level { fields.insert("level") }
+        if kind != o.kind { fields.insert("kind") }
+        if tags.count != o.tags.count || !zip(tags, o.tags).allSatisfy({ $0.utf8.elementsEqual($1.utf8) }) { fields.insert("tags") }
+        if inner.x != o.inner.x || !inner.label.utf8.elementsEqual(o.inner.label.utf8) { fields.insert("inner") }
+        return fields
+    }
+
     /// Readable, for failure messages (non-ASCII scalars escaped, so "é" and "e\u{301}" differ).
     var short: String {
         "#\(id){rank \(rank) count \(count) weight \(weight) ratio \(ratio) name \(LDThing.show(name)) note \(LDThing.show(note)) "
@@ -723,6 +740,81 @@ func ldOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async 
 
 // MARK: The test
 
+/// Checks one `db.observe(LDThing.self, key:)`: every `.changed` names exactly the fields whose
+/// stored value differs from the previous delivery (or from the object when observation began),
+/// nothing follows `.deleted`, and at checkpoints the latest value is the stored one (or
+/// `.deleted` was delivered if the object is gone). `Sendable`: all mutable state is in a Mutex.
+final class LDObjectChecker: Sendable {
+    struct State {
+        var latest: LDThing
+        var deleted = false
+        var deliveries = 0
+        var failures: [String] = []
+        var counts: [String: Int] = [:]
+    }
+
+    let key: Int
+    let seed: UInt64
+    private let cap: Int
+    private let state: Mutex<State>
+
+    init(key: Int, baseline: LDThing, seed: UInt64, cap: Int) {
+        self.key = key
+        self.seed = seed
+        self.cap = cap
+        state = Mutex(State(latest: baseline))
+    }
+
+    var deliveries: Int { state.withLock { $0.deliveries } }
+    var failures: [String] { state.withLock { $0.failures } }
+    var counts: [String: Int] { state.withLock { $0.counts } }
+    var label: String { "object observer of #\(key)" }
+    var deleted: Bool { state.withLock { $0.deleted } }
+
+    func record(_ kind: String, _ message: String, delivery: Int?) {
+        let text = "seed \(seed), \(label)\(delivery.map { ", delivery #\($0)" } ?? ""): \(kind): \(message)"
+        state.withLock { s in
+            s.counts[kind, default: 0] += 1
+            if s.failures.count < cap || s.counts[kind] == 1 { s.failures.append(text) }
+        }
+    }
+
+    func receive(_ change: ObjectChange<LDThing>) {
+        let (n, previous, deleted) = state.withLock { s -> (Int, LDThing, Bool) in
+            s.deliveries += 1
+            return (s.deliveries, s.latest, s.deleted)
+        }
+        if deleted { record("delivery after .deleted", "\(change)", delivery: n) }
+        switch change {
+        case .changed(let object, let fields):
+            let expected = previous.changedFields(to: object)
+            if object.id != key { record("wrong object", object.short, delivery: n) }
+            if fields.isEmpty || Set(fields) != expected || Set(fields).count != fields.count {
+                record(".changed does not name exactly the changed fields",
+                       "fields \(fields), expected \(expected.sorted()): \(previous.short) → \(object.short)", delivery: n)
+            }
+            state.withLock { $0.latest = object }
+        case .deleted:
+            state.withLock { $0.deleted = true }
+        case .error(let error):
+            record("error delivered", "\(error)", delivery: n)
+        }
+    }
+
+    /// At a checkpoint: the stored object (nil if there is none).
+    func check(stored: LDThing?, label: String) {
+        let (latest, deleted) = state.withLock { ($0.latest, $0.deleted) }
+        if deleted { return }   // observation ended; the key may have been used again since
+        guard let stored else {
+            record("deletion not delivered", "\(label): #\(key) is gone, last delivered \(latest.short)", delivery: nil)
+            return
+        }
+        if !latest.same(stored) {
+            record("object observer does not converge to the stored object", "\(label): delivered \(latest.short), stored \(stored.short)", delivery: nil)
+        }
+    }
+}
+
 /// The database, its observers and the checkpoints where they must agree with fresh queries.
 /// Used only by the test's task.
 final class LDRun {
@@ -735,6 +827,10 @@ final class LDRun {
     var tokens: [NotificationToken] = []
     /// Tokens of observers started on a writer's thread.
     let lateTokens = LDTokens()
+    private(set) var objectCheckers: [LDObjectChecker] = []
+    /// How many objects are watched one by one at any time.
+    let objectsObserved = 12
+    private let objectQueue = DispatchQueue(label: "live-diff-object-observers")
     /// Observers that did not converge at some checkpoint: not waited for again (a broken one
     /// would cost a timeout at every checkpoint), only checked once the others have converged.
     var diverged = Set<Int>()
@@ -756,6 +852,17 @@ final class LDRun {
         for (checker, queue) in zip(checkers, queues) { tokens.append(LDRun.start(checker, on: queue, db: db)) }
     }
 
+    /// Observes objects one by one (`db.observe(_:key:)`) from their current value.
+    func observeObjects(_ keys: [Int]) throws {
+        for key in keys {
+            guard let baseline = try db.object(LDThing.self, key: key), !objectCheckers.contains(where: { $0.key == key && !$0.deleted }) else { continue }
+            let checker = LDObjectChecker(key: key, baseline: baseline, seed: config.seed, cap: config.cap)
+            objectCheckers.append(checker)
+            tokens.append(db.observe(LDThing.self, key: key, on: objectQueue) { checker.receive($0) })
+        }
+        db.observerQueue.sync {}   // each observer has read its object: writes from now on are changes
+    }
+
     static func start(_ checker: LDChecker, on queue: DispatchQueue, db: Database) -> NotificationToken {
         checker.shape.build(db.objects(LDThing.self)).observe(on: queue, keyPaths: checker.shape.keyPaths) { change in checker.receive(change) }
     }
@@ -770,7 +877,7 @@ final class LDRun {
         return late
     }
 
-    var deliveries: Int { checkers.map(\.deliveries).reduce(0, +) }
+    var deliveries: Int { checkers.map(\.deliveries).reduce(0, +) + objectCheckers.map(\.deliveries).reduce(0, +) }
 
     /// Lets the observer machinery go idle: the hub's pass (after its gather delay), then every
     /// observer's queue, again until a round delivers nothing. A gather thread descheduled longer
@@ -782,6 +889,7 @@ final class LDRun {
             try await Task.sleep(for: .milliseconds(3))
             db.observerQueue.sync {}
             for queue in queues { queue.sync {} }
+            objectQueue.sync {}
             rounds += 1
             if deliveries == before || rounds >= 100 { return }
         }
@@ -861,6 +969,13 @@ final class LDRun {
                            delivery: nil)
         }
         diverged.formUnion(pending)
+        for checker in objectCheckers { checker.check(stored: try snapshot.object(LDThing.self, key: checker.key), label: label) }
+        // Deleted objects end their observers: observe others, so that `objectsObserved` stay watched.
+        let watched = objectCheckers.filter { !$0.deleted }.count
+        if watched < objectsObserved {
+            let free = models.map(\.id).filter { id in !objectCheckers.contains { $0.key == id && !$0.deleted } }
+            try observeObjects(Array(free.prefix(objectsObserved - watched)))
+        }
     }
 }
 
@@ -880,6 +995,7 @@ final class LDRun {
         let shapes = LDShape.all().enumerated().map { (index: $0.offset, shape: $0.element) }.filter { config.shapes?.contains($0.index) ?? true }
         let run = LDRun(db: db, model: model, shapes: shapes, config: config)
         run.observe()
+        try run.observeObjects(Array(stride(from: 0, to: config.objects, by: max(1, config.objects / run.objectsObserved))))
         final class Counter: Sendable { let commits = Atomic<Int>(0) }
         let counter = Counter()
         let commitToken = db.observeCommits(on: DispatchQueue(label: "live-diff-commits")) { _ in counter.commits.add(1, ordering: .relaxed) }
@@ -997,9 +1113,17 @@ final class LDRun {
             let more = counts.values.reduce(0, +) - checker.failures.count
             if more > 0 { Issue.record("seed \(seed), observer \(checker.index) [\(checker.shape.label)]: \(more) more failure(s) not shown") }
         }
+        for checker in run.objectCheckers {
+            let counts = checker.counts
+            if !counts.isEmpty {
+                summary.append("  \(checker.label): " + counts.sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }.joined(separator: "; "))
+            }
+            for failure in checker.failures { Issue.record(Comment(rawValue: failure)) }
+        }
         let seconds = { (d: Duration) in d.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1))) }
         print("LiveDifferential: seed \(seed), \(txn) transactions, \(config.objects) objects, \(run.checkers.count) observers, "
-              + "\(run.deliveries) deliveries, \(groupedWrites) kept grouped writes in \(groupedCommits) commits, "
+              + "\(run.objectCheckers.count) object observers (\(run.objectCheckers.map(\.deliveries).reduce(0, +)) deliveries, "
+              + "\(run.objectCheckers.filter(\.deleted).count) deleted), \(run.deliveries) deliveries in all, \(groupedWrites) kept grouped writes in \(groupedCommits) commits, "
               + "\(run.checkpoints) checkpoints (\(seconds(run.checkpointTime))); \(phases.joined(separator: ", ")); \(seconds(ContinuousClock.now - started))")
         if !summary.isEmpty { print("LiveDifferential failures by observer (seed \(seed)):\n" + summary.joined(separator: "\n")) }
         run.tokens.forEach { $0.invalidate() }
