@@ -631,6 +631,11 @@ enum LDWrites {
             }
             let old = m[id]!
             switch roll {
+            case 14..<28:   // one field
+                let field = LDField.allCases[rng.below(LDField.allCases.count)]
+                var new = old
+                field.randomize(&new, &rng)
+                try update(id, [field], to: new)
             case 28..<34:   // a partial update of one or two fields, from a dictionary
                 let fields = (0..<(1 + rng.below(2))).map { _ in LDField.allCases[rng.below(LDField.allCases.count)] }
                 var new = old
@@ -641,11 +646,6 @@ enum LDWrites {
                 if !result.object.same(new) { note("partial update \(fields) of #\(id) stored \(result.object.short), the model expected \(new.short)") }
                 if result.changed == old.same(new) { note("partial update \(fields) of #\(id) says changed: \(result.changed), from \(old.short) to \(new.short)") }
                 m[id] = new
-            case 14..<28:   // one field
-                let field = LDField.allCases[rng.below(LDField.allCases.count)]
-                var new = old
-                field.randomize(&new, &rng)
-                try update(id, [field], to: new)
             case 34..<44:   // several fields
                 let fields = (0..<(2 + rng.below(3))).map { _ in LDField.allCases[rng.below(LDField.allCases.count)] }
                 var new = old
