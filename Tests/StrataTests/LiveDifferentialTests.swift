@@ -10,10 +10,12 @@ import Synchronization
 // re-run on the very snapshot the delivery came from; at quiescence the observer's latest results
 // must equal a fresh `db.objects(...)` query, and that query must equal a plain-array oracle
 // (`Predicate.evaluate` + `SortDescriptor.compare`, ties by id, NaN above every number) over a
-// dictionary model maintained alongside the writes.
+// dictionary model maintained alongside the writes. Three more observers start while two
+// threads write, and a dozen objects are watched one by one (`db.observe(_:key:)`: the changed
+// fields named exactly, deletion delivered, the latest value equal to the stored one).
 //
-// Writes: random transactions (inserts, updates of one or several fields, updates of fields some
-// observers ignore, identical writes, moves across sort positions and filters, deletes, upserts,
+// Writes: random transactions (inserts, updates of one or several fields, partial updates from
+// dictionaries, updates of fields some observers ignore, identical writes, moves across sort positions and filters, deletes, upserts,
 // delete(where:), refused duplicate inserts, rolled-back transactions), 40 % in bursts from one
 // thread, 5 % one single-write transaction at a time with a checkpoint after each, 25 % from two
 // threads at once (through two handles of the file), 30 % as async writes from many tasks at once
