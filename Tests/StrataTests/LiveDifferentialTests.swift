@@ -15,8 +15,9 @@ import Synchronization
 // fields named exactly, deletion delivered, the latest value equal to the stored one).
 //
 // Writes: random transactions (inserts, updates of one or several fields, partial updates from
-// dictionaries, updates of fields some observers ignore, identical writes, moves across sort positions and filters, deletes, upserts,
-// delete(where:), refused duplicate inserts, rolled-back transactions), 40 % in bursts from one
+// dictionaries, updates of fields some observers ignore, identical writes, moves across sort
+// positions and filters, deletes, upserts, delete(where:), refused duplicate inserts, rolled-back
+// transactions), 40 % in bursts from one
 // thread, 5 % one single-write transaction at a time with a checkpoint after each, 25 % from two
 // threads at once (through two handles of the file), 30 % as async writes from many tasks at once
 // (group commit merges them; some throw and are rolled back alone). Checkpoints follow every burst.
