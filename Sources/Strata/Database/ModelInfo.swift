@@ -27,6 +27,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// The stored field holding the primary key (`id`, or its coding key such as `_id`), or
     /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
     let keyPath: String
+    /// Spare coders for this model's records (see CoderPool).
+    private let decoders: CoderPool<ModelDecoder>
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
         self.name = stored.name
@@ -41,6 +43,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         }
         self.uniqueIndexPositions = indexes.indices.filter { indexes[$0].0.unique }
         self.keyPath = FieldNames.keyPath(of: M.self)
+        let object = stored.object, name = stored.name
+        self.decoders = CoderPool { ModelDecoder(schema: object, model: name) }
         self.indexIsArray = indexes.map { index in
             if case .array = stored.object.type(atPath: index.0.path)?.unwrapped { return true }
             return false
@@ -84,7 +88,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     }
 
     func decode(_ bytes: UnsafeRawBufferPointer) throws -> M {
-        try RecordDecoding.decode(M.self, from: bytes, schema: stored.object, model: name)
+        try decoders.with { try $0.decode(M.self, from: bytes) }
     }
 
     /// Index keys of `object` for index `i`: one per value (arrays index every element).

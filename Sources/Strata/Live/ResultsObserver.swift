@@ -45,7 +45,8 @@ extension Results {
     /// Calls `block` on `queue` with the initial results, then with each change after commits that
     /// affect them. The writer never waits: results are recomputed on a background queue, and
     /// commits that land before a delivery merge into one change. With `keyPaths`, a commit that
-    /// changes only other fields of the observed objects delivers nothing.
+    /// changes only other fields of the observed objects delivers nothing (a nested key path such
+    /// as `\.address.city` watches that nested field alone).
     ///
     /// ```swift
     /// let token = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).observe(on: .main) { change in
@@ -109,7 +110,9 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private let queue: DispatchQueue
     private let block: @Sendable (ResultsChange<M>) -> Void
     private var worker: DispatchQueue { db.observerQueue }
-    private let observedFields: [Int]?
+    /// With `keyPaths`, the stored fields they name, each as its path of field ids (a nested key
+    /// path reaches into the nested record): only their bytes are fingerprinted.
+    private let observedFields: [[Int]]?
     private let lifecycle = ObservationState()
     private var last: [ChangeSet.Row] = []
     private var lastKeys: Set<[UInt8]> = []
@@ -163,12 +166,13 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         self.block = block
         self.tree = (try? db.info(M.self))?.recordTree ?? ""
         if let keyPaths, let info = try? db.info(M.self) {
-            // Observed fields by id: a nested key path watches its top-level field.
-            let ids = keyPaths.compactMap { keyPath -> Int? in
-                guard let path = fieldPath(of: keyPath), let top = path.split(separator: ".").first else { return nil }
-                return info.stored.object.field(named: String(top))?.id
+            let paths = keyPaths.compactMap { keyPath -> [Int]? in
+                guard let path = fieldPath(of: keyPath) else { return nil }
+                return info.stored.object.fieldIDs(atPath: path)
             }
-            observedFields = ids.count == keyPaths.count ? ids : nil
+            // A key path that names no stored field (a computed property) cannot be narrowed
+            // down: every change is observed.
+            observedFields = paths.count == keyPaths.count ? paths : nil
         } else {
             observedFields = nil
         }
@@ -382,10 +386,12 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         return low
     }
 
-    /// Whether changes to `keys` can change the results: one was in them, or one now matches.
+    /// Whether changes to `keys` can change the results: one was in them, or one now matches. With
+    /// an offset, an object before the window that leaves the query (or is deleted) shifts the
+    /// window without ever having been in it or matching now: every change may matter.
     private func affects(_ keys: Set<[UInt8]>) throws -> Bool {
         if !keys.isDisjoint(with: lastKeys) { return true }
-        if !query.hasConditions { return true }
+        if !query.hasConditions || query.offset > 0 { return true }
         let info = try db.info(M.self)
         let snapshot = try db.observers.snapshot(db)
         guard let records = try wrapStorage({ try snapshot.txn.tree(info.recordTree) }) else { return false }
@@ -480,13 +486,19 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             hasher.combine(bytes: record)
             return hasher.finalize()
         }
-        for id in observedFields {
-            if let (bytes, isNil) = try RecordField.find(id, in: record) {
-                hasher.combine(isNil)
-                hasher.combine(bytes.count)
-                hasher.combine(bytes: bytes)
-            } else {
-                hasher.combine(-1)
+        for ids in observedFields {
+            // Down the path: a nil or missing struct on the way reads as that, below it nothing.
+            var current = record
+            var state = 0   // 0: value found; 1: nil; 2: missing
+            for id in ids {
+                guard let (bytes, isNil) = try RecordField.find(id, in: current) else { state = 2; break }
+                if isNil { state = 1; break }
+                current = bytes
+            }
+            hasher.combine(state)
+            if state == 0 {
+                hasher.combine(current.count)
+                hasher.combine(bytes: current)
             }
         }
         return hasher.finalize()

@@ -18,15 +18,14 @@ enum ISO8601 {
     /// further than `exactLimit` from 2001.
     static func format(_ date: Date) -> String? {
         let t = date.timeIntervalSinceReferenceDate
-        guard t.isFinite, abs(t) < exactLimit, var (negative, whole, fraction) = decimal(t),
-              let wholeSeconds = Int64(whole) else { return nil }
+        guard t.isFinite, abs(t) < exactLimit, let parts = decimal(t), let wholeSeconds = Int64(parts.whole) else { return nil }
         // Floor to whole seconds, keeping the fraction in 0..<1 (in decimal, exactly).
-        var seconds = negative ? -wholeSeconds : wholeSeconds
-        if negative && !fraction.isEmpty {
+        var seconds = parts.negative ? -wholeSeconds : wholeSeconds
+        var fraction = parts.fraction
+        if parts.negative && !fraction.isEmpty {
             seconds -= 1
             fraction = complement(fraction)
         }
-        negative = false
         let total = seconds + referenceOffset
         let days = total.floorDiv(86_400)
         let secondOfDay = total - days * 86_400

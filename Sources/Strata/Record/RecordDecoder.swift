@@ -91,6 +91,59 @@ enum RecordDecoding {
     }
 }
 
+/// Decodes one model's records, one after another: the decoder a model's `init(from:)` sees for a
+/// whole object. It is reused (see `CoderPool`), so decoding an object allocates nothing of its
+/// own: the field table keeps its storage, and the keyed container the type asks for (a box the
+/// standard library allocates, and looks its generic metadata up for, on every request) is made
+/// once per coding-key type and handed out again.
+final class ModelDecoder: Decoder {
+    let state: ObjectDecodingState
+    private var containerKeyType: ObjectIdentifier?
+    private var container: AnyObject?
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(schema: ObjectSchema, model: String) {
+        state = ObjectDecodingState(schema: schema, context: EncodingContext(model: model, path: []))
+    }
+
+    func decode<M: Decodable>(_ type: M.Type, from bytes: UnsafeRawBufferPointer) throws -> M {
+        try state.reset(bytes)
+        do {
+            return try M(from: self)
+        } catch let error as StrataError {
+            throw error
+        } catch {
+            throw state.context.mismatch("\(M.self).init(from:) failed: \(error)")
+        }
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        state.nextField = 0
+        state.nextEntry = 0
+        // A KeyedDecodingContainer is one reference to its box; the cast is checked by the key
+        // type's identity, and by size in case the standard library's layout ever changes.
+        if containerKeyType == ObjectIdentifier(Key.self), let container,
+           MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+            return unsafeBitCast(container, to: KeyedDecodingContainer<Key>.self)
+        }
+        let made = KeyedDecodingContainer(ObjectKeyedDecoding<Key>(state: state))
+        if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+            containerKeyType = ObjectIdentifier(Key.self)
+            container = unsafeBitCast(made, to: AnyObject.self)
+        }
+        return made
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        throw state.context.mismatch("stored as a struct, read as an array")
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        throw state.context.mismatch("stored as a struct, read as a single value")
+    }
+}
+
 /// A decoder positioned on one stored value; the containers it hands out follow the field type.
 final class ValueDecoder: Decoder {
     let fieldType: FieldType
@@ -139,7 +192,15 @@ struct FieldTable {
 
     var entries: [Entry] = []
 
+    init() {}
+
     init(_ bytes: UnsafeRawBufferPointer) throws {
+        try parse(bytes)
+    }
+
+    /// Reads the table of `bytes`, reusing this table's storage.
+    mutating func parse(_ bytes: UnsafeRawBufferPointer) throws {
+        entries.removeAll(keepingCapacity: true)
         var reader = ByteReader(bytes)
         let count = try reader.varint()
         guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("field count \(count) exceeds the record size") }
@@ -173,9 +234,9 @@ struct FieldTable {
 /// finds each field and no lookup table is built).
 final class ObjectDecodingState {
     let schema: ObjectSchema
-    let bytes: UnsafeRawBufferPointer
+    private(set) var bytes: UnsafeRawBufferPointer
     let context: EncodingContext
-    let table: FieldTable
+    private(set) var table: FieldTable
     var nextField = 0
     var nextEntry = 0
 
@@ -184,6 +245,22 @@ final class ObjectDecodingState {
         self.bytes = bytes
         self.context = context
         self.table = try FieldTable(bytes)
+    }
+
+    /// A state to be pointed at records one after another (`reset`).
+    init(schema: ObjectSchema, context: EncodingContext) {
+        self.schema = schema
+        self.bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+        self.context = context
+        self.table = FieldTable()
+    }
+
+    /// Points this state at another record, keeping its storage.
+    func reset(_ bytes: UnsafeRawBufferPointer) throws {
+        self.bytes = bytes
+        nextField = 0
+        nextEntry = 0
+        try table.parse(bytes)
     }
 
     /// The schema field named `name` and its table entry (nil when this record lacks it).
@@ -225,6 +302,8 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
         state = try ObjectDecodingState(schema: schema, bytes: bytes, context: context)
     }
+
+    init(state: ObjectDecodingState) { self.state = state }
 
     var allKeys: [Key] {
         let ids = Set(state.table.ids)

@@ -87,6 +87,23 @@ func fieldPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
 }
 
 extension ObjectSchema {
+    /// The field ids down a dotted path (one per level), looking through optional nested structs;
+    /// nil when the path names no stored field.
+    func fieldIDs(atPath path: String) -> [Int]? {
+        var schema = self
+        var ids: [Int] = []
+        let parts = path.split(separator: ".")
+        for (i, part) in parts.enumerated() {
+            guard let field = schema.field(named: String(part)) else { return nil }
+            ids.append(field.id)
+            if i < parts.count - 1 {
+                guard case .object(let nested) = field.type.unwrapped else { return nil }
+                schema = nested
+            }
+        }
+        return ids
+    }
+
     /// The type of the field at a dotted path, looking through optional nested structs.
     func type(atPath path: String) -> FieldType? {
         var schema = self
