@@ -2,22 +2,30 @@ import Testing
 import Foundation
 @testable import Strata
 
-// Differential test: Strata's queries must give exactly what Foundation gives for the same
+// Differential tests: Strata's queries must give exactly what Foundation gives for the same
 // `#Predicate` and `SortDescriptor` over a plain Swift array (the oracle). Predicates are generated
 // at run time (PredicateGenerator.swift) over edge values of every field kind, and every way of
 // reading results is compared: ids in order, keys, count, first, fetch, fetchCount, aggregates,
 // and the write transaction's own queries, on fresh data, after random writes and after reopening
 // the file.
 //
+//   randomQueriesMatchFoundation          random cases over DiffItem (Int keys, every field kind)
+//   stringKeysMatchFoundation             random cases over DiffKeyed (String keys)
+//   edgeConstantsMatchFoundation          every bound against every operator; every sort both ways
+//   stringMatchingMatchesItsDocumentation filter(_:matching:options:) against its documented calls
+//   knownIssue…                           the issue tracker's reproductions
+//
 //   STRATA_DIFF_CASES   number of random cases (default 400)
 //   STRATA_DIFF_SEED    seed (default below); every failure message names it
-//   STRATA_DIFF_GUARD=1 compare `count` with `fetch().count` before `map`/`Array(results)`, which
-//                       trap ("Index out of range") when the two disagree; off by default, so a
-//                       count bug crashes the run, as it would crash a user's `map`
+//   STRATA_DIFF_GUARD=1 compare `count` with `fetch().count` before `map`, which traps ("Index out
+//                       of range") when the two disagree; off by default, so a count bug crashes
+//                       the run, as it would crash a user's `map`
+//   STRATA_DIFF_LOG     a file to append every failing case to (the issues stop at 30 per test)
 //
 // The only semantics implemented by hand: NaN sorts above every number (Strata's definition;
 // Foundation has no order for it), and the documented `filter(_:matching:options:)` helper, whose
-// oracle is the Foundation call it documents.
+// oracle is the Foundation calls it documents. Two things are left out of generation because
+// Foundation itself misbehaves on them (see DiffStrings and diffFoundationTraps).
 
 enum DiffKind: String, Codable, Sendable, CaseIterable {
     case alpha, beta, gamma
@@ -498,42 +506,51 @@ enum DiffCheck {
         var lists: [(check: String, ids: [M.ID])] = []
         func list(_ check: String, _ got: [M.ID]) { if got != ids { lists.append((check, got)) } }
 
-        // Count first, on results nothing has evaluated yet (the index-only count path).
+        // Count first, on results nothing has evaluated yet (the count path: index entries or
+        // encoded records, nothing decoded).
+        let counted: Int?
         do {
-            let n = try fresh().fetchCount()
-            if n != ids.count { fail("fetchCount()", "\(ids.count)", "\(n)") }
+            counted = try fresh().fetchCount()
+            if counted != ids.count { fail("fetchCount()", "\(ids.count)", "\(counted ?? -1)") }
         } catch {
+            counted = nil
             fail("fetchCount() throws", "\(ids.count)", "\(error)")
         }
-        let fetched: [M]?
+        // `map` and `Array(_:)` on results that have not run yet: they take `count` from the count
+        // path, then read the elements, and trap when the two disagree (STRATA_DIFF_GUARD=1 checks
+        // first and reports instead). The other reads then hit the evaluated results.
+        let results = fresh()
+        if DiffEnvironment.guardMap {
+            let objects = (try? fresh().fetch()) ?? []
+            if counted == objects.count {
+                list("results.map(\\.id)", results.map(\.id))
+            } else {
+                fail("count vs elements (map and Array(results) would trap)", "count == fetch().count == \(ids.count)",
+                     "count \(counted ?? -1), fetch().count \(objects.count)")
+            }
+        } else {
+            list("results.map(\\.id)", results.map(\.id))
+        }
         do {
-            fetched = try fresh().fetch()
+            list("fetch()", try results.fetch().map(\.id))
         } catch {
-            fetched = nil
             fail("fetch() throws", describe(ids), "\(error)")
         }
-        if let fetched { list("fetch()", fetched.map(\.id)) }
-
-        let results = fresh()
         let count = results.count
         if count != ids.count { fail("count", "\(ids.count)", "\(count)") }
-        // `map` and `Array(_:)` rely on `count` agreeing with the elements (they trap otherwise).
-        if !DiffEnvironment.guardMap || fetched.map({ $0.count == count }) == true {
-            list("results.map(\\.id)", results.map(\.id))
-            list("Array(results)", Array(results).map(\.id))
-        } else {
-            fail("count vs elements (map and Array(results) would trap)", "count == fetch().count == \(ids.count)",
-                 "count \(count), fetch().count \(fetched?.count ?? -1)")
-        }
+        list("Array(results)", Array(results).map(\.id))
         if let error = results.error { fail("Results.error", "nil", "\(error)") }
         list("keys", results.keys)
         var iterated: [M.ID] = []
         for object in results { iterated.append(object.id) }
         list("for-in", iterated)
-        let first = fresh().first?.id
+        // `first` has a path of its own (one row) only for a plain scan.
+        let first = (c.predicates.isEmpty && c.tests.isEmpty && c.sort.isEmpty && c.distinct == nil ? fresh() : results).first?.id
         if first != ids.first { fail("first", "\(ids.first.map { "\($0)" } ?? "nil")", "\(first.map { "\($0)" } ?? "nil")") }
-        for aggregate in aggregates {
-            if let (e, a) = aggregate.compare(fresh(), expected) { fail(aggregate.name, e, a) }
+        // Aggregates: alternately on results that have not run (the path that reads one field of
+        // each record when the plan is exact) and on the evaluated ones.
+        for (k, aggregate) in aggregates.enumerated() {
+            if let (e, a) = aggregate.compare(k % 2 == 0 ? fresh() : results, expected) { fail(aggregate.name, e, a) }
         }
         var groups: [(checks: [String], ids: [M.ID])] = []
         for (check, got) in lists {
@@ -1145,7 +1162,26 @@ struct QueryDifferentialTests {
                         log.fail("tx.count throws", case: number, text, expected: "\(expected.count)", actual: "\(error)")
                     }
                 }
-                if working.random.chance(50) { throw Rollback() }
+                if working.random.chance(50) {
+                    // Before rolling back: `delete(_:where:)` removes exactly what the predicate matches.
+                    number += 1
+                    log.cases += 1
+                    let doomed = DiffFilter(working.tree(all, depth: working.random.below(3)))
+                    if let expected = try? all.filter({ try doomed.predicate.evaluate($0) }) {
+                        let text = "tx.delete(DiffItem.self, where: #Predicate { \(doomed.text) })"
+                        let deleted = try tx.delete(DiffItem.self, where: doomed.predicate)
+                        let gone = Set(expected.map(\.id))
+                        let left = try tx.objects(DiffItem.self).map(\.id)
+                        let expectedLeft = all.map(\.id).filter { !gone.contains($0) }
+                        var mismatches: [DiffMismatch] = []
+                        if deleted != expected.count { mismatches.append(DiffMismatch(check: "delete(_:where:) count", expected: "\(expected.count)", actual: "\(deleted)")) }
+                        if left != expectedLeft {
+                            mismatches.append(DiffMismatch(check: "objects left after delete(_:where:)", expected: DiffCheck.describe(expectedLeft), actual: DiffCheck.describe(left)))
+                        }
+                        log.fail(case: number, text, mismatches)
+                    }
+                    throw Rollback()
+                }
             }
             world = working
         } catch is Rollback {
@@ -1348,7 +1384,7 @@ extension QueryDifferentialTests {
             objects.append(item)
         }
         try db.write { tx in try tx.insert(contentsOf: objects) }
-        let needles = ["", "ana", "ANA", "Ana", "jose", "JOSE", "José", "cafe", "café", "CAFÉ", "e", "é", "\u{301}", "b", "ob", "a\u{0}", "\u{0}", "x"]
+        let needles = ["", "ana", "ANA", "jose", "JOSE", "José", "cafe", "CAFÉ", "e", "\u{301}", "ob", "a\u{0}"]
         var number = 0
         for needle in needles {
             for match in [StringMatch.equals(needle), .contains(needle), .beginsWith(needle), .endsWith(needle)] {
