@@ -434,8 +434,9 @@ struct SwiftTypechecker: Sendable {
             return URL(fileURLWithPath: exec)
         }
         // The Swift runtime this process loaded lives in <toolchain>/usr/lib/swift/<os>/; swiftc in <toolchain>/usr/bin/.
-        if let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8),
-           let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
+        // (Read with a FileHandle: String(contentsOfFile:) stops after the first page of a /proc file.)
+        if let maps = try? FileHandle(forReadingAtPath: "/proc/self/maps")?.readToEnd(),
+           let line = String(decoding: maps, as: UTF8.self).split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
            let slash = line.firstIndex(of: "/") {
             let candidate = URL(fileURLWithPath: String(line[slash...]))
                 .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
