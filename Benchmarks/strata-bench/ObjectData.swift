@@ -9,7 +9,7 @@ import Strata
 struct Item: Model, Equatable {
     static let indexes: [PartialKeyPath<Item> & Sendable] = [\.category]
 
-    /// The primary key.
+    /// The primary key: `i + 1` for object `i`.
     var id: Int64
     /// 16 to 32 ASCII letters and digits.
     var name: String
