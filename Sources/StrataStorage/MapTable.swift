@@ -21,8 +21,7 @@ final class MapTable: Sendable {
 
     init(file: FileIO, minimumBytes: Int) throws {
         self.file = file
-        let length = MapTable.reservation(for: minimumBytes)
-        let address = try file.map(length: length, writable: false)
+        let (address, length) = try MapTable.map(file, covering: minimumBytes)
         let first = Mapping(address: UInt(bitPattern: address), length: length)
         self.maps = Mutex([first])
         self.table = UnsafeMutablePointerBox(capacity: MapTable.capacity)
@@ -41,6 +40,22 @@ final class MapTable: Sendable {
         return length
     }
 
+    /// Maps the generous reservation for `bytes`; where the address space is limited (`ulimit -v`,
+    /// valgrind, small machines) and that fails, halves it down to twice `bytes` (more remaps
+    /// later, nothing else changes).
+    private static func map(_ file: FileIO, covering bytes: Int) throws -> (UnsafeMutableRawPointer, Int) {
+        var length = reservation(for: bytes)
+        let smallest = max(bytes * 2, 1 << 20)
+        while true {
+            do {
+                return (try file.map(length: length, writable: false), length)
+            } catch {
+                if length / 2 < smallest { throw error }
+                length /= 2
+            }
+        }
+    }
+
     /// The newest map.
     var current: Mapping { table.load(at: currentIndex.load(ordering: .acquiring)) }
 
@@ -51,8 +66,7 @@ final class MapTable: Sendable {
         return try maps.withLock { (maps) throws -> Mapping in
             if let last = maps.last, bytes <= last.length { return last }
             if maps.count >= MapTable.capacity { throw StorageError.internalError("too many remaps") }
-            let length = MapTable.reservation(for: bytes)
-            let address = try file.map(length: length, writable: false)
+            let (address, length) = try MapTable.map(file, covering: bytes)
             let mapping = Mapping(address: UInt(bitPattern: address), length: length)
             table.store(mapping, at: maps.count)
             maps.append(mapping)

@@ -21,7 +21,7 @@ struct DateTextTests {
 
     @Test func everyDateReadsBackToTheSameDouble() {
         var rng = SeededRandom(seed: 20261130)
-        var samples: [Double] = [0, -0.5, 0.125, 1e-9, 5e-324, -1e-300, 817_654_321.123456789, -978_307_200.000001,
+        var samples: [Double] = [0, -0.5, 0.125, 1e-9, Double.leastNonzeroMagnitude, -1e-300, 817_654_321.123456789, -978_307_200.000001,
                                  Date.distantPast.timeIntervalSinceReferenceDate, Date.distantFuture.timeIntervalSinceReferenceDate, 1e12, -1e12, 4e15]
         for _ in 0..<5000 {
             let scale = [1.0, 1e3, 1e6, 1e9, 1e12][rng.below(5)]

@@ -130,15 +130,45 @@ struct QueryEdgeTests {
         #expect(db.objects(Edge.self).filter(#Predicate { $0.id == 2 }).sum(of: \.n) == 1)
     }
 
-    @Test func forceUnwrapsAreNarrowingNotAnswers() throws {
+    @Test func forceUnwrapsTranslateOnlyWhereGuarded() throws {
         let objects = [Edge(id: 1, n: 0, opt: 3), Edge(id: 2, n: 0, opt: nil), Edge(id: 3, n: 0, opt: 9)]
         let db = try database(objects)
         let guarded = #Predicate<Edge> { $0.opt != nil && $0.opt! > 4 }
         #expect(db.objects(Edge.self).filter(guarded).keys == [3])
         #expect(db.objects(Edge.self).filter(guarded).count == 1)
+        #expect(db.objects(Edge.self).filter(guarded).explain().contains("i:Edge:opt"))
         let bare = #Predicate<Edge> { $0.opt! == 3 }
-        // Evaluating it on object 2 throws: no condition may answer it alone.
+        // Evaluating it on object 2 throws, so the query fails as evaluating it does.
         #expect(!db.objects(Edge.self).filter(bare).explain().contains("no residual filter"))
+        #expect(db.objects(Edge.self).filter(bare).error != nil)
+        #expect(throws: StrataError.self) { try db.objects(Edge.self).filter(bare).fetchCount() }
+        let orGuard = #Predicate<Edge> { $0.opt == nil || $0.opt! > 4 }
+        #expect(db.objects(Edge.self).filter(orGuard).keys == [2, 3])
+    }
+
+    @Test func stringRangesFollowSwiftsOwnComparison() throws {
+        struct Word: Model {
+            static let indexes: [PartialKeyPath<Word> & Sendable] = [\.indexed]
+            var id: Int
+            var indexed: String
+            var plain: String
+        }
+        let words = ["éb", "a", "z", "e\u{301}", "é", "ea"]
+        let objects = words.enumerated().map { Word(id: $0.offset, indexed: $0.element, plain: $0.element) }
+        let db = try Database.inMemory(models: [Word.self])
+        try db.write { tx in try tx.insert(contentsOf: objects) }
+        for bound in ["e\u{301}", "é", "éa", "e"] {
+            let predicates: [(Predicate<Word>, Predicate<Word>)] = [
+                (#Predicate { $0.indexed <= bound }, #Predicate { $0.plain <= bound }),
+                (#Predicate { $0.indexed > bound }, #Predicate { $0.plain > bound }),
+                (#Predicate { $0.indexed == bound }, #Predicate { $0.plain == bound }),
+            ]
+            for (onIndex, onRecords) in predicates {
+                let want = try objects.filter { try onIndex.evaluate($0) }.map(\.id)
+                #expect(db.objects(Word.self).filter(onIndex).keys == want, "\(bound.unicodeScalars.map(\.value))")
+                #expect(db.objects(Word.self).filter(onRecords).keys == want, "\(bound.unicodeScalars.map(\.value))")
+            }
+        }
     }
 }
 

@@ -12,13 +12,14 @@ public struct StringMatchOptions: OptionSet, Sendable {
 
 /// A string comparison for `filter(_:matching:options:)`.
 ///
-/// Without options each case means what the same `#Predicate` means, comparing `Character`s (so
-/// canonically equivalent strings match, and `"cafe\u{301}"` does not contain `"\u{301}"`):
-/// `.equals` is `==`, `.beginsWith` is `starts(with:)`, `.contains` is `contains`, `.endsWith`
-/// is `starts(with:)` on the reversed characters; an empty string begins, ends and is contained
-/// in every string. With options they are Foundation's `compare(_:options:)` and
-/// `range(of:options:)` with `.caseInsensitive` / `.diacriticInsensitive` (and `.anchored` for
-/// the ends), an empty string again matching every string.
+/// Each case means what the same `#Predicate` means, comparing `Character`s (so canonically
+/// equivalent strings match, and `"cafe\u{301}"` does not contain `"\u{301}"`): `.equals` is
+/// `==`, `.beginsWith` is `starts(with:)`, `.contains` is `contains`, `.endsWith` is
+/// `starts(with:)` on the reversed characters; an empty string begins, ends and is contained in
+/// every string. With options, the stored value and the string given are first folded with
+/// Foundation's `folding(options:locale:)` (no locale): `.caseInsensitive` folds case
+/// (`"Straße"` matches `"STRASSE"`), `.diacriticInsensitive` removes marks (`"José"` matches
+/// `"jose"`).
 public enum StringMatch: Sendable {
     case equals(String)
     case contains(String)
@@ -83,21 +84,22 @@ extension Results {
             case .endsWith: return .unknown
             }
         }
+        // With options both sides are folded first (Foundation's `folding(options:locale:)`, no
+        // locale), then compared as without: folding is total, where Foundation's
+        // `range(of:options:)` traps on some inputs on Linux ("é" searched for "e\u{0}").
+        let fold: @Sendable (String) -> String = { plain ? $0 : $0.folding(options: flags, locale: nil) }
+        let needle: String
+        switch match {
+        case .equals(let s), .contains(let s), .beginsWith(let s), .endsWith(let s): needle = fold(s)
+        }
         return FieldTest(condition: condition()) { object in
-            guard let value = unwrap(object[keyPath: keyPath]) else { return false }
-            if plain {
-                switch match {
-                case .equals(let s): return value == s
-                case .contains(let s): return PredicateSemantics.contains(value, s)
-                case .beginsWith(let s): return PredicateSemantics.startsWith(value, s)
-                case .endsWith(let s): return PredicateSemantics.startsWith(value.reversed(), s.reversed())
-                }
-            }
+            guard let stored = unwrap(object[keyPath: keyPath]) else { return false }
+            let value = fold(stored)
             switch match {
-            case .equals(let s): return value.compare(s, options: flags) == .orderedSame
-            case .contains(let s): return s.isEmpty || value.range(of: s, options: flags) != nil
-            case .beginsWith(let s): return s.isEmpty || value.range(of: s, options: flags.union(.anchored)) != nil
-            case .endsWith(let s): return s.isEmpty || value.range(of: s, options: flags.union([.anchored, .backwards])) != nil
+            case .equals: return value == needle
+            case .contains: return PredicateSemantics.contains(value, needle)
+            case .beginsWith: return PredicateSemantics.startsWith(value, needle)
+            case .endsWith: return PredicateSemantics.startsWith(value.reversed(), needle.reversed())
             }
         }
     }

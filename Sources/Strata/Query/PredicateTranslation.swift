@@ -5,10 +5,18 @@ import Foundation
 // the query still answers correctly by evaluating the predicate on decoded objects.
 //
 // A condition means exactly what the expression it came from means: `RecordFilter` evaluates it on
-// encoded records instead of the predicate, and an exact plan skips the predicate altogether. A
-// translation that can only over-approximate (a force unwrap, whose evaluation throws on nil; a
-// library helper whose own semantics differ) is wrapped in `.narrowing`: the planner may use it
-// to find candidates, and the whole predicate is then evaluated on every candidate.
+// encoded records instead of the predicate, and an exact plan skips the predicate altogether. So a
+// force unwrap (`$0.rank!`) translates only where the predicate has already made sure the field
+// is not nil (`$0.rank != nil && $0.rank! > 3`): anywhere else evaluating it throws for a nil
+// value, and only evaluating the predicate on every object says so.
+
+/// What the parts of a predicate already evaluated guarantee about the part being read: the
+/// fields that are certainly not nil there.
+struct TranslationScope {
+    var nonNil: Set<String> = []
+
+    func adding(_ paths: Set<String>) -> TranslationScope { TranslationScope(nonNil: nonNil.union(paths)) }
+}
 
 enum CompareOp: String, Sendable {
     case eq = "==", ne = "!=", lt = "<", le = "<=", gt = ">", ge = ">="
@@ -34,18 +42,27 @@ indirect enum Condition: CustomStringConvertible {
     case and(Condition, Condition)
     case or(Condition, Condition)
     case not(Condition)
-    /// Holds for every match (and perhaps for others): candidates only, never an answer.
-    case narrowing(Condition)
     case unknown
 
-    /// Whether this condition may stand in for the expression it came from (no `.narrowing` or
-    /// `.unknown` anywhere inside).
-    var isExactTranslation: Bool {
+    /// The fields certainly not nil wherever this condition is `holds` (for the right side of a
+    /// `&&`, true; of a `||`, false).
+    func nonNilPaths(when holds: Bool) -> Set<String> {
         switch self {
-        case .narrowing, .unknown: return false
-        case let .and(a, b), let .or(a, b): return a.isExactTranslation && b.isExactTranslation
-        case let .not(c): return c.isExactTranslation
-        default: return true
+        case let .isNil(path, isNil): return isNil != holds ? [path] : []
+        case let .compare(path, op, value):
+            // Equal to a value that is not nil: not nil.
+            let present = !((value as? any OptionalValue).map { $0.wrappedAny == nil } ?? false)
+            if holds && op == .eq && present { return [path] }
+            if !holds && op == .ne && present { return [path] }
+            return []
+        case let .and(a, b):
+            return holds ? a.nonNilPaths(when: true).union(b.nonNilPaths(when: true))
+                         : a.nonNilPaths(when: false).intersection(b.nonNilPaths(when: false))
+        case let .or(a, b):
+            return holds ? a.nonNilPaths(when: true).intersection(b.nonNilPaths(when: true))
+                         : a.nonNilPaths(when: false).union(b.nonNilPaths(when: false))
+        case let .not(c): return c.nonNilPaths(when: !holds)
+        default: return []
         }
     }
 
@@ -60,7 +77,6 @@ indirect enum Condition: CustomStringConvertible {
         case let .and(a, b): return "(\(a) && \(b))"
         case let .or(a, b): return "(\(a) || \(b))"
         case let .not(c): return "!(\(c))"
-        case let .narrowing(c): return "≈\(c)"
         case .unknown: return "<expression>"
         }
     }
@@ -77,7 +93,8 @@ func show(_ value: Any) -> String {
 }
 
 /// A predicate's operand: a field of the object, or a constant. A field read through a force
-/// unwrap is `unwrapped`: evaluating it throws where the field is nil, which no condition says.
+/// unwrap the scope does not vouch for is `unwrapped`: evaluating it throws where the field is
+/// nil, which no condition says.
 enum Operand {
     case root
     case field(String)
@@ -86,24 +103,27 @@ enum Operand {
     case nilLiteral
 }
 
-protocol OperandExpression { var operand: Operand? { get } }
-protocol ConditionExpression { var condition: Condition { get } }
+protocol OperandExpression { func operand(in scope: TranslationScope) -> Operand? }
+protocol ConditionExpression { func condition(in scope: TranslationScope) -> Condition }
 
 extension Predicate {
     /// What the planner understands of this predicate.
-    var condition: Condition {
-        (expression as? any ConditionExpression)?.condition ?? .unknown
-    }
+    var condition: Condition { Strata.condition(of: expression, in: TranslationScope()) }
+}
+
+/// The condition of any expression: `.unknown` unless its type is one this file reads.
+private func condition(of expression: Any, in scope: TranslationScope) -> Condition {
+    (expression as? any ConditionExpression)?.condition(in: scope) ?? .unknown
 }
 
 extension PredicateExpressions.Variable: OperandExpression {
-    var operand: Operand? { .root }
+    func operand(in scope: TranslationScope) -> Operand? { .root }
 }
 
 extension PredicateExpressions.KeyPath: OperandExpression where Root: OperandExpression {
-    var operand: Operand? {
+    func operand(in scope: TranslationScope) -> Operand? {
         guard let component = fieldPath(of: keyPath as PartialKeyPath<Root.Output>) else { return nil }
-        switch root.operand {
+        switch root.operand(in: scope) {
         case .root: return .field(component)
         case .field(let parent): return .field(parent + "." + component)
         default: return nil
@@ -112,33 +132,33 @@ extension PredicateExpressions.KeyPath: OperandExpression where Root: OperandExp
 }
 
 extension PredicateExpressions.Value: OperandExpression {
-    var operand: Operand? { .constant(value) }
+    func operand(in scope: TranslationScope) -> Operand? { .constant(value) }
 }
 
 extension PredicateExpressions.NilLiteral: OperandExpression {
-    var operand: Operand? { .nilLiteral }
+    func operand(in scope: TranslationScope) -> Operand? { .nilLiteral }
 }
 
 extension PredicateExpressions.ForcedUnwrap: OperandExpression where Inner: OperandExpression {
-    var operand: Operand? {
-        switch inner.operand {
-        case .field(let path)?, .unwrapped(let path)?: return .unwrapped(path)
+    func operand(in scope: TranslationScope) -> Operand? {
+        switch inner.operand(in: scope) {
+        case .field(let path)?: return scope.nonNil.contains(path) ? .field(path) : .unwrapped(path)
+        case .unwrapped(let path)?: return .unwrapped(path)
         default: return nil
         }
     }
 }
 
 extension PredicateExpressions.OptionalFlatMap: OperandExpression where LHS: OperandExpression, RHS: OperandExpression {
-    var operand: Operand? {
-        guard case .field(let parent)? = wrapped.operand, case .field(let child)? = transform.operand else { return nil }
+    func operand(in scope: TranslationScope) -> Operand? {
+        // The transform reads the unwrapped value: its paths are relative to it.
+        guard case .field(let parent)? = wrapped.operand(in: scope), case .field(let child)? = transform.operand(in: TranslationScope()) else { return nil }
         return .field(parent + "." + child)
     }
 }
 
 private func comparison(_ lhs: Operand?, _ rhs: Operand?, _ op: CompareOp) -> Condition {
     switch (lhs, rhs) {
-    case let (.unwrapped(path)?, .constant(value)?): return .narrowing(.compare(path: path, op: op, value: value))
-    case let (.constant(value)?, .unwrapped(path)?): return .narrowing(.compare(path: path, op: op.flipped, value: value))
     case let (.field(path)?, .constant(value)?): return .compare(path: path, op: op, value: value)
     case let (.constant(value)?, .field(path)?): return .compare(path: path, op: op.flipped, value: value)
     case let (.field(path)?, .nilLiteral?), let (.nilLiteral?, .field(path)?):
@@ -150,15 +170,15 @@ private func comparison(_ lhs: Operand?, _ rhs: Operand?, _ op: CompareOp) -> Co
 }
 
 extension PredicateExpressions.Equal: ConditionExpression where LHS: OperandExpression, RHS: OperandExpression {
-    var condition: Condition { comparison(lhs.operand, rhs.operand, .eq) }
+    func condition(in scope: TranslationScope) -> Condition { comparison(lhs.operand(in: scope), rhs.operand(in: scope), .eq) }
 }
 
 extension PredicateExpressions.NotEqual: ConditionExpression where LHS: OperandExpression, RHS: OperandExpression {
-    var condition: Condition { comparison(lhs.operand, rhs.operand, .ne) }
+    func condition(in scope: TranslationScope) -> Condition { comparison(lhs.operand(in: scope), rhs.operand(in: scope), .ne) }
 }
 
 extension PredicateExpressions.Comparison: ConditionExpression where LHS: OperandExpression, RHS: OperandExpression {
-    var condition: Condition {
+    func condition(in scope: TranslationScope) -> Condition {
         let mapped: CompareOp
         switch op {
         case .lessThan: mapped = .lt
@@ -167,29 +187,34 @@ extension PredicateExpressions.Comparison: ConditionExpression where LHS: Operan
         case .greaterThanOrEqual: mapped = .ge
         @unknown default: return .unknown
         }
-        return comparison(lhs.operand, rhs.operand, mapped)
+        return comparison(lhs.operand(in: scope), rhs.operand(in: scope), mapped)
     }
 }
 
+// `&&` and `||` evaluate their right side only after the left one: what the left side
+// guarantees then (true for `&&`, false for `||`) holds on the right.
+
 extension PredicateExpressions.Conjunction: ConditionExpression {
-    var condition: Condition {
-        .and((lhs as? any ConditionExpression)?.condition ?? .unknown, (rhs as? any ConditionExpression)?.condition ?? .unknown)
+    func condition(in scope: TranslationScope) -> Condition {
+        let left = Strata.condition(of: lhs, in: scope)
+        return .and(left, Strata.condition(of: rhs, in: scope.adding(left.nonNilPaths(when: true))))
     }
 }
 
 extension PredicateExpressions.Disjunction: ConditionExpression {
-    var condition: Condition {
-        .or((lhs as? any ConditionExpression)?.condition ?? .unknown, (rhs as? any ConditionExpression)?.condition ?? .unknown)
+    func condition(in scope: TranslationScope) -> Condition {
+        let left = Strata.condition(of: lhs, in: scope)
+        return .or(left, Strata.condition(of: rhs, in: scope.adding(left.nonNilPaths(when: false))))
     }
 }
 
 extension PredicateExpressions.Negation: ConditionExpression {
-    var condition: Condition { .not((wrapped as? any ConditionExpression)?.condition ?? .unknown) }
+    func condition(in scope: TranslationScope) -> Condition { .not(Strata.condition(of: wrapped, in: scope)) }
 }
 
 extension PredicateExpressions.SequenceContains: ConditionExpression where LHS: OperandExpression, RHS: OperandExpression {
-    var condition: Condition {
-        switch (sequence.operand, element.operand) {
+    func condition(in scope: TranslationScope) -> Condition {
+        switch (sequence.operand(in: scope), element.operand(in: scope)) {
         case let (.constant(list)?, .field(path)?):
             guard let values = list as? [Any] else { return .unknown }
             return .inList(path: path, values: values)
@@ -202,15 +227,15 @@ extension PredicateExpressions.SequenceContains: ConditionExpression where LHS: 
 }
 
 extension PredicateExpressions.SequenceStartsWith: ConditionExpression where Base: OperandExpression, Prefix: OperandExpression {
-    var condition: Condition {
-        guard case .field(let path)? = base.operand, case .constant(let value)? = prefix.operand, let s = value as? String else { return .unknown }
+    func condition(in scope: TranslationScope) -> Condition {
+        guard case .field(let path)? = base.operand(in: scope), case .constant(let value)? = prefix.operand(in: scope), let s = value as? String else { return .unknown }
         return .startsWith(path: path, prefix: s)
     }
 }
 
 extension PredicateExpressions.CollectionContainsCollection: ConditionExpression where Base: OperandExpression, Other: OperandExpression {
-    var condition: Condition {
-        guard case .field(let path)? = base.operand, case .constant(let value)? = other.operand, let s = value as? String else { return .unknown }
+    func condition(in scope: TranslationScope) -> Condition {
+        guard case .field(let path)? = base.operand(in: scope), case .constant(let value)? = other.operand(in: scope), let s = value as? String else { return .unknown }
         return .contains(path: path, substring: s)
     }
 }

@@ -17,9 +17,17 @@ struct Query<M: Model>: Sendable {
     /// Every condition, for the planner.
     var conditions: [Condition] { predicates.map(\.condition) + tests.map(\.condition) }
 
+    /// Whether `object` matches: the tests, then each predicate's own evaluation. A predicate that
+    /// throws (a force unwrap of nil) fails the query with `invalidQuery`, naming the object.
     func matches(_ object: M) throws -> Bool {
         for test in tests where !test.evaluate(object) { return false }
-        for predicate in predicates where try !predicate.evaluate(object) { return false }
+        for predicate in predicates {
+            do {
+                if try !predicate.evaluate(object) { return false }
+            } catch {
+                throw StrataError.invalidQuery("the predicate threw on \(M.modelName) \(object.id): \(error)")
+            }
+        }
         return true
     }
 }
@@ -126,18 +134,7 @@ enum QueryEngine {
             try ResultOrder(query.sort, info: info).sort(&objects, keys: &keys)
         }
         if !query.distinct.isEmpty {
-            var seen = Set<[UInt8]>()
-            var kept: [Int] = []
-            for (i, object) in objects.enumerated() {
-                var signature: [UInt8] = []
-                for keyPath in query.distinct {
-                    if !KeyEncoding.append(object[keyPath: keyPath], to: &signature) {
-                        signature.append(contentsOf: Array(String(describing: object[keyPath: keyPath]).utf8))
-                    }
-                    signature.append(0xFF)
-                }
-                if seen.insert(signature).inserted { kept.append(i) }
-            }
+            let kept = Distinct.firstOfEachGroup(objects, by: query.distinct)
             if kept.count != objects.count {
                 objects = kept.map { objects[$0] }
                 keys = kept.map { keys[$0] }

@@ -95,7 +95,7 @@ struct RecordFilter: Sendable {
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
                 return PredicateSemantics.contains(String(decoding: bytes, as: UTF8.self), substring)
             }
-        case .arrayContains, .narrowing, .unknown:
+        case .arrayContains, .unknown:
             return nil
         }
     }

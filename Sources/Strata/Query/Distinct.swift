@@ -1,0 +1,49 @@
+/// `distinct(by:)`: the first object of each group of objects whose values at the key paths are
+/// equal as Swift's `==` says (strings and arrays of strings by canonical equivalence, structs by
+/// their own `==`), with one exception Foundation leaves open: every NaN is one value, like every
+/// zero. Scalars compare by their key encoding, which makes exactly those identifications; other
+/// Hashable values by `AnyHashable`; anything else only Equatable by `==` against each group seen.
+enum Distinct {
+    /// Positions of the objects kept, in order.
+    static func firstOfEachGroup<M>(_ objects: [M], by keyPaths: [PartialKeyPath<M> & Sendable]) -> [Int] {
+        var seen = Set<[AnyHashable]>()
+        var unhashable: [[Any]] = []   // one representative per group, when some value is not Hashable
+        var kept: [Int] = []
+        for (i, object) in objects.enumerated() {
+            let values = keyPaths.map { object[keyPath: $0] }
+            if let signature = hashableSignature(values) {
+                if seen.insert(signature).inserted { kept.append(i) }
+            } else if !unhashable.contains(where: { equal($0, values) }) {
+                unhashable.append(values)
+                kept.append(i)
+            }
+        }
+        return kept
+    }
+
+    private static func hashableSignature(_ values: [Any]) -> [AnyHashable]? {
+        var signature: [AnyHashable] = []
+        for value in values {
+            var bytes: [UInt8] = []
+            if KeyEncoding.append(value, to: &bytes) {
+                signature.append(AnyHashable(bytes))
+            } else if let hashable = value as? any Hashable {
+                signature.append(AnyHashable(hashable))
+            } else {
+                return nil
+            }
+        }
+        return signature
+    }
+
+    private static func equal(_ a: [Any], _ b: [Any]) -> Bool {
+        zip(a, b).allSatisfy { x, y in
+            guard let x = x as? any Equatable else { return false }
+            return x.isEqual(to: y)
+        }
+    }
+}
+
+private extension Equatable {
+    func isEqual(to other: Any) -> Bool { (other as? Self).map { $0 == self } ?? false }
+}
