@@ -1017,11 +1017,7 @@ struct DiffItemWorld {
             case 2: match = .beginsWith(fragment)
             default: match = .endsWith(fragment)
             }
-            var options = StringMatchOptions(rawValue: random.below(4))
-            let needle: String
-            switch match {
-            case .equals(let x), .contains(let x), .beginsWith(let x), .endsWith(let x): needle = x
-            }
+            let options = StringMatchOptions(rawValue: random.below(4))
             switch random.below(3) {
             case 0:
                 return DiffTestSpec(text: ".filter(\\.s, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.s, matching: match, options: options) },

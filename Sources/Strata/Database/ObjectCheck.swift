@@ -1,0 +1,169 @@
+import Foundation
+import StrataStorage
+
+/// What `StoredObjects.check` found: problems (the object layer's data is damaged: exit 5 in
+/// `strata check`) and notes (facts worth knowing that are not damage, like references to objects
+/// that do not exist, which Strata allows).
+public struct ObjectCheckReport: Sendable {
+    /// Damage: records that do not decode, index entries without their record or records without
+    /// their index entries, duplicate values in a unique index.
+    public var problems: [String] = []
+    /// Not damage: dangling references, per model and field.
+    public var notes: [String] = []
+    /// Objects and index entries examined.
+    public var objects = 0
+    public var indexEntries = 0
+}
+
+extension StoredObjects {
+    /// Checks the object layer of a file against its stored schemas, like SQLite's
+    /// `integrity_check`: every record decodes (keys included, by the recorded key type); every
+    /// index entry matches its record and every record has its entries; unique indexes hold each
+    /// value once; references whose target does not exist are reported as notes. Reads one
+    /// snapshot; writes nothing. At most `limit` problems are listed (the count of the rest is).
+    ///
+    /// ```swift
+    /// let report = try StoredObjects.check(in: try Store(path: "app.strata"))
+    /// for problem in report.problems { print(problem) }
+    /// ```
+    public static func check(in store: Store, limit: Int = 50) throws -> ObjectCheckReport {
+        try store.read { txn in
+            var check = ObjectCheck(txn: txn, limit: limit)
+            return try check.run()
+        }
+    }
+}
+
+private struct ObjectCheck {
+    let txn: ReadTransaction
+    let limit: Int
+    var report = ObjectCheckReport()
+    var hidden = 0
+
+    init(txn: ReadTransaction, limit: Int) {
+        self.txn = txn
+        self.limit = limit
+    }
+
+    mutating func problem(_ text: String) {
+        if report.problems.count < limit { report.problems.append(text) } else { hidden += 1 }
+    }
+
+    mutating func run() throws -> ObjectCheckReport {
+        let schemas: [String: StoredModelSchema]
+        do {
+            schemas = try Catalog.load(try txn.tree(Catalog.schemaTree))
+        } catch {
+            problem("the schema catalog does not read: \(error)")
+            return report
+        }
+        let decoding = UntypedDecoding(schemas: schemas.values)
+        for schema in schemas.values.sorted(by: { $0.name < $1.name }) {
+            try check(schema, decoding: decoding, schemas: schemas)
+        }
+        if hidden > 0 { report.problems.append("… and \(hidden) more problems") }
+        return report
+    }
+
+    mutating func check(_ schema: StoredModelSchema, decoding: UntypedDecoding, schemas: [String: StoredModelSchema]) throws {
+        let model = schema.name
+        guard let records = try txn.tree(schema.recordTree) else {
+            if !schema.indexes.isEmpty, try schema.indexes.contains(where: { try txn.tree($0.treeName(model: model)) != nil }) {
+                problem("\(model): indexes exist but the record tree \(schema.recordTree) does not")
+            }
+            return
+        }
+        // The entries every index should hold, from the records.
+        var expected = [[[UInt8]: [UInt8]]](repeating: [:], count: schema.indexes.count)
+        var dangling: [String: (count: Int, sample: String)] = [:]
+        try records.forEach { key, record in
+            report.objects += 1
+            let keyText: String
+            do {
+                keyText = UntypedDecoding.text(try decoding.key(key, type: schema.keyFieldType))
+            } catch {
+                problem("\(model): a key of \(key.count) bytes does not read as \(schema.keyFieldType.map { "\($0)" } ?? "the key type"): \(error)")
+                return true
+            }
+            do {
+                _ = try decoding.decode(record, schema: schema.object, includeRemoved: true)
+            } catch {
+                problem("\(model) \(keyText): the record does not decode: \(error)")
+                return true
+            }
+            if let keyField = schema.keyFieldSchema {
+                let stored = try? RecordIndexKeys.values(record, schema: schema.object, path: keyField.name)
+                if stored != [Array(key)] { problem("\(model) \(keyText): the record's \(keyField.name) field does not match its key") }
+            }
+            for (i, index) in schema.indexes.enumerated() {
+                do {
+                    for value in try RecordIndexKeys.values(record, schema: schema.object, path: index.path) {
+                        let entry = index.unique ? value : value + Array(key)
+                        if let other = expected[i][entry], index.unique, other != Array(key) {
+                            problem("\(model) \(keyText): its \(index.path) value is also another object's, in a unique index")
+                        }
+                        expected[i][entry] = Array(key)
+                    }
+                } catch {
+                    problem("\(model) \(keyText): the value of indexed \(index.path) does not read: \(error)")
+                }
+            }
+            try references(record, schema: schema.object, path: "") { field, target, targetKey in
+                guard let targetSchema = schemas[target] else { return }
+                let found = targetKey.isEmpty ? nil : try txn.tree(targetSchema.recordTree)?.get(targetKey)
+                let exists = found != nil
+                if !exists {
+                    let name = "\(model).\(field) → \(target)"
+                    let sample = targetKey.withUnsafeBytes { try? decoding.key($0, type: targetSchema.keyFieldType) }.map(UntypedDecoding.text) ?? "?"
+                    dangling[name, default: (0, "\(keyText) → \(sample)")].count += 1
+                }
+            }
+            return true
+        }
+        for (name, found) in dangling.sorted(by: { $0.key < $1.key }) {
+            report.notes.append("\(name): \(found.count) reference(s) to objects that do not exist (e.g. \(found.sample))")
+        }
+        for (i, index) in schema.indexes.enumerated() {
+            let treeName = index.treeName(model: model)
+            guard let tree = try txn.tree(treeName) else {
+                if !expected[i].isEmpty { problem("\(model): the index on \(index.path) is missing (\(expected[i].count) entries expected)") }
+                continue
+            }
+            var remaining = expected[i]
+            try tree.forEach { key, value in
+                report.indexEntries += 1
+                let entry = Array(key)
+                guard let owner = remaining.removeValue(forKey: entry) else {
+                    problem("\(model): index \(index.path) has an entry no record gives (\(entry.count) bytes)")
+                    return true
+                }
+                if index.unique ? !value.elementsEqual(owner) : (try? IndexEntry.primaryKey(key: key, value: value, unique: false)) != owner {
+                    problem("\(model): an entry of index \(index.path) names the wrong object")
+                }
+                return true
+            }
+            if !remaining.isEmpty {
+                problem("\(model): \(remaining.count) record(s) lack their entry in index \(index.path)")
+            }
+        }
+    }
+
+    /// Calls `body` with each reference in a record: the field's dotted path, the target model and
+    /// the target's key encoding.
+    func references(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String,
+                    _ body: (String, String, [UInt8]) throws -> Void) throws {
+        for field in schema.fields where !field.removed {
+            guard let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil else { continue }
+            let name = path.isEmpty ? field.name : path + "." + field.name
+            switch field.type.unwrapped {
+            case .reference(let target): try body(name, target, Array(bytes))
+            case .object(let nested): try references(bytes, schema: nested, path: name, body)
+            case .array(let element):
+                if case .reference(let target) = element.unwrapped {
+                    for item in try CollectionLayout.readArray(bytes) where !item.isNil { try body(name, target, Array(item.bytes)) }
+                }
+            default: break
+            }
+        }
+    }
+}
