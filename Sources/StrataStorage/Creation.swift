@@ -53,7 +53,9 @@ enum FileCreation {
     /// allowed, owner) the new file keeps. `wrap` sees the temporary file, as the fault-injection
     /// tests' seam. Call with the lock file's writer lock held, so no other Strata process creates
     /// or initialises the file meanwhile.
-    static func create(path: String, pageSize: Int, replacing existing: stat?, wrap: ((FileIO) -> FileIO)?) throws -> Outcome {
+    static func create(path name: String, pageSize: Int, replacing existing: stat?, wrap: ((FileIO) -> FileIO)?) throws -> Outcome {
+        // An empty file reached through a symbolic link is replaced where it is, not the link.
+        let path = existing != nil ? resolvedPath(name) : name
         let temporary = temporaryPath(for: path)
         // A leftover of an interrupted creation. It may even be a second name of a database whose
         // creation stopped just after the link below: removing a name never touches a file's data.
@@ -77,6 +79,10 @@ enum FileCreation {
                 let err = errno
                 if err == EEXIST {
                     unlink(temporary)
+                    if access(path, F_OK) != 0 {
+                        // The name exists but leads nowhere: a symbolic link to a missing file.
+                        throw StorageError.io(operation: "create (the name is a symbolic link to a missing file)", path: path, errno: ENOENT)
+                    }
                     return .appeared
                 }
                 // A filesystem without hard links: rename, after looking once more.
@@ -93,6 +99,13 @@ enum FileCreation {
             unlink(temporary)
             throw error
         }
+    }
+
+    /// `path` with symbolic links resolved, or `path` itself when that fails.
+    private static func resolvedPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// Removes a temporary name left beside `path` by a creation that stopped between its link and

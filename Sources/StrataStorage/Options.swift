@@ -46,7 +46,8 @@ public struct StoreOptions: Sendable, Equatable {
     /// `copy`, …) throw `StorageError.fileChangedDuringRead` when a writer committed twice during
     /// the snapshot, and a snapshot from `beginRead` can be checked with `validate()`. In a process
     /// that already has the file open read-write, a read-only handle shares that opening and its
-    /// snapshots are registered like any other.
+    /// snapshots are registered like any other. (The object layer's `Database` writes its schema
+    /// when it opens, so it refuses a read-only store.)
     ///
     /// ```swift
     /// let store = try Store(path: "app.strata", options: StoreOptions(readOnly: true))

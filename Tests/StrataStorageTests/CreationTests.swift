@@ -162,6 +162,24 @@ struct CreationTests {
         #expect(try readFileBytes(path) == FileCreation.initialPages(pageSize: 4096))
     }
 
+    /// A name that is a symbolic link: an empty file it leads to is initialised where it is (the
+    /// link stays a link); a link to a missing file is refused, creating nothing.
+    @Test func symbolicLinks() throws {
+        let dir = try temporaryDirectory()
+        defer { removeDirectory(dir) }
+        try writeFileBytes(dir + "/real", [])
+        #expect(symlink("real", dir + "/db") == 0)
+        let store = try Store(path: dir + "/db")
+        try store.write { _ = try $0.createTree("t").put([1], [1]) }
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/db") == "real")
+        #expect(fileSizeOf(dir + "/real") >= 8192)
+        #expect(try Store(path: dir + "/real").read { try $0.tree("t")?.get([1]) } == [1])
+
+        #expect(symlink("nowhere", dir + "/dangling") == 0)
+        #expect(throws: StorageError.self) { _ = try Store(path: dir + "/dangling") }
+        #expect(!PosixFile.exists(dir + "/nowhere") && !PosixFile.exists(dir + "/dangling-creating"))
+    }
+
     /// `createIfMissing: false` opens only databases: an empty file is refused, not initialised.
     @Test func emptyFileWithoutCreateIfMissingIsRefused() throws {
         let path = temporaryPath()
