@@ -17,6 +17,11 @@ public final class Store: Sendable {
     public let durability: Durability
     /// Whether this handle was opened with `StoreOptions.readOnly`: `write` throws, and nothing
     /// on disk is changed through it.
+    ///
+    /// ```swift
+    /// let store = try Store(path: "app.strata", options: StoreOptions(readOnly: true))
+    /// assert(store.isReadOnly)   // store.write { ... } throws StorageError.readOnly
+    /// ```
     public let isReadOnly: Bool
 
     /// Opens (or creates) the store at `path`. Handles of the same file in one process share one
