@@ -9,19 +9,31 @@ extension Store {
     /// ```swift
     /// try store.copy(to: "/backups/app.strata")
     /// ```
+    /// A copy that fails (or whose source snapshot a writer changed under a read-only store, see
+    /// `StoreOptions.readOnly`) removes what it wrote and throws.
     public func copy(to path: String, compacting: Bool = true) throws {
-        let snapshot = try beginRead()
-        defer { snapshot.end() }
         if PosixFile.exists(path) { throw StorageError.io(operation: "create copy", path: path, errno: 17) }
-        if compacting {
-            try compactingCopy(snapshot, to: path)
-        } else {
-            try pageCopy(snapshot, to: path)
+        var created = false
+        do {
+            try read { snapshot in
+                if compacting {
+                    try compactingCopy(snapshot, to: path, created: &created)
+                } else {
+                    try pageCopy(snapshot, to: path, created: &created)
+                }
+            }
+        } catch {
+            if created {
+                unlinkFile(path)
+                unlinkFile(path + "-lock")
+            }
+            throw error
         }
     }
 
-    private func compactingCopy(_ snapshot: ReadTransaction, to path: String) throws {
+    private func compactingCopy(_ snapshot: ReadTransaction, to path: String, created: inout Bool) throws {
         let target = try Store(path: path, options: StoreOptions(pageSize: pageSize, durability: .noSync))
+        created = true
         defer { target.close() }
         // Commit in batches so a large copy never holds the whole file in dirty pages.
         let batchBytes = 64 << 20
@@ -47,8 +59,9 @@ extension Store {
         try target.env.file.sync()
     }
 
-    private func pageCopy(_ snapshot: ReadTransaction, to path: String) throws {
-        let target = try PosixFile(path: path, create: true)
+    private func pageCopy(_ snapshot: ReadTransaction, to path: String, created: inout Bool) throws {
+        let target = try PosixFile(path: path, mode: .createNew(permissions: 0o644))
+        created = true
         let meta = snapshot.meta
         let chunk = 256
         var page: UInt64 = 2

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 // One open page file in this process, shared by every `Store` handle on it. fcntl locks belong to
@@ -15,6 +20,13 @@ final class Environment: @unchecked Sendable {
     let path: String
     let pageSize: Int
     let syncMode: SyncMode
+    /// The page file's identity (nil for an anonymous file): the registry's key.
+    let identity: FileIdentity?
+    /// The lock file's identity, so that a read-only opening never opens (and closes) a lock file
+    /// this process holds fcntl locks on through another environment.
+    let lockIdentity: FileIdentity?
+    /// Set for an environment opened read-only (ReadOnly.swift); nil for a read-write one.
+    let readOnly: ReadOnlyState?
     /// Serialises writers of this process; the lock file's fcntl lock serialises processes.
     let writer = Mutex<Void>(())
     /// Hash of the thread inside `write`, to turn a nested write into an error instead of a deadlock.
@@ -25,8 +37,8 @@ final class Environment: @unchecked Sendable {
     nonisolated(unsafe) var freeScanHint: FreeScanHint?
     private let lockFileMap: (address: UInt, length: Int)?
 
-    private init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
-                 pageSize: Int, syncMode: SyncMode) {
+    init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
+         pageSize: Int, syncMode: SyncMode, identity: FileIdentity?, lockIdentity: FileIdentity?, readOnly: ReadOnlyState? = nil) {
         self.file = file
         self.lockFile = lockFile
         self.lockFileMap = lockFileMap
@@ -35,6 +47,9 @@ final class Environment: @unchecked Sendable {
         self.path = file.path
         self.pageSize = pageSize
         self.syncMode = syncMode
+        self.identity = identity
+        self.lockIdentity = lockIdentity
+        self.readOnly = readOnly
     }
 
     deinit {
@@ -43,25 +58,33 @@ final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Whether this environment was opened read-only: nothing is written, snapshots are not registered.
+    var isReadOnly: Bool { readOnly != nil }
+
     // MARK: Opening
 
-    private static let registry = Mutex<[FileIdentity: WeakEnvironment]>([:])
+    static let registry = Mutex<[FileIdentity: WeakEnvironment]>([:])
 
     /// The environment for the file at `path`, shared with other handles of this process.
     static func open(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)? = nil) throws -> Environment {
-        let posix = try PosixFile(path: path, create: options.createIfMissing)
-        let identity = try posix.identity()
-        let file: FileIO = wrap?(posix) ?? posix
+        if options.readOnly { return try openReadOnly(path: path, options: options, wrap: wrap) }
         return try registry.withLock { (registry) throws -> Environment in
-            if let existing = registry[identity]?.environment {
-                if let wanted = options.pageSize, wanted != existing.pageSize {
-                    throw StorageError.pageSizeMismatch(path: path, found: existing.pageSize, expected: wanted)
-                }
-                return existing
+            // The file as it is, not created yet: a missing file with `createIfMissing` false must
+            // not get a lock file, and a file this process has open must not have its lock file
+            // opened a second time (closing that descriptor would drop this process's fcntl locks).
+            let existing = try PosixFile.openExisting(path, mode: .readWrite)
+            if existing == nil && !options.createIfMissing {
+                throw StorageError.io(operation: "open", path: path, errno: ENOENT)
             }
-            let env = try openShared(file: file, identity: identity, options: options)
+            if let existing, let env = registry[try existing.identity()]?.environment, !env.isReadOnly {
+                if let wanted = options.pageSize, wanted != env.pageSize {
+                    throw StorageError.pageSizeMismatch(path: path, found: env.pageSize, expected: wanted)
+                }
+                return env
+            }
+            let env = try openShared(path: path, existing: existing, options: options, wrap: wrap)
             registry = registry.filter { $0.value.environment != nil }
-            registry[identity] = WeakEnvironment(environment: env)
+            if let identity = env.identity { registry[identity] = WeakEnvironment(environment: env) }
             return env
         }
     }
@@ -70,15 +93,15 @@ final class Environment: @unchecked Sendable {
     static func openAnonymous(options: StoreOptions) throws -> Environment {
         let file = try PosixFile.anonymous()
         let pageSize = try chosenPageSize(options)
-        try createFile(file, pageSize: pageSize)
+        try FileCreation.writeInitialPages(file, pageSize: pageSize)
         let readers = ReaderTable.inProcess(slots: options.readerSlots)
         readers.publish(latest: 1)
         let maps = try MapTable(file: file, minimumBytes: 2 * pageSize)
         return Environment(file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps,
-                           pageSize: pageSize, syncMode: options.syncMode)
+                           pageSize: pageSize, syncMode: options.syncMode, identity: nil, lockIdentity: nil)
     }
 
-    private static func chosenPageSize(_ options: StoreOptions) throws -> Int {
+    static func chosenPageSize(_ options: StoreOptions) throws -> Int {
         let size = options.pageSize ?? Limits.defaultPageSize
         if !Limits.pageSizes.contains(size) {
             throw StorageError.pageSizeMismatch(path: "(options)", found: size, expected: Limits.defaultPageSize)
@@ -86,9 +109,11 @@ final class Environment: @unchecked Sendable {
         return size
     }
 
-    private static func openShared(file: FileIO, identity: FileIdentity, options: StoreOptions) throws -> Environment {
-        let lockFile = try PosixFile(path: file.path + "-lock", create: true)
-        // Hold the writer lock while opening: no other process commits or initialises meanwhile.
+    /// Opens the file read-write for this process: lock file, writer lock, the page file (created
+    /// or initialised if need be, under that lock), then recovery when no other process has it open.
+    private static func openShared(path: String, existing: PosixFile?, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
+        let lockFile = try PosixFile(path: path + "-lock", create: true)
+        // Hold the writer lock while opening: no other process commits, creates or initialises meanwhile.
         _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
         defer { lockFile.unlock(offset: LockLayout.writerLockByte, length: 1) }
         // Alone if no other process holds its shared "alive" lock: then the reader table is stale
@@ -103,10 +128,7 @@ final class Environment: @unchecked Sendable {
             }
             var header = [UInt8](repeating: 0, count: LockLayout.slotsOffset)
             try header.withUnsafeMutableBytes { (h) throws in try lockFile.read(into: h, at: 0) }
-            let (magic, version, count) = header.withUnsafeBytes { h in
-                (h.baseAddress!.u64(LockLayout.magicOffset), h.baseAddress!.u32(LockLayout.versionOffset), Int(h.baseAddress!.u32(LockLayout.slotCountOffset)))
-            }
-            if magic != LockLayout.magic || version != LockLayout.version || count == 0 || UInt64(LockLayout.size(slots: count)) > lockSize {
+            guard let count = header.withUnsafeBytes({ LockLayout.validSlotCount(header: $0.baseAddress!, fileSize: lockSize) }) else {
                 throw StorageError.notAStrataFile(path: lockFile.path, reason: "lock file header is invalid")
             }
             slots = count
@@ -121,16 +143,13 @@ final class Environment: @unchecked Sendable {
         _ = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: false, wait: true)
 
         do {
-            var pageSize: Int
-            if try file.size() == 0 {
-                pageSize = try chosenPageSize(options)
-                try createFile(file, pageSize: pageSize)
-                syncDirectory(of: file.path)
-            } else {
-                pageSize = try detectPageSize(file)
-                if let wanted = options.pageSize, wanted != pageSize {
-                    throw StorageError.pageSizeMismatch(path: file.path, found: pageSize, expected: wanted)
-                }
+            let posix = try openPageFile(path: path, existing: existing, options: options, alone: alone, wrap: wrap)
+            let identity = try posix.identity()
+            if alone { FileCreation.removeStaleTemporary(of: path, identity: identity) }
+            let file: FileIO = wrap?(posix) ?? posix
+            let pageSize = try detectPageSize(file)
+            if let wanted = options.pageSize, wanted != pageSize {
+                throw StorageError.pageSizeMismatch(path: file.path, found: pageSize, expected: wanted)
             }
             let fileSize = try file.size()
             let maps = try MapTable(file: file, minimumBytes: Int(fileSize))
@@ -145,29 +164,59 @@ final class Environment: @unchecked Sendable {
                 }
             }
             return Environment(file: file, lockFile: lockFile, lockFileMap: (UInt(bitPattern: lockMemory), lockLength),
-                               readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode)
+                               readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode,
+                               identity: identity, lockIdentity: try lockFile.identity())
         } catch {
             lockFile.unmap(lockMemory, length: lockLength)
             throw error
         }
     }
 
-    /// Writes the two meta pages of an empty store and syncs.
-    private static func createFile(_ file: FileIO, pageSize: Int) throws {
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
-        defer { buffer.deallocate() }
-        for txnid: UInt64 in [0, 1] {
-            let meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: 2, catalog: .empty, free: .empty, recordRun: 0, recordCount: 0)
-            meta.encode(into: buffer, inlineRecord: [])
-            try file.write(UnsafeRawBufferPointer(start: buffer, count: pageSize), at: txnid * UInt64(pageSize))
+    /// The page file, read-write, once it holds a database. Runs under the writer lock, which every
+    /// Strata process takes before creating or initialising a file:
+    /// - missing (and `createIfMissing`): created atomically (Creation.swift);
+    /// - empty and open in no other process: an interrupted creation (or a file made empty for
+    ///   Strata to fill), initialised atomically by replacing it;
+    /// - empty while another process has a database of this name open: an error, never initialised;
+    /// - anything else is opened as it is, and recovery or the page-size check judges it (a short or
+    ///   damaged file is never overwritten).
+    /// `existing` was opened before the lock was taken; if the name has changed files since (another
+    /// process created or initialised it), the file the name holds now is opened instead.
+    private static func openPageFile(path: String, existing: PosixFile?, options: StoreOptions, alone: Bool,
+                                     wrap: ((FileIO) -> FileIO)?) throws -> PosixFile {
+        var file = existing
+        for _ in 0..<4 {
+            if file == nil { file = try PosixFile.openExisting(path, mode: .readWrite) }
+            guard let current = file else {
+                if !options.createIfMissing { throw StorageError.io(operation: "open", path: path, errno: ENOENT) }
+                _ = try FileCreation.create(path: path, pageSize: try chosenPageSize(options), replacing: nil, wrap: wrap)
+                continue
+            }
+            let status = try current.status()
+            if FileIdentity(path: path) != FileIdentity(status) {
+                file = nil
+                continue
+            }
+            if status.st_size > 0 { return current }
+            if !alone {
+                throw StorageError.notAStrataFile(path: path, reason: "the file is empty, and another process has a database of this name open")
+            }
+            if !options.createIfMissing {
+                throw StorageError.notAStrataFile(path: path, reason: "empty file, 0 bytes")
+            }
+            _ = try FileCreation.create(path: path, pageSize: try chosenPageSize(options), replacing: status, wrap: wrap)
+            file = nil
         }
-        try file.sync()
+        throw StorageError.io(operation: "open (the file kept changing while it was created)", path: path, errno: EAGAIN)
     }
 
     /// The page size of an existing file: from meta page 0, or, if that is torn, from meta page 1
     /// found at each candidate offset.
-    private static func detectPageSize(_ file: FileIO) throws -> Int {
+    static func detectPageSize(_ file: FileIO) throws -> Int {
         let size = try file.size()
+        if size == 0 {
+            throw StorageError.notAStrataFile(path: file.path, reason: "empty file, 0 bytes")
+        }
         if size < UInt64(MetaLayout.inlineRecord) {
             throw StorageError.notAStrataFile(path: file.path, reason: "file of \(size) bytes is too short for a meta page")
         }
@@ -200,13 +249,6 @@ final class Environment: @unchecked Sendable {
         if let unverified { return unverified }
         if let invalid { throw invalid }
         throw StorageError.notAStrataFile(path: file.path, reason: "no meta page carries the Strata magic")
-    }
-
-    /// Syncs the directory holding a newly created file, so that the file itself survives a power loss.
-    private static func syncDirectory(of path: String) {
-        var dir = String(path.reversed().drop { $0 != "/" }.reversed())
-        if dir.isEmpty { dir = "." }
-        syncDirectoryEntry(dir)
     }
 }
 
@@ -250,18 +292,36 @@ enum Recovery {
         return try Meta.decode(buffer, slot: slot, pageSize: pageSize, path: file.path)
     }
 
+    /// Pages 0 and 1, read with pread (the caller checked the file holds them).
+    static func readMetaPages(file: FileIO, pageSize: Int) throws -> [UInt8] {
+        var pages = [UInt8](repeating: 0, count: 2 * pageSize)
+        try pages.withUnsafeMutableBytes { (p) throws in try file.read(into: p, at: 0) }
+        return pages
+    }
+
     /// Decodes both metas and returns the newest one whose commit record verifies; falls back to
     /// the older one when the newest commit is torn.
     static func choose(file: FileIO, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int) throws -> Meta {
         if fileSize < 2 * UInt64(pageSize) {
             throw StorageError.truncated(path: file.path, expectedBytes: 2 * UInt64(pageSize), actualBytes: fileSize)
         }
+        let metaPages = try readMetaPages(file: file, pageSize: pageSize)
+        return try metaPages.withUnsafeBytes { (m) throws -> Meta in
+            try choose(path: file.path, metaPages: m.baseAddress!, map: map, fileSize: fileSize, pageSize: pageSize)
+        }
+    }
+
+    /// `choose` on copies of the two meta pages (`metaPages`, 2 × `pageSize` bytes), with the pages
+    /// they name read from `map`. A meta `alreadyVerified` accepts (by its fields and stored
+    /// checksum) is not verified again: a read-only store verifies each newest commit once.
+    static func choose(path: String, metaPages: UnsafeRawPointer, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int,
+                       alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }) throws -> Meta {
         var candidates: [Meta] = []
         var problems: [String] = []
         var versionError: StorageError?
         for slot: UInt64 in [0, 1] {
             do {
-                candidates.append(try readMeta(file: file, slot: slot, pageSize: pageSize))
+                candidates.append(try Meta.decode(metaPages + Int(slot) * pageSize, slot: slot, pageSize: pageSize, path: path))
             } catch {
                 if let e = error as? StorageError, case .unsupportedFormatVersion(_, let found, _) = e {
                     // A newer build committed to this file: never fall back past its commit, which
@@ -279,11 +339,12 @@ enum Recovery {
             let needed = meta.pageCount * UInt64(pageSize)
             if fileSize < needed {
                 // The newest candidate's figure is the size the file should have.
-                if truncation == nil { truncation = .truncated(path: file.path, expectedBytes: needed, actualBytes: fileSize) }
+                if truncation == nil { truncation = .truncated(path: path, expectedBytes: needed, actualBytes: fileSize) }
                 truncatedCandidates += 1
                 problems.append("meta \(meta.txnid % 2) (transaction \(meta.txnid)): file holds \(fileSize) bytes, needs \(needed)")
                 continue
             }
+            if alreadyVerified(meta, (metaPages + Int(meta.txnid % 2) * pageSize).u64(PageHeader.checksum)) { return meta }
             do {
                 try verifyCommit(meta, map: map, pageSize: pageSize)
                 return meta
@@ -293,7 +354,7 @@ enum Recovery {
         }
         if let versionError { throw versionError }
         if candidates.count == 1 || problems.count == 1 || truncatedCandidates == candidates.count, let truncation { throw truncation }
-        throw StorageError.noValidMeta(path: file.path, reason: problems.joined(separator: "; "))
+        throw StorageError.noValidMeta(path: path, reason: problems.joined(separator: "; "))
     }
 
     /// Checks every page the commit wrote: number, transaction id, type and checksum, and (format 2)

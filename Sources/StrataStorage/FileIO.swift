@@ -28,19 +28,56 @@ protocol FileIO: AnyObject, Sendable {
     func unlock(offset: Int64, length: Int64)
 }
 
+/// How `PosixFile` opens a file.
+enum OpenMode {
+    /// O_RDONLY: every write, sync, truncation and writable map throws `StorageError.readOnly`.
+    case readOnly
+    /// O_RDWR; the file must exist.
+    case readWrite
+    /// O_RDWR | O_CREAT.
+    case readWriteCreate
+    /// O_RDWR | O_CREAT | O_EXCL with these permission bits: a new file or an error.
+    case createNew(permissions: UInt32)
+}
+
 /// A file opened with POSIX calls.
 final class PosixFile: FileIO {
     let path: String
     let fd: Int32
+    /// Opened O_RDONLY: nothing may be written through it.
+    let isReadOnly: Bool
 
-    /// Opens (creating when `create`) the file at `path`.
-    init(path: String, create: Bool) throws {
+    /// Opens (creating when `create`) the file at `path` for reading and writing.
+    convenience init(path: String, create: Bool) throws {
+        try self.init(path: path, mode: create ? .readWriteCreate : .readWrite)
+    }
+
+    /// Opens the file at `path` as `mode` says.
+    init(path: String, mode: OpenMode) throws {
         self.path = path
-        var flags = O_RDWR | O_CLOEXEC
-        if create { flags |= O_CREAT }
-        let fd = open(path, flags, 0o644)
+        var flags = O_CLOEXEC
+        var permissions: UInt32 = 0o644
+        switch mode {
+        case .readOnly: flags |= O_RDONLY
+        case .readWrite: flags |= O_RDWR
+        case .readWriteCreate: flags |= O_RDWR | O_CREAT
+        case .createNew(let bits):
+            flags |= O_RDWR | O_CREAT | O_EXCL
+            permissions = bits
+        }
+        let fd = open(path, flags, mode_t(permissions))
         if fd < 0 { throw StorageError.io(operation: "open", path: path, errno: errno) }
         self.fd = fd
+        self.isReadOnly = { if case .readOnly = mode { return true } else { return false } }()
+    }
+
+    /// Opens the existing file at `path` as `mode` says, or returns nil when there is none (ENOENT).
+    static func openExisting(_ path: String, mode: OpenMode) throws -> PosixFile? {
+        do {
+            return try PosixFile(path: path, mode: mode)
+        } catch StorageError.io(_, _, let err) where err == ENOENT {
+            return nil
+        }
     }
 
     /// An anonymous file: created in a memory-backed directory and unlinked at once, so the
@@ -58,6 +95,7 @@ final class PosixFile: FileIO {
     private init(fd: Int32, path: String) {
         self.fd = fd
         self.path = path
+        self.isReadOnly = false
     }
 
     deinit { close(fd) }
@@ -70,9 +108,14 @@ final class PosixFile: FileIO {
 
     /// Identifies the file across handles of one process, whatever path opened it.
     func identity() throws -> FileIdentity {
+        FileIdentity(try status())
+    }
+
+    /// The file's fstat record.
+    func status() throws -> stat {
         var st = stat()
         if fstat(fd, &st) != 0 { throw StorageError.io(operation: "fstat", path: path, errno: errno) }
-        return FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        return st
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws {
@@ -91,6 +134,7 @@ final class PosixFile: FileIO {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        if isReadOnly { throw StorageError.readOnly(path: path) }
         var done = 0
         while done < bytes.count {
             let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
@@ -103,6 +147,7 @@ final class PosixFile: FileIO {
     }
 
     func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
+        if isReadOnly { throw StorageError.readOnly(path: path) }
         if buffers.count == 1 { return try write(buffers[0], at: offset) }
         var iov = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
         let total = buffers.reduce(0) { $0 + $1.count }
@@ -121,6 +166,7 @@ final class PosixFile: FileIO {
     }
 
     func sync() throws {
+        if isReadOnly { throw StorageError.readOnly(path: path) }
         #if canImport(Darwin)
         if fcntl(fd, F_FULLFSYNC) == 0 { return }
         if fsync(fd) != 0 { throw StorageError.io(operation: "fsync", path: path, errno: errno) }
@@ -130,10 +176,12 @@ final class PosixFile: FileIO {
     }
 
     func truncate(to length: UInt64) throws {
+        if isReadOnly { throw StorageError.readOnly(path: path) }
         if ftruncate(fd, off_t(length)) != 0 { throw StorageError.io(operation: "ftruncate", path: path, errno: errno) }
     }
 
     func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer {
+        if writable && isReadOnly { throw StorageError.readOnly(path: path) }
         let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
         guard let address = mmap(nil, length, prot, MAP_SHARED, fd, 0), address != MAP_FAILED else {
             throw StorageError.io(operation: "mmap", path: path, errno: errno)
@@ -173,6 +221,18 @@ final class PosixFile: FileIO {
 struct FileIdentity: Hashable, Sendable {
     var device: UInt64
     var inode: UInt64
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+    }
+
+    /// The identity of the file `path` names now (symbolic links followed), nil when it names none.
+    init?(path: String) {
+        var st = stat()
+        if stat(path, &st) != 0 { return nil }
+        self.init(st)
+    }
 }
 
 extension PosixFile {

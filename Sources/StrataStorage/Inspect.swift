@@ -182,7 +182,10 @@ extension Store {
     /// `2 ..< pageCount` must be used exactly once or listed free exactly once.
     ///
     /// The check runs on a read snapshot, so writers go on meanwhile. A corrupt file yields
-    /// problems, never a crash; the call itself throws only when no snapshot can be begun.
+    /// problems, never a crash; the call itself throws only when no snapshot can be begun, or, on a
+    /// read-only store, when a writer in another process changed the file under it
+    /// (`StorageError.fileChangedDuringRead`: check again). A newest commit that a crash left
+    /// incomplete, which opening ignored, is not a problem: `warnings` says so (see `metaNotes()`).
     ///
     /// ```swift
     /// let report = try store.check()
@@ -191,10 +194,7 @@ extension Store {
     /// }
     /// ```
     public func check(maxProblems: Int = 1000) throws -> CheckReport {
-        let txn = try beginRead()
-        defer { txn.end() }
-        let inspector = try Inspector(store: self, txn: txn, verify: true, maxProblems: maxProblems)
-        return inspector.check()
+        try read { txn in try Inspector(store: self, txn: txn, verify: true, maxProblems: maxProblems).check() }
     }
 
     /// Depth, pages, entries and leaf fill of every named tree (in name order), followed by the
@@ -209,14 +209,14 @@ extension Store {
     /// }
     /// ```
     public func treeStats() throws -> [TreeStats] {
-        let txn = try beginRead()
-        defer { txn.end() }
-        let inspector = try Inspector(store: self, txn: txn, verify: false, maxProblems: 1)
-        let trees = inspector.walkAllTrees()
-        if let problem = inspector.problems.first {
-            throw StorageError.corrupt(page: problem.page ?? 0, reason: problem.message)
+        try read { txn in
+            let inspector = try Inspector(store: self, txn: txn, verify: false, maxProblems: 1)
+            let trees = inspector.walkAllTrees()
+            if let problem = inspector.problems.first {
+                throw StorageError.corrupt(page: problem.page ?? 0, reason: problem.message)
+            }
+            return trees
         }
-        return trees
     }
 
     /// Both meta pages, decoded, with which one the newest snapshot uses.
@@ -226,9 +226,23 @@ extension Store {
     /// print(current?.formatVersion ?? 0)
     /// ```
     public func metaPages() throws -> [MetaPageInfo] {
-        let txn = try beginRead()
-        defer { txn.end() }
-        return try readMetaPages(current: txn.txnid)
+        try read { txn in try readMetaPages(current: txn.txnid) }
+    }
+
+    /// What the meta pages say about commits a reader does not see, as `check()` reports them in
+    /// `CheckReport.warnings`: a newest commit that a crash interrupted (its meta page torn, or its
+    /// pages not all written), which opening ignored in favour of the commit before; a meta page
+    /// that does not verify; an all-zero meta slot. None of these makes the file inconsistent.
+    /// Empty for a file whose last commit completed.
+    ///
+    /// ```swift
+    /// for note in try store.metaNotes() { print("note:", note) }
+    /// // note: page 1: newest commit 7 was not completed (meta page checksum mismatch); the file opens at commit 6
+    /// ```
+    public func metaNotes() throws -> [CheckProblem] {
+        try read { txn in
+            Inspector.otherMetaNotes(try readMetaPages(current: txn.txnid), current: txn.txnid, latest: env.readers.latest)
+        }
     }
 
     /// Decodes page `n` for a human: the meta fields of page 0 or 1; otherwise the header (with
@@ -244,8 +258,10 @@ extension Store {
     /// //   [0] @4072 key "apple" (5 B) value "red" (3 B)
     /// ```
     public func describePage(_ n: UInt64) throws -> String {
-        let txn = try beginRead()
-        defer { txn.end() }
+        try read { txn in try describePage(n, txn: txn) }
+    }
+
+    private func describePage(_ n: UInt64, txn: ReadTransaction) throws -> String {
         let fileSize = try env.file.size()
         let filePages = fileSize / UInt64(pageSize)
         if n >= filePages { throw InspectError.pageOutOfRange(page: n, filePages: filePages) }
@@ -906,6 +922,7 @@ final class Inspector {
         if latest != meta.txnid {
             warnings.append(CheckProblem(page: nil, message: "a writer committed transaction \(latest) while the check ran; it checked transaction \(meta.txnid)"))
         }
+        warnings += Inspector.otherMetaNotes(metas, current: meta.txnid, latest: latest)
         for m in metas {
             if m.isCurrent {
                 if let error = m.error {
@@ -930,16 +947,33 @@ final class Inspector {
                         problem(m.slot, "the newest commit (transaction \(meta.txnid)) does not verify: \(reason(error))")
                     }
                 }
-            } else if m.isEmpty {
-                warnings.append(CheckProblem(page: m.slot, message: "meta page is all zero (a copy's unused slot, or spoiled by a failed commit)"))
-            } else if let error = m.error {
-                if latest == meta.txnid {
-                    problem(m.slot, "meta page is invalid: \(error)")
-                }   // else: a writer was writing it
-            } else if m.txnid > latest {
-                warnings.append(CheckProblem(page: m.slot, message: "holds transaction \(m.txnid), newer than the current \(meta.txnid): its commit did not verify when the file was opened and was ignored (a torn or lost commit)"))
             }
         }
+    }
+
+    /// Notes on the meta page that is not the current one (`current` is the snapshot's commit,
+    /// `latest` the newest published when the pages were read). It holds no commit a reader sees,
+    /// so nothing wrong with it makes the file inconsistent, and a crash leaves it in any of these
+    /// states: a commit after `current` whose meta page was torn (its checksum fails; the header
+    /// may still be the previous occupant's if its first sector never reached the disk) or whose
+    /// pages did not all reach the disk, or a slot a failed commit zeroed.
+    static func otherMetaNotes(_ metas: [MetaPageInfo], current: UInt64, latest: UInt64) -> [CheckProblem] {
+        var notes: [CheckProblem] = []
+        for m in metas where !m.isCurrent {
+            if m.isEmpty {
+                notes.append(CheckProblem(page: m.slot, message: "meta page is all zero (a copy's unused slot, or spoiled by a failed commit)"))
+            } else if let error = m.error {
+                if latest != current { continue }   // a writer was writing it
+                if m.txnid > current && m.txnid % 2 == m.slot {
+                    notes.append(CheckProblem(page: m.slot, message: "newest commit \(m.txnid) was not completed (\(error)); the file opens at commit \(current)"))
+                } else {
+                    notes.append(CheckProblem(page: m.slot, message: "meta page does not verify (\(error)): a commit after \(current) torn by a crash, or damage to the meta page of an earlier commit; the file opens at commit \(current)"))
+                }
+            } else if m.txnid > latest {
+                notes.append(CheckProblem(page: m.slot, message: "newest commit \(m.txnid) was not completed (its pages do not all verify, or it was never published); the file opens at commit \(current)"))
+            }
+        }
+        return notes
     }
 
     private func checkFreeList() {

@@ -35,11 +35,32 @@ public struct StoreOptions: Sendable, Equatable {
     public var createIfMissing = true
     /// Reader slots in the lock file, for a file this process creates the lock file for.
     public var readerSlots = LockLayout.defaultSlots
+    /// Open an existing file for reading only, changing nothing on disk: the file is opened
+    /// O_RDONLY and never created, grown or written, the lock file is never created or written
+    /// (so a read-only directory or file is fine), and `write` throws `StorageError.readOnly`.
+    /// `createIfMissing` is ignored. Each snapshot sees the newest commit whose pages verify
+    /// (FORMAT.md §4), like the first process to open a file after a crash.
+    ///
+    /// A read-only store cannot register its snapshots in the lock file, so a writer in another
+    /// process may reuse pages one of them reads. It notices instead: `read` (and `check`, `stats`,
+    /// `copy`, …) throw `StorageError.fileChangedDuringRead` when a writer committed twice during
+    /// the snapshot, and a snapshot from `beginRead` can be checked with `validate()`. In a process
+    /// that already has the file open read-write, a read-only handle shares that opening and its
+    /// snapshots are registered like any other. (The object layer's `Database` writes its schema
+    /// when it opens, so it refuses a read-only store.)
+    ///
+    /// ```swift
+    /// let store = try Store(path: "app.strata", options: StoreOptions(readOnly: true))
+    /// let names = try store.read { try $0.treeNames() }   // retry on .fileChangedDuringRead
+    /// ```
+    public var readOnly = false
 
-    public init(pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true) {
+    public init(pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true,
+                readOnly: Bool = false) {
         self.pageSize = pageSize
         self.durability = durability
         self.syncMode = syncMode
         self.createIfMissing = createIfMissing
+        self.readOnly = readOnly
     }
 }

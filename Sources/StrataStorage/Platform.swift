@@ -23,10 +23,25 @@ func processIsAlive(_ pid: UInt64) -> Bool {
     UInt(bitPattern: Int(bitPattern: UInt(pthread_self())))
 }
 
-func syncDirectoryEntry(_ directory: String) {
+/// Syncs the directory holding `path`, so that a name just linked or renamed there survives a
+/// power loss. Filesystems that cannot sync a directory (EINVAL) are taken at their word.
+func syncDirectory(containing path: String) throws {
+    var directory = String(path.reversed().drop { $0 != "/" }.reversed())
+    if directory.isEmpty { directory = "." }
     let fd = open(directory, O_RDONLY | O_CLOEXEC)
-    if fd >= 0 {
-        _ = fsync(fd)
-        close(fd)
+    if fd < 0 { throw StorageError.io(operation: "open directory", path: directory, errno: errno) }
+    defer { close(fd) }
+    if fsync(fd) != 0 && errno != EINVAL {
+        throw StorageError.io(operation: "fsync directory", path: directory, errno: errno)
     }
+}
+
+/// Unmaps memory mapped from a file whose descriptor is already closed.
+func unmapMemory(_ address: UInt, length: Int) {
+    if let pointer = UnsafeMutableRawPointer(bitPattern: address) { munmap(pointer, length) }
+}
+
+/// Removes the name `path`, if there is one.
+func unlinkFile(_ path: String) {
+    _ = unlink(path)
 }

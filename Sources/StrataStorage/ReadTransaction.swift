@@ -17,7 +17,11 @@ public final class ReadTransaction: Sendable {
     let env: Environment
     let pages: PageMap
     let meta: Meta
-    private let slot: Int
+    /// The reader slot holding this snapshot; nil for a read-only store's snapshot, which is not
+    /// registered (ReadOnly.swift).
+    private let slot: Int?
+    /// For an unregistered snapshot: both meta pages as they were when it began.
+    private let metaPages: [UInt8]?
     private let ended = Atomic<Bool>(false)
 
     /// The id of the commit this snapshot sees.
@@ -25,6 +29,17 @@ public final class ReadTransaction: Sendable {
 
     init(env: Environment) throws {
         self.env = env
+        if env.isReadOnly {
+            let (meta, mapping, copies) = try env.readOnlySnapshot()
+            let needed = Int(meta.pageCount) * env.pageSize
+            let map = needed > mapping.length ? try env.maps.ensure(bytes: needed) : mapping
+            self.slot = nil
+            self.metaPages = copies
+            self.meta = meta
+            self.pages = PageMap(base: map.base, pageSize: env.pageSize, limit: meta.pageCount, isWrite: false)
+            return
+        }
+        self.metaPages = nil
         let readers = env.readers
         let slot = try readers.acquire()
         var meta: Meta
@@ -63,10 +78,30 @@ public final class ReadTransaction: Sendable {
     /// Releases the snapshot. Using the transaction or its cursors afterwards is a programming error
     /// the engine does not check on the hot path; `tree(_:)` throws.
     public func end() {
-        if !ended.exchange(true, ordering: .sequentiallyConsistent) {
+        if !ended.exchange(true, ordering: .sequentiallyConsistent), let slot {
             env.readers.release(slot)
         }
     }
+
+    /// Throws `StorageError.fileChangedDuringRead` if what this snapshot read so far may not be the
+    /// commit it began on: possible only for a snapshot of a read-only store (`StoreOptions.readOnly`),
+    /// which cannot register with a writer in another process, after that writer committed twice.
+    /// Call it after reading and before trusting the result; `Store.read` does. Registered snapshots
+    /// never change, and pass at once.
+    ///
+    /// ```swift
+    /// let snapshot = try readOnlyStore.beginRead()
+    /// defer { snapshot.end() }
+    /// let names = try snapshot.treeNames()
+    /// try snapshot.validate()          // names are those of commit snapshot.txnid
+    /// ```
+    public func validate() throws {
+        guard let metaPages else { return }
+        if try !env.metaPagesUnchanged(metaPages) { throw StorageError.fileChangedDuringRead(path: env.path) }
+    }
+
+    /// Whether `validate()` passes (false also when the meta pages cannot be read).
+    var isUnchanged: Bool { (try? validate()) != nil }
 
     /// The tree called `name`, or nil when there is none.
     public func tree(_ name: String) throws -> ReadTree? {

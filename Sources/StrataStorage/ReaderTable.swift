@@ -28,6 +28,17 @@ enum LockLayout {
     static let aliveLockByte: Int64 = 1
 
     static func size(slots: Int) -> Int { slotsOffset + slots * slotStride }
+
+    /// The slot count of a lock file whose first `slotsOffset` bytes are `header`, or nil when the
+    /// magic or version is wrong or the file is too short for its slots.
+    static func validSlotCount(header: UnsafeRawPointer, fileSize: UInt64) -> Int? {
+        let count = Int(header.u32(slotCountOffset))
+        if header.u64(magicOffset) != magic || header.u32(versionOffset) != version || count == 0
+            || UInt64(size(slots: count)) > fileSize {
+            return nil
+        }
+        return count
+    }
 }
 
 /// A snapshot a reader slot holds, as the writer and `strata readers` see it.
@@ -48,12 +59,17 @@ final class ReaderTable: Sendable {
     let slotCount: Int
     private let ownsMemory: Bool
     private let pid: UInt64
+    /// A view of another process's table through a read-only map (a read-only store listing the
+    /// readers of a live file): it is only read, never written, not even to clear a dead
+    /// process's slot.
+    let isReadOnly: Bool
 
-    init(memory: UnsafeMutableRawPointer, slotCount: Int, ownsMemory: Bool) {
+    init(memory: UnsafeMutableRawPointer, slotCount: Int, ownsMemory: Bool, readOnly: Bool = false) {
         self.memoryAddress = UInt(bitPattern: memory)
         self.slotCount = slotCount
         self.ownsMemory = ownsMemory
         self.pid = currentPID()
+        self.isReadOnly = readOnly
     }
 
     /// A table in process memory, for stores no other process can open.
@@ -95,12 +111,14 @@ final class ReaderTable: Sendable {
     }
 
     func publish(latest txnid: UInt64) {
+        if isReadOnly { return }
         atomic(LockLayout.latestOffset).pointee.store(txnid, ordering: .sequentiallyConsistent)
     }
 
     /// Claims the lowest free slot, so that the slots in use stay packed at the start of the table
     /// and the writer's scan stays short.
     func acquire() throws -> Int {
+        if isReadOnly { throw StorageError.internalError("a read-only reader table cannot register a snapshot") }
         for slot in 0..<slotCount {
             let o = owner(slot)
             if o.pointee.load(ordering: .relaxed) != 0 { continue }
@@ -122,7 +140,8 @@ final class ReaderTable: Sendable {
         }
     }
 
-    /// Publishes the snapshot id a slot reads. Sequentially consistent, so that a writer scanning
+    /// Publishes the snapshot id a slot reads (a slot `acquire` returned, so never in a read-only
+    /// view). Sequentially consistent, so that a writer scanning
     /// after this store sees it, and a writer that scanned before it has already published a newer
     /// `latest`, which the reader's recheck then sees.
     @inline(__always) func set(_ slot: Int, txnid: UInt64) {
@@ -130,11 +149,13 @@ final class ReaderTable: Sendable {
     }
 
     func release(_ slot: Int) {
+        if isReadOnly { return }
         txn(slot).pointee.store(0, ordering: .sequentiallyConsistent)
         owner(slot).pointee.store(0, ordering: .sequentiallyConsistent)
     }
 
-    /// Live snapshots, after clearing the slots of processes that no longer exist. Scans only the
+    /// Live snapshots, after clearing the slots of processes that no longer exist (a read-only view
+    /// only skips them). Scans only the
     /// slots below the high-water mark: a reader raises the mark (sequentially consistent) before
     /// it publishes a snapshot id, so a scan that misses its slot also misses its id.
     func liveReaders() -> [ReaderSlot] {
@@ -148,6 +169,7 @@ final class ReaderTable: Sendable {
             if ownerPid != pid {
                 if deadPids.contains(ownerPid) || !processIsAlive(ownerPid) {
                     deadPids.insert(ownerPid)
+                    if isReadOnly { continue }
                     // Only clear what we read, in case the slot changed hands meanwhile.
                     if txn(slot).pointee.compareExchange(expected: t, desired: 0, ordering: .sequentiallyConsistent).exchanged {
                         _ = owner(slot).pointee.compareExchange(expected: ownerPid, desired: 0, ordering: .sequentiallyConsistent)

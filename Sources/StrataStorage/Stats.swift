@@ -39,9 +39,11 @@ extension Store {
     /// print("\(stats.fileSize) bytes, \(stats.freeBytes) reusable, \(stats.pendingPages) pages held by readers")
     /// ```
     public func stats() throws -> StoreStats {
-        let txn = try beginRead()
-        defer { txn.end() }
-        let readers = env.readers.liveReaders().filter { $0.txnid != txn.txnid || $0.pid != currentPID() }
+        try read { txn in try stats(txn) }
+    }
+
+    private func stats(_ txn: ReadTransaction) throws -> StoreStats {
+        let readers = env.liveReaders().filter { $0.txnid != txn.txnid || $0.pid != currentPID() }
         let ids = readers.map(\.txnid).sorted()
         var free: UInt64 = 0
         var pending: UInt64 = 0
@@ -65,8 +67,9 @@ extension Store {
                           pendingHolders: holders.sorted { $0.key < $1.key }.map { PendingHolder(reader: readers[$0.key], pages: $0.value) })
     }
 
-    /// Live read snapshots of every process on this file.
+    /// Live read snapshots of every process on this file. A read-only store lists them from the
+    /// lock file without changing it (and its own snapshots, being unregistered, are not listed).
     public func readers() -> [ReaderSlot] {
-        env.readers.liveReaders()
+        env.liveReaders()
     }
 }

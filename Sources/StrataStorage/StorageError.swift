@@ -41,6 +41,13 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     case savepointOpen
     /// Every reader slot is taken (too many concurrent read transactions).
     case readersFull(slots: Int)
+    /// A write to a store opened with `StoreOptions.readOnly`, which never writes its file or
+    /// lock file.
+    case readOnly(path: String)
+    /// A snapshot of a read-only store changed under it: a writer in another process committed
+    /// twice while it was read, so the pages it read may have been reused (a read-only store
+    /// cannot register its snapshots in the lock file). Nothing is wrong with the file: read again.
+    case fileChangedDuringRead(path: String)
     /// The invariant the engine checks failed; should never happen.
     case internalError(String)
 
@@ -82,6 +89,10 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
             return "commit called inside a savepoint; the savepoint's closure must return first"
         case let .readersFull(slots):
             return "all \(slots) reader slots are in use: every live read transaction, snapshot or set of results of a different commit holds one until released (end old ones; StoreOptions.readerSlots sizes a new lock file)"
+        case let .readOnly(path):
+            return "\(path) is open read-only; it cannot be written"
+        case let .fileChangedDuringRead(path):
+            return "\(path) changed while it was read (a writer committed twice during a read-only snapshot); read again"
         case let .internalError(message):
             return "internal error: \(message)"
         }

@@ -15,20 +15,33 @@ public final class Store: Sendable {
     private let closed = Atomic<Bool>(false)
     /// Default durability of `write`.
     public let durability: Durability
+    /// Whether this handle was opened with `StoreOptions.readOnly`: `write` throws, and nothing
+    /// on disk is changed through it.
+    ///
+    /// ```swift
+    /// let store = try Store(path: "app.strata", options: StoreOptions(readOnly: true))
+    /// assert(store.isReadOnly)   // store.write { ... } throws StorageError.readOnly
+    /// ```
+    public let isReadOnly: Bool
 
     /// Opens (or creates) the store at `path`. Handles of the same file in one process share one
-    /// map, one writer lock and one reader table.
+    /// map, one writer lock and one reader table. A new file is created atomically (FORMAT.md §4.1):
+    /// a crash leaves no file or a complete one. An empty file that no other process has open is
+    /// initialised the same way; any other file is never overwritten.
     public init(path: String, options: StoreOptions = StoreOptions()) throws {
         try Store.checkPlatform()
         self.env = try Environment.open(path: path, options: options)
         self.durability = options.durability
+        self.isReadOnly = options.readOnly
     }
 
-    /// Opens the store with its page file seen through `wrap`: the seam tests use to inject
-    /// failed writes and syncs, a full disk, or lost writes.
+    /// Opens the store with its page file seen through `wrap` (and, when the open creates the
+    /// file, the temporary file the creation writes): the seam tests use to inject failed writes
+    /// and syncs, a full disk, or lost writes.
     init(path: String, options: StoreOptions, wrap: @escaping (FileIO) -> FileIO) throws {
         self.env = try Environment.open(path: path, options: options, wrap: wrap)
         self.durability = options.durability
+        self.isReadOnly = options.readOnly
     }
 
     /// An in-memory store: the same engine on an anonymous memory-backed file that vanishes when
@@ -39,12 +52,13 @@ public final class Store: Sendable {
     /// ```
     public static func inMemory(options: StoreOptions = StoreOptions(durability: .noSync)) throws -> Store {
         try checkPlatform()
-        return Store(env: try Environment.openAnonymous(options: options), durability: options.durability)
+        return Store(env: try Environment.openAnonymous(options: options), durability: options.durability, readOnly: options.readOnly)
     }
 
-    private init(env: Environment, durability: Durability) {
+    private init(env: Environment, durability: Durability, readOnly: Bool) {
         self.env = env
         self.durability = durability
+        self.isReadOnly = readOnly
     }
 
     private static func checkPlatform() throws {
@@ -71,7 +85,10 @@ public final class Store: Sendable {
     }
 
     /// The id of the newest commit (what a snapshot begun now would see).
-    public var latestVersion: UInt64 { env.readers.latest }
+    public var latestVersion: UInt64 {
+        if env.isReadOnly, let snapshot = try? env.readOnlySnapshot() { return snapshot.meta.txnid }
+        return env.readers.latest
+    }
 
     /// True while the calling thread is inside `write` on this file (through any handle): a
     /// layer above uses it to join the open transaction instead of deadlocking on a second one.
@@ -87,11 +104,23 @@ public final class Store: Sendable {
         return try ReadTransaction(env: env)
     }
 
-    /// Runs `body` on a snapshot of the newest commit and returns its result.
+    /// Runs `body` on a snapshot of the newest commit and returns its result. On a read-only store
+    /// whose snapshot a writer in another process may have changed meanwhile, throws
+    /// `StorageError.fileChangedDuringRead` instead of `body`'s result or error (see
+    /// `StoreOptions.readOnly`).
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
         let txn = try beginRead()
         defer { txn.end() }
-        return try body(txn)
+        let result: R
+        do {
+            result = try body(txn)
+        } catch {
+            // An error found in pages a writer was reusing says nothing about the file.
+            if !txn.isUnchanged { throw StorageError.fileChangedDuringRead(path: path) }
+            throw error
+        }
+        try txn.validate()
+        return result
     }
 
     /// Runs `body` in the write transaction and commits it, returning `body`'s result. If `body`
@@ -105,6 +134,7 @@ public final class Store: Sendable {
     /// ```
     public func write<R>(durability: Durability? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
         try checkOpen()
+        if isReadOnly || env.isReadOnly { throw StorageError.readOnly(path: path) }
         let me = currentThreadHash()
         if env.writerThread.load(ordering: .relaxed) == me {
             throw StorageError.nestedWrite

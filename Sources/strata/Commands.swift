@@ -1,5 +1,6 @@
-// The commands of the strata tool. Each opens the file as a reader, prints to stdout, and throws
-// a `ToolFailure` for anything that should end the tool with a non-zero status.
+// The commands of the strata tool. Each opens the file read-only (changing nothing on disk),
+// reads what it needs, prints to stdout, and throws a `ToolFailure` for anything that should end
+// the tool with a non-zero status.
 
 #if canImport(Glibc)
 import Glibc
@@ -11,8 +12,17 @@ import StrataStorage
 /// `strata info FILE`: what the file is and where its space goes.
 func info(path: String) throws(ToolFailure) {
     let store = try openStore(path)
-    let (stats, metas, treeCount) = try on(path) {
-        (try store.stats(), try store.metaPages(), try store.read { try $0.treeNames().count })
+    // One attempt reads all three from snapshots of the same commit, or is made again.
+    let (stats, metas, notes, treeCount) = try on(path) {
+        let stats = try store.stats()
+        let metas = try store.metaPages()
+        let notes = try store.metaNotes()
+        if metas.first(where: \.isCurrent)?.txnid != stats.txnid { throw StorageError.fileChangedDuringRead(path: path) }
+        let trees = try store.read { txn -> Int in
+            if txn.txnid != stats.txnid { throw StorageError.fileChangedDuringRead(path: path) }
+            return try txn.treeNames().count
+        }
+        return (stats, metas, notes, trees)
     }
     let current = metas.first { $0.isCurrent }
     var lines: [(String, String)] = [
@@ -20,6 +30,9 @@ func info(path: String) throws(ToolFailure) {
         ("format version", current.map { String($0.formatVersion) } ?? "?"),
         ("page size", "\(stats.pageSize) bytes"),
         ("transaction", String(stats.txnid)),
+    ]
+    for note in notes { lines.append(("  note", note.message)) }
+    lines += [
         ("file size", "\(grouped(stats.fileSize)) bytes (\(humanBytes(stats.fileSize)))"),
         ("trees", String(treeCount)),
         ("pages", "\(grouped(stats.pageCount)) (\(humanBytes(stats.pageCount * UInt64(stats.pageSize))))"),
@@ -61,7 +74,8 @@ func check(path: String) throws(ToolFailure) {
           + "\(grouped(p.freeTree)) free-list, \(grouped(p.commitRecord)) commit record, \(grouped(p.free)) free, \(grouped(p.leaked)) leaked")
     let user = report.trees.filter { $0.kind == .user }
     print("  \(user.count) tree\(user.count == 1 ? "" : "s"), \(grouped(user.reduce(UInt64(0)) { $0 + $1.entries })) entries")
-    for warning in report.warnings { print("warning: \(warning)") }
+    // Not problems: a torn newest commit that opening ignored, an empty meta slot.
+    for warning in report.warnings { print("note: \(warning)") }
     for problem in report.problems { print("problem: \(problem)") }
     if report.omittedProblems > 0 { print("problem: … and \(report.omittedProblems) more") }
     if report.isOK {
@@ -75,19 +89,20 @@ func check(path: String) throws(ToolFailure) {
 /// `strata page FILE N`: one page decoded.
 func page(path: String, number: UInt64) throws(ToolFailure) {
     let store = try openStore(path)
-    do {
-        print(try store.describePage(number))
-    } catch let error as InspectError {
-        throw ToolFailure(.usage, "\(path): \(error)")
-    } catch {
-        throw ToolFailure(error, path: path)
+    let text = try on(path) { () throws -> String in
+        do {
+            return try store.describePage(number)
+        } catch let error as InspectError {
+            throw ToolFailure(.usage, "\(path): \(error)")
+        }
     }
+    print(text)
 }
 
 /// `strata readers FILE`: every live read snapshot in the lock file.
 func readers(path: String) throws(ToolFailure) {
     let store = try openStore(path)
-    // List before beginning our own snapshot, so the tool does not show itself.
+    // The tool reads the lock file's table without registering in it, so it never lists itself.
     let slots = store.readers()
     let latest = try on(path) { try store.read { $0.txnid } }
     print("newest transaction \(latest)")
@@ -95,10 +110,9 @@ func readers(path: String) throws(ToolFailure) {
         print("no live readers")
         return
     }
-    let me = UInt64(getpid())
     let rows = slots.map { r -> [String] in
         let behind = latest - min(latest, r.txnid)
-        return [String(r.slot), String(r.pid) + (r.pid == me ? " (this tool)" : ""), String(r.txnid), behind == 0 ? "newest" : "\(behind) behind"]
+        return [String(r.slot), String(r.pid), String(r.txnid), behind == 0 ? "newest" : "\(behind) behind"]
     }
     print(table(["slot", "pid", "transaction", "age"], rows, rightAligned: [0, 2]))
 }
@@ -110,11 +124,8 @@ func compact(path: String, output: String) throws(ToolFailure) {
     }
     let store = try openStore(path)
     let before = try on(path) { try store.stats().fileSize }
-    do {
-        try store.copy(to: output, compacting: true)
-    } catch {
-        throw ToolFailure(error, path: output)
-    }
+    // A copy whose source changed under it removes what it wrote, so it can simply be made again.
+    try on(path) { try store.copy(to: output, compacting: true) }
     var st = stat()
     let after = stat(output, &st) == 0 ? UInt64(st.st_size) : 0
     print("wrote \(output): \(grouped(after)) bytes (\(humanBytes(after))), from \(grouped(before)) bytes (\(humanBytes(before)))")

@@ -33,7 +33,9 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
         throw ToolFailure(.usage, "\(path): no model named \(model) (models: \(schemas.map(\.name).joined(separator: ", ")))")
     }
     for name in names {
-        try on(path) {
+        // Printed as it is read, so not read again: if a writer changes the file meanwhile, the
+        // tool says so and exits 7 (the objects printed may then mix two commits).
+        try once(path) {
             try StoredObjects.forEach(in: store, model: name) { key, fields in
                 let object = StoredValue.object(fields)
                 if json {

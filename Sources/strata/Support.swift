@@ -22,6 +22,9 @@ enum ExitCode: Int32 {
     case checkFailed = 5
     /// Any other failure (permissions, I/O, resources).
     case ioError = 6
+    /// A writer in another process changed the file while the tool read it, again and again:
+    /// nothing is wrong with the file; run the command again.
+    case changed = 7
 }
 
 /// A failure to report as one line on stderr, with its exit code.
@@ -59,6 +62,9 @@ struct ToolFailure: Error {
             self.init(.foreign, "\(errorPath): not a Strata database (\(reason))")
         case .corrupt, .noValidMeta, .truncated, .unsupportedFormatVersion, .pageSizeMismatch:
             self.init(.corrupt, "\(path): \(e)")
+        case .fileChangedDuringRead:
+            self.init(.changed, "\(path): the file changed during inspection (a writer in another process committed while it "
+                      + "was read, and the tool never registers as a reader); run the command again")
         default:
             self.init(.ioError, "\(path): \(e)")
         }
@@ -80,8 +86,12 @@ let usage = """
                           every object, decoded from the stored schema alone (JSON lines with --json)
       help                this text
 
+    Every command only reads: it opens FILE read-only and creates, changes or locks nothing,
+    not even the lock file FILE-lock (a read-only directory is fine).
+
     exit codes: 0 ok, 1 usage error, 2 missing file, 3 not a Strata file, 4 corrupt file,
-                5 check found problems, 6 other I/O error
+                5 check found problems, 6 other I/O error, 7 the file changed during inspection
+                (a live writer; run again)
     """
 
 /// One line on stderr, after whatever stdout holds so far.
@@ -101,24 +111,38 @@ func systemMessage(_ err: Int32) -> String {
     return String(cString: text)
 }
 
-/// Opens an existing store without creating it. The tool reads; while it runs it is a reader of
-/// the file like any other (it takes a slot in the lock file's reader table).
+/// Opens an existing store read-only: nothing on disk is created or changed, the lock file
+/// included, and the tool takes no reader slot. A writer in another process may therefore reuse
+/// pages the tool is reading; the engine notices (`fileChangedDuringRead`) and `on` reads again.
 func openStore(_ path: String) throws(ToolFailure) -> Store {
-    let lockPath = path + "-lock"
-    let lockExisted = access(lockPath, F_OK) == 0
-    do {
-        return try Store(path: path, options: StoreOptions(createIfMissing: false))
-    } catch {
-        let failure = ToolFailure(error, path: path)
-        // Opening creates the lock file before it can tell that the file is foreign: do not
-        // leave one beside a file that was never a database.
-        if failure.code == .foreign && !lockExisted { unlink(lockPath) }
-        throw failure
+    try on(path) { try Store(path: path, options: StoreOptions(readOnly: true)) }
+}
+
+/// How often a read that a writer changed under the tool is tried in all.
+private let attempts = 3
+
+/// Runs `body`, classifying any engine error as a failure on `path`. A read that a writer in
+/// another process changed under the tool (`fileChangedDuringRead`) is run again, up to
+/// `attempts` times in all; so `body` must not print.
+func on<R>(_ path: String, _ body: () throws -> R) throws(ToolFailure) -> R {
+    var attempt = 1
+    while true {
+        do {
+            return try body()
+        } catch let failure as ToolFailure {
+            throw failure
+        } catch {
+            if attempt < attempts && changedDuringRead(error) {
+                attempt += 1
+                continue
+            }
+            throw ToolFailure(error, path: path)
+        }
     }
 }
 
-/// Runs `body`, classifying any engine error as a failure on `path`.
-func on<R>(_ path: String, _ body: () throws -> R) throws(ToolFailure) -> R {
+/// `on` for a `body` that prints as it goes: run once, never again.
+func once<R>(_ path: String, _ body: () throws -> R) throws(ToolFailure) -> R {
     do {
         return try body()
     } catch let failure as ToolFailure {
@@ -126,6 +150,12 @@ func on<R>(_ path: String, _ body: () throws -> R) throws(ToolFailure) -> R {
     } catch {
         throw ToolFailure(error, path: path)
     }
+}
+
+private func changedDuringRead(_ error: any Error) -> Bool {
+    if case .fileChangedDuringRead? = error as? StorageError { return true }
+    if case .storage(.fileChangedDuringRead)? = error as? StrataError { return true }
+    return false
 }
 
 func parsePageNumber(_ text: String) -> UInt64? {

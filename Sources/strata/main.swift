@@ -3,8 +3,10 @@
 //   strata info FILE | trees FILE | check FILE | page FILE N | readers FILE | compact FILE OUT
 //   strata schema FILE | dump FILE [--model NAME] [--json] | help
 //
+// Every command opens FILE read-only and changes nothing on disk (see `openStore`).
+//
 // Exit codes (see `ExitCode`): 0 ok, 1 usage, 2 missing file, 3 not a Strata file, 4 corrupt,
-// 5 check found problems, 6 other I/O error.
+// 5 check found problems, 6 other I/O error, 7 the file changed during inspection (run again).
 
 #if canImport(Glibc)
 import Glibc

@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Creating a page file atomically (FORMAT.md §4.1, "Creating a file").
+//
+// Writing the two meta pages straight into the database's own name is not crash-safe: a crash
+// between the two writes, or before their sync, leaves a file that no later open can use (one meta
+// page, or none, and nothing to tell an interrupted creation from a damaged database). So the meta
+// pages of the empty store are written to a temporary file beside the database, synced, and only
+// then given the database's name, and the directory is synced. A crash at any point leaves the name
+// as it was (missing, or the empty file being initialised) or naming a complete file.
+
+enum FileCreation {
+    /// The temporary file a creation of `path` writes. Only ever touched under the writer lock of
+    /// `path`'s lock file, so one name per database is enough.
+    static func temporaryPath(for path: String) -> String { path + "-creating" }
+
+    /// Pages 0 and 1 of every new file: the meta pages of an empty store, transactions 0 and 1.
+    static func initialPages(pageSize: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: 2 * pageSize)
+        bytes.withUnsafeMutableBytes { b in
+            for txnid: UInt64 in [0, 1] {
+                let meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: 2, catalog: .empty, free: .empty, recordRun: 0, recordCount: 0)
+                meta.encode(into: b.baseAddress! + Int(txnid) * pageSize, inlineRecord: [])
+            }
+        }
+        return bytes
+    }
+
+    /// Writes the initial pages into `file` in place, one page per write, and syncs.
+    static func writeInitialPages(_ file: FileIO, pageSize: Int) throws {
+        let pages = initialPages(pageSize: pageSize)
+        try pages.withUnsafeBytes { (p) throws in
+            for slot in 0..<2 {
+                try file.write(UnsafeRawBufferPointer(rebasing: p[(slot * pageSize)..<((slot + 1) * pageSize)]), at: UInt64(slot * pageSize))
+            }
+        }
+        try file.sync()
+    }
+
+    enum Outcome {
+        /// This call created the file.
+        case created
+        /// Something else created a file of that name meanwhile; it was left alone.
+        case appeared
+    }
+
+    /// Creates the page file `path` atomically: a missing one, or (`replacing`, its fstat record)
+    /// the empty file there, which is replaced by rename and whose permission bits (and, where
+    /// allowed, owner) the new file keeps. `wrap` sees the temporary file, as the fault-injection
+    /// tests' seam. Call with the lock file's writer lock held, so no other Strata process creates
+    /// or initialises the file meanwhile.
+    static func create(path name: String, pageSize: Int, replacing existing: stat?, wrap: ((FileIO) -> FileIO)?) throws -> Outcome {
+        // An empty file reached through a symbolic link is replaced where it is, not the link.
+        let path = existing != nil ? resolvedPath(name) : name
+        let temporary = temporaryPath(for: path)
+        // A leftover of an interrupted creation. It may even be a second name of a database whose
+        // creation stopped just after the link below: removing a name never touches a file's data.
+        if unlink(temporary) != 0 && errno != ENOENT {
+            throw StorageError.io(operation: "unlink", path: temporary, errno: errno)
+        }
+        let permissions = existing.map { UInt32($0.st_mode) & 0o7777 } ?? 0o644
+        let posix = try PosixFile(path: temporary, mode: .createNew(permissions: permissions))
+        do {
+            if let existing {
+                // open() applied the umask; the file being replaced had exactly these bits.
+                _ = fchmod(posix.fd, mode_t(permissions))
+                _ = fchown(posix.fd, existing.st_uid, existing.st_gid)
+            }
+            try writeInitialPages(wrap?(posix) ?? posix, pageSize: pageSize)
+            if existing != nil {
+                if rename(temporary, path) != 0 { throw StorageError.io(operation: "rename", path: path, errno: errno) }
+            } else if link(temporary, path) != 0 {
+                // link, unlike rename, never replaces a file that appeared meanwhile (made by
+                // something other than Strata, which would have waited for the writer lock).
+                let err = errno
+                if err == EEXIST {
+                    unlink(temporary)
+                    if access(path, F_OK) != 0 {
+                        // The name exists but leads nowhere: a symbolic link to a missing file.
+                        throw StorageError.io(operation: "create (the name is a symbolic link to a missing file)", path: path, errno: ENOENT)
+                    }
+                    return .appeared
+                }
+                // A filesystem without hard links: rename, after looking once more.
+                if access(path, F_OK) == 0 {
+                    unlink(temporary)
+                    return .appeared
+                }
+                if rename(temporary, path) != 0 { throw StorageError.io(operation: "rename", path: path, errno: errno) }
+            }
+            unlink(temporary)
+            try syncDirectory(containing: path)
+            return .created
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// `path` with symbolic links resolved, or `path` itself when that fails.
+    private static func resolvedPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Removes a temporary name left beside `path` by a creation that stopped between its link and
+    /// its unlink (it then names the database itself). Called by the first process to open a file.
+    static func removeStaleTemporary(of path: String, identity: FileIdentity) {
+        let temporary = temporaryPath(for: path)
+        if FileIdentity(path: temporary) == identity { unlink(temporary) }
+    }
+}

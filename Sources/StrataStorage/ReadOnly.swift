@@ -1,0 +1,144 @@
+import Synchronization
+
+// Opening a file read-only (`StoreOptions.readOnly`): what `strata` does to inspect a file without
+// changing anything on disk. FORMAT.md §4.2.
+//
+// A read-only environment opens the page file O_RDONLY and never creates, grows or writes it. It
+// never creates or writes the lock file, and takes none of its fcntl locks: the "alive" lock would
+// make the next writer skip recovery, and a reader slot is a write. So each snapshot picks its meta
+// page the way recovery does (the newest whose commit verifies), and, being unregistered, is not
+// protected from a writer in another process reusing its pages. It detects that instead:
+//
+// A page a snapshot of commit S reads can only be overwritten by a commit that reuses it, which
+// comes after the commit that freed it: commit S + 2 at the earliest. A commit's pages are written
+// after the previous commit's meta page (a writer writes its pages after the commit it starts from
+// is complete), so S + 2 writes nothing before commit S + 1 has rewritten meta slot (S + 1) % 2. A
+// snapshot copies both meta pages when it begins; if both still hold the same bytes after it read
+// its pages, no commit S + 2 wrote anything meanwhile and what it read was commit S. If not, the
+// read throws `fileChangedDuringRead`, and the caller reads again.
+
+/// What a read-only environment keeps: the lock file's reader table seen through a read-only map
+/// (to list other processes' snapshots), and the newest commit it has verified.
+final class ReadOnlyState: Sendable {
+    /// The lock file's reader table, when there is a valid lock file (nil otherwise).
+    let lockView: ReaderTable?
+    private let lockViewMap: (address: UInt, length: Int)?
+    /// Transaction id and stored meta checksum of the newest commit verified, so that each new
+    /// snapshot of an unchanged file does not read that commit's pages again.
+    private let verified = Mutex<(txnid: UInt64, checksum: UInt64)?>(nil)
+
+    init(lockView: ReaderTable?, lockViewMap: (UInt, Int)?) {
+        self.lockView = lockView
+        self.lockViewMap = lockViewMap
+    }
+
+    deinit {
+        if let lockViewMap { unmapMemory(lockViewMap.address, length: lockViewMap.length) }
+    }
+
+    func isVerified(_ meta: Meta, checksum: UInt64) -> Bool {
+        verified.withLock { $0.map { $0.txnid == meta.txnid && $0.checksum == checksum } ?? false }
+    }
+
+    func remember(_ meta: Meta, checksum: UInt64) {
+        verified.withLock { $0 = (meta.txnid, checksum) }
+    }
+}
+
+extension Environment {
+    /// A read-only environment for `path`; the read-write one if this process already has the file
+    /// open (its snapshots are then registered like any other).
+    static func openReadOnly(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
+        try registry.withLock { (registry) throws -> Environment in
+            let posix = try PosixFile(path: path, mode: .readOnly)
+            let status = try posix.status()
+            let identity = FileIdentity(status)
+            if let env = registry[identity]?.environment {
+                if let wanted = options.pageSize, wanted != env.pageSize {
+                    throw StorageError.pageSizeMismatch(path: path, found: env.pageSize, expected: wanted)
+                }
+                return env
+            }
+            if status.st_mode & 0o170000 != 0o100000 {
+                throw StorageError.notAStrataFile(path: path, reason: "not a regular file")
+            }
+            let file: FileIO = wrap?(posix) ?? posix
+            let pageSize = try detectPageSize(file)
+            if let wanted = options.pageSize, wanted != pageSize {
+                throw StorageError.pageSizeMismatch(path: path, found: pageSize, expected: wanted)
+            }
+            if try file.size() < 2 * UInt64(pageSize) {
+                throw StorageError.truncated(path: path, expectedBytes: 2 * UInt64(pageSize), actualBytes: try file.size())
+            }
+            let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
+            let view = lockFileView(path: path + "-lock", registry: registry)
+            let readers = ReaderTable.inProcess(slots: 1)
+            let env = Environment(file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps, pageSize: pageSize,
+                                  syncMode: options.syncMode, identity: identity, lockIdentity: nil,
+                                  readOnly: ReadOnlyState(lockView: view?.table, lockViewMap: view.map { ($0.address, $0.length) }))
+            // Fail now, not at the first read, when no commit is usable.
+            _ = try env.readOnlySnapshot()
+            registry = registry.filter { $0.value.environment != nil }
+            registry[identity] = WeakEnvironment(environment: env)
+            return env
+        }
+    }
+
+    /// The lock file's reader table through a read-only map, or nil when there is no lock file or
+    /// it is not valid. Also nil when this process has that lock file open in another environment
+    /// (a database file replaced under an open one): opening and closing it here would drop that
+    /// environment's fcntl locks. The descriptor is closed at once; the map stays valid. Lock
+    /// files only ever grow, so the map never runs past the file's end.
+    private static func lockFileView(path: String, registry: [FileIdentity: WeakEnvironment]) -> (table: ReaderTable, address: UInt, length: Int)? {
+        guard let identity = FileIdentity(path: path) else { return nil }
+        if registry.values.contains(where: { $0.environment?.lockIdentity == identity }) { return nil }
+        guard let lock = try? PosixFile(path: path, mode: .readOnly), let size = try? lock.size(),
+              size >= UInt64(LockLayout.slotsOffset) else { return nil }
+        var header = [UInt8](repeating: 0, count: LockLayout.slotsOffset)
+        guard (try? header.withUnsafeMutableBytes { (h) throws in try lock.read(into: h, at: 0) }) != nil,
+              let count = header.withUnsafeBytes({ LockLayout.validSlotCount(header: $0.baseAddress!, fileSize: size) }) else {
+            return nil
+        }
+        let length = LockLayout.size(slots: count)
+        guard let memory = try? lock.map(length: length, writable: false) else { return nil }
+        return (ReaderTable(memory: memory, slotCount: count, ownsMemory: false, readOnly: true), UInt(bitPattern: memory), length)
+    }
+
+    /// A new snapshot of a read-only environment: the newest commit whose pages verify, the map
+    /// covering the file, and copies of both meta pages taken before anything else was read (for
+    /// `metaPagesUnchanged`). Throws `fileChangedDuringRead` when choosing failed because a writer
+    /// changed the file meanwhile.
+    func readOnlySnapshot() throws -> (meta: Meta, mapping: MapTable.Mapping, metaPages: [UInt8]) {
+        guard let state = readOnly else { throw StorageError.internalError("read-only snapshot of a read-write environment") }
+        let copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
+        let fileSize = try file.size()
+        do {
+            let mapping = try maps.ensure(bytes: Int(fileSize))
+            let (meta, checksum) = try copies.withUnsafeBytes { (m) throws -> (Meta, UInt64) in
+                let meta = try Recovery.choose(path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
+                                               pageSize: pageSize, alreadyVerified: state.isVerified)
+                return (meta, m.baseAddress!.u64(Int(meta.txnid % 2) * pageSize + PageHeader.checksum))
+            }
+            state.remember(meta, checksum: checksum)
+            readers.publish(latest: meta.txnid)
+            return (meta, mapping, copies)
+        } catch {
+            // A commit verified against pages a writer was rewriting fails for no fault of the file.
+            if try !metaPagesUnchanged(copies) { throw StorageError.fileChangedDuringRead(path: path) }
+            throw error
+        }
+    }
+
+    /// Whether pages 0 and 1 still hold `copies`: then no commit has overwritten a page of the
+    /// snapshot that took them (see the top of this file).
+    func metaPagesUnchanged(_ copies: [UInt8]) throws -> Bool {
+        try Recovery.readMetaPages(file: file, pageSize: pageSize) == copies
+    }
+
+    /// Live snapshots of every process, as the writer sees them: from the lock file's table (for a
+    /// read-only environment, through its read-only view, without clearing dead processes' slots).
+    func liveReaders() -> [ReaderSlot] {
+        guard let readOnly else { return readers.liveReaders() }
+        return readOnly.lockView?.liveReaders() ?? []
+    }
+}

@@ -1,0 +1,186 @@
+import Testing
+@testable import StrataStorage
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// `StoreOptions.readOnly` (ReadOnly.swift): a read-only store reads any healthy file without
+// changing anything on disk (not the file, not the lock file, not the directory), refuses what is
+// not a database the same way, refuses writes, and notices a writer in another environment reusing
+// the pages of a snapshot it could not register.
+
+struct ReadOnlyTests {
+    static let readOnly = StoreOptions(readOnly: true)
+
+    /// A store at `path` with three commits of a few hundred entries, closed; its content.
+    static func makeStore(_ path: String) throws -> Contents {
+        var model: Contents = [:]
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        var rng = SplitMix(seed: 42)
+        for _ in 0..<3 { try store.write { txn in try mutate(txn, &model, &rng, operations: 400) } }
+        return model
+    }
+
+    @Test func missingFileIsNotCreated() throws {
+        let dir = try temporaryDirectory()
+        defer { removeDirectory(dir) }
+        let path = dir + "/db"
+        let before = try directoryState(dir)
+        #expect(throws: StorageError.io(operation: "open", path: path, errno: ENOENT)) { _ = try Store(path: path, options: Self.readOnly) }
+        #expect(try directoryState(dir) == before)
+    }
+
+    @Test func emptyShortAndForeignFilesAreRefusedUntouched() throws {
+        var rng = SplitMix(seed: 3)
+        let image = FileCreation.initialPages(pageSize: 4096)
+        let cases: [(String, [UInt8])] = [
+            ("empty", []),
+            ("100 bytes of garbage", rng.byteArray(100)),
+            ("10,000 bytes of garbage", rng.byteArray(10_000)),
+            ("zeros", [UInt8](repeating: 0, count: 3 * 4096)),
+            ("the first meta page only", Array(image[0..<4096])),
+        ]
+        for (name, bytes) in cases {
+            let dir = try temporaryDirectory()
+            defer { removeDirectory(dir) }
+            let path = dir + "/db"
+            try writeFileBytes(path, bytes)
+            let before = try directoryState(dir)
+            do {
+                _ = try Store(path: path, options: Self.readOnly)
+                Issue.record("\(name): opened")
+            } catch let error as StorageError {
+                switch (name, error) {
+                case ("the first meta page only", .truncated): break
+                case (_, .notAStrataFile) where name != "the first meta page only": break
+                default: Issue.record("\(name): \(error)")
+                }
+            }
+            #expect(try directoryState(dir) == before, "\(name)")
+        }
+    }
+
+    /// Everything a read-only store can do on a closed file, with and without its lock file.
+    @Test(arguments: [true, false])
+    func readsWithoutChangingAnything(keepLockFile: Bool) throws {
+        let dir = try temporaryDirectory()
+        let copyDir = try temporaryDirectory()
+        defer { removeDirectory(dir); removeDirectory(copyDir) }
+        let path = dir + "/db"
+        let model = try Self.makeStore(path)
+        if !keepLockFile { unlink(path + "-lock") }
+        let before = try directoryState(dir)
+        do {
+            let store = try Store(path: path, options: Self.readOnly)
+            #expect(store.isReadOnly)
+            #expect(try contents(of: store) == model)
+            let txnid = try store.read { $0.txnid }
+            #expect(store.latestVersion == txnid)
+            #expect(throws: StorageError.readOnly(path: path)) { try store.write { _ = try $0.createTree("x") } }
+            let report = try store.check()
+            #expect(report.isOK && report.warnings.isEmpty, "\(report.problems) \(report.warnings)")
+            #expect(try store.stats().txnid == txnid)
+            #expect(try store.treeStats().contains { $0.name == "a" })
+            #expect(try store.metaPages().filter(\.isCurrent).count == 1)
+            #expect(try store.metaNotes().isEmpty)
+            #expect(try store.describePage(2).contains("page 2"))
+            #expect(store.readers().isEmpty)
+            // Its snapshots pass validation while nothing writes.
+            let snapshot = try store.beginRead()
+            #expect(try snapshotContents(snapshot) == model)
+            try snapshot.validate()
+            snapshot.end()
+            // A copy is written elsewhere; the source is untouched.
+            try store.copy(to: copyDir + "/copy")
+            #expect(try contents(of: try Store(path: copyDir + "/copy")) == model)
+        }
+        #expect(try directoryState(dir) == before)
+    }
+
+    /// In a process that has the file open read-write, a read-only handle shares that opening: its
+    /// snapshots are registered, so a writer never reuses their pages and they never need retrying.
+    @Test func sharesTheProcessReadWriteOpening() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var model = try Self.makeStore(path)
+        let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
+        let reader = try Store(path: path, options: Self.readOnly)
+        #expect(reader.env === writer.env)
+        #expect(reader.isReadOnly && !writer.isReadOnly)
+        #expect(throws: StorageError.readOnly(path: path)) { try reader.write { _ in } }
+        let snapshot = try reader.beginRead()
+        defer { snapshot.end() }
+        #expect(writer.readers().contains { $0.txnid == snapshot.txnid && $0.pid == UInt64(getpid()) })
+        var rng = SplitMix(seed: 5)
+        var newer = model
+        for _ in 0..<3 { try writer.write { txn in try mutate(txn, &newer, &rng, operations: 400) } }
+        try snapshot.validate()
+        #expect(try snapshotContents(snapshot) == model)
+        model = newer
+        #expect(try contents(of: reader) == model)
+    }
+
+    /// A read-only environment of its own, and a read-write one opened after it in this process (as
+    /// a writer in another process would be): the read-only snapshot is not registered, the writer
+    /// reuses its pages after two commits, and the snapshot says so instead of returning what it
+    /// read. New snapshots see the newest commit.
+    @Test func noticesAWriterReusingItsPages() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var model = try Self.makeStore(path)
+        let reader = try Store(path: path, options: Self.readOnly)
+        let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
+        #expect(reader.env !== writer.env)
+        #expect(try Store(path: path, options: Self.readOnly).env === writer.env, "later read-only handles share the writer's opening")
+
+        let snapshot = try reader.beginRead()
+        defer { snapshot.end() }
+        try snapshot.validate()
+        #expect(try snapshotContents(snapshot) == model)
+        #expect(!writer.readers().contains { $0.txnid == snapshot.txnid }, "the read-only snapshot is not registered")
+        var rng = SplitMix(seed: 6)
+        for _ in 0..<2 { try writer.write { txn in try mutate(txn, &model, &rng, operations: 600) } }
+        #expect(throws: StorageError.fileChangedDuringRead(path: path)) { try snapshot.validate() }
+
+        // `read` turns a result (or an error) from such a snapshot into the same error.
+        #expect(throws: StorageError.fileChangedDuringRead(path: path)) {
+            try reader.read { txn -> Int in
+                for _ in 0..<2 { try writer.write { txn in try mutate(txn, &model, &rng, operations: 600) } }
+                return try txn.treeNames().count
+            }
+        }
+        #expect(try reader.read { $0.txnid } == writer.latestVersion)
+        #expect(reader.latestVersion == writer.latestVersion)
+        #expect(try contents(of: reader) == model)
+
+        // The read-only environment lists the writer's readers from the lock file, read-only.
+        let held = try writer.beginRead()
+        defer { held.end() }
+        #expect(reader.readers().contains { $0.txnid == held.txnid && $0.pid == UInt64(getpid()) }, "\(reader.readers())")
+    }
+
+    /// A torn newest meta page: a read-only store opens at the commit before, as recovery does.
+    @Test func fallsBackPastATornNewestCommit() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let model = try Self.makeStore(path)
+        var newest: UInt64 = 0
+        do {
+            let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+            try store.write { _ = try $0.createTree("late").put([1], [1]) }
+            newest = store.latestVersion
+        }
+        let offset = Int(newest % 2) * 4096 + 4000
+        try patchFile(path, at: offset, [0xFF ^ (try readFileRange(path, at: offset, count: 1)[0])])
+        let before = try readFileBytes(path)
+        let store = try Store(path: path, options: Self.readOnly)
+        #expect(try store.read { $0.txnid } == newest - 1)
+        #expect(try contents(of: store) == model)
+        #expect(try store.check().isOK)
+        #expect(try store.metaNotes().map(\.message) == ["newest commit \(newest) was not completed (meta page checksum mismatch); the file opens at commit \(newest - 1)"])
+        #expect(try readFileBytes(path) == before)
+    }
+}
