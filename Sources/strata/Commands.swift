@@ -7,6 +7,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Strata
 import StrataStorage
 
 /// `strata info FILE`: what the file is and where its space goes.
@@ -78,11 +79,21 @@ func check(path: String) throws(ToolFailure) {
     for warning in report.warnings { print("note: \(warning)") }
     for problem in report.problems { print("problem: \(problem)") }
     if report.omittedProblems > 0 { print("problem: … and \(report.omittedProblems) more") }
-    if report.isOK {
+    // The object layer, when the pages it lives in are sound: records, keys and indexes checked
+    // against the stored schemas (a file of the engine alone has none).
+    var objectProblems = 0
+    if report.isOK, user.contains(where: { $0.name == "strata:schema" }) {
+        let objects = try on(path) { try StoredObjects.check(in: store) }
+        print("  objects: \(grouped(objects.objects)) objects, \(grouped(objects.indexEntries)) index entries checked against their schemas")
+        for note in objects.notes { print("note: \(note)") }
+        for problem in objects.problems { print("problem: \(problem)") }
+        objectProblems = objects.problems.count
+    }
+    if report.isOK && objectProblems == 0 {
         print("ok")
         return
     }
-    let total = report.problems.count + report.omittedProblems
+    let total = report.problems.count + report.omittedProblems + objectProblems
     throw ToolFailure(.checkFailed, "\(path): check found \(total) problem\(total == 1 ? "" : "s")")
 }
 

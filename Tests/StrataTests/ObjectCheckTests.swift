@@ -78,3 +78,22 @@ struct ObjectCheckTests {
         }
     }
 }
+
+extension ObjectCheckTests {
+    @Test func strataCheckRunsTheObjectCheck() throws {
+        guard let tool = toolExecutable() else {
+            Issue.record("the strata executable was not found next to the test bundle")
+            return
+        }
+        let healthy = try seeded()
+        let ok = try runTool(tool, ["check", healthy])
+        #expect(ok.status == 0, "\(ok.output)")
+        #expect(ok.output.contains("objects: 44 objects"), "\(ok.output)")
+        #expect(ok.output.contains("note: CKMessage.u → CKUser"), "\(ok.output)")
+        let damaged = try seeded()
+        _ = try Store(path: damaged).write { txn in try txn.tree("m:CKUser")?.put(key("u1"), [200, 1, 2]) }
+        let bad = try runTool(tool, ["check", damaged])
+        #expect(bad.status == 5, "\(bad.output)")
+        #expect(bad.output.contains("problem: CKUser u1: the record does not decode"), "\(bad.output)")
+    }
+}
