@@ -14,9 +14,22 @@ func schema(path: String) throws(ToolFailure) {
         let count = try on(path) { try StoredObjects.count(in: store, model: model.name) }
         print("model \(model.name)  key \(model.keyType)  objects \(grouped(count))  schema version \(model.schemaVersion)")
         var rows: [[String]] = []
-        for field in model.object.fields {
-            rows.append(["  " + field.name, "\(field.id)", field.type.description, field.removed ? "removed" : ""])
+        // Nested structs' fields follow their struct, dotted (and inside arrays, as `tags[].name`).
+        func add(_ object: ObjectSchema, prefix: String, removed: Bool) {
+            for field in object.fields {
+                let name = prefix + field.name
+                let gone = removed || field.removed
+                let key = model.keyField == field.name && prefix.isEmpty ? "primary key" : ""
+                rows.append(["  " + name, "\(field.id)", field.type.description, [gone ? "removed" : "", key].filter { !$0.isEmpty }.joined(separator: ", ")])
+                switch field.type.unwrapped {
+                case .object(let nested): add(nested, prefix: name + ".", removed: gone)
+                case .array(let element), .dictionary(let element):
+                    if case .object(let nested) = element.unwrapped { add(nested, prefix: name + "[].", removed: gone) }
+                default: break
+                }
+            }
         }
+        add(model.object, prefix: "", removed: false)
         print(table(["  field", "id", "type", ""], rows, rightAligned: [1]))
         for index in model.indexes {
             print("  index \(index.path)\(index.unique ? " (unique)" : "")")

@@ -97,3 +97,18 @@ extension ObjectCheckTests {
         #expect(bad.output.contains("problem: CKUser u1: the record does not decode"), "\(bad.output)")
     }
 }
+
+extension ObjectCheckTests {
+    @Test func strataSchemaListsNestedFields() throws {
+        guard let tool = toolExecutable() else {
+            Issue.record("the strata executable was not found next to the test bundle")
+            return
+        }
+        let out = try runTool(tool, ["schema", try seeded()])
+        #expect(out.status == 0, "\(out.output)")
+        for line in ["m.k", "m.sc", "m.p", "_id"] {
+            #expect(out.output.contains("  \(line) "), "\(line): \(out.output)")
+        }
+        #expect(out.output.contains("primary key"), "\(out.output)")
+    }
+}

@@ -46,13 +46,14 @@ public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConver
         }
     }
 
-    /// The type without optionals.
-    var unwrapped: FieldType {
+    /// The type without optionals (`String??` → `String`).
+    public var unwrapped: FieldType {
         if case .optional(let inner) = self { return inner.unwrapped }
         return self
     }
 
-    var isOptional: Bool {
+    /// Whether values may be nil.
+    public var isOptional: Bool {
         if case .optional = self { return true }
         return false
     }
