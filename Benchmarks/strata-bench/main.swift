@@ -60,6 +60,19 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
     note("strata-bench \(suite.name): \(description)")
     note("engines: \(engines.map(\.id).joined(separator: ", ")); files in \(options.directory)")
 
+    // The disk's floor, before any engine runs (Floor.swift).
+    var floor: DiskFloor?
+    if !options.noFloor {
+        let small = options.n < 100_000
+        do {
+            let measured = try DiskFloor.measure(directory: options.directory, budget: small ? 0.4 : 1.5, maxRounds: small ? 100 : 300)
+            for line in measured.lines() { note(line) }
+            floor = measured
+        } catch {
+            note("disk floor not measured: \(error)")
+        }
+    }
+
     // Rounds alternate the engines' order, so that neither always runs first on a cold machine.
     var runs = engines.map { EngineRun(engine: $0) }
     for round in 0..<options.repeats {
@@ -72,11 +85,33 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
         }
     }
 
+    // Syncs per workload: every engine once more under strace (Syscalls.swift); only the counts
+    // (and any problem the pass reports) are kept.
+    var syscallNote: String?
+    if options.syscalls {
+        if let strace = SyscallTrace.findStrace() {
+            for i in engines.indices {
+                note("\(engines[i].id): counting syscalls under strace (a separate pass; its timings are not used)")
+                let traced = try runEngineProcess(suite: suite.name, engine: engines[i], options: options, strace: strace)
+                if let failure = traced.failure { runs[i].problems.append("traced pass: \(failure)") }
+                runs[i].problems += traced.problems.map { "traced pass: \($0)" }
+                runs[i].syscalls = traced.syscalls
+                if traced.syscalls.isEmpty && traced.failure == nil {
+                    runs[i].problems.append("traced pass: strace logged no workload markers")
+                }
+            }
+            syscallNote = "syncs counted under strace (\(strace)) in a separate pass per engine"
+        } else {
+            syscallNote = "--syscalls: strace not found on PATH (apt-get install strace); syncs not counted"
+            note(syscallNote!)
+        }
+    }
+
     var machine = "\(systemDescription()), \(cpuCount()) cores"
     if let cpu = cpuModel() { machine += ", \(cpu)" }
     let report = SuiteReport(suite: suite.name, description: description, options: options, date: utcTimestamp(),
                              machine: machine, runs: runs, workloads: suite.workloads, sizes: suite.sizes,
-                             skipped: skipped)
+                             skipped: skipped, floor: floor, syscallNote: syscallNote)
     out(report.table())
     if let path = options.jsonPath {
         try writeFile(path, report.json())
@@ -92,15 +127,17 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
 
 /// A child: one engine's phase, results on stdout (see Child.swift).
 func runEngine(_ suite: any BenchSuite.Type, engine: String, options: BenchOptions) -> Int32 {
+    // The sink starts the memory sampler thread before the baseline is read, so the baseline
+    // includes it.
+    let sink = ResultSink(engine: engine, options: options)
     let baseline = MemoryUsage.current()
-    let sink = ResultSink(engine: engine, showTimes: options.showTimes)
     do {
         try suite.run(engine: engine, options: options, sink: sink)
     } catch {
         note("[\(engine)] error: \(error)")
         return 1
     }
-    if let usage = MemoryUsage.current() { sink.memory(usage, baseline: baseline) }
+    sink.finish(baseline: baseline)
     return 0
 }
 
