@@ -54,6 +54,8 @@ struct DiskFloor: Sendable {
         }
     }
 
+    /// "at the start", "at the end".
+    var when = ""
     var modes: [Mode]
     var rounds: Int
     var seconds: Double
@@ -69,7 +71,7 @@ struct DiskFloor: Sendable {
     static let pageSize = 4096
 
     /// Runs the probe in `directory` for at most about `budget` seconds of rounds.
-    static func measure(directory: String, budget: Double, maxRounds: Int, minRounds: Int = 20) throws -> DiskFloor {
+    static func measure(when: String, directory: String, budget: Double, maxRounds: Int, minRounds: Int = 20) throws -> DiskFloor {
         let page = pageSize
         let written = 4 << 20
         let slotted = 8 << 20
@@ -80,6 +82,7 @@ struct DiskFloor: Sendable {
             Mode(id: "hole", title: "into an ftruncate hole"),
             Mode(id: "fallocate", title: "into fallocate'd blocks"),
         ], rounds: 0, seconds: 0, pageSize: page)
+        floor.when = when
 
         let paths = floor.modes.map { "\(directory)/floor-\($0.id).tmp" }
         var fds: [Int32] = []
@@ -171,7 +174,7 @@ struct DiskFloor: Sendable {
 
     /// Lines for the report's header.
     func lines() -> [String] {
-        var lines = ["disk floor (this directory's disk, no engine): pwrite of 1-4 pages + fdatasync, \(rounds) rounds of each kind, interleaved, in \(formatFixed(seconds, 2)) s"]
+        var lines = ["disk floor \(when) (this directory's disk, no engine): pwrite of 1-4 pages + fdatasync, \(rounds) rounds of each kind, interleaved, in \(formatFixed(seconds, 2)) s"]
         for m in modes where !m.micros.isEmpty {
             lines.append("  " + pad(m.title, 26) + "median " + padLeft(formatInt(Int(m.median.rounded())), 6) + " µs   p90 "
                          + padLeft(formatInt(Int(m.p90.rounded())), 6) + " µs   min " + padLeft(formatInt(Int(m.minimum.rounded())), 6) + " µs"
@@ -182,6 +185,7 @@ struct DiskFloor: Sendable {
 
     func json() -> JSON {
         var fields: [(String, JSON)] = [
+            ("when", .string(when)),
             ("probe", .string("pwrite of 1-4 pages of \(pageSize) bytes + fdatasync, kinds interleaved")),
             ("rounds", .int(rounds)),
             ("seconds", .double(seconds)),

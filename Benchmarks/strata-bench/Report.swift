@@ -13,8 +13,10 @@ struct SuiteReport {
     let sizes: [SizeInfo]
     /// Engines skipped because they are not installed, with the notice.
     let skipped: [(EngineInfo, String)]
-    /// The disk's floor measured at the start (nil with --no-floor or when it failed).
-    var floor: DiskFloor? = nil
+    /// The disk's floor measured at the start and at the end of the timed rounds (none with --no-floor).
+    var floors: [DiskFloor] = []
+    /// The first floor measured (its setup checked write_bytes).
+    var floor: DiskFloor? { floors.first }
     /// How syncs were counted, or why not (nil without --syscalls).
     var syscallNote: String? = nil
 
@@ -51,7 +53,7 @@ struct SuiteReport {
             lines.append("\(run.engine.title): " + run.info.map { "\($0.0) \($0.1)" }.joined(separator: "; "))
         }
         for (engine, notice) in skipped { lines.append("\(engine.title): \(notice)") }
-        if let floor { lines += floor.lines() }
+        for floor in floors { lines += floor.lines() }
         lines.append("")
 
         let subject = runs.first
@@ -142,7 +144,7 @@ struct SuiteReport {
                     let dirtied = countsWriteBytes == false ? nil : s["io_write_bytes"]
                     row.append(padLeft(s["io_wchar"].map { formatBytes(UInt64((Double($0) / c).rounded())) } ?? "-", 15))
                     row.append(padLeft(s["io_syscw"].map { perCommit(Double($0) / c) } ?? "-", 14))
-                    row.append(padLeft(run.syscalls[w.id]?["syncs"].map { perCommit(Double($0) / c) } ?? "-", 13))
+                    row.append(padLeft(syncsPerCommit(run.syscalls[w.id]).map(perCommit) ?? "-", 13))
                     row.append(padLeft(dirtied.map { formatBytes(UInt64((Double($0) / c).rounded())) } ?? "-", 15))
                 } else {
                     row += [padLeft("", 8), padLeft("", 10), padLeft("", 15), padLeft("", 14), padLeft("", 13), padLeft("", 15)]
@@ -156,6 +158,12 @@ struct SuiteReport {
         lines.append("")
         lines += resourceNotes(countsWriteBytes: countsWriteBytes)
         return lines
+    }
+
+    /// Syncs of a traced workload over the commits the traced pass made.
+    private func syncsPerCommit(_ counts: [String: UInt64]?) -> Double? {
+        guard let syncs = counts?["syncs"], let commits = counts?["commits"], commits > 0 else { return nil }
+        return Double(syncs) / Double(commits)
     }
 
     /// "12.00", "3.50", "250.0": per-commit counts with two decimals below 10.
@@ -211,8 +219,14 @@ struct SuiteReport {
         var memory = "peak RSS: VmHWM during the workload, reset before it through /proc/self/clear_refs"
         if resets == ["yes"] { memory += " (works here)" } else if resets.contains("no") { memory += " (REFUSED here: the largest sampled RSS instead)" }
         memory += "; peak anon: the largest RssAnon (heap, stacks; not mapped file pages) "
-        memory += sampleMs == "0" || sampleMs.isEmpty ? "at the workload's start and end (sampler off)." : "sampled every \(sampleMs) ms and at the start and end."
-        notes.append(memory)
+        memory += sampleMs == "0" || sampleMs.isEmpty ? "at the workload's start and end (sampler off)." : "sampled every \(sampleMs) ms and at the start and end"
+        let costs = runs.compactMap { run -> String? in
+            guard let cpu = run.meters["sampler_cpu_seconds"].flatMap(Double.init),
+                  let seconds = run.meters["sampler_seconds"].flatMap(Double.init), seconds > 0 else { return nil }
+            return "\(run.engine.title) \(formatFixed(cpu * 1000, 0)) ms CPU in \(formatFixed(seconds, 1)) s (\(formatFixed(100 * cpu / seconds, 2)) % of a core)"
+        }
+        if !costs.isEmpty { memory += "; the sampler thread used " + costs.joined(separator: ", ") }
+        notes.append(memory + ".")
         notes.append("file size: st_size of the engine's data files after the workload (SQLite: database + WAL; lock files and -shm excluded).")
         return notes
     }
@@ -238,21 +252,21 @@ struct SuiteReport {
             for (key, name) in [("io_write_bytes", "write_bytes"), ("io_wchar", "wchar"), ("io_syscw", "syscw")] {
                 if let v = s[key] { per.append((name, .double(Double(v) / c))) }
             }
-            if let syncs = syscalls?["syncs"] { per.append(("syncs", .double(Double(syncs) / c))) }
+            if let syncs = syncsPerCommit(syscalls) { per.append(("syncs", .double(syncs))) }
             fields.append(("per_commit", .object(per)))
         }
         let io = ProcIO.fields.compactMap { name in s["io_" + name].map { (name, JSON.int(Int($0))) } }
         if !io.isEmpty { fields.append(("proc_self_io", .object(io))) }
         for (key, name) in [("peak_rss", "peak_rss_bytes"), ("peak_rss_sampled", "peak_rss_sampled_bytes"),
                             ("peak_anon", "peak_anon_bytes"), ("rss_start", "rss_start_bytes"), ("anon_start", "anon_start_bytes"),
-                            ("rss_end", "rss_end_bytes"), ("anon_end", "anon_end_bytes"), ("samples", "memory_samples"),
+                            ("rss_end", "rss_end_bytes"), ("anon_end", "anon_end_bytes"), ("samples", "memory_samples"), ("sampler_cpu_ns", "sampler_cpu_ns"),
                             ("file_bytes", "file_bytes"), ("file_allocated_bytes", "file_allocated_bytes")] {
             if let v = s[key] { fields.append((name, .int(Int(v)))) }
         }
         let parts = s.filter { $0.key.hasPrefix("file:") }.sorted { $0.key < $1.key }
         if !parts.isEmpty { fields.append(("files", .object(parts.map { (String($0.key.dropFirst(5)), .int(Int($0.value))) }))) }
         if let syscalls {
-            fields.append(("syscalls", .object(SyscallTrace.keys.compactMap { key in syscalls[key].map { (key, .int(Int($0))) } })))
+            fields.append(("syscalls", .object((["commits"] + SyscallTrace.keys).compactMap { key in syscalls[key].map { (key, .int(Int($0))) } })))
         }
         return .object(fields)
     }
@@ -318,7 +332,7 @@ struct SuiteReport {
             ("n", .int(options.n)),
             ("seed", .string("\(options.seed)")),
             ("rounds", .int(options.repeats)),
-            ("disk_floor", floor?.json() ?? .null),
+            ("disk_floor", floors.isEmpty ? .null : .array(floors.map { $0.json() })),
             ("write_bytes_counts", writeBytesCounts.map { .bool($0) } ?? .null),
             ("syscalls", syscallNote.map { .string($0) } ?? .null),
             ("engines", .array(engines)),

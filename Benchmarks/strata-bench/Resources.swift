@@ -115,6 +115,9 @@ final class MemorySampler: Sendable {
     private let peakAnon = Atomic<UInt64>(0)
     private let samples = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
+    /// The sampler thread's own CPU time and samples over its life, set when it stops.
+    private let cpuNanoseconds = Atomic<UInt64>(0)
+    private let totalSamples = Atomic<Int>(0)
     private let reader: StatmReader
 
     private init(intervalMilliseconds: Int, reader: StatmReader) {
@@ -141,10 +144,18 @@ final class MemorySampler: Sendable {
 
     private func loop() {
         var pause = timespec(tv_sec: intervalMilliseconds / 1000, tv_nsec: (intervalMilliseconds % 1000) * 1_000_000)
+        var taken = 0
+        defer {
+            var cpu = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu)
+            cpuNanoseconds.store(UInt64(cpu.tv_sec) * 1_000_000_000 + UInt64(cpu.tv_nsec), ordering: .relaxed)
+            totalSamples.store(taken, ordering: .relaxed)
+        }
         while !stopping.load(ordering: .relaxed) {
             if let (resident, anon) = reader.sample() {
                 raise(resident: resident, anon: anon)
                 samples.add(1, ordering: .relaxed)
+                taken += 1
             }
             var rest = timespec()
             while nanosleep(&pause, &rest) != 0 && errno == EINTR { pause = rest }
@@ -181,6 +192,11 @@ final class MemorySampler: Sendable {
     }
 
     func stop() { stopping.store(true, ordering: .relaxed) }
+
+    /// The thread's CPU time (all of it: samples, sleeps' wakeups) and its samples, after it stopped.
+    var cost: (cpuSeconds: Double, samples: Int) {
+        (Double(cpuNanoseconds.load(ordering: .relaxed)) / 1e9, totalSamples.load(ordering: .relaxed))
+    }
 }
 
 /// Resets VmHWM to the current RSS by writing "5" to /proc/self/clear_refs (Linux ≥ 4.0; only the
@@ -209,6 +225,8 @@ final class WorkloadMeter {
     private let sampler: MemorySampler?
     private let samplerThread: pthread_t?
     private let reader = StatmReader()
+    /// The sampler thread's CPU-time clock, to take its time out of the workload's CPU time.
+    private let samplerClock: clockid_t?
     /// The process's lifetime VmHWM, folded in before every reset.
     private(set) var processPeakRSS: UInt64 = 0
     /// Whether the last reset of VmHWM was accepted (nil before the first).
@@ -220,19 +238,37 @@ final class WorkloadMeter {
         if let (sampler, thread) = MemorySampler.start(intervalMilliseconds: sampleMilliseconds) {
             self.sampler = sampler
             samplerThread = thread
+            var clock = clockid_t()
+            samplerClock = pthread_getcpuclockid(thread, &clock) == 0 ? clock : nil
         } else {
             sampler = nil
             samplerThread = nil
+            samplerClock = nil
         }
         ioAvailable = ProcIO.current() != nil
+    }
+
+    /// CPU seconds the sampler thread has used so far (0 without a sampler). The workload's CPU
+    /// time (all threads of the process) has the sampler's share taken out.
+    func samplerCPUSeconds() -> Double {
+        guard let samplerClock else { return 0 }
+        var ts = timespec()
+        if clock_gettime(samplerClock, &ts) != 0 { return 0 }
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// The sampler's interval, 0 when no sampler runs.
     var sampleMilliseconds: Int { sampler?.intervalMilliseconds ?? 0 }
 
-    func stop() {
-        sampler?.stop()
-        if let samplerThread { pthread_join(samplerThread, nil) }
+    private let started = monotonicSeconds()
+
+    /// Stops the sampler; its CPU seconds, samples and the seconds it ran, when there was one.
+    func stop() -> (cpuSeconds: Double, samples: Int, seconds: Double)? {
+        guard let sampler, let samplerThread else { return nil }
+        sampler.stop()
+        pthread_join(samplerThread, nil)
+        let cost = sampler.cost
+        return (cost.cpuSeconds, cost.samples, monotonicSeconds() - started)
     }
 
     /// What `begin` saw.

@@ -87,18 +87,23 @@ final class ResultSink {
     func measure(_ workload: WorkloadInfo, ops: Int, commits: Int? = nil, countAfter: (() throws -> Int)? = nil,
                  _ body: () throws -> (count: Int?, checksum: UInt64?)) throws {
         let window = meter.begin(workload.id)
+        let samplerStart = meter.samplerCPUSeconds()
         let cpuStart = processCPUSeconds()
         let start = monotonicSeconds()
         var (count, sum) = try body()
         let end = monotonicSeconds()
         let cpuEnd = processCPUSeconds()
-        let stats = meter.end(window, files: dataFiles)
+        let samplerCPU = meter.samplerCPUSeconds() - samplerStart
+        var stats = meter.end(window, files: dataFiles)
+        if samplerCPU > 0 { stats.append(("sampler_cpu_ns", UInt64((samplerCPU * 1e9).rounded()))) }
+        // The engine's CPU time: the process's, less the memory sampler's (Resources.swift).
+        let cpu = max(0, cpuEnd - cpuStart - samplerCPU)
         if let countAfter { count = try countAfter() }
-        let m = Measurement(ops: ops, seconds: end - start, count: count, checksum: sum, cpuSeconds: cpuEnd - cpuStart)
+        let m = Measurement(ops: ops, seconds: end - start, count: count, checksum: sum, cpuSeconds: cpu)
         var line = "[\(engine)] \(pad(workload.id, 22)) \(padLeft(formatInt(ops), 11)) \(workload.units) in \(formatSeconds(m.seconds)): \(formatInt(Int(m.opsPerSecond.rounded())))/s"
         if showTimes { line += "  [monotonic \(formatFixed(start, 3))..\(formatFixed(end, 3))]" }
         note(line)
-        out(["result", workload.id, "\(ops)", "\(m.seconds)", count.map { "\($0)" } ?? "-", sum.map { "\($0)" } ?? "-", "\(cpuEnd - cpuStart)"].joined(separator: "\t"))
+        out(["result", workload.id, "\(ops)", "\(m.seconds)", count.map { "\($0)" } ?? "-", sum.map { "\($0)" } ?? "-", "\(cpu)"].joined(separator: "\t"))
         if let commits { stat(workload.id, "commits", UInt64(commits)) }
         for (key, value) in stats { stat(workload.id, key, value) }
     }
@@ -130,7 +135,11 @@ final class ResultSink {
     /// The process's lifetime peak RSS (the largest VmHWM seen, before and between the per-workload
     /// resets and at the end) and its peak before the engine opened; then how the meter worked.
     func finish(baseline: MemoryUsage?) {
-        meter.stop()
+        if let cost = meter.stop() {
+            meterFact("sampler_cpu_seconds", "\(cost.cpuSeconds)")
+            meterFact("sampler_samples", "\(cost.samples)")
+            meterFact("sampler_seconds", "\(cost.seconds)")
+        }
         let peak = max(meter.processPeakRSS, MemoryUsage.current()?.peakRSS ?? 0)
         if peak > 0 { out("rss\t\(peak)\t\(baseline?.peakRSS ?? 0)") }
         if let works = meter.peakResetWorks { meterFact("peak_rss_reset", works ? "yes" : "no") }

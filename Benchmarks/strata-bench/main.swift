@@ -60,18 +60,22 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
     note("strata-bench \(suite.name): \(description)")
     note("engines: \(engines.map(\.id).joined(separator: ", ")); files in \(options.directory)")
 
-    // The disk's floor, before any engine runs (Floor.swift).
-    var floor: DiskFloor?
-    if !options.noFloor {
+    // The disk's floor, before any engine runs and again after the timed rounds, since a shared
+    // disk's mood drifts (Floor.swift).
+    func measureFloor(_ when: String) -> DiskFloor? {
+        if options.noFloor { return nil }
         let small = options.n < 100_000
         do {
-            let measured = try DiskFloor.measure(directory: options.directory, budget: small ? 0.4 : 1.5, maxRounds: small ? 100 : 300)
+            let measured = try DiskFloor.measure(when: when, directory: options.directory,
+                                                 budget: small ? 0.4 : 1.5, maxRounds: small ? 100 : 300)
             for line in measured.lines() { note(line) }
-            floor = measured
+            return measured
         } catch {
-            note("disk floor not measured: \(error)")
+            note("disk floor (\(when)) not measured: \(error)")
+            return nil
         }
     }
+    let floorAtStart = measureFloor("at the start")
 
     // Rounds alternate the engines' order, so that neither always runs first on a cold machine.
     var runs = engines.map { EngineRun(engine: $0) }
@@ -85,6 +89,8 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
         }
     }
 
+    let floorAtEnd = measureFloor("at the end")
+
     // Syncs per workload: every engine once more under strace (Syscalls.swift); only the counts
     // (and any problem the pass reports) are kept.
     var syscallNote: String?
@@ -95,7 +101,11 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
                 let traced = try runEngineProcess(suite: suite.name, engine: engines[i], options: options, strace: strace)
                 if let failure = traced.failure { runs[i].problems.append("traced pass: \(failure)") }
                 runs[i].problems += traced.problems.map { "traced pass: \($0)" }
-                runs[i].syscalls = traced.syscalls
+                // The traced pass's own commit counts divide its syncs (group commit makes a
+                // different number of commits in each run).
+                var counts = traced.syscalls
+                for (id, m) in traced.results { if let commits = m.stats["commits"] { counts[id]?["commits"] = commits } }
+                runs[i].syscalls = counts
                 if traced.syscalls.isEmpty && traced.failure == nil {
                     runs[i].problems.append("traced pass: strace logged no workload markers")
                 }
@@ -111,7 +121,8 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
     if let cpu = cpuModel() { machine += ", \(cpu)" }
     let report = SuiteReport(suite: suite.name, description: description, options: options, date: utcTimestamp(),
                              machine: machine, runs: runs, workloads: suite.workloads, sizes: suite.sizes,
-                             skipped: skipped, floor: floor, syscallNote: syscallNote)
+                             skipped: skipped, floors: [floorAtStart, floorAtEnd].compactMap { $0 },
+                             syscallNote: syscallNote)
     out(report.table())
     if let path = options.jsonPath {
         try writeFile(path, report.json())
