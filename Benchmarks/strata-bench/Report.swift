@@ -140,7 +140,8 @@ struct SuiteReport {
                 if let commits = s["commits"], commits > 0 {
                     let c = Double(commits)
                     row.append(padLeft(formatInt(Int(commits)), 8))
-                    row.append(padLeft(formatFixed(m.seconds * 1000 / c, 2), 10))
+                    let ms = m.seconds * 1000 / c
+                    row.append(padLeft(formatFixed(ms, ms < 0.1 ? 3 : 2), 10))
                     let dirtied = countsWriteBytes == false ? nil : s["io_write_bytes"]
                     row.append(padLeft(s["io_wchar"].map { formatBytes(UInt64((Double($0) / c).rounded())) } ?? "-", 15))
                     row.append(padLeft(s["io_syscw"].map { perCommit(Double($0) / c) } ?? "-", 14))
