@@ -112,7 +112,7 @@ struct DiskFloor: Sendable {
             }
         }
         func sync(_ fd: Int32) throws {
-            if fdatasync(fd) != 0 { throw BenchError("disk floor: fdatasync failed: \(errnoText())") }
+            if dataSync(fd) != 0 { throw BenchError("disk floor: fdatasync failed: \(errnoText())") }
         }
 
         // Setup: the written file, fully written and synced (and write_bytes checked); the hole;
@@ -126,7 +126,11 @@ struct DiskFloor: Sendable {
         floor.setupBytes = UInt64(written)
         if ftruncate(fds[2], off_t(slotted)) != 0 { throw BenchError("disk floor: ftruncate failed: \(errnoText())") }
         try sync(fds[2])
+        #if os(Linux)
         var fallocated = posix_fallocate(fds[3], 0, off_t(slotted)) == 0
+        #else
+        var fallocated = false
+        #endif
         if fallocated { try sync(fds[3]) }
         try sync(fds[1])
 
@@ -151,7 +155,7 @@ struct DiskFloor: Sendable {
                 let io0 = ProcIO.current()
                 let t0 = monotonicSeconds()
                 try writeAll(fds[m], bytes, at: offset)
-                if fdatasync(fds[m]) != 0 {
+                if dataSync(fds[m]) != 0 {
                     if m == 3 { fallocated = false; floor.modes[3].micros = []; continue }
                     throw BenchError("disk floor: fdatasync failed: \(errnoText())")
                 }
@@ -170,6 +174,15 @@ struct DiskFloor: Sendable {
         floor.seconds = monotonicSeconds() - start
         if !fallocated { floor.modes.remove(at: 3) }
         return floor
+    }
+
+    /// fdatasync on Linux (what Strata's `.full` durability calls there), fsync elsewhere.
+    private static func dataSync(_ fd: Int32) -> Int32 {
+        #if os(Linux)
+        return fdatasync(fd)
+        #else
+        return fsync(fd)
+        #endif
     }
 
     /// Lines for the report's header.

@@ -238,8 +238,12 @@ final class WorkloadMeter {
         if let (sampler, thread) = MemorySampler.start(intervalMilliseconds: sampleMilliseconds) {
             self.sampler = sampler
             samplerThread = thread
+            #if os(Linux)
             var clock = clockid_t()
             samplerClock = pthread_getcpuclockid(thread, &clock) == 0 ? clock : nil
+            #else
+            samplerClock = nil
+            #endif
         } else {
             sampler = nil
             samplerThread = nil
