@@ -60,7 +60,8 @@ let usage = """
       --seed S              seed of the data and the random choices (default 1)
       --times               show monotonic start/end times in progress lines (to cut a perf profile)
       --no-floor            skip the disk-floor probe (fdatasync latency of the bench's directory,
-                            measured at the start in at most ~2 s)
+                            measured before the first engine and after the timed rounds, ~2 s each
+                            at most; 0.4 s when N < 100,000)
       --syscalls            also run every engine once more under strace (apt-get install strace) to
                             count its syncs per workload; that pass's timings are not used
       --sample-ms MS        interval of the per-workload memory sampler (default 5; 0 turns it off)
