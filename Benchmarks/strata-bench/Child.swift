@@ -6,7 +6,9 @@
 //   info     KEY VALUE
 //   result   WORKLOAD OPS SECONDS COUNT|- CHECKSUM|- CPU_SECONDS
 //   size     ID BYTES
+//   stat     WORKLOAD KEY VALUE       (after the workload's result line; Resources.swift)
 //   rss      PEAK_BYTES BASELINE_BYTES
+//   meter    KEY VALUE                how the child measured (peak RSS reset, /proc/self/io, sampler)
 //   problem  TEXT
 // and its progress lines on stderr, which pass straight through to the terminal.
 
@@ -31,6 +33,10 @@ struct EngineRun: Sendable {
     var peakRSS: UInt64?
     var baselineRSS: UInt64?
     var problems: [String] = []
+    /// How the child measured: "peak_rss_reset" → "yes", "proc_io" → "yes", "sample_ms" → "5".
+    var meters: [String: String] = [:]
+    /// Sync and write syscalls per workload, counted under strace in a separate pass (`--syscalls`).
+    var syscalls: [String: [String: UInt64]] = [:]
     /// Set when the child failed; the other fields hold what it reported before.
     var failure: String?
 
@@ -50,6 +56,7 @@ struct EngineRun: Sendable {
             results[id] = m
         }
         for (id, bytes) in round.sizes { sizes[id] = bytes }
+        for (key, value) in round.meters { meters[key] = value }
         if let peak = round.peakRSS { peakRSS = max(peakRSS ?? 0, peak) }
         if let base = round.baselineRSS { baselineRSS = max(baselineRSS ?? 0, base) }
         problems += round.problems
@@ -69,6 +76,14 @@ struct EngineRun: Sendable {
                 }
                 results[f[1]] = Measurement(ops: ops, seconds: seconds, count: Int(f[4]), checksum: UInt64(f[5]),
                                             cpuSeconds: f.count > 6 ? Double(f[6]) : nil)
+            case "stat" where f.count >= 4:
+                guard results[f[1]] != nil, let value = UInt64(f[3]) else {
+                    problems.append("unreadable stat line from the \(engine.id) process: \(line)")
+                    continue
+                }
+                results[f[1]]?.stats[f[2]] = value
+            case "meter" where f.count >= 3:
+                meters[f[1]] = f[2]
             case "size" where f.count >= 3:
                 sizes[f[1]] = UInt64(f[2])
             case "rss" where f.count >= 3:
@@ -83,19 +98,34 @@ struct EngineRun: Sendable {
     }
 }
 
-/// Runs `strata-bench engine SUITE ENGINE ...` and collects what it reports.
-func runEngineProcess(suite: String, engine: EngineInfo, options: BenchOptions) throws -> EngineRun {
+/// Runs `strata-bench engine SUITE ENGINE ...` and collects what it reports. With `strace` (the
+/// path of strace), the child runs under it with workload markers and the run's `syscalls` hold
+/// what it counted (Syscalls.swift).
+func runEngineProcess(suite: String, engine: EngineInfo, options: BenchOptions, strace: String? = nil) throws -> EngineRun {
     guard let exe = executablePath() else { throw BenchError("cannot find this executable (/proc/self/exe)") }
-    var args = ["engine", suite, engine.id, "--n", "\(options.n)", "--dir", options.directory, "--seed", "\(options.seed)"]
+    var args = ["engine", suite, engine.id, "--n", "\(options.n)", "--dir", options.directory, "--seed", "\(options.seed)",
+                "--sample-ms", "\(options.sampleMilliseconds)"]
     if let pageSize = options.pageSize { args += ["--page-size", "\(pageSize)"] }
     if let workloads = options.workloads { args += ["--workloads", workloads.joined(separator: ",")] }
     if options.showTimes { args.append("--times") }
-    let (status, output) = try spawnCapturingStdout(exe, args)
+    var program = exe
+    var log: String?
+    if let strace {
+        let path = options.directory + "/strace-\(suite)-\(engine.id).log"
+        args = SyscallTrace.arguments(log: path) + ["--", exe] + args + ["--syscall-markers"]
+        program = strace
+        log = path
+    }
+    let (status, output) = try spawnCapturingStdout(program, args)
     var run = EngineRun(engine: engine)
     run.parse(output)
     if status != 0 {
         run.failure = status > 0 ? "the \(engine.id) process exited with status \(status)"
                                  : "the \(engine.id) process was killed by signal \(-status)"
+    }
+    if let log {
+        if let text = readSmallFile(log) { run.syscalls = SyscallTrace.parse(text) }
+        removeFile(log)
     }
     return run
 }

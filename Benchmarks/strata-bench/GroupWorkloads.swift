@@ -35,6 +35,7 @@ enum GroupSuite: StrataItemSuite {
 
     static func run(engine: String, options: BenchOptions, sink: ResultSink) throws {
         let (db, data) = try loadItems(engine: engine, options: options)
+        sink.dataFiles = [files(of: engine, in: options.directory)[0]]
         let n = itemCount(options)
         let rounds = rounds(options)
         var next = n
@@ -52,6 +53,7 @@ enum GroupSuite: StrataItemSuite {
                 for items in batches { try round(items) }
                 return (nil, nil)
             }
+            sink.stat(workload.id, "commits", db.store.latestVersion - before)
             note("[strata] \(workload.id): \(db.store.latestVersion - before) commits for \(rounds * writers) writes")
             let stored = try db.read { snapshot in try batches.joined().filter { try snapshot.object(Item.self, key: $0.id) != nil }.count }
             if stored != rounds * writers { sink.problem("\(workload.id): \(stored) of \(rounds * writers) writes stored") }

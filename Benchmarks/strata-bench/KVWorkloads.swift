@@ -130,6 +130,7 @@ enum KVSuite: BenchSuite {
         var entries = 0
         /// Next unused data index for inserts.
         var nextIndex = 0
+        sink.dataFiles = engine.dataFiles
 
         func insert(_ writer: inout E.Writer, _ i: Int) throws {
             data.key(i, into: keyBuffer)
@@ -147,7 +148,7 @@ enum KVSuite: BenchSuite {
         }
 
         // 1. Bulk load.
-        try sink.measure(bulkLoad, ops: plan.n) {
+        try sink.measure(bulkLoad, ops: plan.n, commits: 1) {
             try engine.write { writer in
                 for i in 0..<plan.n { try insert(&writer, i) }
             }
@@ -160,7 +161,7 @@ enum KVSuite: BenchSuite {
         // 2. Individual durable commits.
         if selected(individualWrites) {
             let first = nextIndex
-            try sink.measure(individualWrites, ops: plan.individualCommits) {
+            try sink.measure(individualWrites, ops: plan.individualCommits, commits: plan.individualCommits) {
                 for c in 0..<plan.individualCommits {
                     try engine.write { writer in try insert(&writer, first + c) }
                 }
@@ -173,7 +174,7 @@ enum KVSuite: BenchSuite {
         // 3. Batched durable commits.
         if selected(batchWrites) {
             let first = nextIndex
-            try sink.measure(batchWrites, ops: plan.batchCommits * plan.batchSize) {
+            try sink.measure(batchWrites, ops: plan.batchCommits * plan.batchSize, commits: plan.batchCommits) {
                 for b in 0..<plan.batchCommits {
                     try engine.write { writer in
                         for j in 0..<plan.batchSize { try insert(&writer, first + b * plan.batchSize + j) }
@@ -273,7 +274,7 @@ enum KVSuite: BenchSuite {
         // 8. Remove half of the loaded keys in one transaction.
         if selected(removeHalf) {
             var deleted = 0
-            try sink.measure(removeHalf, ops: plan.removals, countAfter: { try engine.entryCount() }) {
+            try sink.measure(removeHalf, ops: plan.removals, commits: 1, countAfter: { try engine.entryCount() }) {
                 deleted = try engine.write { writer -> Int in
                     var deleted = 0
                     for i in 0..<plan.removals {

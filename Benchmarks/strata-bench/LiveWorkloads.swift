@@ -33,6 +33,7 @@ enum LiveSuite: StrataItemSuite {
 
     static func run(engine: String, options: BenchOptions, sink: ResultSink) throws {
         let (db, data) = try loadItems(engine: engine, options: options)
+        sink.dataFiles = [files(of: engine, in: options.directory)[0]]
         let n = itemCount(options)
         let selected = { (w: WorkloadInfo) in options.workloads?.contains(w.id) ?? true }
 
@@ -42,7 +43,7 @@ enum LiveSuite: StrataItemSuite {
                 received.signal()
             }
             received.wait()   // the initial results
-            try sink.measure(latency, ops: 20) {
+            try sink.measure(latency, ops: 20, commits: 20) {
                 for k in 0..<20 {
                     let id = data.id((k * 7919) % n)
                     let score = Double(k) / 20
@@ -64,7 +65,7 @@ enum LiveSuite: StrataItemSuite {
                 })
             }
             for _ in 0..<observers { ready.wait() }
-            try sink.measure(workload, ops: LiveSuite.commits) {
+            try sink.measure(workload, ops: LiveSuite.commits, commits: LiveSuite.commits) {
                 for k in 0..<LiveSuite.commits {
                     let id = data.id((k * 104_729) % n)
                     // Each workload writes other values than the one before: an update that stores

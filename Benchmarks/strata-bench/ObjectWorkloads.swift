@@ -152,6 +152,7 @@ enum ObjectsSuite: BenchSuite {
         var objects = 0
         /// Next unused data index for inserts.
         var nextIndex = 0
+        sink.dataFiles = engine.dataFiles
 
         func reportSize(_ id: String) {
             let sizes = engine.dataFiles.map { fileSize($0) ?? 0 }
@@ -180,7 +181,7 @@ enum ObjectsSuite: BenchSuite {
         }
 
         // 1. Bulk insert.
-        try sink.measure(bulkInsert, ops: plan.n) {
+        try sink.measure(bulkInsert, ops: plan.n, commits: 1) {
             try insert(0..<plan.n, commits: 1)
             return (nil, nil)
         }
@@ -191,7 +192,7 @@ enum ObjectsSuite: BenchSuite {
         // 2. Individual durable commits.
         if selected(individualWrites) {
             let range = nextIndex..<(nextIndex + plan.individualCommits)
-            try sink.measure(individualWrites, ops: plan.individualCommits) {
+            try sink.measure(individualWrites, ops: plan.individualCommits, commits: plan.individualCommits) {
                 try insert(range, commits: plan.individualCommits)
                 return (nil, nil)
             }
@@ -202,7 +203,7 @@ enum ObjectsSuite: BenchSuite {
         // 3. Batched durable commits.
         if selected(batchWrites) {
             let range = nextIndex..<(nextIndex + plan.batchCommits * plan.batchSize)
-            try sink.measure(batchWrites, ops: range.count) {
+            try sink.measure(batchWrites, ops: range.count, commits: plan.batchCommits) {
                 try insert(range, commits: plan.batchCommits)
                 return (nil, nil)
             }
@@ -336,7 +337,7 @@ enum ObjectsSuite: BenchSuite {
 
         // 11. Durable transactions of random updates (name and score).
         if selected(updates) {
-            try sink.measure(updates, ops: plan.updateCommits * plan.updateSize) {
+            try sink.measure(updates, ops: plan.updateCommits * plan.updateSize, commits: plan.updateCommits) {
                 var rng = data.choices(6)
                 var found = 0
                 var k = 0
@@ -362,7 +363,7 @@ enum ObjectsSuite: BenchSuite {
             var rng = data.choices(7)
             let permutation = Permutation(n: plan.n, rng: &rng)
             var deleted = 0
-            try sink.measure(deletes, ops: plan.deletes, countAfter: { try engine.read(slot: 0) { try $0.count() } }) {
+            try sink.measure(deletes, ops: plan.deletes, commits: plan.deleteCommits, countAfter: { try engine.read(slot: 0) { try $0.count() } }) {
                 let perCommit = plan.deletes / plan.deleteCommits
                 for c in 0..<plan.deleteCommits {
                     let first = c * perCommit

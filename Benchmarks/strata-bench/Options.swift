@@ -24,6 +24,16 @@ struct BenchOptions: Sendable {
     var repeats = 1
     /// Page size of Strata's new files (nil: the library's default), to choose that default by measurement.
     var pageSize: Int?
+    /// Skip the disk-floor probe at the start (Floor.swift).
+    var noFloor = false
+    /// Also run every engine once more under strace, to count its sync syscalls per workload
+    /// (Syscalls.swift); that pass's timings are not used.
+    var syscalls = false
+    /// Interval of the child's memory sampler in milliseconds (0: no sampler thread; the peaks of
+    /// anonymous memory are then only the workload's start and end).
+    var sampleMilliseconds = 5
+    /// Internal (set by the parent for the traced pass): mark workload edges for strace.
+    var syscallMarkers = false
 }
 
 let usage = """
@@ -33,6 +43,7 @@ let usage = """
       strata-bench [objects] [options] object workloads: Strata's object API beside SQLite and LMDB (the default)
       strata-bench kv [options]        raw key-value workloads: StrataStorage beside LMDB
       strata-bench live [options]      live results: commit-to-delivery latency, observers' cost to the writer
+      strata-bench group [options]     group commit: 100 concurrent durable writers
       strata-bench help
 
     options:
@@ -48,6 +59,12 @@ let usage = """
       --json FILE           also write the results as JSON to FILE
       --seed S              seed of the data and the random choices (default 1)
       --times               show monotonic start/end times in progress lines (to cut a perf profile)
+      --no-floor            skip the disk-floor probe (fdatasync latency of the bench's directory,
+                            measured before the first engine and after the timed rounds, ~2 s each
+                            at most; 0.4 s when N < 100,000)
+      --syscalls            also run every engine once more under strace (apt-get install strace) to
+                            count its syncs per workload; that pass's timings are not used
+      --sample-ms MS        interval of the per-workload memory sampler (default 5; 0 turns it off)
 
     Each engine runs in a child process of its own (so peak RSS is per engine). SQLite and LMDB are
     loaded at run time from libsqlite3.so.0 and liblmdb.so.0 when present (apt-get install
@@ -115,6 +132,16 @@ func parseOptions(_ args: ArraySlice<String>, suite: any BenchSuite.Type) throws
             options.repeats = r
         case "--times":
             options.showTimes = true
+        case "--no-floor":
+            options.noFloor = true
+        case "--syscalls":
+            options.syscalls = true
+        case "--syscall-markers":
+            options.syscallMarkers = true
+        case "--sample-ms":
+            let text = try value(arg)
+            guard let ms = Int(text), ms >= 0, ms <= 10_000 else { throw UsageError("--sample-ms: expected 0 to 10000, got \(text)") }
+            options.sampleMilliseconds = ms
         default:
             throw UsageError("unknown option \(arg)")
         }

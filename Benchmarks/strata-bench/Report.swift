@@ -13,6 +13,12 @@ struct SuiteReport {
     let sizes: [SizeInfo]
     /// Engines skipped because they are not installed, with the notice.
     let skipped: [(EngineInfo, String)]
+    /// The disk's floor measured at the start and at the end of the timed rounds (none with --no-floor).
+    var floors: [DiskFloor] = []
+    /// The first floor measured (its setup checked write_bytes).
+    var floor: DiskFloor? { floors.first }
+    /// How syncs were counted, or why not (nil without --syscalls).
+    var syscallNote: String? = nil
 
     /// Disagreements between engines and problems the engines' processes reported.
     var problems: [String] {
@@ -47,6 +53,7 @@ struct SuiteReport {
             lines.append("\(run.engine.title): " + run.info.map { "\($0.0) \($0.1)" }.joined(separator: "; "))
         }
         for (engine, notice) in skipped { lines.append("\(engine.title): \(notice)") }
+        for floor in floors { lines += floor.lines() }
         lines.append("")
 
         let subject = runs.first
@@ -94,7 +101,135 @@ struct SuiteReport {
         lines.append("")
         lines.append("ops/s: higher is better, and a ratio above 1 means Strata is faster. (cpu): the same ratio in CPU time used, steadier")
         lines.append("on a busy machine but blind to waiting on the disk. Sizes and RSS: a ratio below 1 means Strata is smaller.")
+        lines.append("")
+        lines += resourcesTable()
         return lines.joined(separator: "\n")
+    }
+
+    // MARK: Per-workload resources
+
+    /// Whether /proc/self/io's write_bytes counts on the bench's filesystem: the floor's check, else
+    /// inferred (some workload dirtied pages: yes; only write() bytes and never a dirtied page: no).
+    var writeBytesCounts: Bool? {
+        if let known = floor?.writeBytesCounts { return known }
+        let all = runs.flatMap { $0.results.values }
+        if all.contains(where: { ($0.stats["io_write_bytes"] ?? 0) > 0 }) { return true }
+        if all.contains(where: { ($0.stats["io_wchar"] ?? 0) > 0 }) { return false }
+        return nil
+    }
+
+    /// The second table: per workload and engine, what each commit wrote and synced, peak memory
+    /// during the workload and the files' size after it (Resources.swift, Syscalls.swift).
+    func resourcesTable() -> [String] {
+        let measured = runs.contains { run in run.results.values.contains { !$0.stats.isEmpty } }
+        guard measured else { return [] }
+        let countsWriteBytes = writeBytesCounts
+        var lines: [String] = []
+        lines.append("per-workload resources (each workload's own: per commit = the workload's total / its commits)")
+        let header = [pad("workload", 24), pad("engine", 7), padLeft("commits", 8), padLeft("ms/commit", 10),
+                      padLeft("written/commit", 15), padLeft("writes/commit", 14), padLeft("syncs/commit", 13),
+                      padLeft("dirtied/commit", 15), padLeft("peak RSS", 11), padLeft("peak anon", 11), "  file size"]
+        lines.append(header.joined(separator: " "))
+        for w in workloads {
+            var first = true
+            for run in runs {
+                guard let m = run.results[w.id] else { continue }
+                let s = m.stats
+                var row = [pad(first ? w.id : "", 24), pad(run.engine.title, 7)]
+                first = false
+                if let commits = s["commits"], commits > 0 {
+                    let c = Double(commits)
+                    row.append(padLeft(formatInt(Int(commits)), 8))
+                    let ms = m.seconds * 1000 / c
+                    row.append(padLeft(formatFixed(ms, ms < 0.1 ? 3 : 2), 10))
+                    let dirtied = countsWriteBytes == false ? nil : s["io_write_bytes"]
+                    row.append(padLeft(s["io_wchar"].map { formatBytes(UInt64((Double($0) / c).rounded())) } ?? "-", 15))
+                    row.append(padLeft(s["io_syscw"].map { perCommit(Double($0) / c) } ?? "-", 14))
+                    row.append(padLeft(syncsPerCommit(run.syscalls[w.id]).map(perCommit) ?? "-", 13))
+                    row.append(padLeft(dirtied.map { formatBytes(UInt64((Double($0) / c).rounded())) } ?? "-", 15))
+                } else {
+                    row += [padLeft("", 8), padLeft("", 10), padLeft("", 15), padLeft("", 14), padLeft("", 13), padLeft("", 15)]
+                }
+                row.append(padLeft((s["peak_rss"] ?? s["peak_rss_sampled"]).map(formatBytes) ?? "-", 11))
+                row.append(padLeft(s["peak_anon"].map(formatBytes) ?? "-", 11))
+                row.append("  " + fileSizeText(s))
+                lines.append(row.joined(separator: " "))
+            }
+        }
+        lines.append("")
+        lines += resourceNotes(countsWriteBytes: countsWriteBytes)
+        return lines
+    }
+
+    /// Syncs of a traced workload over the commits the traced pass made.
+    private func syncsPerCommit(_ counts: [String: UInt64]?) -> Double? {
+        guard let syncs = counts?["syncs"], let commits = counts?["commits"], commits > 0 else { return nil }
+        return Double(syncs) / Double(commits)
+    }
+
+    /// "12.00", "3.50", "250.0": per-commit counts with two decimals below 10.
+    private func perCommit(_ value: Double) -> String {
+        value < 10 ? formatFixed(value, 2) : formatFixed(value, 1)
+    }
+
+    /// The data files' size after the workload; several files as their sum and parts, the main
+    /// file (the shortest name) as "db" and the others by their suffix ("objects.sqlite-wal": "wal").
+    private func fileSizeText(_ s: [String: UInt64]) -> String {
+        guard let total = s["file_bytes"] else { return "-" }
+        let parts = s.filter { $0.key.hasPrefix("file:") }.map { (String($0.key.dropFirst(5)), $0.value) }.sorted { $0.0 < $1.0 }
+        guard parts.count > 1, let main = parts.min(by: { $0.0.count < $1.0.count })?.0 else { return formatBytes(total) }
+        let labelled = parts.map { name, bytes in
+            let label = name == main ? "db" : (name.hasPrefix(main) ? String(name.dropFirst(main.count).drop(while: { $0 == "-" || $0 == "." })) : name)
+            return "\(label) \(formatBytes(bytes))"
+        }
+        return formatBytes(total) + " (" + labelled.joined(separator: " + ") + ")"
+    }
+
+    /// What each column of the resources table counts, with what this run could measure.
+    private func resourceNotes(countsWriteBytes: Bool?) -> [String] {
+        var notes: [String] = []
+        let meters = runs.map(\.meters)
+        let ioAvailable = meters.contains { $0["proc_io"] == "yes" }
+        if !ioAvailable {
+            notes.append("disk/commit, write()/commit, writes/commit: no /proc/self/io on this system (no task I/O accounting).")
+        } else {
+            notes.append("written/commit: /proc/self/io wchar, bytes the process passed to write syscalls; writes/commit: syscw, its write syscalls (pwrite, writev, ...).")
+            var dirtied = "dirtied/commit: /proc/self/io write_bytes, the size of the page-cache folios the process made dirty, NOT bytes sent to the disk"
+            switch countsWriteBytes {
+            case true?: dirtied += " (counts on this filesystem"
+            case false?: dirtied += " (does NOT count on this filesystem, hence `-`"
+            case nil: dirtied += " (not known whether it counts on this filesystem"
+            }
+            if let floor, let counted = floor.setupCounted {
+                dirtied += ": the floor's setup wrote \(formatBytes(floor.setupBytes)), write_bytes counted \(formatBytes(counted))"
+            }
+            notes.append(dirtied + "):")
+            var folios = "  a small write into a clean large folio counts the whole folio (up to 2 MiB), so it is high wherever a file's cache holds large folios"
+            if let written = floor?.modes.first(where: { $0.id == "written" }), let ratio = written.dirtiedRatio {
+                folios += " (in the floor's written file, \(formatFixed(ratio, 1))x the bytes written)"
+            }
+            notes.append(folios + ".")
+        }
+        if let syscallNote {
+            notes.append("syncs/commit: fsync, fdatasync, msync(MS_SYNC) calls and writes to O_DSYNC/O_SYNC descriptors; \(syscallNote).")
+        } else {
+            notes.append("syncs/commit: not counted in this run (`--syscalls` counts them under strace).")
+        }
+        let resets = Set(meters.compactMap { $0["peak_rss_reset"] })
+        let sampleMs = Set(meters.compactMap { $0["sample_ms"] }).sorted().joined(separator: "/")
+        var memory = "peak RSS: VmHWM during the workload, reset before it through /proc/self/clear_refs"
+        if resets == ["yes"] { memory += " (works here)" } else if resets.contains("no") { memory += " (REFUSED here: the largest sampled RSS instead)" }
+        memory += "; peak anon: the largest RssAnon (heap, stacks; not mapped file pages) "
+        memory += sampleMs == "0" || sampleMs.isEmpty ? "at the workload's start and end (sampler off)." : "sampled every \(sampleMs) ms and at the start and end"
+        let costs = runs.compactMap { run -> String? in
+            guard let cpu = run.meters["sampler_cpu_seconds"].flatMap(Double.init),
+                  let seconds = run.meters["sampler_seconds"].flatMap(Double.init), seconds > 0 else { return nil }
+            return "\(run.engine.title) \(formatFixed(cpu * 1000, 0)) ms CPU in \(formatFixed(seconds, 1)) s (\(formatFixed(100 * cpu / seconds, 2)) % of a core)"
+        }
+        if !costs.isEmpty { memory += "; the sampler thread used " + costs.joined(separator: ", ") }
+        notes.append(memory + ".")
+        notes.append("file size: st_size of the engine's data files after the workload (SQLite: database + WAL; lock files and -shm excluded).")
+        return notes
     }
 
     private func ratio(_ a: Double?, _ b: Double?) -> String {
@@ -103,6 +238,39 @@ struct SuiteReport {
     }
 
     // MARK: JSON
+
+    /// A workload's resources (the round the table shows): per-commit figures, the raw /proc/self/io
+    /// deltas, memory peaks, file sizes and, from a traced pass, syscall counts.
+    private func resourcesJSON(_ m: Measurement, syscalls: [String: UInt64]?) -> JSON? {
+        let s = m.stats
+        if s.isEmpty && syscalls == nil { return nil }
+        var fields: [(String, JSON)] = []
+        let commits = s["commits"]
+        if let commits { fields.append(("commits", .int(Int(commits)))) }
+        if let commits, commits > 0 {
+            let c = Double(commits)
+            var per: [(String, JSON)] = [("seconds", .double(m.seconds / c))]
+            for (key, name) in [("io_write_bytes", "write_bytes"), ("io_wchar", "wchar"), ("io_syscw", "syscw")] {
+                if let v = s[key] { per.append((name, .double(Double(v) / c))) }
+            }
+            if let syncs = syncsPerCommit(syscalls) { per.append(("syncs", .double(syncs))) }
+            fields.append(("per_commit", .object(per)))
+        }
+        let io = ProcIO.fields.compactMap { name in s["io_" + name].map { (name, JSON.int(Int($0))) } }
+        if !io.isEmpty { fields.append(("proc_self_io", .object(io))) }
+        for (key, name) in [("peak_rss", "peak_rss_bytes"), ("peak_rss_sampled", "peak_rss_sampled_bytes"),
+                            ("peak_anon", "peak_anon_bytes"), ("rss_start", "rss_start_bytes"), ("anon_start", "anon_start_bytes"),
+                            ("rss_end", "rss_end_bytes"), ("anon_end", "anon_end_bytes"), ("samples", "memory_samples"), ("sampler_cpu_ns", "sampler_cpu_ns"),
+                            ("file_bytes", "file_bytes"), ("file_allocated_bytes", "file_allocated_bytes")] {
+            if let v = s[key] { fields.append((name, .int(Int(v)))) }
+        }
+        let parts = s.filter { $0.key.hasPrefix("file:") }.sorted { $0.key < $1.key }
+        if !parts.isEmpty { fields.append(("files", .object(parts.map { (String($0.key.dropFirst(5)), .int(Int($0.value))) }))) }
+        if let syscalls {
+            fields.append(("syscalls", .object((["commits"] + SyscallTrace.keys).compactMap { key in syscalls[key].map { (key, .int(Int($0))) } })))
+        }
+        return .object(fields)
+    }
 
     func json() -> String {
         var engines: [JSON] = []
@@ -118,6 +286,7 @@ struct SuiteReport {
                 }
                 if let c = m.count { fields.append(("count", .int(c))) }
                 if let s = m.checksum { fields.append(("checksum", .string("\(s)"))) }
+                if let resources = resourcesJSON(m, syscalls: run.syscalls[w.id]) { fields.append(("resources", resources)) }
                 results.append((w.id, .object(fields)))
             }
             var fields: [(String, JSON)] = [
@@ -129,6 +298,9 @@ struct SuiteReport {
             ]
             if let rss = run.peakRSS { fields.append(("peak_rss_bytes", .int(Int(rss)))) }
             if let base = run.baselineRSS { fields.append(("baseline_rss_bytes", .int(Int(base)))) }
+            if !run.meters.isEmpty {
+                fields.append(("meters", .object(run.meters.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
+            }
             if let failure = run.failure { fields.append(("failure", .string(failure))) }
             engines.append(.object(fields))
         }
@@ -161,6 +333,9 @@ struct SuiteReport {
             ("n", .int(options.n)),
             ("seed", .string("\(options.seed)")),
             ("rounds", .int(options.repeats)),
+            ("disk_floor", floors.isEmpty ? .null : .array(floors.map { $0.json() })),
+            ("write_bytes_counts", writeBytesCounts.map { .bool($0) } ?? .null),
+            ("syscalls", syscallNote.map { .string($0) } ?? .null),
             ("engines", .array(engines)),
             ("skipped", .object(skipped.map { ($0.0.id, .string($0.1)) })),
             ("ratios", .object(ratios)),
@@ -177,6 +352,7 @@ indirect enum JSON {
     case int(Int)
     case double(Double)
     case bool(Bool)
+    case null
     case array([JSON])
     case object([(String, JSON)])
 
@@ -188,6 +364,7 @@ indirect enum JSON {
         case .int(let i): return "\(i)"
         case .double(let d): return d.isFinite ? "\(d)" : "null"
         case .bool(let b): return b ? "true" : "false"
+        case .null: return "null"
         case .array(let items):
             if items.isEmpty { return "[]" }
             return "[\n" + items.map { inner + $0.rendered(indent: indent + 1) }.joined(separator: ",\n") + "\n\(outer)]"

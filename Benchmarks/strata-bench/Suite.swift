@@ -39,6 +39,9 @@ struct Measurement: Sendable {
     /// CPU time (user + system, all threads) the process spent during the workload: well below
     /// `seconds` for a single-threaded workload means waiting on I/O or being descheduled.
     var cpuSeconds: Double?
+    /// What else the child measured around the workload (Resources.swift): "commits", "io_wchar",
+    /// "peak_rss", "peak_anon", "file_bytes", ...; and, from a traced pass, "sys_fdatasync", ...
+    var stats: [String: UInt64] = [:]
 
     var opsPerSecond: Double { seconds > 0 ? Double(ops) / seconds : 0 }
 }
@@ -66,28 +69,53 @@ protocol BenchSuite {
 final class ResultSink {
     let engine: String
     let showTimes: Bool
+    let meter: WorkloadMeter
+    /// The engine's data files, whose sizes are reported after every workload (set by the suite
+    /// once the engine is open).
+    var dataFiles: [String] = []
 
-    init(engine: String, showTimes: Bool) {
+    init(engine: String, options: BenchOptions) {
         self.engine = engine
-        self.showTimes = showTimes
+        self.showTimes = options.showTimes
+        self.meter = WorkloadMeter(sampleMilliseconds: options.sampleMilliseconds, markers: options.syscallMarkers)
     }
 
-    /// Times `body` (which performs `ops` operations) and reports it as workload `id`, with the
-    /// count and checksum it returns; `countAfter`, when given, supplies the count instead and runs
-    /// after the clock stops.
-    func measure(_ workload: WorkloadInfo, ops: Int, countAfter: (() throws -> Int)? = nil,
+    /// Times `body` (which performs `ops` operations in `commits` write transactions, when it
+    /// writes) and reports it as workload `id`, with the count and checksum it returns; `countAfter`,
+    /// when given, supplies the count instead and runs after the clock stops. The meter's readings
+    /// (Resources.swift) are taken before the clock starts and after it stops.
+    func measure(_ workload: WorkloadInfo, ops: Int, commits: Int? = nil, countAfter: (() throws -> Int)? = nil,
                  _ body: () throws -> (count: Int?, checksum: UInt64?)) throws {
+        let window = meter.begin(workload.id)
+        let samplerStart = meter.samplerCPUSeconds()
         let cpuStart = processCPUSeconds()
         let start = monotonicSeconds()
         var (count, sum) = try body()
         let end = monotonicSeconds()
         let cpuEnd = processCPUSeconds()
+        let samplerCPU = meter.samplerCPUSeconds() - samplerStart
+        var stats = meter.end(window, files: dataFiles)
+        if samplerCPU > 0 { stats.append(("sampler_cpu_ns", UInt64((samplerCPU * 1e9).rounded()))) }
+        // The engine's CPU time: the process's, less the memory sampler's (Resources.swift).
+        let cpu = max(0, cpuEnd - cpuStart - samplerCPU)
         if let countAfter { count = try countAfter() }
-        let m = Measurement(ops: ops, seconds: end - start, count: count, checksum: sum, cpuSeconds: cpuEnd - cpuStart)
+        let m = Measurement(ops: ops, seconds: end - start, count: count, checksum: sum, cpuSeconds: cpu)
         var line = "[\(engine)] \(pad(workload.id, 22)) \(padLeft(formatInt(ops), 11)) \(workload.units) in \(formatSeconds(m.seconds)): \(formatInt(Int(m.opsPerSecond.rounded())))/s"
         if showTimes { line += "  [monotonic \(formatFixed(start, 3))..\(formatFixed(end, 3))]" }
         note(line)
-        out(["result", workload.id, "\(ops)", "\(m.seconds)", count.map { "\($0)" } ?? "-", sum.map { "\($0)" } ?? "-", "\(cpuEnd - cpuStart)"].joined(separator: "\t"))
+        out(["result", workload.id, "\(ops)", "\(m.seconds)", count.map { "\($0)" } ?? "-", sum.map { "\($0)" } ?? "-", "\(cpu)"].joined(separator: "\t"))
+        if let commits { stat(workload.id, "commits", UInt64(commits)) }
+        for (key, value) in stats { stat(workload.id, key, value) }
+    }
+
+    /// One more figure of a workload already reported by `measure`.
+    func stat(_ workload: String, _ key: String, _ value: UInt64) {
+        out("stat\t\(workload)\t\(key.replacingTabs())\t\(value)")
+    }
+
+    /// A fact about how this process measured ("peak_rss_reset" → "yes").
+    func meterFact(_ key: String, _ value: String) {
+        out("meter\t\(key)\t\(value.replacingTabs())")
     }
 
     func size(_ id: String, bytes: UInt64) {
@@ -104,8 +132,19 @@ final class ResultSink {
         out("problem\t\(text.replacingTabs())")
     }
 
-    func memory(_ usage: MemoryUsage, baseline: MemoryUsage?) {
-        out("rss\t\(usage.peakRSS)\t\(baseline?.peakRSS ?? 0)")
+    /// The process's lifetime peak RSS (the largest VmHWM seen, before and between the per-workload
+    /// resets and at the end) and its peak before the engine opened; then how the meter worked.
+    func finish(baseline: MemoryUsage?) {
+        if let cost = meter.stop() {
+            meterFact("sampler_cpu_seconds", "\(cost.cpuSeconds)")
+            meterFact("sampler_samples", "\(cost.samples)")
+            meterFact("sampler_seconds", "\(cost.seconds)")
+        }
+        let peak = max(meter.processPeakRSS, MemoryUsage.current()?.peakRSS ?? 0)
+        if peak > 0 { out("rss\t\(peak)\t\(baseline?.peakRSS ?? 0)") }
+        if let works = meter.peakResetWorks { meterFact("peak_rss_reset", works ? "yes" : "no") }
+        meterFact("proc_io", meter.ioAvailable ? "yes" : "no")
+        meterFact("sample_ms", "\(meter.sampleMilliseconds)")
     }
 }
 

@@ -60,6 +60,23 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
     note("strata-bench \(suite.name): \(description)")
     note("engines: \(engines.map(\.id).joined(separator: ", ")); files in \(options.directory)")
 
+    // The disk's floor, before any engine runs and again after the timed rounds, since a shared
+    // disk's mood drifts (Floor.swift).
+    func measureFloor(_ when: String) -> DiskFloor? {
+        if options.noFloor { return nil }
+        let small = options.n < 100_000
+        do {
+            let measured = try DiskFloor.measure(when: when, directory: options.directory,
+                                                 budget: small ? 0.4 : 1.5, maxRounds: small ? 100 : 300)
+            for line in measured.lines() { note(line) }
+            return measured
+        } catch {
+            note("disk floor (\(when)) not measured: \(error)")
+            return nil
+        }
+    }
+    let floorAtStart = measureFloor("at the start")
+
     // Rounds alternate the engines' order, so that neither always runs first on a cold machine.
     var runs = engines.map { EngineRun(engine: $0) }
     for round in 0..<options.repeats {
@@ -72,11 +89,40 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
         }
     }
 
+    let floorAtEnd = measureFloor("at the end")
+
+    // Syncs per workload: every engine once more under strace (Syscalls.swift); only the counts
+    // (and any problem the pass reports) are kept.
+    var syscallNote: String?
+    if options.syscalls {
+        if let strace = SyscallTrace.findStrace() {
+            for i in engines.indices {
+                note("\(engines[i].id): counting syscalls under strace (a separate pass; its timings are not used)")
+                let traced = try runEngineProcess(suite: suite.name, engine: engines[i], options: options, strace: strace)
+                if let failure = traced.failure { runs[i].problems.append("traced pass: \(failure)") }
+                runs[i].problems += traced.problems.map { "traced pass: \($0)" }
+                // The traced pass's own commit counts divide its syncs (group commit makes a
+                // different number of commits in each run).
+                var counts = traced.syscalls
+                for (id, m) in traced.results { if let commits = m.stats["commits"] { counts[id]?["commits"] = commits } }
+                runs[i].syscalls = counts
+                if traced.syscalls.isEmpty && traced.failure == nil {
+                    runs[i].problems.append("traced pass: strace logged no workload markers")
+                }
+            }
+            syscallNote = "syncs counted under strace (\(strace)) in a separate pass per engine"
+        } else {
+            syscallNote = "--syscalls: strace not found on PATH (apt-get install strace); syncs not counted"
+            note(syscallNote!)
+        }
+    }
+
     var machine = "\(systemDescription()), \(cpuCount()) cores"
     if let cpu = cpuModel() { machine += ", \(cpu)" }
     let report = SuiteReport(suite: suite.name, description: description, options: options, date: utcTimestamp(),
                              machine: machine, runs: runs, workloads: suite.workloads, sizes: suite.sizes,
-                             skipped: skipped)
+                             skipped: skipped, floors: [floorAtStart, floorAtEnd].compactMap { $0 },
+                             syscallNote: syscallNote)
     out(report.table())
     if let path = options.jsonPath {
         try writeFile(path, report.json())
@@ -92,15 +138,17 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
 
 /// A child: one engine's phase, results on stdout (see Child.swift).
 func runEngine(_ suite: any BenchSuite.Type, engine: String, options: BenchOptions) -> Int32 {
+    // The sink starts the memory sampler thread before the baseline is read, so the baseline
+    // includes it.
+    let sink = ResultSink(engine: engine, options: options)
     let baseline = MemoryUsage.current()
-    let sink = ResultSink(engine: engine, showTimes: options.showTimes)
     do {
         try suite.run(engine: engine, options: options, sink: sink)
     } catch {
         note("[\(engine)] error: \(error)")
         return 1
     }
-    if let usage = MemoryUsage.current() { sink.memory(usage, baseline: baseline) }
+    sink.finish(baseline: baseline)
     return 0
 }
 
