@@ -35,6 +35,8 @@ final class Environment: @unchecked Sendable {
     let commitListeners = CommitListeners()
     /// Written and read only by the writer, inside `writer`'s lock (see `Store.write`).
     nonisolated(unsafe) var freeScanHint: FreeScanHint?
+    /// Zeros the file grows by (see `growFile`).
+    var zeroBlock: UnsafeRawBufferPointer { ZeroBlock.shared.bytes }
     private let lockFileMap: (address: UInt, length: Int)?
 
     init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
@@ -415,6 +417,24 @@ enum Recovery {
         }
         if pageChecksum(p, byteCount: run * pageSize) != p.u64(PageHeader.checksum) {
             throw StorageError.corrupt(page: pgno, reason: "checksum mismatch")
+        }
+    }
+}
+
+/// A megabyte of zeros, for writing the blocks a file grows by. `@unchecked Sendable`: the bytes
+/// are zeroed once by `calloc` (untouched pages stay the kernel's shared zero page, costing no
+/// memory) and never written, so any thread may read them.
+final class ZeroBlock: @unchecked Sendable {
+    static let shared = ZeroBlock(count: 1 << 20)
+    let bytes: UnsafeRawBufferPointer
+
+    private init(count: Int) {
+        if let zeroed = calloc(1, count) {
+            bytes = UnsafeRawBufferPointer(start: zeroed, count: count)
+        } else {
+            let made = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 4096)
+            made.initializeMemory(as: UInt8.self, repeating: 0, count: count)
+            bytes = UnsafeRawBufferPointer(start: made, count: count)
         }
     }
 }

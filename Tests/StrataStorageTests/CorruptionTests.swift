@@ -283,9 +283,20 @@ import Foundation
         let metaA = try Self.page(path, txnA % 2).withUnsafeBytes { Meta.fields($0.baseAddress!) }
         #expect(metaA.txnid == txnA)
         let sizeAtA = Int(metaA.pageCount) * Self.pageSize
+        let metaB = try Self.page(path, (txnA + 1) % 2).withUnsafeBytes { Meta.fields($0.baseAddress!) }
+        let sizeAtB = Int(metaB.pageCount) * Self.pageSize
         let original = try readFileBytes(path)
         #expect(original.count > 20 * Self.pageSize)
-        for length in [100, Self.pageSize + 10, 2 * Self.pageSize, original.count / 2, original.count - Self.pageSize, original.count - 1] {
+        // The file may run past the newest commit's pages (space it grew by ahead of need): cut
+        // into that commit's pages, and also into the space past them, which loses nothing.
+        #expect(original.count >= sizeAtB)
+        if original.count > sizeAtB {
+            let cut = temporaryPath()
+            defer { removeStoreFiles(cut) }
+            try writeFileBytes(cut, Array(original[0..<sizeAtB]))
+            #expect(try Store(path: cut).stats().txnid == txnA + 1, "a file cut after its newest commit's pages lost that commit")
+        }
+        for length in [100, Self.pageSize + 10, 2 * Self.pageSize, sizeAtB / 2, sizeAtB - Self.pageSize, sizeAtB - 1] {
             let cut = temporaryPath()
             defer { removeStoreFiles(cut) }
             try writeFileBytes(cut, Array(original[0..<length]))

@@ -308,7 +308,8 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
         var attempted = model
         do {
             try store.write { txn in try mutate(txn, &attempted, &rng, operations: operations) }
-            return false   // the fault was not reached: the commit went through
+            model = attempted   // the fault was not reached: the commit went through
+            return false
         } catch let error as StorageError {
             guard case .io(_, _, let got) = error, got == errno else {
                 Issue.record("\(context): commit threw \(error), expected an I/O error with errno \(errno)")
