@@ -28,7 +28,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
     let keyPath: String
     /// Spare coders for this model's records (see CoderPool).
-    private let decoders: CoderPool<ModelDecoder>
+    private let decoders: DecoderPool
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
         self.name = stored.name
@@ -44,7 +44,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         self.uniqueIndexPositions = indexes.indices.filter { indexes[$0].0.unique }
         self.keyPath = FieldNames.keyPath(of: M.self)
         let object = stored.object, name = stored.name
-        self.decoders = CoderPool { ModelDecoder(schema: object, model: name) }
+        self.decoders = DecoderPool { ModelDecoder(schema: object, model: name) }
         self.indexIsArray = indexes.map { index in
             if case .array = stored.object.type(atPath: index.0.path)?.unwrapped { return true }
             return false

@@ -66,13 +66,15 @@ enum QueryEngine {
 
         // A predicate that compiles to record tests needs no decoding to reject a row.
         let filter = conditions.isEmpty ? nil : RecordFilter.compile(conditions, schema: info.stored.object)
+        // (Checked once: even an empty test list costs a generic metadata lookup per object.)
+        let testsObjects = query.hasConditions
         func consider(key: @autoclosure () -> [UInt8], record: UnsafeRawBufferPointer) throws -> Bool {
             if let filter {
                 guard try filter.matches(record) else { return true }
                 objects.append(try info.decode(record))
             } else {
                 let object = try info.decode(record)
-                guard try query.matches(object) else { return true }
+                if testsObjects { guard try query.matches(object) else { return true } }
                 objects.append(object)
             }
             if keepKeys { keys.append(key()) }

@@ -119,12 +119,11 @@ final class ModelDecoder: Decoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        state.nextField = 0
-        state.nextEntry = 0
+        state.rewind()
         // A KeyedDecodingContainer is one reference to its box; the cast is checked by the key
         // type's identity, and by size in case the standard library's layout ever changes.
-        if containerKeyType == ObjectIdentifier(Key.self), let container,
-           MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+        if containerKeyType == ObjectIdentifier(Key.self), let container {
+            // (The size was checked when it was cached.)
             return unsafeBitCast(container, to: KeyedDecodingContainer<Key>.self)
         }
         let made = KeyedDecodingContainer(ObjectKeyedDecoding<Key>(state: state))
@@ -229,72 +228,147 @@ struct FieldTable {
     }
 }
 
-/// The state of one object being decoded: its schema, its field table, and where the next field
-/// probably is (fields arrive in declaration order, which is schema order, so one string compare
-/// finds each field and no lookup table is built).
-final class ObjectDecodingState {
-    let schema: ObjectSchema
-    private(set) var bytes: UnsafeRawBufferPointer
-    let context: EncodingContext
-    private(set) var table: FieldTable
-    var nextField = 0
-    var nextEntry = 0
+/// An object schema flattened for decoding: per field, in schema order, what the hot path reads,
+/// in arrays of plain values (a `FieldSchema` carries a String and an indirect enum, and copying
+/// one costs reference counting on every field of every object). Built once per decoder.
+final class DecodingLayout: Sendable {
+    /// How a field's value is stored, for the primitive fast paths (the unwrapped type).
+    enum Kind: UInt8, Sendable { case bool, signed, unsigned, double, float, string, data, date, other }
 
-    init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+    let schema: ObjectSchema
+    let names: [String]
+    let ids: [Int]
+    let kinds: [Kind]
+    let live: [Bool]
+
+    init(_ schema: ObjectSchema) {
         self.schema = schema
-        self.bytes = bytes
+        names = schema.fields.map(\.name)
+        ids = schema.fields.map(\.id)
+        live = schema.fields.map { !$0.removed }
+        kinds = schema.fields.map { field in
+            switch field.type.unwrapped {
+            case .bool: return .bool
+            case .int(_, true): return .signed
+            case .int(_, false): return .unsigned
+            case .double: return .double
+            case .float: return .float
+            case .string: return .string
+            case .data: return .data
+            case .date: return .date
+            default: return .other
+            }
+        }
+    }
+
+    /// The live field named `name`, looking first where the last one found ended.
+    @inline(__always)
+    func field(named name: String, after hint: Int) -> Int? {
+        if hint < names.count, live[hint], names[hint] == name { return hint }
+        for i in names.indices where live[i] && names[i] == name { return i }
+        return nil
+    }
+}
+
+/// The state of one object being decoded: its layout, its field table, and where the next field
+/// probably is (fields arrive in declaration order, which is schema order, so one string compare
+/// finds each field and no lookup table is built). The record and the cursor live behind a pointer
+/// of their own: as stored properties of a class every access would be checked for exclusivity
+/// at run time, on every field of every object.
+final class ObjectDecodingState {
+    let layout: DecodingLayout
+    var schema: ObjectSchema { layout.schema }
+    let context: EncodingContext
+    private let hot: UnsafeMutablePointer<Hot>
+
+    struct Hot {
+        var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+        var table = FieldTable()
+        var nextField = 0
+        var nextEntry = 0
+    }
+
+    /// A located field: its index in the layout, and its entry in the record's table (-1: absent).
+    struct Located {
+        var field: Int
+        var entry: Int
+    }
+
+    init(layout: DecodingLayout, context: EncodingContext) {
+        self.layout = layout
         self.context = context
-        self.table = try FieldTable(bytes)
+        hot = .allocate(capacity: 1)
+        hot.initialize(to: Hot())
+    }
+
+    convenience init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+        self.init(layout: DecodingLayout(schema), context: context)
+        try reset(bytes)
     }
 
     /// A state to be pointed at records one after another (`reset`).
-    init(schema: ObjectSchema, context: EncodingContext) {
-        self.schema = schema
-        self.bytes = UnsafeRawBufferPointer(start: nil, count: 0)
-        self.context = context
-        self.table = FieldTable()
+    convenience init(schema: ObjectSchema, context: EncodingContext) {
+        self.init(layout: DecodingLayout(schema), context: context)
     }
+
+    deinit {
+        hot.deinitialize(count: 1)
+        hot.deallocate()
+    }
+
+    var bytes: UnsafeRawBufferPointer { hot.pointee.bytes }
+    var table: FieldTable { hot.pointee.table }
 
     /// Points this state at another record, keeping its storage.
     func reset(_ bytes: UnsafeRawBufferPointer) throws {
-        self.bytes = bytes
-        nextField = 0
-        nextEntry = 0
-        try table.parse(bytes)
+        hot.pointee.bytes = bytes
+        hot.pointee.nextField = 0
+        hot.pointee.nextEntry = 0
+        try hot.pointee.table.parse(bytes)
     }
 
-    /// The schema field named `name` and its table entry (nil when this record lacks it).
-    @inline(__always)
-    func locate(_ name: String) -> (field: FieldSchema, entry: FieldTable.Entry?)? {
-        let fields = schema.fields
-        var f = nextField
-        if !(f < fields.count && fields[f].name == name && !fields[f].removed) {
-            guard let found = fields.firstIndex(where: { $0.name == name && !$0.removed }) else { return nil }
-            f = found
-        }
-        nextField = f + 1
-        let field = fields[f]
-        guard let e = table.index(of: field.id, hint: nextEntry) else { return (field, nil) }
-        nextEntry = e + 1
-        return (field, table.entries[e])
+    /// Starts over at the first field (a type may ask for its container more than once).
+    func rewind() {
+        hot.pointee.nextField = 0
+        hot.pointee.nextEntry = 0
     }
+
+    /// The live field named `name` and its entry in this record (nil when the schema has none).
+    @inline(__always)
+    func locate(_ name: String) -> Located? {
+        guard let f = layout.field(named: name, after: hot.pointee.nextField) else { return nil }
+        hot.pointee.nextField = f + 1
+        let id = layout.ids[f]
+        guard let e = hot.pointee.table.index(of: id, hint: hot.pointee.nextEntry) else { return Located(field: f, entry: -1) }
+        hot.pointee.nextEntry = e + 1
+        return Located(field: f, entry: e)
+    }
+
+    @inline(__always) func entry(_ e: Int) -> FieldTable.Entry { hot.pointee.table.entries[e] }
+
+    /// The schema field at a layout index (for the slow paths).
+    func field(_ f: Int) -> FieldSchema { layout.schema.fields[f] }
 
     /// Why field `name` has no value in this record: written before the field existed, or (when
     /// the record still holds a value under the field's old id) before a migration changed its type.
     func missing(_ name: String) -> StrataError {
-        let current = schema.fields.first { $0.name == name && !$0.removed }
-        if let old = schema.fields.last(where: { $0.name == name && $0.removed && table.index(of: $0.id, hint: 0) != nil }) {
+        let fields = layout.schema.fields
+        let current = fields.first { $0.name == name && !$0.removed }
+        if let old = fields.last(where: { $0.name == name && $0.removed && table.index(of: $0.id, hint: 0) != nil }) {
             let now = current.map { " to \($0.type)" } ?? ""
             return context.appending(name).mismatch("stored as \(old.type), written before a migration changed the field\(now); convert it in the migration (Migration.enumerateObjects)")
         }
         return context.appending(name).mismatch("no value stored (field added after this record was written?)")
     }
 
-    func slice(_ entry: FieldTable.Entry) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(rebasing: bytes[entry.start..<entry.end])
+    @inline(__always) func slice(_ entry: FieldTable.Entry) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: hot.pointee.bytes[entry.start..<entry.end])
     }
 }
 
+/// The keyed container of an object. Generic over the model's coding keys, so compiled
+/// unspecialized: every method hands the key's name to the (non-generic, fully optimized)
+/// decoding state at once.
 struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let state: ObjectDecodingState
     var codingPath: [any CodingKey] { [] }
@@ -305,112 +379,33 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     init(state: ObjectDecodingState) { self.state = state }
 
-    var allKeys: [Key] {
-        let ids = Set(state.table.ids)
-        return state.schema.fields.compactMap { field in
-            guard !field.removed, ids.contains(field.id) else { return nil }
-            return Key(stringValue: field.name)
-        }
-    }
+    var allKeys: [Key] { state.presentNames().compactMap { Key(stringValue: $0) } }
+    func contains(_ key: Key) -> Bool { state.contains(key.stringValue) }
+    func decodeNil(forKey key: Key) throws -> Bool { state.isNil(key.stringValue) }
 
-    func contains(_ key: Key) -> Bool {
-        guard let (_, entry) = state.locate(key.stringValue) else { return false }
-        return entry != nil
-    }
-
-    func decodeNil(forKey key: Key) throws -> Bool {
-        guard let (_, entry) = state.locate(key.stringValue), let entry else { return true }
-        return entry.isNil
-    }
-
-    /// The stored bytes of a non-nil field, or a thrown error naming it.
-    @inline(__always)
-    private func present(_ key: Key) throws -> (FieldSchema, UnsafeRawBufferPointer) {
-        guard let (field, entry) = state.locate(key.stringValue) else {
-            throw state.context.appending(key.stringValue).mismatch("the schema has no field \(key.stringValue)")
-        }
-        guard let entry, !entry.isNil else {
-            throw state.missing(key.stringValue)
-        }
-        return (field, state.slice(entry))
-    }
-
-    // Primitives: read straight from the bytes, no boxing and no dynamic casts.
-
-    @inline(__always)
-    private func integer<I: FixedWidthInteger>(_ type: I.Type, _ key: Key) throws -> I {
-        let (field, bytes) = try present(key)
-        guard case .int(_, let signed) = field.type.unwrapped else {
-            throw state.context.appending(key.stringValue).mismatch("stored as \(field.type), read as \(I.self)")
-        }
-        var reader = ByteReader(bytes)
-        let raw = try reader.varint()
-        let value: I? = signed ? I(exactly: unzigzag(raw)) : I(exactly: raw)
-        guard let value, reader.isAtEnd else {
-            throw state.context.appending(key.stringValue).mismatch("stored value does not fit \(I.self)")
-        }
-        return value
-    }
-
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(Int.self, key) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(Int8.self, key) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(Int16.self, key) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(Int32.self, key) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(Int64.self, key) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(UInt.self, key) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(UInt8.self, key) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(UInt16.self, key) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(UInt32.self, key) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(UInt64.self, key) }
-
-    func decode(_ type: String.Type, forKey key: Key) throws -> String {
-        let (field, bytes) = try present(key)
-        guard field.type.unwrapped == .string else { return try decodeGeneric(type, key, field, bytes) }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
-        let (field, bytes) = try present(key)
-        guard field.type.unwrapped == .double, bytes.count == 8 else { return try decodeGeneric(type, key, field, bytes) }
-        return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
-    }
-
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
-        let (field, bytes) = try present(key)
-        guard field.type.unwrapped == .bool, bytes.count == 1 else { return try decodeGeneric(type, key, field, bytes) }
-        return bytes[0] != 0
-    }
-
-    private func decodeGeneric<T: Decodable>(_ type: T.Type, _ key: Key, _ field: FieldSchema, _ bytes: UnsafeRawBufferPointer) throws -> T {
-        // Common Foundation types without a dynamic cast (T is exactly the type).
-        if T.self == Data.self, field.type.unwrapped == .data { return unsafeBitCast(Data(bytes), to: T.self) }
-        if T.self == Date.self, field.type.unwrapped == .date, bytes.count == 8 {
-            let seconds = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
-            return unsafeBitCast(Date(timeIntervalSinceReferenceDate: seconds), to: T.self)
-        }
-        return try RecordDecoding.decodeValue(T.self, as: field.type, bytes: bytes, context: state.context.appending(key.stringValue))
-    }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try state.integer(Int.self, key.stringValue) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try state.integer(Int8.self, key.stringValue) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try state.integer(Int16.self, key.stringValue) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try state.integer(Int32.self, key.stringValue) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try state.integer(Int64.self, key.stringValue) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try state.integer(UInt.self, key.stringValue) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try state.integer(UInt8.self, key.stringValue) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try state.integer(UInt16.self, key.stringValue) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try state.integer(UInt32.self, key.stringValue) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try state.integer(UInt64.self, key.stringValue) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try state.string(key.stringValue) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try state.double(key.stringValue) }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try state.bool(key.stringValue) }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        guard let (field, entry) = state.locate(key.stringValue) else {
-            throw state.context.appending(key.stringValue).mismatch("the schema has no field \(key.stringValue)")
-        }
-        guard let entry, !entry.isNil else {
-            // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
-            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
-            throw state.missing(key.stringValue)
-        }
-        return try decodeGeneric(T.self, key, field, state.slice(entry))
+        // Common Foundation types without a dynamic cast (T is exactly the type).
+        if T.self == Data.self { return unsafeBitCast(try state.data(key.stringValue), to: T.self) }
+        if T.self == Date.self { return unsafeBitCast(try state.date(key.stringValue), to: T.self) }
+        return try state.value(T.self, key.stringValue)
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        guard let (field, entry) = state.locate(key.stringValue), let entry else { return nil }
-        if entry.isNil {
-            // A stored nil inside a present field: `.some(nil)` for a double optional, nil otherwise.
-            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return .some(none) }
-            return nil
-        }
-        return try decodeGeneric(T.self, key, field, state.slice(entry))
+        try state.valueIfPresent(T.self, key.stringValue)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -421,6 +416,114 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
     func superDecoder() throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
     func superDecoder(forKey key: Key) throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
+}
+
+extension ObjectDecodingState {
+    /// The names of the live fields this record holds.
+    func presentNames() -> [String] {
+        let present = Set(table.ids)
+        return layout.schema.fields.filter { !$0.removed && present.contains($0.id) }.map(\.name)
+    }
+
+    func contains(_ name: String) -> Bool {
+        guard let at = locate(name) else { return false }
+        return at.entry >= 0
+    }
+
+    func isNil(_ name: String) -> Bool {
+        guard let at = locate(name), at.entry >= 0 else { return true }
+        return entry(at.entry).isNil
+    }
+
+    /// The stored bytes of a non-nil field and its layout index, or a thrown error naming it.
+    @inline(__always)
+    private func present(_ name: String) throws -> (field: Int, bytes: UnsafeRawBufferPointer) {
+        guard let at = locate(name) else {
+            throw context.appending(name).mismatch("the schema has no field \(name)")
+        }
+        guard at.entry >= 0 else { throw missing(name) }
+        let e = entry(at.entry)
+        if e.isNil { throw missing(name) }
+        return (at.field, slice(e))
+    }
+
+    // Primitives: read straight from the bytes when the field stores exactly that kind, with no
+    // boxing and no dynamic casts; anything else (an Int field read as Double…) takes the general
+    // path, which says what does not match.
+
+    @inline(__always)
+    func integer<I: FixedWidthInteger>(_ type: I.Type, _ name: String) throws -> I {
+        let (f, bytes) = try present(name)
+        let kind = layout.kinds[f]
+        guard kind == .signed || kind == .unsigned else {
+            throw context.appending(name).mismatch("stored as \(field(f).type), read as \(I.self)")
+        }
+        var reader = ByteReader(bytes)
+        let raw = try reader.varint()
+        let value: I? = kind == .signed ? I(exactly: unzigzag(raw)) : I(exactly: raw)
+        guard let value, reader.isAtEnd else {
+            throw context.appending(name).mismatch("stored value does not fit \(I.self)")
+        }
+        return value
+    }
+
+    func string(_ name: String) throws -> String {
+        let (f, bytes) = try present(name)
+        guard layout.kinds[f] == .string else { return try general(String.self, f, name, bytes) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func double(_ name: String) throws -> Double {
+        let (f, bytes) = try present(name)
+        guard layout.kinds[f] == .double, bytes.count == 8 else { return try general(Double.self, f, name, bytes) }
+        return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)))
+    }
+
+    func bool(_ name: String) throws -> Bool {
+        let (f, bytes) = try present(name)
+        guard layout.kinds[f] == .bool, bytes.count == 1 else { return try general(Bool.self, f, name, bytes) }
+        return bytes[0] != 0
+    }
+
+    func data(_ name: String) throws -> Data {
+        let (f, bytes) = try present(name)
+        guard layout.kinds[f] == .data else { return try general(Data.self, f, name, bytes) }
+        return Data(bytes)
+    }
+
+    func date(_ name: String) throws -> Date {
+        let (f, bytes) = try present(name)
+        guard layout.kinds[f] == .date, bytes.count == 8 else { return try general(Date.self, f, name, bytes) }
+        return Date(timeIntervalSinceReferenceDate: Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self))))
+    }
+
+    private func general<T: Decodable>(_ type: T.Type, _ f: Int, _ name: String, _ bytes: UnsafeRawBufferPointer) throws -> T {
+        try RecordDecoding.decodeValue(T.self, as: field(f).type, bytes: bytes, context: context.appending(name))
+    }
+
+    func value<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
+        guard let at = locate(name) else {
+            throw context.appending(name).mismatch("the schema has no field \(name)")
+        }
+        guard at.entry >= 0, !entry(at.entry).isNil else {
+            // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
+            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            throw missing(name)
+        }
+        return try general(T.self, at.field, name, slice(entry(at.entry)))
+    }
+
+    func valueIfPresent<T: Decodable>(_ type: T.Type, _ name: String) throws -> T? {
+        guard let at = locate(name), at.entry >= 0 else { return nil }
+        let e = entry(at.entry)
+        if e.isNil {
+            // A stored nil inside a present field: `.some(nil)` for a double optional, nil otherwise.
+            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return .some(none) }
+            return nil
+        }
+        if T.self == String.self, layout.kinds[at.field] == .string { return unsafeBitCast(String(decoding: slice(e), as: UTF8.self), to: T.self) }
+        return try general(T.self, at.field, name, slice(e))
+    }
 }
 
 struct ArrayDecoding: UnkeyedDecodingContainer {
