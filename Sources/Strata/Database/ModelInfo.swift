@@ -28,7 +28,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
     let keyPath: String
     /// Spare coders for this model's records (see CoderPool).
-    private let decoders: DecoderPool
+    private let decoders: CoderPool
+    private let encoders: CoderPool
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
         self.name = stored.name
@@ -44,7 +45,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         self.uniqueIndexPositions = indexes.indices.filter { indexes[$0].0.unique }
         self.keyPath = FieldNames.keyPath(of: M.self)
         let object = stored.object, name = stored.name
-        self.decoders = DecoderPool { ModelDecoder(schema: object, model: name) }
+        let layout = DecodingLayout(object)
+        self.decoders = CoderPool { ModelDecoder(layout: layout, model: name) }
+        self.encoders = CoderPool { ObjectEncoder(layout: layout, context: EncodingContext(model: name, path: [])) }
         self.indexIsArray = indexes.map { index in
             if case .array = stored.object.type(atPath: index.0.path)?.unwrapped { return true }
             return false
@@ -84,11 +87,17 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     }
 
     func encode(_ object: M) throws -> [UInt8] {
-        try RecordEncoding.encode(object, schema: stored.object, model: name)
+        try encoders.with(ObjectEncoder.self) { encoder in
+            encoder.reset()
+            try object.encode(to: encoder)
+            var out: [UInt8] = []
+            encoder.storage.serialize(into: &out)
+            return out
+        }
     }
 
     func decode(_ bytes: UnsafeRawBufferPointer) throws -> M {
-        try decoders.with { try $0.decode(M.self, from: bytes) }
+        try decoders.with(ModelDecoder.self) { try $0.decode(M.self, from: bytes) }
     }
 
     /// Index keys of `object` for index `i`: one per value (arrays index every element).

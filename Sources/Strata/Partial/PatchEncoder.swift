@@ -62,7 +62,9 @@ struct PatchEncoder {
             if entries[field.id] == nil || entries[field.id]?.isNil == true { missing.append(path.appending(field.name).text) }
         }
         var fields = RecordFields()
-        fields.entries = entries.keys.sorted().compactMap { id in entries[id].map { (id, $0.isNil, $0.bytes) } }
+        for id in entries.keys.sorted() {
+            if let entry = entries[id] { fields.append(id: id, isNil: entry.isNil, bytes: entry.bytes) }
+        }
         var out: [UInt8] = []
         fields.serialize(into: &out)
         return out

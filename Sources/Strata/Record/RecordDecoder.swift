@@ -103,8 +103,8 @@ final class ModelDecoder: Decoder {
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    init(schema: ObjectSchema, model: String) {
-        state = ObjectDecodingState(schema: schema, context: EncodingContext(model: model, path: []))
+    init(layout: DecodingLayout, model: String) {
+        state = ObjectDecodingState(layout: layout, context: EncodingContext(model: model, path: []))
     }
 
     func decode<M: Decodable>(_ type: M.Type, from bytes: UnsafeRawBufferPointer) throws -> M {

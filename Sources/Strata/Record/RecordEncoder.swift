@@ -149,19 +149,52 @@ extension FieldType {
     }
 }
 
-/// The fields of one object being encoded.
+/// The fields of one object being encoded: every value's bytes back to back in one buffer, and
+/// per field its id, nil flag and span (no array per field). Reusable: `removeAll` keeps the
+/// storage for the next object.
 struct RecordFields {
-    var entries: [(id: Int, isNil: Bool, bytes: [UInt8])] = []
+    struct Span {
+        var id: Int
+        var isNil: Bool
+        var start: Int
+        var end: Int
+    }
 
+    private(set) var buffer: [UInt8] = []
+    private(set) var spans: [Span] = []
+
+    mutating func removeAll() {
+        buffer.removeAll(keepingCapacity: true)
+        spans.removeAll(keepingCapacity: true)
+    }
+
+    mutating func append<C: Collection>(id: Int, isNil: Bool, bytes: C) where C.Element == UInt8 {
+        let start = buffer.count
+        buffer.append(contentsOf: bytes)
+        spans.append(Span(id: id, isNil: isNil, start: start, end: buffer.count))
+    }
+
+    /// A field whose bytes `write` appends to the buffer.
+    @inline(__always)
+    mutating func append(id: Int, _ write: (inout [UInt8]) throws -> Void) rethrows {
+        let start = buffer.count
+        try write(&buffer)
+        spans.append(Span(id: id, isNil: false, start: start, end: buffer.count))
+    }
+
+    /// The record: the table (by ascending id), then the values in the same order.
     func serialize(into out: inout [UInt8]) {
-        var sorted = entries
-        if !sorted.isSorted(by: { $0.id < $1.id }) { sorted.sort { $0.id < $1.id } }
-        appendVarint(UInt64(sorted.count), to: &out)
-        for e in sorted {
-            appendVarint(UInt64(e.id) << 1 | (e.isNil ? 1 : 0), to: &out)
-            appendVarint(UInt64(e.bytes.count), to: &out)
+        var order = spans
+        if !order.isSorted(by: { $0.id < $1.id }) { order.sort { $0.id < $1.id } }
+        out.reserveCapacity(out.count + 1 + order.count * 3 + buffer.count)
+        appendVarint(UInt64(order.count), to: &out)
+        for span in order {
+            appendVarint(UInt64(span.id) << 1 | (span.isNil ? 1 : 0), to: &out)
+            appendVarint(UInt64(span.end - span.start), to: &out)
         }
-        for e in sorted { out.append(contentsOf: e.bytes) }
+        buffer.withUnsafeBufferPointer { bytes in
+            for span in order { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[span.start..<span.end])) }
+        }
     }
 }
 
@@ -176,35 +209,59 @@ extension Array {
     }
 }
 
+/// The encoder a type's `encode(to:)` sees for a struct. The top-level one of each model is reused
+/// (`ModelEncoder`): its buffers keep their storage, and the keyed container the type asks for
+/// is made once per coding-key type.
 final class ObjectEncoder: Encoder {
-    let schema: ObjectSchema
+    let layout: DecodingLayout
+    var schema: ObjectSchema { layout.schema }
     let context: EncodingContext
     var storage = RecordFields()
     /// The field expected next: synthesized encoders go in declaration order, which is schema order.
     var next = 0
+    private var containerKeyType: ObjectIdentifier?
+    private var container: AnyObject?
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    init(schema: ObjectSchema, context: EncodingContext) {
-        self.schema = schema
+    init(layout: DecodingLayout, context: EncodingContext) {
+        self.layout = layout
         self.context = context
     }
 
-    func field(_ name: String) throws -> FieldSchema {
-        let fields = schema.fields
-        if next < fields.count, fields[next].name == name, !fields[next].removed {
-            next += 1
-            return fields[next - 1]
+    convenience init(schema: ObjectSchema, context: EncodingContext) {
+        self.init(layout: DecodingLayout(schema), context: context)
+    }
+
+    /// Ready for the next object.
+    func reset() {
+        storage.removeAll()
+        next = 0
+    }
+
+    /// The layout index of the live field named `name`.
+    @inline(__always)
+    func field(_ name: String) throws -> Int {
+        guard let f = layout.field(named: name, after: next) else {
+            throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
         }
-        if let i = fields.firstIndex(where: { $0.name == name && !$0.removed }) {
-            next = i + 1
-            return fields[i]
-        }
-        throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
+        next = f + 1
+        return f
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: self))
+        if containerKeyType == ObjectIdentifier(Key.self), let container {
+            // (The size was checked when it was cached.)
+            return unsafeBitCast(container, to: KeyedEncodingContainer<Key>.self)
+        }
+        let made = KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: self))
+        // A KeyedEncodingContainer is one reference to its box: kept as that reference, checked
+        // by the key type's identity (and by size, should the standard library's layout change).
+        if MemoryLayout<KeyedEncodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+            containerKeyType = ObjectIdentifier(Key.self)
+            container = unsafeBitCast(made, to: AnyObject.self)
+        }
+        return made
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
@@ -214,102 +271,105 @@ final class ObjectEncoder: Encoder {
     func singleValueContainer() -> any SingleValueEncodingContainer {
         FailingSingleValueEncoding(error: context.mismatch("a struct field list was expected, but the type encodes a single value"))
     }
+
+    // The work of the keyed container, here so that it is compiled once, non-generic.
+
+    func encodeNil(_ name: String) throws {
+        let f = try field(name)
+        storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+    }
+
+    /// Primitives: written straight into the buffer when the field stores exactly that kind, with
+    /// no boxing into Any and no dynamic casts. Anything else takes the general path.
+    func integer(_ value: Int64, unsigned: UInt64?, _ name: String) throws {
+        let f = try field(name)
+        switch layout.kinds[f] {
+        case .signed:
+            storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
+        case .unsigned:
+            guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
+                throw context.appending(name).mismatch("\(value) does not fit \(schema.fields[f].type)")
+            }
+            storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
+        default:
+            if let unsigned { try general(unsigned, f, name) } else { try general(value, f, name) }
+        }
+    }
+
+    func string(_ value: String, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .string else { return try general(value, f, name) }
+        storage.append(id: layout.ids[f]) { $0.append(contentsOf: value.utf8) }
+    }
+
+    func double(_ value: Double, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .double else { return try general(value, f, name) }
+        storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) } }
+    }
+
+    func bool(_ value: Bool, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .bool else { return try general(value, f, name) }
+        storage.append(id: layout.ids[f]) { $0.append(value ? 1 : 0) }
+    }
+
+    func data(_ value: Data, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .data else { return try general(value, f, name) }
+        storage.append(id: layout.ids[f]) { $0.append(contentsOf: value) }
+    }
+
+    func date(_ value: Date, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .date else { return try general(value, f, name) }
+        let bits = value.timeIntervalSinceReferenceDate.bitPattern.littleEndian
+        storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: bits) { out.append(contentsOf: $0) } }
+    }
+
+    func value<T: Encodable>(_ value: T, _ name: String) throws {
+        let f = try field(name)
+        if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
+            storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+            return
+        }
+        try general(value, f, name)
+    }
+
+    private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
+        let type = schema.fields[f].type
+        let context = self.context.appending(name)
+        try storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context) }
+    }
 }
 
+/// The keyed container of a struct. Generic over the type's coding keys, so compiled
+/// unspecialized: every method hands the key's name to the (non-generic) encoder at once.
 struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let encoder: ObjectEncoder
     var codingPath: [any CodingKey] { [] }
 
-    mutating func encodeNil(forKey key: Key) throws {
-        let field = try encoder.field(key.stringValue)
-        encoder.storage.entries.append((field.id, true, []))
-    }
-
-    // Primitives: written straight into bytes when the field stores exactly that kind, with no
-    // boxing into Any and no dynamic casts. Anything else takes the general path.
-
-    private mutating func integer(_ value: Int64, unsigned: UInt64?, _ key: Key) throws {
-        let field = try encoder.field(key.stringValue)
-        var bytes: [UInt8] = []
-        switch field.type.unwrapped {
-        case .int(_, true):
-            appendVarint(zigzag(value), to: &bytes)
-        case .int(_, false):
-            guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
-                throw encoder.context.appending(key.stringValue).mismatch("\(value) does not fit \(field.type)")
-            }
-            appendVarint(u, to: &bytes)
-        default:
-            return try encodeGeneric(value, field: field, key: key)
-        }
-        encoder.storage.entries.append((field.id, false, bytes))
-    }
-
-    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(Int64(value), unsigned: nil, key) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try integer(value, unsigned: nil, key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(Int64(value), unsigned: UInt64(value), key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(Int64(value), unsigned: UInt64(value), key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(Int64(value), unsigned: UInt64(value), key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws {
-        let field = try encoder.field(key.stringValue)
-        if case .int(_, false) = field.type.unwrapped {
-            var bytes: [UInt8] = []
-            appendVarint(value, to: &bytes)
-            encoder.storage.entries.append((field.id, false, bytes))
-            return
-        }
-        try encodeGeneric(value, field: field, key: key)
-    }
-
-    mutating func encode(_ value: String, forKey key: Key) throws {
-        let field = try encoder.field(key.stringValue)
-        guard field.type.unwrapped == .string else { return try encodeGeneric(value, field: field, key: key) }
-        encoder.storage.entries.append((field.id, false, Array(value.utf8)))
-    }
-
-    mutating func encode(_ value: Double, forKey key: Key) throws {
-        let field = try encoder.field(key.stringValue)
-        guard field.type.unwrapped == .double else { return try encodeGeneric(value, field: field, key: key) }
-        let bits = value.bitPattern
-        encoder.storage.entries.append((field.id, false, (0..<8).map { UInt8(truncatingIfNeeded: bits >> (8 * $0)) }))
-    }
-
-    mutating func encode(_ value: Bool, forKey key: Key) throws {
-        let field = try encoder.field(key.stringValue)
-        guard field.type.unwrapped == .bool else { return try encodeGeneric(value, field: field, key: key) }
-        encoder.storage.entries.append((field.id, false, [value ? 1 : 0]))
-    }
-
-    private mutating func encodeGeneric<T>(_ value: T, field: FieldSchema, key: Key) throws {
-        var bytes: [UInt8] = []
-        try RecordEncoding.encodeValue(value, as: field.type, into: &bytes, context: encoder.context.appending(key.stringValue))
-        encoder.storage.entries.append((field.id, false, bytes))
-    }
+    mutating func encodeNil(forKey key: Key) throws { try encoder.encodeNil(key.stringValue) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try encoder.integer(value, unsigned: nil, key.stringValue) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try encoder.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try encoder.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) }
+    mutating func encode(_ value: String, forKey key: Key) throws { try encoder.string(value, key.stringValue) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { try encoder.double(value, key.stringValue) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { try encoder.bool(value, key.stringValue) }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        let field = try encoder.field(key.stringValue)
-        // Common Foundation types without a dynamic cast (T is exactly the type, so the bit cast is
-        // an identity).
-        if T.self == Data.self, field.type.unwrapped == .data {
-            encoder.storage.entries.append((field.id, false, [UInt8](unsafeBitCast(value, to: Data.self))))
-            return
-        }
-        if T.self == Date.self, field.type.unwrapped == .date {
-            let bits = unsafeBitCast(value, to: Date.self).timeIntervalSinceReferenceDate.bitPattern
-            encoder.storage.entries.append((field.id, false, (0..<8).map { UInt8(truncatingIfNeeded: bits >> (8 * $0)) }))
-            return
-        }
-        var bytes: [UInt8] = []
-        if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
-            encoder.storage.entries.append((field.id, true, []))
-            return
-        }
-        try RecordEncoding.encodeValue(value, as: field.type, into: &bytes, context: encoder.context.appending(key.stringValue))
-        encoder.storage.entries.append((field.id, false, bytes))
+        // Common Foundation types without a dynamic cast (T is exactly the type, so the bit cast
+        // is an identity).
+        if T.self == Data.self { return try encoder.data(unsafeBitCast(value, to: Data.self), key.stringValue) }
+        if T.self == Date.self { return try encoder.date(unsafeBitCast(value, to: Date.self), key.stringValue) }
+        try encoder.value(value, key.stringValue)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {

@@ -5,12 +5,12 @@ enum RecordPatch {
         try record.withUnsafeBytes { bytes in
             let table = try FieldTable(bytes)
             for entry in table.entries where entry.id != field.id {
-                fields.entries.append((entry.id, entry.isNil, Array(bytes[entry.start..<entry.end])))
+                fields.append(id: entry.id, isNil: entry.isNil, bytes: bytes[entry.start..<entry.end])
             }
         }
         var encoded: [UInt8] = []
         try RecordEncoding.encodeValue(value, as: field.type, into: &encoded, context: EncodingContext(model: model, path: [field.name]))
-        fields.entries.append((field.id, false, encoded))
+        fields.append(id: field.id, isNil: false, bytes: encoded)
         var out: [UInt8] = []
         fields.serialize(into: &out)
         return out
