@@ -27,11 +27,16 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// The stored field holding the primary key (`id`, or its coding key such as `_id`), or
     /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
     let keyPath: String
+    /// What a lazily read element that fails to decode is returned as (the schema probe's
+    /// instance, every field a zero or empty value), so that the collection API never traps; the
+    /// results' `error` says what failed.
+    let placeholder: M
     /// Spare coders for this model's records (see CoderPool).
     private let decoders: CoderPool
     private let encoders: CoderPool
 
-    init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)]) {
+    init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)], placeholder: M) {
+        self.placeholder = placeholder
         self.name = stored.name
         self.stored = stored
         self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1) }
@@ -175,7 +180,7 @@ extension Model {
     /// Probes the type, reconciles it with the stored schema, and returns the model's runtime info
     /// plus what changed. Called once per model at open.
     static func reconcile(stored: StoredModelSchema?, schemaVersion: Int, migrating: Bool = false) throws -> (ModelInfo<Self>, SchemaChange) {
-        let current = try SchemaProbe.schema(of: Self.self, modelName: modelName)
+        let (current, placeholder) = try SchemaProbe.schemaAndPlaceholder(of: Self.self, modelName: modelName)
         var change = SchemaChange()
         let keyType = String(describing: ID.self)
         if KeyEncoding.supportsKey(ID.self) == false {
@@ -218,7 +223,7 @@ extension Model {
         }
         let schema = StoredModelSchema(name: modelName, keyType: keyType, keyField: keyField, key: key, object: merged,
                                        indexes: indexes.map(\.0), schemaVersion: schemaVersion)
-        return (ModelInfo<Self>(stored: schema, indexes: indexes), change)
+        return (ModelInfo<Self>(stored: schema, indexes: indexes, placeholder: placeholder), change)
     }
 }
 

@@ -64,7 +64,7 @@ extension Results {
     public func observe(on queue: DispatchQueue = .main, keyPaths: [PartialKeyPath<M> & Sendable]? = nil,
                         _ block: @escaping @Sendable (ResultsChange<M>) -> Void) -> NotificationToken {
         guard let snapshot else {
-            let error = state.error ?? .databaseClosed
+            let error = state.failure ?? .databaseClosed
             queue.async { block(.error(error)) }
             return NotificationToken {}
         }

@@ -12,7 +12,10 @@ extension Results {
     /// The values of `keyPath` over the matching objects, in result order.
     func values<V>(_ keyPath: KeyPath<M, V>) throws -> [V] {
         if let error = state.cached?.error { throw error }
-        if state.cachedObjects == nil, let snapshot, let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) {
+        // Objects already decoded are read as they are; otherwise one field of each record.
+        let decoded: Bool
+        if case .objects? = state.cached?.rows { decoded = true } else { decoded = false }
+        if !decoded, let snapshot, let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) {
             return fast
         }
         return try fetch().map { $0[keyPath: keyPath] }

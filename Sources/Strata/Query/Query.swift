@@ -82,54 +82,8 @@ enum QueryEngine {
             return true
         }
 
-        if let (i, reverse) = plan.orderedIndex {
-            let unique = info.indexes[i].schema.unique
-            if let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) {
-                func considerIndexed(_ primaryKey: [UInt8]) throws -> Bool {
-                    guard let record = try records.view(primaryKey) else {
-                        throw StrataError.corruptRecord("index \(info.indexes[i].schema.path) of \(info.name) names a missing object")
-                    }
-                    return try consider(key: primaryKey, record: record)
-                }
-                // Equal values are ordered by primary key in both directions, as in every plan
-                // (ResultOrder). A descending walk meets them in descending key order, so it holds
-                // back each run of equal values and considers it reversed. (A unique index has
-                // no equal values.)
-                var run: [[UInt8]] = []
-                var runValue: [UInt8] = []
-                var stopped = false
-                func flushRun() throws {
-                    for primaryKey in run.reversed() where !stopped {
-                        if try !considerIndexed(primaryKey) { stopped = true }
-                    }
-                    run.removeAll(keepingCapacity: true)
-                }
-                try Planner.scan(index, KeyRange(lower: nil, upper: nil), reverse: reverse) { key, value in
-                    let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
-                    if !reverse || unique { return try considerIndexed(primaryKey) }
-                    let valueBytes = key[..<(key.count - primaryKey.count)]
-                    if !run.isEmpty && !valueBytes.elementsEqual(runValue) {
-                        try flushRun()
-                        if stopped { return false }
-                    }
-                    if run.isEmpty { runValue = Array(valueBytes) }
-                    run.append(primaryKey)
-                    return true
-                }
-                if !stopped { try flushRun() }
-            }
-        } else if plan.accesses.isEmpty {
-            // Keys only break ties in a sort; a plain scan is already in key order.
-            try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { key, value in
-                try consider(key: Array(key), record: value)
-            }
-        } else {
-            for key in try candidateKeys(plan, info: info, source: source) {
-                guard let record = try records.view(key) else {
-                    throw StrataError.corruptRecord("an index of \(info.name) names a missing object")
-                }
-                _ = try consider(key: key, record: record)
-            }
+        try forEachCandidate(plan, info: info, source: source, records: records) { key, record in
+            try consider(key: Array(key), record: record)
         }
 
         if !query.sort.isEmpty && plan.orderedIndex == nil {
@@ -146,6 +100,96 @@ enum QueryEngine {
         let end = query.limit.map { min(objects.count, start + $0) } ?? objects.count
         if start == 0 && end == objects.count { return (keys, objects) }
         return (keepKeys ? Array(keys[start..<end]) : [], Array(objects[start..<end]))
+    }
+
+    /// Visits the plan's candidates with their records, in the order the plan walks them (the
+    /// sort's order for an ordered index walk, key order otherwise), while `visit` returns true.
+    /// The key is valid only during the call.
+    static func forEachCandidate<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, records: S.Tree,
+                                                          _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        if let (i, reverse) = plan.orderedIndex {
+            let unique = info.indexes[i].schema.unique
+            guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { return }
+            func visitIndexed(_ primaryKey: [UInt8]) throws -> Bool {
+                guard let record = try records.view(primaryKey) else {
+                    throw StrataError.corruptRecord("index \(info.indexes[i].schema.path) of \(info.name) names a missing object")
+                }
+                return try primaryKey.withUnsafeBytes { try visit($0, record) }
+            }
+            // Equal values are ordered by primary key in both directions, as in every plan
+            // (ResultOrder). A descending walk meets them in descending key order, so it holds
+            // back each run of equal values and visits it reversed. (A unique index has no equal
+            // values.)
+            var run: [[UInt8]] = []
+            var runValue: [UInt8] = []
+            var stopped = false
+            func flushRun() throws {
+                for primaryKey in run.reversed() where !stopped {
+                    if try !visitIndexed(primaryKey) { stopped = true }
+                }
+                run.removeAll(keepingCapacity: true)
+            }
+            try Planner.scan(index, KeyRange(lower: nil, upper: nil), reverse: reverse) { key, value in
+                let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
+                if !reverse || unique { return try visitIndexed(primaryKey) }
+                let valueBytes = key[..<(key.count - primaryKey.count)]
+                if !run.isEmpty && !valueBytes.elementsEqual(runValue) {
+                    try flushRun()
+                    if stopped { return false }
+                }
+                if run.isEmpty { runValue = Array(valueBytes) }
+                run.append(primaryKey)
+                return true
+            }
+            if !stopped { try flushRun() }
+        } else if plan.accesses.isEmpty {
+            try Planner.scan(records, KeyRange(lower: nil, upper: nil), visit)
+        } else {
+            for key in try candidateKeys(plan, info: info, source: source) {
+                guard let record = try records.view(key) else {
+                    throw StrataError.corruptRecord("an index of \(info.name) names a missing object")
+                }
+                if try !key.withUnsafeBytes({ try visit($0, record) }) { return }
+            }
+        }
+    }
+
+    /// The primary keys of the results in order, found without decoding a single object, when the
+    /// query allows it: no conditions or only ones that compile to record tests (RecordFilter), a
+    /// sort (if any) that compares encodings only (its keys read from the records), no distinct.
+    /// Nil when the query needs decoded objects.
+    static func keys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> KeyList? {
+        guard query.distinct.isEmpty else { return nil }
+        let conditions = query.conditions
+        var filter: RecordFilter?
+        if !conditions.isEmpty {
+            guard let compiled = RecordFilter.compile(conditions, schema: info.stored.object) else { return nil }
+            filter = compiled
+        }
+        let order = ResultOrder(query.sort, info: info)
+        guard order.isEncoded else { return nil }
+        guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
+        let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
+        let sortInMemory = !query.sort.isEmpty && plan.orderedIndex == nil
+        if query.sort.isEmpty, let exact = try exactKeys(plan, info: info, source: source) {
+            // The index answers the conditions exactly: no record is read.
+            var found = KeyList()
+            for key in exact { found.append(key) }
+            return found.window(offset: query.offset, limit: query.limit)
+        }
+        let window: Int? = query.limit.map { query.offset + $0 }
+        let canStopEarly = !sortInMemory && plan.accesses.isEmpty
+        var found = KeyList()
+        var sortKeys: [[UInt8]] = []
+        try forEachCandidate(plan, info: info, source: source, records: records) { key, record in
+            if let filter, try !filter.matches(record) { return true }
+            found.append(key)
+            if sortInMemory { sortKeys.append(try order.sortKey(record: record, schema: info.stored.object)) }
+            if canStopEarly, let window, found.count >= window { return false }
+            return true
+        }
+        if sortInMemory { found.sort(by: sortKeys) }
+        return found.window(offset: query.offset, limit: query.limit)
     }
 
     static func explain<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> String {

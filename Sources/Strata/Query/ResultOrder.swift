@@ -54,6 +54,22 @@ struct ResultOrder<M: Model> {
         return key
     }
 
+    /// `sortKey` read from a record's bytes (each descriptor's field, as an index on it would hold
+    /// it: RecordIndexKeys), so that results sorted by encodings need no decoded object.
+    func sortKey(record: UnsafeRawBufferPointer, schema: ObjectSchema) throws -> [UInt8] {
+        var key: [UInt8] = []
+        for part in parts {
+            guard case let .encoded(keyPath, _, reverse) = part, let path = fieldPath(of: keyPath) else { continue }
+            let start = key.count
+            guard let value = try RecordIndexKeys.values(record, schema: schema, path: path).first else {
+                throw StrataError.invalidQuery("cannot read the sort value of \(keyPath)")
+            }
+            key.append(contentsOf: value)
+            if reverse { for i in start..<key.count { key[i] = ~key[i] } }
+        }
+        return key
+    }
+
     private static func append(_ value: Any, type: FieldType, reverse: Bool, keyPath: PartialKeyPath<M>, to key: inout [UInt8]) throws {
         let start = key.count
         guard KeyEncoding.append(value, as: type, to: &key) else {

@@ -32,13 +32,13 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     init(snapshot: Snapshot, query: Query<M>, objects: [M]) {
         self.snapshot = snapshot
         self.query = query
-        self.state = ResultsState(objects: objects)
+        self.state = ResultsState(objects: objects, info: try? snapshot.db.info(M.self))
     }
 
     init(failed error: StrataError) {
         self.snapshot = nil
         self.query = Query()
-        self.state = ResultsState(error: error)
+        self.state = ResultsState(failure: error)
     }
 
     private func with(_ change: (inout Query<M>) -> Void) -> Results<M> {
@@ -81,42 +81,71 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
     // MARK: Evaluating
 
-    /// Runs the query (once) and returns the objects, throwing what it hit.
-    public func fetch() throws -> [M] { try state.objects(compute) }
+    /// The evaluated results (computed once, on first use; see `ResultsOutcome`).
+    var outcome: ResultsOutcome<M> { state.resolve { try ResultsOutcome.evaluate(query, snapshot: snapshot) } }
 
-    private func compute() throws -> [M] {
-        guard let snapshot else { return [] }
-        return try QueryEngine.matches(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn), needKeys: false).objects
+    /// Every object, decoded now, throwing what the query or a record hit.
+    public func fetch() throws -> [M] {
+        let outcome = self.outcome
+        if let error = outcome.error { throw error }
+        return try outcome.allObjects()
     }
 
-    /// The matching objects, evaluated once (empty if the query failed).
-    private var objects: [M] { state.resolve(compute).objects }
+    /// The error that emptied these results, or that a lazily read element hit (that element then
+    /// reads as a placeholder: every field a zero or empty value). Evaluates the query if it has
+    /// not run yet.
+    public var error: StrataError? { outcome.error ?? state.lateError }
 
-    /// The error that emptied these results, if any (runs the query if it has not run yet).
-    public var error: StrataError? { state.resolve(compute).error }
-
-    /// The number of matching objects; without conditions it is read from the tree, decoding nothing.
+    /// The number of matching objects, throwing what the query hit. Decodes nothing unless the
+    /// query can only be answered on decoded objects (a predicate that does not compile to record
+    /// tests, a sort by strings, `distinct`).
     public func fetchCount() throws -> Int {
-        if let done = state.cached {
-            if let error = done.error { throw error }
-            return done.objects.count
-        }
-        guard let snapshot else { return 0 }
-        return try QueryEngine.count(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
+        let outcome = self.outcome
+        if let error = outcome.error { throw error }
+        return outcome.count
     }
 
     /// The number of matching objects (0 if the query failed; see `error`).
-    public var count: Int { (try? fetchCount()) ?? 0 }
+    public var count: Int { outcome.count }
 
-    /// The primary keys of the matching objects, in order.
-    public var keys: [M.ID] { objects.map(\.id) }
+    /// The primary keys of the matching objects, in order; decodes no object where the results
+    /// are held as keys.
+    public var keys: [M.ID] { outcome.ids(state) }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { objects.count }
-    public subscript(position: Int) -> M { objects[position] }
+    public var endIndex: Int { outcome.count }
 
-    /// Iterates the evaluated objects directly: one evaluation, no per-element work.
-    public func makeIterator() -> IndexingIterator<[M]> { objects.makeIterator() }
+    /// Object `position`, decoded when read (unless the query decoded it already).
+    public subscript(position: Int) -> M { outcome.object(at: position, state) }
+
+    /// Objects `range` at once: for a list that shows a page of rows.
+    ///
+    /// ```swift
+    /// let page = results.objects(in: 500..<550)
+    /// ```
+    public func objects(in range: Range<Int>) -> [M] {
+        let outcome = self.outcome
+        let clamped = range.clamped(to: 0..<outcome.count)
+        return clamped.map { outcome.object(at: $0, state) }
+    }
+
+    /// Streams the objects: each is decoded when reached, so iterating a million objects holds one
+    /// at a time (unless the query decoded them to evaluate).
+    public func makeIterator() -> Iterator { Iterator(outcome: outcome, state: state) }
+
+    /// Iterates `Results`, decoding each object when it is reached.
+    public struct Iterator: IteratorProtocol {
+        let outcome: ResultsOutcome<M>
+        let state: ResultsState<M>
+        var position = 0
+        var cursor: Cursor?
+
+        public mutating func next() -> M? {
+            guard position < outcome.count else { return nil }
+            defer { position += 1 }
+            return outcome.next(position, cursor: &cursor, state)
+        }
+    }
 
     /// How the query runs: the index or key ranges used, the residual filter, the sort method.
     ///
@@ -125,7 +154,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// // index i:User:age for age == 30: 1 range(s) ...
     /// ```
     public func explain() -> String {
-        guard let snapshot else { return "failed: \(state.error.map { "\($0)" } ?? "unknown")" }
+        guard let snapshot else { return "failed: \(state.failure.map { "\($0)" } ?? "unknown")" }
         do {
             return try QueryEngine.explain(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
         } catch {
@@ -133,22 +162,194 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
         }
     }
 
-    /// The first matching object; evaluates only one row when there is no filter or sort.
-    public var first: M? {
-        if state.cached == nil && query.isPlainScan { return (try? prefix(1).fetch())?.first }
-        return objects.first
+    /// The first matching object; decodes only that one where the results are held as keys.
+    public var first: M? { isEmpty ? nil : self[0] }
+}
+
+/// A query's evaluated results, held as lightly as the query allows:
+/// - `scan`: no filter, sort or distinct: the rows are the record tree's own entries from `offset`
+///   (nothing is read until an element is; positional access walks the keys once, iteration
+///   streams a cursor);
+/// - `keys`: conditions that compile to record tests and sorts that compare encodings: the primary
+///   keys in order, found without decoding (KeyList);
+/// - `objects`: anything that needs decoded objects to evaluate (a predicate on decoded objects,
+///   a sort by strings, distinct), and results an observer evaluated: the objects themselves.
+final class ResultsOutcome<M: Model>: Sendable {
+    enum Rows: Sendable {
+        case scan(offset: Int, count: Int)
+        case keys(KeyList)
+        case objects([M])
+    }
+
+    let rows: Rows
+    let error: StrataError?
+    let info: ModelInfo<M>?
+    let records: ReadTree?
+    /// The keys of a `scan`, walked once on first positional access.
+    private let scanKeys = AtomicLazyReference<KeyListBox>()
+
+    init(rows: Rows, info: ModelInfo<M>?, records: ReadTree?) {
+        self.rows = rows
+        self.error = nil
+        self.info = info
+        self.records = records
+    }
+
+    init(error: StrataError) {
+        self.rows = .objects([])
+        self.error = error
+        self.info = nil
+        self.records = nil
+    }
+
+    var count: Int {
+        switch rows {
+        case let .scan(_, count): return count
+        case let .keys(list): return list.count
+        case let .objects(objects): return objects.count
+        }
+    }
+
+    static func evaluate(_ query: Query<M>, snapshot: Snapshot?) throws -> ResultsOutcome<M> {
+        guard let snapshot else { return ResultsOutcome(rows: .objects([]), info: nil, records: nil) }
+        let info = try snapshot.db.info(M.self)
+        let source = SnapshotTrees(txn: snapshot.txn)
+        let records = try wrapStorage { try source.tree(named: info.recordTree) }
+        guard let records else { return ResultsOutcome(rows: .objects([]), info: info, records: nil) }
+        if query.isPlainScan {
+            let available = Swift.max(0, records.count - query.offset)
+            return ResultsOutcome(rows: .scan(offset: query.offset, count: query.limit.map { Swift.min($0, available) } ?? available),
+                                  info: info, records: records)
+        }
+        if let keys = try wrapStorage({ try QueryEngine.keys(query, info: info, source: source) }) {
+            return ResultsOutcome(rows: .keys(keys), info: info, records: records)
+        }
+        let objects = try wrapStorage { try QueryEngine.matches(query, info: info, source: source, needKeys: false).objects }
+        return ResultsOutcome(rows: .objects(objects), info: info, records: records)
+    }
+
+    /// The object under a stored key, or the placeholder (noting why) when it cannot be read.
+    private func decode(key: UnsafeRawBufferPointer, _ state: ResultsState<M>) -> M? {
+        guard let info else { return nil }
+        do {
+            guard let record = try records?.get(key) else {
+                throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+            }
+            return try info.decode(record)
+        } catch {
+            state.note(error)
+            return info.placeholder
+        }
+    }
+
+    private func keyList(_ state: ResultsState<M>) -> KeyList {
+        switch rows {
+        case .keys(let list): return list
+        case let .scan(offset, count):
+            if let box = scanKeys.load() { return box.list }
+            var list = KeyList()
+            do {
+                let cursor = records.map { $0.cursor() }
+                var more = try cursor?.first() ?? false
+                var skipped = 0
+                while more && skipped < offset { more = try cursor?.next() ?? false; skipped += 1 }
+                while more && list.count < count, let cursor {
+                    list.append(cursor.key)
+                    more = try cursor.next()
+                }
+            } catch {
+                state.note(error)
+            }
+            return scanKeys.storeIfNil(KeyListBox(list)).list
+        case .objects: return KeyList()
+        }
+    }
+
+    /// Element `i`. An index outside `0..<count` is a programming error, as for any collection;
+    /// inside it, a record that cannot be read gives the placeholder and notes the error.
+    func object(at i: Int, _ state: ResultsState<M>) -> M {
+        if case .objects(let objects) = rows { return objects[i] }
+        precondition(i >= 0 && i < count, "Results index \(i) out of range 0..<\(count)")
+        guard let info else { preconditionFailure("Results index \(i) out of range") }   // count is 0 without info
+        let list = keyList(state)
+        if i < list.count, let object = list.withKey(i, { decode(key: $0, state) }) { return object }
+        state.note(StrataError.corruptRecord("result \(i) of \(count) of \(info.name) could not be read"))
+        return info.placeholder
+    }
+
+    /// Element `i` while iterating: a `scan` walks its own cursor instead of the key list.
+    func next(_ i: Int, cursor: inout Cursor?, _ state: ResultsState<M>) -> M {
+        guard case let .scan(offset, _) = rows, let records, let info else { return object(at: i, state) }
+        do {
+            if cursor == nil {
+                let c = records.cursor()
+                var more = try c.first()
+                var skipped = 0
+                while more && skipped < offset { more = try c.next(); skipped += 1 }
+                guard more else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
+                cursor = c
+            } else if let c = cursor, try !c.next() {
+                throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
+            }
+            guard let c = cursor else { return info.placeholder }
+            return try info.decode(c.value)
+        } catch {
+            state.note(error)
+            return info.placeholder
+        }
+    }
+
+    func allObjects() throws -> [M] {
+        switch rows {
+        case .objects(let objects): return objects
+        case .scan, .keys:
+            guard let info, let records else { return [] }
+            var out: [M] = []
+            out.reserveCapacity(count)
+            if case let .scan(offset, count) = rows {
+                let cursor = records.cursor()
+                var more = try wrapStorage { try cursor.first() }
+                var skipped = 0
+                while more && skipped < offset { more = try wrapStorage { try cursor.next() }; skipped += 1 }
+                while more && out.count < count {
+                    out.append(try info.decode(cursor.value))
+                    more = try wrapStorage { try cursor.next() }
+                }
+                return out
+            }
+            let list = keyList(ResultsState())
+            for i in 0..<list.count {
+                out.append(try list.withKey(i) { key in
+                    guard let record = try wrapStorage({ try records.get(key) }) else {
+                        throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+                    }
+                    return try info.decode(record)
+                })
+            }
+            return out
+        }
+    }
+
+    func ids(_ state: ResultsState<M>) -> [M.ID] {
+        if case .objects(let objects) = rows { return objects.map(\.id) }
+        let list = keyList(state)
+        var ids: [M.ID] = []
+        ids.reserveCapacity(list.count)
+        for i in 0..<list.count {
+            if let id = list.withKey(i, { KeyEncoding.decode(M.ID.self, from: $0) }) {
+                ids.append(id)
+            } else {
+                ids.append(object(at: i, state).id)   // a key type the key decoder does not read
+            }
+        }
+        return ids
     }
 }
 
-/// The outcome of a `Results`' query: computed once, then read without locking.
-final class ResultsOutcome<M: Model>: Sendable {
-    let objects: [M]
-    let error: StrataError?
-
-    init(objects: [M], error: StrataError?) {
-        self.objects = objects
-        self.error = error
-    }
+/// A key list behind a reference, for the lazily built keys of a scan.
+final class KeyListBox: Sendable {
+    let list: KeyList
+    init(_ list: KeyList) { self.list = list }
 }
 
 /// Holds a `Results`' outcome. The first access computes it under a lock; later ones only load an
@@ -156,43 +357,42 @@ final class ResultsOutcome<M: Model>: Sendable {
 final class ResultsState<M: Model>: Sendable {
     private let outcome = AtomicLazyReference<ResultsOutcome<M>>()
     private let computing = Mutex<Void>(())
+    /// The first error an element read lazily hit (the element read as a placeholder).
+    private let late = Mutex<StrataError?>(nil)
 
-    init(error: StrataError? = nil) {
-        if let error { _ = outcome.storeIfNil(ResultsOutcome(objects: [], error: error)) }
+    init(failure: StrataError? = nil) {
+        if let failure { _ = outcome.storeIfNil(ResultsOutcome(error: failure)) }
     }
 
-    init(objects: [M]) {
-        _ = outcome.storeIfNil(ResultsOutcome(objects: objects, error: nil))
+    init(objects: [M], info: ModelInfo<M>?) {
+        _ = outcome.storeIfNil(ResultsOutcome(rows: .objects(objects), info: info, records: nil))
     }
 
-    var error: StrataError? { outcome.load()?.error }
-    var cachedObjects: [M]? {
-        guard let done = outcome.load(), done.error == nil else { return nil }
-        return done.objects
-    }
+    /// The evaluation's error, if it failed before anything else.
+    var failure: StrataError? { outcome.load()?.error }
     var cached: ResultsOutcome<M>? { outcome.load() }
+    var lateError: StrataError? { late.withLock { $0 } }
 
-    func resolve(_ compute: () throws -> [M]) -> ResultsOutcome<M> {
+    func note(_ error: any Error) {
+        let converted = (error as? StrataError) ?? (error as? StorageError).map(StrataError.init) ?? .invalidQuery("\(error)")
+        late.withLock { if $0 == nil { $0 = converted } }
+    }
+
+    func resolve(_ compute: () throws -> ResultsOutcome<M>) -> ResultsOutcome<M> {
         if let done = outcome.load() { return done }
         return computing.withLock { _ in
             if let done = outcome.load() { return done }
             let result: ResultsOutcome<M>
             do {
-                result = ResultsOutcome(objects: try compute(), error: nil)
+                result = try compute()
             } catch let error as StrataError {
-                result = ResultsOutcome(objects: [], error: error)
+                result = ResultsOutcome(error: error)
             } catch let error as StorageError {
-                result = ResultsOutcome(objects: [], error: StrataError(error))
+                result = ResultsOutcome(error: StrataError(error))
             } catch {
-                result = ResultsOutcome(objects: [], error: .invalidQuery("\(error)"))
+                result = ResultsOutcome(error: .invalidQuery("\(error)"))
             }
             return outcome.storeIfNil(result)
         }
-    }
-
-    func objects(_ compute: () throws -> [M]) throws -> [M] {
-        let done = resolve(compute)
-        if let error = done.error { throw error }
-        return done.objects
     }
 }

@@ -13,17 +13,23 @@ enum SchemaProbe {
     static let maxDepth = 24
 
     static func schema<T: Decodable>(of type: T.Type, modelName: String) throws -> ObjectSchema {
+        try schemaAndPlaceholder(of: T.self, modelName: modelName).schema
+    }
+
+    /// The schema, and the instance the probe decoded (every field a placeholder value).
+    static func schemaAndPlaceholder<T: Decodable>(of type: T.Type, modelName: String) throws -> (schema: ObjectSchema, placeholder: T) {
         let probe = ProbeState(modelName: modelName)
         let fieldType: FieldType
+        let instance: T
         do {
-            (fieldType, _) = try probe.probe(T.self, path: [], depth: 0)
+            (fieldType, instance) = try probe.probe(T.self, path: [], depth: 0)
         } catch let failure as ProbeFailure {
             throw failure.error
         }
         guard case .object(let schema) = fieldType else {
             throw StrataError.unsupportedType(model: modelName, field: "(model)", reason: "a model must encode as a keyed container (a struct with fields), not \(fieldType)")
         }
-        return schema
+        return (schema, instance)
     }
 }
 
