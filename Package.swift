@@ -20,7 +20,9 @@ let package = Package(
         .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage", "StrataTestWorkloads"], path: "Tests/StrataTestHelper"),
         // What the helper writes and the tests check, defined once for both.
         .target(name: "StrataTestWorkloads", dependencies: ["StrataStorage"], path: "Tests/StrataTestWorkloads"),
-        .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper", "StrataTestWorkloads"]),
+        // Fixtures: files written by earlier formats, read by the upgrade tests through #filePath.
+        .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper", "StrataTestWorkloads"],
+                    exclude: ["Fixtures"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "strata"]),
     ],
     swiftLanguageModes: [.v6]

@@ -52,7 +52,12 @@ extension WriteTransaction {
     func touch(_ pgno: PageNo) throws -> (PageNo, UnsafeMutableRawPointer) {
         if let buffer = pages.dirty[pgno] { return (pgno, buffer) }
         let source = try pages.page(pgno)
-        try Node(source, pgno: pgno, pageSize: pageSize).validateAll()
+        let node = try Node(source, pgno: pgno, pageSize: pageSize)
+        // Opening a format-2 file for writing upgrades every branch first (Upgrade.swift).
+        if !node.isLeaf && !node.isCounted {
+            throw StorageError.corrupt(page: pgno, reason: "a format-2 branch page in a file written as format \(strataFormatVersion)")
+        }
+        try node.validateAll()
         let newPage = try allocate()
         let buffer = newDirty(newPage)
         buffer.copyMemory(from: source, byteCount: pageSize)
@@ -70,7 +75,7 @@ extension WriteTransaction {
         path.removeAll(keepingCapacity: true)
         var (pgno, page) = try touch(tree.root)
         tree.root = pgno
-        while UnsafeRawPointer(page).u8(PageHeader.type) == PageType.branch.rawValue {
+        while UnsafeRawPointer(page).u8(PageHeader.type) == PageType.countedBranch.rawValue {
             if path.count >= maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
             let node = try Node(page, pgno: pgno, pageSize: pageSize)
             let index = try node.branchSearch(key)
@@ -113,6 +118,8 @@ extension WriteTransaction {
             MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
         } else {
             tree.count &+= 1   // wrapping: a corrupt count read from the file must not trap
+            // One more entry below every branch on the path (a split below resets its own counts).
+            for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, 1) }
         }
         try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
         return !found
@@ -189,7 +196,7 @@ extension WriteTransaction {
 
         let rightPage = try allocate()
         let right = newDirty(rightPage)
-        MutableNode.initialize(right, pageSize: pageSize, type: old.isLeaf ? .leaf : .branch)
+        MutableNode.initialize(right, pageSize: pageSize, type: old.isLeaf ? .leaf : .countedBranch)
         node.rebuild(entries[0..<split])
         let rightNode = MutableNode(base: right, pageSize: pageSize)
         var separator: [UInt8]
@@ -198,38 +205,42 @@ extension WriteTransaction {
             separator = Array(UnsafeRawBufferPointer(rebasing: first[LeafEntry.headerSize..<(LeafEntry.headerSize + Int(UInt16(littleEndian: first.loadUnaligned(as: UInt16.self))))]))
             rightNode.rebuild(entries[split...])
         } else {
-            // The first key of the right branch moves up; its entry keeps only the child.
+            // The first key of the right branch moves up; its entry keeps only the child and count.
             let first = entries[split]
-            let keyLength = Int(UInt16(littleEndian: first.loadUnaligned(fromByteOffset: 8, as: UInt16.self)))
+            let keyLength = Int(UInt16(littleEndian: first.loadUnaligned(fromByteOffset: BranchEntry.keyLengthOffset, as: UInt16.self)))
             separator = Array(UnsafeRawBufferPointer(rebasing: first[BranchEntry.headerSize..<(BranchEntry.headerSize + keyLength)]))
-            var head = [UInt8](repeating: 0, count: BranchEntry.headerSize)
-            head.withUnsafeMutableBytes { $0.baseAddress!.setU64(0, first.loadUnaligned(as: UInt64.self)) }
+            let head = branchEntry(child: first.loadUnaligned(as: UInt64.self),
+                                   count: first.loadUnaligned(fromByteOffset: BranchEntry.countOffset, as: UInt64.self), key: [])
             head.withUnsafeBytes { rightNode.append($0) }
             for e in entries[(split + 1)...] { rightNode.append(e) }
         }
 
-        let parentEntry = branchEntry(child: rightPage, key: separator)
+        let leftCount = node.subtreeCount
+        let parentEntry = branchEntry(child: rightPage, count: rightNode.subtreeCount, key: separator)
         if level == 0 {
             let rootPage = try allocate()
             let root = newDirty(rootPage)
-            MutableNode.initialize(root, pageSize: pageSize, type: .branch)
+            MutableNode.initialize(root, pageSize: pageSize, type: .countedBranch)
             let rootNode = MutableNode(base: root, pageSize: pageSize)
-            branchEntry(child: pgno, key: []).withUnsafeBytes { rootNode.append($0) }
+            branchEntry(child: pgno, count: leftCount, key: []).withUnsafeBytes { rootNode.append($0) }
             parentEntry.withUnsafeBytes { rootNode.append($0) }
             tree.root = rootPage
             return
         }
         let parent = path[level - 1]
+        // The parent's entry for the left half counts only what stayed.
+        MutableNode(base: try dirtyPage(parent.pgno), pageSize: pageSize).setChildCount(parent.index, leftCount)
         try parentEntry.withUnsafeBytes { (e) throws in
             try insert(e, level: level - 1, pgno: parent.pgno, index: parent.index + 1, tree: &tree)
         }
     }
 
-    private func branchEntry(child: PageNo, key: [UInt8]) -> [UInt8] {
+    func branchEntry(child: PageNo, count: UInt64, key: [UInt8]) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: BranchEntry.headerSize + key.count)
         bytes.withUnsafeMutableBytes { p in
             p.baseAddress!.setU64(0, child)
-            p.baseAddress!.setU16(8, UInt16(key.count))
+            p.baseAddress!.setU64(BranchEntry.countOffset, count)
+            p.baseAddress!.setU16(BranchEntry.keyLengthOffset, UInt16(key.count))
             if !key.isEmpty { (p.baseAddress! + BranchEntry.headerSize).copyMemory(from: key, byteCount: key.count) }
         }
         return bytes
@@ -250,6 +261,7 @@ extension WriteTransaction {
         if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
         MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
         tree.count &-= 1   // wrapping: a corrupt count read from the file must not trap
+        for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, -1) }
         try rebalance(level: path.count, pgno: pgno, tree: &tree)
         return true
     }
@@ -322,7 +334,7 @@ extension WriteTransaction {
                     for i in 0..<right.count { entries.append(try right.entryBytes(i)) }
                 } else {
                     // The right page's first child had an implicit key; it becomes the separator.
-                    rekeyed = branchEntry(child: try right.child(0), key: Array(try parent.key(rightIndex)))
+                    rekeyed = branchEntry(child: try right.child(0), count: try right.childCount(0) ?? 0, key: Array(try parent.key(rightIndex)))
                     entries.append(UnsafeRawBufferPointer(start: nil, count: 0)) // placeholder, replaced below
                     for i in 1..<right.count { entries.append(try right.entryBytes(i)) }
                 }
@@ -331,7 +343,9 @@ extension WriteTransaction {
                     if !node.isLeaf { entries[leftCopy.count] = r }
                     leftNode.rebuild(entries[...])
                 }
-                MutableNode(base: parentPage, pageSize: pageSize).remove(at: rightIndex, entrySize: try parent.entrySize(rightIndex))
+                let parentNode = MutableNode(base: parentPage, pageSize: pageSize)
+                parentNode.remove(at: rightIndex, entrySize: try parent.entrySize(rightIndex))
+                parentNode.setChildCount(rightIndex - 1, leftNode.subtreeCount)
                 try free(rightPage)
                 if path[level - 1].index >= rightIndex { path[level - 1].index -= 1 }
             }
@@ -367,8 +381,9 @@ extension WriteTransaction {
             // Entry 0 of a branch has no key: drop the one the new first entry brought along.
             let shifted = try Node(parentPage, pgno: step.pgno, pageSize: pageSize)
             let child = try shifted.child(0)
+            let count = try shifted.childCount(0) ?? 0
             mutable.remove(at: 0, entrySize: try shifted.entrySize(0))
-            let inserted = branchEntry(child: child, key: []).withUnsafeBytes { mutable.insert($0, at: 0, scratch: scratch) }
+            let inserted = branchEntry(child: child, count: count, key: []).withUnsafeBytes { mutable.insert($0, at: 0, scratch: scratch) }
             if !inserted { throw StorageError.internalError("no room to rewrite entry 0 of page \(step.pgno)") }
         }
         try rebalance(level: level - 1, pgno: step.pgno, tree: &tree)

@@ -94,6 +94,76 @@ public final class Cursor {
         try target.withUnsafeBytes { try seek($0) }
     }
 
+    /// Moves to the entry at `position` in key order (0 is the smallest key), in time that grows
+    /// with the tree's depth, not with `position`: branches record how many entries lie below each
+    /// child. Returns false (and leaves the cursor unpositioned) when `position` is negative or not
+    /// below the tree's count.
+    ///
+    /// ```swift
+    /// let cursor = try txn.tree("items")!.cursor()
+    /// if try cursor.seek(toPosition: 1_000) { print(cursor.key.count) }   // the 1,001st key
+    /// ```
+    @discardableResult
+    public func seek(toPosition position: Int) throws -> Bool {
+        reset()
+        if root == 0 || position < 0 { return false }
+        var remaining = UInt64(position)
+        var node = try pages.node(root)
+        while !node.isLeaf {
+            var chosen: Int?
+            for i in 0..<node.count {
+                let below = try entries(of: node, child: i)
+                if remaining < below { chosen = i; break }
+                remaining -= below
+            }
+            guard let chosen else { reset(); return false }
+            try push(node.pgno, chosen)
+            node = try pages.node(try node.child(chosen))
+        }
+        guard remaining < UInt64(node.count) else {
+            if depth == 0 { reset(); return false }
+            throw StorageError.corrupt(page: node.pgno, reason: "leaf holds \(node.count) entries, its parent counts more")
+        }
+        try push(node.pgno, Int(remaining))
+        leaf = node
+        return try load(node, Int(remaining))
+    }
+
+    /// The position of the entry under the cursor in key order: how many keys are smaller. Nil
+    /// when the cursor is not on an entry.
+    ///
+    /// ```swift
+    /// let cursor = try txn.tree("items")!.cursor()
+    /// if try cursor.seek(Array("m".utf8)) { print(try cursor.position()!) }   // keys below "m"
+    /// ```
+    public func position() throws -> Int? {
+        if version != pages.version { throw StorageError.cursorInvalidated }
+        guard isPositioned, depth > 0 else { return nil }
+        var total: UInt64 = 0
+        for level in 0..<(depth - 1) {
+            let frame = frames[level]
+            let node = try pages.node(frame.pgno)
+            for i in 0..<min(frame.index, node.count) { total &+= try entries(of: node, child: i) }
+        }
+        return Int(clamping: total &+ UInt64(frames[depth - 1].index))
+    }
+
+    /// Entries below child `i` of a branch: recorded on a counted branch, counted by a walk below
+    /// a format-2 branch (a file opened read-only without its upgrade).
+    private func entries(of node: Node, child i: Int) throws -> UInt64 {
+        if let recorded = try node.childCount(i) { return recorded }
+        return try entries(below: try node.child(i), depth: depth)
+    }
+
+    private func entries(below pgno: PageNo, depth level: Int) throws -> UInt64 {
+        if level > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+        let node = try pages.node(pgno)
+        if let count = try node.subtreeCount() { return count }
+        var total: UInt64 = 0
+        for i in 0..<node.count { total &+= try entries(below: try node.child(i), depth: level + 1) }
+        return total
+    }
+
     /// Moves to the next key. Returns false (and leaves the cursor unpositioned) past the end.
     @discardableResult
     public func next() throws -> Bool {

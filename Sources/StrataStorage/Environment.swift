@@ -403,7 +403,7 @@ enum Recovery {
             if run == 0 || pgno + UInt64(run) > pageCount {
                 throw StorageError.corrupt(page: pgno, reason: "run of \(run) pages runs past the file's \(pageCount) pages")
             }
-        } else if type != PageType.branch.rawValue && type != PageType.leaf.rawValue {
+        } else if type != PageType.branch.rawValue && type != PageType.countedBranch.rawValue && type != PageType.leaf.rawValue {
             throw StorageError.corrupt(page: pgno, reason: "unknown page type \(type)")
         }
         if p.u64(PageHeader.pageNumber) != pgno {

@@ -309,7 +309,7 @@ extension Store {
         if let free = freeListing(of: n, txn: txn) { lines.append("  " + free) }
         if isZero { return lines.joined(separator: "\n") }
 
-        if type == PageType.branch.rawValue || type == PageType.leaf.rawValue {
+        if type == PageType.branch.rawValue || type == PageType.countedBranch.rawValue || type == PageType.leaf.rawValue {
             describeNode(p, pgno: n, into: &lines)
         } else if runPages < 1 {
             lines.append("  \(typeName) run of 0 pages: corrupt")
@@ -421,6 +421,7 @@ extension Store {
                     }
                 } else {
                     line += " child \(try node.child(i))"
+                    if let entries = try node.childCount(i) { line += " (\(entries) entr\(entries == 1 ? "y" : "ies"))" }
                     line += i == 0 && key.isEmpty ? " (keys below entry 1)" : " key \(preview(key)) (\(key.count) B)"
                 }
             } catch {
@@ -454,7 +455,8 @@ extension Store {
 func pageTypeName(_ type: UInt8) -> String {
     switch type {
     case PageType.meta.rawValue: return "meta"
-    case PageType.branch.rawValue: return "branch"
+    case PageType.branch.rawValue: return "branch (format 2, uncounted)"
+    case PageType.countedBranch.rawValue: return "branch"
     case PageType.leaf.rawValue: return "leaf"
     case PageType.overflow.rawValue: return "overflow"
     case PageType.commitRecord.rawValue: return "commit record"
@@ -658,16 +660,19 @@ final class Inspector {
         return walk.stats
     }
 
+    /// Checks the subtree at `pgno` and returns how many entries it holds, nil when a problem
+    /// left it uncounted (so a parent's recorded count is not compared with a partial one).
+    @discardableResult
     private func visit(_ pgno: PageNo, from parent: PageNo?, depth: Int,
                        lower: UnsafeRawBufferPointer?, upper: UnsafeRawBufferPointer?, walk: inout Walk,
-                       leaf visitor: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?, PageNo) -> Void) {
+                       leaf visitor: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?, PageNo) -> Void) -> UInt64? {
         let what = parent == nil ? "the root of \(slotLabel(walk.slot))" : "a child pointer"
-        guard inBounds(pgno, from: parent, what: what) else { return }
+        guard inBounds(pgno, from: parent, what: what) else { return nil }
         if depth >= maxTreeDepth {
             problem(pgno, "\(slotLabel(walk.slot)) is deeper than \(maxTreeDepth) levels")
-            return
+            return nil
         }
-        guard claim(pgno, Inspector.nodeOwner(walk.slot), from: parent) else { return }
+        guard claim(pgno, Inspector.nodeOwner(walk.slot), from: parent) else { return nil }
         checkHeader(pgno, run: 1)
         let node: Node
         do {
@@ -675,7 +680,7 @@ final class Inspector {
             try node.validateAll()
         } catch {
             problem(pgno, reason(error))
-            return
+            return nil
         }
         if node.isLeaf {
             walk.stats.leafPages += 1
@@ -690,6 +695,9 @@ final class Inspector {
             }
         } else {
             walk.stats.branchPages += 1
+            if !node.isCounted && meta.formatVersion >= 3 {
+                problem(pgno, "an uncounted format-2 branch in a format-\(meta.formatVersion) file")
+            }
         }
 
         var previous: UnsafeRawBufferPointer?
@@ -697,7 +705,7 @@ final class Inspector {
         keys.reserveCapacity(node.count)
         for i in 0..<node.count {
             let key: UnsafeRawBufferPointer
-            do { key = try node.key(i) } catch { problem(pgno, reason(error)); return }
+            do { key = try node.key(i) } catch { problem(pgno, reason(error)); return nil }
             keys.append(key)
             if !node.isLeaf && i == 0 {
                 if !key.isEmpty { problem(pgno, "entry 0 of a branch has a \(key.count)-byte key, expected none") }
@@ -736,16 +744,23 @@ final class Inspector {
                 }
                 visitor(keys[i], value, pgno)
             }
-            return
+            return UInt64(node.count)
         }
+        var total: UInt64? = 0
         for i in 0..<node.count {
             let child: PageNo
-            do { child = try node.child(i) } catch { problem(pgno, reason(error)); continue }
-            visit(child, from: pgno, depth: depth + 1,
-                  lower: i == 0 ? lower : keys[i],
-                  upper: i + 1 < node.count ? keys[i + 1] : upper,
-                  walk: &walk, leaf: visitor)
+            do { child = try node.child(i) } catch { problem(pgno, reason(error)); total = nil; continue }
+            let actual = visit(child, from: pgno, depth: depth + 1,
+                               lower: i == 0 ? lower : keys[i],
+                               upper: i + 1 < node.count ? keys[i + 1] : upper,
+                               walk: &walk, leaf: visitor)
+            guard let actual else { total = nil; continue }
+            total = total.map { $0 &+ actual }
+            if let recorded = try? node.childCount(i), recorded != actual {
+                problem(pgno, "entry \(i) records \(recorded) entries below child \(child), which holds \(actual)")
+            }
         }
+        return total
     }
 
     /// Checks and claims an overflow run. True when its value can be read.

@@ -19,7 +19,7 @@ enum MetaLayout {
 }
 
 /// The current file format. Readers refuse newer versions; see FORMAT.md, "Versioning".
-public let strataFormatVersion: UInt32 = 2
+public let strataFormatVersion: UInt32 = 3
 
 /// The decoded fields of a meta page.
 struct Meta: Equatable, Sendable {

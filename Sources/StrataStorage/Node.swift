@@ -6,8 +6,10 @@
 //
 // Leaf entry:   u16 keyLength, u8 flags (bit 0: value in overflow pages), u8 0, u32 valueLength,
 //               key bytes, then the value bytes, or the u64 first page of the overflow run.
-// Branch entry: u64 child page, u16 keyLength, key bytes. Entry 0's key is empty: it stands for
-//               "everything below entry 1's key".
+// Branch entry: u64 child page, u64 entries in the child's subtree, u16 keyLength, key bytes.
+//               Entry 0's key is empty: it stands for "everything below entry 1's key". (Format 2
+//               branches, type 2, have no count: u64 child, u16 keyLength, key; they are read, and
+//               rewritten as counted branches when a file is upgraded.)
 
 enum LeafEntry {
     static let headerSize = 8
@@ -15,7 +17,13 @@ enum LeafEntry {
 }
 
 enum BranchEntry {
-    static let headerSize = 10
+    /// A counted branch entry's header: child, count, key length.
+    static let headerSize = 18
+    static let countOffset = 8
+    static let keyLengthOffset = 16
+    /// Format 2's branch entry header: child, key length.
+    static let legacyHeaderSize = 10
+    static let legacyKeyLengthOffset = 8
 }
 
 /// Where a leaf's value lives.
@@ -32,6 +40,8 @@ struct Node {
     let pageSize: Int
     let count: Int
     let isLeaf: Bool
+    /// A branch whose entries carry subtree counts (every branch a format-3 writer makes).
+    let isCounted: Bool
     /// Lowest offset an entry may start at: the end of the slot array.
     private let slotsEnd: Int
 
@@ -42,8 +52,13 @@ struct Node {
         let type = base.u8(PageHeader.type)
         if type == PageType.leaf.rawValue {
             isLeaf = true
+            isCounted = false
+        } else if type == PageType.countedBranch.rawValue {
+            isLeaf = false
+            isCounted = true
         } else if type == PageType.branch.rawValue {
             isLeaf = false
+            isCounted = false
         } else {
             throw StorageError.corrupt(page: pgno, reason: "expected a branch or leaf page, found type \(type)")
         }
@@ -62,11 +77,20 @@ struct Node {
         Int(base.u16(PageHeader.size + 2 * i))
     }
 
+    /// Size of an entry's fixed header on this page.
+    @inline(__always) private var headerSize: Int {
+        isLeaf ? LeafEntry.headerSize : (isCounted ? BranchEntry.headerSize : BranchEntry.legacyHeaderSize)
+    }
+
+    /// Where an entry's key length sits, from the entry's start.
+    @inline(__always) private var keyLengthOffset: Int {
+        isLeaf ? 0 : (isCounted ? BranchEntry.keyLengthOffset : BranchEntry.legacyKeyLengthOffset)
+    }
+
     /// Offset of entry `i`, checked to leave room for its fixed header.
     @inline(__always) func entryOffset(_ i: Int) throws -> Int {
         let off = slot(i)
-        let minimum = isLeaf ? LeafEntry.headerSize : BranchEntry.headerSize
-        if off < slotsEnd || off + minimum > pageSize {
+        if off < slotsEnd || off + headerSize > pageSize {
             throw StorageError.corrupt(page: pgno, reason: "slot \(i) points at \(off), outside the entry area")
         }
         return off
@@ -74,8 +98,8 @@ struct Node {
 
     @inline(__always) func key(_ i: Int) throws -> UnsafeRawBufferPointer {
         let off = try entryOffset(i)
-        let keyStart = off + (isLeaf ? LeafEntry.headerSize : BranchEntry.headerSize)
-        let keyLength = Int(base.u16(isLeaf ? off : off + 8))
+        let keyStart = off + headerSize
+        let keyLength = Int(base.u16(off + keyLengthOffset))
         if keyStart + keyLength > pageSize {
             throw StorageError.corrupt(page: pgno, reason: "key of entry \(i) runs past the page end")
         }
@@ -85,6 +109,22 @@ struct Node {
     func child(_ i: Int) throws -> PageNo {
         let off = try entryOffset(i)
         return base.u64(off)
+    }
+
+    /// Entries in child `i`'s subtree, as a counted branch records it; nil on a format-2 branch.
+    @inline(__always) func childCount(_ i: Int) throws -> UInt64? {
+        guard isCounted else { return nil }
+        return base.u64(try entryOffset(i) + BranchEntry.countOffset)
+    }
+
+    /// Entries below this page: a leaf's own count, a counted branch's sum (nil for a format-2
+    /// branch, whose children must be counted).
+    func subtreeCount() throws -> UInt64? {
+        if isLeaf { return UInt64(count) }
+        guard isCounted else { return nil }
+        var total: UInt64 = 0
+        for i in 0..<count { total &+= try childCount(i) ?? 0 }
+        return total
     }
 
     func value(_ i: Int) throws -> LeafValue { try leafEntry(i).value }
@@ -120,7 +160,7 @@ struct Node {
             if off + size > pageSize { throw StorageError.corrupt(page: pgno, reason: "entry \(i) runs past the page end") }
             return size
         }
-        let size = BranchEntry.headerSize + Int(base.u16(off + 8))
+        let size = headerSize + Int(base.u16(off + keyLengthOffset))
         if off + size > pageSize { throw StorageError.corrupt(page: pgno, reason: "entry \(i) runs past the page end") }
         return size
     }
@@ -258,6 +298,9 @@ struct MutableNode {
         }
     }
 
+    /// Whether an entry of `size` bytes fits without compacting.
+    func fits(_ size: Int) -> Bool { contiguousFree >= size + 2 }
+
     /// Replaces every entry with `entries`, which must not point into this page.
     func rebuild(_ entries: ArraySlice<UnsafeRawBufferPointer>) {
         base.setU16(PageHeader.count, 0)
@@ -271,7 +314,32 @@ struct MutableNode {
         base.setU64(off, child)
     }
 
-    /// Size of the entry at byte offset `off` of a page already validated.
+    /// The subtree count of entry `index` of a (counted) branch.
+    func childCount(_ index: Int) -> UInt64 {
+        let off = Int(UnsafeRawPointer(base).u16(PageHeader.size + 2 * index))
+        return UnsafeRawPointer(base).u64(off + BranchEntry.countOffset)
+    }
+
+    func setChildCount(_ index: Int, _ count: UInt64) {
+        let off = Int(UnsafeRawPointer(base).u16(PageHeader.size + 2 * index))
+        base.setU64(off + BranchEntry.countOffset, count)
+    }
+
+    /// Adds `delta` (wrapping: a corrupt count must not trap) to the subtree count of entry `index`.
+    func addChildCount(_ index: Int, _ delta: Int) {
+        setChildCount(index, childCount(index) &+ UInt64(bitPattern: Int64(delta)))
+    }
+
+    /// Entries below this dirty page: a leaf's count, a counted branch's sum.
+    var subtreeCount: UInt64 {
+        if UnsafeRawPointer(base).u8(PageHeader.type) == PageType.leaf.rawValue { return UInt64(count) }
+        var total: UInt64 = 0
+        for i in 0..<count { total &+= childCount(i) }
+        return total
+    }
+
+    /// Size of the entry at byte offset `off` of a page already validated (a leaf or a counted
+    /// branch: the only kinds a writer modifies).
     @inline(__always)
     static func entrySize(_ page: UnsafeRawPointer, at off: Int, isLeaf: Bool) -> Int {
         if isLeaf {
@@ -279,6 +347,6 @@ struct MutableNode {
             let overflow = page.u8(off + 2) & LeafEntry.overflowFlag != 0
             return LeafEntry.headerSize + keyLength + (overflow ? 8 : Int(page.u32(off + 4)))
         }
-        return BranchEntry.headerSize + Int(page.u16(off + 8))
+        return BranchEntry.headerSize + Int(page.u16(off + BranchEntry.keyLengthOffset))
     }
 }

@@ -8,6 +8,9 @@ enum PageType: UInt8 {
     case leaf = 3
     case overflow = 4
     case commitRecord = 5
+    /// A branch whose entries carry their subtree's entry count (format 3); `branch` pages are
+    /// format 2's, read but never written.
+    case countedBranch = 6
 }
 
 /// Byte offsets of the 32-byte page header.

@@ -28,11 +28,16 @@ public final class Store: Sendable {
     /// map, one writer lock and one reader table. A new file is created atomically (FORMAT.md §4.1):
     /// a crash leaves no file or a complete one. An empty file that no other process has open is
     /// initialised the same way; any other file is never overwritten.
+    ///
+    /// A file written by an earlier format that this build can still read (FORMAT.md §9) is
+    /// upgraded on its first read-write open, in one commit (durable, whatever `durability` says);
+    /// a read-only open reads it as it is.
     public init(path: String, options: StoreOptions = StoreOptions()) throws {
         try Store.checkPlatform()
         self.env = try Environment.open(path: path, options: options)
         self.durability = options.durability
         self.isReadOnly = options.readOnly
+        try upgradeIfNeeded()
     }
 
     /// Opens the store with its page file seen through `wrap` (and, when the open creates the
@@ -42,6 +47,14 @@ public final class Store: Sendable {
         self.env = try Environment.open(path: path, options: options, wrap: wrap)
         self.durability = options.durability
         self.isReadOnly = options.readOnly
+        try upgradeIfNeeded()
+    }
+
+    /// The format-2 → 3 upgrade (Upgrade.swift), when the newest commit is older than format 3.
+    /// The writer lock makes two processes opening one old file upgrade it once.
+    private func upgradeIfNeeded() throws {
+        if try isReadOnly || read({ $0.meta.formatVersion }) >= 3 { return }
+        try write(durability: .full) { txn in try txn.upgradeToCountedBranches() }
     }
 
     /// An in-memory store: the same engine on an anonymous memory-backed file that vanishes when

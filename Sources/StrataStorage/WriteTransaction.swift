@@ -263,6 +263,18 @@ public struct WriteTree {
         try check()
         return Cursor(pages: txn.pages, root: state.info.root, owner: txn)
     }
+
+    /// Replaces the tree's root and count (the format upgrade rebuilds its branches; its entries
+    /// do not change).
+    func replaceInfo(_ change: (TreeInfo) throws -> TreeInfo) throws {
+        try check()
+        let updated = try change(state.info)
+        if updated != state.info {
+            txn.pages.version &+= 1
+            state.info = updated
+            state.modified = true
+        }
+    }
 }
 
 /// A tree's state inside a write transaction.

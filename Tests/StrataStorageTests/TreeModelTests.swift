@@ -137,6 +137,8 @@ struct ModelTree {
                 pair.0.0 == tree.keys[pair.1] && pair.0.1 == tree.values[tree.keys[pair.1]]
             }
             #expect(ok, "seed \(seed) op \(ops) \(context): forEach(from: \(lower.map { "\($0.count)B" } ?? "nil"), to: \(upper.map { "\($0.count)B" } ?? "nil"), reverse: \(reverse), limit \(limit)) returned \(got.count) entries, expected \(expected.count)")
+            let counted = try cursor().count(from: lower, to: upper)
+            #expect(counted == range.count, "seed \(seed) op \(ops) \(context): count(from: \(lower.map { "\($0.count)B" } ?? "nil"), to: \(upper.map { "\($0.count)B" } ?? "nil")) is \(counted), expected \(range.count)")
             scans += 1
         }
 
@@ -148,13 +150,26 @@ struct ModelTree {
                     let key = tree.keys[i]
                     let ok = moved && cursor.isPositioned && Array(cursor.key) == key && Array(cursor.value) == tree.values[key]
                     #expect(ok, "seed \(seed) op \(ops) \(context): \(what) should be at index \(i) of \(tree.count)")
+                    let position = Result { try cursor.position() }
+                    #expect((try? position.get()) == i, "seed \(seed) op \(ops) \(context): after \(what), position() is \(position), expected \(i)")
                 } else {
                     #expect(!moved && !cursor.isPositioned, "seed \(seed) op \(ops) \(context): \(what) should be off the tree")
                     index = nil
                 }
             }
-            let start = rng.below(4)
-            if start == 0 {
+            let start = rng.below(5)
+            if start == 4 {
+                // Positions on the tree, at its ends and just off them.
+                let target = rng.percent(20) ? [-1, 0, tree.count - 1, tree.count][rng.below(4)] : rng.within(0...max(0, tree.count - 1))
+                index = target
+                expectAt(try cursor.seek(toPosition: target), "seek(toPosition: \(target))")
+                if target >= 0 && target < tree.count {
+                    let rank = try cursor.rank(of: tree.keys[target])
+                    #expect(rank == target, "seed \(seed) op \(ops) \(context): rank of key \(target) is \(rank)")
+                    index = target
+                    expectAt(try cursor.seek(toPosition: target), "seek(toPosition: \(target)) again")
+                }
+            } else if start == 0 {
                 index = 0
                 expectAt(try cursor.first(), "first()")
             } else if start == 1 {
@@ -179,6 +194,12 @@ struct ModelTree {
 
         /// Everything in the store equals the model: names, counts, every entry both ways.
         func verifyAll(_ store: Store, context: String) throws {
+            // The structural check includes every branch's recorded subtree counts (every few
+            // transactions: it reads and checksums the whole file).
+            if transactions % 16 == 0 {
+                let report = try store.check(maxProblems: 5)
+                #expect(report.problems.isEmpty, "seed \(seed) \(context): check found \(report.problems)")
+            }
             try store.read { txn in
                 let names = try txn.treeNames()
                 let expectedNames = model.keys.sorted { keyLess(Array($0.utf8), Array($1.utf8)) }

@@ -66,6 +66,33 @@ public final class Database: Sendable {
         var infos: [ObjectIdentifier: any AnyModelInfo] = [:]
         var byName: [String: any AnyModelInfo] = [:]
         var opened: ModelRegistry?
+        if store.isReadOnly {
+            // Nothing may be written: the stored schemas must already be what these types need.
+            try wrapStorage {
+                try store.read { txn in
+                    let catalog = try Catalog.load(try txn.tree(Catalog.schemaTree))
+                    var reasons: [String] = []
+                    for type in models {
+                        let (info, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: false)
+                        if byName[info.name] != nil {
+                            throw StrataError.unsupportedType(model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
+                        }
+                        infos[ObjectIdentifier(type)] = info
+                        byName[info.name] = info
+                        if catalog[info.name] == nil {
+                            reasons.append("\(info.name) is not stored in this file, and a read-only open cannot add it")
+                        } else if change.changed {
+                            reasons.append(contentsOf: change.differences.isEmpty
+                                ? ["\(info.name)'s stored schema lacks fields or indexes of the type, and a read-only open cannot add them"]
+                                : change.differences)
+                        }
+                    }
+                    if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
+                }
+            }
+            self.registry = ModelRegistry(byType: infos, byName: byName)
+            return
+        }
         try wrapStorage {
             try store.write { txn in
                 let catalog = try Catalog.load(try txn.tree(Catalog.schemaTree))
