@@ -194,6 +194,12 @@ extension Model {
             guard current.type(atPath: path) != nil else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
             }
+            // A field named twice (in both lists, or twice in one) has one index, unique if either
+            // says so: two indexes of one path would share one tree.
+            if let same = indexes.firstIndex(where: { $0.0.path == path }) {
+                if unique { indexes[same].0.unique = true }
+                continue
+            }
             indexes.append((IndexSchema(path: path, unique: unique), keyPath))
         }
         var merged: ObjectSchema
@@ -202,8 +208,11 @@ extension Model {
                 change.differences.append("\(modelName).id: key type changed from \(stored.keyType) to \(keyType)")
             }
             merged = mergeSchemas(stored: stored.object, current: current, path: modelName, differences: &change.differences, migrating: migrating)
-            change.addedIndexes = indexes.map(\.0).filter { !stored.indexes.contains($0) }
             change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } }
+            // An index whose tree a dropped index shared (a file written when one path could be
+            // declared twice) is rebuilt after the drop.
+            let droppedPaths = Set(change.droppedIndexes.map(\.path))
+            change.addedIndexes = indexes.map(\.0).filter { !stored.indexes.contains($0) || droppedPaths.contains($0.path) }
             change.changed = merged != stored.object || stored.indexes != indexes.map(\.0) || stored.schemaVersion != schemaVersion
         } else {
             merged = current

@@ -17,7 +17,8 @@ public protocol Model: Codable, Sendable, Identifiable where ID: Codable & Senda
     static var modelName: String { get }
     /// Fields with a secondary index, as key paths.
     static var indexes: [PartialKeyPath<Self> & Sendable] { get }
-    /// Fields with a unique secondary index: no two objects may share a value.
+    /// Fields with a unique secondary index: no two objects may share a value. A field listed here
+    /// and in `indexes` has one index, the unique one.
     static var uniqueIndexes: [PartialKeyPath<Self> & Sendable] { get }
 }
 

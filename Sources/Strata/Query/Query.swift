@@ -196,9 +196,56 @@ enum QueryEngine {
         Planner.explain(try Planner.plan(query, info: info, source: source), query: query, info: info)
     }
 
+    /// The number of matches when the trees' counts give it without reading entries: no
+    /// conditions (the record tree's count), or one access an index or the primary key answers
+    /// exactly over ranges that cannot name an object twice (the sum of the ranges' counts, two
+    /// descents each). Nil when the query must be evaluated to be counted.
+    static func countFromTrees<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int? {
+        guard query.distinct.isEmpty else { return nil }
+        let total: Int
+        if !query.hasConditions {
+            total = try source.tree(named: info.recordTree)?.count ?? 0
+        } else {
+            let plan = try Planner.plan(query, conditions: query.conditions, info: info, source: source)
+            guard let counted = try exactCount(plan, info: info, source: source) else { return nil }
+            total = counted
+        }
+        let afterOffset = max(0, total - query.offset)
+        return query.limit.map { min($0, afterOffset) } ?? afterOffset
+    }
+
+    /// The number of keys an exact single-access plan selects, from the counts the trees keep,
+    /// when its ranges are disjoint (so no object is counted twice: an object has one value in a
+    /// scalar index, and an array index holds each distinct element of an object once). Nil when
+    /// the plan is not of that shape.
+    static func exactCount<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> Int? {
+        guard plan.accesses.count == 1, plan.orderedIndex == nil, plan.exact, let access = plan.accesses.first else { return nil }
+        let tree: S.Tree?
+        switch access.source {
+        case .primary: tree = try source.tree(named: info.recordTree)
+        case .index(let i): tree = try source.tree(named: info.indexes[i].schema.treeName(model: info.name))
+        }
+        guard let tree else { return 0 }
+        // Ascending by lower bound (an open bound first); each must start at or after the end of
+        // the one before (an `in` list naming a value twice, or two encodings that coincide, fail).
+        let ranges = access.ranges.sorted { a, b in
+            guard let bl = b.lower else { return false }
+            guard let al = a.lower else { return true }
+            return al.lexicographicallyPrecedes(bl)
+        }
+        for (a, b) in zip(ranges, ranges.dropFirst()) {
+            guard let upper = a.upper, let lower = b.lower, !lower.lexicographicallyPrecedes(upper) else { return nil }
+        }
+        let cursor = try tree.makeCursor()
+        var total = 0
+        for range in ranges { total += try cursor.count(from: range.lower, to: range.upper) }
+        return total
+    }
+
     /// The number of matching objects. Without conditions it is the tree's own count; when an
-    /// index answers the whole predicate exactly, it counts index entries. Neither decodes anything.
+    /// index answers the whole predicate exactly, the index's counts give it. Neither decodes anything.
     static func count<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int {
+        if let counted = try countFromTrees(query, info: info, source: source) { return counted }
         if query.distinct.isEmpty {
             var total: Int?
             if !query.hasConditions {

@@ -100,20 +100,30 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// query can only be answered on decoded objects (a predicate that does not compile to record
     /// tests, a sort by strings, `distinct`).
     public func fetchCount() throws -> Int {
+        if let counted = countWithoutEvaluating() { return counted }
         let outcome = self.outcome
         if let error = outcome.error { throw error }
         return outcome.count
     }
 
-    /// The number of matching objects (0 if the query failed; see `error`).
-    public var count: Int { outcome.count }
+    /// The number of matching objects (0 if the query failed; see `error`). Before the results
+    /// are evaluated, a query an index or the primary key answers exactly is counted from the
+    /// trees' subtree counts: a few page reads, however many objects match.
+    public var count: Int { countWithoutEvaluating() ?? outcome.count }
+
+    /// The count from the trees alone, when the results are not evaluated yet and the query needs
+    /// no evaluation to be counted; nil otherwise (evaluation then counts, and reports errors).
+    private func countWithoutEvaluating() -> Int? {
+        guard state.cached == nil, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
+        return try? wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) }
+    }
 
     /// The primary keys of the matching objects, in order; decodes no object where the results
     /// are held as keys.
     public var keys: [M.ID] { outcome.ids(state) }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { outcome.count }
+    public var endIndex: Int { count }
 
     /// Object `position`, decoded when read (unless the query decoded it already).
     public subscript(position: Int) -> M { outcome.object(at: position, state) }
@@ -126,7 +136,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func objects(in range: Range<Int>) -> [M] {
         let outcome = self.outcome
         let clamped = range.clamped(to: 0..<outcome.count)
-        return clamped.map { outcome.object(at: $0, state) }
+        var cursor: Cursor?   // a scan steps one cursor through the range
+        return clamped.map { outcome.next($0, cursor: &cursor, state) }
     }
 
     /// Streams the objects: each is decoded when reached, so iterating a million objects holds one
@@ -168,8 +179,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
 /// A query's evaluated results, held as lightly as the query allows:
 /// - `scan`: no filter, sort or distinct: the rows are the record tree's own entries from `offset`
-///   (nothing is read until an element is; positional access walks the keys once, iteration
-///   streams a cursor);
+///   (nothing is read until an element is; element `i` is one descent of the counted record tree,
+///   iteration streams a cursor);
 /// - `keys`: conditions that compile to record tests and sorts that compare encodings: the primary
 ///   keys in order, found without decoding (KeyList);
 /// - `objects`: anything that needs decoded objects to evaluate (a predicate on decoded objects,
@@ -185,7 +196,7 @@ final class ResultsOutcome<M: Model>: Sendable {
     let error: StrataError?
     let info: ModelInfo<M>?
     let records: ReadTree?
-    /// The keys of a `scan`, walked once on first positional access.
+    /// The keys of a `scan`, walked once when all of them are needed (`ids`).
     private let scanKeys = AtomicLazyReference<KeyListBox>()
 
     init(rows: Rows, info: ModelInfo<M>?, records: ReadTree?) {
@@ -250,9 +261,7 @@ final class ResultsOutcome<M: Model>: Sendable {
             var list = KeyList()
             do {
                 let cursor = records.map { $0.cursor() }
-                var more = try cursor?.first() ?? false
-                var skipped = 0
-                while more && skipped < offset { more = try cursor?.next() ?? false; skipped += 1 }
+                var more = try cursor?.seek(toPosition: offset) ?? false
                 while more && list.count < count, let cursor {
                     list.append(cursor.key)
                     more = try cursor.next()
@@ -271,6 +280,19 @@ final class ResultsOutcome<M: Model>: Sendable {
         if case .objects(let objects) = rows { return objects[i] }
         precondition(i >= 0 && i < count, "Results index \(i) out of range 0..<\(count)")
         guard let info else { preconditionFailure("Results index \(i) out of range") }   // count is 0 without info
+        if case let .scan(offset, _) = rows, let records {
+            // The record tree's branches count their entries: one descent to the element.
+            do {
+                let cursor = records.cursor()
+                guard try cursor.seek(toPosition: offset + i) else {
+                    throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
+                }
+                return try info.decode(cursor.value)
+            } catch {
+                state.note(error)
+                return info.placeholder
+            }
+        }
         let list = keyList(state)
         if i < list.count, let object = list.withKey(i, { decode(key: $0, state) }) { return object }
         state.note(StrataError.corruptRecord("result \(i) of \(count) of \(info.name) could not be read"))
@@ -283,10 +305,7 @@ final class ResultsOutcome<M: Model>: Sendable {
         do {
             if cursor == nil {
                 let c = records.cursor()
-                var more = try c.first()
-                var skipped = 0
-                while more && skipped < offset { more = try c.next(); skipped += 1 }
-                guard more else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
+                guard try c.seek(toPosition: offset + i) else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
                 cursor = c
             } else if let c = cursor, try !c.next() {
                 throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
@@ -308,9 +327,7 @@ final class ResultsOutcome<M: Model>: Sendable {
             out.reserveCapacity(count)
             if case let .scan(offset, count) = rows {
                 let cursor = records.cursor()
-                var more = try wrapStorage { try cursor.first() }
-                var skipped = 0
-                while more && skipped < offset { more = try wrapStorage { try cursor.next() }; skipped += 1 }
+                var more = try wrapStorage { try cursor.seek(toPosition: offset) }
                 while more && out.count < count {
                     out.append(try info.decode(cursor.value))
                     more = try wrapStorage { try cursor.next() }
