@@ -14,6 +14,7 @@ extension WriteTransaction {
     func newDirty(_ pgno: PageNo, pages count: Int = 1) -> UnsafeMutableRawPointer {
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: count * pageSize, alignment: 4096)
         pages.dirty[pgno] = buffer
+        dirtySinceSpill += count
         return buffer
     }
 
@@ -39,6 +40,17 @@ extension WriteTransaction {
             for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
             return
         }
+        if !pages.spilled.isEmpty, pages.spilled[pgno] != nil {
+            if savepoints.isEmpty {
+                // Written early by this transaction, never committed: reusable at once.
+                pages.spilled[pgno] = nil
+                for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
+            } else {
+                // Spilled before the savepoint: the savepoint may need it back (as for frozen pages).
+                savepoints[savepoints.count - 1].freedFrozen.append((pgno, count))
+            }
+            return
+        }
         if !savepoints.isEmpty, pages.frozen[pgno] != nil {
             // Made before the savepoint: reusable only once the savepoint is released.
             savepoints[savepoints.count - 1].freedFrozen.append((pgno, count))
@@ -51,6 +63,15 @@ extension WriteTransaction {
     /// Makes `pgno` writable: returns it if already dirty, otherwise a dirty copy under a new number.
     func touch(_ pgno: PageNo) throws -> (PageNo, UnsafeMutableRawPointer) {
         if let buffer = pages.dirty[pgno] { return (pgno, buffer) }
+        if !pages.spilled.isEmpty, savepoints.isEmpty, pages.spilled[pgno] != nil {
+            // This transaction's own page, written early: back into memory under the same number
+            // (no snapshot sees it), to be written again at commit or at the next spill.
+            let source = try pages.page(pgno)   // before `newDirty` makes the page read as the new buffer
+            let buffer = newDirty(pgno)
+            buffer.copyMemory(from: source, byteCount: pageSize)
+            pages.spilled[pgno] = nil
+            return (pgno, buffer)
+        }
         let source = try pages.page(pgno)
         let node = try Node(source, pgno: pgno, pageSize: pageSize)
         // Opening a format-2 file for writing upgrades every branch first (Upgrade.swift).

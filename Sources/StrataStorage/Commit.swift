@@ -27,7 +27,7 @@ extension WriteTransaction {
                 }
             }
         }
-        if pages.dirty.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
+        if pages.dirty.isEmpty && pages.spilled.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
             return   // Nothing changed: no write, no sync, no new transaction id.
         }
         if let (run, count) = previousRecordRun {
@@ -38,17 +38,17 @@ extension WriteTransaction {
         try writeFreeList()
         let recordRun = try reserveRecordRun()
 
-        // Seal every dirty page.
+        // Seal every dirty page. The record lists them with the pages spilled earlier (Spill.swift).
         let dirty = pages.dirty.sorted { $0.key < $1.key }
-        for (pgno, buffer) in dirty {
-            buffer.setU64(PageHeader.pageNumber, pgno)
-            buffer.setU64(PageHeader.txnid, txnid)
-            buffer.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(buffer), byteCount: runPages(buffer) * pageSize))
+        for (pgno, buffer) in dirty { seal(buffer, as: pgno) }
+        var record = dirty.map { RecordEntry(page: $0.key, checksum: UnsafeRawPointer($0.value).u64(PageHeader.checksum)) }
+        if !pages.spilled.isEmpty {
+            record += pages.spilled.map { RecordEntry(page: $0.key, checksum: $0.value) }
+            record.sort { $0.page < $1.page }
         }
 
         var meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: pageCount, catalog: catalog, free: freeTree,
-                        recordRun: 0, recordCount: dirty.count)
-        let record = dirty.map { RecordEntry(page: $0.key, checksum: UnsafeRawPointer($0.value).u64(PageHeader.checksum)) }
+                        recordRun: 0, recordCount: record.count)
         var writes = dirty.map { (pgno, buffer) -> (PageNo, UnsafeRawBufferPointer) in
             (pgno, UnsafeRawBufferPointer(start: buffer, count: runPages(buffer) * pageSize))
         }
@@ -117,7 +117,7 @@ extension WriteTransaction {
     private func reserveRecordRun() throws -> (PageNo, Int)? {
         var reserved: (run: PageNo, count: Int)?
         for attempt in 0..<16 {
-            let entries = pages.dirty.count
+            let entries = pages.dirty.count + pages.spilled.count
             if reserved == nil && entries <= Meta.inlineCapacity(pageSize: pageSize) { return nil }
             let needed = (PageHeader.size + 16 * entries + pageSize - 1) / pageSize
             if let reserved, reserved.count >= needed { return reserved }
@@ -138,7 +138,7 @@ extension WriteTransaction {
     /// (FORMAT.md §4.3). So when the file must grow, it grows by a step (an eighth of its size,
     /// 1 MiB to 64 MiB) of written zeros, which later commits overwrite in place; this commit's
     /// own pages are not written twice. Pages past `pageCount` belong to no commit.
-    private func growFile(around writes: [(PageNo, UnsafeRawBufferPointer)], file: FileIO) throws {
+    func growFile(around writes: [(PageNo, UnsafeRawBufferPointer)], file: FileIO) throws {
         let needed = pageCount * UInt64(pageSize)
         if fileSize >= needed { return }
         let step = min(max(needed / 8, 1 << 20), 64 << 20)
@@ -165,14 +165,21 @@ extension WriteTransaction {
         fileSize = target
     }
 
+    /// Stamps a dirty page or run with its number, this transaction's id and its checksum (§5).
+    func seal(_ buffer: UnsafeMutableRawPointer, as pgno: PageNo) {
+        buffer.setU64(PageHeader.pageNumber, pgno)
+        buffer.setU64(PageHeader.txnid, txnid)
+        buffer.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(buffer), byteCount: runPages(buffer) * pageSize))
+    }
+
     /// Pages in the run starting at `buffer` (1 unless it is an overflow run).
-    private func runPages(_ buffer: UnsafeMutableRawPointer) -> Int {
+    func runPages(_ buffer: UnsafeMutableRawPointer) -> Int {
         let p = UnsafeRawPointer(buffer)
         return p.u8(PageHeader.type) == PageType.overflow.rawValue ? Int(p.u32(PageHeader.runPages)) : 1
     }
 
     /// Writes page runs sorted by number, joining neighbours into one vectored write.
-    private func writePages(_ writes: [(PageNo, UnsafeRawBufferPointer)], file: FileIO) throws {
+    func writePages(_ writes: [(PageNo, UnsafeRawBufferPointer)], file: FileIO) throws {
         var i = 0
         while i < writes.count {
             let start = writes[i].0

@@ -46,14 +46,26 @@ public struct StoreOptions: Sendable, Equatable {
     /// `copy`, …) throw `StorageError.fileChangedDuringRead` when a writer committed twice during
     /// the snapshot, and a snapshot from `beginRead` can be checked with `validate()`. In a process
     /// that already has the file open read-write, a read-only handle shares that opening and its
-    /// snapshots are registered like any other. (The object layer's `Database` writes its schema
-    /// when it opens, so it refuses a read-only store.)
+    /// snapshots are registered like any other. (A `Database` on a read-only store reads the
+    /// stored schemas and refuses, with `migrationRequired`, models whose schema it would have to
+    /// write.)
     ///
     /// ```swift
     /// let store = try Store(path: "app.strata", options: StoreOptions(readOnly: true))
     /// let names = try store.read { try $0.treeNames() }   // retry on .fileChangedDuringRead
     /// ```
     public var readOnly = false
+    /// Bytes of changed pages a write transaction keeps in memory before it writes the older ones
+    /// to their places in the file (they are invisible to readers until the commit's meta page
+    /// points at them) and reads them back through the map if it changes them again: a
+    /// transaction of any size holds about this much. Spilling pauses while a savepoint is open.
+    /// Default 32 MiB; at least 64 pages.
+    ///
+    /// ```swift
+    /// var options = StoreOptions(durability: .noSync)
+    /// options.transactionMemory = 8 << 20   // a bulk load that holds 8 MiB of pages at a time
+    /// ```
+    public var transactionMemory = 32 << 20
 
     public init(pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true,
                 readOnly: Bool = false) {

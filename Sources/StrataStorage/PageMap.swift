@@ -19,6 +19,9 @@ final class PageMap: @unchecked Sendable {
     /// Writer pages made before the innermost open savepoint: readable, but copied on write like
     /// committed pages, so that rolling back to the savepoint finds them as they were.
     var frozen: [PageNo: UnsafeMutableRawPointer] = [:]
+    /// Writer pages already written to their place in the file (`WriteTransaction.spill`), with the
+    /// checksum they were sealed with: read through the map, even past `limit`.
+    var spilled: [PageNo: UInt64] = [:]
     /// Bumped on every write, so that cursors notice their tree changed under them.
     var version: UInt64 = 0
 
@@ -35,6 +38,7 @@ final class PageMap: @unchecked Sendable {
             if !frozen.isEmpty, let f = frozen[pgno] { return UnsafeRawPointer(f) }
         }
         if pgno < 2 || pgno >= limit {
+            if isWrite, !spilled.isEmpty, spilled[pgno] != nil { return base + Int(pgno) * pageSize }
             throw StorageError.corrupt(page: pgno, reason: "page reference outside the file's 2..<\(limit) pages")
         }
         return base + Int(pgno) * pageSize
@@ -44,9 +48,9 @@ final class PageMap: @unchecked Sendable {
         try Node(try page(pgno), pgno: pgno, pageSize: pageSize)
     }
 
-    /// True for a page this write transaction made (dirty or frozen), which may lie past `limit`.
+    /// True for a page this write transaction made (dirty, frozen or spilled), which may lie past `limit`.
     func isOwned(_ pgno: PageNo) -> Bool {
-        dirty[pgno] != nil || (!frozen.isEmpty && frozen[pgno] != nil)
+        dirty[pgno] != nil || (!frozen.isEmpty && frozen[pgno] != nil) || (!spilled.isEmpty && spilled[pgno] != nil)
     }
 
     /// The first page of the overflow run at `pgno` and its page count, checked: the page is an

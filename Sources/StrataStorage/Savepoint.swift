@@ -144,7 +144,10 @@ extension WriteTransaction {
                 pages.dirty[pgno] = buffer
             }
         }
-        if !freedBelow.isEmpty {
+        if savepoints.isEmpty {
+            // Pages spilled before the outermost savepoint and freed inside it: free them now.
+            for (pgno, count) in freedBelow { try free(pgno, pages: count) }
+        } else if !freedBelow.isEmpty {
             savepoints[savepoints.count - 1].freedFrozen += freedBelow
         }
     }

@@ -23,6 +23,8 @@ public final class Store: Sendable {
     /// assert(store.isReadOnly)   // store.write { ... } throws StorageError.readOnly
     /// ```
     public let isReadOnly: Bool
+    /// `StoreOptions.transactionMemory`.
+    let transactionMemory: Int
 
     /// Opens (or creates) the store at `path`. Handles of the same file in one process share one
     /// map, one writer lock and one reader table. A new file is created atomically (FORMAT.md §4.1):
@@ -37,6 +39,7 @@ public final class Store: Sendable {
         self.env = try Environment.open(path: path, options: options)
         self.durability = options.durability
         self.isReadOnly = options.readOnly
+        self.transactionMemory = options.transactionMemory
         try upgradeIfNeeded()
     }
 
@@ -47,6 +50,7 @@ public final class Store: Sendable {
         self.env = try Environment.open(path: path, options: options, wrap: wrap)
         self.durability = options.durability
         self.isReadOnly = options.readOnly
+        self.transactionMemory = options.transactionMemory
         try upgradeIfNeeded()
     }
 
@@ -65,13 +69,15 @@ public final class Store: Sendable {
     /// ```
     public static func inMemory(options: StoreOptions = StoreOptions(durability: .noSync)) throws -> Store {
         try checkPlatform()
-        return Store(env: try Environment.openAnonymous(options: options), durability: options.durability, readOnly: options.readOnly)
+        return Store(env: try Environment.openAnonymous(options: options), durability: options.durability, readOnly: options.readOnly,
+                     transactionMemory: options.transactionMemory)
     }
 
-    private init(env: Environment, durability: Durability, readOnly: Bool) {
+    private init(env: Environment, durability: Durability, readOnly: Bool, transactionMemory: Int) {
         self.env = env
         self.durability = durability
         self.isReadOnly = readOnly
+        self.transactionMemory = transactionMemory
     }
 
     private static func checkPlatform() throws {
@@ -160,7 +166,7 @@ public final class Store: Sendable {
             }
             defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
             try env.discardUnpublishedMeta()
-            let txn = try WriteTransaction(env: env, durability: durability ?? self.durability)
+            let txn = try WriteTransaction(env: env, durability: durability ?? self.durability, memory: transactionMemory)
             do {
                 let result = try body(txn)
                 if !txn.isFinished { try txn.commit() }

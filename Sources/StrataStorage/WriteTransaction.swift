@@ -38,11 +38,21 @@ public final class WriteTransaction {
     private(set) var isFinished = false
     /// Open savepoints, innermost last (see Savepoint.swift).
     var savepoints: [Savepoint] = []
+    /// Dirty pages (counting each page of a run) above which `spillIfNeeded` writes some out.
+    let spillPages: Int
+    /// Pages made since the last spill (an upper bound on growth: frees are not subtracted).
+    var dirtySinceSpill = 0
+    /// Pages the map of this transaction covers: only those can be spilled and read back.
+    let mappedPages: UInt64
+    /// Spills so far and the pages they wrote (for tests and statistics).
+    var spills = 0
+    var spilledPages = 0
     /// Whether commit listeners want the changed keys: without any, writes do not collect them.
     let tracksChangedKeys: Bool
 
-    init(env: Environment, durability: Durability) throws {
+    init(env: Environment, durability: Durability, memory: Int = StoreOptions().transactionMemory) throws {
         self.env = env
+        self.spillPages = max(64, memory / env.pageSize)
         self.pageSize = env.pageSize
         self.durability = durability
         // A listener added while this transaction runs gets its trees as changed anywhere (nil keys).
@@ -65,6 +75,7 @@ public final class WriteTransaction {
         }
         map = try env.maps.ensure(bytes: Int(meta.pageCount) * pageSize)
         self.pages = PageMap(base: map.base, pageSize: pageSize, limit: meta.pageCount, isWrite: true)
+        self.mappedPages = UInt64(map.length / pageSize)
         self.scratch = .allocate(byteCount: pageSize, alignment: 16)
         self.splitScratch = .allocate(byteCount: pageSize, alignment: 16)
         self.entryScratch = .allocate(byteCount: pageSize, alignment: 16)
@@ -200,7 +211,9 @@ public struct WriteTree {
         try check()
         state.modified = true
         state.noteChange(key)
-        return try txn.put(&state.info, key: key, value: value)
+        let added = try txn.put(&state.info, key: key, value: value)
+        try txn.spillIfNeeded()
+        return added
     }
 
     /// Stores `value` under `key`, replacing any value there. Returns true when the key is new.
@@ -218,6 +231,7 @@ public struct WriteTree {
         if inserted {
             state.modified = true
             state.noteChange(key)
+            try txn.spillIfNeeded()
         }
         return inserted
     }
@@ -237,6 +251,7 @@ public struct WriteTree {
         if deleted {
             state.modified = true
             state.noteChange(key)
+            try txn.spillIfNeeded()
         }
         return deleted
     }

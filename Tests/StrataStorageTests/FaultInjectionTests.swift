@@ -287,11 +287,30 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
     }
 }
 
+/// How a fault-injection test opens its store: the sync protocol, and whether transactions spill
+/// (keep at most 64 pages in memory, so their commits' pages are mostly written before the commit,
+/// and a fault can strike a spill).
+struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible {
+    var sync: SyncMode
+    var spilling = false
+
+    static let all = [FaultMode(sync: .single), FaultMode(sync: .double), FaultMode(sync: .single, spilling: true)]
+
+    var options: StoreOptions {
+        var options = StoreOptions(durability: .full, syncMode: sync)
+        if spilling { options.transactionMemory = 0 }
+        return options
+    }
+
+    var description: String { "\(sync)\(spilling ? " spilling" : "")" }
+    var testDescription: String { description }
+}
+
 @Suite struct FaultInjectionTests {
     /// Opens, seeds with `initial` operations committed durably, and returns the pieces.
-    static func seeded(_ mode: SyncMode, seed: UInt64, initial: Int = 3000) throws -> (path: String, store: Store, faulty: FaultyFile, model: Contents, rng: SplitMix) {
+    static func seeded(_ mode: FaultMode, seed: UInt64, initial: Int = 3000) throws -> (path: String, store: Store, faulty: FaultyFile, model: Contents, rng: SplitMix) {
         let path = temporaryPath("fault\(mode)")
-        let (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: mode))
+        let (store, faulty) = try openFaulty(path, mode.options)
         var rng = SplitMix(seed: seed)
         var model: Contents = [:]
         try store.write { txn in try mutate(txn, &model, &rng, operations: initial) }
@@ -340,8 +359,8 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
     }
 
     /// The Nth write of a commit fails (EIO, whole or half-done), for every write the commit makes.
-    @Test(arguments: [SyncMode.single, .double])
-    func failedWriteLeavesPreviousState(mode: SyncMode) throws {
+    @Test(arguments: FaultMode.all)
+    func failedWriteLeavesPreviousState(mode: FaultMode) throws {
         var (path, store, faulty, model, rng) = try Self.seeded(mode, seed: 11)
         defer { removeStoreFiles(path) }
         var failures = 0
@@ -363,11 +382,11 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
     }
 
     /// The first (and, in double mode, the second) sync of a commit fails.
-    @Test(arguments: [SyncMode.single, .double])
-    func failedSyncLeavesPreviousState(mode: SyncMode) throws {
+    @Test(arguments: FaultMode.all)
+    func failedSyncLeavesPreviousState(mode: FaultMode) throws {
         var (path, store, faulty, model, rng) = try Self.seeded(mode, seed: 12)
         defer { removeStoreFiles(path) }
-        for n in 1...(mode == .single ? 1 : 2) {
+        for n in 1...(mode.sync == .single ? 1 : 2) {
             faulty.failSync(in: n)
             let failed = try Self.expectFailedCommitRecovers(store, faulty, &model, &rng, errno: 5, operations: 200, context: "\(mode) sync \(n)")
             #expect(failed, "\(mode): sync \(n) of a durable commit was not attempted")
@@ -384,8 +403,8 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
 
     /// A full disk: growing the file fails with ENOSPC; the store stays usable and, once space is
     /// freed, commits again.
-    @Test(arguments: [SyncMode.single, .double])
-    func diskFull(mode: SyncMode) throws {
+    @Test(arguments: FaultMode.all)
+    func diskFull(mode: FaultMode) throws {
         var (path, store, faulty, model, rng) = try Self.seeded(mode, seed: 13)
         defer { removeStoreFiles(path) }
         let size = try faulty.size()
@@ -426,8 +445,8 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
     /// Power loss after durable commits and a few noSync ones: every unsynced write is lost, and the
     /// store opens at the last synced commit with all its data. A later durable commit makes the
     /// noSync ones before it durable too.
-    @Test(arguments: [SyncMode.single, .double])
-    func powerLossLosesOnlyUnsyncedCommits(mode: SyncMode) throws {
+    @Test(arguments: FaultMode.all)
+    func powerLossLosesOnlyUnsyncedCommits(mode: FaultMode) throws {
         var (path, store, faulty, model, rng) = try Self.seeded(mode, seed: 21)
         defer { removeStoreFiles(path) }
         for _ in 0..<3 { try store.write { txn in try mutate(txn, &model, &rng, operations: 500) } }
@@ -442,7 +461,7 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
         #expect(index == 0)
 
         // noSync commits followed by a durable one all survive.
-        (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: mode))
+        (store, faulty) = try openFaulty(path, mode.options)
         model = synced
         for _ in 0..<3 { try store.write(durability: .noSync) { txn in try mutate(txn, &model, &rng, operations: 300) } }
         try store.write { txn in try mutate(txn, &model, &rng, operations: 10) }
@@ -454,8 +473,8 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
 
     /// The power goes off at each write of a durable commit in turn (the write torn in half or not),
     /// and every unsynced write is lost: the store opens at the previous commit.
-    @Test(arguments: [SyncMode.single, .double])
-    func powerCutDuringCommit(mode: SyncMode) throws {
+    @Test(arguments: FaultMode.all)
+    func powerCutDuringCommit(mode: FaultMode) throws {
         var (path, store, faulty, model, rng) = try Self.seeded(mode, seed: 22)
         defer { removeStoreFiles(path) }
         var cuts = 0
@@ -474,7 +493,7 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
             store = try Store.inMemory()
             try faulty.losePower()
             _ = try Self.reopenAndCheck(path, environment, expected: [model], context: "\(mode) power cut at write \(n)")
-            (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: mode))
+            (store, faulty) = try openFaulty(path, mode.options)
         }
         #expect(cuts >= 3)
     }
@@ -483,9 +502,9 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
     /// by sector (torn pages), at a random point of a durable commit (a write or a sync). The store
     /// must open at the previous commit or, if everything of the new one happened to reach the disk,
     /// at the new one: never anything else, and never an error.
-    @Test(arguments: [SyncMode.single, .double])
-    func randomPartialPowerLoss(mode: SyncMode) throws {
-        let seed: UInt64 = mode == .single ? 0xB0_0001 : 0xB0_0002
+    @Test(arguments: FaultMode.all)
+    func randomPartialPowerLoss(mode: FaultMode) throws {
+        let seed: UInt64 = mode.sync == .single ? (mode.spilling ? 0xB0_0003 : 0xB0_0001) : 0xB0_0002
         let iterations = TestEnv.int("STRATA_POWER_LOSS_ITERATIONS", default: 40)
         var (path, store, faulty, model, rng) = try Self.seeded(mode, seed: seed, initial: 6000)
         defer { removeStoreFiles(path) }
@@ -531,7 +550,7 @@ func mutate(_ txn: WriteTransaction, _ model: inout Contents, _ rng: inout Split
                                                 context: "seed \(seed) iteration \(iteration) (\(mode), chunk \(chunk), keep \(keepShare)%)")
             if index == 1 { model = attempted; openedAtNew += 1 } else { openedAtOld += 1 }
             if index == nil { return }
-            (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: mode))
+            (store, faulty) = try openFaulty(path, mode.options)
             // The reopened store is fully writable.
             try store.write { txn in try mutate(txn, &model, &rng, operations: 50) }
         }

@@ -86,14 +86,20 @@ struct ModelTree {
     struct Abort: Error {}
 
     /// Runs the randomized model test; returns a description of the first mismatch for the seed message.
-    @Test func randomizedOperationsMatchModel() throws {
-        let seed: UInt64 = 0x5EED_0001
-        let totalOps = TestEnv.int("STRATA_MODEL_OPS", default: 200_000)
+    ///
+    /// With `spilling`, transactions keep at most 64 pages in memory (`transactionMemory`), so
+    /// nearly every transaction writes pages early, reads them back and changes them again.
+    @Test(arguments: [false, true])
+    func randomizedOperationsMatchModel(spilling: Bool) throws {
+        let seed: UInt64 = spilling ? 0x5EED_0002 : 0x5EED_0001
+        let totalOps = TestEnv.int("STRATA_MODEL_OPS", default: 200_000) / (spilling ? 4 : 1)
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
         var rng = SplitMix(seed: seed)
         var options = StoreOptions(durability: .noSync)
         options.pageSize = 4096
+        if spilling { options.transactionMemory = 0 }
+        var spills = 0
         var store: Store? = try Store(path: path, options: options)
         let maxKey = try #require(store).maxKeySize
         #expect(maxKey == Limits.maxKeySize(pageSize: 4096))
@@ -194,12 +200,9 @@ struct ModelTree {
 
         /// Everything in the store equals the model: names, counts, every entry both ways.
         func verifyAll(_ store: Store, context: String) throws {
-            // The structural check includes every branch's recorded subtree counts (every few
-            // transactions: it reads and checksums the whole file).
-            if transactions % 16 == 0 {
-                let report = try store.check(maxProblems: 5)
-                #expect(report.problems.isEmpty, "seed \(seed) \(context): check found \(report.problems)")
-            }
+            // The structural check includes every branch's recorded subtree counts.
+            let report = try store.check(maxProblems: 5)
+            #expect(report.problems.isEmpty, "seed \(seed) \(context): check found \(report.problems)")
             try store.read { txn in
                 let names = try txn.treeNames()
                 let expectedNames = model.keys.sorted { keyLess(Array($0.utf8), Array($1.utf8)) }
@@ -298,6 +301,7 @@ struct ModelTree {
                             #expect(names == model.keys.sorted { keyLess(Array($0.utf8), Array($1.utf8)) }, "seed \(seed) op \(ops): treeNames in write")
                         }
                     }
+                    spills += txn.spills
                     if abortKind == 1 { txn.abort() }
                     if abortKind == 2 { throw Abort() }
                 }
@@ -338,7 +342,7 @@ struct ModelTree {
                 weak let environment = try #require(store).env
                 store = nil
                 #expect(environment == nil, "seed \(seed): the environment outlived its last handle")
-                store = try Store(path: path, options: StoreOptions(durability: .noSync))
+                store = try Store(path: path, options: options)
                 try verifyAll(try #require(store), context: "after reopen \(reopens)")
                 reopens += 1
             }
@@ -347,6 +351,7 @@ struct ModelTree {
         try verifyAll(s, context: "at the end")
         print("TreeModelTests: seed \(seed): \(ops) operations in \(transactions) transactions, \(aborts) aborted, \(reopens) reopens, \(drops) drops, \(scans) range scans, \(cursorWalks) cursor walks, \(overflowPuts) overflow puts; peak \(peakEntries) entries, \(peakPages) pages; final sizes \(model.mapValues(\.count))")
         #expect(ops >= totalOps)
+        if spilling { #expect(spills > 100, "seed \(seed): only \(spills) spills") } else { #expect(spills == 0) }
         #expect(reopens >= 3 || totalOps < 50_000)
 
         // Deleting everything gives the pages back.
