@@ -24,6 +24,11 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let uniqueIndexPositions: [Int]
     /// Whether each indexed field is an array (one entry per element).
     let indexIsArray: [Bool]
+    /// Every key path of each index, in order (a compound index has several).
+    let indexKeyPaths: [[PartialKeyPath<M> & Sendable]]
+    /// Positions of the indexes whose entries are computed from record bytes (compound, collated
+    /// and full-text: IndexEntries); the others use the typed path, `indexKeys`.
+    let recordIndexPositions: [Int]
     /// The stored field holding the primary key (`id`, or its coding key such as `_id`), or
     /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
     let keyPath: String
@@ -35,11 +40,13 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     private let decoders: CoderPool
     private let encoders: CoderPool
 
-    init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)], placeholder: M) {
+    init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder
         self.name = stored.name
         self.stored = stored
-        self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1) }
+        self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1[0]) }
+        self.indexKeyPaths = indexes.map(\.1)
+        self.recordIndexPositions = indexes.indices.filter { !indexes[$0].0.isSingleValue }
         self.autoIncrement = isAutoIncrementKey(M.ID.self)
         self.indexTreeNames = indexes.map { $0.0.treeName(model: stored.name) }
         self.indexValueTypes = indexes.map { index in
@@ -123,6 +130,53 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         return [try key(value)]
     }
 
+    /// Builds compound, collated and full-text indexes from the record bytes alone (nothing is
+    /// decoded), a batch of records at a time: a write invalidates cursors, and holding every
+    /// entry of a large model at once would take more memory than the index itself.
+    private func buildRecordIndexes(_ built: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
+        if built.isEmpty { return }
+        let trees = try built.map { try txn.createTree($0.treeName(model: name)) }
+        var stats = [(documents: Int, words: Int)](repeating: (0, 0), count: built.count)
+        var after: [UInt8]?
+        let batch = 4_096
+        while true {
+            guard let records = try txn.tree(recordTree) else { return }
+            var rows: [([UInt8], [[IndexPair]])] = []
+            var last: [UInt8]?
+            try records.makeCursor().forEach(from: after, to: nil, reverse: false) { key, record in
+                if let after, key.elementsEqual(after) { return true }
+                let primaryKey = Array(key)
+                var perIndex: [[IndexPair]] = []
+                for (i, index) in built.enumerated() {
+                    let (pairs, words) = try IndexEntries.entries(record, schema: stored.object, index: index, primaryKey: primaryKey)
+                    perIndex.append(pairs)
+                    if words > 0 { stats[i].documents += 1; stats[i].words += words }
+                }
+                rows.append((primaryKey, perIndex))
+                last = primaryKey
+                return rows.count < batch
+            }
+            for (primaryKey, perIndex) in rows {
+                for (i, pairs) in perIndex.enumerated() {
+                    for pair in pairs {
+                        if built[i].unique {
+                            if try !trees[i].insert(pair.key, pair.value) {
+                                throw StrataError.uniqueViolation(model: name, field: built[i].summary, value: "that of " + primaryKey.withUnsafeBytes { describeStoredKey($0) })
+                            }
+                        } else {
+                            try trees[i].put(pair.key, pair.value)
+                        }
+                    }
+                }
+            }
+            guard let last, rows.count == batch else { break }
+            after = last
+        }
+        for (i, index) in built.enumerated() where index.isFullText {
+            try trees[i].put(TextPostingValue.statsKey, TextPostingValue.stats(documents: stats[i].documents, words: stats[i].words))
+        }
+    }
+
     /// A stored key as text for messages, read as the model's key type.
     func describeStoredKey(_ key: UnsafeRawBufferPointer) -> String {
         guard let value = try? UntypedDecoding(schemas: [stored]).key(key, type: stored.keyFieldType) else {
@@ -151,7 +205,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
         guard let records = try txn.tree(recordTree) else { return }
-        let built = paths.compactMap { path in indexes.firstIndex(where: { $0.schema == path }).map { (path, $0) } }
+        let all = paths.compactMap { path in indexes.firstIndex(where: { $0.schema == path }).map { (path, $0) } }
+        try buildRecordIndexes(all.filter { !$0.0.isSingleValue }.map(\.0), in: txn)
+        let built = all.filter { $0.0.isSingleValue }
         if built.isEmpty { return }
         // Read (and decode) once for every index, then write: a write invalidates the cursors.
         var rows: [([UInt8], M)] = []
@@ -186,15 +242,34 @@ extension Model {
         if KeyEncoding.supportsKey(ID.self) == false {
             throw StrataError.unsupportedType(model: modelName, field: "id", reason: "\(ID.self) cannot be a primary key (use an integer, String, UUID, Date, Data or an enum with such a raw value)")
         }
-        var indexes: [(IndexSchema, PartialKeyPath<Self> & Sendable)] = []
-        for (keyPath, unique) in Self.indexes.map({ ($0, false) }) + Self.uniqueIndexes.map({ ($0, true) }) {
+        var indexes: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []
+        func path(of keyPath: PartialKeyPath<Self> & Sendable) throws -> String {
             guard let path = fieldPath(of: keyPath) else {
                 throw StrataError.unsupportedType(model: modelName, field: String(describing: keyPath), reason: "an index must name a stored field by key path")
             }
             guard current.type(atPath: path) != nil else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
             }
-            indexes.append((IndexSchema(path: path, unique: unique), keyPath))
+            return path
+        }
+        for (keyPath, unique) in Self.indexes.map({ ($0, false) }) + Self.uniqueIndexes.map({ ($0, true) }) {
+            indexes.append((IndexSchema(path: try path(of: keyPath), unique: unique), [keyPath]))
+        }
+        for descriptor in Self.indexDescriptors {
+            let paths = try descriptor.keyPaths.map(path(of:))
+            let schema = try IndexSchema.validated(descriptor.kind, paths: paths, object: current, model: modelName)
+            indexes.append((schema, descriptor.keyPaths))
+        }
+        // The same index declared twice is one index; two that would share a tree are an error.
+        var seenTrees: [String: IndexSchema] = [:]
+        indexes = try indexes.filter { index in
+            let tree = index.0.treeName(model: modelName)
+            if let other = seenTrees[tree] {
+                if other == index.0 { return false }
+                throw StrataError.unsupportedType(model: modelName, field: index.0.path, reason: "two different indexes are declared on \(index.0.summary); declare it once")
+            }
+            seenTrees[tree] = index.0
+            return true
         }
         var merged: ObjectSchema
         if let stored {
@@ -324,4 +399,37 @@ extension KeyEncoding {
 func isAutoIncrementKey(_ type: Any.Type) -> Bool {
     type == Optional<Int>.self || type == Optional<Int64>.self || type == Optional<Int32>.self
         || type == Optional<UInt64>.self || type == Optional<UInt>.self || type == Optional<UInt32>.self
+}
+
+extension IndexSchema {
+    /// The stored form of a declared `IndexDescriptor`, after checking that its fields can be
+    /// indexed that way: a full-text index needs a `String` field; a compound index stored values
+    /// that are not arrays, dictionaries or structs; a collation at least one `String` field.
+    static func validated<M>(_ kind: IndexDescriptor<M>.Kind, paths: [String], object: ObjectSchema, model: String) throws -> IndexSchema {
+        let types = paths.map { object.type(atPath: $0) ?? .string }
+        switch kind {
+        case .fullText:
+            guard types[0].unwrapped == .string else {
+                throw StrataError.unsupportedType(model: model, field: paths[0], reason: "a full-text index needs a String field, not \(types[0])")
+            }
+            return IndexSchema(paths: paths, unique: false, collation: nil, kind: .fullText)
+        case let .values(unique, collation):
+            if Set(paths).count != paths.count {
+                throw StrataError.unsupportedType(model: model, field: paths.joined(separator: ","), reason: "an index names a field twice")
+            }
+            for (path, type) in zip(paths, types) {
+                switch type.unwrapped {
+                case .array, .dictionary, .object:
+                    if paths.count > 1 || collation != nil {
+                        throw StrataError.unsupportedType(model: model, field: path, reason: "a compound or collated index needs stored values, not \(type)")
+                    }
+                default: break
+                }
+            }
+            if collation != nil, !types.contains(where: { $0.unwrapped == .string }) {
+                throw StrataError.unsupportedType(model: model, field: paths.joined(separator: ","), reason: "a collation orders String fields, and this index has none")
+            }
+            return IndexSchema(paths: paths, unique: unique, collation: collation, kind: nil)
+        }
+    }
 }

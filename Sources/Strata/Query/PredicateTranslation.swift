@@ -39,6 +39,8 @@ indirect enum Condition: CustomStringConvertible {
     case startsWith(path: String, prefix: String)
     case contains(path: String, substring: String)
     case arrayContains(path: String, value: Any)
+    /// A full-text search of a string field (`search(_:_:)`).
+    case textSearch(path: String, search: ParsedSearch)
     case and(Condition, Condition)
     case or(Condition, Condition)
     case not(Condition)
@@ -46,6 +48,12 @@ indirect enum Condition: CustomStringConvertible {
 
     /// The fields certainly not nil wherever this condition is `holds` (for the right side of a
     /// `&&`, true; of a `||`, false).
+    /// The conditions this one is the conjunction of (itself, unless it is an `&&`).
+    var conjuncts: [Condition] {
+        if case let .and(a, b) = self { return a.conjuncts + b.conjuncts }
+        return [self]
+    }
+
     func nonNilPaths(when holds: Bool) -> Set<String> {
         switch self {
         case let .isNil(path, isNil): return isNil != holds ? [path] : []
@@ -74,6 +82,7 @@ indirect enum Condition: CustomStringConvertible {
         case let .startsWith(path, prefix): return "\(path) starts with \"\(prefix)\""
         case let .contains(path, substring): return "\(path) contains \"\(substring)\""
         case let .arrayContains(path, value): return "\(path) contains element \(show(value))"
+        case let .textSearch(path, search): return "\(path) matches \(search)"
         case let .and(a, b): return "(\(a) && \(b))"
         case let .or(a, b): return "(\(a) || \(b))"
         case let .not(c): return "!(\(c))"

@@ -10,6 +10,11 @@ struct Query<M: Model>: Sendable {
     var offset = 0
     var limit: Int?
     var distinct: [PartialKeyPath<M> & Sendable] = []
+    /// How the String sort descriptors compare: in this collation (`sorted(by:collation:)`), or
+    /// (nil) as the descriptors do. `sorted(by:)` resets it with the descriptors.
+    var collation: StringCollation?
+    /// The full-text search whose relevance orders the results first (`search(_:_:ranked:)`).
+    var ranking: TextRanking?
 
     var isPlainScan: Bool { predicates.isEmpty && tests.isEmpty && sort.isEmpty && distinct.isEmpty }
     var hasConditions: Bool { !predicates.isEmpty || !tests.isEmpty }
@@ -57,12 +62,12 @@ enum QueryEngine {
         guard let records = try source.tree(named: info.recordTree) else { return ([], []) }
         let conditions = query.conditions
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty
+        let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty || query.ranking != nil
         var keys: [[UInt8]] = []
         var objects: [M] = []
         // Without in-memory sorting or de-duplication, the window can stop the scan early.
         let window: Int? = query.limit.map { query.offset + $0 }
-        let canStopEarly = (query.sort.isEmpty || plan.orderedIndex != nil) && query.distinct.isEmpty && plan.accesses.isEmpty
+        let canStopEarly = (query.sort.isEmpty || plan.walk != nil) && query.distinct.isEmpty && plan.accesses.isEmpty && query.ranking == nil
 
         // A predicate that compiles to record tests needs no decoding to reject a row.
         let filter = conditions.isEmpty ? nil : RecordFilter.compile(conditions, schema: info.stored.object)
@@ -86,8 +91,11 @@ enum QueryEngine {
             try consider(key: Array(key), record: record)
         }
 
-        if !query.sort.isEmpty && plan.orderedIndex == nil {
-            try ResultOrder(query.sort, info: info).sort(&objects, keys: &keys)
+        if let ranking = query.ranking {
+            let leading = try ranking.scores(for: keys, info: info, source: source).map(TextRanking.sortKey)
+            try ResultOrder(query, info: info).sort(&objects, keys: &keys, leading: leading)
+        } else if !query.sort.isEmpty && plan.walk == nil {
+            try ResultOrder(query, info: info).sort(&objects, keys: &keys)
         }
         if !query.distinct.isEmpty {
             let kept = Distinct.firstOfEachGroup(objects, by: query.distinct)
@@ -107,41 +115,13 @@ enum QueryEngine {
     /// The key is valid only during the call.
     static func forEachCandidate<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, records: S.Tree,
                                                           _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
-        if let (i, reverse) = plan.orderedIndex {
-            let unique = info.indexes[i].schema.unique
-            guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { return }
-            func visitIndexed(_ primaryKey: [UInt8]) throws -> Bool {
+        if let walk = plan.walk {
+            try walkKeys(walk, info: info, source: source) { primaryKey in
                 guard let record = try records.view(primaryKey) else {
-                    throw StrataError.corruptRecord("index \(info.indexes[i].schema.path) of \(info.name) names a missing object")
+                    throw StrataError.corruptRecord("index \(info.indexes[walk.index].schema.summary) of \(info.name) names a missing object")
                 }
                 return try primaryKey.withUnsafeBytes { try visit($0, record) }
             }
-            // Equal values are ordered by primary key in both directions, as in every plan
-            // (ResultOrder). A descending walk meets them in descending key order, so it holds
-            // back each run of equal values and visits it reversed. (A unique index has no equal
-            // values.)
-            var run: [[UInt8]] = []
-            var runValue: [UInt8] = []
-            var stopped = false
-            func flushRun() throws {
-                for primaryKey in run.reversed() where !stopped {
-                    if try !visitIndexed(primaryKey) { stopped = true }
-                }
-                run.removeAll(keepingCapacity: true)
-            }
-            try Planner.scan(index, KeyRange(lower: nil, upper: nil), reverse: reverse) { key, value in
-                let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
-                if !reverse || unique { return try visitIndexed(primaryKey) }
-                let valueBytes = key[..<(key.count - primaryKey.count)]
-                if !run.isEmpty && !valueBytes.elementsEqual(runValue) {
-                    try flushRun()
-                    if stopped { return false }
-                }
-                if run.isEmpty { runValue = Array(valueBytes) }
-                run.append(primaryKey)
-                return true
-            }
-            if !stopped { try flushRun() }
         } else if plan.accesses.isEmpty {
             try Planner.scan(records, KeyRange(lower: nil, upper: nil), visit)
         } else {
@@ -154,30 +134,81 @@ enum QueryEngine {
         }
     }
 
+    /// Visits the primary keys of an ordered walk's range in the sort's order, while `visit`
+    /// returns true.
+    static func walkKeys<M: Model, S: TreeSource>(_ walk: OrderedWalk, info: ModelInfo<M>, source: S,
+                                                  _ visit: ([UInt8]) throws -> Bool) throws {
+        let unique = info.indexes[walk.index].schema.unique
+        let reverse = walk.reverse
+        guard let index = try source.tree(named: info.indexTreeNames[walk.index]) else { return }
+        // Equal values are ordered by primary key in both directions, as in every plan
+        // (ResultOrder). A descending walk meets them in descending key order, so it holds
+        // back each run of equal values and visits it reversed. (A unique index has no equal
+        // values.)
+        var run: [[UInt8]] = []
+        var runValue: [UInt8] = []
+        var stopped = false
+        func flushRun() throws {
+            for primaryKey in run.reversed() where !stopped {
+                if try !visit(primaryKey) { stopped = true }
+            }
+            run.removeAll(keepingCapacity: true)
+        }
+        try Planner.scan(index, walk.range, reverse: reverse) { key, value in
+            let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
+            if !reverse || unique { return try visit(primaryKey) }
+            let valueBytes = key[..<(key.count - primaryKey.count)]
+            if !run.isEmpty && !valueBytes.elementsEqual(runValue) {
+                try flushRun()
+                if stopped { return false }
+            }
+            if run.isEmpty { runValue = Array(valueBytes) }
+            run.append(primaryKey)
+            return true
+        }
+        if !stopped { try flushRun() }
+    }
+
     /// The primary keys of the results in order, found without decoding a single object, when the
     /// query allows it: no conditions or only ones that compile to record tests (RecordFilter), a
     /// sort (if any) that compares encodings only (its keys read from the records), no distinct.
     /// Nil when the query needs decoded objects.
     static func keys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> KeyList? {
-        guard query.distinct.isEmpty else { return nil }
+        guard query.distinct.isEmpty, query.ranking == nil else { return nil }
         let conditions = query.conditions
         var filter: RecordFilter?
         if !conditions.isEmpty {
             guard let compiled = RecordFilter.compile(conditions, schema: info.stored.object) else { return nil }
             filter = compiled
         }
-        let order = ResultOrder(query.sort, info: info)
+        let order = ResultOrder(query, info: info)
         guard order.isEncoded else { return nil }
         guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let sortInMemory = !query.sort.isEmpty && plan.orderedIndex == nil
-        if query.sort.isEmpty, let exact = try exactKeys(plan, info: info, source: source) {
+        let sortInMemory = !query.sort.isEmpty && plan.walk == nil
+        let window: Int? = query.limit.map { query.offset + $0 }
+        if query.sort.isEmpty, let exact = try exactKeys(plan, info: info, source: source, limit: window) {
             // The index answers the conditions exactly: no record is read.
             var found = KeyList()
             for key in exact { found.append(key) }
             return found.window(offset: query.offset, limit: query.limit)
         }
-        let window: Int? = query.limit.map { query.offset + $0 }
+        if let walk = plan.walk, walk.exact {
+            // The walked range holds exactly the matches, in order: no record is read, and the
+            // offset is skipped on the index alone.
+            var found = KeyList()
+            var skipped = 0
+            if query.limit == 0 { return found }
+            try walkKeys(walk, info: info, source: source) { primaryKey in
+                if skipped < query.offset {
+                    skipped += 1
+                    return true
+                }
+                found.append(primaryKey)
+                return query.limit.map { found.count < $0 } ?? true
+            }
+            return found
+        }
         let canStopEarly = !sortInMemory && plan.accesses.isEmpty
         var found = KeyList()
         var sortKeys: [[UInt8]] = []
@@ -207,8 +238,8 @@ enum QueryEngine {
                 // One plan serves both ways of counting without decoding.
                 let conditions = query.conditions
                 let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-                if let keys = try exactKeys(plan, info: info, source: source) {
-                    total = keys.count
+                if let counted = try exactCount(plan, info: info, source: source) {
+                    total = counted
                 } else if let filter = RecordFilter.compile(conditions, schema: info.stored.object),
                           let records = try source.tree(named: info.recordTree) {
                     // Count on the records themselves: nothing is decoded.
@@ -238,20 +269,46 @@ enum QueryEngine {
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
     /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.predicates.count + query.tests.count == 1 else { return nil }
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.ranking == nil else { return nil }
         return try exactKeys(try Planner.plan(query, info: info, source: source), info: info, source: source)
     }
 
-    /// The keys of an exact single-access plan (see `Plan.exact`), or nil.
-    static func exactKeys<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard plan.accesses.count == 1, plan.orderedIndex == nil, plan.exact else { return nil }
+    /// The keys of an exact single-access plan (see `Plan.exact`), or nil; the first `limit` of
+    /// them when given.
+    static func exactKeys<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, limit: Int? = nil) throws -> [[UInt8]]? {
+        guard plan.accesses.count == 1, plan.walk == nil, plan.exact else { return nil }
+        if let limit, case let .text(i, search) = plan.accesses[0].source {
+            // A search finds its texts in key order: it can stop at the limit.
+            guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return [] }
+            return try TextIndexReader(tree: tree).keys(search, limit: limit)
+        }
         return try candidateKeys(plan, info: info, source: source)
+    }
+
+    /// The number of matches of an exact single-access plan, counted on the index without
+    /// building the keys where one range (or one word) holds them each once; nil when the plan is
+    /// not exact.
+    static func exactCount<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> Int? {
+        guard plan.accesses.count == 1, plan.walk == nil, plan.exact else { return nil }
+        let access = plan.accesses[0]
+        switch access.source {
+        case let .text(i, search):
+            guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return 0 }
+            return try TextIndexReader(tree: tree).count(search)
+        case .index(let i) where access.ranges.count == 1 && !info.indexIsArray[i]:
+            guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return 0 }
+            var n = 0
+            try Planner.scan(tree, access.ranges[0]) { _, _ in n += 1; return true }
+            return n
+        default:
+            return try exactKeys(plan, info: info, source: source)?.count
+        }
     }
 
     /// Values of one field for every match, read from the records without decoding the objects,
     /// when the query needs no decoding (no predicate, or an exact one) and the field is stored.
     static func fieldValues<M: Model, V, S: TreeSource>(_ keyPath: KeyPath<M, V>, query: Query<M>, info: ModelInfo<M>, source: S) throws -> [V]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil,
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil, query.ranking == nil,
               let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.contains("."),
               let field = info.stored.object.field(named: path),
               let records = try source.tree(named: info.recordTree) else { return nil }
@@ -300,6 +357,9 @@ enum QueryEngine {
                         return true
                     }
                 }
+            case let .text(i, search):
+                guard let index = try source.tree(named: info.indexTreeNames[i]) else { continue }
+                keys.append(contentsOf: try TextIndexReader(tree: index).keys(search))
             }
         }
         // In primary-key order, each once (a union or a multi-valued index repeats them).
