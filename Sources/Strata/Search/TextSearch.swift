@@ -68,15 +68,13 @@ struct ParsedSearch: Sendable, Hashable, CustomStringConvertible {
     init(_ search: TextSearch) {
         mode = search.mode
         var terms: [SearchTerm] = []
-        // Whitespace-separated chunks; a chunk ending in `*` makes its last word a prefix.
-        for chunk in search.text.split(whereSeparator: { $0.isWhitespace }) {
-            var body = Substring(chunk)
-            var prefix = false
-            while body.hasSuffix("*") {
-                body = body.dropLast()
-                prefix = true
-            }
-            let words = WordTokenizer.words(String(body))
+        // Pieces between `*`s: a piece followed by a `*` that ends in a word scalar ends in a
+        // word written directly before the `*`, a prefix. (`*` is no word scalar, so no word
+        // spans two pieces.)
+        let pieces = search.text.split(separator: "*", omittingEmptySubsequences: false)
+        for (n, piece) in pieces.enumerated() {
+            let words = WordTokenizer.words(String(piece))
+            let prefix = n < pieces.count - 1 && piece.unicodeScalars.last.map(WordTokenizer.isWordScalar) == true
             for (i, word) in words.enumerated() {
                 terms.append(SearchTerm(word: word, isPrefix: prefix && i == words.count - 1))
             }

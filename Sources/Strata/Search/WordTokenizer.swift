@@ -126,7 +126,17 @@ enum WordTokenizer {
         }
     }
 
-    private static func generalWords(_ text: String) -> [[UInt8]] {
+    /// Whether a scalar (of text before folding) is part of a word: a letter, mark, number,
+    /// connector, ideograph or Hiragana, as step 2 reads them.
+    static func isWordScalar(_ scalar: Unicode.Scalar) -> Bool {
+        switch classify(scalar) {
+        case .word, .digit, .standalone: return true
+        default: return false
+        }
+    }
+
+    /// Any text, by scalars (internal so that tests can compare it with the ASCII path).
+    static func generalWords(_ text: String) -> [[UInt8]] {
         let folded = KeyEncoding.normalized(text.folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil))
         let scalars = Array(folded.unicodeScalars)
         let classes = scalars.map(classify)
