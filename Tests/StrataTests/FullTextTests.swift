@@ -1,5 +1,7 @@
 import Testing
 import Foundation
+import Dispatch
+import Synchronization
 import StrataStorage
 @testable import Strata
 
@@ -365,6 +367,52 @@ struct FullTextTests {
         #expect(the.explain().contains("no residual filter"), "\(the.explain())")
         // Reading the objects decodes them, and says so.
         #expect(throws: StrataError.self) { try the.prefix(1).fetch() }
+    }
+
+    /// Relevance depends on every text (how long they are on average): an observer of a ranked
+    /// search hears of a new order when a text that does not match changes it.
+    @Test func rankedObserversFollowOrderChangesMadeByOtherTexts() throws {
+        // Find lengths for which adding one long text that does not match reverses A and B.
+        func scores(_ k: Int, _ m: Int?) -> (Double, Double) {
+            let lengths = [1, 2 + k] + (m.map { [$0] } ?? [])
+            let total = lengths.reduce(0, +)
+            let a = TextRanking.score(termFrequencies: [1], documentFrequencies: [2], length: 1, documents: lengths.count, totalWords: total)
+            let b = TextRanking.score(termFrequencies: [2], documentFrequencies: [2], length: 2 + k, documents: lengths.count, totalWords: total)
+            return (a, b)
+        }
+        var found: (k: Int, m: Int)?
+        search: for k in 1...30 {
+            for m in 1...300 {
+                let (a0, b0) = scores(k, nil), (a1, b1) = scores(k, m)
+                if a0 != b0 && a1 != b1 && (a0 > b0) != (a1 > b1) { found = (k, m); break search }
+            }
+        }
+        let (k, m) = try #require(found)
+        let db = try Database.inMemory(models: [FTPost.self])
+        let date = Date(timeIntervalSinceReferenceDate: 0)
+        try db.write { tx in
+            try tx.insert(FTPost(id: 1, board: 0, created: date, body: "apple", title: nil))
+            try tx.insert(FTPost(id: 2, board: 0, created: date, body: "apple apple" + String(repeating: " x", count: k), title: nil))
+        }
+        let ranked = db.objects(FTPost.self).search(\.body, "apple", ranked: true)
+        let before = ranked.keys
+        let latest = Mutex<[Int]>([])
+        let delivered = DispatchSemaphore(value: 0)
+        let token = ranked.observe(on: DispatchQueue(label: "ranked")) { change in
+            switch change {
+            case .initial(let results), .update(let results, _, _, _): latest.withLock { $0 = results.map(\.id) }
+            case .error: break
+            }
+            delivered.signal()
+        }
+        defer { token.invalidate() }
+        #expect(delivered.wait(timeout: .now() + 10) == .success)
+        #expect(latest.withLock { $0 } == before)
+        try db.write { tx in try tx.insert(FTPost(id: 3, board: 0, created: date, body: String(repeating: "y ", count: m), title: nil)) }
+        let after = db.objects(FTPost.self).search(\.body, "apple", ranked: true).keys
+        #expect(after == before.reversed(), "k \(k) m \(m): \(before) then \(after)")
+        #expect(delivered.wait(timeout: .now() + 10) == .success)
+        #expect(latest.withLock { $0 } == after)
     }
 
     @Test func aDamagedFullTextIndexIsFoundByCheck() throws {
