@@ -88,18 +88,27 @@ enum Planner {
             plan.exact = conditions.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
         }
         // A compound or collated index that consumes more of the conditions may do better.
+        // (Estimates count index entries, up to 10,000: taken only to compare two choices.)
         let leaves = conditions.flatMap(\.conjuncts)
-        for match in IndexMatch.all(leaves: leaves, info: info) where !match.ranges.isEmpty {
+        let matches = IndexMatch.all(leaves: leaves, info: info).filter { !$0.ranges.isEmpty }
+        for match in matches {
             let access = Access(source: .index(match.index), ranges: match.ranges, conditions: match.conditions)
+            if plan.accesses.isEmpty && matches.count == 1 {
+                plan.accesses = [access]
+                plan.exact = match.exact
+                break
+            }
+            let current = try plan.estimate ?? estimate(plan.accesses, info: info, source: source)
             let estimate = try estimate(access, info: info, source: source)
-            if plan.accesses.isEmpty || estimate < plan.estimate ?? Int.max
-                || (estimate == plan.estimate && match.exact && !plan.exact) {
+            if plan.accesses.isEmpty || estimate < current || (estimate == current && match.exact && !plan.exact) {
                 plan.accesses = [access]
                 plan.estimate = estimate
                 plan.exact = match.exact
+            } else {
+                plan.estimate = current
             }
         }
-        if query.distinct.isEmpty, query.ranking == nil, let walk = try orderedWalk(query, leaves: leaves, info: info, source: source, plan: plan) {
+        if query.distinct.isEmpty, query.ranking == nil, let walk = try orderedWalk(query, leaves: leaves, info: info, source: source, plan: &plan) {
             plan.accesses = []
             plan.walk = walk
         }
@@ -111,7 +120,7 @@ enum Planner {
     /// key-ordered (a string in the index's collation, when the query sorts in that collation),
     /// and the fields before them are fixed by equality.
     private static func orderedWalk<M: Model, S: TreeSource>(_ query: Query<M>, leaves: [Condition], info: ModelInfo<M>,
-                                                              source: S, plan: Plan) throws -> OrderedWalk? {
+                                                              source: S, plan: inout Plan) throws -> OrderedWalk? {
         guard !query.sort.isEmpty, Set(query.sort.map(\.order)).count == 1 else { return nil }
         var sortPaths: [String] = []
         for descriptor in query.sort {
@@ -119,7 +128,7 @@ enum Planner {
             sortPaths.append(path)
         }
         let reverse = query.sort[0].order == .reverse
-        var best: (walk: OrderedWalk, estimate: Int)?
+        var candidates: [OrderedWalk] = []
         for (i, index) in info.indexes.enumerated() where !index.schema.isFullText {
             let paths = index.schema.paths
             guard paths.count >= sortPaths.count, Array(paths.suffix(sortPaths.count)) == sortPaths else { continue }
@@ -131,13 +140,27 @@ enum Planner {
                 return ResultOrder<M>.isKeyOrdered(type)
             }
             guard walkable, let match = IndexMatch.walkRange(index: i, fixed: paths.count - sortPaths.count, leaves: leaves, info: info) else { continue }
-            let walk = OrderedWalk(index: i, reverse: reverse, range: match.ranges[0], conditions: match.conditions, exact: match.exact)
-            let estimate = try estimate(Access(source: .index(i), ranges: match.ranges, conditions: []), info: info, source: source)
+            candidates.append(OrderedWalk(index: i, reverse: reverse, range: match.ranges[0], conditions: match.conditions, exact: match.exact))
+        }
+        if candidates.isEmpty { return nil }
+        // Nothing to compare with, or the access chosen is this walk's own index over the same
+        // conditions: walk without estimating.
+        if plan.accesses.isEmpty && candidates.count == 1 { return candidates[0] }
+        if plan.accesses.count == 1, case .index(let i) = plan.accesses[0].source,
+           let same = candidates.first(where: { $0.index == i && Set($0.conditions).isSuperset(of: plan.accesses[0].conditions) }) {
+            return same
+        }
+        var best: (walk: OrderedWalk, estimate: Int)?
+        for walk in candidates {
+            let estimate = try estimate(Access(source: .index(walk.index), ranges: [walk.range], conditions: []), info: info, source: source)
             if best == nil || estimate < best!.estimate { best = (walk, estimate) }
         }
         guard let best else { return nil }
+        if plan.accesses.isEmpty { return best.walk }
+        let current = try plan.estimate ?? estimate(plan.accesses, info: info, source: source)
+        plan.estimate = current
         // Walking is the better plan unless another access is clearly more selective.
-        if plan.accesses.isEmpty || best.estimate <= plan.estimate ?? Int.max || (plan.estimate ?? Int.max) > 1000 { return best.walk }
+        if best.estimate <= current || current > 1000 { return best.walk }
         return nil
     }
 
@@ -173,7 +196,8 @@ enum Planner {
 
     private struct Choice {
         var accesses: [Access]
-        var estimate: Int
+        /// Nil until two choices are compared.
+        var estimate: Int?
     }
 
     private static func choose<M: Model, S: TreeSource>(_ condition: Condition, info: ModelInfo<M>, source: S) throws -> Choice? {
@@ -182,25 +206,32 @@ enum Planner {
             let left = try choose(a, info: info, source: source)
             let right = try choose(b, info: info, source: source)
             switch (left, right) {
-            case let (l?, r?): return l.estimate <= r.estimate ? l : r
+            case var (l?, r?):
+                l.estimate = try l.estimate ?? estimate(l.accesses, info: info, source: source)
+                r.estimate = try r.estimate ?? estimate(r.accesses, info: info, source: source)
+                return l.estimate! <= r.estimate! ? l : r
             case let (l?, nil): return l
             case let (nil, r?): return r
             default: return nil
             }
         case let .or(a, b):
             guard let left = try choose(a, info: info, source: source), let right = try choose(b, info: info, source: source) else { return nil }
-            return Choice(accesses: left.accesses + right.accesses, estimate: left.estimate + right.estimate)
+            return Choice(accesses: left.accesses + right.accesses, estimate: nil)
         case .not, .unknown, .contains:
             return nil
         case let .textSearch(path, search):
             guard let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
-                  let tree = try source.tree(named: info.indexTreeNames[i]) else { return nil }
-            let access = Access(source: .text(i, search), ranges: [], conditions: [condition.description])
-            return Choice(accesses: [access], estimate: try TextIndexReader(tree: tree).estimate(search, cap: estimateCap))
+                  try source.tree(named: info.indexTreeNames[i]) != nil else { return nil }
+            return Choice(accesses: [Access(source: .text(i, search), ranges: [], conditions: [condition.description])], estimate: nil)
         default:
             guard let access = access(for: condition, info: info) else { return nil }
-            return Choice(accesses: [access], estimate: try estimate(access, info: info, source: source))
+            return Choice(accesses: [access], estimate: nil)
         }
+    }
+
+    /// The candidates of a union of accesses, estimated (each counted up to the cap).
+    private static func estimate<M: Model, S: TreeSource>(_ accesses: [Access], info: ModelInfo<M>, source: S) throws -> Int {
+        try accesses.reduce(0) { $0 + (try estimate($1, info: info, source: source)) }
     }
 
     /// An access for one leaf condition, if its field is the key or indexed.

@@ -94,27 +94,44 @@ struct TextIndexReader<T: KeyValueTree> {
         return smallest.keys.filter { key in maps.allSatisfy { $0[key] != nil } }
     }
 
-    /// Texts with every one of these whole words: the rarest word's entries in key order, each
-    /// looked up under the others.
+    /// Texts with every one of these whole words, in key order: a zig-zag of one cursor per word
+    /// (each word's entries are its texts' keys in order, so a cursor that lags seeks straight to
+    /// the key another one is at), stopping at `limit`. Rare words make it fast whatever the order.
     private func allWholeWords(_ terms: [SearchTerm], limit: Int?) throws -> [[UInt8]] {
-        let counts = try terms.map { try count($0, cap: Planner.estimateCap) }
-        guard let driver = counts.indices.min(by: { counts[$0] < counts[$1] }), counts[driver] > 0 else { return [] }
         let prefixes = terms.map { Self.range($0).lower ?? [] }
-        let others = prefixes.indices.filter { $0 != driver }.map { prefixes[$0] }
+        let cursors = try terms.map { _ in try tree.makeCursor() }
         var keys: [[UInt8]] = []
         var probe: [UInt8] = []
-        try Planner.scan(tree, Self.range(terms[driver])) { key, _ in
-            let primaryKey = UnsafeRawBufferPointer(rebasing: key[prefixes[driver].count...])
-            for other in others {
-                probe.removeAll(keepingCapacity: true)
-                probe.append(contentsOf: other)
-                probe.append(contentsOf: primaryKey)
-                if try tree.view(probe) == nil { return true }
-            }
-            keys.append(Array(primaryKey))
-            return limit.map { keys.count < $0 } ?? true
+        /// Moves cursor `i` to its first text at or after `target`; nil when it has no more.
+        func reach(_ i: Int, _ target: [UInt8]) throws -> [UInt8]? {
+            probe.removeAll(keepingCapacity: true)
+            probe.append(contentsOf: prefixes[i])
+            probe.append(contentsOf: target)
+            guard try cursors[i].seek(probe), cursors[i].key.starts(with: prefixes[i]) else { return nil }
+            return Array(cursors[i].key[prefixes[i].count...])
         }
-        return keys
+        guard var target = try reach(0, []) else { return [] }
+        while true {
+            // Every other word at the target, or the target moves past it.
+            var behind = false
+            for i in 1..<cursors.count {
+                guard let found = try reach(i, target) else { return keys }
+                if found != target {
+                    target = found
+                    behind = true
+                    break
+                }
+            }
+            if behind {
+                guard let found = try reach(0, target) else { return keys }
+                target = found
+                continue
+            }
+            keys.append(target)
+            if let limit, keys.count >= limit { return keys }
+            guard try cursors[0].next(), cursors[0].key.starts(with: prefixes[0]) else { return keys }
+            target = Array(cursors[0].key[prefixes[0].count...])
+        }
     }
 
     /// The number of texts matching `search`, without building their keys when it is one whole
