@@ -29,6 +29,12 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// Positions of the indexes whose entries are computed from record bytes (compound, collated
     /// and full-text: IndexEntries); the others use the typed path, `indexKeys`.
     let recordIndexPositions: [Int]
+    /// The stored type of every field path (dotted into nested structs), for the planner: looked
+    /// up on every query, so built once.
+    private let fieldTypes: [String: FieldType]
+
+    /// The type of the stored field at a dotted path (as `ObjectSchema.type(atPath:)`).
+    func type(atPath path: String) -> FieldType? { fieldTypes[path] }
     /// The stored field holding the primary key (`id`, or its coding key such as `_id`), or
     /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
     let keyPath: String
@@ -47,6 +53,15 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1[0]) }
         self.indexKeyPaths = indexes.map(\.1)
         self.recordIndexPositions = indexes.indices.filter { !indexes[$0].0.isSingleValue }
+        var types: [String: FieldType] = [:]
+        func collect(_ object: ObjectSchema, prefix: String) {
+            for field in object.fields where !field.removed {
+                types[prefix + field.name] = field.type
+                if case .object(let nested) = field.type.unwrapped { collect(nested, prefix: prefix + field.name + ".") }
+            }
+        }
+        collect(stored.object, prefix: "")
+        self.fieldTypes = types
         self.autoIncrement = isAutoIncrementKey(M.ID.self)
         self.indexTreeNames = indexes.map { $0.0.treeName(model: stored.name) }
         self.indexValueTypes = indexes.map { index in
@@ -121,7 +136,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             var key: [UInt8] = []
             key.reserveCapacity(16 + primaryKey.count)
             guard KeyEncoding.append(element, as: valueType, to: &key) else {
-                throw StrataError.unsupportedType(model: name, field: schema.path, reason: "\(type(of: element)) values cannot be indexed")
+                throw StrataError.unsupportedType(model: name, field: schema.path, reason: "\(Swift.type(of: element)) values cannot be indexed")
             }
             if !schema.unique { key.append(contentsOf: primaryKey) }
             return key
@@ -314,11 +329,16 @@ enum IndexEntry {
 
     /// The primary key an index entry points at.
     static func primaryKey(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, unique: Bool) throws -> [UInt8] {
-        if unique { return Array(value) }
+        Array(try primaryKeyBytes(key: key, value: value, unique: unique))
+    }
+
+    /// The primary key an index entry points at, as a view into the entry (no copy).
+    static func primaryKeyBytes(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, unique: Bool) throws -> UnsafeRawBufferPointer {
+        if unique { return value }
         var reader = ByteReader(value)
         let length = try reader.varint()
         guard length <= UInt64(key.count) else { throw StrataError.corruptRecord("index entry names a key longer than itself") }
-        return Array(key[(key.count - Int(length))...])
+        return UnsafeRawBufferPointer(rebasing: key[(key.count - Int(length))...])
     }
 }
 

@@ -17,6 +17,8 @@ struct IndexMatch {
     /// The consumed conditions, for `explain()`.
     let conditions: [String]
     let exact: Bool
+    /// How many leading fields equalities fixed.
+    let fixed: Int
 
     /// The most combinations of equality values a match spells out as separate ranges.
     static let maxRanges = 64
@@ -48,7 +50,7 @@ struct IndexMatch {
         var k = 0
         // Equality on the leading fields.
         while k < paths.count && k < (fixed ?? paths.count) {
-            guard let type = info.stored.object.type(atPath: paths[k]) else { return nil }
+            guard let type = info.type(atPath: paths[k]) else { return nil }
             let collation = type.unwrapped == .string ? schema.collation : nil
             var chosen: (leaf: Int, values: [[UInt8]])?
             for (j, leaf) in leaves.enumerated() where !consumed.contains(j) && leaf.path == paths[k] {
@@ -65,7 +67,7 @@ struct IndexMatch {
         // A range on the next field: every range condition on it, intersected.
         var lower: [UInt8]?
         var upper: [UInt8]?
-        if k < paths.count, let type = info.stored.object.type(atPath: paths[k]), !(type.unwrapped == .string && schema.collation != nil) {
+        if k < paths.count, let type = info.type(atPath: paths[k]), !(type.unwrapped == .string && schema.collation != nil) {
             for (j, leaf) in leaves.enumerated() where !consumed.contains(j) && leaf.path == paths[k] && leaf.isRange {
                 guard let ranges = Planner.ranges(for: leaf, fieldType: type, isIndex: true), ranges.count == 1 else { continue }
                 if let l = ranges[0].lower, lower.map({ $0.lexicographicallyPrecedes(l) }) ?? true { lower = l }
@@ -80,7 +82,7 @@ struct IndexMatch {
                      upper: upper.map { prefix + $0 } ?? successor(of: prefix))
         }
         return IndexMatch(index: i, ranges: ranges, conditions: consumed.sorted().map { leaves[$0].description },
-                          exact: exact && consumed.count == leaves.count)
+                          exact: exact && consumed.count == leaves.count, fixed: k)
     }
 
     /// The encodings a field equals under `leaf` (`==`, an IN list, `== nil`), as the index holds

@@ -89,8 +89,10 @@ enum Planner {
         }
         // A compound or collated index that consumes more of the conditions may do better.
         // (Estimates count index entries, up to 10,000: taken only to compare two choices.)
-        let leaves = conditions.flatMap(\.conjuncts)
-        let matches = IndexMatch.all(leaves: leaves, info: info).filter { !$0.ranges.isEmpty }
+        var leaves: [Condition] = []
+        for c in conditions { leaves.append(contentsOf: c.conjuncts) }
+        let found = IndexMatch.all(leaves: leaves, info: info)
+        let matches = found.filter { !$0.ranges.isEmpty }
         for match in matches {
             let access = Access(source: .index(match.index), ranges: match.ranges, conditions: match.conditions)
             if plan.accesses.isEmpty && matches.count == 1 {
@@ -108,7 +110,7 @@ enum Planner {
                 plan.estimate = current
             }
         }
-        if query.distinct.isEmpty, query.ranking == nil, let walk = try orderedWalk(query, leaves: leaves, info: info, source: source, plan: &plan) {
+        if query.distinct.isEmpty, query.ranking == nil, let walk = try orderedWalk(query, leaves: leaves, matches: found, info: info, source: source, plan: &plan) {
             plan.accesses = []
             plan.walk = walk
         }
@@ -119,12 +121,12 @@ enum Planner {
     /// access chosen: the sort names an index's trailing fields, each with the same direction and
     /// key-ordered (a string in the index's collation, when the query sorts in that collation),
     /// and the fields before them are fixed by equality.
-    private static func orderedWalk<M: Model, S: TreeSource>(_ query: Query<M>, leaves: [Condition], info: ModelInfo<M>,
+    private static func orderedWalk<M: Model, S: TreeSource>(_ query: Query<M>, leaves: [Condition], matches: [IndexMatch], info: ModelInfo<M>,
                                                               source: S, plan: inout Plan) throws -> OrderedWalk? {
-        guard !query.sort.isEmpty, Set(query.sort.map(\.order)).count == 1 else { return nil }
+        guard let first = query.sort.first else { return nil }
         var sortPaths: [String] = []
         for descriptor in query.sort {
-            guard let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath) else { return nil }
+            guard descriptor.order == first.order, let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath) else { return nil }
             sortPaths.append(path)
         }
         let reverse = query.sort[0].order == .reverse
@@ -134,12 +136,16 @@ enum Planner {
             guard paths.count >= sortPaths.count, Array(paths.suffix(sortPaths.count)) == sortPaths else { continue }
             // The sort's collation must be the index's for strings; other fields must be key-ordered.
             let walkable = sortPaths.allSatisfy { path in
-                guard let type = info.stored.object.type(atPath: path) else { return false }
+                guard let type = info.type(atPath: path) else { return false }
                 if case .array = type.unwrapped { return false }
                 if type.unwrapped == .string { return index.schema.collation != nil && index.schema.collation == query.collation }
                 return ResultOrder<M>.isKeyOrdered(type)
             }
-            guard walkable, let match = IndexMatch.walkRange(index: i, fixed: paths.count - sortPaths.count, leaves: leaves, info: info) else { continue }
+            guard walkable else { continue }
+            // The match found above serves when it fixed exactly the leading fields.
+            let fixed = paths.count - sortPaths.count
+            let known = matches.first { $0.index == i && $0.fixed == fixed && $0.ranges.count == 1 }
+            guard let match = known ?? IndexMatch.walkRange(index: i, fixed: fixed, leaves: leaves, info: info) else { continue }
             candidates.append(OrderedWalk(index: i, reverse: reverse, range: match.ranges[0], conditions: match.conditions, exact: match.exact))
         }
         if candidates.isEmpty { return nil }
@@ -183,7 +189,7 @@ enum Planner {
         default:
             return false
         }
-        guard let type = info.stored.object.type(atPath: path) else { return false }
+        guard let type = info.type(atPath: path) else { return false }
         if path.contains(".") { return false }
         switch type.unwrapped {
         case .int, .bool, .string, .uuid, .double, .float, .date: return true
@@ -246,8 +252,8 @@ enum Planner {
         if path == info.keyPath {
             source = .primary
             // A computed id has no stored field; only its optional-ness matters for encoding constants.
-            fieldType = info.stored.object.type(atPath: path) ?? ((M.ID.self is any OptionalValue.Type) ? .optional(.string) : .string)
-        } else if let i = info.indexes.firstIndex(where: { $0.schema.isSingleValue && $0.schema.path == path }), let type = info.stored.object.type(atPath: path) {
+            fieldType = info.type(atPath: path) ?? ((M.ID.self is any OptionalValue.Type) ? .optional(.string) : .string)
+        } else if let i = info.indexes.firstIndex(where: { $0.schema.isSingleValue && $0.schema.path == path }), let type = info.type(atPath: path) {
             source = .index(i)
             fieldType = type
         } else {

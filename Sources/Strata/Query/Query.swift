@@ -117,10 +117,10 @@ enum QueryEngine {
                                                           _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
         if let walk = plan.walk {
             try walkKeys(walk, info: info, source: source) { primaryKey in
-                guard let record = try records.view(primaryKey) else {
+                guard let record = try records.get(primaryKey) else {
                     throw StrataError.corruptRecord("index \(info.indexes[walk.index].schema.summary) of \(info.name) names a missing object")
                 }
-                return try primaryKey.withUnsafeBytes { try visit($0, record) }
+                return try visit(primaryKey, record)
             }
         } else if plan.accesses.isEmpty {
             try Planner.scan(records, KeyRange(lower: nil, upper: nil), visit)
@@ -135,35 +135,46 @@ enum QueryEngine {
     }
 
     /// Visits the primary keys of an ordered walk's range in the sort's order, while `visit`
-    /// returns true.
+    /// returns true. A key is valid only during its call.
     static func walkKeys<M: Model, S: TreeSource>(_ walk: OrderedWalk, info: ModelInfo<M>, source: S,
-                                                  _ visit: ([UInt8]) throws -> Bool) throws {
+                                                  _ visit: (UnsafeRawBufferPointer) throws -> Bool) throws {
         let unique = info.indexes[walk.index].schema.unique
         let reverse = walk.reverse
         guard let index = try source.tree(named: info.indexTreeNames[walk.index]) else { return }
         // Equal values are ordered by primary key in both directions, as in every plan
         // (ResultOrder). A descending walk meets them in descending key order, so it holds
         // back each run of equal values and visits it reversed. (A unique index has no equal
-        // values.)
-        var run: [[UInt8]] = []
+        // values.) The run's keys and value live in reused buffers: no allocation per entry.
+        var runKeys: [UInt8] = []
+        var runEnds: [Int] = []
         var runValue: [UInt8] = []
         var stopped = false
         func flushRun() throws {
-            for primaryKey in run.reversed() where !stopped {
-                if try !visit(primaryKey) { stopped = true }
+            try runKeys.withUnsafeBytes { keys in
+                var i = runEnds.count - 1
+                while i >= 0 && !stopped {
+                    let start = i == 0 ? 0 : runEnds[i - 1]
+                    if try !visit(UnsafeRawBufferPointer(rebasing: keys[start..<runEnds[i]])) { stopped = true }
+                    i -= 1
+                }
             }
-            run.removeAll(keepingCapacity: true)
+            runKeys.removeAll(keepingCapacity: true)
+            runEnds.removeAll(keepingCapacity: true)
         }
         try Planner.scan(index, walk.range, reverse: reverse) { key, value in
-            let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
+            let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: unique)
             if !reverse || unique { return try visit(primaryKey) }
-            let valueBytes = key[..<(key.count - primaryKey.count)]
-            if !run.isEmpty && !valueBytes.elementsEqual(runValue) {
+            let valueBytes = UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKey.count)])
+            if !runEnds.isEmpty && !valueBytes.elementsEqual(runValue) {
                 try flushRun()
                 if stopped { return false }
             }
-            if run.isEmpty { runValue = Array(valueBytes) }
-            run.append(primaryKey)
+            if runEnds.isEmpty {
+                runValue.removeAll(keepingCapacity: true)
+                runValue.append(contentsOf: valueBytes)
+            }
+            runKeys.append(contentsOf: primaryKey)
+            runEnds.append(runKeys.count)
             return true
         }
         if !stopped { try flushRun() }
@@ -176,22 +187,15 @@ enum QueryEngine {
     static func keys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> KeyList? {
         guard query.distinct.isEmpty, query.ranking == nil else { return nil }
         let conditions = query.conditions
-        var filter: RecordFilter?
-        if !conditions.isEmpty {
-            guard let compiled = RecordFilter.compile(conditions, schema: info.stored.object) else { return nil }
-            filter = compiled
-        }
         let order = ResultOrder(query, info: info)
         guard order.isEncoded else { return nil }
         guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
         let sortInMemory = !query.sort.isEmpty && plan.walk == nil
         let window: Int? = query.limit.map { query.offset + $0 }
-        if query.sort.isEmpty, let exact = try exactKeys(plan, info: info, source: source, limit: window) {
+        if query.sort.isEmpty, let exact = try exactKeyList(plan, info: info, source: source, offset: query.offset, limit: query.limit) {
             // The index answers the conditions exactly: no record is read.
-            var found = KeyList()
-            for key in exact { found.append(key) }
-            return found.window(offset: query.offset, limit: query.limit)
+            return exact
         }
         if let walk = plan.walk, walk.exact {
             // The walked range holds exactly the matches, in order: no record is read, and the
@@ -208,6 +212,13 @@ enum QueryEngine {
                 return query.limit.map { found.count < $0 } ?? true
             }
             return found
+        }
+        // Records are read and filtered: the conditions must compile to record tests (else the
+        // query needs decoded objects; the planning above was cheap unless estimates compared).
+        var filter: RecordFilter?
+        if !conditions.isEmpty {
+            guard let compiled = RecordFilter.compile(conditions, schema: info.stored.object) else { return nil }
+            filter = compiled
         }
         let canStopEarly = !sortInMemory && plan.accesses.isEmpty
         var found = KeyList()
@@ -283,6 +294,42 @@ enum QueryEngine {
             return try TextIndexReader(tree: tree).keys(search, limit: limit)
         }
         return try candidateKeys(plan, info: info, source: source)
+    }
+
+    /// The number of matches when one index access answers the conditions exactly (counted on
+    /// the index; the order does not matter to a count), else nil.
+    static func indexCount<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int? {
+        guard query.distinct.isEmpty, query.hasConditions else { return nil }
+        var unordered = query
+        unordered.sort = []
+        unordered.collation = nil
+        unordered.ranking = nil
+        guard let total = try exactCount(try Planner.plan(unordered, info: info, source: source), info: info, source: source) else { return nil }
+        let afterOffset = max(0, total - query.offset)
+        return query.limit.map { min($0, afterOffset) } ?? afterOffset
+    }
+
+    /// The keys of an exact single-access plan (see `Plan.exact`) from `offset`, at most `limit`,
+    /// in key order; nil when the plan is not exact. A search streams its keys from the index
+    /// into the list (no copy per key) and stops at the limit.
+    static func exactKeyList<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, offset: Int, limit: Int?) throws -> KeyList? {
+        guard plan.accesses.count == 1, plan.walk == nil, plan.exact else { return nil }
+        var found = KeyList()
+        if case let .text(i, search) = plan.accesses[0].source {
+            guard let tree = try source.tree(named: info.indexTreeNames[i]), limit != 0 else { return found }
+            var skipped = 0
+            try TextIndexReader(tree: tree).forEachKey(search) { key in
+                if skipped < offset {
+                    skipped += 1
+                    return true
+                }
+                found.append(key)
+                return limit.map { found.count < $0 } ?? true
+            }
+            return found
+        }
+        for key in try candidateKeys(plan, info: info, source: source) { found.append(key) }
+        return found.window(offset: offset, limit: limit)
     }
 
     /// The number of matches of an exact single-access plan, counted on the index without
@@ -362,7 +409,15 @@ enum QueryEngine {
                 keys.append(contentsOf: try TextIndexReader(tree: index).keys(search))
             }
         }
-        // In primary-key order, each once (a union or a multi-valued index repeats them).
+        // In primary-key order, each once (a union or a multi-valued index repeats them). One
+        // search, or one range of the primary key, gives them so already.
+        if plan.accesses.count == 1 {
+            switch plan.accesses[0].source {
+            case .text: return keys
+            case .primary where plan.accesses[0].ranges.count == 1: return keys
+            default: break
+            }
+        }
         keys.sort { $0.lexicographicallyPrecedes($1) }
         var unique: [[UInt8]] = []
         unique.reserveCapacity(keys.count)

@@ -25,7 +25,7 @@ struct ResultOrder<M: Model> {
     init(_ descriptors: [SortDescriptor<M>], collation: StringCollation?, info: ModelInfo<M>) {
         parts = descriptors.map { descriptor in
             if let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
-               let type = info.stored.object.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation) {
+               let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation) {
                 return .encoded(keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
                                 collation: type.unwrapped == .string ? collation : nil)
             }

@@ -105,6 +105,12 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// query can only be answered on decoded objects (a predicate that does not compile to record
     /// tests, a sort by strings, `distinct`).
     public func fetchCount() throws -> Int {
+        // Counted on an index that answers the conditions exactly, before anything evaluated:
+        // no key list is built (a common word's million entries are only counted).
+        if state.cached == nil, let snapshot,
+           let counted = try wrapStorage({ try QueryEngine.indexCount(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) }) {
+            return counted
+        }
         let outcome = self.outcome
         if let error = outcome.error { throw error }
         return outcome.count

@@ -59,6 +59,26 @@ struct TextIndexReader<T: KeyValueTree> {
         return found
     }
 
+    /// Visits the primary keys of the texts matching `search` in ascending order, while `body`
+    /// returns true. One whole word streams its entries' keys (no copy); several whole words
+    /// intersect in a zig-zag; the rest gather and combine (`keys`). A key is valid only during
+    /// its call.
+    func forEachKey(_ search: ParsedSearch, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
+        let terms = search.distinctTerms
+        if terms.isEmpty { return }
+        if terms.count == 1, !terms[0].isPrefix, search.mode != .phrase || search.terms.count == 1 {
+            let prefix = Self.range(terms[0]).lower ?? []
+            try Planner.scan(tree, Self.range(terms[0])) { key, _ in
+                try body(UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
+            }
+            return
+        }
+        var stopped = false
+        for key in try keys(search) where !stopped {
+            stopped = try !key.withUnsafeBytes(body)
+        }
+    }
+
     /// The primary keys of the texts matching `search`, ascending; the first `limit` of them
     /// when given.
     func keys(_ search: ParsedSearch, limit: Int? = nil) throws -> [[UInt8]] {
@@ -102,36 +122,73 @@ struct TextIndexReader<T: KeyValueTree> {
         let cursors = try terms.map { _ in try tree.makeCursor() }
         var keys: [[UInt8]] = []
         var probe: [UInt8] = []
-        /// Moves cursor `i` to its first text at or after `target`; nil when it has no more.
-        func reach(_ i: Int, _ target: [UInt8]) throws -> [UInt8]? {
-            probe.removeAll(keepingCapacity: true)
-            probe.append(contentsOf: prefixes[i])
-            probe.append(contentsOf: target)
-            guard try cursors[i].seek(probe), cursors[i].key.starts(with: prefixes[i]) else { return nil }
-            return Array(cursors[i].key[prefixes[i].count...])
+        var positioned = [Bool](repeating: false, count: cursors.count)
+        var target: [UInt8] = []
+        /// Moves cursor `i` to its first text at or after `target`: nil when it has no more, true
+        /// when it is at the target, false when past it (and `target` is then its key). A cursor
+        /// already there stays; one a few entries behind steps (cheaper than a seek from the
+        /// root, when the words are about as common); else it seeks. Nothing is allocated.
+        func reach(_ i: Int) throws -> Bool? {
+            let cursor = cursors[i]
+            let prefix = prefixes[i]
+            func at() -> Bool { cursor.key.starts(with: prefix) }
+            /// The cursor's key compared with prefix + target: <0, 0, >0.
+            func order() -> Int {
+                let key = UnsafeRawBufferPointer(rebasing: cursor.key[prefix.count...])
+                return target.withUnsafeBytes { compare(key, $0) }
+            }
+            var found = false
+            if positioned[i] {
+                for _ in 0..<2 {
+                    guard at() else { return nil }
+                    if order() >= 0 { found = true; break }
+                    guard try cursor.next() else { return nil }
+                }
+            }
+            if !found {
+                probe.removeAll(keepingCapacity: true)
+                probe.append(contentsOf: prefix)
+                probe.append(contentsOf: target)
+                guard try cursor.seek(probe) else { return nil }
+                positioned[i] = true
+            }
+            guard at() else { return nil }
+            if order() == 0 { return true }
+            target.removeAll(keepingCapacity: true)
+            target.append(contentsOf: cursor.key[prefix.count...])
+            return false
         }
-        guard var target = try reach(0, []) else { return [] }
+        guard try reach(0) != nil else { return [] }
         while true {
             // Every other word at the target, or the target moves past it.
             var behind = false
             for i in 1..<cursors.count {
-                guard let found = try reach(i, target) else { return keys }
-                if found != target {
-                    target = found
+                guard let there = try reach(i) else { return keys }
+                if !there {
                     behind = true
                     break
                 }
             }
             if behind {
-                guard let found = try reach(0, target) else { return keys }
-                target = found
+                guard try reach(0) != nil else { return keys }
                 continue
             }
             keys.append(target)
             if let limit, keys.count >= limit { return keys }
             guard try cursors[0].next(), cursors[0].key.starts(with: prefixes[0]) else { return keys }
-            target = Array(cursors[0].key[prefixes[0].count...])
+            target.removeAll(keepingCapacity: true)
+            target.append(contentsOf: cursors[0].key[prefixes[0].count...])
         }
+    }
+
+    /// Byte order of two keys (memcmp, then length).
+    private func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let n = min(a.count, b.count)
+        if n > 0, let x = a.baseAddress, let y = b.baseAddress {
+            let c = memcmp(x, y, n)
+            if c != 0 { return Int(c) }
+        }
+        return a.count - b.count
     }
 
     /// The number of texts matching `search`, without building their keys when it is one whole
