@@ -112,6 +112,7 @@ enum Planner {
         }
         if query.distinct.isEmpty, query.ranking == nil, let walk = try orderedWalk(query, leaves: leaves, matches: found, info: info, source: source, plan: &plan) {
             plan.accesses = []
+            plan.exact = false   // the walk says itself whether it is exact
             plan.walk = walk
         }
         return plan
@@ -418,10 +419,10 @@ enum Planner {
         }
         if !query.hasConditions {
             lines.append("no filter")
-        } else if plan.exact {
-            lines.append("no residual filter: the index answers \(query.conditions.map(\.description).joined(separator: " && ")) exactly")
         } else if plan.walk?.exact == true {
             // Said above.
+        } else if plan.exact {
+            lines.append("no residual filter: the index answers \(query.conditions.map(\.description).joined(separator: " && ")) exactly")
         } else {
             let conditions = query.conditions.map(\.description).joined(separator: " && ")
             if RecordFilter.compile(query.conditions, schema: info.stored.object) != nil {
