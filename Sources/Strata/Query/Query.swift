@@ -172,7 +172,7 @@ enum QueryEngine {
             let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: unique)
             if !reverse || unique { return try visit(primaryKey) }
             let valueBytes = UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKey.count)])
-            if !runEnds.isEmpty && !valueBytes.elementsEqual(runValue) {
+            if !runEnds.isEmpty && !runValue.withUnsafeBytes({ sameBytes($0, valueBytes) }) {
                 try flushRun()
                 if stopped { return false }
             }
@@ -185,6 +185,14 @@ enum QueryEngine {
             return true
         }
         if !stopped { try flushRun() }
+    }
+
+    /// Whether two byte strings are equal (memcmp: the generic `elementsEqual` walks iterators).
+    @inline(__always)
+    static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard a.count > 0, let x = a.baseAddress, let y = b.baseAddress else { return true }
+        return memcmp(x, y, a.count) == 0
     }
 
     /// The primary keys of the results in order, found without decoding a single object, when the
