@@ -42,6 +42,10 @@ public struct IndexDescriptor<M: Model>: Sendable {
 
     /// An index on one or more fields, in order. With a collation, its `String` fields are
     /// ordered by it (and a sort with the same collation walks the index).
+    ///
+    /// ```swift
+    /// static let indexDescriptors: [IndexDescriptor<Message>] = [.on(\.roomId, \.createdAt)]
+    /// ```
     public static func on(_ field: PartialKeyPath<M> & Sendable, _ more: PartialKeyPath<M> & Sendable...,
                           collation: StringCollation? = nil) -> IndexDescriptor {
         IndexDescriptor(keyPaths: [field] + more, kind: .values(unique: false, collation: collation))
@@ -49,6 +53,10 @@ public struct IndexDescriptor<M: Model>: Sendable {
 
     /// A unique index on one or more fields: no two objects may have the same values in all of
     /// them (compared in the collation, when one is given).
+    ///
+    /// ```swift
+    /// static let indexDescriptors: [IndexDescriptor<Contact>] = [.unique(\.email, collation: .caseInsensitive)]
+    /// ```
     public static func unique(_ field: PartialKeyPath<M> & Sendable, _ more: PartialKeyPath<M> & Sendable...,
                               collation: StringCollation? = nil) -> IndexDescriptor {
         IndexDescriptor(keyPaths: [field] + more, kind: .values(unique: true, collation: collation))
@@ -56,11 +64,19 @@ public struct IndexDescriptor<M: Model>: Sendable {
 
     /// A full-text index on the words of a string field, for `search(_:_:)`: words split on
     /// Unicode word boundaries, folded for case and diacritics (FORMAT.md §8.5).
+    ///
+    /// ```swift
+    /// static let indexDescriptors: [IndexDescriptor<Message>] = [.fullText(\.text)]
+    /// ```
     public static func fullText(_ field: KeyPath<M, String> & Sendable) -> IndexDescriptor {
         IndexDescriptor(keyPaths: [field], kind: .fullText)
     }
 
     /// A full-text index on an optional string field (nil has no words).
+    ///
+    /// ```swift
+    /// static let indexDescriptors: [IndexDescriptor<Note>] = [.fullText(\.title)]   // title: String?
+    /// ```
     public static func fullText(_ field: KeyPath<M, String?> & Sendable) -> IndexDescriptor {
         IndexDescriptor(keyPaths: [field], kind: .fullText)
     }

@@ -40,6 +40,10 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
 
     /// A collation with these options. No options: Unicode scalar order of the NFC form (a total
     /// order, unlike Swift's `String` `<` on this toolchain).
+    ///
+    /// ```swift
+    /// let numbersOnly = StringCollation([.numeric])   // "a9" < "a10", "B" < "a"
+    /// ```
     public init(_ options: Options) { self.options = options }
 
     /// Case-insensitive: `"apple" < "Banana" < "cherry"`.
@@ -58,6 +62,10 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
     }
 
     /// The collation a name (`description`) gives, or nil.
+    ///
+    /// ```swift
+    /// StringCollation(name: "caseInsensitive+numeric")   // case-insensitive, numbers by value
+    /// ```
     public init?(name: String) {
         if name == "natural" { self = .natural; return }
         if name == "scalars" { self.init([]); return }
@@ -70,6 +78,11 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
         self.init(options)
     }
 
+    /// Reads a collation stored by its name (as the catalog stores an index's collation).
+    ///
+    /// ```swift
+    /// let c = try JSONDecoder().decode(StringCollation.self, from: Data(#""natural""#.utf8))   // .natural
+    /// ```
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let name = try container.decode(String.self)
@@ -79,6 +92,11 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
         self = collation
     }
 
+    /// Writes the collation's name (`description`).
+    ///
+    /// ```swift
+    /// let json = try JSONEncoder().encode(StringCollation.caseInsensitive)   // "caseInsensitive"
+    /// ```
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)

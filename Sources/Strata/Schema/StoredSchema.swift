@@ -61,6 +61,11 @@ public struct IndexSchema: Codable, Equatable, Sendable {
         case fullText
     }
 
+    /// A single-field index, as catalogs have always stored it.
+    ///
+    /// ```swift
+    /// let index = IndexSchema(path: "email", unique: true)   // i:<Model>:email
+    /// ```
     public init(path: String, unique: Bool) {
         self.path = path
         self.unique = unique

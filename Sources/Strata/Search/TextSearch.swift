@@ -25,14 +25,22 @@ public struct TextSearch: Sendable, Hashable, ExpressibleByStringLiteral, Custom
         case phrase
     }
 
+    /// The words looked for, as written (`*` after a word makes it a prefix).
     public var text: String
+    /// How the words combine.
     public var mode: Mode
 
+    /// A search for the words of `text`, combined by `mode`.
+    ///
+    /// ```swift
+    /// let search = TextSearch("hello wor*", mode: .anyWord)
+    /// ```
     public init(_ text: String, mode: Mode = .allWords) {
         self.text = text
         self.mode = mode
     }
 
+    /// Every word of the literal: `search(\.text, "lunch tomorrow")`.
     public init(stringLiteral text: String) { self.init(text) }
 
     /// Every word of `text` (the default for a plain string).
@@ -42,6 +50,7 @@ public struct TextSearch: Sendable, Hashable, ExpressibleByStringLiteral, Custom
     /// The words of `text`, consecutive and in order.
     public static func phrase(_ text: String) -> TextSearch { TextSearch(text, mode: .phrase) }
 
+    /// The mode and the text, as `explain()` shows them: `allWords("lunch tom*")`.
     public var description: String { "\(mode.rawValue)(\(jsonString(text)))" }
 }
 
