@@ -44,6 +44,9 @@ let usage = """
       strata-bench kv [options]        raw key-value workloads: StrataStorage beside LMDB
       strata-bench live [options]      live results: commit-to-delivery latency, observers' cost to the writer
       strata-bench group [options]     group commit: 100 concurrent durable writers
+      strata-bench app [options]       app queries: a room's newest page, searches, contacts sorted
+                                       case-insensitively (Strata's compound, full-text and collated
+                                       indexes beside SQLite's composite index, FTS5 and NOCASE)
       strata-bench help
 
     options:
@@ -51,7 +54,7 @@ let usage = """
                             1_000_000, 100k, 1m work)
       --dir DIR             put the database files in DIR (default: a fresh temporary directory)
       --keep                keep the database files after the run (default: removed at the end)
-      --engines A,B         engines to run (objects: strata,sqlite,lmdb; kv: strata,lmdb)
+      --engines A,B         engines to run (objects: strata,sqlite,lmdb; kv: strata,lmdb; app: strata,sqlite)
       --workloads A,B       workloads to run (the bulk load always runs); see below
       --page-size P         page size of Strata's files in the kv suite (4096, 8192, 16384, 32768)
       --repeat R            run every engine R times, alternating their order, and report each

@@ -4,6 +4,7 @@
 //   strata-bench kv [options]               the raw key-value suite
 //   strata-bench live [options]             live results: delivery latency, observers' cost to the writer
 //   strata-bench group [options]            group commit: 100 concurrent durable writers
+//   strata-bench app [options]              app queries: room pages, searches, sorted contacts, beside SQLite
 //   strata-bench engine SUITE ENGINE ...    internal: one engine's phase, in a child process
 //
 // See Benchmarks/README.md for the workloads, the peers' settings and how to read the ratios.
@@ -15,7 +16,7 @@ import Darwin
 #endif
 
 /// Suite names, for messages; the first is the default.
-let suiteNames = [ObjectsSuite.name, KVSuite.name, LiveSuite.name, GroupSuite.name]
+let suiteNames = [ObjectsSuite.name, KVSuite.name, LiveSuite.name, GroupSuite.name, AppSuite.name]
 
 func suite(named name: String) -> (any BenchSuite.Type)? {
     switch name {
@@ -23,6 +24,7 @@ func suite(named name: String) -> (any BenchSuite.Type)? {
     case KVSuite.name: return KVSuite.self
     case LiveSuite.name: return LiveSuite.self
     case GroupSuite.name: return GroupSuite.self
+    case AppSuite.name: return AppSuite.self
     default: return nil
     }
 }

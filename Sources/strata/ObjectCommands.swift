@@ -32,7 +32,7 @@ func schema(path: String) throws(ToolFailure) {
         add(model.object, prefix: "", removed: false)
         print(table(["  field", "id", "type", ""], rows, rightAligned: [1]))
         for index in model.indexes {
-            print("  index \(index.path)\(index.unique ? " (unique)" : "")")
+            print("  index \(index.summary)")
         }
         print("")
     }

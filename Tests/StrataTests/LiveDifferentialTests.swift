@@ -44,6 +44,7 @@ struct LDInner: Codable, Sendable {
 
 struct LDThing: Model {
     static let indexes: [PartialKeyPath<LDThing> & Sendable] = [\.rank, \.weight, \.name, \.when]
+    static let indexDescriptors: [IndexDescriptor<LDThing>] = [.fullText(\.note), .on(\.name, collation: .caseInsensitive), .on(\.rank, \.when)]
     var id: Int
     var rank: Int          // indexed; 0..<4, so sorts by it have many ties
     var count: Int         // not indexed; 0..<10
@@ -101,6 +102,11 @@ struct LDThing: Model {
     // Value pools: small, so that sorts tie and updates often write what is already there.
     static let doubles: [Double] = [.nan, .infinity, -.infinity, -0.0, 0.0, 0.5, 1.5, -2.25, 3.0, 1e300]
     static let strings: [String] = ["", "e\u{301}", "\u{E9}", "😀", "👩‍👩‍👧", "a", "ab", "B", "zeta", "\u{C9}mile", "e", "ß"]
+    /// The words a full-text index reads in each of `strings` (folded for case and diacritics),
+    /// written out for the plain oracle.
+    /// ("e\u{301}" is the same key as "\u{E9}": Swift's `==` on strings is canonical equivalence.)
+    static let words: [String: [String]] = ["": [], "\u{E9}": ["e"], "😀": [], "👩‍👩‍👧": [], "a": ["a"], "ab": ["ab"],
+                                            "B": ["b"], "zeta": ["zeta"], "\u{C9}mile": ["emile"], "e": ["e"], "ß": ["ss"]]
     static let dates: [Date] = [-1e9, -1, 0, 1, 86_400, 7e8, 7e8 + 0.5].map { Date(timeIntervalSinceReferenceDate: $0) }
     static let tagPool = ["x", "y", "z"]
 
@@ -209,7 +215,23 @@ struct LDSort: Sendable {
         LDSort(descriptor: SortDescriptor(keyPath, order: reverse ? .reverse : .forward), double: nil, reverse: reverse, label: label + (reverse ? "↓" : "↑"))
     }
 
+    /// A string in a collation (the shape sorts with `sorted(by:collation:)`); the oracle compares
+    /// with the independent comparator of CollationTests.
+    static func collated(_ keyPath: KeyPath<LDThing, String> & Sendable, _ label: String, _ collation: StringCollation, reverse: Bool = false) -> LDSort {
+        var sort = LDSort(descriptor: SortDescriptor(keyPath, order: reverse ? .reverse : .forward), double: nil, reverse: reverse,
+                          label: label + " (\(collation))" + (reverse ? "↓" : "↑"))
+        sort.collated = { a, b in
+            let order = oracleCollate(a[keyPath: keyPath], b[keyPath: keyPath], collation.options)
+            if !reverse || order == .orderedSame { return order }
+            return order == .orderedAscending ? .orderedDescending : .orderedAscending
+        }
+        return sort
+    }
+
+    var collated: (@Sendable (LDThing, LDThing) -> ComparisonResult)?
+
     func compare(_ a: LDThing, _ b: LDThing) -> ComparisonResult {
+        if let collated { return collated(a, b) }
         if let double {
             let x = double(a), y = double(b)
             if x.isNaN || y.isNaN {
@@ -229,6 +251,11 @@ struct LDSort: Sendable {
 struct LDShape: Sendable {
     var name: String
     var predicate: Predicate<LDThing>?
+    /// A full-text search of `note`, its terms as the oracle reads them (folded word, prefix),
+    /// and whether it ranks the results.
+    var search: (text: TextSearch, terms: [LDTerm], ranked: Bool)?
+    /// The collation of the shape's String sorts (`sorted(by:collation:)`).
+    var collation: StringCollation?
     var sort: [LDSort] = []
     var distinctByRank = false
     var offset = 0
@@ -240,6 +267,7 @@ struct LDShape: Sendable {
     var label: String {
         var parts = [name]
         if !sort.isEmpty { parts.append("sort " + sort.map(\.label).joined(separator: ",")) }
+        if let collation { parts.append("collation \(collation)") }
         if distinctByRank { parts.append("distinct(rank)") }
         if offset > 0 { parts.append("offset \(offset)") }
         if let limit { parts.append("prefix \(limit)") }
@@ -250,7 +278,12 @@ struct LDShape: Sendable {
     func build(_ base: Results<LDThing>) -> Results<LDThing> {
         var results = base
         if let predicate { results = results.filter(predicate) }
-        if !sort.isEmpty { results = results.sorted(by: sort.map(\.descriptor)) }
+        if let search { results = results.search(\.note, search.text, ranked: search.ranked) }
+        if let collation, !sort.isEmpty {
+            results = results.sorted(by: sort.map(\.descriptor), collation: collation)
+        } else if !sort.isEmpty {
+            results = results.sorted(by: sort.map(\.descriptor))
+        }
         if distinctByRank { results = results.distinct(by: \.rank) }
         if offset > 0 { results = results.offset(offset) }
         if let limit { results = results.prefix(limit) }
@@ -260,8 +293,18 @@ struct LDShape: Sendable {
     /// The plain-array oracle over `all` (any order).
     func plain(_ all: [LDThing]) throws -> [LDThing] {
         var matching = try all.filter { try predicate?.evaluate($0) ?? true }
+        var scores: [Int: Double] = [:]
+        if let search {
+            let words = { (thing: LDThing) in LDThing.words[thing.note] ?? ["?"] }
+            matching = matching.filter { LDTerm.matches(search.text.mode, search.terms, words($0)) }
+            if search.ranked {
+                let ranked = LDTerm.scores(search.terms, all.map(words), matching.map(words))
+                for (thing, score) in zip(matching, ranked) { scores[thing.id] = score }
+            }
+        }
         let sort = self.sort
         matching.sort { a, b in
+            if let x = scores[a.id], let y = scores[b.id], x != y { return x > y }
             for key in sort {
                 switch key.compare(a, b) {
                 case .orderedAscending: return true
@@ -293,6 +336,21 @@ struct LDShape: Sendable {
             LDShape(name: "weight < 1 (started during writes)", predicate: #Predicate<LDThing> { $0.weight < 1 }, sort: [.double(\.weight, "weight")]),
             LDShape(name: "rank == 1 || count == 5 (started during writes)", predicate: #Predicate<LDThing> { $0.rank == 1 || $0.count == 5 },
                     sort: [.string(\.note, "note")], limit: 40),
+        ]
+    }
+
+    /// Observers of searches, collated sorts and compound-index walks.
+    static func indexed() -> [LDShape] {
+        let one = 1
+        return [
+            LDShape(name: "search \"e\"", search: (TextSearch("e"), [LDTerm("e")], false), sort: [.date(\.when, "when")]),
+            LDShape(name: "search any \"a* SS\"", search: (TextSearch.anyWord("a* SS"), [LDTerm("a", prefix: true), LDTerm("ss")], false)),
+            LDShape(name: "search any \"e zeta ab\" ranked", search: (TextSearch.anyWord("e zeta ab"), [LDTerm("e"), LDTerm("zeta"), LDTerm("ab")], true)),
+            LDShape(name: "rank <= 2 && search \"\u{C9}MILE\"", predicate: #Predicate<LDThing> { $0.rank <= 2 },
+                    search: (TextSearch("\u{C9}MILE"), [LDTerm("emile")], false), sort: [.int(\.count, "count", reverse: true)], limit: 10),
+            LDShape(name: "no filter", collation: .caseInsensitive, sort: [.collated(\.name, "name", .caseInsensitive)]),
+            LDShape(name: "no filter", collation: .natural, sort: [.collated(\.name, "name", .natural, reverse: true)], limit: 20),
+            LDShape(name: "rank == 1", predicate: #Predicate<LDThing> { $0.rank == one }, sort: [.date(\.when, "when", reverse: true)], limit: 10),
         ]
     }
 
@@ -337,7 +395,51 @@ struct LDShape: Sendable {
             LDShape(name: "rank <= 1", predicate: #Predicate<LDThing> { $0.rank <= 1 }, sort: [.date(\.when, "when")],
                     keyPaths: [\.ratio], observedSame: { $0.ratio.bitPattern == $1.ratio.bitPattern }),
             LDShape(name: "no filter", keyPaths: [\.inner.x], observedSame: { $0.inner.x == $1.inner.x }),
-        ]
+        ] + indexed()
+    }
+}
+
+/// A search term as the oracle reads it.
+struct LDTerm: Sendable {
+    var word: String
+    var prefix = false
+
+    init(_ word: String, prefix: Bool = false) {
+        self.word = word
+        self.prefix = prefix
+    }
+
+    func matches(_ word: String) -> Bool { prefix ? word.utf8.starts(with: self.word.utf8) : word.utf8.elementsEqual(self.word.utf8) }
+
+    /// The documented meaning of a search on a text's words (terms given distinct).
+    static func matches(_ mode: TextSearch.Mode, _ terms: [LDTerm], _ words: [String]) -> Bool {
+        switch mode {
+        case .allWords: return terms.allSatisfy { term in words.contains(where: term.matches) }
+        case .anyWord: return terms.contains { term in words.contains(where: term.matches) }
+        case .phrase:
+            guard words.count >= terms.count else { return false }
+            return (0...(words.count - terms.count)).contains { start in terms.indices.allSatisfy { terms[$0].matches(words[start + $0]) } }
+        }
+    }
+
+    /// BM25 as TextRanking documents it (the same formula as FullTextTests' oracle).
+    static func scores(_ terms: [LDTerm], _ all: [[String]], _ candidates: [[String]]) -> [Double] {
+        let texts = all.filter { !$0.isEmpty }
+        let n = Double(texts.count)
+        let average = texts.isEmpty ? 0 : Double(texts.reduce(0) { $0 + $1.count }) / n
+        let frequencies = terms.map { term in texts.filter { $0.contains(where: term.matches) }.count }
+        let k1 = 1.2, b = 0.75
+        return candidates.map { words in
+            let norm = average > 0 ? 1 - b + b * Double(words.count) / average : 1
+            var score = 0.0
+            for (t, term) in terms.enumerated() {
+                let count = words.filter(term.matches).count
+                if count == 0 { continue }
+                let tf = Double(count), df = Double(frequencies[t])
+                score += log(1 + (n - df + 0.5) / (df + 0.5)) * tf * (k1 + 1) / (tf + k1 * norm)
+            }
+            return score
+        }
     }
 }
 

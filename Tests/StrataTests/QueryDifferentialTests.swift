@@ -203,6 +203,8 @@ struct DiffSortSpec<M> {
     /// The sorted value of an object, for failure messages.
     let show: (M) -> String
     var nanKey: ((M) -> Double)?
+    /// For a String sort in the case's collation: the oracle's comparison (ascending).
+    var collated: ((M, M) -> ComparisonResult)?
 }
 
 struct DiffDistinctSpec<M: Model> {
@@ -249,6 +251,8 @@ struct DiffCase<M: Model> {
     var distinct: DiffDistinctSpec<M>?
     var window: [DiffWindow] = []
     var filterAfterSort = false
+    /// Sorts with `sorted(by:collation:)` (its String sort specs carry the oracle's comparison).
+    var collation: StringCollation?
 
     var descriptors: [SortDescriptor<M>] { sort.map { $0.spec.make($0.order) } }
 
@@ -256,7 +260,10 @@ struct DiffCase<M: Model> {
         var parts: [String] = []
         for p in predicates { parts.append(".filter(#Predicate { \(p.text) })") }
         for t in tests { parts.append(t.text) }
-        if !sort.isEmpty { parts.append(".sorted(by: " + sort.map { "\($0.spec.name)\($0.order == .reverse ? " reverse" : "")" }.joined(separator: ", ") + ")") }
+        if !sort.isEmpty {
+            parts.append(".sorted(by: " + sort.map { "\($0.spec.name)\($0.order == .reverse ? " reverse" : "")" }.joined(separator: ", ")
+                         + (collation.map { ", collation: \($0)" } ?? "") + ")")
+        }
         if let distinct { parts.append(".distinct(by: \(distinct.name))") }
         for w in window {
             switch w {
@@ -269,10 +276,13 @@ struct DiffCase<M: Model> {
 
     func results(_ base: Results<M>) -> Results<M> {
         var r = base
-        if filterAfterSort && !sort.isEmpty { r = r.sorted(by: descriptors) }
+        func sorted(_ r: Results<M>) -> Results<M> {
+            collation.map { r.sorted(by: descriptors, collation: $0) } ?? r.sorted(by: descriptors)
+        }
+        if filterAfterSort && !sort.isEmpty { r = sorted(r) }
         for p in predicates { r = r.filter(p.predicate) }
         for t in tests { r = t.apply(r) }
-        if !filterAfterSort && !sort.isEmpty { r = r.sorted(by: descriptors) }
+        if !filterAfterSort && !sort.isEmpty { r = sorted(r) }
         if let distinct { r = distinct.apply(r) }
         for w in window {
             switch w {
@@ -299,7 +309,10 @@ enum DiffOracle {
         where M.ID: Comparable {
         for (k, entry) in sort.enumerated() {
             var result: ComparisonResult
-            if let key = entry.spec.nanKey, key(a).isNaN || key(b).isNaN {
+            if let collated = entry.spec.collated {
+                result = collated(a, b)
+                if entry.order == .reverse && result != .orderedSame { result = result == .orderedAscending ? .orderedDescending : .orderedAscending }
+            } else if let key = entry.spec.nanKey, key(a).isNaN || key(b).isNaN {
                 let x = key(a).isNaN, y = key(b).isNaN
                 result = x && y ? .orderedSame : (x ? .orderedDescending : .orderedAscending)
                 if entry.order == .reverse && result != .orderedSame { result = result == .orderedAscending ? .orderedDescending : .orderedAscending }

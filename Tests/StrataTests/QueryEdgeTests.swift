@@ -146,6 +146,34 @@ struct QueryEdgeTests {
         #expect(db.objects(Edge.self).filter(orGuard).keys == [2, 3])
     }
 
+    /// Evaluation goes left to right and stops at the first false conjunct, so an object a later
+    /// conjunct's (or a later filter's) index would skip still evaluates the earlier ones, which
+    /// may throw; and a window does not stop the evaluation of a predicate that may throw.
+    @Test func aPredicateThatMayThrowIsEvaluatedOnEveryObjectBeforeIt() throws {
+        let objects = [Edge(id: 1, n: 5, opt: 3), Edge(id: 2, n: 0, opt: nil), Edge(id: 3, n: 5, opt: 9)]
+        let db = try database(objects)
+        let unwrapFirst = #Predicate<Edge> { $0.opt! > 1 && $0.n == 5 }
+        let unwrapLast = #Predicate<Edge> { $0.n == 5 && $0.opt! > 1 }
+        let unwrap = #Predicate<Edge> { $0.opt! > 1 }
+        let indexed = #Predicate<Edge> { $0.n == 5 }
+        let throwing: [Results<Edge>] = [
+            db.objects(Edge.self).filter(unwrapFirst),
+            db.objects(Edge.self).filter(unwrap).filter(indexed),
+            db.objects(Edge.self).filter(unwrap).prefix(1),
+            db.objects(Edge.self).filter(unwrap).sorted(by: SortDescriptor(\.n)).prefix(1),
+            db.objects(Edge.self).filter(unwrap).filter(indexed).sorted(by: SortDescriptor(\.n, order: .reverse)).prefix(1),
+        ]
+        for (i, results) in throwing.enumerated() {
+            #expect(throws: StrataError.self, "shape \(i)") { try results.fetchCount() }
+            #expect(throws: StrataError.self, "shape \(i)") { try results.fetch() }
+            #expect(results.error != nil, "shape \(i)")
+        }
+        // Conjuncts before the unwrap narrow the candidates: object 2 never reaches it.
+        #expect(try db.objects(Edge.self).filter(unwrapLast).fetch().map(\.id) == [1, 3])
+        #expect(try db.objects(Edge.self).filter(indexed).filter(unwrap).fetch().map(\.id) == [1, 3])
+        #expect(db.objects(Edge.self).filter(indexed).filter(unwrap).explain().contains("i:Edge:n"))
+    }
+
     @Test func stringRangesFollowSwiftsOwnComparison() throws {
         struct Word: Model {
             static let indexes: [PartialKeyPath<Word> & Sendable] = [\.indexed]

@@ -24,6 +24,17 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let uniqueIndexPositions: [Int]
     /// Whether each indexed field is an array (one entry per element).
     let indexIsArray: [Bool]
+    /// Every key path of each index, in order (a compound index has several).
+    let indexKeyPaths: [[PartialKeyPath<M> & Sendable]]
+    /// Positions of the indexes whose entries are computed from record bytes (compound, collated
+    /// and full-text: IndexEntries); the others use the typed path, `indexKeys`.
+    let recordIndexPositions: [Int]
+    /// The stored type of every field path (dotted into nested structs), for the planner: looked
+    /// up on every query, so built once.
+    private let fieldTypes: [String: FieldType]
+
+    /// The type of the stored field at a dotted path (as `ObjectSchema.type(atPath:)`).
+    func type(atPath path: String) -> FieldType? { fieldTypes[path] }
     /// The stored field holding the primary key (`id`, or its coding key such as `_id`), or
     /// `FieldNames.primaryKeyPath` when `id` is computed: what conditions on `\.id` name.
     let keyPath: String
@@ -35,11 +46,22 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     private let decoders: CoderPool
     private let encoders: CoderPool
 
-    init(stored: StoredModelSchema, indexes: [(IndexSchema, PartialKeyPath<M> & Sendable)], placeholder: M) {
+    init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder
         self.name = stored.name
         self.stored = stored
-        self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1) }
+        self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1[0]) }
+        self.indexKeyPaths = indexes.map(\.1)
+        self.recordIndexPositions = indexes.indices.filter { !indexes[$0].0.isSingleValue }
+        var types: [String: FieldType] = [:]
+        func collect(_ object: ObjectSchema, prefix: String) {
+            for field in object.fields where !field.removed {
+                types[prefix + field.name] = field.type
+                if case .object(let nested) = field.type.unwrapped { collect(nested, prefix: prefix + field.name + ".") }
+            }
+        }
+        collect(stored.object, prefix: "")
+        self.fieldTypes = types
         self.autoIncrement = isAutoIncrementKey(M.ID.self)
         self.indexTreeNames = indexes.map { $0.0.treeName(model: stored.name) }
         self.indexValueTypes = indexes.map { index in
@@ -114,13 +136,60 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             var key: [UInt8] = []
             key.reserveCapacity(16 + primaryKey.count)
             guard KeyEncoding.append(element, as: valueType, to: &key) else {
-                throw StrataError.unsupportedType(model: name, field: schema.path, reason: "\(type(of: element)) values cannot be indexed")
+                throw StrataError.unsupportedType(model: name, field: schema.path, reason: "\(Swift.type(of: element)) values cannot be indexed")
             }
             if !schema.unique { key.append(contentsOf: primaryKey) }
             return key
         }
         if indexIsArray[i], let array = value as? [Any] { return try array.map(key) }
         return [try key(value)]
+    }
+
+    /// Builds compound, collated and full-text indexes from the record bytes alone (nothing is
+    /// decoded), a batch of records at a time: a write invalidates cursors, and holding every
+    /// entry of a large model at once would take more memory than the index itself.
+    private func buildRecordIndexes(_ built: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
+        if built.isEmpty { return }
+        let trees = try built.map { try txn.createTree($0.treeName(model: name)) }
+        var stats = [(documents: Int, words: Int)](repeating: (0, 0), count: built.count)
+        var after: [UInt8]?
+        let batch = 4_096
+        while true {
+            guard let records = try txn.tree(recordTree) else { return }
+            var rows: [([UInt8], [[IndexPair]])] = []
+            var last: [UInt8]?
+            try records.makeCursor().forEach(from: after, to: nil, reverse: false) { key, record in
+                if let after, key.elementsEqual(after) { return true }
+                let primaryKey = Array(key)
+                var perIndex: [[IndexPair]] = []
+                for (i, index) in built.enumerated() {
+                    let (pairs, words) = try IndexEntries.entries(record, schema: stored.object, index: index, primaryKey: primaryKey)
+                    perIndex.append(pairs)
+                    if words > 0 { stats[i].documents += 1; stats[i].words += words }
+                }
+                rows.append((primaryKey, perIndex))
+                last = primaryKey
+                return rows.count < batch
+            }
+            for (primaryKey, perIndex) in rows {
+                for (i, pairs) in perIndex.enumerated() {
+                    for pair in pairs {
+                        if built[i].unique {
+                            if try !trees[i].insert(pair.key, pair.value) {
+                                throw StrataError.uniqueViolation(model: name, field: built[i].summary, value: "that of " + primaryKey.withUnsafeBytes { describeStoredKey($0) })
+                            }
+                        } else {
+                            try trees[i].put(pair.key, pair.value)
+                        }
+                    }
+                }
+            }
+            guard let last, rows.count == batch else { break }
+            after = last
+        }
+        for (i, index) in built.enumerated() where index.isFullText {
+            try trees[i].put(TextPostingValue.statsKey, TextPostingValue.stats(documents: stats[i].documents, words: stats[i].words))
+        }
     }
 
     /// A stored key as text for messages, read as the model's key type.
@@ -151,7 +220,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
         guard let records = try txn.tree(recordTree) else { return }
-        let built = paths.compactMap { path in indexes.firstIndex(where: { $0.schema == path }).map { (path, $0) } }
+        let all = paths.compactMap { path in indexes.firstIndex(where: { $0.schema == path }).map { (path, $0) } }
+        try buildRecordIndexes(all.filter { !$0.0.isSingleValue }.map(\.0), in: txn)
+        let built = all.filter { $0.0.isSingleValue }
         if built.isEmpty { return }
         // Read (and decode) once for every index, then write: a write invalidates the cursors.
         var rows: [([UInt8], M)] = []
@@ -186,22 +257,45 @@ extension Model {
         if KeyEncoding.supportsKey(ID.self) == false {
             throw StrataError.unsupportedType(model: modelName, field: "id", reason: "\(ID.self) cannot be a primary key (use an integer, String, UUID, Date, Data or an enum with such a raw value)")
         }
-        var indexes: [(IndexSchema, PartialKeyPath<Self> & Sendable)] = []
-        for (keyPath, unique) in Self.indexes.map({ ($0, false) }) + Self.uniqueIndexes.map({ ($0, true) }) {
+        var indexes: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []
+        func path(of keyPath: PartialKeyPath<Self> & Sendable) throws -> String {
             guard let path = fieldPath(of: keyPath) else {
                 throw StrataError.unsupportedType(model: modelName, field: String(describing: keyPath), reason: "an index must name a stored field by key path")
             }
             guard current.type(atPath: path) != nil else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
             }
-            // A field named twice (in both lists, or twice in one) has one index, unique if either
-            // says so: two indexes of one path would share one tree.
-            if let same = indexes.firstIndex(where: { $0.0.path == path }) {
-                if unique { indexes[same].0.unique = true }
+            return path
+        }
+        for (keyPath, unique) in Self.indexes.map({ ($0, false) }) + Self.uniqueIndexes.map({ ($0, true) }) {
+            indexes.append((IndexSchema(path: try path(of: keyPath), unique: unique), [keyPath]))
+        }
+        for descriptor in Self.indexDescriptors {
+            let paths = try descriptor.keyPaths.map(path(of:))
+            let schema = try IndexSchema.validated(descriptor.kind, paths: paths, object: current, model: modelName)
+            indexes.append((schema, descriptor.keyPaths))
+        }
+        // Declarations of one index: the same one twice is one index, and one declared both plain
+        // and unique is unique (the stronger). Two different indexes that would share a tree are
+        // an error.
+        var byTree: [String: Int] = [:]
+        var declared: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []
+        for index in indexes {
+            let tree = index.0.treeName(model: modelName)
+            guard let at = byTree[tree] else {
+                byTree[tree] = declared.count
+                declared.append(index)
                 continue
             }
-            indexes.append((IndexSchema(path: path, unique: unique), keyPath))
+            var kept = declared[at].0, other = index.0
+            kept.unique = kept.unique || other.unique
+            other.unique = kept.unique
+            guard kept == other else {
+                throw StrataError.unsupportedType(model: modelName, field: index.0.path, reason: "two different indexes are declared on \(index.0.summary); declare it once")
+            }
+            declared[at].0 = kept
         }
+        indexes = declared
         var merged: ObjectSchema
         if let stored {
             if stored.keyType != keyType {
@@ -248,11 +342,16 @@ enum IndexEntry {
 
     /// The primary key an index entry points at.
     static func primaryKey(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, unique: Bool) throws -> [UInt8] {
-        if unique { return Array(value) }
+        Array(try primaryKeyBytes(key: key, value: value, unique: unique))
+    }
+
+    /// The primary key an index entry points at, as a view into the entry (no copy).
+    static func primaryKeyBytes(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, unique: Bool) throws -> UnsafeRawBufferPointer {
+        if unique { return value }
         var reader = ByteReader(value)
         let length = try reader.varint()
         guard length <= UInt64(key.count) else { throw StrataError.corruptRecord("index entry names a key longer than itself") }
-        return Array(key[(key.count - Int(length))...])
+        return UnsafeRawBufferPointer(rebasing: key[(key.count - Int(length))...])
     }
 }
 
@@ -333,4 +432,37 @@ extension KeyEncoding {
 func isAutoIncrementKey(_ type: Any.Type) -> Bool {
     type == Optional<Int>.self || type == Optional<Int64>.self || type == Optional<Int32>.self
         || type == Optional<UInt64>.self || type == Optional<UInt>.self || type == Optional<UInt32>.self
+}
+
+extension IndexSchema {
+    /// The stored form of a declared `IndexDescriptor`, after checking that its fields can be
+    /// indexed that way: a full-text index needs a `String` field; a compound index stored values
+    /// that are not arrays, dictionaries or structs; a collation at least one `String` field.
+    static func validated<M>(_ kind: IndexDescriptor<M>.Kind, paths: [String], object: ObjectSchema, model: String) throws -> IndexSchema {
+        let types = paths.map { object.type(atPath: $0) ?? .string }
+        switch kind {
+        case .fullText:
+            guard types[0].unwrapped == .string else {
+                throw StrataError.unsupportedType(model: model, field: paths[0], reason: "a full-text index needs a String field, not \(types[0])")
+            }
+            return IndexSchema(paths: paths, unique: false, collation: nil, kind: .fullText)
+        case let .values(unique, collation):
+            if Set(paths).count != paths.count {
+                throw StrataError.unsupportedType(model: model, field: paths.joined(separator: ","), reason: "an index names a field twice")
+            }
+            for (path, type) in zip(paths, types) {
+                switch type.unwrapped {
+                case .array, .dictionary, .object:
+                    if paths.count > 1 || collation != nil {
+                        throw StrataError.unsupportedType(model: model, field: path, reason: "a compound or collated index needs stored values, not \(type)")
+                    }
+                default: break
+                }
+            }
+            if collation != nil, !types.contains(where: { $0.unwrapped == .string }) {
+                throw StrataError.unsupportedType(model: model, field: paths.joined(separator: ","), reason: "a collation orders String fields, and this index has none")
+            }
+            return IndexSchema(paths: paths, unique: unique, collation: collation, kind: nil)
+        }
+    }
 }

@@ -73,8 +73,10 @@ private struct ObjectCheck {
             }
             return
         }
-        // The entries every index should hold, from the records.
+        // The entries every index should hold (key → value), from the records; and a full-text
+        // index's statistics.
         var expected = [[[UInt8]: [UInt8]]](repeating: [:], count: schema.indexes.count)
+        var textStats = [(documents: Int, words: Int)](repeating: (0, 0), count: schema.indexes.count)
         var dangling: [String: (count: Int, sample: String)] = [:]
         try records.forEach { key, record in
             report.objects += 1
@@ -97,12 +99,16 @@ private struct ObjectCheck {
             }
             for (i, index) in schema.indexes.enumerated() {
                 do {
-                    for value in try RecordIndexKeys.values(record, schema: schema.object, path: index.path) {
-                        let entry = index.unique ? value : value + Array(key)
-                        if let other = expected[i][entry], index.unique, other != Array(key) {
+                    let (pairs, words) = try IndexEntries.entries(record, schema: schema.object, index: index, primaryKey: Array(key))
+                    for pair in pairs {
+                        if let other = expected[i][pair.key], index.unique, other != pair.value {
                             problem("\(model) \(keyText): its \(index.path) value is also another object's, in a unique index")
                         }
-                        expected[i][entry] = Array(key)
+                        expected[i][pair.key] = pair.value
+                    }
+                    if words > 0 {
+                        textStats[i].documents += 1
+                        textStats[i].words += words
                     }
                 } catch {
                     problem("\(model) \(keyText): the value of indexed \(index.path) does not read: \(error)")
@@ -126,24 +132,36 @@ private struct ObjectCheck {
         for (i, index) in schema.indexes.enumerated() {
             let treeName = index.treeName(model: model)
             guard let tree = try txn.tree(treeName) else {
-                if !expected[i].isEmpty { problem("\(model): the index on \(index.path) is missing (\(expected[i].count) entries expected)") }
+                if !expected[i].isEmpty { problem("\(model): the index on \(index.summary) is missing (\(expected[i].count) entries expected)") }
                 continue
             }
             var remaining = expected[i]
             try tree.forEach { key, value in
                 report.indexEntries += 1
                 let entry = Array(key)
-                guard let owner = remaining.removeValue(forKey: entry) else {
-                    problem("\(model): index \(index.path) has an entry no record gives (\(entry.count) bytes)")
+                if index.isFullText && entry == TextPostingValue.statsKey {
+                    // The statistics entry: texts with words, and their words in all.
+                    let stored = try? TextPostingValue.readStats(value)
+                    if stored?.documents != textStats[i].documents || stored?.words != textStats[i].words {
+                        problem("\(model): full-text index \(index.path) counts \(stored.map { "\($0.documents) texts of \($0.words) words" } ?? "unreadably"), the records \(textStats[i].documents) texts of \(textStats[i].words) words")
+                    }
                     return true
                 }
-                if index.unique ? !value.elementsEqual(owner) : (try? IndexEntry.primaryKey(key: key, value: value, unique: false)) != owner {
-                    problem("\(model): an entry of index \(index.path) names the wrong object")
+                guard let expectedValue = remaining.removeValue(forKey: entry) else {
+                    problem("\(model): index \(index.summary) has an entry no record gives (\(entry.count) bytes)")
+                    return true
+                }
+                if !value.elementsEqual(expectedValue) {
+                    problem(index.isFullText ? "\(model): an entry of full-text index \(index.path) holds other positions than its record's text gives"
+                                             : "\(model): an entry of index \(index.summary) names the wrong object")
                 }
                 return true
             }
+            if index.isFullText, textStats[i].documents > 0, try tree.get(TextPostingValue.statsKey) == nil {
+                problem("\(model): full-text index \(index.path) lacks its statistics entry")
+            }
             if !remaining.isEmpty {
-                problem("\(model): \(remaining.count) record(s) lack their entry in index \(index.path)")
+                problem("\(model): \(remaining.count) record(s) lack their entry in index \(index.summary)")
             }
         }
     }

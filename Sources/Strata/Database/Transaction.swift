@@ -122,9 +122,12 @@ public final class Transaction {
         }
         let newIndexKeys = try indexKeys(info, object, key: key)
         try checkUnique(info, newIndexKeys, key: key, object: object)
+        let newEntries = try record.withUnsafeBytes { try recordIndexEntries(info, $0, key: key) }
+        try checkUnique(info, newEntries, key: key, object: object)
         try wrapStorage {
             try records.put(key, record)
             try applyIndexChanges(info, old: nil, new: newIndexKeys, key: key)
+            try applyIndexChanges(info, old: [], new: newEntries)
         }
         return object
     }
@@ -158,7 +161,7 @@ public final class Transaction {
         let record = try info.encode(object)
         // Writing identical bytes would change nothing but still reach observers as a commit.
         if record.elementsEqual(oldRecord) { return (object, false) }
-        try replace(info, records: records, key: key, old: try info.decode(oldRecord), new: object, record: record)
+        try replace(info, records: records, key: key, old: try info.decode(oldRecord), oldRecord: oldRecord, new: object, record: record)
         return (object, true)
     }
 
@@ -183,20 +186,25 @@ public final class Transaction {
         // If `body` wrote in this transaction, the old record's view may be stale: read it again.
         let current: UnsafeRawBufferPointer? = txn.changeCount == stamp ? oldRecord : try wrapStorage { try records.view(keyBytes) }
         if let current, record.elementsEqual(current) { return new }
-        try replace(info, records: records, key: keyBytes, old: old, new: new, record: record)
+        try replace(info, records: records, key: keyBytes, old: old, oldRecord: current, new: new, record: record)
         return new
     }
 
     /// Stores `record` over the old one and moves the index entries; the old object is decoded
-    /// only when there are indexes to move.
+    /// only when there are indexes to move. `oldRecord` (the stored bytes, read before anything
+    /// is written) gives the old entries of compound, collated and full-text indexes.
     private func replace<M: Model>(_ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: @autoclosure () throws -> M,
-                                   new: M, record: [UInt8]) throws {
-        let oldKeys = info.indexes.isEmpty ? [] : try indexKeys(info, try old(), key: key)
+                                   oldRecord: UnsafeRawBufferPointer?, new: M, record: [UInt8]) throws {
+        let oldKeys = info.recordIndexPositions.count == info.indexes.count ? noKeys(info) : try indexKeys(info, try old(), key: key)
         let newKeys = try indexKeys(info, new, key: key)
         try checkUnique(info, newKeys, key: key, object: new)
+        let oldEntries = try oldRecord.map { try recordIndexEntries(info, $0, key: key) } ?? []
+        let newEntries = try record.withUnsafeBytes { try recordIndexEntries(info, $0, key: key) }
+        try checkUnique(info, newEntries, key: key, object: new)
         try wrapStorage {
             try records.put(key, record)
             try applyIndexChanges(info, old: oldKeys, new: newKeys, key: key)
+            try applyIndexChanges(info, old: oldEntries, new: newEntries)
         }
     }
 
@@ -213,10 +221,11 @@ public final class Transaction {
         guard let records = try wrapStorage({ try txn.tree(info.recordTree) }),
               let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else { return false }
         if !maintainsIndexes || info.indexes.isEmpty { return try wrapStorage { try records.delete(keyBytes) } }
-        let old = try known ?? info.decode(oldRecord)
-        let oldKeys = try indexKeys(info, old, key: keyBytes)
+        let oldKeys = info.recordIndexPositions.count == info.indexes.count ? noKeys(info) : try indexKeys(info, try known ?? info.decode(oldRecord), key: keyBytes)
+        let oldEntries = try recordIndexEntries(info, oldRecord, key: keyBytes)
         try wrapStorage {
             try applyIndexChanges(info, old: oldKeys, new: nil, key: keyBytes)
+            try applyIndexChanges(info, old: oldEntries, new: [])
             _ = try records.delete(keyBytes)
         }
         return true
@@ -253,8 +262,55 @@ public final class Transaction {
 
     // MARK: Indexes
 
+    /// No entries for any index: what `indexKeys` gives when every index is record-computed,
+    /// without decoding the object.
+    private func noKeys<M: Model>(_ info: ModelInfo<M>) -> [[[UInt8]]] { Array(repeating: [], count: info.indexes.count) }
+
+    /// The entries of the single-field indexes, from the object (none for the others).
     private func indexKeys<M: Model>(_ info: ModelInfo<M>, _ object: M, key: [UInt8]) throws -> [[[UInt8]]] {
-        try info.indexes.indices.map { try info.indexKeys(object, index: $0, primaryKey: key) }
+        try info.indexes.indices.map { info.indexes[$0].schema.isSingleValue ? try info.indexKeys(object, index: $0, primaryKey: key) : [] }
+    }
+
+    /// The entries of the compound, collated and full-text indexes (`info.recordIndexPositions`,
+    /// in order), from the record's bytes: exactly what `strata check` expects of them.
+    private func recordIndexEntries<M: Model>(_ info: ModelInfo<M>, _ record: UnsafeRawBufferPointer, key: [UInt8]) throws -> [(pairs: [IndexPair], words: Int)] {
+        try info.recordIndexPositions.map { i in
+            try IndexEntries.entries(record, schema: info.stored.object, index: info.indexes[i].schema, primaryKey: key)
+        }
+    }
+
+    /// `checkUnique` for record-computed entries.
+    private func checkUnique<M: Model>(_ info: ModelInfo<M>, _ entries: [(pairs: [IndexPair], words: Int)], key: [UInt8], object: M) throws {
+        for (n, i) in info.recordIndexPositions.enumerated() where info.indexes[i].schema.unique {
+            let tree = try indexTree(info, i)
+            for pair in entries[n].pairs {
+                if let owner = try wrapStorage({ try tree.view(pair.key) }), !owner.elementsEqual(key) {
+                    let values = info.indexKeyPaths[i].map { describeKey(object[keyPath: $0]) }
+                    throw StrataError.uniqueViolation(model: info.name, field: info.indexes[i].schema.paths.joined(separator: ", "),
+                                                      value: values.joined(separator: ", "))
+                }
+            }
+        }
+    }
+
+    /// Moves the entries of record-computed indexes from `old` to `new` (each as
+    /// `recordIndexEntries` gives them; empty for none), and a full-text index's statistics.
+    private func applyIndexChanges<M: Model>(_ info: ModelInfo<M>, old: [(pairs: [IndexPair], words: Int)], new: [(pairs: [IndexPair], words: Int)]) throws {
+        for (n, i) in info.recordIndexPositions.enumerated() {
+            let before: (pairs: [IndexPair], words: Int) = n < old.count ? old[n] : ([], 0)
+            let after: (pairs: [IndexPair], words: Int) = n < new.count ? new[n] : ([], 0)
+            if before.pairs == after.pairs { continue }
+            let tree = try indexTree(info, i)
+            let freshKeys = Set(after.pairs.map(\.key))
+            let kept = Set(before.pairs)
+            for pair in before.pairs where !freshKeys.contains(pair.key) { try tree.delete(pair.key) }
+            for pair in after.pairs where !kept.contains(pair) { try tree.put(pair.key, pair.value) }
+            if info.indexes[i].schema.isFullText && before.words != after.words {
+                let (documents, words) = try TextPostingValue.readStats(try tree.view(TextPostingValue.statsKey))
+                let documentDelta = (after.words > 0 ? 1 : 0) - (before.words > 0 ? 1 : 0)
+                try tree.put(TextPostingValue.statsKey, TextPostingValue.stats(documents: documents + documentDelta, words: words + after.words - before.words))
+            }
+        }
     }
 
     /// Throws before anything is written, so a violation leaves the transaction usable.

@@ -253,7 +253,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         liveObjects = []
         do {
             let info = try db.info(M.self)
-            let order = ResultOrder(query.sort, info: info)
+            let order = ResultOrder(query, info: info)
             guard order.isEncoded else {
                 live = rows
                 liveObjects = objects
@@ -388,10 +388,13 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
 
     /// Whether changes to `keys` can change the results: one was in them, or one now matches. With
     /// an offset, an object before the window that leaves the query (or is deleted) shifts the
-    /// window without ever having been in it or matching now: every change may matter.
+    /// window without ever having been in it or matching now: every change may matter; so may
+    /// any change to results ranked by relevance.
     private func affects(_ keys: Set<[UInt8]>) throws -> Bool {
         if !keys.isDisjoint(with: lastKeys) { return true }
-        if !query.hasConditions || query.offset > 0 { return true }
+        // Relevance depends on every text of the model (how many have each word, their lengths):
+        // any change may reorder the results.
+        if !query.hasConditions || query.offset > 0 || query.ranking != nil { return true }
         let info = try db.info(M.self)
         let snapshot = try db.observers.snapshot(db)
         guard let records = try wrapStorage({ try snapshot.txn.tree(info.recordTree) }) else { return false }
@@ -430,8 +433,8 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             lastKeys = Set(found.keys)
             seenVersion = max(seenVersion, snapshot.version)   // everything up to it is in these results
             // Keep the rows for incremental updates when the order is a key order.
-            if query.offset == 0, query.limit == nil, query.distinct.isEmpty,
-               case let order = ResultOrder(query.sort, info: info), order.isEncoded {
+            if query.offset == 0, query.limit == nil, query.distinct.isEmpty, query.ranking == nil,
+               case let order = ResultOrder(query, info: info), order.isEncoded {
                 var kept: [LiveRow] = []
                 kept.reserveCapacity(current.count)
                 sortKeyOf.removeAll(keepingCapacity: true)

@@ -20,12 +20,15 @@ public protocol Model: Codable, Sendable, Identifiable where ID: Codable & Senda
     /// Fields with a unique secondary index: no two objects may share a value. A field listed here
     /// and in `indexes` has one index, the unique one.
     static var uniqueIndexes: [PartialKeyPath<Self> & Sendable] { get }
+    /// Compound, collated and full-text indexes (see `IndexDescriptor`).
+    static var indexDescriptors: [IndexDescriptor<Self>] { get }
 }
 
 extension Model {
     public static var modelName: String { String(describing: Self.self) }
     public static var indexes: [PartialKeyPath<Self> & Sendable] { [] }
     public static var uniqueIndexes: [PartialKeyPath<Self> & Sendable] { [] }
+    public static var indexDescriptors: [IndexDescriptor<Self>] { [] }
 }
 
 /// A reference to another object by its primary key.

@@ -3,8 +3,11 @@ import Foundation
 // Chooses how a query reaches its candidates: the primary-key tree or a secondary index, over
 // key ranges derived from the predicate's conditions, or a full scan. Several conditions joined by
 // && use the most selective access (estimated by counting entries, capped); || unions accesses
-// when every branch has one. A single sort on an indexed number, date or bool walks that index in
-// order and stops as soon as the window is full.
+// when every branch has one. A compound index serves equality on a leading run of its fields plus
+// a range on the next (IndexMatch.swift); a full-text index serves a search. A sort on the
+// trailing fields of an index (after fields fixed by equality) whose order is the key order (a
+// number, date or bool, or a string in the index's collation) walks that index in order and stops
+// as soon as the window is full.
 
 /// A half-open byte range of keys: lower inclusive, upper exclusive; nil is unbounded.
 struct KeyRange {
@@ -32,6 +35,8 @@ func successor(of prefix: [UInt8]) -> [UInt8]? {
 enum AccessSource {
     case primary
     case index(Int)
+    /// A full-text index, for a search (its ranges are unused: TextIndexReader finds the keys).
+    case text(Int, ParsedSearch)
 }
 
 struct Access {
@@ -40,11 +45,23 @@ struct Access {
     var conditions: [String]
 }
 
+/// An index walked in order for the sort: the entries of `range`, ascending unless `reverse`.
+struct OrderedWalk {
+    var index: Int
+    var reverse: Bool
+    var range: KeyRange
+    /// The conditions the range stands for, for `explain()`.
+    var conditions: [String]
+    /// The range holds exactly the matches (every condition consumed exactly): no record needs
+    /// reading to filter.
+    var exact: Bool
+}
+
 struct Plan {
     /// Empty: full scan of the primary tree.
     var accesses: [Access] = []
-    /// Walk this index in order for the sort (ascending unless `reverse`).
-    var orderedIndex: (index: Int, reverse: Bool)?
+    /// Walk this index in order for the sort.
+    var walk: OrderedWalk?
     var estimate: Int?
     /// The accesses return exactly the matches: no residual filter needed.
     var exact = false
@@ -70,22 +87,110 @@ enum Planner {
             plan.estimate = best.estimate
             plan.exact = conditions.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
         }
-        if query.sort.count == 1, query.distinct.isEmpty, let keyPath = query.sort[0].keyPath, let path = fieldPath(of: keyPath),
-           let i = info.indexes.firstIndex(where: { $0.schema.path == path }),
-           let type = info.stored.object.type(atPath: path), ResultOrder<M>.isKeyOrdered(type),
-           plan.accesses.isEmpty || (plan.estimate ?? Int.max) > 1000 {
+        // A compound or collated index that consumes more of the conditions may do better.
+        // (Estimates count index entries, up to 10,000: taken only to compare two choices.)
+        // Only the conjuncts before any that may throw can narrow the candidates (see `mayThrow`).
+        // A match is exact only when its leaves are every conjunct.
+        var leaves: [Condition] = []
+        var conjunctCount = 0
+        for c in conditions { conjunctCount += c.conjuncts.count }
+        leaves: for c in conditions {
+            for leaf in c.conjuncts {
+                if leaf.mayThrow { break leaves }
+                leaves.append(leaf)
+            }
+        }
+        let allLeaves = leaves.count == conjunctCount
+        let found = IndexMatch.all(leaves: leaves, info: info)
+        let matches = found.filter { !$0.ranges.isEmpty }
+        for match in matches {
+            let access = Access(source: .index(match.index), ranges: match.ranges, conditions: match.conditions)
+            if plan.accesses.isEmpty && matches.count == 1 {
+                plan.accesses = [access]
+                plan.exact = match.exact && allLeaves
+                break
+            }
+            let current = try plan.estimate ?? estimate(plan.accesses, info: info, source: source)
+            let estimate = try estimate(access, info: info, source: source)
+            if plan.accesses.isEmpty || estimate < current || (estimate == current && match.exact && !plan.exact) {
+                plan.accesses = [access]
+                plan.estimate = estimate
+                plan.exact = match.exact && allLeaves
+            } else {
+                plan.estimate = current
+            }
+        }
+        if query.distinct.isEmpty, query.ranking == nil, var walk = try orderedWalk(query, leaves: leaves, matches: found, info: info, source: source, plan: &plan) {
             plan.accesses = []
-            plan.orderedIndex = (i, query.sort[0].order == .reverse)
+            plan.exact = false   // the walk says itself whether it is exact
+            walk.exact = walk.exact && allLeaves
+            plan.walk = walk
         }
         return plan
     }
 
+    /// The best index walked in the sort's order, when one serves it and is no worse than the
+    /// access chosen: the sort names an index's trailing fields, each with the same direction and
+    /// key-ordered (a string in the index's collation, when the query sorts in that collation),
+    /// and the fields before them are fixed by equality.
+    private static func orderedWalk<M: Model, S: TreeSource>(_ query: Query<M>, leaves: [Condition], matches: [IndexMatch], info: ModelInfo<M>,
+                                                              source: S, plan: inout Plan) throws -> OrderedWalk? {
+        guard let first = query.sort.first else { return nil }
+        var sortPaths: [String] = []
+        for descriptor in query.sort {
+            guard descriptor.order == first.order, let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath) else { return nil }
+            sortPaths.append(path)
+        }
+        let reverse = query.sort[0].order == .reverse
+        var candidates: [OrderedWalk] = []
+        for (i, index) in info.indexes.enumerated() where !index.schema.isFullText {
+            let paths = index.schema.paths
+            guard paths.count >= sortPaths.count, Array(paths.suffix(sortPaths.count)) == sortPaths else { continue }
+            // The sort's collation must be the index's for strings; other fields must be key-ordered.
+            let walkable = sortPaths.allSatisfy { path in
+                guard let type = info.type(atPath: path) else { return false }
+                if case .array = type.unwrapped { return false }
+                if type.unwrapped == .string { return index.schema.collation != nil && index.schema.collation == query.collation }
+                return ResultOrder<M>.isKeyOrdered(type)
+            }
+            guard walkable else { continue }
+            // The match found above serves when it fixed exactly the leading fields.
+            let fixed = paths.count - sortPaths.count
+            let known = matches.first { $0.index == i && $0.fixed == fixed && $0.ranges.count == 1 }
+            guard let match = known ?? IndexMatch.walkRange(index: i, fixed: fixed, leaves: leaves, info: info) else { continue }
+            candidates.append(OrderedWalk(index: i, reverse: reverse, range: match.ranges[0], conditions: match.conditions, exact: match.exact))
+        }
+        if candidates.isEmpty { return nil }
+        // Nothing to compare with, or the access chosen is this walk's own index over the same
+        // conditions: walk without estimating.
+        if plan.accesses.isEmpty && candidates.count == 1 { return candidates[0] }
+        if plan.accesses.count == 1, case .index(let i) = plan.accesses[0].source,
+           let same = candidates.first(where: { $0.index == i && Set($0.conditions).isSuperset(of: plan.accesses[0].conditions) }) {
+            return same
+        }
+        var best: (walk: OrderedWalk, estimate: Int)?
+        for walk in candidates {
+            let estimate = try estimate(Access(source: .index(walk.index), ranges: [walk.range], conditions: []), info: info, source: source)
+            if best == nil || estimate < best!.estimate { best = (walk, estimate) }
+        }
+        guard let best else { return nil }
+        if plan.accesses.isEmpty { return best.walk }
+        let current = try plan.estimate ?? estimate(plan.accesses, info: info, source: source)
+        plan.estimate = current
+        // Walking is the better plan unless another access is clearly more selective.
+        if best.estimate <= current || current > 1000 { return best.walk }
+        return nil
+    }
+
     /// Whether the key ranges of this single condition select exactly the objects Swift's
     /// evaluation would: integers, bools, strings and UUIDs compare the same as their key encodings
-    /// (strings after NFC); floating point is excluded (NaN), and so are arrays and prefixes.
+    /// (strings after NFC), and so do floating point and dates, whose ranges leave NaN out (and
+    /// -0.0 is stored as 0.0, which it equals); arrays and prefixes are excluded.
     static func isExact<M: Model>(_ condition: Condition, info: ModelInfo<M>) -> Bool {
         let path: String
         switch condition {
+        case let .textSearch(p, _):
+            return info.indexes.contains { $0.schema.isFullText && $0.schema.path == p }
         case let .compare(p, op, _):
             if op == .ne { return false }
             path = p
@@ -96,10 +201,10 @@ enum Planner {
         default:
             return false
         }
-        guard let type = info.stored.object.type(atPath: path) else { return false }
+        guard let type = info.type(atPath: path) else { return false }
         if path.contains(".") { return false }
         switch type.unwrapped {
-        case .int, .bool, .string, .uuid: return true
+        case .int, .bool, .string, .uuid, .double, .float, .date: return true
         case .enumeration(let raw):
             if case .compare(_, let op, _) = condition, op != .eq { return false }
             return raw != .double && raw != .float
@@ -109,29 +214,43 @@ enum Planner {
 
     private struct Choice {
         var accesses: [Access]
-        var estimate: Int
+        /// Nil until two choices are compared.
+        var estimate: Int?
     }
 
     private static func choose<M: Model, S: TreeSource>(_ condition: Condition, info: ModelInfo<M>, source: S) throws -> Choice? {
         switch condition {
         case let .and(a, b):
             let left = try choose(a, info: info, source: source)
-            let right = try choose(b, info: info, source: source)
+            // Objects the right side's access skips still evaluate the left side, which may throw.
+            let right = a.mayThrow ? nil : try choose(b, info: info, source: source)
             switch (left, right) {
-            case let (l?, r?): return l.estimate <= r.estimate ? l : r
+            case var (l?, r?):
+                l.estimate = try l.estimate ?? estimate(l.accesses, info: info, source: source)
+                r.estimate = try r.estimate ?? estimate(r.accesses, info: info, source: source)
+                return l.estimate! <= r.estimate! ? l : r
             case let (l?, nil): return l
             case let (nil, r?): return r
             default: return nil
             }
         case let .or(a, b):
             guard let left = try choose(a, info: info, source: source), let right = try choose(b, info: info, source: source) else { return nil }
-            return Choice(accesses: left.accesses + right.accesses, estimate: left.estimate + right.estimate)
-        case .not, .unknown, .contains:
+            return Choice(accesses: left.accesses + right.accesses, estimate: nil)
+        case .not, .unknown, .opaque, .contains:
             return nil
+        case let .textSearch(path, search):
+            guard let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
+                  try source.tree(named: info.indexTreeNames[i]) != nil else { return nil }
+            return Choice(accesses: [Access(source: .text(i, search), ranges: [], conditions: [condition.description])], estimate: nil)
         default:
             guard let access = access(for: condition, info: info) else { return nil }
-            return Choice(accesses: [access], estimate: try estimate(access, info: info, source: source))
+            return Choice(accesses: [access], estimate: nil)
         }
+    }
+
+    /// The candidates of a union of accesses, estimated (each counted up to the cap).
+    private static func estimate<M: Model, S: TreeSource>(_ accesses: [Access], info: ModelInfo<M>, source: S) throws -> Int {
+        try accesses.reduce(0) { $0 + (try estimate($1, info: info, source: source)) }
     }
 
     /// An access for one leaf condition, if its field is the key or indexed.
@@ -146,21 +265,39 @@ enum Planner {
         if path == info.keyPath {
             source = .primary
             // A computed id has no stored field; only its optional-ness matters for encoding constants.
-            fieldType = info.stored.object.type(atPath: path) ?? ((M.ID.self is any OptionalValue.Type) ? .optional(.string) : .string)
-        } else if let i = info.indexes.firstIndex(where: { $0.schema.path == path }), let type = info.stored.object.type(atPath: path) {
+            fieldType = info.type(atPath: path) ?? ((M.ID.self is any OptionalValue.Type) ? .optional(.string) : .string)
+        } else if let i = info.indexes.firstIndex(where: { $0.schema.isSingleValue && $0.schema.path == path }), let type = info.type(atPath: path) {
             source = .index(i)
             fieldType = type
         } else {
             return nil
         }
+        guard let ranges = ranges(for: condition, fieldType: fieldType, isIndex: { if case .index = source { return true } else { return false } }()) else { return nil }
+        return Access(source: source, ranges: ranges, conditions: [condition.description])
+    }
+
+    /// The key ranges of one leaf condition on a field stored as `fieldType` (in the field's own
+    /// key encoding, as a single-field index or the primary key holds it), or nil when no range
+    /// holds every value the condition accepts.
+    static func ranges(for condition: Condition, fieldType: FieldType, isIndex: Bool) -> [KeyRange]? {
         let isArray: Bool
         if case .array = fieldType.unwrapped { isArray = true } else { isArray = false }
         var ranges: [KeyRange] = []
+        // Floating point and dates: NaN equals nothing and compares false with everything, while
+        // its one encoding sorts above every number. So a NaN constant selects nothing, and a
+        // range open above stops before NaN: then the ranges hold exactly the matches.
+        let floating: Bool
+        switch fieldType.unwrapped {
+        case .double, .float, .date: floating = true
+        default: floating = false
+        }
         switch condition {
         case let .compare(_, op, value):
             if isArray { return nil }
+            if floating && isNaN(value) { return op == .ne ? nil : [] }
             guard let encoded = encode(value, for: fieldType) else { return nil }
             let notNil: [UInt8]? = fieldType.isOptional ? [1] : nil
+            let top: [UInt8]? = floating ? (notNil ?? []) + nanKey : (fieldType.isOptional ? [2] : nil)
             switch op {
             case .eq: ranges = [.prefix(encoded)]
             case .ne: return nil
@@ -176,8 +313,8 @@ enum Planner {
                 case .gt:
                     // Nothing sorts above a value whose encoding has no successor (the type's maximum).
                     guard let above = successor(of: encoded) else { ranges = []; break }
-                    ranges = [KeyRange(lower: above, upper: fieldType.isOptional ? [2] : nil)]
-                default: ranges = [KeyRange(lower: encoded, upper: fieldType.isOptional ? [2] : nil)]
+                    ranges = [KeyRange(lower: above, upper: top)]
+                default: ranges = [KeyRange(lower: encoded, upper: top)]
                 }
             }
         case let .isNil(_, isNil):
@@ -185,7 +322,7 @@ enum Planner {
             ranges = isNil ? [KeyRange(lower: [0], upper: [1])] : [KeyRange(lower: [1], upper: nil)]
         case let .inList(_, values):
             if isArray { return nil }
-            for value in values {
+            for value in values where !(floating && isNaN(value)) {
                 guard let encoded = encode(value, for: fieldType) else { return nil }
                 ranges.append(.prefix(encoded))
             }
@@ -196,13 +333,31 @@ enum Planner {
             encoded.removeLast(2)   // the terminator: a prefix, not a whole value
             ranges = [.prefix(encoded)]
         case let .arrayContains(_, value):
-            guard case .array(let element) = fieldType.unwrapped, case .index = source else { return nil }
+            guard case .array(let element) = fieldType.unwrapped, isIndex else { return nil }
             guard let encoded = encode(value, for: element) else { return nil }
             ranges = [.prefix(encoded)]
         default:
             return nil
         }
-        return Access(source: source, ranges: ranges, conditions: [condition.description])
+        return ranges
+    }
+
+    /// The key encoding of NaN (every NaN is stored as this one).
+    static let nanKey: [UInt8] = KeyEncoding.encode(Double.nan) ?? []
+
+    /// Whether a predicate constant is a floating-point or date NaN.
+    static func isNaN(_ value: Any) -> Bool {
+        var value = value
+        if let optional = value as? any OptionalValue {
+            guard let wrapped = optional.wrappedAny else { return false }
+            value = wrapped
+        }
+        switch value {
+        case let v as Double: return v.isNaN
+        case let v as Float: return v.isNaN
+        case let v as Date: return v.timeIntervalSinceReferenceDate.isNaN
+        default: return false
+        }
     }
 
     /// The key encoding of a predicate constant as the field stores it.
@@ -224,6 +379,9 @@ enum Planner {
         switch access.source {
         case .primary: treeName = info.recordTree
         case .index(let i): treeName = info.indexes[i].schema.treeName(model: info.name)
+        case let .text(i, search):
+            guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return 0 }
+            return try TextIndexReader(tree: tree).estimate(search, cap: estimateCap)
         }
         guard let tree = try source.tree(named: treeName) else { return 0 }
         var total = 0
@@ -245,8 +403,13 @@ enum Planner {
 
     static func explain<M: Model>(_ plan: Plan, query: Query<M>, info: ModelInfo<M>) -> String {
         var lines: [String] = []
-        if let (i, reverse) = plan.orderedIndex {
-            lines.append("scan index \(info.indexes[i].schema.treeName(model: info.name)) in \(reverse ? "descending" : "ascending") order (sort by \(info.indexes[i].schema.path)), stopping when the window is full")
+        if let walk = plan.walk {
+            let schema = info.indexes[walk.index].schema
+            let sorted = query.sort.compactMap { $0.keyPath.flatMap(fieldPath(of:)) }.joined(separator: ", ")
+            var line = "scan index \(schema.treeName(model: info.name)) in \(walk.reverse ? "descending" : "ascending") order (sort by \(sorted))"
+            if !walk.conditions.isEmpty { line += " within \(walk.conditions.joined(separator: ", "))" }
+            lines.append(line + ", stopping when the window is full")
+            if walk.exact { lines.append("no residual filter: the walked range holds exactly the matches") }
         } else if plan.accesses.isEmpty {
             lines.append("full scan of \(info.recordTree)")
         } else {
@@ -256,7 +419,11 @@ enum Planner {
                     lines.append("primary key \(access.conditions.joined(separator: ", ")): \(access.ranges.count) range(s) of \(info.recordTree)")
                 case .index(let i):
                     let name = info.indexes[i].schema.treeName(model: info.name)
-                    lines.append("index \(name) \(info.indexes[i].schema.unique ? "(unique) " : "")for \(access.conditions.joined(separator: ", ")): \(access.ranges.count) range(s)")
+                    let kind = info.indexes[i].schema.fields != nil ? "compound " : ""
+                    lines.append("index \(name) \(kind)\(info.indexes[i].schema.unique ? "(unique) " : "")for \(access.conditions.joined(separator: ", ")): \(access.ranges.count) range(s)")
+                case .text(let i, _):
+                    let name = info.indexes[i].schema.treeName(model: info.name)
+                    lines.append("index \(name) (full text) for \(access.conditions.joined(separator: ", ")): the words' entries, intersected in primary-key order")
                 }
             }
             if plan.accesses.count > 1 { lines.append("union of the accesses above, duplicates removed") }
@@ -264,8 +431,10 @@ enum Planner {
         }
         if !query.hasConditions {
             lines.append("no filter")
+        } else if plan.walk?.exact == true {
+            // Said above.
         } else if plan.exact {
-            lines.append("no residual filter: the index answers \(query.conditions[0]) exactly")
+            lines.append("no residual filter: the index answers \(query.conditions.map(\.description).joined(separator: " && ")) exactly")
         } else {
             let conditions = query.conditions.map(\.description).joined(separator: " && ")
             if RecordFilter.compile(query.conditions, schema: info.stored.object) != nil {
@@ -274,10 +443,12 @@ enum Planner {
                 lines.append("residual filter: \(conditions), evaluated on decoded objects")
             }
         }
-        if query.sort.isEmpty {
+        if let ranking = query.ranking {
+            lines.append("order: relevance of \(ranking.search) in \(ranking.path) (BM25), then \(query.sort.isEmpty ? "" : "\(query.sort.count) descriptor(s), then ")primary key; sorted in memory")
+        } else if query.sort.isEmpty {
             lines.append("order: primary key")
-        } else if plan.orderedIndex == nil {
-            lines.append("sort: in memory by \(query.sort.count) descriptor(s)")
+        } else if plan.walk == nil {
+            lines.append("sort: in memory by \(query.sort.count) descriptor(s)\(query.collation.map { ", strings in collation \($0)" } ?? "")")
         }
         if query.offset > 0 || query.limit != nil { lines.append("window: offset \(query.offset), limit \(query.limit.map(String.init) ?? "none")") }
         return lines.joined(separator: "\n")

@@ -39,13 +39,37 @@ indirect enum Condition: CustomStringConvertible {
     case startsWith(path: String, prefix: String)
     case contains(path: String, substring: String)
     case arrayContains(path: String, value: Any)
+    /// A full-text search of a string field (`search(_:_:)`).
+    case textSearch(path: String, search: ParsedSearch)
     case and(Condition, Condition)
     case or(Condition, Condition)
     case not(Condition)
+    /// An expression the planner does not read, whose evaluation may throw (a force unwrap the
+    /// scope does not vouch for, a force cast, a subscript...): `Predicate.evaluate` decides.
     case unknown
+    /// An expression the planner does not read and that cannot throw.
+    case opaque
+
+    /// Whether evaluating this condition may throw. Evaluation goes left to right and stops at the
+    /// first false conjunct, so an index may only narrow the candidates by conjuncts before any
+    /// that may throw: an object it skips must be one whose evaluation could not have thrown.
+    var mayThrow: Bool {
+        switch self {
+        case .unknown: return true
+        case let .and(a, b), let .or(a, b): return a.mayThrow || b.mayThrow
+        case let .not(c): return c.mayThrow
+        default: return false
+        }
+    }
 
     /// The fields certainly not nil wherever this condition is `holds` (for the right side of a
     /// `&&`, true; of a `||`, false).
+    /// The conditions this one is the conjunction of (itself, unless it is an `&&`).
+    var conjuncts: [Condition] {
+        if case let .and(a, b) = self { return a.conjuncts + b.conjuncts }
+        return [self]
+    }
+
     func nonNilPaths(when holds: Bool) -> Set<String> {
         switch self {
         case let .isNil(path, isNil): return isNil != holds ? [path] : []
@@ -74,10 +98,11 @@ indirect enum Condition: CustomStringConvertible {
         case let .startsWith(path, prefix): return "\(path) starts with \"\(prefix)\""
         case let .contains(path, substring): return "\(path) contains \"\(substring)\""
         case let .arrayContains(path, value): return "\(path) contains element \(show(value))"
+        case let .textSearch(path, search): return "\(path) matches \(search)"
         case let .and(a, b): return "(\(a) && \(b))"
         case let .or(a, b): return "(\(a) || \(b))"
         case let .not(c): return "!(\(c))"
-        case .unknown: return "<expression>"
+        case .unknown, .opaque: return "<expression>"
         }
     }
 }
@@ -111,10 +136,24 @@ extension Predicate {
     var condition: Condition { Strata.condition(of: expression, in: TranslationScope()) }
 }
 
-/// The condition of any expression: `.unknown` unless its type is one this file reads.
+/// The condition of any expression: `.unknown` (or `.opaque`, when it cannot throw) unless its
+/// type is one this file reads.
 private func condition(of expression: Any, in scope: TranslationScope) -> Condition {
-    (expression as? any ConditionExpression)?.condition(in: scope) ?? .unknown
+    let translated = (expression as? any ConditionExpression)?.condition(in: scope) ?? .unknown
+    if case .unknown = translated, !mayThrow(expression) { return .opaque }
+    return translated
 }
+
+/// Whether evaluating `expression` may throw, read from its type, which names the type of every
+/// expression inside it: Foundation's expressions throw on a nil force unwrap, a failed force
+/// cast and an index outside a collection; division and nested predicates are counted in too
+/// (the latter's own expression is not in the type).
+private func mayThrow(_ expression: Any) -> Bool {
+    let name = String(reflecting: type(of: expression))
+    return throwingExpressionNames.contains { name.contains($0) }
+}
+
+private let throwingExpressionNames = ["ForcedUnwrap", "ForceCast", "Subscript", "Division", "Remainder", "PredicateEvaluate"]
 
 extension PredicateExpressions.Variable: OperandExpression {
     func operand(in scope: TranslationScope) -> Operand? { .root }

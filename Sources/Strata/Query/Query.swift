@@ -10,12 +10,24 @@ struct Query<M: Model>: Sendable {
     var offset = 0
     var limit: Int?
     var distinct: [PartialKeyPath<M> & Sendable] = []
+    /// How the String sort descriptors compare: in this collation (`sorted(by:collation:)`), or
+    /// (nil) as the descriptors do. `sorted(by:)` resets it with the descriptors.
+    var collation: StringCollation?
+    /// The full-text search whose relevance orders the results first (`search(_:_:ranked:)`).
+    var ranking: TextRanking?
 
     var isPlainScan: Bool { predicates.isEmpty && tests.isEmpty && sort.isEmpty && distinct.isEmpty }
     var hasConditions: Bool { !predicates.isEmpty || !tests.isEmpty }
 
     /// Every condition, for the planner.
-    var conditions: [Condition] { predicates.map(\.condition) + tests.map(\.condition) }
+    var conditions: [Condition] {
+        // Closures, not key paths: a key path literal in generic code is instantiated on every
+        // call (10 µs here, more than planning the query).
+        var all: [Condition] = []
+        for predicate in predicates { all.append(predicate.condition) }
+        for test in tests { all.append(test.condition) }
+        return all
+    }
 
     /// Whether `object` matches: the tests, then each predicate's own evaluation. A predicate that
     /// throws (a force unwrap of nil) fails the query with `invalidQuery`, naming the object.
@@ -57,12 +69,15 @@ enum QueryEngine {
         guard let records = try source.tree(named: info.recordTree) else { return ([], []) }
         let conditions = query.conditions
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty
+        let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty || query.ranking != nil
         var keys: [[UInt8]] = []
         var objects: [M] = []
         // Without in-memory sorting or de-duplication, the window can stop the scan early.
         let window: Int? = query.limit.map { query.offset + $0 }
-        let canStopEarly = (query.sort.isEmpty || plan.orderedIndex != nil) && query.distinct.isEmpty && plan.accesses.isEmpty
+        // A predicate that may throw is evaluated on every candidate, as Foundation would, even
+        // past the window.
+        let canStopEarly = (query.sort.isEmpty || plan.walk != nil) && query.distinct.isEmpty && plan.accesses.isEmpty && query.ranking == nil
+            && !conditions.contains { $0.mayThrow }
 
         // A predicate that compiles to record tests needs no decoding to reject a row.
         let filter = conditions.isEmpty ? nil : RecordFilter.compile(conditions, schema: info.stored.object)
@@ -86,8 +101,11 @@ enum QueryEngine {
             try consider(key: Array(key), record: record)
         }
 
-        if !query.sort.isEmpty && plan.orderedIndex == nil {
-            try ResultOrder(query.sort, info: info).sort(&objects, keys: &keys)
+        if let ranking = query.ranking {
+            let leading = try ranking.scores(for: keys, info: info, source: source).map(TextRanking.sortKey)
+            try ResultOrder(query, info: info).sort(&objects, keys: &keys, leading: leading)
+        } else if !query.sort.isEmpty && plan.walk == nil {
+            try ResultOrder(query, info: info).sort(&objects, keys: &keys)
         }
         if !query.distinct.isEmpty {
             let kept = Distinct.firstOfEachGroup(objects, by: query.distinct)
@@ -107,41 +125,13 @@ enum QueryEngine {
     /// The key is valid only during the call.
     static func forEachCandidate<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, records: S.Tree,
                                                           _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
-        if let (i, reverse) = plan.orderedIndex {
-            let unique = info.indexes[i].schema.unique
-            guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { return }
-            func visitIndexed(_ primaryKey: [UInt8]) throws -> Bool {
-                guard let record = try records.view(primaryKey) else {
-                    throw StrataError.corruptRecord("index \(info.indexes[i].schema.path) of \(info.name) names a missing object")
+        if let walk = plan.walk {
+            try walkKeys(walk, info: info, source: source) { primaryKey in
+                guard let record = try records.get(primaryKey) else {
+                    throw StrataError.corruptRecord("index \(info.indexes[walk.index].schema.summary) of \(info.name) names a missing object")
                 }
-                return try primaryKey.withUnsafeBytes { try visit($0, record) }
+                return try visit(primaryKey, record)
             }
-            // Equal values are ordered by primary key in both directions, as in every plan
-            // (ResultOrder). A descending walk meets them in descending key order, so it holds
-            // back each run of equal values and visits it reversed. (A unique index has no equal
-            // values.)
-            var run: [[UInt8]] = []
-            var runValue: [UInt8] = []
-            var stopped = false
-            func flushRun() throws {
-                for primaryKey in run.reversed() where !stopped {
-                    if try !visitIndexed(primaryKey) { stopped = true }
-                }
-                run.removeAll(keepingCapacity: true)
-            }
-            try Planner.scan(index, KeyRange(lower: nil, upper: nil), reverse: reverse) { key, value in
-                let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: unique)
-                if !reverse || unique { return try visitIndexed(primaryKey) }
-                let valueBytes = key[..<(key.count - primaryKey.count)]
-                if !run.isEmpty && !valueBytes.elementsEqual(runValue) {
-                    try flushRun()
-                    if stopped { return false }
-                }
-                if run.isEmpty { runValue = Array(valueBytes) }
-                run.append(primaryKey)
-                return true
-            }
-            if !stopped { try flushRun() }
         } else if plan.accesses.isEmpty {
             try Planner.scan(records, KeyRange(lower: nil, upper: nil), visit)
         } else {
@@ -154,30 +144,100 @@ enum QueryEngine {
         }
     }
 
+    /// Visits the primary keys of an ordered walk's range in the sort's order, while `visit`
+    /// returns true. A key is valid only during its call.
+    static func walkKeys<M: Model, S: TreeSource>(_ walk: OrderedWalk, info: ModelInfo<M>, source: S,
+                                                  _ visit: (UnsafeRawBufferPointer) throws -> Bool) throws {
+        let unique = info.indexes[walk.index].schema.unique
+        let reverse = walk.reverse
+        guard let index = try source.tree(named: info.indexTreeNames[walk.index]) else { return }
+        // Equal values are ordered by primary key in both directions, as in every plan
+        // (ResultOrder). A descending walk meets them in descending key order, so it holds
+        // back each run of equal values and visits it reversed. (A unique index has no equal
+        // values.) The run's keys and value live in reused buffers: no allocation per entry.
+        var runKeys: [UInt8] = []
+        var runEnds: [Int] = []
+        var runValue: [UInt8] = []
+        var stopped = false
+        func flushRun() throws {
+            try runKeys.withUnsafeBytes { keys in
+                var i = runEnds.count - 1
+                while i >= 0 && !stopped {
+                    let start = i == 0 ? 0 : runEnds[i - 1]
+                    if try !visit(UnsafeRawBufferPointer(rebasing: keys[start..<runEnds[i]])) { stopped = true }
+                    i -= 1
+                }
+            }
+            runKeys.removeAll(keepingCapacity: true)
+            runEnds.removeAll(keepingCapacity: true)
+        }
+        try Planner.scan(index, walk.range, reverse: reverse) { key, value in
+            let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: unique)
+            if !reverse || unique { return try visit(primaryKey) }
+            let valueBytes = UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKey.count)])
+            if !runEnds.isEmpty && !runValue.withUnsafeBytes({ sameBytes($0, valueBytes) }) {
+                try flushRun()
+                if stopped { return false }
+            }
+            if runEnds.isEmpty {
+                runValue.removeAll(keepingCapacity: true)
+                runValue.append(contentsOf: valueBytes)
+            }
+            runKeys.append(contentsOf: primaryKey)
+            runEnds.append(runKeys.count)
+            return true
+        }
+        if !stopped { try flushRun() }
+    }
+
+    /// Whether two byte strings are equal (memcmp: the generic `elementsEqual` walks iterators).
+    @inline(__always)
+    static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard a.count > 0, let x = a.baseAddress, let y = b.baseAddress else { return true }
+        return memcmp(x, y, a.count) == 0
+    }
+
     /// The primary keys of the results in order, found without decoding a single object, when the
     /// query allows it: no conditions or only ones that compile to record tests (RecordFilter), a
     /// sort (if any) that compares encodings only (its keys read from the records), no distinct.
     /// Nil when the query needs decoded objects.
     static func keys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> KeyList? {
-        guard query.distinct.isEmpty else { return nil }
+        guard query.distinct.isEmpty, query.ranking == nil else { return nil }
         let conditions = query.conditions
+        let order = ResultOrder(query, info: info)
+        guard order.isEncoded else { return nil }
+        guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
+        let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
+        let sortInMemory = !query.sort.isEmpty && plan.walk == nil
+        let window: Int? = query.limit.map { query.offset + $0 }
+        if query.sort.isEmpty, let exact = try exactKeyList(plan, info: info, source: source, offset: query.offset, limit: query.limit) {
+            // The index answers the conditions exactly: no record is read.
+            return exact
+        }
+        if let walk = plan.walk, walk.exact {
+            // The walked range holds exactly the matches, in order: no record is read, and the
+            // offset is skipped on the index alone.
+            var found = KeyList()
+            var skipped = 0
+            if query.limit == 0 { return found }
+            try walkKeys(walk, info: info, source: source) { primaryKey in
+                if skipped < query.offset {
+                    skipped += 1
+                    return true
+                }
+                found.append(primaryKey)
+                return query.limit.map { found.count < $0 } ?? true
+            }
+            return found
+        }
+        // Records are read and filtered: the conditions must compile to record tests (else the
+        // query needs decoded objects; the planning above was cheap unless estimates compared).
         var filter: RecordFilter?
         if !conditions.isEmpty {
             guard let compiled = RecordFilter.compile(conditions, schema: info.stored.object) else { return nil }
             filter = compiled
         }
-        let order = ResultOrder(query.sort, info: info)
-        guard order.isEncoded else { return nil }
-        guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
-        let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let sortInMemory = !query.sort.isEmpty && plan.orderedIndex == nil
-        if query.sort.isEmpty, let exact = try exactKeys(plan, info: info, source: source) {
-            // The index answers the conditions exactly: no record is read.
-            var found = KeyList()
-            for key in exact { found.append(key) }
-            return found.window(offset: query.offset, limit: query.limit)
-        }
-        let window: Int? = query.limit.map { query.offset + $0 }
         let canStopEarly = !sortInMemory && plan.accesses.isEmpty
         var found = KeyList()
         var sortKeys: [[UInt8]] = []
@@ -206,40 +266,17 @@ enum QueryEngine {
         if !query.hasConditions {
             total = try source.tree(named: info.recordTree)?.count ?? 0
         } else {
-            let plan = try Planner.plan(query, conditions: query.conditions, info: info, source: source)
-            guard let counted = try exactCount(plan, info: info, source: source) else { return nil }
+            // The order does not matter to a count: plan as if unsorted (an index walk for a sort
+            // would hide the access that counts).
+            var unordered = query
+            unordered.sort = []
+            unordered.collation = nil
+            unordered.ranking = nil
+            guard let counted = try exactCount(try Planner.plan(unordered, info: info, source: source), info: info, source: source) else { return nil }
             total = counted
         }
         let afterOffset = max(0, total - query.offset)
         return query.limit.map { min($0, afterOffset) } ?? afterOffset
-    }
-
-    /// The number of keys an exact single-access plan selects, from the counts the trees keep,
-    /// when its ranges are disjoint (so no object is counted twice: an object has one value in a
-    /// scalar index, and an array index holds each distinct element of an object once). Nil when
-    /// the plan is not of that shape.
-    static func exactCount<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> Int? {
-        guard plan.accesses.count == 1, plan.orderedIndex == nil, plan.exact, let access = plan.accesses.first else { return nil }
-        let tree: S.Tree?
-        switch access.source {
-        case .primary: tree = try source.tree(named: info.recordTree)
-        case .index(let i): tree = try source.tree(named: info.indexes[i].schema.treeName(model: info.name))
-        }
-        guard let tree else { return 0 }
-        // Ascending by lower bound (an open bound first); each must start at or after the end of
-        // the one before (an `in` list naming a value twice, or two encodings that coincide, fail).
-        let ranges = access.ranges.sorted { a, b in
-            guard let bl = b.lower else { return false }
-            guard let al = a.lower else { return true }
-            return al.lexicographicallyPrecedes(bl)
-        }
-        for (a, b) in zip(ranges, ranges.dropFirst()) {
-            guard let upper = a.upper, let lower = b.lower, !lower.lexicographicallyPrecedes(upper) else { return nil }
-        }
-        let cursor = try tree.makeCursor()
-        var total = 0
-        for range in ranges { total += try cursor.count(from: range.lower, to: range.upper) }
-        return total
     }
 
     /// The number of matching objects. Without conditions it is the tree's own count; when an
@@ -254,8 +291,8 @@ enum QueryEngine {
                 // One plan serves both ways of counting without decoding.
                 let conditions = query.conditions
                 let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-                if let keys = try exactKeys(plan, info: info, source: source) {
-                    total = keys.count
+                if let counted = try exactCount(plan, info: info, source: source) {
+                    total = counted
                 } else if let filter = RecordFilter.compile(conditions, schema: info.stored.object),
                           let records = try source.tree(named: info.recordTree) {
                     // Count on the records themselves: nothing is decoded.
@@ -285,20 +322,88 @@ enum QueryEngine {
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
     /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.predicates.count + query.tests.count == 1 else { return nil }
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.ranking == nil else { return nil }
         return try exactKeys(try Planner.plan(query, info: info, source: source), info: info, source: source)
     }
 
-    /// The keys of an exact single-access plan (see `Plan.exact`), or nil.
-    static func exactKeys<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard plan.accesses.count == 1, plan.orderedIndex == nil, plan.exact else { return nil }
+    /// The keys of an exact single-access plan (see `Plan.exact`), or nil; the first `limit` of
+    /// them when given.
+    static func exactKeys<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, limit: Int? = nil) throws -> [[UInt8]]? {
+        guard plan.accesses.count == 1, plan.walk == nil, plan.exact else { return nil }
+        if let limit, case let .text(i, search) = plan.accesses[0].source {
+            // A search finds its texts in key order: it can stop at the limit.
+            guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return [] }
+            return try TextIndexReader(tree: tree).keys(search, limit: limit)
+        }
         return try candidateKeys(plan, info: info, source: source)
+    }
+
+    /// The keys of an exact single-access plan (see `Plan.exact`) from `offset`, at most `limit`,
+    /// in key order; nil when the plan is not exact. A search streams its keys from the index
+    /// into the list (no copy per key) and stops at the limit.
+    static func exactKeyList<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, offset: Int, limit: Int?) throws -> KeyList? {
+        guard plan.accesses.count == 1, plan.walk == nil, plan.exact else { return nil }
+        var found = KeyList()
+        if case let .text(i, search) = plan.accesses[0].source {
+            guard let tree = try source.tree(named: info.indexTreeNames[i]), limit != 0 else { return found }
+            var skipped = 0
+            try TextIndexReader(tree: tree).forEachKey(search) { key in
+                if skipped < offset {
+                    skipped += 1
+                    return true
+                }
+                found.append(key)
+                return limit.map { found.count < $0 } ?? true
+            }
+            return found
+        }
+        for key in try candidateKeys(plan, info: info, source: source) { found.append(key) }
+        return found.window(offset: offset, limit: limit)
+    }
+
+    /// The number of matches of an exact single-access plan, without building the keys: a
+    /// search counts its words' entries; a primary-key or scalar-index access whose ranges are
+    /// disjoint (so no object is counted twice) sums the ranges' counts, which the trees' branches
+    /// give in two descents per range. Otherwise the keys are listed and counted. Nil when the
+    /// plan is not exact.
+    static func exactCount<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> Int? {
+        guard plan.accesses.count == 1, plan.walk == nil, plan.exact else { return nil }
+        let access = plan.accesses[0]
+        let tree: S.Tree?
+        switch access.source {
+        case let .text(i, search):
+            guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return 0 }
+            return try TextIndexReader(tree: tree).count(search)
+        case .primary:
+            tree = try source.tree(named: info.recordTree)
+        case .index(let i) where !info.indexIsArray[i]:
+            tree = try source.tree(named: info.indexTreeNames[i])
+        case .index:
+            return try exactKeys(plan, info: info, source: source)?.count
+        }
+        guard let tree else { return 0 }
+        // Ascending by lower bound (an open bound first); each must start at or after the end of
+        // the one before (an `in` list naming a value twice, or two encodings that coincide, fail).
+        let ranges = access.ranges.sorted { a, b in
+            guard let bl = b.lower else { return false }
+            guard let al = a.lower else { return true }
+            return al.lexicographicallyPrecedes(bl)
+        }
+        for (a, b) in zip(ranges, ranges.dropFirst()) {
+            guard let upper = a.upper, let lower = b.lower, !lower.lexicographicallyPrecedes(upper) else {
+                return try exactKeys(plan, info: info, source: source)?.count
+            }
+        }
+        let cursor = try tree.makeCursor()
+        var total = 0
+        for range in ranges { total += try cursor.count(from: range.lower, to: range.upper) }
+        return total
     }
 
     /// Values of one field for every match, read from the records without decoding the objects,
     /// when the query needs no decoding (no predicate, or an exact one) and the field is stored.
     static func fieldValues<M: Model, V, S: TreeSource>(_ keyPath: KeyPath<M, V>, query: Query<M>, info: ModelInfo<M>, source: S) throws -> [V]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil,
+        guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil, query.ranking == nil,
               let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.contains("."),
               let field = info.stored.object.field(named: path),
               let records = try source.tree(named: info.recordTree) else { return nil }
@@ -347,9 +452,20 @@ enum QueryEngine {
                         return true
                     }
                 }
+            case let .text(i, search):
+                guard let index = try source.tree(named: info.indexTreeNames[i]) else { continue }
+                keys.append(contentsOf: try TextIndexReader(tree: index).keys(search))
             }
         }
-        // In primary-key order, each once (a union or a multi-valued index repeats them).
+        // In primary-key order, each once (a union or a multi-valued index repeats them). One
+        // search, or one range of the primary key, gives them so already.
+        if plan.accesses.count == 1 {
+            switch plan.accesses[0].source {
+            case .text: return keys
+            case .primary where plan.accesses[0].ranges.count == 1: return keys
+            default: break
+            }
+        }
         keys.sort { $0.lexicographicallyPrecedes($1) }
         var unique: [[UInt8]] = []
         unique.reserveCapacity(keys.count)

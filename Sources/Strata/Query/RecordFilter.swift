@@ -95,7 +95,14 @@ struct RecordFilter: Sendable {
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
                 return PredicateSemantics.contains(String(decoding: bytes, as: UTF8.self), substring)
             }
-        case .arrayContains, .unknown:
+        case let .textSearch(path, search):
+            guard !path.contains("."), let field = schema.field(named: path), field.type.unwrapped == .string else { return nil }
+            let id = field.id
+            return { record in
+                guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
+                return search.matches(words: WordTokenizer.words(utf8: bytes))
+            }
+        case .arrayContains, .unknown, .opaque:
             return nil
         }
     }

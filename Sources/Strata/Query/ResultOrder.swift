@@ -6,22 +6,28 @@ import Foundation
 ///
 /// A descriptor on a stored number, date or bool compares the key encodings of the values, which
 /// order exactly as `SortDescriptor.compare` does, and also where Foundation has no order: NaN
-/// sorts above every number (and equals NaN), and -0.0 equals 0.0. Any other descriptor (strings,
-/// enums, nested values) is asked to compare.
+/// sorts above every number (and equals NaN), and -0.0 equals 0.0. So does a descriptor on a
+/// stored `String` under a collation (`sorted(by:collation:)`), which is defined by its sort key.
+/// Any other descriptor (strings without a collation, enums, nested values) is asked to compare.
 struct ResultOrder<M: Model> {
     private enum Part {
         /// Key-encoded: compared as bytes, inverted for a reverse descriptor.
-        case encoded(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool)
+        case encoded(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool, collation: StringCollation?)
         case compared(SortDescriptor<M>)
     }
 
     private let parts: [Part]
 
-    init(_ descriptors: [SortDescriptor<M>], info: ModelInfo<M>) {
+    init(_ query: Query<M>, info: ModelInfo<M>) {
+        self.init(query.sort, collation: query.collation, info: info)
+    }
+
+    init(_ descriptors: [SortDescriptor<M>], collation: StringCollation?, info: ModelInfo<M>) {
         parts = descriptors.map { descriptor in
             if let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
-               let type = info.stored.object.type(atPath: path), ResultOrder.isKeyOrdered(type) {
-                return .encoded(keyPath: keyPath, type: type, reverse: descriptor.order == .reverse)
+               let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation) {
+                return .encoded(keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
+                                collation: type.unwrapped == .string ? collation : nil)
             }
             return .compared(descriptor)
         }
@@ -37,6 +43,11 @@ struct ResultOrder<M: Model> {
         }
     }
 
+    /// `isKeyOrdered`, or a `String` ordered by a collation's sort keys.
+    static func isKeyOrdered(_ type: FieldType, collation: StringCollation?) -> Bool {
+        isKeyOrdered(type) || (collation != nil && type.unwrapped == .string)
+    }
+
     /// Whether every descriptor compares encodings: then `sortKey` alone decides the order (before
     /// the primary key), and an index on the field walks in this order.
     var isEncoded: Bool {
@@ -48,8 +59,8 @@ struct ResultOrder<M: Model> {
     func sortKey(_ object: M) throws -> [UInt8] {
         var key: [UInt8] = []
         for part in parts {
-            guard case let .encoded(keyPath, type, reverse) = part else { continue }
-            try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, keyPath: keyPath, to: &key)
+            guard case let .encoded(keyPath, type, reverse, collation) = part else { continue }
+            try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, keyPath: keyPath, to: &key)
         }
         return key
     }
@@ -59,9 +70,9 @@ struct ResultOrder<M: Model> {
     func sortKey(record: UnsafeRawBufferPointer, schema: ObjectSchema) throws -> [UInt8] {
         var key: [UInt8] = []
         for part in parts {
-            guard case let .encoded(keyPath, _, reverse) = part, let path = fieldPath(of: keyPath) else { continue }
+            guard case let .encoded(keyPath, _, reverse, collation) = part, let path = fieldPath(of: keyPath) else { continue }
             let start = key.count
-            guard let value = try RecordIndexKeys.values(record, schema: schema, path: path).first else {
+            guard let value = try IndexEntries.fieldValues(record, schema: schema, path: path, collation: collation).first else {
                 throw StrataError.invalidQuery("cannot read the sort value of \(keyPath)")
             }
             key.append(contentsOf: value)
@@ -70,23 +81,42 @@ struct ResultOrder<M: Model> {
         return key
     }
 
-    private static func append(_ value: Any, type: FieldType, reverse: Bool, keyPath: PartialKeyPath<M>, to key: inout [UInt8]) throws {
+    private static func append(_ value: Any, type: FieldType, reverse: Bool, collation: StringCollation?, keyPath: PartialKeyPath<M>, to key: inout [UInt8]) throws {
         let start = key.count
-        guard KeyEncoding.append(value, as: type, to: &key) else {
-            throw StrataError.invalidQuery("cannot encode the sort value of \(keyPath)")
+        if let collation {
+            // As an index in the collation holds it (IndexEntries.fieldValues): nil 0x00, a
+            // present optional 0x01 then the key.
+            if let optional = value as? any OptionalValue {
+                if let string = optional.wrappedAny as? String {
+                    key.append(1)
+                    collation.appendEncodedKey(string, to: &key)
+                } else {
+                    key.append(0)
+                }
+            } else if let string = value as? String {
+                collation.appendEncodedKey(string, to: &key)
+            } else {
+                throw StrataError.invalidQuery("cannot read the sort value of \(keyPath) as a String")
+            }
+        } else {
+            guard KeyEncoding.append(value, as: type, to: &key) else {
+                throw StrataError.invalidQuery("cannot encode the sort value of \(keyPath)")
+            }
         }
         if reverse { for i in start..<key.count { key[i] = ~key[i] } }
     }
 
-    /// Sorts `objects` (and `keys`, their primary keys, position for position) into this order.
-    func sort(_ objects: inout [M], keys: inout [[UInt8]]) throws {
-        if parts.isEmpty { return }
+    /// Sorts `objects` (and `keys`, their primary keys, position for position) into this order;
+    /// with `leading` (one key per object, e.g. a relevance score's encoding), by those keys first.
+    func sort(_ objects: inout [M], keys: inout [[UInt8]], leading: [[UInt8]]? = nil) throws {
+        if parts.isEmpty && leading == nil { return }
         // Sort positions, not objects: moving an object copies (and retains) all of it.
         var order = Array(objects.indices)
         if isEncoded {
             // Each object's values encoded once: the sort compares bytes, not descriptors
             // (Foundation's per-comparison cost dominates otherwise).
-            let sortKeys = try objects.map(sortKey)
+            var sortKeys = try objects.map(sortKey)
+            if let leading { sortKeys = zip(leading, sortKeys).map { $0 + $1 } }
             order.sort { a, b in
                 let x = sortKeys[a], y = sortKeys[b]
                 if x != y { return x.lexicographicallyPrecedes(y) }
@@ -100,8 +130,8 @@ struct ResultOrder<M: Model> {
                 var row: [[UInt8]] = []
                 for part in parts {
                     var bytes: [UInt8] = []
-                    if case let .encoded(keyPath, type, reverse) = part {
-                        try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, keyPath: keyPath, to: &bytes)
+                    if case let .encoded(keyPath, type, reverse, collation) = part {
+                        try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, keyPath: keyPath, to: &bytes)
                     }
                     row.append(bytes)
                 }
@@ -109,6 +139,7 @@ struct ResultOrder<M: Model> {
             }
             let parts = self.parts
             order.sort { a, b in
+                if let leading, leading[a] != leading[b] { return leading[a].lexicographicallyPrecedes(leading[b]) }
                 for (p, part) in parts.enumerated() {
                     switch part {
                     case .encoded:

@@ -54,7 +54,12 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func filter(_ predicate: Predicate<M>) -> Results<M> { with { $0.predicates.append(predicate) } }
 
     /// Sorted by `descriptors`, the first deciding first; ties keep primary-key order.
-    public func sorted(by descriptors: [SortDescriptor<M>]) -> Results<M> { with { $0.sort = descriptors } }
+    public func sorted(by descriptors: [SortDescriptor<M>]) -> Results<M> {
+        with {
+            $0.sort = descriptors
+            $0.collation = nil   // sorted(by:collation:) sets it for its own descriptors only
+        }
+    }
 
     /// Sorted by one or more descriptors.
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>...) -> Results<M> { sorted(by: [descriptor] + more) }

@@ -41,13 +41,68 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
     }
 }
 
-/// One secondary index.
+/// One secondary index. `fields`, `collation` and `kind` were added without a format change:
+/// catalogs written before them lack them, and their indexes are the single-field ones they were.
 public struct IndexSchema: Codable, Equatable, Sendable {
-    /// Dotted field path, e.g. "name" or "address.city".
+    /// Dotted field path, e.g. "name" or "address.city"; for a compound index, its fields' paths
+    /// joined by commas ("roomId,createdAt").
     public var path: String
     public var unique: Bool
+    /// A compound index's fields, in order (nil: the one field `path`).
+    public var fields: [String]?
+    /// How `String` values are ordered (nil: NFC bytes, FORMAT.md §8.1).
+    public var collation: StringCollation?
+    /// What the index holds (nil: field values).
+    public var kind: IndexKind?
 
-    func treeName(model: String) -> String { "i:\(model):\(path)" }
+    /// What an index holds.
+    public enum IndexKind: String, Codable, Sendable {
+        /// The words of a text field (FORMAT.md §8.5).
+        case fullText
+    }
+
+    /// A single-field index, as catalogs have always stored it.
+    ///
+    /// ```swift
+    /// let index = IndexSchema(path: "email", unique: true)   // i:<Model>:email
+    /// ```
+    public init(path: String, unique: Bool) {
+        self.path = path
+        self.unique = unique
+    }
+
+    init(paths: [String], unique: Bool, collation: StringCollation?, kind: IndexKind?) {
+        self.path = paths.joined(separator: ",")
+        self.unique = unique
+        self.fields = paths.count > 1 ? paths : nil
+        self.collation = collation
+        self.kind = kind
+    }
+
+    /// The indexed fields' paths, in order.
+    public var paths: [String] { fields ?? [path] }
+
+    /// A plain index on one field, as every index was before compound, collated and full-text ones.
+    var isSingleValue: Bool { fields == nil && collation == nil && kind == nil }
+
+    var isFullText: Bool { kind == .fullText }
+
+    /// `i:<model>:<path>`, with `(<collation>)` or `(fullText)` after the path for those indexes.
+    func treeName(model: String) -> String {
+        var name = "i:\(model):\(path)"
+        if let collation { name += "(\(collation))" }
+        if let kind { name += "(\(kind.rawValue))" }
+        return name
+    }
+
+    /// How `strata schema` and `explain()` name the index: its fields and what is special about it.
+    public var summary: String {
+        var text = paths.joined(separator: ", ")
+        if let collation { text += " collation \(collation)" }
+        if kind == .fullText { text += " (full text)" }
+        if unique { text += " (unique)" }
+        return text
+    }
 }
 
 enum Catalog {

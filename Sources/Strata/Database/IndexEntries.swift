@@ -1,0 +1,157 @@
+import Foundation
+
+/// One entry of an index tree.
+struct IndexPair: Hashable {
+    var key: [UInt8]
+    var value: [UInt8]
+}
+
+/// The entries an index holds for one record, computed from the record's bytes and the stored
+/// schema alone (FORMAT.md §8): what writes put in compound, collated and full-text indexes, and
+/// what `strata check` expects of every index. For a single-field index it gives exactly what the
+/// typed path (`ModelInfo.indexKeys`) writes.
+enum IndexEntries {
+    /// The entries of `index` for `record`, and the number of words the record's text has (full
+    /// text; 0 otherwise).
+    static func entries(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, index: IndexSchema,
+                        primaryKey: [UInt8]) throws -> (pairs: [IndexPair], words: Int) {
+        if index.isFullText {
+            guard case .present(let bytes, _) = try leaf(record, schema: schema, path: index.path) else { return ([], 0) }
+            let words = WordTokenizer.words(utf8: bytes)
+            return (TextPostingValue.pairs(words: words, primaryKey: primaryKey), words.count)
+        }
+        // One list of encodings per field (an array field gives one per element), combined.
+        var combined: [[UInt8]] = [[]]
+        for path in index.paths {
+            let values = try fieldValues(record, schema: schema, path: path, collation: index.collation)
+            var next: [[UInt8]] = []
+            next.reserveCapacity(combined.count * values.count)
+            for prefix in combined { for value in values { next.append(prefix + value) } }
+            combined = next
+        }
+        var seen = Set<[UInt8]>()
+        var pairs: [IndexPair] = []
+        for value in combined where seen.insert(value).inserted {
+            pairs.append(IndexPair(key: index.unique ? value : value + primaryKey,
+                                   value: IndexEntry.value(primaryKey: primaryKey, unique: index.unique)))
+        }
+        return (pairs, 0)
+    }
+
+    /// The encodings of the value at `path` as an index holds it: RecordIndexKeys, except that a
+    /// string under a collation is encoded by its collation key (nil still 0x00, a present
+    /// optional 0x01 then the key).
+    static func fieldValues(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String,
+                            collation: StringCollation?) throws -> [[UInt8]] {
+        guard let collation, schema.type(atPath: path)?.unwrapped == .string else {
+            return try RecordIndexKeys.values(record, schema: schema, path: path)
+        }
+        switch try leaf(record, schema: schema, path: path) {
+        case .absent: return [[0]]
+        case let .present(bytes, type):
+            var out: [UInt8] = type.isOptional ? [1] : []
+            collation.appendEncodedKey(String(decoding: bytes, as: UTF8.self), to: &out)
+            return [out]
+        }
+    }
+
+    enum Leaf {
+        /// Nil, missing, or under a nil struct.
+        case absent
+        case present(UnsafeRawBufferPointer, FieldType)
+    }
+
+    /// The stored bytes of the field at a dotted path.
+    static func leaf(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String) throws -> Leaf {
+        var schema = schema
+        var current = record
+        let parts = path.split(separator: ".")
+        for (i, part) in parts.enumerated() {
+            guard let field = schema.field(named: String(part)) else {
+                throw StrataError.corruptRecord("the schema has no field \(part) for the index on \(path)")
+            }
+            guard let (bytes, isNil) = try RecordField.find(field.id, in: current), !isNil else { return .absent }
+            if i == parts.count - 1 { return .present(bytes, field.type) }
+            guard case .object(let nested) = field.type.unwrapped else {
+                throw StrataError.corruptRecord("\(part) is not a struct, but the index on \(path) reaches into it")
+            }
+            schema = nested
+            current = bytes
+        }
+        return .absent
+    }
+}
+
+/// A full-text index entry (FORMAT.md §8.5): the key is a word's key encoding then the primary
+/// key; the value is the primary key's length, the text's word count, and the word's positions.
+enum TextPostingValue {
+    /// The entries of a text with these words.
+    static func pairs(words: [[UInt8]], primaryKey: [UInt8]) -> [IndexPair] {
+        var positions: [[UInt8]: [Int]] = [:]
+        var order: [[UInt8]] = []
+        for (position, word) in words.enumerated() {
+            if positions[word] == nil { order.append(word) }
+            positions[word, default: []].append(position)
+        }
+        return order.map { word in
+            var key: [UInt8] = []
+            key.reserveCapacity(word.count + 2 + primaryKey.count)
+            KeyEncoding.appendBytes(word, to: &key)
+            key.append(contentsOf: primaryKey)
+            return IndexPair(key: key, value: value(primaryKey: primaryKey, words: words.count, positions: positions[word] ?? []))
+        }
+    }
+
+    static func value(primaryKey: [UInt8], words: Int, positions: [Int]) -> [UInt8] {
+        var out: [UInt8] = []
+        appendVarint(UInt64(primaryKey.count), to: &out)
+        appendVarint(UInt64(words), to: &out)
+        appendVarint(UInt64(positions.count), to: &out)
+        var last = 0
+        for position in positions {
+            appendVarint(UInt64(position - last), to: &out)
+            last = position
+        }
+        return out
+    }
+
+    /// A value read back: the text's word count and the word's positions.
+    static func read(_ value: UnsafeRawBufferPointer) throws -> (words: Int, positions: [Int]) {
+        var reader = ByteReader(value)
+        _ = try reader.varint()
+        let words = try reader.varint()
+        let count = try reader.varint()
+        guard count <= UInt64(value.count), words <= UInt64(Int32.max) else { throw StrataError.corruptRecord("a full-text entry's counts exceed its size") }
+        var positions: [Int] = []
+        positions.reserveCapacity(Int(count))
+        var last: UInt64 = 0
+        for _ in 0..<Int(count) {
+            let delta = try reader.varint()
+            guard delta <= UInt64(Int32.max) else { throw StrataError.corruptRecord("a full-text position is out of range") }
+            last += delta
+            positions.append(Int(last))
+        }
+        guard last <= words else { throw StrataError.corruptRecord("a full-text position lies past the text's words") }
+        return (Int(words), positions)
+    }
+
+    /// The key of the statistics entry of a full-text index: one 0x00 byte, which no word's key
+    /// starts with (words are never empty and never contain U+0000).
+    static let statsKey: [UInt8] = [0]
+
+    /// The statistics value: the number of texts with at least one word, and their words in all.
+    static func stats(documents: Int, words: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        appendVarint(UInt64(max(0, documents)), to: &out)
+        appendVarint(UInt64(max(0, words)), to: &out)
+        return out
+    }
+
+    static func readStats(_ value: UnsafeRawBufferPointer?) throws -> (documents: Int, words: Int) {
+        guard let value else { return (0, 0) }
+        var reader = ByteReader(value)
+        let documents = try reader.varint(), words = try reader.varint()
+        guard documents <= UInt64(Int.max / 2), words <= UInt64(Int.max / 2) else { throw StrataError.corruptRecord("full-text statistics out of range") }
+        return (Int(documents), Int(words))
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+
+/// Answers a search from a full-text index tree (FORMAT.md §8.5) without reading a record: each
+/// word's entries are its texts' primary keys in key order, so the texts with every word are
+/// found by walking the rarest word's entries and looking each key up under the other words,
+/// stopping at a limit; prefixes, any-word searches and phrases gather each word's entries (with
+/// their positions) and combine them.
+struct TextIndexReader<T: KeyValueTree> {
+    let tree: T
+
+    /// The entries of one term: a whole word's key encoding, or every word with a prefix.
+    static func range(_ term: SearchTerm) -> KeyRange {
+        if term.isPrefix { return .prefix(term.word) }
+        var key: [UInt8] = []
+        KeyEncoding.appendBytes(term.word, to: &key)
+        return .prefix(key)
+    }
+
+    /// The number of entries of `term`, counting at most `cap`.
+    func count(_ term: SearchTerm, cap: Int) throws -> Int {
+        var n = 0
+        try Planner.scan(tree, Self.range(term)) { _, _ in
+            n += 1
+            return n < cap
+        }
+        return n
+    }
+
+    /// How many texts the search may find, counting at most `cap` entries: the rarest word's for
+    /// every word (or a phrase), the sum for any word.
+    func estimate(_ search: ParsedSearch, cap: Int) throws -> Int {
+        let terms = search.distinctTerms
+        if terms.isEmpty { return 0 }
+        if search.mode == .anyWord { return min(cap, try terms.reduce(0) { $0 + (try count($1, cap: cap)) }) }
+        return try terms.map { try count($0, cap: cap) }.min() ?? 0
+    }
+
+    /// One text's entry for a term: its word count and the term's positions in it (a prefix's
+    /// words' positions merged).
+    struct Posting {
+        var words: Int
+        var positions: [Int]
+    }
+
+    /// Every text holding `term`, by primary key.
+    func postings(_ term: SearchTerm) throws -> [[UInt8]: Posting] {
+        var found: [[UInt8]: Posting] = [:]
+        try Planner.scan(tree, Self.range(term)) { key, value in
+            let primaryKey = try IndexEntry.primaryKey(key: key, value: value, unique: false)
+            let (words, positions) = try TextPostingValue.read(value)
+            if var posting = found[primaryKey] {
+                posting.positions = (posting.positions + positions).sorted()
+                found[primaryKey] = posting
+            } else {
+                found[primaryKey] = Posting(words: words, positions: positions)
+            }
+            return true
+        }
+        return found
+    }
+
+    /// Visits the primary keys of the texts matching `search` in ascending order, while `body`
+    /// returns true. One whole word streams its entries' keys (no copy); several whole words
+    /// intersect in a zig-zag; the rest gather and combine (`keys`). A key is valid only during
+    /// its call.
+    func forEachKey(_ search: ParsedSearch, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
+        let terms = search.distinctTerms
+        if terms.isEmpty { return }
+        if terms.count == 1, !terms[0].isPrefix, search.mode != .phrase || search.terms.count == 1 {
+            let prefix = Self.range(terms[0]).lower ?? []
+            try Planner.scan(tree, Self.range(terms[0])) { key, _ in
+                try body(UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
+            }
+            return
+        }
+        var stopped = false
+        for key in try keys(search) where !stopped {
+            stopped = try !key.withUnsafeBytes(body)
+        }
+    }
+
+    /// The primary keys of the texts matching `search`, ascending; the first `limit` of them
+    /// when given.
+    func keys(_ search: ParsedSearch, limit: Int? = nil) throws -> [[UInt8]] {
+        let terms = search.distinctTerms
+        if terms.isEmpty || limit == 0 { return [] }
+        if search.mode == .allWords || (search.mode == .phrase && terms.count == 1 && search.terms.count == 1),
+           terms.allSatisfy({ !$0.isPrefix }) {
+            return try allWholeWords(terms, limit: limit)
+        }
+        let maps = try (search.mode == .phrase ? search.terms : terms).map(postings)
+        var keys: [[UInt8]]
+        switch search.mode {
+        case .anyWord:
+            var all = Set<[UInt8]>()
+            for map in maps { all.formUnion(map.keys) }
+            keys = Array(all)
+        case .allWords:
+            keys = intersection(maps)
+        case .phrase:
+            keys = intersection(maps).filter { key in
+                let lists = maps.map { $0[key]?.positions ?? [] }
+                let later = lists.dropFirst().map(Set.init)
+                return lists[0].contains { start in later.enumerated().allSatisfy { $0.element.contains(start + $0.offset + 1) } }
+            }
+        }
+        keys.sort { $0.lexicographicallyPrecedes($1) }
+        if let limit, keys.count > limit { keys.removeLast(keys.count - limit) }
+        return keys
+    }
+
+    private func intersection(_ maps: [[[UInt8]: Posting]]) -> [[UInt8]] {
+        guard let smallest = maps.min(by: { $0.count < $1.count }) else { return [] }
+        return smallest.keys.filter { key in maps.allSatisfy { $0[key] != nil } }
+    }
+
+    /// Texts with every one of these whole words, in key order: a zig-zag of one cursor per word
+    /// (each word's entries are its texts' keys in order, so a cursor that lags seeks straight to
+    /// the key another one is at), stopping at `limit`. Rare words make it fast whatever the order.
+    private func allWholeWords(_ terms: [SearchTerm], limit: Int?) throws -> [[UInt8]] {
+        let prefixes = terms.map { Self.range($0).lower ?? [] }
+        let cursors = try terms.map { _ in try tree.makeCursor() }
+        var keys: [[UInt8]] = []
+        var probe: [UInt8] = []
+        var positioned = [Bool](repeating: false, count: cursors.count)
+        var target: [UInt8] = []
+        /// Moves cursor `i` to its first text at or after `target`: nil when it has no more, true
+        /// when it is at the target, false when past it (and `target` is then its key). A cursor
+        /// already there stays; one a few entries behind steps (cheaper than a seek from the
+        /// root, when the words are about as common); else it seeks. Nothing is allocated.
+        func reach(_ i: Int) throws -> Bool? {
+            let cursor = cursors[i]
+            let prefix = prefixes[i]
+            func at() -> Bool { cursor.key.starts(with: prefix) }
+            /// The cursor's key compared with prefix + target: <0, 0, >0.
+            func order() -> Int {
+                let key = UnsafeRawBufferPointer(rebasing: cursor.key[prefix.count...])
+                return target.withUnsafeBytes { compare(key, $0) }
+            }
+            var found = false
+            if positioned[i] {
+                for _ in 0..<2 {
+                    guard at() else { return nil }
+                    if order() >= 0 { found = true; break }
+                    guard try cursor.next() else { return nil }
+                }
+            }
+            if !found {
+                probe.removeAll(keepingCapacity: true)
+                probe.append(contentsOf: prefix)
+                probe.append(contentsOf: target)
+                guard try cursor.seek(probe) else { return nil }
+                positioned[i] = true
+            }
+            guard at() else { return nil }
+            if order() == 0 { return true }
+            target.removeAll(keepingCapacity: true)
+            target.append(contentsOf: cursor.key[prefix.count...])
+            return false
+        }
+        guard try reach(0) != nil else { return [] }
+        while true {
+            // Every other word at the target, or the target moves past it.
+            var behind = false
+            for i in 1..<cursors.count {
+                guard let there = try reach(i) else { return keys }
+                if !there {
+                    behind = true
+                    break
+                }
+            }
+            if behind {
+                guard try reach(0) != nil else { return keys }
+                continue
+            }
+            keys.append(target)
+            if let limit, keys.count >= limit { return keys }
+            guard try cursors[0].next(), cursors[0].key.starts(with: prefixes[0]) else { return keys }
+            target.removeAll(keepingCapacity: true)
+            target.append(contentsOf: cursors[0].key[prefixes[0].count...])
+        }
+    }
+
+    /// Byte order of two keys (memcmp, then length).
+    private func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let n = min(a.count, b.count)
+        if n > 0, let x = a.baseAddress, let y = b.baseAddress {
+            let c = memcmp(x, y, n)
+            if c != 0 { return Int(c) }
+        }
+        return a.count - b.count
+    }
+
+    /// The number of texts matching `search`, without building their keys when it is one whole
+    /// word (its entries are counted).
+    func count(_ search: ParsedSearch) throws -> Int {
+        let terms = search.distinctTerms
+        if terms.count == 1, search.terms.count == 1, !terms[0].isPrefix {
+            return try count(terms[0], cap: Int.max)
+        }
+        return try keys(search).count
+    }
+
+    /// The index's statistics: texts with at least one word, and their words in all.
+    func stats() throws -> (documents: Int, words: Int) {
+        try TextPostingValue.readStats(try tree.view(TextPostingValue.statsKey))
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// Orders a search's matches by relevance, most relevant first: Okapi BM25 (k1 = 1.2, b = 0.75)
+/// over the search's distinct terms, from the full-text index on the field when there is one, or
+/// else from every record's text (slower, the same scores). Its definition, which the tests
+/// recompute from plain objects:
+///
+///     N     texts of the model's objects with at least one word in the field
+///     avg   their words in all, divided by N
+///     df(t) texts with a word matching term t (a whole word, or any word with a prefix)
+///     tf(t) that text's words matching t;  len  its number of words
+///     score = Σ over terms, in the order written, of
+///             ln(1 + (N − df + 0.5) / (df + 0.5)) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · len / avg))
+///
+/// (terms a text lacks add nothing; with avg = 0 the length factor is 1). Equal scores tie, and
+/// ties go by the query's sort descriptors, then by primary key.
+struct TextRanking: Sendable {
+    /// The searched field's stored path.
+    let path: String
+    let search: ParsedSearch
+
+    static let k1 = 1.2
+    static let b = 0.75
+
+    static func score(termFrequencies: [Int], documentFrequencies: [Int], length: Int, documents: Int, totalWords: Int) -> Double {
+        let n = Double(documents)
+        let average = documents > 0 ? Double(totalWords) / n : 0
+        let norm = average > 0 ? 1 - b + b * Double(length) / average : 1
+        var score = 0.0
+        for t in termFrequencies.indices where termFrequencies[t] > 0 {
+            let tf = Double(termFrequencies[t])
+            let df = Double(documentFrequencies[t])
+            let idf = log(1 + (n - df + 0.5) / (df + 0.5))
+            score += idf * tf * (k1 + 1) / (tf + k1 * norm)
+        }
+        return score
+    }
+
+    /// The scores of the texts of `keys` (primary keys of objects that matched).
+    func scores<M: Model, S: TreeSource>(for keys: [[UInt8]], info: ModelInfo<M>, source: S) throws -> [Double] {
+        let terms = search.distinctTerms
+        if let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
+           let tree = try source.tree(named: info.indexTreeNames[i]) {
+            let reader = TextIndexReader(tree: tree)
+            let (documents, words) = try reader.stats()
+            let maps = try terms.map(reader.postings)
+            let frequencies = maps.map(\.count)
+            return keys.map { key in
+                let postings = maps.map { $0[key] }
+                let length = postings.lazy.compactMap { $0?.words }.first ?? 0
+                return Self.score(termFrequencies: postings.map { $0?.positions.count ?? 0 }, documentFrequencies: frequencies,
+                                  length: length, documents: documents, totalWords: words)
+            }
+        }
+        // No index: the same figures from every record's text.
+        guard let records = try source.tree(named: info.recordTree) else { return keys.map { _ in 0 } }
+        let wanted = Set(keys)
+        var documents = 0, totalWords = 0
+        var frequencies = [Int](repeating: 0, count: terms.count)
+        var perText: [[UInt8]: (length: Int, tf: [Int])] = [:]
+        try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { key, record in
+            guard case .present(let bytes, _) = try IndexEntries.leaf(record, schema: info.stored.object, path: path) else { return true }
+            let words = WordTokenizer.words(utf8: bytes)
+            if words.isEmpty { return true }
+            documents += 1
+            totalWords += words.count
+            let tf = terms.map { term in words.reduce(0) { $0 + (term.matches($1) ? 1 : 0) } }
+            for t in terms.indices where tf[t] > 0 { frequencies[t] += 1 }
+            let primaryKey = Array(key)
+            if wanted.contains(primaryKey) { perText[primaryKey] = (words.count, tf) }
+            return true
+        }
+        return keys.map { key in
+            guard let text = perText[key] else { return 0 }
+            return Self.score(termFrequencies: text.tf, documentFrequencies: frequencies, length: text.length,
+                              documents: documents, totalWords: totalWords)
+        }
+    }
+
+    /// Keys that order by descending score (ascending bytes), to lead a sort.
+    static func sortKey(_ score: Double) -> [UInt8] {
+        var key: [UInt8] = []
+        KeyEncoding.appendDouble(score, to: &key)
+        return key.map { ~$0 }
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+
+// The words of a text, as a full-text index holds them and a search looks for them. This is part
+// of the file format (FORMAT.md §8.5): the index stores these words, so the rules must not drift.
+// They follow Unicode's default word boundaries (UAX #29) in a simplified, fixed form, written
+// here rather than taken from a library: swift-corelibs-foundation has no
+// `enumerateSubstrings(.byWords)`, and ICU's rules change between versions.
+//
+//   1. Fold: Foundation's `folding(options: [.caseInsensitive, .diacriticInsensitive,
+//      .widthInsensitive], locale: nil)` (full case folding, "Straße" → "strasse"; marks removed,
+//      "Café" → "cafe"; fullwidth forms to ASCII), then NFC.
+//   2. Split the folded scalars. Word scalars are letters (general categories L*), marks (M*),
+//      numbers (N*) and connector punctuation (Pc, "_"); a word is a run of them. Ideographs and
+//      Hiragana are each a word of their own. An apostrophe (U+0027, U+2019) or a full stop
+//      between two word scalars joins them ("can't", "e.g", "3.14"), and so does a comma between
+//      two decimal digits ("1,000"). Everything else separates words, and is no word.
+//   3. A word longer than 120 UTF-8 bytes is cut to its first 120 bytes' whole scalars.
+//
+// Positions count words from 0. ASCII text takes a byte-wise path that gives the same words.
+
+enum WordTokenizer {
+    static let maxWordBytes = 120
+
+    /// The folded words of `text`, in order, each as NFC UTF-8.
+    static func words(_ text: String) -> [[UInt8]] {
+        var isASCII = true
+        for byte in text.utf8 where byte >= 0x80 { isASCII = false; break }
+        if isASCII {
+            var text = text
+            return text.withUTF8 { asciiWords(UnsafeRawBufferPointer($0)) }
+        }
+        return generalWords(text)
+    }
+
+    /// The words of UTF-8 text (a record's string bytes).
+    static func words(utf8: UnsafeRawBufferPointer) -> [[UInt8]] {
+        var isASCII = true
+        for byte in utf8 where byte >= 0x80 { isASCII = false; break }
+        if isASCII { return asciiWords(utf8) }
+        return generalWords(String(decoding: utf8, as: UTF8.self))
+    }
+
+    // MARK: ASCII
+
+    /// What an ASCII byte is: 0 separator, 1 letter or underscore, 2 digit, 3 joiner (' .),
+    /// 4 comma (a joiner between digits).
+    private static let asciiClass: [UInt8] = {
+        var table = [UInt8](repeating: 0, count: 128)
+        for b in UInt8(ascii: "a")...UInt8(ascii: "z") { table[Int(b)] = 1 }
+        for b in UInt8(ascii: "A")...UInt8(ascii: "Z") { table[Int(b)] = 1 }
+        table[Int(UInt8(ascii: "_"))] = 1
+        for b in UInt8(ascii: "0")...UInt8(ascii: "9") { table[Int(b)] = 2 }
+        table[Int(UInt8(ascii: "'"))] = 3
+        table[Int(UInt8(ascii: "."))] = 3
+        table[Int(UInt8(ascii: ","))] = 4
+        return table
+    }()
+
+    private static func asciiWords(_ bytes: UnsafeRawBufferPointer) -> [[UInt8]] {
+        var words: [[UInt8]] = []
+        var current: [UInt8] = []
+        var lastIsDigit = false
+        var i = 0
+        let n = bytes.count
+        func flush() {
+            if !current.isEmpty {
+                if current.count > maxWordBytes { current.removeLast(current.count - maxWordBytes) }
+                words.append(current)
+                current = []
+            }
+        }
+        while i < n {
+            let byte = bytes[i]
+            let kind = asciiClass[Int(byte)]
+            switch kind {
+            case 1, 2:
+                current.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+                lastIsDigit = kind == 2
+            case 3, 4:
+                // Joins only between two word characters (a comma: two digits).
+                let next = i + 1 < n ? asciiClass[Int(bytes[i + 1])] : 0
+                if !current.isEmpty && (kind == 3 ? (next == 1 || next == 2) : (lastIsDigit && next == 2)) {
+                    current.append(byte)
+                } else {
+                    flush()
+                }
+            default:
+                flush()
+            }
+            i += 1
+        }
+        flush()
+        return words
+    }
+
+    // MARK: Any text
+
+    private enum ScalarClass {
+        case separator, word, digit, standalone, joiner, comma
+    }
+
+    private static func classify(_ scalar: Unicode.Scalar) -> ScalarClass {
+        switch scalar.value {
+        case 0x27, 0x2E, 0x2019: return .joiner
+        case 0x2C: return .comma
+        case 0x3040...0x309F: return .standalone          // Hiragana
+        default: break
+        }
+        if scalar.value < 0x80 {
+            switch asciiClass[Int(scalar.value)] {
+            case 1: return .word
+            case 2: return .digit
+            default: return .separator
+            }
+        }
+        let properties = scalar.properties
+        if properties.isIdeographic { return .standalone }
+        switch properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+             .nonspacingMark, .spacingMark, .enclosingMark, .letterNumber, .otherNumber, .connectorPunctuation:
+            return .word
+        case .decimalNumber:
+            return .digit
+        default:
+            return .separator
+        }
+    }
+
+    /// Whether a scalar (of text before folding) is part of a word: a letter, mark, number,
+    /// connector, ideograph or Hiragana, as step 2 reads them.
+    static func isWordScalar(_ scalar: Unicode.Scalar) -> Bool {
+        switch classify(scalar) {
+        case .word, .digit, .standalone: return true
+        default: return false
+        }
+    }
+
+    /// Any text, by scalars (internal so that tests can compare it with the ASCII path).
+    static func generalWords(_ text: String) -> [[UInt8]] {
+        let folded = KeyEncoding.normalized(text.folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil))
+        let scalars = Array(folded.unicodeScalars)
+        let classes = scalars.map(classify)
+        var words: [[UInt8]] = []
+        var current: [UInt8] = []
+        var lastIsDigit = false
+        func flush() {
+            if !current.isEmpty {
+                words.append(cut(current))
+                current = []
+            }
+        }
+        func append(_ scalar: Unicode.Scalar) {
+            if let utf8 = UTF8.encode(scalar) { current.append(contentsOf: utf8) }
+        }
+        for (i, scalar) in scalars.enumerated() {
+            switch classes[i] {
+            case .word, .digit:
+                append(scalar)
+                lastIsDigit = classes[i] == .digit
+            case .standalone:
+                flush()
+                append(scalar)
+                flush()
+            case .joiner, .comma:
+                let next = i + 1 < scalars.count ? classes[i + 1] : .separator
+                let joins = classes[i] == .joiner ? (next == .word || next == .digit) : (lastIsDigit && next == .digit)
+                if !current.isEmpty && joins { append(scalar) } else { flush() }
+            case .separator:
+                flush()
+            }
+        }
+        flush()
+        return words
+    }
+
+    /// `word` cut to at most `maxWordBytes` bytes, at a scalar boundary.
+    private static func cut(_ word: [UInt8]) -> [UInt8] {
+        guard word.count > maxWordBytes else { return word }
+        var end = maxWordBytes
+        // Back up over continuation bytes (10xxxxxx) to the start of the scalar that does not fit.
+        while end > 0 && word[end] & 0xC0 == 0x80 { end -= 1 }
+        return Array(word[..<end])
+    }
+}
