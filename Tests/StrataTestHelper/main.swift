@@ -24,6 +24,9 @@
 //       Prints "ready", then checks snapshot after snapshot that "count", "hot" and tree "w" agree
 //       (`CounterWorkload.check`) until one shows TARGET commits; prints "checked N snapshots of
 //       M commits". Exits 1 at the first snapshot that disagrees.
+//   StrataTestHelper die-in-write FILE
+//       Begins a write transaction, puts keys "dead/0" ... "dead/9" in tree "w", prints "in-write"
+//       and waits inside the transaction until killed: a writer that dies mid-transaction.
 //   StrataTestHelper hold-reader FILE
 //       Begins a read snapshot and prints "snapshot TXNID CHECKSUM PID"; waits for a line on
 //       stdin, re-reads everything through the same snapshot and prints "recheck CHECKSUM"; exits
@@ -60,6 +63,7 @@ func usage() -> Never {
     usage: StrataTestHelper commit-loop FILE START [--sync single|double] [--big]
            StrataTestHelper writer FILE ID COUNT [--durable] [--gate]
            StrataTestHelper hold-reader FILE
+           StrataTestHelper die-in-write FILE
            StrataTestHelper check-loop FILE TARGET
     """)
 }
@@ -205,6 +209,17 @@ func holdReader(_ args: [String]) throws {
     exit(first == second ? 0 : 1)
 }
 
+func dieInWrite(_ args: [String]) throws {
+    guard args.count == 1 else { usage() }
+    let store = try Store(path: args[0], options: StoreOptions(durability: .noSync))
+    try store.write { txn in
+        let tree = try txn.createTree("w")
+        for i in 0..<10 { try tree.put(Array("dead/\(i)".utf8), [UInt8](repeating: 0xDE, count: 100)) }
+        say("in-write")
+        while true { sleep(60) }
+    }
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else { usage() }
 do {
@@ -213,6 +228,7 @@ do {
     case "writer": try writer(Array(arguments.dropFirst()))
     case "hold-reader": try holdReader(Array(arguments.dropFirst()))
     case "check-loop": try checkLoop(Array(arguments.dropFirst()))
+    case "die-in-write": try dieInWrite(Array(arguments.dropFirst()))
     default: usage()
     }
 } catch {
