@@ -17,11 +17,11 @@ let package = Package(
         // The documented repository pattern (Examples/README.md); `swift run RepositoryExample`.
         .executableTarget(name: "RepositoryExample", dependencies: ["Strata"], path: "Examples/Repository"),
         // Spawned by the crash and multi-process tests: commits numbered transactions until killed.
-        .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage", "StrataTestWorkloads"], path: "Tests/StrataTestHelper"),
+        .executableTarget(name: "StrataTestHelper", dependencies: ["StrataStorage", "Strata", "StrataTestWorkloads"], path: "Tests/StrataTestHelper"),
         // What the helper writes and the tests check, defined once for both.
-        .target(name: "StrataTestWorkloads", dependencies: ["StrataStorage"], path: "Tests/StrataTestWorkloads"),
+        .target(name: "StrataTestWorkloads", dependencies: ["StrataStorage", "Strata"], path: "Tests/StrataTestWorkloads"),
         .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper", "StrataTestWorkloads"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "strata"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "strata", "StrataTestHelper", "StrataTestWorkloads"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -80,6 +80,9 @@ final class CommitWatch: Sendable {
     }
 
     var reportedEvents: Int { counters.withLock { $0.events } }
+    /// While set, the watcher does not look (tests use it to make several commits of other
+    /// processes arrive as one event); `nudge()` after clearing it.
+    let paused = Atomic<Bool>(false)
     var isRunning: Bool { state.withLock { $0.running } }
 
     // MARK: Starting and stopping
@@ -252,8 +255,10 @@ final class CommitWatch: Sendable {
         // and the sleep below returns at once.
         let signal = env.readers.commitSignal
         if watch.stopIfIdle(listeners: env.commitListeners) { return nil }
-        watch.noteOtherCommits(env)
-        watch.report(env)
+        if !watch.paused.load(ordering: .sequentiallyConsistent) {
+            watch.noteOtherCommits(env)
+            watch.report(env)
+        }
         return (env.readers.commitSignalAddress, signal)
     }
 
