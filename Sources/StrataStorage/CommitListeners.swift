@@ -40,7 +40,7 @@ public struct CommitEvent: Sendable, Equatable {
 final class CommitListeners: Sendable {
     private let listeners = Mutex<(next: UInt64, all: [UInt64: @Sendable (CommitEvent) -> Void])>((1, [:]))
     /// Told when the first listener arrives and when the last one leaves (the commit watcher).
-    private let onChange = Mutex<(@Sendable (_ count: Int) -> Void)?>(nil)
+    private let onChange = Mutex<ChangeHook?>(nil)
 
     func add(_ listener: @escaping @Sendable (CommitEvent) -> Void) -> UInt64 {
         let (id, count) = listeners.withLock { state in
@@ -49,7 +49,7 @@ final class CommitListeners: Sendable {
             state.all[id] = listener
             return (id, state.all.count)
         }
-        if count == 1 { onChange.withLock { $0 }?(count) }
+        if count == 1 { onChange.withLock { $0 }?.call(count) }
         return id
     }
 
@@ -57,12 +57,19 @@ final class CommitListeners: Sendable {
 
     func remove(_ id: UInt64) {
         let (removed, count) = listeners.withLock { state in (state.all.removeValue(forKey: id) != nil, state.all.count) }
-        if removed && count == 0 { onChange.withLock { $0 }?(count) }
+        if removed && count == 0 { onChange.withLock { $0 }?.call(count) }
     }
 
     /// Sets what is told of the first listener arriving and the last leaving.
     func setOnChange(_ body: @escaping @Sendable (_ count: Int) -> Void) {
-        onChange.withLock { $0 = body }
+        let hook = ChangeHook(body)
+        onChange.withLock { $0 = hook }
+    }
+
+    /// Boxed for the reason `PublishHook` is.
+    private final class ChangeHook: Sendable {
+        let call: @Sendable (Int) -> Void
+        init(_ call: @escaping @Sendable (Int) -> Void) { self.call = call }
     }
 
     /// Calls every listener on the committing thread, outside the lock, with the event `make`

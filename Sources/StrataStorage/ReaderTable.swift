@@ -43,6 +43,14 @@ enum LockLayout {
     }
 }
 
+/// The publish hook, boxed: a closure kept directly in a `Mutex` would be re-wrapped in a
+/// reabstraction thunk on every `withLock` (the inout access converts it in and back out), and a
+/// hook read once per commit would grow a chain of thunks as long as the number of commits.
+final class PublishHook: Sendable {
+    let call: @Sendable (UInt64) -> Void
+    init(_ call: @escaping @Sendable (UInt64) -> Void) { self.call = call }
+}
+
 /// A snapshot a reader slot holds, as the writer and `strata readers` see it.
 public struct ReaderSlot: Sendable, Equatable {
     /// Index of the slot in the table.
@@ -67,7 +75,7 @@ final class ReaderTable: Sendable {
     let isReadOnly: Bool
     /// Called by `publish` with each commit of this process, before the commit is published (the
     /// commit watcher tells this process's commits from other processes' with it).
-    private let publishHook = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
+    private let publishHook = Mutex<PublishHook?>(nil)
     private let hasPublishHook = Atomic<Bool>(false)
     /// This process counts itself among the lock file's watchers: its own commits need not wake
     /// anyone unless another process watches too.
@@ -129,7 +137,7 @@ final class ReaderTable: Sendable {
     /// wake-up (a system call) is made only when a process other than this one watches.
     func publish(latest txnid: UInt64) {
         if isReadOnly { return }
-        if hasPublishHook.load(ordering: .sequentiallyConsistent), let hook = publishHook.withLock({ $0 }) { hook(txnid) }
+        if hasPublishHook.load(ordering: .sequentiallyConsistent), let hook = publishHook.withLock({ $0 }) { hook.call(txnid) }
         atomic(LockLayout.latestOffset).pointee.store(txnid, ordering: .sequentiallyConsistent)
         atomic32(LockLayout.commitSignalOffset).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
         let watchers = atomic32(LockLayout.watchersOffset).pointee.load(ordering: .sequentiallyConsistent)
@@ -138,7 +146,8 @@ final class ReaderTable: Sendable {
 
     /// Sets the function `publish` calls with this process's commits (nil: none).
     func setPublishHook(_ hook: (@Sendable (UInt64) -> Void)?) {
-        publishHook.withLock { $0 = hook }
+        let boxed = hook.map(PublishHook.init)
+        publishHook.withLock { $0 = boxed }
         hasPublishHook.store(hook != nil, ordering: .sequentiallyConsistent)
     }
 
