@@ -3,6 +3,9 @@ import PackageDescription
 
 let package = Package(
     name: "Strata",
+    // What the code needs on Apple platforms: Synchronization's Mutex and Atomic (and with them
+    // os_sync_wait_on_address, Observation and Swift 6 concurrency) arrived in these releases.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataStorage", targets: ["StrataStorage"]),

@@ -116,11 +116,17 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     private let reading = Atomic<Bool>(false)
     /// Field id → hash of its stored bytes (nil when the object does not exist).
     private var last: [Int: Int]?
+    /// For `LiveObject`: told the object as first read (nil if absent), before any change; and
+    /// then an object that appears is reported (`.changed` with every field) and a deletion
+    /// does not end the observation. Nil for `observe(_:key:)`.
+    private let initial: (@Sendable (M?) -> Void)?
 
-    init(db: Database, key: M.ID, queue: DispatchQueue, block: @escaping @Sendable (ObjectChange<M>) -> Void) {
+    init(db: Database, key: M.ID, queue: DispatchQueue, initial: (@Sendable (M?) -> Void)? = nil,
+         block: @escaping @Sendable (ObjectChange<M>) -> Void) {
         self.db = db
         self.key = key
         self.queue = queue
+        self.initial = initial
         self.block = block
     }
 
@@ -171,7 +177,10 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let keyBytes = try info.keyBytes(key)
             let record = try wrapStorage { try snapshot.txn.tree(info.recordTree)?.view(keyBytes) }
             guard let record else {
-                if !initial && last != nil { end(.deleted) }
+                if !initial && last != nil {
+                    if self.initial == nil { end(.deleted) } else { deliver(.deleted) }
+                }
+                if initial { deliverInitial(nil) }
                 last = nil
                 return
             }
@@ -183,7 +192,17 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 fields[entry.id] = hasher.finalize()
             }
             defer { last = fields }
-            guard !initial, let previous = last else { return }
+            if initial {
+                if self.initial != nil { deliverInitial(try info.decode(record)) }
+                return
+            }
+            guard let previous = last else {
+                // It appeared: only a live object reports that (with every field).
+                if self.initial != nil {
+                    deliver(.changed(try info.decode(record), fields: info.stored.object.fields.filter { !$0.removed }.map(\.name)))
+                }
+                return
+            }
             let changedIDs = Set(fields.keys).union(previous.keys).filter { fields[$0] != previous[$0] }
             if changedIDs.isEmpty { return }
             let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
@@ -202,6 +221,14 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         queue.async { [self] in
             guard isLive else { return }
             block(change)
+        }
+    }
+
+    private func deliverInitial(_ object: M?) {
+        guard let initial else { return }
+        queue.async { [self] in
+            guard isLive else { return }
+            initial(object)
         }
     }
 }

@@ -69,7 +69,22 @@ extension Results {
             queue.async { block(.error(error)) }
             return NotificationToken {}
         }
-        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, queue: queue, block: block)
+        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, delivery: .queue(queue, block))
+        observer.start()
+        return NotificationToken { observer.invalidate() }
+    }
+
+    /// `observe`, delivering through `handoff`, which must call `done` once the change has been
+    /// taken in (on whatever thread or actor it hands it to): until then, later commits merge
+    /// into the next change, so a slow consumer holds one change and one snapshot at most. On a
+    /// failed query `handoff` gets the error at once.
+    func observe(keyPaths: [PartialKeyPath<M> & Sendable]?,
+                 handoff: @escaping @Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void) -> NotificationToken {
+        guard let snapshot else {
+            handoff(.error(state.failure ?? .databaseClosed)) {}
+            return NotificationToken {}
+        }
+        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, delivery: .handoff(handoff))
         observer.start()
         return NotificationToken { observer.invalidate() }
     }
@@ -106,10 +121,16 @@ extension Results {
 /// written only on `worker` (the database's serial observer queue); everything else is immutable
 /// or atomic.
 final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
+    /// Where changes go: a block on a queue (`observe`), or a handoff that says when it is done
+    /// with each (`LiveResults`).
+    enum Delivery {
+        case queue(DispatchQueue, @Sendable (ResultsChange<M>) -> Void)
+        case handoff(@Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void)
+    }
+
     private let db: Database
     private let query: Query<M>
-    private let queue: DispatchQueue
-    private let block: @Sendable (ResultsChange<M>) -> Void
+    private let delivery: Delivery
     private var worker: DispatchQueue { db.observerQueue }
     /// With `keyPaths`, the stored fields they name, each as its path of field ids (a nested key
     /// path reaches into the nested record): only their bytes are fingerprinted.
@@ -164,12 +185,10 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         }
     }
 
-    init(db: Database, query: Query<M>, keyPaths: [PartialKeyPath<M> & Sendable]?, queue: DispatchQueue,
-         block: @escaping @Sendable (ResultsChange<M>) -> Void) {
+    init(db: Database, query: Query<M>, keyPaths: [PartialKeyPath<M> & Sendable]?, delivery: Delivery) {
         self.db = db
         self.query = query
-        self.queue = queue
-        self.block = block
+        self.delivery = delivery
         self.tree = (try? db.info(M.self))?.recordTree ?? ""
         if let keyPaths, let info = try? db.info(M.self) {
             let paths = keyPaths.compactMap { keyPath -> [Int]? in
@@ -186,8 +205,11 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
 
     func start() {
         guard (try? db.info(M.self)) != nil else {
-            let block = self.block
-            queue.async { block(.error(.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)"))) }
+            let error = StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
+            switch delivery {
+            case .queue(let queue, let block): queue.async { block(.error(error)) }
+            case .handoff(let handoff): handoff(.error(error)) {}
+            }
             return
         }
         // Listen first, then evaluate: a commit in between is in the initial results, and the
@@ -532,12 +554,20 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// was put off meanwhile: most deliveries then cost one thread hop, not two.
     private func deliver(_ change: ResultsChange<M>) {
         inFlight.store(true, ordering: .sequentiallyConsistent)
-        queue.async { [self] in
-            if isLive { block(change) }
+        let done: @Sendable () -> Void = { [self] in
             inFlight.store(false, ordering: .sequentiallyConsistent)
             if putOff.exchange(false, ordering: .sequentiallyConsistent) {
                 worker.async { self.refreshIfStale() }
             }
+        }
+        switch delivery {
+        case .queue(let queue, let block):
+            queue.async { [self] in
+                if isLive { block(change) }
+                done()
+            }
+        case .handoff(let handoff):
+            if isLive { handoff(change, done) } else { done() }
         }
     }
 }
