@@ -18,7 +18,10 @@ public struct CommitEvent: Sendable, Equatable {
     public let previousVersion: UInt64
     /// True when the commits were made by other processes. Their changes were found by comparing
     /// the two snapshots (`ReadTransaction.forEachChange`): the keys listed are exactly those whose
-    /// value differs, and commits that landed close together arrive as one event.
+    /// value differs between `previousVersion` and `txnid`, and commits that landed close together
+    /// arrive as one event. So a key changed and changed back within the span is not listed: a
+    /// listener that read a version strictly inside the span (after `previousVersion`, before
+    /// `txnid`) must look again rather than trust the keys.
     public let isFromOtherProcess: Bool
 
     /// A commit of this process.
