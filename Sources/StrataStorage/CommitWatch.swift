@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Synchronization
 
 // Commits made by other processes, reported to this process's commit listeners.
@@ -345,40 +340,4 @@ final class CommitWatch: Sendable {
             return CommitEvent(txnid: new.txnid, changedTrees: names, changedKeys: [:], previousVersion: old.txnid, isFromOtherProcess: true)
         }
     }
-}
-
-/// Runs `body` on a new detached thread named `name`; false when no thread could be made.
-func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
-    final class Start: Sendable {
-        let name: String
-        let body: @Sendable () -> Void
-        init(_ name: String, _ body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
-        func run() {
-            #if canImport(Darwin)
-            _ = pthread_setname_np(name)   // (Glibc's module does not export it; the thread stays unnamed there)
-            #endif
-            body()
-        }
-    }
-    let argument = Unmanaged.passRetained(Start(name, body)).toOpaque()
-    #if canImport(Darwin)
-    var thread: pthread_t?
-    let result = pthread_create(&thread, nil, { argument in
-        Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run()
-        return nil
-    }, argument)
-    if result == 0, let thread { pthread_detach(thread) }
-    #else
-    var thread = pthread_t()
-    let result = pthread_create(&thread, nil, { argument in
-        if let argument { Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run() }
-        return nil
-    }, argument)
-    if result == 0 { pthread_detach(thread) }
-    #endif
-    if result != 0 {
-        Unmanaged<Start>.fromOpaque(argument).release()
-        return false
-    }
-    return true
 }
