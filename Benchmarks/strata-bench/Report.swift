@@ -101,9 +101,25 @@ struct SuiteReport {
         lines.append("")
         lines.append("ops/s: higher is better, and a ratio above 1 means Strata is faster. (cpu): the same ratio in CPU time used, steadier")
         lines.append("on a busy machine but blind to waiting on the disk. Sizes and RSS: a ratio below 1 means Strata is smaller.")
+        lines += latencyLines()
         lines.append("")
         lines += resourcesTable()
         return lines.joined(separator: "\n")
+    }
+
+    /// Delivery latency percentiles, for workloads that measured them (the live suite).
+    func latencyLines() -> [String] {
+        var lines: [String] = []
+        for run in runs {
+            for w in workloads {
+                guard let m = run.results[w.id], let p50 = m.stats["latency_p50_ns"], let p99 = m.stats["latency_p99_ns"] else { continue }
+                if lines.isEmpty { lines.append(""); lines.append("latency (commit start to delivery)") }
+                let maximum = m.stats["latency_max_ns"].map { ", max \(formatFixed(Double($0) / 1e6, 2)) ms" } ?? ""
+                let count = m.stats["latency_samples"].map { " over \(formatInt(Int($0))) deliveries" } ?? ""
+                lines.append("  \(run.engine.title) \(pad(w.id, 24)) p50 \(formatFixed(Double(p50) / 1e6, 2)) ms, p99 \(formatFixed(Double(p99) / 1e6, 2)) ms\(maximum)\(count)")
+            }
+        }
+        return lines
     }
 
     // MARK: Per-workload resources

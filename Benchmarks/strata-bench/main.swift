@@ -6,6 +6,7 @@
 //   strata-bench group [options]            group commit: 100 concurrent durable writers
 //   strata-bench app [options]              app queries: room pages, searches, sorted contacts, beside SQLite
 //   strata-bench engine SUITE ENGINE ...    internal: one engine's phase, in a child process
+//   strata-bench live-writer FILE           internal: the writing process of cross_process_latency
 //
 // See Benchmarks/README.md for the workloads, the peers' settings and how to read the ratios.
 
@@ -166,6 +167,8 @@ func main() -> Int32 {
                 for w in chosen.workloads { out("  \(pad(w.id, 24)) \(w.summary)") }
             }
             return 0
+        case "live-writer":
+            return runLiveWriter(Array(args.dropFirst()))
         case "engine":
             args.removeFirst()
             guard let suiteName = args.popFirst(), let chosen = suite(named: suiteName), let engine = args.popFirst() else {

@@ -10,7 +10,8 @@ extension Store {
     /// try store.copy(to: "/backups/app.strata")
     /// ```
     /// A copy that fails (or whose source snapshot a writer changed under a read-only store, see
-    /// `StoreOptions.readOnly`) removes what it wrote and throws.
+    /// `StoreOptions.readOnly`) removes what it wrote and throws. Under `withProgress` it reports
+    /// the entries (or pages) copied and stops, removing what it wrote, with `CancellationError`.
     public func copy(to path: String, compacting: Bool = true) throws {
         if PosixFile.exists(path) { throw StorageError.io(operation: "create copy", path: path, errno: 17) }
         var created = false
@@ -37,7 +38,12 @@ extension Store {
         defer { target.close() }
         // Commit in batches so a large copy never holds the whole file in dirty pages.
         let batchBytes = 64 << 20
-        for name in try snapshot.treeNames() {
+        let control = OperationControl.current
+        let names = try snapshot.treeNames()
+        var entries = 0
+        for name in names { entries += try snapshot.tree(name)?.count ?? 0 }
+        control?.begin("copy", total: entries)
+        for name in names {
             guard let source = try snapshot.tree(name) else { continue }
             let cursor = source.cursor()
             var more = try cursor.first()
@@ -48,6 +54,7 @@ extension Store {
                     var bytes = 0
                     var more = true
                     while more && bytes < batchBytes {
+                        try control?.step()
                         try tree.put(cursor.key, cursor.value)
                         bytes += cursor.key.count + cursor.value.count
                         more = try cursor.next()
@@ -65,8 +72,11 @@ extension Store {
         let meta = snapshot.meta
         let chunk = 256
         var page: UInt64 = 2
+        let control = OperationControl.current
+        control?.begin("copy pages", total: Int(clamping: meta.pageCount))
         while page < meta.pageCount {
             let count = Int(min(UInt64(chunk), meta.pageCount - page))
+            try control?.step(count)
             try target.write(UnsafeRawBufferPointer(start: snapshot.pages.base + Int(page) * pageSize, count: count * pageSize),
                              at: page * UInt64(pageSize))
             page += UInt64(count)

@@ -31,8 +31,12 @@ final class Environment: @unchecked Sendable {
     let writer = Mutex<Void>(())
     /// Hash of the thread inside `write`, to turn a nested write into an error instead of a deadlock.
     let writerThread = Atomic<UInt>(0)
-    /// Told of every commit made through this environment.
+    /// Told of every commit made through this environment, and (through `commitWatch`) of other
+    /// processes' commits.
     let commitListeners = CommitListeners()
+    /// Reports other processes' commits to `commitListeners` while there are any; nil for a file
+    /// no other process can write (in memory, or opened read-only).
+    let commitWatch: CommitWatch?
     /// Written and read only by the writer, inside `writer`'s lock (see `Store.write`).
     nonisolated(unsafe) var freeScanHint: FreeScanHint?
     /// Zeros the file grows by (see `growFile`).
@@ -52,9 +56,17 @@ final class Environment: @unchecked Sendable {
         self.identity = identity
         self.lockIdentity = lockIdentity
         self.readOnly = readOnly
+        self.commitWatch = lockFile != nil && readOnly == nil && !readers.isReadOnly ? CommitWatch(readers: readers, pageSize: pageSize) : nil
+        if commitWatch != nil {
+            commitListeners.setOnChange { [weak self] count in
+                guard let self, let watch = self.commitWatch else { return }
+                if count > 0 { watch.start(self) } else { watch.nudge() }
+            }
+        }
     }
 
     deinit {
+        commitWatch?.shutdown()   // its pins are slots of the lock file's table, unmapped below
         if let lockFile, let lockFileMap {
             lockFile.unmap(UnsafeMutableRawPointer(bitPattern: lockFileMap.address)!, length: lockFileMap.length)
         }

@@ -45,3 +45,39 @@ func unmapMemory(_ address: UInt, length: Int) {
 func unlinkFile(_ path: String) {
     _ = unlink(path)
 }
+
+/// Runs `body` on a new detached thread named `name`; false when no thread could be made.
+func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    final class Start: Sendable {
+        let name: String
+        let body: @Sendable () -> Void
+        init(_ name: String, _ body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
+        func run() {
+            #if canImport(Darwin)
+            _ = pthread_setname_np(name)   // (Glibc's module does not export it; the thread stays unnamed there)
+            #endif
+            body()
+        }
+    }
+    let argument = Unmanaged.passRetained(Start(name, body)).toOpaque()
+    #if canImport(Darwin)
+    var thread: pthread_t?
+    let result = pthread_create(&thread, nil, { argument in
+        Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run()
+        return nil
+    }, argument)
+    if result == 0, let thread { pthread_detach(thread) }
+    #else
+    var thread = pthread_t()
+    let result = pthread_create(&thread, nil, { argument in
+        if let argument { Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run() }
+        return nil
+    }, argument)
+    if result == 0 { pthread_detach(thread) }
+    #endif
+    if result != 0 {
+        Unmanaged<Start>.fromOpaque(argument).release()
+        return false
+    }
+    return true
+}

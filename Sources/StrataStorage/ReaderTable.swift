@@ -17,6 +17,8 @@ enum LockLayout {
     static let slotCountOffset = 12  // u32
     static let latestOffset = 16     // u64 atomic: id of the newest committed transaction
     static let highWaterOffset = 24  // u64 atomic: slots below this index may be in use; the writer scans only those
+    static let commitSignalOffset = 32  // u32 atomic: bumped after every published commit; watchers sleep on it (futex)
+    static let watchersOffset = 36      // u32 atomic: processes whose commit watcher may sleep on the signal
     static let slotsOffset = 64
     static let slotStride = 64       // one cache line per slot, so readers on different cores do not share lines
     static let slotOwner = 0         // u64 atomic: pid of the owner, 0 when free
@@ -41,6 +43,14 @@ enum LockLayout {
     }
 }
 
+/// The publish hook, boxed: a closure kept directly in a `Mutex` would be re-wrapped in a
+/// reabstraction thunk on every `withLock` (the inout access converts it in and back out), and a
+/// hook read once per commit would grow a chain of thunks as long as the number of commits.
+final class PublishHook: Sendable {
+    let call: @Sendable (UInt64) -> Void
+    init(_ call: @escaping @Sendable (UInt64) -> Void) { self.call = call }
+}
+
 /// A snapshot a reader slot holds, as the writer and `strata readers` see it.
 public struct ReaderSlot: Sendable, Equatable {
     /// Index of the slot in the table.
@@ -63,6 +73,13 @@ final class ReaderTable: Sendable {
     /// readers of a live file): it is only read, never written, not even to clear a dead
     /// process's slot.
     let isReadOnly: Bool
+    /// Called by `publish` with each commit of this process, before the commit is published (the
+    /// commit watcher tells this process's commits from other processes' with it).
+    private let publishHook = Mutex<PublishHook?>(nil)
+    private let hasPublishHook = Atomic<Bool>(false)
+    /// This process counts itself among the lock file's watchers: its own commits need not wake
+    /// anyone unless another process watches too.
+    private let selfWatching = Atomic<Bool>(false)
 
     init(memory: UnsafeMutableRawPointer, slotCount: Int, ownsMemory: Bool, readOnly: Bool = false) {
         self.memoryAddress = UInt(bitPattern: memory)
@@ -97,6 +114,10 @@ final class ReaderTable: Sendable {
         (UnsafeMutableRawPointer(bitPattern: memoryAddress)! + offset).assumingMemoryBound(to: Atomic<UInt64>.self)
     }
 
+    @inline(__always) private func atomic32(_ offset: Int) -> UnsafeMutablePointer<Atomic<UInt32>> {
+        (UnsafeMutableRawPointer(bitPattern: memoryAddress)! + offset).assumingMemoryBound(to: Atomic<UInt32>.self)
+    }
+
     @inline(__always) private func owner(_ slot: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
         atomic(LockLayout.slotsOffset + slot * LockLayout.slotStride + LockLayout.slotOwner)
     }
@@ -110,10 +131,59 @@ final class ReaderTable: Sendable {
         get { atomic(LockLayout.latestOffset).pointee.load(ordering: .sequentiallyConsistent) }
     }
 
+    /// Makes `txnid` the newest commit and wakes the other processes' commit watchers (FORMAT.md
+    /// §6): the signal is bumped after `latest`, and a watcher reads the signal before `latest`
+    /// and sleeps only while the signal is unchanged, so it never sleeps through a commit. The
+    /// wake-up (a system call) is made only when a process other than this one watches.
     func publish(latest txnid: UInt64) {
         if isReadOnly { return }
+        if hasPublishHook.load(ordering: .sequentiallyConsistent), let hook = publishHook.withLock({ $0 }) { hook.call(txnid) }
         atomic(LockLayout.latestOffset).pointee.store(txnid, ordering: .sequentiallyConsistent)
+        atomic32(LockLayout.commitSignalOffset).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        let watchers = atomic32(LockLayout.watchersOffset).pointee.load(ordering: .sequentiallyConsistent)
+        if watchers > (selfWatching.load(ordering: .sequentiallyConsistent) ? 1 : 0) { AddressWait.wakeAll(commitSignalAddress) }
     }
+
+    /// Sets the function `publish` calls with this process's commits (nil: none).
+    func setPublishHook(_ hook: (@Sendable (UInt64) -> Void)?) {
+        let boxed = hook.map(PublishHook.init)
+        publishHook.withLock { $0 = boxed }
+        hasPublishHook.store(hook != nil, ordering: .sequentiallyConsistent)
+    }
+
+    // MARK: Commit signal
+
+    /// The commit signal's address, to sleep on (AddressWait).
+    var commitSignalAddress: UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(bitPattern: memoryAddress)! + LockLayout.commitSignalOffset
+    }
+
+    /// The commit signal's value; read it before `latest`, then sleep while it holds this value.
+    var commitSignal: UInt32 { atomic32(LockLayout.commitSignalOffset).pointee.load(ordering: .sequentiallyConsistent) }
+
+    /// Counts this process among the watchers, so that other processes' commits wake it.
+    func addWatcher() {
+        if isReadOnly { return }
+        atomic32(LockLayout.watchersOffset).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        selfWatching.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Undoes `addWatcher` (never below zero: a count left by a process that died keeps only
+    /// costing writers a wake-up call, until the lock file is next formatted).
+    func removeWatcher() {
+        if isReadOnly { return }
+        selfWatching.store(false, ordering: .sequentiallyConsistent)
+        let count = atomic32(LockLayout.watchersOffset)
+        var current = count.pointee.load(ordering: .sequentiallyConsistent)
+        while current > 0 {
+            let (done, found) = count.pointee.compareExchange(expected: current, desired: current - 1, ordering: .sequentiallyConsistent)
+            if done { return }
+            current = found
+        }
+    }
+
+    /// Processes counted as watchers (for `strata readers` and tests).
+    var watcherCount: UInt32 { atomic32(LockLayout.watchersOffset).pointee.load(ordering: .sequentiallyConsistent) }
 
     /// Claims the lowest free slot, so that the slots in use stay packed at the start of the table
     /// and the writer's scan stays short.

@@ -24,12 +24,24 @@
 //       Prints "ready", then checks snapshot after snapshot that "count", "hot" and tree "w" agree
 //       (`CounterWorkload.check`) until one shows TARGET commits; prints "checked N snapshots of
 //       M commits". Exits 1 at the first snapshot that disagrees.
+//   StrataTestHelper objects-writer FILE SEED COUNT [--gate]
+//       Opens FILE as a `Database` of `SharedNote`s (StrataTestWorkloads/ObjectWorkload.swift) and
+//       commits COUNT transactions of `ObjectWorkload.operations(seed: SEED, index: i, ...)`,
+//       generated from the notes with ids below 100,000 it finds at open and its own writes since
+//       (other processes may write notes from 100,000 up meanwhile). With --gate, prints "ready"
+//       and waits for a line on stdin first. Prints "done COUNT" at the end.
+//   StrataTestHelper objects-set-score FILE ID SCORE
+//       Sets the score of `SharedNote` ID (one transaction) and prints "done".
+//   StrataTestHelper die-in-write FILE
+//       Begins a write transaction, puts keys "dead/0" ... "dead/9" in tree "w", prints "in-write"
+//       and waits inside the transaction until killed: a writer that dies mid-transaction.
 //   StrataTestHelper hold-reader FILE
 //       Begins a read snapshot and prints "snapshot TXNID CHECKSUM PID"; waits for a line on
 //       stdin, re-reads everything through the same snapshot and prints "recheck CHECKSUM"; exits
 //       0 when both checksums agree, 1 when they differ.
 
 import StrataStorage
+import Strata
 import StrataTestWorkloads
 #if canImport(Glibc)
 import Glibc
@@ -60,6 +72,9 @@ func usage() -> Never {
     usage: StrataTestHelper commit-loop FILE START [--sync single|double] [--big]
            StrataTestHelper writer FILE ID COUNT [--durable] [--gate]
            StrataTestHelper hold-reader FILE
+           StrataTestHelper die-in-write FILE
+           StrataTestHelper objects-writer FILE SEED COUNT [--gate]
+           StrataTestHelper objects-set-score FILE ID SCORE
            StrataTestHelper check-loop FILE TARGET
     """)
 }
@@ -205,6 +220,42 @@ func holdReader(_ args: [String]) throws {
     exit(first == second ? 0 : 1)
 }
 
+func dieInWrite(_ args: [String]) throws {
+    guard args.count == 1 else { usage() }
+    let store = try Store(path: args[0], options: StoreOptions(durability: .noSync))
+    try store.write { txn in
+        let tree = try txn.createTree("w")
+        for i in 0..<10 { try tree.put(Array("dead/\(i)".utf8), [UInt8](repeating: 0xDE, count: 100)) }
+        say("in-write")
+        while true { sleep(60) }
+    }
+}
+
+func objectsWriter(_ args: [String]) throws {
+    guard args.count >= 3, let seed = UInt64(args[1]), let count = Int(args[2]) else { usage() }
+    let db = try Database(path: args[0], models: [SharedNote.self], options: StoreOptions(durability: .noSync))
+    var present: [Int: SharedNote] = [:]
+    for note in try db.objects(SharedNote.self).fetch() where note.id < 100_000 { present[note.id] = note }
+    if args.dropFirst(3).contains("--gate") {
+        say("ready")
+        _ = readLine()
+    }
+    for i in 0..<count {
+        let ops = ObjectWorkload.operations(seed: seed, index: i, present: present)
+        try db.write { tx in try ObjectWorkload.apply(ops, in: tx) }
+        ObjectWorkload.apply(ops, to: &present)
+        if i % 8 == 0 { sched_yield() }
+    }
+    say("done \(count)")
+}
+
+func objectsSetScore(_ args: [String]) throws {
+    guard args.count == 3, let id = Int(args[1]), let score = Double(args[2]) else { usage() }
+    let db = try Database(path: args[0], models: [SharedNote.self], options: StoreOptions(durability: .noSync))
+    try db.write { tx in _ = try tx.update(SharedNote.self, key: id) { $0.score = score } }
+    say("done")
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else { usage() }
 do {
@@ -213,6 +264,9 @@ do {
     case "writer": try writer(Array(arguments.dropFirst()))
     case "hold-reader": try holdReader(Array(arguments.dropFirst()))
     case "check-loop": try checkLoop(Array(arguments.dropFirst()))
+    case "die-in-write": try dieInWrite(Array(arguments.dropFirst()))
+    case "objects-writer": try objectsWriter(Array(arguments.dropFirst()))
+    case "objects-set-score": try objectsSetScore(Array(arguments.dropFirst()))
     default: usage()
     }
 } catch {

@@ -63,7 +63,8 @@ extension Transaction {
 }
 
 extension Database {
-    /// Runs a read-only composition on one snapshot, from Swift concurrency.
+    /// Runs a read-only composition on one snapshot, from Swift concurrency: like `read`, on
+    /// Strata's read threads, and stopped with `CancellationError` when the task is cancelled.
     ///
     /// ```swift
     /// let adults = try await db.run(DBRead.count(Person.self, where: #Predicate { $0.age >= 18 }))

@@ -159,16 +159,6 @@ extension Database {
         }
     }
 
-    /// Runs `body` on a snapshot of the newest commit, from Swift concurrency. Reads never wait for
-    /// the writer.
-    ///
-    /// ```swift
-    /// let count = try await db.read { snapshot in snapshot.objects(Person.self).count }
-    /// ```
-    public func read<R: Sendable>(_ body: @Sendable (Snapshot) throws -> R) async throws -> R {
-        try body(try snapshot())
-    }
-
     /// Runs `body` in a write transaction on the writer's thread (grouped with other queued writes
     /// as `write(durability:_:) async` is) and calls `completion` on `completionQueue` with its
     /// result once committed, or with the error. For code that does not use async/await.

@@ -79,7 +79,9 @@ public final class Migration {
     /// other, or `new.delete()` the object. Whatever the closure leaves untouched keeps its stored
     /// bytes. A field still missing (a new non-optional one, or one whose type changed) throws
     /// `typeMismatch` naming the object and the field. `progress` is called with the number of
-    /// objects done and the total, every 1,000 objects and at the end.
+    /// objects done and the total, every 1,000 objects and at the end. Run under `withProgress`
+    /// (around opening the database), the migration reports there too and can be stopped: it
+    /// throws `CancellationError` and nothing changes.
     ///
     /// ```swift
     /// let db = try Database(path: path, models: [Person.self], schemaVersion: 2) { migration in
@@ -106,7 +108,10 @@ public final class Migration {
         let keyName = newSchema.keyFieldSchema?.name
         transaction.openTrees.removeAll()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
+        let control = OperationControl.current
+        control?.begin("migrate \(model)", total: records.count)
         for (done, entry) in records.enumerated() {
+            try control?.step()
             let (oldKey, oldRecord) = entry
             let old = try oldKey.withUnsafeBytes { key in
                 try oldRecord.withUnsafeBytes { record in

@@ -124,7 +124,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     }
 
     func decode(_ bytes: UnsafeRawBufferPointer) throws -> M {
-        try decoders.with(ModelDecoder.self) { try $0.decode(M.self, from: bytes) }
+        // Every object decoded is a chance for a long read to stop (Progress.swift).
+        if let control = OperationControl.current { try control.decoded() }
+        return try decoders.with(ModelDecoder.self) { try $0.decode(M.self, from: bytes) }
     }
 
     /// Index keys of `object` for index `i`: one per value (arrays index every element).

@@ -13,18 +13,30 @@ public enum ObjectChange<M: Model>: Sendable {
     case error(StrataError)
 }
 
-/// What one commit changed, for database observers.
+/// What one commit changed, for database observers: a commit of this process, or the commits
+/// other processes made since this process last looked.
 public struct DatabaseChange: Sendable, Equatable {
-    /// The commit's version (transaction id).
+    /// The commit's version (transaction id); for commits of other processes, the newest of them.
     public let version: UInt64
     /// Names of the models whose objects (or indexes) the commit wrote.
     public let models: Set<String>
+    /// True for commits made by other processes. Commits of other processes that land close
+    /// together arrive as one change, and one can arrive just after a later commit of this
+    /// process (it is found by comparing snapshots, a moment after the commit).
+    public let isFromOtherProcess: Bool
+
+    init(version: UInt64, models: Set<String>, isFromOtherProcess: Bool = false) {
+        self.version = version
+        self.models = models
+        self.isFromOtherProcess = isFromOtherProcess
+    }
 }
 
 extension Database {
     /// Calls `block` on `queue` whenever a commit changes the stored value of the object with
     /// primary key `key`, with the names of the changed fields, and once with `.deleted` when it is
-    /// deleted. Nothing is delivered for commits that leave it as it was.
+    /// deleted. Nothing is delivered for commits that leave it as it was. Commits of every process
+    /// that has the file open are observed.
     ///
     /// ```swift
     /// let token = db.observe(Person.self, key: "u17") { change in
@@ -52,8 +64,9 @@ extension Database {
         }
     }
 
-    /// Calls `block` on `queue` after every commit made through any handle of this file in this
-    /// process, with its version and the models it changed.
+    /// Calls `block` on `queue` after every commit to this file, with its version and the models it
+    /// changed: the commits made through any handle of it in this process, one by one, and those
+    /// of other processes (`isFromOtherProcess`), found within milliseconds of their commit.
     ///
     /// ```swift
     /// let token = db.observeCommits { change in print(change.version, change.models) }
@@ -67,7 +80,7 @@ extension Database {
                 if tree.hasPrefix("m:") { models.insert(String(tree.dropFirst(2))) }
                 else if tree.hasPrefix("i:"), let name = tree.dropFirst(2).split(separator: ":").first { models.insert(String(name)) }
             }
-            let change = DatabaseChange(version: event.txnid, models: models)
+            let change = DatabaseChange(version: event.txnid, models: models, isFromOtherProcess: event.isFromOtherProcess)
             queue.async {
                 guard active.load(ordering: .sequentiallyConsistent), !store.isClosed else { return }
                 block(change)
@@ -98,13 +111,22 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     private var worker: DispatchQueue { db.observerQueue }
     private let pending = Atomic<Bool>(false)
     private let lifecycle = ObservationState()
+    /// The version `last` was read at, and whether a read is under way (see `mayHide`).
+    private let readVersion = Atomic<UInt64>(0)
+    private let reading = Atomic<Bool>(false)
     /// Field id → hash of its stored bytes (nil when the object does not exist).
     private var last: [Int: Int]?
+    /// For `LiveObject`: told the object as first read (nil if absent), before any change; and
+    /// then an object that appears is reported (`.changed` with every field) and a deletion
+    /// does not end the observation. Nil for `observe(_:key:)`.
+    private let initial: (@Sendable (M?) -> Void)?
 
-    init(db: Database, key: M.ID, queue: DispatchQueue, block: @escaping @Sendable (ObjectChange<M>) -> Void) {
+    init(db: Database, key: M.ID, queue: DispatchQueue, initial: (@Sendable (M?) -> Void)? = nil,
+         block: @escaping @Sendable (ObjectChange<M>) -> Void) {
         self.db = db
         self.key = key
         self.queue = queue
+        self.initial = initial
         self.block = block
     }
 
@@ -118,7 +140,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         let keyBytes = try? info.keyBytes(key)
         let token = db.store.addCommitListener { [weak self] event in
             guard let self, event.changedTrees.contains(tree) else { return }
-            if let keyBytes, let changed = event.changedKeys[tree], !changed.contains(keyBytes) { return }
+            if let keyBytes, let changed = event.changedKeys[tree], !changed.contains(keyBytes), !self.mayHide(event) { return }
             if self.pending.exchange(true, ordering: .sequentiallyConsistent) { return }
             self.worker.async {
                 self.pending.store(false, ordering: .sequentiallyConsistent)
@@ -133,15 +155,32 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
 
     private var isLive: Bool { lifecycle.isLive(db.store) }
 
+    /// Whether an event that does not list the key may still hide a change to it: one spanning
+    /// several commits (another process's) lists the keys whose value differs between its ends,
+    /// so a change undone inside it is not listed, and the last read may have been inside it. (A
+    /// read that begins after this check reads at least the event's version.)
+    private func mayHide(_ event: CommitEvent) -> Bool {
+        if event.txnid <= event.previousVersion + 1 { return false }
+        if reading.load(ordering: .sequentiallyConsistent) { return true }
+        let read = readVersion.load(ordering: .sequentiallyConsistent)
+        return event.previousVersion < read && read < event.txnid
+    }
+
     private func refresh(initial: Bool) {
         guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
+        reading.store(true, ordering: .sequentiallyConsistent)
+        defer { reading.store(false, ordering: .sequentiallyConsistent) }
         do {
             let info = try db.info(M.self)
             let snapshot = try db.snapshot()
+            readVersion.store(snapshot.version, ordering: .sequentiallyConsistent)
             let keyBytes = try info.keyBytes(key)
             let record = try wrapStorage { try snapshot.txn.tree(info.recordTree)?.view(keyBytes) }
             guard let record else {
-                if !initial && last != nil { end(.deleted) }
+                if !initial && last != nil {
+                    if self.initial == nil { end(.deleted) } else { deliver(.deleted) }
+                }
+                if initial { deliverInitial(nil) }
                 last = nil
                 return
             }
@@ -153,7 +192,17 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 fields[entry.id] = hasher.finalize()
             }
             defer { last = fields }
-            guard !initial, let previous = last else { return }
+            if initial {
+                if self.initial != nil { deliverInitial(try info.decode(record)) }
+                return
+            }
+            guard let previous = last else {
+                // It appeared: only a live object reports that (with every field).
+                if self.initial != nil {
+                    deliver(.changed(try info.decode(record), fields: info.stored.object.fields.filter { !$0.removed }.map(\.name)))
+                }
+                return
+            }
             let changedIDs = Set(fields.keys).union(previous.keys).filter { fields[$0] != previous[$0] }
             if changedIDs.isEmpty { return }
             let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
@@ -172,6 +221,14 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         queue.async { [self] in
             guard isLive else { return }
             block(change)
+        }
+    }
+
+    private func deliverInitial(_ object: M?) {
+        guard let initial else { return }
+        queue.async { [self] in
+            guard isLive else { return }
+            initial(object)
         }
     }
 }

@@ -24,6 +24,11 @@ struct TreeChanges {
     var keys: Set<[UInt8]> = []
     /// Some commit changed keys that were not listed (too many, or the tree was dropped).
     var unknown = false
+    /// The spans of the events that covered several commits at once (other processes' commits,
+    /// `previous ... version`). Their keys are those whose value differs between the two ends: a
+    /// key changed and changed back inside the span is not listed, so an observer whose results
+    /// rest on a version strictly inside a span cannot trust the keys (ResultsObserver.absorb).
+    var spans: [(previous: UInt64, version: UInt64)] = []
 }
 
 /// Routes commits to the results observers of one `Database`: one commit listener, one inbox and
@@ -39,7 +44,13 @@ struct TreeChanges {
 final class ObserverHub: @unchecked Sendable {
     private struct Inbox {
         var trees: [String: TreeChanges] = [:]
+        /// Every commit up to this version has been taken in (see `cover`).
         var version: UInt64 = 0
+        /// Commits taken in beyond a gap: a commit of this process can be heard before the commits
+        /// of other processes just before it, which the commit watcher reports a moment later.
+        var ahead: [(previous: UInt64, version: UInt64)] = []
+        /// The newest commit heard, gap or not.
+        var newest: UInt64 = 0
         var scheduled = false
         /// Observers per tree: only their trees' keys are kept.
         var observed: [String: Int] = [:]
@@ -50,8 +61,13 @@ final class ObserverHub: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     private let clients = Mutex<(next: UInt64, all: [UInt64: any HubClient])>((1, [:]))
     private let worker: DispatchQueue
-    /// The newest commit whose changes were handed to the observers (worker only).
+    /// The newest commit whose changes were handed to the observers, heard ahead of a gap or not
+    /// (worker only).
     private var collectedVersion: UInt64 = 0
+    /// The newest version up to which every commit was handed to the observers (worker only).
+    private var handedVersion: UInt64 = 0
+    /// `collectedVersion`, for observers on `worker`: their snapshots must include it.
+    var heardVersion: UInt64 { collectedVersion }
     /// The snapshot observers of this pass share (worker only); released when the pass ends.
     private var passSnapshot: Snapshot?
     private var inPass = false
@@ -108,9 +124,13 @@ final class ObserverHub: @unchecked Sendable {
         if needsThread { startThread() }
         if needsListener {
             let token = db.store.addCommitListener { [weak self] event in self?.committed(event) }
+            // Commits up to now are in what new observers evaluate; what commits the listener
+            // hears from here on are covered from this version.
+            let now = db.store.latestVersion
             let extra = inbox.withLock { state -> CommitListenerToken? in
                 if state.listener != nil || state.observed.isEmpty { return token }
                 state.listener = token
+                ObserverHub.cover(previous: 0, version: now, &state)
                 return nil
             }
             extra?.invalidate()
@@ -133,13 +153,38 @@ final class ObserverHub: @unchecked Sendable {
         idle?.invalidate()   // no observer left: commits no longer call in
     }
 
-    /// On the committing thread, after the commit is published.
+    /// Takes in that every commit in `previous + 1 ... version` was heard: `version` then counts
+    /// every commit up to the newest one reached without a gap.
+    private static func cover(previous: UInt64, version: UInt64, _ state: inout Inbox) {
+        state.newest = max(state.newest, version)
+        if previous > state.version {
+            state.ahead.append((previous, version))
+            return
+        }
+        state.version = max(state.version, version)
+        var joined = true
+        while joined {
+            joined = false
+            state.ahead.removeAll { range in
+                guard range.previous <= state.version else { return false }
+                state.version = max(state.version, range.version)
+                joined = true
+                return true
+            }
+        }
+    }
+
+    /// On the committing thread, after the commit is published; or on the commit watcher's
+    /// thread, for commits of other processes.
     private func committed(_ event: CommitEvent) {
         let schedule = inbox.withLock { state -> Bool in
-            state.version = max(state.version, event.txnid)
+            ObserverHub.cover(previous: event.previousVersion, version: event.txnid, &state)
             var relevant = false
             for tree in event.changedTrees where state.observed[tree] != nil {
                 relevant = true
+                if event.txnid > event.previousVersion + 1 {
+                    state.trees[tree, default: TreeChanges()].spans.append((event.previousVersion, event.txnid))
+                }
                 if let keys = event.changedKeys[tree] {
                     state.trees[tree, default: TreeChanges()].keys.formUnion(keys)
                 } else {
@@ -185,22 +230,25 @@ final class ObserverHub: @unchecked Sendable {
     /// On `worker`: moves the inbox into the observers. An observer that must know every commit
     /// up to a snapshot calls this while it waits for the listener of a just-published commit.
     func collect() {
-        let taken = inbox.withLock { state -> (trees: [String: TreeChanges], version: UInt64) in
+        let taken = inbox.withLock { state -> (trees: [String: TreeChanges], version: UInt64, newest: UInt64) in
             defer {
                 state.trees.removeAll(keepingCapacity: true)
                 state.scheduled = false
             }
-            return (state.trees, state.version)
+            return (state.trees, state.version, state.newest)
         }
         // Called by every observer while it refreshes: with nothing new, there is nothing to hand out.
-        if taken.trees.isEmpty && taken.version <= collectedVersion { return }
-        collectedVersion = max(collectedVersion, taken.version)
+        if taken.trees.isEmpty && taken.newest <= collectedVersion && taken.version <= handedVersion { return }
+        handedVersion = max(handedVersion, taken.version)
+        // Snapshots must include every commit whose keys were handed out, even those heard ahead
+        // of a gap: an observer that evaluated an older snapshot would drop their keys.
+        collectedVersion = max(collectedVersion, taken.newest)
         let all = clients.withLock { Array($0.all.values) }
         for client in all { client.absorb(taken.trees[client.tree], version: taken.version) }
     }
 
-    /// On `worker`: a snapshot that includes every commit collected so far, shared by the
-    /// observers of one pass.
+    /// On `worker`: a snapshot that includes every commit whose changes were collected so far,
+    /// shared by the observers of one pass.
     func snapshot(_ db: Database) throws -> Snapshot {
         if let passSnapshot, passSnapshot.version >= collectedVersion { return passSnapshot }
         let fresh = try db.snapshot()

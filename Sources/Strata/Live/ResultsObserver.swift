@@ -59,8 +59,9 @@ extension Results {
     /// }
     /// ```
     ///
-    /// Commits made through any `Database` handle of the same file in this process are observed;
-    /// commits made by other processes are not.
+    /// Commits of every process that has the file open are observed: another process's commits
+    /// are found by comparing snapshots (only the pages that differ are read) and delivered with
+    /// the same exact change sets.
     public func observe(on queue: DispatchQueue = .main, keyPaths: [PartialKeyPath<M> & Sendable]? = nil,
                         _ block: @escaping @Sendable (ResultsChange<M>) -> Void) -> NotificationToken {
         guard let snapshot else {
@@ -68,7 +69,22 @@ extension Results {
             queue.async { block(.error(error)) }
             return NotificationToken {}
         }
-        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, queue: queue, block: block)
+        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, delivery: .queue(queue, block))
+        observer.start()
+        return NotificationToken { observer.invalidate() }
+    }
+
+    /// `observe`, delivering through `handoff`, which must call `done` once the change has been
+    /// taken in (on whatever thread or actor it hands it to): until then, later commits merge
+    /// into the next change, so a slow consumer holds one change and one snapshot at most. On a
+    /// failed query `handoff` gets the error at once.
+    func observe(keyPaths: [PartialKeyPath<M> & Sendable]?,
+                 handoff: @escaping @Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void) -> NotificationToken {
+        guard let snapshot else {
+            handoff(.error(state.failure ?? .databaseClosed)) {}
+            return NotificationToken {}
+        }
+        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, delivery: .handoff(handoff))
         observer.start()
         return NotificationToken { observer.invalidate() }
     }
@@ -105,10 +121,16 @@ extension Results {
 /// written only on `worker` (the database's serial observer queue); everything else is immutable
 /// or atomic.
 final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
+    /// Where changes go: a block on a queue (`observe`), or a handoff that says when it is done
+    /// with each (`LiveResults`).
+    enum Delivery {
+        case queue(DispatchQueue, @Sendable (ResultsChange<M>) -> Void)
+        case handoff(@Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void)
+    }
+
     private let db: Database
     private let query: Query<M>
-    private let queue: DispatchQueue
-    private let block: @Sendable (ResultsChange<M>) -> Void
+    private let delivery: Delivery
     private var worker: DispatchQueue { db.observerQueue }
     /// With `keyPaths`, the stored fields they name, each as its path of field ids (a nested key
     /// path reaches into the nested record): only their bytes are fingerprinted.
@@ -125,6 +147,11 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private var pendingUnknown = false
     /// The newest commit whose changes this observer has taken in (worker only).
     private var seenVersion: UInt64 = 0
+    /// The versions the current results (`last`, `live`) rest on (worker only): the snapshot they
+    /// were computed from (`floor == ceiling`), or, once commits were found not to affect them,
+    /// every version from that one to the snapshot the check read. Keys of an event spanning
+    /// several commits can be trusted only if the span does not reach inside (see `absorb`).
+    private var basis: (floor: UInt64, ceiling: UInt64) = (0, 0)
     /// The initial results were computed (worker only): until then a pass must not refresh.
     private var started = false
     /// `.initial` was delivered (worker only); until then a successful evaluation delivers it.
@@ -158,12 +185,10 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         }
     }
 
-    init(db: Database, query: Query<M>, keyPaths: [PartialKeyPath<M> & Sendable]?, queue: DispatchQueue,
-         block: @escaping @Sendable (ResultsChange<M>) -> Void) {
+    init(db: Database, query: Query<M>, keyPaths: [PartialKeyPath<M> & Sendable]?, delivery: Delivery) {
         self.db = db
         self.query = query
-        self.queue = queue
-        self.block = block
+        self.delivery = delivery
         self.tree = (try? db.info(M.self))?.recordTree ?? ""
         if let keyPaths, let info = try? db.info(M.self) {
             let paths = keyPaths.compactMap { keyPath -> [Int]? in
@@ -180,8 +205,11 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
 
     func start() {
         guard (try? db.info(M.self)) != nil else {
-            let block = self.block
-            queue.async { block(.error(.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)"))) }
+            let error = StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
+            switch delivery {
+            case .queue(let queue, let block): queue.async { block(.error(error)) }
+            case .handoff(let handoff): handoff(.error(error)) {}
+            }
             return
         }
         // Listen first, then evaluate: a commit in between is in the initial results, and the
@@ -194,9 +222,19 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     func absorb(_ changes: TreeChanges?, version: UInt64) {
         if let changes {
             pendingKeys.formUnion(changes.keys)
-            if changes.unknown { pendingUnknown = true }
+            // Keys of a span that began before the results' version and ended after it may miss
+            // a change since that version (one undone inside the span): evaluate in full.
+            if changes.unknown || changes.spans.contains(where: reachesInside) { pendingUnknown = true }
         }
         seenVersion = max(seenVersion, version)
+    }
+
+    /// Whether an event spanning `previous + 1 ... version` may hide a change since the results'
+    /// basis: a key changed and changed back inside the span is not listed, which is only safe
+    /// if the results rest on no version strictly inside it.
+    private func reachesInside(_ span: (previous: UInt64, version: UInt64)) -> Bool {
+        if basis.floor == basis.ceiling { return span.previous < basis.floor && basis.floor < span.version }
+        return span.previous < basis.ceiling && span.version > basis.floor
     }
 
     /// On `worker`: takes in every commit whose listener has run, this observer's and the others'.
@@ -223,7 +261,9 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             pendingKeys.removeAll()
             return refreshIncrementally(keys)
         }
-        if !pendingUnknown, let relevant = try? affects(pendingKeys), !relevant {
+        if !pendingUnknown, let (relevant, checkedAt) = try? affects(pendingKeys), !relevant {
+            // The results stand, now resting on the versions up to the one the check read.
+            basis.ceiling = max(basis.ceiling, checkedAt, seenVersion)
             pendingKeys.removeAll()
             return
         }
@@ -276,14 +316,16 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
                     liveObjects = objects
                     return refresh(initial: false)
                 }
-                if seenVersion == snapshot.version { break }
-                if seenVersion > snapshot.version {
+                // The snapshot must hold every commit whose keys were taken in (a commit heard
+                // ahead of a gap included), and the keys every commit up to the snapshot.
+                if seenVersion > snapshot.version || snapshot.version < db.observers.heardVersion {
                     snapshot = try db.observers.snapshot(db)
                     continue
                 }
+                if seenVersion == snapshot.version { break }
                 if waits > 200 {
-                    // A descheduled writer thread, or a commit of another process (which sends
-                    // no event): the changed keys are unknown, so evaluate the whole query.
+                    // A descheduled writer thread, or a commit watcher still comparing another
+                    // process's large commit: evaluate the whole query rather than wait longer.
                     live = rows
                     liveObjects = objects
                     return refresh(initial: false)
@@ -307,6 +349,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
                 let object = try info.decode(record)
                 fresh.append((LiveRow(key: key, sortKey: try order.sortKey(object), fingerprint: try fingerprint(record)), object))
             }
+            basis = (snapshot.version, snapshot.version)
             if oldIndices.isEmpty && fresh.isEmpty {
                 live = rows
                 liveObjects = objects
@@ -389,19 +432,19 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// Whether changes to `keys` can change the results: one was in them, or one now matches. With
     /// an offset, an object before the window that leaves the query (or is deleted) shifts the
     /// window without ever having been in it or matching now: every change may matter; so may
-    /// any change to results ranked by relevance.
-    private func affects(_ keys: Set<[UInt8]>) throws -> Bool {
-        if !keys.isDisjoint(with: lastKeys) { return true }
+    /// any change to results ranked by relevance. Also returns the version of the snapshot it read.
+    private func affects(_ keys: Set<[UInt8]>) throws -> (Bool, UInt64) {
+        if !keys.isDisjoint(with: lastKeys) { return (true, 0) }
         // Relevance depends on every text of the model (how many have each word, their lengths):
         // any change may reorder the results.
-        if !query.hasConditions || query.offset > 0 || query.ranking != nil { return true }
+        if !query.hasConditions || query.offset > 0 || query.ranking != nil { return (true, 0) }
         let info = try db.info(M.self)
         let snapshot = try db.observers.snapshot(db)
-        guard let records = try wrapStorage({ try snapshot.txn.tree(info.recordTree) }) else { return false }
+        guard let records = try wrapStorage({ try snapshot.txn.tree(info.recordTree) }) else { return (false, snapshot.version) }
         for key in keys {
-            if let record = try wrapStorage({ try records.view(key) }), try matches(record, info: info) { return true }
+            if let record = try wrapStorage({ try records.view(key) }), try matches(record, info: info) { return (true, snapshot.version) }
         }
-        return false
+        return (false, snapshot.version)
     }
 
     func invalidate() { lifecycle.invalidate() }
@@ -432,6 +475,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             let results = Results(snapshot: snapshot, query: query, objects: found.objects)
             lastKeys = Set(found.keys)
             seenVersion = max(seenVersion, snapshot.version)   // everything up to it is in these results
+            basis = (snapshot.version, snapshot.version)
             // Keep the rows for incremental updates when the order is a key order.
             if query.offset == 0, query.limit == nil, query.distinct.isEmpty, query.ranking == nil,
                case let order = ResultOrder(query, info: info), order.isEncoded {
@@ -512,12 +556,20 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// was put off meanwhile: most deliveries then cost one thread hop, not two.
     private func deliver(_ change: ResultsChange<M>) {
         inFlight.store(true, ordering: .sequentiallyConsistent)
-        queue.async { [self] in
-            if isLive { block(change) }
+        let done: @Sendable () -> Void = { [self] in
             inFlight.store(false, ordering: .sequentiallyConsistent)
             if putOff.exchange(false, ordering: .sequentiallyConsistent) {
                 worker.async { self.refreshIfStale() }
             }
+        }
+        switch delivery {
+        case .queue(let queue, let block):
+            queue.async { [self] in
+                if isLive { block(change) }
+                done()
+            }
+        case .handoff(let handoff):
+            if isLive { handoff(change, done) } else { done() }
         }
     }
 }

@@ -396,9 +396,19 @@ enum Planner {
     }
 
     /// Visits the entries of `tree` inside `range`, ascending or descending, while `body` returns true.
+    /// Under `withProgress` or an async read, each entry is a unit of progress and a chance to
+    /// stop (`OperationControl`); otherwise the scan is the cursor's own loop.
     static func scan<T: KeyValueTree>(_ tree: T, _ range: KeyRange, reverse: Bool = false,
                                       _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
-        try tree.makeCursor().forEach(from: range.lower, to: range.upper, reverse: reverse, body)
+        guard let control = OperationControl.current else {
+            return try tree.makeCursor().forEach(from: range.lower, to: range.upper, reverse: reverse, body)
+        }
+        control.begin("scan", total: range.lower == nil && range.upper == nil ? tree.count : nil, scan: true)
+        defer { control.endScan() }
+        try tree.makeCursor().forEach(from: range.lower, to: range.upper, reverse: reverse) { key, value in
+            try control.step()
+            return try body(key, value)
+        }
     }
 
     static func explain<M: Model>(_ plan: Plan, query: Query<M>, info: ModelInfo<M>) -> String {

@@ -157,7 +157,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
         var cursor: Cursor?
 
         public mutating func next() -> M? {
-            guard position < outcome.count else { return nil }
+            // A cancelled read (or a stopped withProgress) ends the iteration (Progress.swift).
+            guard position < outcome.count, !OperationControl.shouldStop else { return nil }
             defer { position += 1 }
             return outcome.next(position, cursor: &cursor, state)
         }
