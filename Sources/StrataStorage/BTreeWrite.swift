@@ -22,6 +22,11 @@ extension WriteTransaction {
     /// committed free list, then the end of the file.
     func allocate(_ count: Int = 1) throws -> PageNo {
         if count == 1 {
+            if allocator.prefersLow, !committingFreeList, let i = spare.indices.min(by: { spare[$0] < spare[$1] }),
+               allocator.lowestReusable.map({ spare[i] < $0 }) ?? true {
+                // Compacting: the lowest page wins (Compaction.swift).
+                return spare.remove(at: i)
+            }
             if !committingFreeList, let page = spare.popLast() { return page }
             if let page = try allocator.allocateOne() { return page }
         } else if let page = try allocator.allocateRun(count) {
@@ -92,7 +97,7 @@ extension WriteTransaction {
     }
 
     /// Copies the path from the root to the leaf that holds `key`, recording it in `path`.
-    private func touchPath(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer) throws -> (PageNo, UnsafeMutableRawPointer) {
+    func touchPath(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer) throws -> (PageNo, UnsafeMutableRawPointer) {
         path.removeAll(keepingCapacity: true)
         var (pgno, page) = try touch(tree.root)
         tree.root = pgno

@@ -15,6 +15,11 @@ extension WriteTransaction {
         finish()
         defer { releaseBuffers() }
 
+        let changed = !pages.dirty.isEmpty || !pages.spilled.isEmpty || !freed.isEmpty || !spare.isEmpty
+            || pageCount != base.pageCount || trees.values.contains(where: \.modified)
+        // Compaction moves pages before the catalog records the trees' roots (Compaction.swift).
+        let compacting = changed || forceCompaction ? try compactIfDue(force: forceCompaction) : false
+
         for state in trees.values where state.modified {
             let key = Array(state.name.utf8)
             try key.withUnsafeBytes { (k) throws in
@@ -27,7 +32,7 @@ extension WriteTransaction {
                 }
             }
         }
-        if pages.dirty.isEmpty && pages.spilled.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
+        if !forceCompaction && pages.dirty.isEmpty && pages.spilled.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
             return   // Nothing changed: no write, no sync, no new transaction id.
         }
         if let (run, count) = previousRecordRun {
@@ -36,6 +41,7 @@ extension WriteTransaction {
         }
 
         try writeFreeList()
+        if compacting, try trimFreeTail() { try writeFreeList() }
         let recordRun = try reserveRecordRun()
 
         // Seal every dirty page. The record lists them with the pages spilled earlier (Spill.swift).
@@ -99,6 +105,7 @@ extension WriteTransaction {
         }
         env.readers.publish(latest: txnid)
         env.freeScanHint = allocator.nextHint
+        returnFreeTail()
         _ = try? env.maps.ensure(bytes: Int(pageCount) * pageSize)
         env.commitListeners.notify {
             let changed = trees.values.filter(\.modified)
@@ -141,7 +148,7 @@ extension WriteTransaction {
     func growFile(around writes: [(PageNo, UnsafeRawBufferPointer)], file: FileIO) throws {
         let needed = pageCount * UInt64(pageSize)
         if fileSize >= needed { return }
-        let step = min(max(needed / 8, 1 << 20), 64 << 20)
+        let step = WriteTransaction.growthStep(needed: needed)
         let target = (needed + step + UInt64(pageSize) - 1) / UInt64(pageSize) * UInt64(pageSize)
         // The ranges from the old end to the target that this commit did not write.
         var gaps: [(start: UInt64, end: UInt64)] = []

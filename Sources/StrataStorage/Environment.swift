@@ -11,7 +11,7 @@ import Synchronization
 
 /// `@unchecked Sendable`: every stored property is immutable or synchronised: `writer` is a Mutex,
 /// `writerThread` an atomic, and the file, lock file, reader table and map table are Sendable;
-/// `freeScanHint` is only touched by the write transaction, which holds `writer`.
+/// `freeScanHint` and `compactionSchedule` are only touched by the write transaction, which holds `writer`.
 final class Environment: @unchecked Sendable {
     let file: FileIO
     let lockFile: FileIO?
@@ -39,6 +39,8 @@ final class Environment: @unchecked Sendable {
     let commitWatch: CommitWatch?
     /// Written and read only by the writer, inside `writer`'s lock (see `Store.write`).
     nonisolated(unsafe) var freeScanHint: FreeScanHint?
+    /// Written and read only by the writer, like `freeScanHint` (Compaction.swift).
+    nonisolated(unsafe) var compactionSchedule = CompactionSchedule()
     /// Zeros the file grows by (see `growFile`).
     var zeroBlock: UnsafeRawBufferPointer { ZeroBlock.shared.bytes }
     private let lockFileMap: (address: UInt, length: Int)?

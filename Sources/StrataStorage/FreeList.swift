@@ -158,15 +158,58 @@ final class FreePageAllocator {
         return FreeScanHint(readers: Set(readerIDs), skipThrough: heldPrefixEnd)
     }
 
-    private var sortedReaders: [UInt64] {
+    /// The snapshots live when this transaction first looked, ascending.
+    var sortedReaders: [UInt64] {
         if let readerIDs { return readerIDs }
         let ids = readers().sorted()
         readerIDs = ids
         return ids
     }
 
+    /// Whether `allocateOne` hands out the lowest reusable page of the chunks loaded (compaction,
+    /// Compaction.swift) instead of the newest entry of the oldest chunk.
+    private(set) var prefersLow = false
+
+    /// Loads every chunk and from then on allocates lowest page first. The chunks keep their
+    /// reusable pages sorted descending, so each one's lowest is its last.
+    func preferLowPages() throws {
+        try loadAll()
+        prefersLow = true
+        for i in chunks.indices { chunks[i].reusable.sort { $0.page > $1.page } }
+    }
+
+    /// Loads every chunk of the free list.
+    func loadAll() throws {
+        while try loadNextChunk() {}
+    }
+
+    /// Whether every chunk is loaded: then `chunks` holds every committed free page.
+    var isFullyLoaded: Bool { exhausted }
+
+    /// The lowest reusable page loaded, if any.
+    var lowestReusable: PageNo? {
+        var lowest: PageNo?
+        for chunk in chunks {
+            if prefersLow {
+                if let last = chunk.reusable.last, lowest.map({ last.page < $0 }) ?? true { lowest = last.page }
+            } else {
+                for e in chunk.reusable where lowest.map({ e.page < $0 }) ?? true { lowest = e.page }
+            }
+        }
+        return lowest
+    }
+
+    /// Removes `pages` from the reusable entries (they stop being pages of the file).
+    func removeReusable(_ pages: Set<PageNo>) {
+        for i in chunks.indices where chunks[i].reusable.contains(where: { pages.contains($0.page) }) {
+            chunks[i].reusable.removeAll { pages.contains($0.page) }
+            chunks[i].modified = true
+        }
+    }
+
     /// One reusable page, or nil when the free list has none.
     func allocateOne() throws -> PageNo? {
+        if prefersLow { return allocateLowest() }
         var i = 0
         while true {
             while i < chunks.count {
@@ -179,6 +222,19 @@ final class FreePageAllocator {
             }
             if try !loadNextChunk() { return nil }
         }
+    }
+
+    private func allocateLowest() -> PageNo? {
+        var best: Int?
+        for i in chunks.indices {
+            guard let last = chunks[i].reusable.last else { continue }
+            if let b = best, let current = chunks[b].reusable.last, current.page <= last.page { continue }
+            best = i
+        }
+        guard let best, let entry = chunks[best].reusable.popLast() else { return nil }
+        chunks[best].modified = true
+        allocations += 1
+        return entry.page
     }
 
     /// `count` consecutive reusable pages, or nil. Loads the whole free list: runs are for large

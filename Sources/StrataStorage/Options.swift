@@ -66,6 +66,17 @@ public struct StoreOptions: Sendable, Equatable {
     /// options.transactionMemory = 8 << 20   // a bulk load that holds 8 MiB of pages at a time
     /// ```
     public var transactionMemory = 32 << 20
+    /// When commits give space back: by default a commit trims free pages off the end of the file
+    /// (truncating it, in steps, once the commit is durable), and while more than an eighth of the
+    /// pages are free it also moves a bounded number of live pages from the end into the holes
+    /// (Compaction.swift, FORMAT.md §4.4). `.off` lets the file only grow; `Store.compact()`
+    /// compacts on demand either way.
+    ///
+    /// ```swift
+    /// var options = StoreOptions()
+    /// options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 256)
+    /// ```
+    public var compaction = Compaction.automatic
 
     public init(pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true,
                 readOnly: Bool = false) {

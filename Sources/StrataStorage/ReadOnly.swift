@@ -27,6 +27,28 @@ final class ReadOnlyState: Sendable {
     /// snapshot of an unchanged file does not read that commit's pages again.
     private let verified = Mutex<(txnid: UInt64, checksum: UInt64)?>(nil)
 
+    /// Snapshots of this environment alive now; while any is, this process share-locks the
+    /// page file's shrink byte (Compaction.swift). fcntl locks are per process, hence the count.
+    private let shrinkHolders = Mutex<Int>(0)
+
+    /// Called as an unregistered snapshot begins: no writer truncates the file while it lives.
+    /// Where the file system has no fcntl locks the snapshot goes unprotected (as it is from reuse).
+    func holdShrinkLock(_ file: FileIO) {
+        ShrinkLock.localHolders.add(1, ordering: .sequentiallyConsistent)
+        shrinkHolders.withLock { count in
+            if count == 0 { _ = try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true) }
+            count += 1
+        }
+    }
+
+    func releaseShrinkLock(_ file: FileIO) {
+        shrinkHolders.withLock { count in
+            count -= 1
+            if count == 0 { file.unlock(offset: ShrinkLock.offset, length: 1) }
+        }
+        ShrinkLock.localHolders.subtract(1, ordering: .sequentiallyConsistent)
+    }
+
     init(lockView: ReaderTable?, lockViewMap: (UInt, Int)?) {
         self.lockView = lockView
         self.lockViewMap = lockViewMap

@@ -29,10 +29,13 @@ public final class ReadTransaction: Sendable {
 
     init(env: Environment) throws {
         self.env = env
-        if env.isReadOnly {
-            let (meta, mapping, copies) = try env.readOnlySnapshot()
+        if let readOnly = env.readOnly {
+            readOnly.holdShrinkLock(env.file)
+            let (meta, mapping, copies): (Meta, MapTable.Mapping, [UInt8])
+            do { (meta, mapping, copies) = try env.readOnlySnapshot() } catch { readOnly.releaseShrinkLock(env.file); throw error }
             let needed = Int(meta.pageCount) * env.pageSize
-            let map = needed > mapping.length ? try env.maps.ensure(bytes: needed) : mapping
+            let map: MapTable.Mapping
+            do { map = needed > mapping.length ? try env.maps.ensure(bytes: needed) : mapping } catch { readOnly.releaseShrinkLock(env.file); throw error }
             self.slot = nil
             self.metaPages = copies
             self.meta = meta
@@ -78,8 +81,8 @@ public final class ReadTransaction: Sendable {
     /// Releases the snapshot. Using the transaction or its cursors afterwards is a programming error
     /// the engine does not check on the hot path; `tree(_:)` throws.
     public func end() {
-        if !ended.exchange(true, ordering: .sequentiallyConsistent), let slot {
-            env.readers.release(slot)
+        if !ended.exchange(true, ordering: .sequentiallyConsistent) {
+            if let slot { env.readers.release(slot) } else { env.readOnly?.releaseShrinkLock(env.file) }
         }
     }
 

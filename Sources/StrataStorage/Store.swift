@@ -25,6 +25,8 @@ public final class Store: Sendable {
     public let isReadOnly: Bool
     /// `StoreOptions.transactionMemory`.
     let transactionMemory: Int
+    /// `StoreOptions.compaction`.
+    let compaction: Compaction
 
     /// Opens (or creates) the store at `path`. Handles of the same file in one process share one
     /// map, one writer lock and one reader table. A new file is created atomically (FORMAT.md §4.1):
@@ -40,6 +42,7 @@ public final class Store: Sendable {
         self.durability = options.durability
         self.isReadOnly = options.readOnly
         self.transactionMemory = options.transactionMemory
+        self.compaction = options.compaction
         try upgradeIfNeeded()
     }
 
@@ -51,6 +54,7 @@ public final class Store: Sendable {
         self.durability = options.durability
         self.isReadOnly = options.readOnly
         self.transactionMemory = options.transactionMemory
+        self.compaction = options.compaction
         try upgradeIfNeeded()
     }
 
@@ -70,14 +74,15 @@ public final class Store: Sendable {
     public static func inMemory(options: StoreOptions = StoreOptions(durability: .noSync)) throws -> Store {
         try checkPlatform()
         return Store(env: try Environment.openAnonymous(options: options), durability: options.durability, readOnly: options.readOnly,
-                     transactionMemory: options.transactionMemory)
+                     transactionMemory: options.transactionMemory, compaction: options.compaction)
     }
 
-    private init(env: Environment, durability: Durability, readOnly: Bool, transactionMemory: Int) {
+    private init(env: Environment, durability: Durability, readOnly: Bool, transactionMemory: Int, compaction: Compaction) {
         self.env = env
         self.durability = durability
         self.isReadOnly = readOnly
         self.transactionMemory = transactionMemory
+        self.compaction = compaction
     }
 
     private static func checkPlatform() throws {
@@ -166,7 +171,8 @@ public final class Store: Sendable {
             }
             defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
             try env.discardUnpublishedMeta()
-            let txn = try WriteTransaction(env: env, durability: durability ?? self.durability, memory: transactionMemory)
+            let txn = try WriteTransaction(env: env, durability: durability ?? self.durability, memory: transactionMemory,
+                                           compaction: compaction)
             do {
                 let result = try body(txn)
                 if !txn.isFinished { try txn.commit() }

@@ -260,7 +260,8 @@ extension ReadTransaction {
     }
 
     /// The names of the trees created, dropped or written between `older` and this snapshot
-    /// (found the same way, from the catalog tree), ascending.
+    /// (found the same way, from the catalog tree), ascending. A tree whose pages compaction moved
+    /// (Compaction.swift) is listed too, though `forEachChange` finds no key changed in it.
     ///
     /// ```swift
     /// print(try after.changedTrees(since: before))   // ["users"]

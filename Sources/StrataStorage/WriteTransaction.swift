@@ -49,9 +49,20 @@ public final class WriteTransaction {
     var spilledPages = 0
     /// Whether commit listeners want the changed keys: without any, writes do not collect them.
     let tracksChangedKeys: Bool
+    /// When this commit trims and moves pages (Compaction.swift).
+    let compaction: Compaction
+    /// Set by `Store.compact()`: this commit moves every movable page and commits even if
+    /// nothing else changed.
+    var forceCompaction = false
+    /// What compaction did in this transaction (for tests and statistics).
+    var movedPages = 0
+    var trimmedPages = 0
+    var truncations = 0
 
-    init(env: Environment, durability: Durability, memory: Int = StoreOptions().transactionMemory) throws {
+    init(env: Environment, durability: Durability, memory: Int = StoreOptions().transactionMemory,
+         compaction: Compaction = .automatic) throws {
         self.env = env
+        self.compaction = compaction
         self.spillPages = max(64, memory / env.pageSize)
         self.pageSize = env.pageSize
         self.durability = durability
@@ -116,7 +127,7 @@ public final class WriteTransaction {
 
     // MARK: Trees
 
-    private func state(_ name: String) throws -> TreeState? {
+    func state(_ name: String) throws -> TreeState? {
         if let state = trees[name] { return state.dropped ? nil : state }
         try validateTreeName(name)
         let key = Array(name.utf8)

@@ -390,7 +390,7 @@ struct ModelTree {
             for i in 0..<2000 { try tree.put(bigEndianKey(UInt64(i)), refill.byteArray(refill.within(0...300))) }
         }
         let refilled = try s.stats()
-        #expect(refilled.pageCount == empty.pageCount, "seed \(seed): refilling grew the file from \(empty.pageCount) to \(refilled.pageCount) pages")
+        #expect(refilled.pageCount <= empty.pageCount, "seed \(seed): refilling grew the file from \(empty.pageCount) to \(refilled.pageCount) pages")
     }
 
     /// Keys from 1 byte to `maxKeySize` work at every page size; an empty or over-long key is rejected.

@@ -1,0 +1,288 @@
+import Synchronization
+
+// Compaction: a file whose size follows its live data (FORMAT.md §4.4).
+//
+// It is done by ordinary commits, so it is as crash-safe as any commit and never blocks a reader:
+//
+// * Trim. A commit whose free list holds the last pages of the file, seen by no snapshot, drops
+//   them from the free list and lowers the meta's page count. Once that commit is on disk, the
+//   file is truncated, in steps (`returnFreeTail`) so that a workload that grows and shrinks
+//   around one size does not truncate and regrow the file on every commit.
+// * Move. When the reusable free pages exceed `Compaction.freeFraction` of the file, the commit
+//   allocates lowest page first and copies a bounded number of live pages from the end of the
+//   file into free pages nearer its start. Under copy-on-write a moved page is just a page
+//   written again: the copy goes where the allocator puts it and the old page is freed like any
+//   other, for a later commit to trim once no snapshot sees it. A reader's snapshot never changes.
+//
+// The pages to move are found through the trees' branch pages (which name their children) without
+// reading leaves. Overflow runs are named only by the leaves that hold them, so they are not moved:
+// they move when their value is written again. A run at the very end of the file stops the trim
+// until then.
+//
+// Unregistered snapshots (a read-only opening in another process, ReadOnly.swift) read pages the
+// writer cannot know they see, so a truncation could pull a page from under them (SIGBUS). Each
+// holds a shared fcntl lock on one byte of the page file far past its end while it lives; the
+// writer truncates only when it gets that byte exclusively, without waiting.
+
+/// When commits give space back to the file system.
+///
+/// ```swift
+/// var options = StoreOptions()
+/// options.compaction = .off                                   // never shrink the file
+/// options.compaction = Compaction(freeFraction: 0.05)         // keep it tighter
+/// ```
+public struct Compaction: Sendable, Equatable {
+    /// Whether commits trim free pages off the end of the file and move pages to let them.
+    public var isEnabled: Bool
+    /// Reusable free pages, as a fraction of the file's pages, above which commits move live pages
+    /// from the end of the file into free pages nearer its start.
+    public var freeFraction: Double
+    /// Live pages a commit moves at most when it moves pages, or as many as it writes for itself
+    /// if that is more (up to 16 times this): its added cost stays proportional to its own.
+    public var pagesPerCommit: Int
+
+    public init(isEnabled: Bool = true, freeFraction: Double = 0.125, pagesPerCommit: Int = 64) {
+        self.isEnabled = isEnabled
+        self.freeFraction = freeFraction
+        self.pagesPerCommit = pagesPerCommit
+    }
+
+    /// The default: trim whenever the tail is free, move pages past an eighth free.
+    public static let automatic = Compaction()
+    /// Commits never trim or move pages; the file only grows (`Store.compact()` still works).
+    public static let off = Compaction(isEnabled: false)
+}
+
+/// What the writer carries from one commit to the next (kept in `Environment`, writer only).
+struct CompactionSchedule {
+    /// Commits left before one loads the whole free list to look for a free tail and holes.
+    var commitsUntilCheck = 0
+    /// The last check found enough holes to move pages into: keep checking on every commit.
+    var moving = false
+    /// The snapshots live at the last check: once one of them ends, the pages it held may be free.
+    var readersAtCheck: Set<UInt64> = []
+}
+
+/// The byte of the page file that unregistered snapshots share-lock and a truncation takes
+/// exclusively (never written: it lies far past the end of any file).
+enum ShrinkLock {
+    static let offset: Int64 = 1 << 62
+    /// Unregistered snapshots alive in this process, on any file: fcntl locks never conflict
+    /// within a process, so a writer here must not truncate while one of its own lives.
+    static let localHolders = Atomic<Int>(0)
+    /// Commits between checks for a free tail while there is nothing to move.
+    static let checkInterval = 16
+}
+
+extension WriteTransaction {
+    /// Runs before the commit writes the catalog: decides whether this commit compacts, and if
+    /// so moves pages. Returns whether the whole free list is loaded (then `trimFreeTail` can
+    /// see every free page). `force` moves everything movable (`Store.compact()`).
+    func compactIfDue(force: Bool = false) throws -> Bool {
+        guard compaction.isEnabled || force else { return false }
+        var schedule = env.compactionSchedule
+        defer {
+            // A commit that frees many pages makes the next one look (they are reusable only then).
+            if freed.count >= max(64, Int(base.pageCount / 16)) { schedule.commitsUntilCheck = 0 }
+            env.compactionSchedule = schedule
+        }
+        let readers = allocator.sortedReaders
+        if !force && !schedule.moving && schedule.commitsUntilCheck > 0 && schedule.readersAtCheck.isSubset(of: readers) {
+            schedule.commitsUntilCheck -= 1
+            return false
+        }
+        schedule.commitsUntilCheck = ShrinkLock.checkInterval
+        schedule.readersAtCheck = Set(readers)
+        try allocator.loadAll()
+        let reusable = allocator.reusablePages.count + spare.count
+        let threshold = max(16, Int(Double(pageCount) * compaction.freeFraction))
+        schedule.moving = reusable > threshold
+        if schedule.moving || (force && reusable > 0) {
+            try allocator.preferLowPages()
+            // At least its own writes or a quarter of the holes (a file that just lost most of its
+            // data is compact again within a few commits), at most 16 times `pagesPerCommit`.
+            let wanted = max(compaction.pagesPerCommit, pages.dirty.count, reusable / 4)
+            let budget = force ? Int.max : min(wanted, 16 * compaction.pagesPerCommit)
+            try moveTail(budget: budget, reusable: reusable)
+        }
+        return true
+    }
+
+    /// Copies up to `budget` live pages from the end of the file to lower free pages.
+    private func moveTail(budget: Int, reusable: Int) throws {
+        guard budget > 0, let lowest = lowestFreePage() else { return }
+        // Were every free page at the end, the file would stop here: live pages past it move.
+        let floor = max(lowest + 1, pageCount > UInt64(reusable) ? pageCount - UInt64(reusable) : 2)
+        var candidates: [Candidate] = []
+        try collect(root: catalog.root, owner: .catalog, floor: floor, into: &candidates)
+        try collect(root: freeTree.root, owner: .free, floor: floor, into: &candidates)
+        for name in try listTrees(pages: pages, catalogRoot: catalog.root) {
+            guard let root = try state(name)?.info.root else { continue }
+            try collect(root: root, owner: .tree(name), floor: floor, into: &candidates)
+        }
+        candidates.sort { $0.page > $1.page }
+        var moved = 0
+        for candidate in candidates {
+            if moved >= budget { break }
+            // Copies land lowest first; once the holes are above a page, moving it gains nothing.
+            guard let low = lowestFreePage(), low < candidate.page, pages.dirty[candidate.page] == nil,
+                  pages.spilled.isEmpty || pages.spilled[candidate.page] == nil else { continue }
+            try candidate.key.withUnsafeBytes { (key) throws in
+                switch candidate.owner {
+                case .catalog:
+                    _ = try touchPath(&catalog, key: key)
+                case .free:
+                    _ = try touchPath(&freeTree, key: key)
+                case .tree(let name):
+                    guard let state = try state(name) else { return }
+                    var info = state.info
+                    _ = try touchPath(&info, key: key)
+                    state.info = info
+                    state.modified = true   // a new root for the catalog; no key changed
+                }
+            }
+            moved += 1
+        }
+        movedPages += moved
+    }
+
+    private enum Owner { case catalog, free, tree(String) }
+
+    private struct Candidate {
+        var page: PageNo
+        var owner: Owner
+        /// A key whose path from the root passes through the page.
+        var key: [UInt8]
+    }
+
+    /// Adds the pages at or above `floor` of the tree at `root` to `candidates`, reading only its
+    /// branch pages. Each child is reached by the key that routes to it (the empty key, below
+    /// every key, for the leftmost path).
+    private func collect(root: PageNo, owner: Owner, floor: PageNo, into candidates: inout [Candidate]) throws {
+        guard root != 0 else { return }
+        if root >= floor { candidates.append(Candidate(page: root, owner: owner, key: [])) }
+        var height = 0
+        var node = try pages.node(root)
+        while !node.isLeaf {
+            height += 1
+            if height > maxTreeDepth { throw StorageError.corrupt(page: node.pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+            node = try pages.node(try node.child(0))
+        }
+        guard height > 0 else { return }
+        var stack: [(page: PageNo, height: Int, key: [UInt8])] = [(root, height, [])]
+        while let (page, height, lower) = stack.popLast() {
+            let branch = try pages.node(page)
+            if branch.isLeaf { throw StorageError.corrupt(page: page, reason: "a leaf where the tree's height puts a branch") }
+            for i in 0..<branch.count {
+                let child = try branch.child(i)
+                let key = i == 0 ? lower : Array(try branch.key(i))
+                if child >= floor { candidates.append(Candidate(page: child, owner: owner, key: key)) }
+                if height > 1 { stack.append((child, height - 1, key)) }
+            }
+        }
+    }
+
+    /// The lowest page this transaction could allocate without growing the file.
+    private func lowestFreePage() -> PageNo? {
+        let fromSpare = spare.min()
+        guard let fromList = allocator.lowestReusable else { return fromSpare }
+        return min(fromList, fromSpare ?? fromList)
+    }
+
+    /// Lowers the page count past the free pages at the end of the file (run after the free list
+    /// is written, with every chunk loaded). Their entries leave the free list; the caller writes
+    /// it again.
+    func trimFreeTail() throws -> Bool {
+        guard allocator.isFullyLoaded else { return false }
+        var free = Set(allocator.reusablePages)
+        free.formUnion(spare)
+        var newCount = pageCount
+        while newCount > 2 && free.contains(newCount - 1) { newCount -= 1 }
+        guard newCount < pageCount else { return false }
+        let removed = Set(newCount..<pageCount)
+        allocator.removeReusable(removed)
+        spare.removeAll { removed.contains($0) }
+        trimmedPages += Int(pageCount - newCount)
+        pageCount = newCount
+        return true
+    }
+
+    /// After the commit is durable: gives the file's unused end back to the file system, in steps.
+    /// The file is cut only once it holds two growth steps (`growthStep`) beyond its pages, so that
+    /// a workload growing and shrinking around one size does not cut and regrow it on every
+    /// commit; it keeps an eighth of its pages beyond them. Skipped, and tried again at a later
+    /// commit, while an unregistered snapshot holds the shrink lock. Failure here loses nothing
+    /// (the commit is done): the file just stays larger.
+    func returnFreeTail() {
+        guard compaction.isEnabled || forceCompaction else { return }
+        let needed = pageCount * UInt64(pageSize)
+        let step = WriteTransaction.growthStep(needed: needed)
+        guard fileSize > needed + 2 * step else { return }
+        let target = (needed + needed / 8 + UInt64(pageSize) - 1) / UInt64(pageSize) * UInt64(pageSize)
+        let file = env.file
+        // The meta that stopped needing the tail must be on disk before the tail goes: else a
+        // crash could bring back the previous meta, whose pages would lie past the end.
+        if durability == .noSync { guard (try? file.sync()) != nil else { return } }
+        guard ShrinkLock.localHolders.load(ordering: .sequentiallyConsistent) == 0,
+              (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: true, wait: false)) == true else { return }
+        defer { file.unlock(offset: ShrinkLock.offset, length: 1) }
+        if (try? file.truncate(to: target)) != nil {
+            fileSize = target
+            truncations += 1
+        }
+    }
+
+    /// How far the file grows beyond its pages when it must grow: an eighth of its size, 1 MiB to
+    /// 64 MiB (see `growFile`).
+    static func growthStep(needed: UInt64) -> UInt64 {
+        min(max(needed / 8, 1 << 20), 64 << 20)
+    }
+}
+
+extension FreePageAllocator {
+    /// Every reusable page loaded.
+    var reusablePages: [PageNo] {
+        var all: [PageNo] = []
+        for chunk in chunks { all.append(contentsOf: chunk.reusable.lazy.map(\.page)) }
+        return all
+    }
+}
+
+/// What compaction did in one `Store.compact()`.
+public struct CompactionReport: Sendable, Equatable {
+    /// The file's size before and after, in bytes.
+    public var bytesBefore: UInt64
+    public var bytesAfter: UInt64
+    /// Commits it made.
+    public var commits: Int
+}
+
+extension Store {
+    /// Compacts the file now: moves every movable page to the lowest free pages and returns the
+    /// free end of the file, in a few commits (automatic compaction does the same a little at a
+    /// time). Readers keep reading meanwhile; pages a live snapshot sees stay until it ends.
+    ///
+    /// ```swift
+    /// try db.store.write { txn in try txn.drop("log") }
+    /// let report = try store.compact()
+    /// print("\(report.bytesBefore) → \(report.bytesAfter) bytes in \(report.commits) commits")
+    /// ```
+    @discardableResult
+    public func compact() throws -> CompactionReport {
+        let before = try env.file.size()
+        var commits = 0
+        var lastCount = UInt64.max
+        var stalls = 0
+        // Each commit moves what it can and trims what the previous one freed; stop when the page
+        // count stops falling twice in a row.
+        while commits < 64 {
+            try write(durability: .full) { txn in txn.forceCompaction = true }
+            commits += 1
+            let now = try read { $0.meta.pageCount }
+            if now >= lastCount { stalls += 1 } else { stalls = 0 }
+            if stalls >= 2 { break }
+            lastCount = min(lastCount, now)
+        }
+        return CompactionReport(bytesBefore: before, bytesAfter: try env.file.size(), commits: commits)
+    }
+}

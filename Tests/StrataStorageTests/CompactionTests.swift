@@ -1,0 +1,243 @@
+import Testing
+@testable import StrataStorage
+import Foundation
+
+/// Files that give space back (Compaction.swift): commits trim the free end of the file and move
+/// pages from the end into holes, with readers open, without changing what any snapshot sees.
+@Suite struct CompactionTests {
+    static func value(_ key: Int, generation: Int, size: Int = 100) -> [UInt8] {
+        var v = bigEndianKey(UInt64(key) << 16 | UInt64(generation & 0xFFFF))
+        v += [UInt8](repeating: UInt8(truncatingIfNeeded: key &+ generation), count: max(0, size - 8))
+        return v
+    }
+
+    /// Every entry of tree `name` in a snapshot, in key order.
+    static func contents(_ txn: ReadTransaction, _ name: String = "data") throws -> [[UInt8]: [UInt8]] {
+        var all: [[UInt8]: [UInt8]] = [:]
+        guard let tree = try txn.tree(name) else { return all }
+        let cursor = tree.cursor()
+        var more = try cursor.first()
+        while more {
+            all[Array(cursor.key)] = Array(cursor.value)
+            more = try cursor.next()
+        }
+        return all
+    }
+
+    static func expectHealthy(_ store: Store, _ context: String) throws {
+        let report = try store.check()
+        #expect(report.problems.isEmpty, "\(context): \(report.problems.prefix(3))")
+    }
+
+    @Test func deletingNinetyPercentShrinksTheFileWithinAFewCommits() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        let keys = 60_000
+        var model: [[UInt8]: [UInt8]] = [:]
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<keys {
+                try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0))
+                model[bigEndianKey(UInt64(k))] = Self.value(k, generation: 0)
+            }
+        }
+        let loaded = fileSizeOf(path)
+        var random = SplitMix(seed: 90)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<keys where random.below(10) != 0 {
+                _ = try tree.delete(bigEndianKey(UInt64(k)))
+                model[bigEndianKey(UInt64(k))] = nil
+            }
+        }
+        var commits = 0
+        var sizes: [UInt64] = []
+        // "A handful of later commits": one small write each.
+        for i in 0..<8 {
+            _ = try store.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1, 2, 3]) }
+            commits += 1
+            sizes.append(fileSizeOf(path))
+        }
+        let stats = try store.stats()
+        let live = stats.usedPages * UInt64(stats.pageSize)
+        print("Compaction 90% delete: loaded \(loaded) bytes, after deletes and \(commits) commits: \(sizes); live \(live) bytes, \(stats.pageCount) pages, \(stats.freePages) free")
+        #expect(fileSizeOf(path) * 2 <= live * 3, "file \(fileSizeOf(path)) bytes vs \(live) live")
+        #expect(try store.read { try Self.contents($0) } == model)
+        try Self.expectHealthy(store, "after compaction")
+        // And the file reopens as it is.
+        let copy = temporaryPath()
+        defer { removeStoreFiles(copy) }
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        let reopened = try Store(path: copy)
+        #expect(try reopened.read { try Self.contents($0) } == model)
+        try Self.expectHealthy(reopened, "reopened")
+    }
+
+    /// A snapshot held through a churn of updates: the file stays within its bound, the snapshot
+    /// reads what it saw at the start, and the space comes back once it ends.
+    @Test func churnWithAHeldReaderStaysBoundedAndShrinksAfter() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        let keys = 10_000
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<keys { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
+        }
+        let held = try store.beginRead()
+        let seen = try Self.contents(held)
+        let seenPages = try store.stats().usedPages
+        var random = SplitMix(seed: 14)
+        var maxSize: UInt64 = 0
+        // The churn: 200,000 updates over 10,000 live objects, 50 per commit.
+        let commits = TestEnv.int("STRATA_CHURN_COMMITS", default: 4_000)
+        for generation in 1...commits {
+            try store.write { txn in
+                let tree = try txn.createTree("data")
+                for _ in 0..<50 {
+                    let k = random.below(keys)
+                    try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: generation))
+                }
+            }
+            maxSize = max(maxSize, fileSizeOf(path))
+        }
+        let live = try store.stats().usedPages
+        let pending = try store.stats().pendingPages
+        print("Compaction churn: held snapshot sees \(seenPages) pages; now \(live) used (\(pending) pending), file max \(maxSize) bytes")
+        // Live data plus what the snapshot sees, with a quarter to spare (and one growth step).
+        let bound = (live + seenPages) * UInt64(store.pageSize) * 5 / 4 + (1 << 20)
+        #expect(maxSize <= bound, "file reached \(maxSize) bytes, bound \(bound)")
+        #expect(try Self.contents(held) == seen)
+        held.end()
+        for i in 0..<10 { _ = try store.write { txn in try txn.createTree("data").put(bigEndianKey(UInt64(i)), Self.value(i, generation: 9999)) } }
+        let after = try store.stats()
+        let usedBytes = after.usedPages * UInt64(after.pageSize)
+        print("Compaction churn: after the reader ended, file \(fileSizeOf(path)) bytes, \(after.pageCount) pages, \(after.usedPages) used")
+        // The pages are compact again; the file keeps at most two growth steps (1 MiB each at this size) beyond them.
+        #expect(after.pageCount * 2 <= after.usedPages * 3, "\(after.pageCount) pages for \(after.usedPages) used")
+        #expect(fileSizeOf(path) <= after.pageCount * UInt64(after.pageSize) + (2 << 20), "file \(fileSizeOf(path)) vs \(usedBytes) used")
+        try Self.expectHealthy(store, "after churn")
+    }
+
+    /// Random puts (inline and overflow values) and deletes with aggressive compaction, against a
+    /// dictionary; snapshots taken along the way must keep reading what they saw, every few
+    /// commits the file checks clean, and a reopened copy reads the model.
+    @Test func randomWritesWithAggressiveCompactionMatchTheModel() throws {
+        let seed = UInt64(TestEnv.int("STRATA_COMPACTION_SEED", default: 20261201))
+        let rounds = TestEnv.int("STRATA_COMPACTION_ROUNDS", default: 150)
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = Compaction(freeFraction: 0.01, pagesPerCommit: 8)
+        let store = try Store(path: path, options: options)
+        var random = SplitMix(seed: seed)
+        var model: [[UInt8]: [UInt8]] = [:]
+        var snapshots: [(ReadTransaction, [[UInt8]: [UInt8]])] = []
+        var moved = 0
+        for round in 0..<rounds {
+            let shrinking = (round / 30) % 2 == 1
+            try store.write { txn in
+                let tree = try txn.createTree("data")
+                for _ in 0..<random.within(1...400) {
+                    let k = bigEndianKey(UInt64(random.below(5_000)))
+                    if random.percent(shrinking ? 70 : 30) {
+                        _ = try tree.delete(k)
+                        model[k] = nil
+                    } else {
+                        let size = random.percent(3) ? random.within(3_000...20_000) : random.within(8...300)
+                        let v = Self.value(random.below(1 << 20), generation: round, size: size)
+                        try tree.put(k, v)
+                        model[k] = v
+                    }
+                }
+                if random.percent(5) { _ = try txn.dropTree("side") } else if random.percent(10) {
+                    try txn.createTree("side").put(bigEndianKey(UInt64(round)), [UInt8](repeating: 7, count: 50))
+                }
+                moved += txn.movedPages
+            }
+            if random.percent(10) { snapshots.append((try store.beginRead(), model)) }
+            if snapshots.count > 3 || (random.percent(20) && !snapshots.isEmpty) {
+                let (snapshot, expected) = snapshots.removeFirst()
+                #expect(try Self.contents(snapshot) == expected, "seed \(seed): snapshot \(snapshot.txnid) changed")
+                // Moved pages are no change: the diff since the snapshot is exactly the model's.
+                let changed = try store.read { try $0.changedKeys(in: "data", since: snapshot) }
+                let differing = Set(expected.keys).union(model.keys).filter { expected[$0] != model[$0] }
+                #expect(changed.map(Set.init) == differing, "seed \(seed): diff since \(snapshot.txnid)")
+                snapshot.end()
+            }
+            if round % 25 == 24 {
+                #expect(try store.read { try Self.contents($0) } == model, "seed \(seed), round \(round)")
+                try Self.expectHealthy(store, "seed \(seed), round \(round)")
+            }
+        }
+        for (snapshot, expected) in snapshots {
+            #expect(try Self.contents(snapshot) == expected, "seed \(seed): snapshot \(snapshot.txnid) changed")
+            snapshot.end()
+        }
+        print("Compaction model: seed \(seed), \(rounds) rounds, \(try store.stats().pageCount) pages at the end")
+        #expect(try store.read { try Self.contents($0) } == model, "seed \(seed)")
+        try Self.expectHealthy(store, "seed \(seed), end")
+        let copy = temporaryPath()
+        defer { removeStoreFiles(copy) }
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        #expect(try Store(path: copy).read { try Self.contents($0) } == model, "seed \(seed), reopened")
+    }
+
+    @Test func compactionOffNeverShrinksAndCompactDoes() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off
+        let store = try Store(path: path, options: options)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
+        }
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        let big = fileSizeOf(path)
+        for i in 0..<8 { _ = try store.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1]) } }
+        #expect(fileSizeOf(path) >= big, "compaction .off shrank the file")
+        let model = try store.read { try Self.contents($0) }
+        let report = try store.compact()
+        let stats = try store.stats()
+        print("Compaction compact(): \(report.bytesBefore) → \(report.bytesAfter) bytes in \(report.commits) commits; \(stats.usedPages) used pages")
+        #expect(report.bytesAfter < report.bytesBefore / 3)
+        #expect(report.bytesAfter * 2 <= stats.usedPages * UInt64(stats.pageSize) * 3 + (2 << 20))
+        #expect(try store.read { try Self.contents($0) } == model)
+        try Self.expectHealthy(store, "after compact()")
+    }
+
+    /// An unregistered (read-only) snapshot keeps the file from being truncated under it.
+    @Test func aReadOnlySnapshotKeepsTheFileWhole() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        do {
+            let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+            try store.write { txn in
+                let tree = try txn.createTree("data")
+                for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
+            }
+        }
+        // Opened read-only first, the read-only handle has its own environment (unregistered snapshots).
+        let reader = try Store(path: path, options: StoreOptions(readOnly: true))
+        let snapshot = try reader.beginRead()
+        let seen = try Self.contents(snapshot)
+        let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
+        try writer.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        let big = fileSizeOf(path)
+        for i in 0..<8 { _ = try writer.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1]) } }
+        #expect(fileSizeOf(path) >= big, "the file was truncated under a read-only snapshot")
+        // Its pages may have been reused (it would then throw fileChangedDuringRead), never cut off.
+        if (try? snapshot.validate()) != nil { #expect(try Self.contents(snapshot) == seen) }
+        snapshot.end()
+        for i in 0..<8 { _ = try writer.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [2]) } }
+        #expect(fileSizeOf(path) < big, "the file did not shrink once the snapshot ended")
+    }
+}
