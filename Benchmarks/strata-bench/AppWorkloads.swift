@@ -89,7 +89,7 @@ enum AppSuite: BenchSuite {
         let path = files(of: engine, in: options.directory)[0]
         switch engine {
         case "strata":
-            try runWorkloads(try StrataApp(path: path), options: options, sink: sink)
+            try runWorkloads(try StrataApp(path: path, options: options.strataStoreOptions), options: options, sink: sink)
         case "sqlite":
             switch SQLiteLibrary.load() {
             case .success(let lib): try runWorkloads(try SQLiteApp(lib: lib, path: path), options: options, sink: sink)

@@ -106,6 +106,7 @@ func runEngineProcess(suite: String, engine: EngineInfo, options: BenchOptions, 
     var args = ["engine", suite, engine.id, "--n", "\(options.n)", "--dir", options.directory, "--seed", "\(options.seed)",
                 "--sample-ms", "\(options.sampleMilliseconds)"]
     if let pageSize = options.pageSize { args += ["--page-size", "\(pageSize)"] }
+    if options.noCompaction { args.append("--no-compaction") }
     if let workloads = options.workloads { args += ["--workloads", workloads.joined(separator: ",")] }
     if options.showTimes { args.append("--times") }
     var program = exe

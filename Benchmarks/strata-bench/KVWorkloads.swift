@@ -100,7 +100,7 @@ enum KVSuite: BenchSuite {
         let path = files(of: engine, in: options.directory)[0]
         switch engine {
         case "strata":
-            try runWorkloads(try StrataKV(path: path, pageSize: options.pageSize), options: options, sink: sink)
+            try runWorkloads(try StrataKV(path: path, options: options.strataStoreOptions), options: options, sink: sink)
         case "lmdb":
             switch LMDBLibrary.load() {
             case .success(let lib): try runWorkloads(try LMDBKV(lib: lib, path: path), options: options, sink: sink)

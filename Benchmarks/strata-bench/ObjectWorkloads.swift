@@ -126,7 +126,7 @@ enum ObjectsSuite: BenchSuite {
         let path = files(of: engine, in: options.directory)[0]
         switch engine {
         case "strata":
-            try runWorkloads(try StrataObjects(path: path), options: options, sink: sink)
+            try runWorkloads(try StrataObjects(path: path, options: options.strataStoreOptions), options: options, sink: sink)
         case "sqlite":
             switch SQLiteLibrary.load() {
             case .success(let lib): try runWorkloads(try SQLiteObjects(lib: lib, path: path), options: options, sink: sink)

@@ -26,6 +26,15 @@ struct BenchOptions: Sendable {
     var pageSize: Int?
     /// Skip the disk-floor probe at the start (Floor.swift).
     var noFloor = false
+    /// Open Strata's files with `Compaction.off`, to measure what automatic compaction costs.
+    var noCompaction = false
+
+    /// The store options of Strata's files in this run.
+    var strataStoreOptions: StoreOptions {
+        var store = StoreOptions(pageSize: pageSize)
+        if noCompaction { store.compaction = .off }
+        return store
+    }
     /// Also run every engine once more under strace, to count its sync syscalls per workload
     /// (Syscalls.swift); that pass's timings are not used.
     var syscalls = false
@@ -65,6 +74,8 @@ let usage = """
       --no-floor            skip the disk-floor probe (fdatasync latency of the bench's directory,
                             measured before the first engine and after the timed rounds, ~2 s each
                             at most; 0.4 s when N < 100,000)
+      --no-compaction       open Strata's files with Compaction.off (the file then only grows), to
+                            compare rates and sizes with the default automatic compaction
       --syscalls            also run every engine once more under strace (apt-get install strace) to
                             count its syncs per workload; that pass's timings are not used
       --sample-ms MS        interval of the per-workload memory sampler (default 5; 0 turns it off)
@@ -137,6 +148,8 @@ func parseOptions(_ args: ArraySlice<String>, suite: any BenchSuite.Type) throws
             options.showTimes = true
         case "--no-floor":
             options.noFloor = true
+        case "--no-compaction":
+            options.noCompaction = true
         case "--syscalls":
             options.syscalls = true
         case "--syscall-markers":

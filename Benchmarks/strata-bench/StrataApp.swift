@@ -26,11 +26,11 @@ final class StrataApp: AppEngine {
     let db: Database
     let path: String
 
-    init(path: String) throws {
+    init(path: String, options: StoreOptions = StoreOptions()) throws {
         removeFile(path)
         removeFile(path + "-lock")
         self.path = path
-        db = try Database(path: path, models: [AppMessage.self, AppContact.self])
+        db = try Database(path: path, models: [AppMessage.self, AppContact.self], options: options)
     }
 
     var dataFiles: [String] { [path] }

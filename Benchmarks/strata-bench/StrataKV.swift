@@ -9,11 +9,11 @@ final class StrataKV: KVEngine {
     let path: String
 
     /// Opens a fresh store at `path` (any old file there and its lock file are removed first).
-    init(path: String, pageSize: Int? = nil) throws {
+    init(path: String, options: StoreOptions = StoreOptions()) throws {
         removeFile(path)
         removeFile(path + "-lock")
         self.path = path
-        self.store = try Store(path: path, options: StoreOptions(pageSize: pageSize))
+        self.store = try Store(path: path, options: options)
     }
 
     var dataFiles: [String] { [path] }

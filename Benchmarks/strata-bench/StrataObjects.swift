@@ -9,11 +9,11 @@ final class StrataObjects: ObjectEngine {
     let path: String
 
     /// Opens a fresh database at `path` (any old file there and its lock file are removed first).
-    init(path: String) throws {
+    init(path: String, options: StoreOptions = StoreOptions()) throws {
         removeFile(path)
         removeFile(path + "-lock")
         self.path = path
-        self.db = try Database(path: path, models: [Item.self])
+        self.db = try Database(path: path, models: [Item.self], options: options)
     }
 
     var dataFiles: [String] { [path] }

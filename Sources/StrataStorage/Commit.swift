@@ -18,7 +18,7 @@ extension WriteTransaction {
         let changed = !pages.dirty.isEmpty || !pages.spilled.isEmpty || !freed.isEmpty || !spare.isEmpty
             || pageCount != base.pageCount || trees.values.contains(where: \.modified)
         // Compaction moves pages before the catalog records the trees' roots (Compaction.swift).
-        let compacting = changed || forceCompaction ? try compactIfDue(force: forceCompaction) : false
+        let compacting = changed || forceCompaction || compactNow ? try compactIfDue(force: forceCompaction, now: compactNow) : false
 
         for state in trees.values where state.modified {
             let key = Array(state.name.utf8)
@@ -32,7 +32,7 @@ extension WriteTransaction {
                 }
             }
         }
-        if !forceCompaction && pages.dirty.isEmpty && pages.spilled.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
+        if !forceCompaction && !compactNow && pages.dirty.isEmpty && pages.spilled.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
             return   // Nothing changed: no write, no sync, no new transaction id.
         }
         if let (run, count) = previousRecordRun {

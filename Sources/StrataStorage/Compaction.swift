@@ -78,7 +78,7 @@ extension WriteTransaction {
     /// Runs before the commit writes the catalog: decides whether this commit compacts, and if
     /// so moves pages. Returns whether the whole free list is loaded (then `trimFreeTail` can
     /// see every free page). `force` moves everything movable (`Store.compact()`).
-    func compactIfDue(force: Bool = false) throws -> Bool {
+    func compactIfDue(force: Bool = false, now: Bool = false) throws -> Bool {
         guard compaction.isEnabled || force else { return false }
         var schedule = env.compactionSchedule
         defer {
@@ -87,7 +87,7 @@ extension WriteTransaction {
             env.compactionSchedule = schedule
         }
         let readers = allocator.sortedReaders
-        if !force && !schedule.moving && schedule.commitsUntilCheck > 0 && schedule.readersAtCheck.isSubset(of: readers) {
+        if !force && !now && !schedule.moving && schedule.commitsUntilCheck > 0 && schedule.readersAtCheck.isSubset(of: readers) {
             schedule.commitsUntilCheck -= 1
             return false
         }
@@ -189,6 +189,22 @@ extension WriteTransaction {
         return min(fromList, fromSpare ?? fromList)
     }
 
+    /// Reusable free pages at the end of the file (loads the whole free list).
+    func freeTailPages() throws -> UInt64 {
+        try allocator.loadAll()
+        var free = Set(allocator.reusablePages)
+        free.formUnion(spare)
+        var count = pageCount
+        while count > 2 && free.contains(count - 1) { count -= 1 }
+        return pageCount - count
+    }
+
+    /// Whether this commit freed so much of the file that a follow-up commit should trim it
+    /// (`Store.followUpCompaction`).
+    var wantsFollowUp: Bool {
+        compaction.isEnabled && freed.count >= max(1024, Int(pageCount / 8))
+    }
+
     /// Lowers the page count past the free pages at the end of the file (run after the free list
     /// is written, with every chunk loaded). Their entries leave the free list; the caller writes
     /// it again.
@@ -245,6 +261,23 @@ extension FreePageAllocator {
         var all: [PageNo] = []
         for chunk in chunks { all.append(contentsOf: chunk.reusable.lazy.map(\.page)) }
         return all
+    }
+}
+
+extension Store {
+    /// After a commit that freed a large part of the file (a bulk delete, a dropped tree): one
+    /// more commit, made only if the end of the file is free now. The pages a commit frees become
+    /// reusable once it is the newest and no snapshot sees them, which without this would wait
+    /// for the next write. Runs under the writer's locks; a failure leaves the file as it was.
+    func followUpCompaction(durability: Durability) {
+        guard let txn = try? WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction) else { return }
+        do {
+            guard try txn.freeTailPages() >= 256 else { txn.abort(); return }
+            txn.compactNow = true
+            try txn.commit()
+        } catch {
+            txn.abort()
+        }
     }
 }
 

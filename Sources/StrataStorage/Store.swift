@@ -175,7 +175,10 @@ public final class Store: Sendable {
                                            compaction: compaction)
             do {
                 let result = try body(txn)
-                if !txn.isFinished { try txn.commit() }
+                if !txn.isFinished {
+                    try txn.commit()
+                    if txn.wantsFollowUp { followUpCompaction(durability: txn.durability) }
+                }
                 return result
             } catch {
                 txn.abort()

@@ -54,6 +54,9 @@ public final class WriteTransaction {
     /// Set by `Store.compact()`: this commit moves every movable page and commits even if
     /// nothing else changed.
     var forceCompaction = false
+    /// Set for `Store.followUpCompaction`: this commit checks for a free tail and holes now, and
+    /// commits even if nothing else changed.
+    var compactNow = false
     /// What compaction did in this transaction (for tests and statistics).
     var movedPages = 0
     var trimmedPages = 0
