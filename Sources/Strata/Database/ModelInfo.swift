@@ -117,9 +117,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         try encoders.with(ObjectEncoder.self) { encoder in
             encoder.reset()
             try object.encode(to: encoder)
-            var out: [UInt8] = []
-            encoder.storage.serialize(into: &out)
-            return out
+            return encoder.record()
         }
     }
 

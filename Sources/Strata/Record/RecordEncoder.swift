@@ -82,7 +82,7 @@ enum RecordEncoding {
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
             let encoder = ObjectEncoder(schema: schema, context: context)
             try encodable.encode(to: encoder)
-            encoder.storage.serialize(into: &out)
+            encoder.serialize(into: &out)
         case .array(let element):
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
             let encoder = ArrayEncoder(element: element, context: context)
@@ -184,18 +184,68 @@ struct RecordFields {
 
     /// The record: the table (by ascending id), then the values in the same order.
     func serialize(into out: inout [UInt8]) {
-        var order = spans
-        if !order.isSorted(by: { $0.id < $1.id }) { order.sort { $0.id < $1.id } }
-        out.reserveCapacity(out.count + 1 + order.count * 3 + buffer.count)
-        appendVarint(UInt64(order.count), to: &out)
-        for span in order {
-            appendVarint(UInt64(span.id) << 1 | (span.isNil ? 1 : 0), to: &out)
-            appendVarint(UInt64(span.end - span.start), to: &out)
-        }
-        buffer.withUnsafeBufferPointer { bytes in
-            for span in order { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[span.start..<span.end])) }
+        withOrder { order, values, size in
+            let start = out.count
+            out.append(contentsOf: repeatElement(0, count: size))
+            out.withUnsafeMutableBufferPointer { all in
+                // (`all` has `size` bytes from `start`, just appended.)
+                if let base = all.baseAddress { Self.write(order, values, to: base + start) }
+            }
         }
     }
+
+    /// The record as a new array of exactly its size.
+    func record() -> [UInt8] {
+        withOrder { order, values, size in
+            [UInt8](unsafeUninitializedCapacity: size) { out, count in
+                if let base = out.baseAddress { Self.write(order, values, to: base) }
+                count = size
+            }
+        }
+    }
+
+    /// The spans by ascending id, the values, and the size of the record they make.
+    private func withOrder<R>(_ body: (UnsafeBufferPointer<Span>, UnsafeBufferPointer<UInt8>, Int) -> R) -> R {
+        let order = spans.isSorted(by: { $0.id < $1.id }) ? spans : spans.sorted { $0.id < $1.id }
+        var size = varintSize(UInt64(order.count))
+        for span in order {
+            size += varintSize(UInt64(span.id) << 1 | (span.isNil ? 1 : 0)) + varintSize(UInt64(span.end - span.start)) + (span.end - span.start)
+        }
+        return order.withUnsafeBufferPointer { order in buffer.withUnsafeBufferPointer { values in body(order, values, size) } }
+    }
+
+    /// Writes the record of `order` to `p`, which has room for the size `withOrder` computed from
+    /// exactly what is written here (the table's varints, then every span's bytes).
+    private static func write(_ order: UnsafeBufferPointer<Span>, _ values: UnsafeBufferPointer<UInt8>, to start: UnsafeMutablePointer<UInt8>) {
+        var p = start
+        @inline(__always) func put(_ value: UInt64) {
+            var v = value
+            while v >= 0x80 {
+                p.pointee = UInt8(truncatingIfNeeded: v) | 0x80
+                p += 1
+                v >>= 7
+            }
+            p.pointee = UInt8(v)
+            p += 1
+        }
+        put(UInt64(order.count))
+        for span in order {
+            put(UInt64(span.id) << 1 | (span.isNil ? 1 : 0))
+            put(UInt64(span.end - span.start))
+        }
+        guard let source = values.baseAddress else { return }
+        for span in order where span.end > span.start {
+            p.update(from: source + span.start, count: span.end - span.start)
+            p += span.end - span.start
+        }
+    }
+}
+
+/// The number of bytes `appendVarint` writes for `value`.
+@inline(__always)
+func varintSize(_ value: UInt64) -> Int {
+    // 1 byte per 7 significant bits, at least 1.
+    (64 - (value | 1).leadingZeroBitCount + 6) / 7
 }
 
 extension Array {
@@ -216,36 +266,58 @@ final class ObjectEncoder: Encoder {
     let layout: DecodingLayout
     var schema: ObjectSchema { layout.schema }
     let context: EncodingContext
-    var storage = RecordFields()
-    /// The field expected next: synthesized encoders go in declaration order, which is schema order.
-    var next = 0
+    /// What changes while encoding, behind a pointer of its own: as stored properties of a class
+    /// every access would be checked for exclusivity at run time, on every field of every object.
+    private let hot: UnsafeMutablePointer<Hot>
     private var containerKeyType: ObjectIdentifier?
     private var container: AnyObject?
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
+    struct Hot {
+        var storage = RecordFields()
+        /// The field expected next: synthesized encoders go in declaration order, which is schema order.
+        var next = 0
+    }
+
     init(layout: DecodingLayout, context: EncodingContext) {
         self.layout = layout
         self.context = context
+        hot = .allocate(capacity: 1)
+        hot.initialize(to: Hot())
     }
 
     convenience init(schema: ObjectSchema, context: EncodingContext) {
         self.init(layout: DecodingLayout(schema), context: context)
     }
 
+    deinit {
+        hot.deinitialize(count: 1)
+        hot.deallocate()
+    }
+
+    /// The fields encoded so far.
+    var storage: RecordFields { hot.pointee.storage }
+
     /// Ready for the next object.
     func reset() {
-        storage.removeAll()
-        next = 0
+        hot.pointee.storage.removeAll()
+        hot.pointee.next = 0
     }
+
+    /// The record of the fields encoded so far, appended to `out`.
+    func serialize(into out: inout [UInt8]) { hot.pointee.storage.serialize(into: &out) }
+
+    /// The record of the fields encoded so far.
+    func record() -> [UInt8] { hot.pointee.storage.record() }
 
     /// The layout index of the live field named `name`.
     @inline(__always)
     func field(_ name: String) throws -> Int {
-        guard let f = layout.field(named: name, after: next) else {
+        guard let f = layout.field(named: name, after: hot.pointee.next) else {
             throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
         }
-        next = f + 1
+        hot.pointee.next = f + 1
         return f
     }
 
@@ -276,7 +348,7 @@ final class ObjectEncoder: Encoder {
 
     func encodeNil(_ name: String) throws {
         let f = try field(name)
-        storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+        hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
     }
 
     /// Primitives: written straight into the buffer when the field stores exactly that kind, with
@@ -285,12 +357,12 @@ final class ObjectEncoder: Encoder {
         let f = try field(name)
         switch layout.kinds[f] {
         case .signed:
-            storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
+            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
         case .unsigned:
             guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
                 throw context.appending(name).mismatch("\(value) does not fit \(schema.fields[f].type)")
             }
-            storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
+            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
         default:
             if let unsigned { try general(unsigned, f, name) } else { try general(value, f, name) }
         }
@@ -299,38 +371,39 @@ final class ObjectEncoder: Encoder {
     func string(_ value: String, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .string else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { $0.append(contentsOf: value.utf8) }
+        var value = value
+        value.withUTF8 { utf8 in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: utf8) } }
     }
 
     func double(_ value: Double, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .double else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) } }
     }
 
     func bool(_ value: Bool, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .bool else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { $0.append(value ? 1 : 0) }
+        hot.pointee.storage.append(id: layout.ids[f]) { $0.append(value ? 1 : 0) }
     }
 
     func data(_ value: Data, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .data else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { $0.append(contentsOf: value) }
+        value.withUnsafeBytes { bytes in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: bytes) } }
     }
 
     func date(_ value: Date, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .date else { return try general(value, f, name) }
         let bits = value.timeIntervalSinceReferenceDate.bitPattern.littleEndian
-        storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: bits) { out.append(contentsOf: $0) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: bits) { out.append(contentsOf: $0) } }
     }
 
     func value<T: Encodable>(_ value: T, _ name: String) throws {
         let f = try field(name)
         if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
-            storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
             return
         }
         try general(value, f, name)
@@ -339,7 +412,7 @@ final class ObjectEncoder: Encoder {
     private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
         let type = schema.fields[f].type
         let context = self.context.appending(name)
-        try storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context) }
+        try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context) }
     }
 }
 
