@@ -434,48 +434,54 @@ final class ObjectDecodingState {
 /// that, the decoder finds the box still referenced when it lets go of it and keeps the state
 /// alive for good (`keepForever`), so the reference never dangles.
 struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    unowned(unsafe) let state: ObjectDecodingState
+    private let unmanaged: Unmanaged<ObjectDecodingState>
     var codingPath: [any CodingKey] { [] }
 
-    init(state: ObjectDecodingState) { self.state = state }
+    init(state: ObjectDecodingState) { unmanaged = .passUnretained(state) }
 
-    var allKeys: [Key] { state.presentNames().compactMap { Key(stringValue: $0) } }
-    func contains(_ key: Key) -> Bool { state.contains(key.stringValue) }
-    func decodeNil(forKey key: Key) throws -> Bool { state.isNil(key.stringValue) }
+    /// Runs `body` on the state without retaining it (see above for why it is alive).
+    @inline(__always)
+    private func with<R>(_ body: (ObjectDecodingState) throws -> R) rethrows -> R {
+        try unmanaged._withUnsafeGuaranteedRef(body)
+    }
 
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try state.integer(Int.self, key.stringValue) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try state.integer(Int8.self, key.stringValue) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try state.integer(Int16.self, key.stringValue) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try state.integer(Int32.self, key.stringValue) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try state.integer(Int64.self, key.stringValue) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try state.integer(UInt.self, key.stringValue) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try state.integer(UInt8.self, key.stringValue) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try state.integer(UInt16.self, key.stringValue) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try state.integer(UInt32.self, key.stringValue) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try state.integer(UInt64.self, key.stringValue) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try state.string(key.stringValue) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try state.double(key.stringValue) }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try state.bool(key.stringValue) }
+    var allKeys: [Key] { with { $0.presentNames() }.compactMap { Key(stringValue: $0) } }
+    func contains(_ key: Key) -> Bool { with { $0.contains(key.stringValue) } }
+    func decodeNil(forKey key: Key) throws -> Bool { with { $0.isNil(key.stringValue) } }
+
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try with { try $0.integer(Int.self, key.stringValue) } }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try with { try $0.integer(Int8.self, key.stringValue) } }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try with { try $0.integer(Int16.self, key.stringValue) } }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try with { try $0.integer(Int32.self, key.stringValue) } }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try with { try $0.integer(Int64.self, key.stringValue) } }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try with { try $0.integer(UInt.self, key.stringValue) } }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try with { try $0.integer(UInt8.self, key.stringValue) } }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try with { try $0.integer(UInt16.self, key.stringValue) } }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try with { try $0.integer(UInt32.self, key.stringValue) } }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try with { try $0.integer(UInt64.self, key.stringValue) } }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try with { try $0.string(key.stringValue) } }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try with { try $0.double(key.stringValue) } }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try with { try $0.bool(key.stringValue) } }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         // Common Foundation types without a dynamic cast (T is exactly the type).
-        if T.self == Data.self { return unsafeBitCast(try state.data(key.stringValue), to: T.self) }
-        if T.self == Date.self { return unsafeBitCast(try state.date(key.stringValue), to: T.self) }
-        return try state.value(T.self, key.stringValue)
+        if T.self == Data.self { return unsafeBitCast(try with { try $0.data(key.stringValue) }, to: T.self) }
+        if T.self == Date.self { return unsafeBitCast(try with { try $0.date(key.stringValue) }, to: T.self) }
+        return try with { try $0.value(T.self, key.stringValue) }
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        try state.valueIfPresent(T.self, key.stringValue)
+        try with { try $0.valueIfPresent(T.self, key.stringValue) }
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        throw state.context.appending(key.stringValue).mismatch("nested containers are not supported")
+        throw with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported")
     }
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw state.context.appending(key.stringValue).mismatch("nested containers are not supported")
+        throw with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported")
     }
-    func superDecoder() throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
-    func superDecoder(forKey key: Key) throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
+    func superDecoder() throws -> any Decoder { throw with { $0.context }.mismatch("superDecoder is not supported") }
+    func superDecoder(forKey key: Key) throws -> any Decoder { throw with { $0.context }.mismatch("superDecoder is not supported") }
 }
 
 extension ObjectDecodingState {

@@ -259,20 +259,81 @@ extension Array {
     }
 }
 
-/// The encoder a type's `encode(to:)` sees for a struct. The top-level one of each model is reused
-/// (`ModelEncoder`): its buffers keep their storage, and the keyed container the type asks for
-/// is made once per coding-key type.
+/// The encoder a type's `encode(to:)` sees for a struct: a thin owner of the encoding state
+/// (`ObjectEncoding`) and of the keyed container, made once per coding-key type and handed out
+/// again. The top-level one of each model is reused (`ModelInfo`'s pool), so its buffers keep
+/// their storage.
 final class ObjectEncoder: Encoder {
+    let state: ObjectEncoding
+    private var containerKeyType: ObjectIdentifier?
+    private var container: AnyObject?
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(state: ObjectEncoding) { self.state = state }
+
+    convenience init(layout: DecodingLayout, context: EncodingContext) {
+        self.init(state: ObjectEncoding(layout: layout, context: context))
+    }
+
+    convenience init(schema: ObjectSchema, context: EncodingContext) {
+        self.init(layout: DecodingLayout(schema), context: context)
+    }
+
+    deinit { retireContainer() }
+
+    /// Ready for the next object.
+    func reset() { state.reset() }
+    /// The record of the fields encoded so far, appended to `out`.
+    func serialize(into out: inout [UInt8]) { state.serialize(into: &out) }
+    /// The record of the fields encoded so far.
+    func record() -> [UInt8] { state.record() }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        if containerKeyType == ObjectIdentifier(Key.self), let container {
+            // (The size was checked when it was cached.)
+            return unsafeBitCast(container, to: KeyedEncodingContainer<Key>.self)
+        }
+        retireContainer()
+        let made = KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: state))
+        // A KeyedEncodingContainer is one reference to its box: kept as that reference, checked
+        // by the key type's identity (and by size, should the standard library's layout change).
+        if MemoryLayout<KeyedEncodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+            containerKeyType = ObjectIdentifier(Key.self)
+            container = unsafeBitCast(made, to: AnyObject.self)
+        } else {
+            // A box this encoder cannot watch: the state must outlive whatever keeps it.
+            keepForever(state)
+        }
+        return made
+    }
+
+    /// The cached container goes: if anything but this encoder still holds it (a type kept its
+    /// container past `encode(to:)`), the state it refers to (unowned) must live on for it.
+    private func retireContainer() {
+        if container != nil, !isKnownUniquelyReferenced(&container) { keepForever(state) }
+        container = nil
+        containerKeyType = nil
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes an array"))
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes a single value"))
+    }
+}
+
+/// The fields of one struct being encoded and the work of its keyed container, compiled once,
+/// non-generic.
+final class ObjectEncoding {
     let layout: DecodingLayout
     var schema: ObjectSchema { layout.schema }
     let context: EncodingContext
     /// What changes while encoding, behind a pointer of its own: as stored properties of a class
     /// every access would be checked for exclusivity at run time, on every field of every object.
     private let hot: UnsafeMutablePointer<Hot>
-    private var containerKeyType: ObjectIdentifier?
-    private var container: AnyObject?
-    var codingPath: [any CodingKey] { [] }
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     struct Hot {
         var storage = RecordFields()
@@ -285,10 +346,6 @@ final class ObjectEncoder: Encoder {
         self.context = context
         hot = .allocate(capacity: 1)
         hot.initialize(to: Hot())
-    }
-
-    convenience init(schema: ObjectSchema, context: EncodingContext) {
-        self.init(layout: DecodingLayout(schema), context: context)
     }
 
     deinit {
@@ -319,29 +376,6 @@ final class ObjectEncoder: Encoder {
         }
         hot.pointee.next = f + 1
         return f
-    }
-
-    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if containerKeyType == ObjectIdentifier(Key.self), let container {
-            // (The size was checked when it was cached.)
-            return unsafeBitCast(container, to: KeyedEncodingContainer<Key>.self)
-        }
-        let made = KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: self))
-        // A KeyedEncodingContainer is one reference to its box: kept as that reference, checked
-        // by the key type's identity (and by size, should the standard library's layout change).
-        if MemoryLayout<KeyedEncodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
-            containerKeyType = ObjectIdentifier(Key.self)
-            container = unsafeBitCast(made, to: AnyObject.self)
-        }
-        return made
-    }
-
-    func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: context.mismatch("a struct field list was expected, but the type encodes an array"))
-    }
-
-    func singleValueContainer() -> any SingleValueEncodingContainer {
-        FailingSingleValueEncoding(error: context.mismatch("a struct field list was expected, but the type encodes a single value"))
     }
 
     // The work of the keyed container, here so that it is compiled once, non-generic.
@@ -417,44 +451,58 @@ final class ObjectEncoder: Encoder {
 }
 
 /// The keyed container of a struct. Generic over the type's coding keys, so compiled
-/// unspecialized: every method hands the key's name to the (non-generic) encoder at once.
+/// unspecialized: every method hands the key's name to the (non-generic) encoding state at once.
+///
+/// It refers to the state unretained (`Unmanaged`), for the reason and with the guarantee of
+/// `ObjectKeyedDecoding`: a plain value the standard library's box copies without a retain and a
+/// release, whose state the `ObjectEncoder` that made it keeps alive (for good, should the
+/// container outlive the encoder). It also means the encoder's cached container does not keep
+/// the encoder alive (a strong reference here made a cycle, and leaked every nested encoder).
 struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
-    let encoder: ObjectEncoder
+    private let unmanaged: Unmanaged<ObjectEncoding>
+
+    init(encoder: ObjectEncoding) { unmanaged = .passUnretained(encoder) }
+
+    /// Runs `body` on the state without retaining it (see above for why it is alive).
+    @inline(__always)
+    private func with<R>(_ body: (ObjectEncoding) throws -> R) rethrows -> R {
+        try unmanaged._withUnsafeGuaranteedRef(body)
+    }
     var codingPath: [any CodingKey] { [] }
 
-    mutating func encodeNil(forKey key: Key) throws { try encoder.encodeNil(key.stringValue) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try encoder.integer(value, unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try encoder.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try encoder.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) }
-    mutating func encode(_ value: String, forKey key: Key) throws { try encoder.string(value, key.stringValue) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { try encoder.double(value, key.stringValue) }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { try encoder.bool(value, key.stringValue) }
+    mutating func encodeNil(forKey key: Key) throws { try with { try $0.encodeNil(key.stringValue) } }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try with { try $0.integer(value, unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) } }
+    mutating func encode(_ value: String, forKey key: Key) throws { try with { try $0.string(value, key.stringValue) } }
+    mutating func encode(_ value: Double, forKey key: Key) throws { try with { try $0.double(value, key.stringValue) } }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { try with { try $0.bool(value, key.stringValue) } }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         // Common Foundation types without a dynamic cast (T is exactly the type, so the bit cast
         // is an identity).
-        if T.self == Data.self { return try encoder.data(unsafeBitCast(value, to: Data.self), key.stringValue) }
-        if T.self == Date.self { return try encoder.date(unsafeBitCast(value, to: Date.self), key.stringValue) }
-        try encoder.value(value, key.stringValue)
+        if T.self == Data.self { return try with { try $0.data(unsafeBitCast(value, to: Data.self), key.stringValue) } }
+        if T.self == Date.self { return try with { try $0.date(unsafeBitCast(value, to: Date.self), key.stringValue) } }
+        try with { try $0.value(value, key.stringValue) }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: encoder.context.appending(key.stringValue).mismatch("nested containers are not supported; encode an array"))
+        FailingUnkeyedEncoding(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode an array"))
     }
 
-    mutating func superEncoder() -> any Encoder { encoder }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+    mutating func superEncoder() -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
 }
 
 final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
