@@ -61,6 +61,30 @@ final class LMDBObjects: ObjectEngine, @unchecked Sendable {
         lib.facts(env) + [("index", "by_category: MDB_DUPSORT|MDB_DUPFIXED, category → id")]
     }
 
+    func codec() throws -> Codec? { Codec() }
+
+    /// `PackedItem`: the hand-written fixed layout, the floor a generic codec is measured against.
+    struct Codec: ItemCodec {
+        /// The packed value, as `Writer.insert` packs it (one buffer, reused).
+        var scratch = [UInt8](repeating: 0, count: PackedItem.maxSize)
+
+        mutating func encode(_ item: Item) throws -> Int {
+            try scratch.withUnsafeMutableBytes { p in
+                guard let base = p.baseAddress else { throw BenchError("lmdb: no scratch buffer") }
+                return try PackedItem.pack(item, into: base)
+            }
+        }
+
+        mutating func record(_ item: Item) throws -> [UInt8] {
+            let length = try encode(item)
+            return Array(scratch[0..<length])
+        }
+
+        mutating func decode(_ record: UnsafeRawBufferPointer, id: Int64) throws -> Item {
+            try PackedItem.decode(id: id, record)
+        }
+    }
+
     struct Writer: ObjectWriter {
         let lib: LMDBLibrary
         let txn: OpaquePointer?

@@ -8,6 +8,7 @@
 protocol ObjectEngine: AnyObject, Sendable {
     associatedtype Writer: ObjectWriter
     associatedtype Reader: ObjectReader
+    associatedtype Codec: ItemCodec = NoItemCodec
 
     /// Files whose sizes the bench reports (the data file, and SQLite's WAL; not lock files).
     var dataFiles: [String] { get }
@@ -25,6 +26,32 @@ protocol ObjectEngine: AnyObject, Sendable {
 
     /// Facts about the engine and its settings for the report ("page size" → "4096").
     func info() -> [(String, String)]
+
+    /// The engine's own record codec, measured alone by `codec_decode` and `codec_encode`; nil
+    /// when the engine has none of its own to measure (SQLite's rows are its columns).
+    func codec() throws -> Codec?
+}
+
+extension ObjectEngine where Codec == NoItemCodec {
+    func codec() throws -> NoItemCodec? { nil }
+}
+
+/// An `Item` to and from the bytes an engine stores for it, without the engine: the object layer's
+/// codec alone (Strata: `RecordCoder`; LMDB: the packed value).
+protocol ItemCodec {
+    /// Encodes `item` as the engine would store it; returns the record's length.
+    mutating func encode(_ item: Item) throws -> Int
+    /// The record of `item` (for preparing the decode workload, untimed).
+    mutating func record(_ item: Item) throws -> [UInt8]
+    /// Decodes a record `record(_:)` made; `id` is the object's key, for engines that keep it there.
+    mutating func decode(_ record: UnsafeRawBufferPointer, id: Int64) throws -> Item
+}
+
+/// For engines without a codec of their own.
+struct NoItemCodec: ItemCodec {
+    mutating func encode(_ item: Item) throws -> Int { throw BenchError("no codec") }
+    mutating func record(_ item: Item) throws -> [UInt8] { throw BenchError("no codec") }
+    mutating func decode(_ record: UnsafeRawBufferPointer, id: Int64) throws -> Item { throw BenchError("no codec") }
 }
 
 /// Writes inside one transaction.

@@ -79,8 +79,20 @@ enum ObjectsSuite: BenchSuite {
     static let deletes = WorkloadInfo(id: "deletes", unit: "delete",
         summary: "N/2 random objects deleted in 10 durable transactions")
 
+    static let codecDecode = WorkloadInfo(id: "codec_decode", unit: "object",
+        summary: "N records of 4,096 distinct Items decoded from memory, the codec alone (no engine; SQLite has none)",
+        perOp: true)
+    static let codecEncode = WorkloadInfo(id: "codec_encode", unit: "object",
+        summary: "N Items (4,096 distinct, made beforehand) encoded to records, the codec alone (no engine; SQLite has none)",
+        perOp: true)
+
     static let workloads = [bulkInsert, individualWrites, batchWrites, pointReads, rangeScan, indexedQuery,
-                            unindexedFilter, count, aggregate, concurrentReads, updates, deletes]
+                            unindexedFilter, count, aggregate, concurrentReads, updates, deletes,
+                            codecDecode, codecEncode]
+
+    /// Distinct objects the codec workloads cycle through: enough to leave the caches' favourites
+    /// behind, few enough to make beforehand.
+    static let codecDistinct = 4096
 
     static let sizes = [
         SizeInfo(id: "after_load", title: "file size after load"),
@@ -381,6 +393,54 @@ enum ObjectsSuite: BenchSuite {
             expect("objects after the deletes (engine's own count)", try engine.read(slot: 0) { try $0.count() }, objects)
         }
         reportSize("at_end")
+
+        // 13, 14. The codec alone: no tree, no transaction, the records in memory.
+        if selected(codecDecode) || selected(codecEncode), var codec = try engine.codec() {
+            let items = (0..<min(plan.n, codecDistinct)).map { data.item($0) }
+            // The records back to back in one buffer, as on a page.
+            var bytes: [UInt8] = []
+            var spans: [Range<Int>] = []
+            for item in items {
+                let record = try codec.record(item)
+                spans.append(bytes.count..<(bytes.count + record.count))
+                bytes += record
+            }
+            // Untimed: every record decodes to its object (the timed passes only fold a few fields).
+            try bytes.withUnsafeBytes { all in
+                for (item, span) in zip(items, spans) where try codec.decode(UnsafeRawBufferPointer(rebasing: all[span]), id: item.id) != item {
+                    sink.problem("codec: object \(item.id) does not survive encode and decode")
+                    break
+                }
+            }
+            if selected(codecDecode) {
+                try sink.measure(codecDecode, ops: plan.n) {
+                    var sum: UInt64 = 0
+                    try bytes.withUnsafeBytes { all in
+                        var i = 0
+                        for _ in 0..<plan.n {
+                            let item = try codec.decode(UnsafeRawBufferPointer(rebasing: all[spans[i]]), id: items[i].id)
+                            sum &+= UInt64(bitPattern: item.id) ^ item.score.bitPattern ^ UInt64(item.name.utf8.count) ^ UInt64(item.blob.count)
+                            i += 1
+                            if i == items.count { i = 0 }
+                        }
+                    }
+                    return (plan.n, sum)
+                }
+            }
+            if selected(codecEncode) {
+                var total = 0
+                try sink.measure(codecEncode, ops: plan.n) {
+                    var i = 0
+                    for _ in 0..<plan.n {
+                        total &+= try codec.encode(items[i])
+                        i += 1
+                        if i == items.count { i = 0 }
+                    }
+                    return (plan.n, nil)
+                }
+                sink.stat(codecEncode.id, "record_bytes_mean", UInt64(total / max(1, plan.n)))
+            }
+        }
         for (key, value) in engine.info() { sink.info(key, value) }
     }
 }

@@ -102,9 +102,24 @@ struct SuiteReport {
         lines.append("ops/s: higher is better, and a ratio above 1 means Strata is faster. (cpu): the same ratio in CPU time used, steadier")
         lines.append("on a busy machine but blind to waiting on the disk. Sizes and RSS: a ratio below 1 means Strata is smaller.")
         lines += latencyLines()
+        lines += perOpLines()
         lines.append("")
         lines += resourcesTable()
         return lines.joined(separator: "\n")
+    }
+
+    /// Nanoseconds per operation, for workloads that ask for it (the codec alone).
+    func perOpLines() -> [String] {
+        var lines: [String] = []
+        for w in workloads where w.perOp {
+            let cells = runs.compactMap { run in
+                run.results[w.id].map { "\(run.engine.title) \(formatFixed($0.seconds * 1e9 / Double(max(1, $0.ops)), 1))" }
+            }
+            if cells.isEmpty { continue }
+            if lines.isEmpty { lines.append(""); lines.append("time per operation (ns, best round)") }
+            lines.append("  \(pad(w.id, 24)) " + cells.joined(separator: ", ") + " ns per \(w.unit)")
+        }
+        return lines
     }
 
     /// Delivery latency percentiles, for workloads that measured them (the live suite).
@@ -297,6 +312,7 @@ struct SuiteReport {
                 var fields: [(String, JSON)] = [("ops", .int(m.ops)), ("seconds", .double(m.seconds)),
                                                 ("ops_per_second", .double(m.opsPerSecond))]
                 if let cpu = m.cpuSeconds { fields.append(("cpu_seconds", .double(cpu))) }
+                if w.perOp { fields.append(("ns_per_op", .double(m.seconds * 1e9 / Double(max(1, m.ops))))) }
                 if let all = run.rounds[w.id], all.count > 1 {
                     fields.append(("rounds_ops_per_second", .array(all.map { .double($0.opsPerSecond) })))
                 }

@@ -48,6 +48,18 @@ final class StrataObjects: ObjectEngine {
         return facts
     }
 
+    func codec() throws -> Codec? { Codec(coder: try db.recordCoder(for: Item.self)) }
+
+    /// `RecordCoder`: the record bytes Strata stores, the same encode and decode every write and
+    /// read of the object API goes through.
+    struct Codec: ItemCodec {
+        let coder: RecordCoder<Item>
+
+        mutating func encode(_ item: Item) throws -> Int { try coder.encode(item).count }
+        mutating func record(_ item: Item) throws -> [UInt8] { try coder.encode(item) }
+        mutating func decode(_ record: UnsafeRawBufferPointer, id: Int64) throws -> Item { try coder.decode(record) }
+    }
+
     struct Writer: ObjectWriter {
         let tx: Transaction
 

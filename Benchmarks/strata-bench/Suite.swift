@@ -12,6 +12,8 @@ struct WorkloadInfo: Sendable {
     var units: String { unit.hasSuffix("y") ? unit.dropLast() + "ies" : unit + "s" }
     /// One line for the README and `--help`.
     let summary: String
+    /// Whether the report also gives the time per operation (ns per object of the codec workloads).
+    var perOp = false
 }
 
 /// A reported size (file size after the load, at the end).

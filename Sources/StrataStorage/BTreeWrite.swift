@@ -124,7 +124,7 @@ extension WriteTransaction {
         let maxKey = Limits.maxKeySize(pageSize: pageSize)
         if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
         if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
-        if !overwrite, try pages.get(root: tree.root, key: key) != nil { return false }
+        if !overwrite && tree.root != 0 { return try insertNew(&tree, key: key, value: value) }
         pages.version &+= 1
         let entry = try makeLeafEntry(key: key, value: value)
         if tree.root == 0 {
@@ -149,6 +149,56 @@ extension WriteTransaction {
         }
         try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
         return !found
+    }
+
+    /// `put` without overwriting, in one descent: the search goes down once, reading only and
+    /// recording the path, so that an existing key changes nothing; a new key then makes that same
+    /// path writable without searching again.
+    private func insertNew(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> Bool {
+        let (leaf, index, found) = try findPath(tree.root, key: key)
+        if found { return false }
+        pages.version &+= 1
+        let entry = try makeLeafEntry(key: key, value: value)
+        let (pgno, _) = try touchRecordedPath(&tree, leaf: leaf)
+        tree.count &+= 1   // wrapping: a corrupt count read from the file must not trap
+        for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, 1) }
+        try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
+        return true
+    }
+
+    /// Finds where `key` belongs without writing: records the branch path from `root` in `path`
+    /// (page and child index per level) and returns the leaf, the key's index in it and whether it
+    /// is there.
+    private func findPath(_ root: PageNo, key: UnsafeRawBufferPointer) throws -> (leaf: PageNo, index: Int, found: Bool) {
+        path.removeAll(keepingCapacity: true)
+        var pgno = root
+        var node = try pages.node(pgno)
+        while !node.isLeaf {
+            if path.count >= maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+            let index = try node.branchSearch(key)
+            path.append(PathStep(pgno: pgno, index: index))
+            pgno = try node.child(index)
+            node = try pages.node(pgno)
+        }
+        let (index, found) = try node.leafSearch(key)
+        return (pgno, index, found)
+    }
+
+    /// Makes the path `findPath` recorded writable from the root down (as `touchPath`, without
+    /// searching: the indices stay valid, since a copy has the same entries), pointing each
+    /// parent at its child's copy and `path` at the copies. Returns the leaf's copy.
+    private func touchRecordedPath(_ tree: inout TreeInfo, leaf: PageNo) throws -> (PageNo, UnsafeMutableRawPointer) {
+        var (pgno, page) = try touch(tree.root)
+        tree.root = pgno
+        for level in path.indices {
+            path[level].pgno = pgno
+            let child = level + 1 < path.count ? path[level + 1].pgno : leaf
+            let (childPage, childBuffer) = try touch(child)
+            if childPage != child { MutableNode(base: page, pageSize: pageSize).setChild(path[level].index, childPage) }
+            pgno = childPage
+            page = childBuffer
+        }
+        return (pgno, page)
     }
 
     /// Serialises a leaf entry into `entryScratch`, moving a large value to a new overflow run.

@@ -22,6 +22,14 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let indexValueTypes: [FieldType]
     /// Positions of the unique indexes in `indexes`.
     let uniqueIndexPositions: [Int]
+    /// The same facts per index as plain arrays, for the write path: code generic over the model
+    /// runs unspecialized, and every access to `indexes` (an array of tuples holding a generic
+    /// key path) looks the tuple's type metadata up at run time.
+    let indexCount: Int
+    let indexSchemas: [IndexSchema]
+    let indexIsSingleValue: [Bool]
+    /// Whether any index (single-field or record-computed) is unique.
+    var hasUniqueIndexes: Bool { !uniqueIndexPositions.isEmpty }
     /// Whether each indexed field is an array (one entry per element).
     let indexIsArray: [Bool]
     /// Every key path of each index, in order (a compound index has several).
@@ -70,6 +78,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             return type
         }
         self.uniqueIndexPositions = indexes.indices.filter { indexes[$0].0.unique }
+        self.indexCount = indexes.count
+        self.indexSchemas = indexes.map(\.0)
+        self.indexIsSingleValue = indexes.map(\.0.isSingleValue)
         self.keyPath = FieldNames.keyPath(of: M.self)
         let object = stored.object, name = stored.name
         let layout = DecodingLayout(object)
@@ -117,9 +128,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         try encoders.with(ObjectEncoder.self) { encoder in
             encoder.reset()
             try object.encode(to: encoder)
-            var out: [UInt8] = []
-            encoder.storage.serialize(into: &out)
-            return out
+            return encoder.record()
         }
     }
 
@@ -131,8 +140,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     /// Index keys of `object` for index `i`: one per value (arrays index every element).
     func indexKeys(_ object: M, index i: Int, primaryKey: [UInt8]) throws -> [[UInt8]] {
-        let (schema, keyPath) = indexes[i]
-        let value = object[keyPath: keyPath]
+        let schema = indexSchemas[i]
+        let value = object[keyPath: indexKeyPaths[i][0]]
         let valueType = indexValueTypes[i]
         func key(_ element: Any) throws -> [UInt8] {
             var key: [UInt8] = []

@@ -113,19 +113,29 @@ public final class Transaction {
             object = try record.withUnsafeBytes { try info.decode($0) }
         }
         let key = try info.keyBytes(object.id)
-        if try wrapStorage({ try records.view(key) }) != nil {
+        // Without unique indexes, the record tree's own insert finds a duplicate key, in the same
+        // descent that stores the record (before any index entry is written); with them, the key
+        // is checked first, so that a duplicate key is reported before a unique violation.
+        let checkedFirst = maintainsIndexes && info.hasUniqueIndexes
+        if checkedFirst, try wrapStorage({ try records.view(key) }) != nil {
             throw StrataError.duplicateKey(model: info.name, key: describeKey(object.id))
         }
         if !maintainsIndexes {
-            _ = try wrapStorage { try records.put(key, record) }
+            if try !wrapStorage({ try records.insert(key, record) }) {
+                throw StrataError.duplicateKey(model: info.name, key: describeKey(object.id))
+            }
             return object
         }
         let newIndexKeys = try indexKeys(info, object, key: key)
         try checkUnique(info, newIndexKeys, key: key, object: object)
         let newEntries = try record.withUnsafeBytes { try recordIndexEntries(info, $0, key: key) }
         try checkUnique(info, newEntries, key: key, object: object)
+        if checkedFirst {
+            try wrapStorage { _ = try records.put(key, record) }
+        } else if try !wrapStorage({ try records.insert(key, record) }) {
+            throw StrataError.duplicateKey(model: info.name, key: describeKey(object.id))
+        }
         try wrapStorage {
-            try records.put(key, record)
             try applyIndexChanges(info, old: nil, new: newIndexKeys, key: key)
             try applyIndexChanges(info, old: [], new: newEntries)
         }
@@ -268,7 +278,12 @@ public final class Transaction {
 
     /// The entries of the single-field indexes, from the object (none for the others).
     private func indexKeys<M: Model>(_ info: ModelInfo<M>, _ object: M, key: [UInt8]) throws -> [[[UInt8]]] {
-        try info.indexes.indices.map { info.indexes[$0].schema.isSingleValue ? try info.indexKeys(object, index: $0, primaryKey: key) : [] }
+        var keys: [[[UInt8]]] = []
+        keys.reserveCapacity(info.indexCount)
+        for i in 0..<info.indexCount {
+            keys.append(info.indexIsSingleValue[i] ? try info.indexKeys(object, index: i, primaryKey: key) : [])
+        }
+        return keys
     }
 
     /// The entries of the compound, collated and full-text indexes (`info.recordIndexPositions`,
@@ -327,7 +342,7 @@ public final class Transaction {
     }
 
     private func applyIndexChanges<M: Model>(_ info: ModelInfo<M>, old: [[[UInt8]]]?, new: [[[UInt8]]]?, key: [UInt8]) throws {
-        for (i, index) in info.indexes.enumerated() {
+        for i in 0..<info.indexCount {
             let before = old?[i] ?? []
             let after = new?[i] ?? []
             if before == after { continue }
@@ -336,7 +351,8 @@ public final class Transaction {
             let stale = before.count > 1 || after.count > 1 ? Array(Set(before).subtracting(after)) : before
             let fresh = before.count > 1 || after.count > 1 ? Array(Set(after).subtracting(before)) : after
             for key in stale { try tree.delete(key) }
-            for indexKey in fresh { try tree.put(indexKey, IndexEntry.value(primaryKey: key, unique: index.schema.unique)) }
+            let unique = info.indexSchemas[i].unique
+            for indexKey in fresh { try tree.put(indexKey, IndexEntry.value(primaryKey: key, unique: unique)) }
         }
     }
 

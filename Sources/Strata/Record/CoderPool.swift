@@ -22,7 +22,15 @@ final class CoderPool: @unchecked Sendable {
     /// Runs `body` with a coder of its own, of the type `make` returns.
     @inline(__always)
     func with<Coder: AnyObject, R>(_ type: Coder.Type, _ body: (Coder) throws -> R) rethrows -> R {
-        let coder = slot.exchange(nil, ordering: .acquiring)?.takeRetainedValue() ?? make()
+        if let spare = slot.exchange(nil, ordering: .acquiring) {
+            // The spare's +1 is this call's while it runs, and goes back into the slot (or is
+            // released) after: no retain or release of its own.
+            defer {
+                if !slot.compareExchange(expected: nil, desired: spare, ordering: .releasing).exchanged { spare.release() }
+            }
+            return try spare._withUnsafeGuaranteedRef { try body(unsafeDowncast($0, to: Coder.self)) }
+        }
+        let coder = make()
         defer {
             let spare = Unmanaged.passRetained(coder)
             if !slot.compareExchange(expected: nil, desired: spare, ordering: .releasing).exchanged { spare.release() }

@@ -64,7 +64,7 @@ enum RecordDecoding {
             value = String(decoding: bytes, as: UTF8.self)
         case is Data.Type:
             try expect(.data)
-            value = Data(bytes)
+            value = bytes.baseAddress.map { Data(bytes: $0, count: bytes.count) } ?? Data()
         case is Date.Type:
             try expect(.date)
             value = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed(8)))
@@ -107,6 +107,8 @@ final class ModelDecoder: Decoder {
         state = ObjectDecodingState(layout: layout, context: EncodingContext(model: model, path: []))
     }
 
+    deinit { retireContainer() }
+
     func decode<M: Decodable>(_ type: M.Type, from bytes: UnsafeRawBufferPointer) throws -> M {
         try state.reset(bytes)
         do {
@@ -126,12 +128,24 @@ final class ModelDecoder: Decoder {
             // (The size was checked when it was cached.)
             return unsafeBitCast(container, to: KeyedDecodingContainer<Key>.self)
         }
+        retireContainer()
         let made = KeyedDecodingContainer(ObjectKeyedDecoding<Key>(state: state))
         if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
             containerKeyType = ObjectIdentifier(Key.self)
             container = unsafeBitCast(made, to: AnyObject.self)
+        } else {
+            // A box this decoder cannot watch: the state must outlive whatever keeps it.
+            keepForever(state)
         }
         return made
+    }
+
+    /// The cached container goes: if anything but this decoder still holds it (a type kept its
+    /// container past `init(from:)`), the state it refers to (unowned) must live on for it.
+    private func retireContainer() {
+        if container != nil, !isKnownUniquelyReferenced(&container) { keepForever(state) }
+        container = nil
+        containerKeyType = nil
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -159,10 +173,27 @@ final class ValueDecoder: Decoder {
         self.context = context
     }
 
+    /// The states of the nested structs' containers and their boxes: the containers refer to the
+    /// states unowned, so this decoder keeps them alive (and forever, should a box outlive it).
+    private var keyed: [(state: ObjectDecodingState, box: AnyObject?)] = []
+
+    deinit {
+        for i in keyed.indices where keyed[i].box != nil && !isKnownUniquelyReferenced(&keyed[i].box) {
+            keepForever(keyed[i].state)
+        }
+    }
+
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         switch fieldType.unwrapped {
         case .object(let schema):
-            return KeyedDecodingContainer(try ObjectKeyedDecoding<Key>(schema: schema, bytes: bytes, context: context))
+            let state = try ObjectDecodingState(schema: schema, bytes: bytes, context: context)
+            let made = KeyedDecodingContainer(ObjectKeyedDecoding<Key>(state: state))
+            if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+                keyed.append((state, unsafeBitCast(made, to: AnyObject.self)))
+            } else {
+                keepForever(state)
+            }
+            return made
         case .dictionary(let element):
             return KeyedDecodingContainer(try DictionaryKeyedDecoding<Key>(element: element, bytes: bytes, context: context))
         default:
@@ -178,6 +209,13 @@ final class ValueDecoder: Decoder {
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
         SingleValueDecoding(decoder: self)
     }
+}
+
+/// Keeps `object` alive for the rest of the process: the state of a keyed container that
+/// outlived the coder owning it (see `ObjectKeyedDecoding`). Costs one leaked object, only when a
+/// type keeps its container past its own `init(from:)` / `encode(to:)`.
+func keepForever(_ object: AnyObject) {
+    _ = Unmanaged.passRetained(object)
 }
 
 /// The field table of a record: ids, nil flags and value ranges, in id order.
@@ -197,26 +235,45 @@ struct FieldTable {
         try parse(bytes)
     }
 
-    /// Reads the table of `bytes`, reusing this table's storage.
+    /// Reads the table of `bytes`, reusing this table's storage (records of one model usually have
+    /// the same number of fields, so the entries are overwritten in place).
     mutating func parse(_ bytes: UnsafeRawBufferPointer) throws {
-        entries.removeAll(keepingCapacity: true)
         var reader = ByteReader(bytes)
-        let count = try reader.varint()
-        guard count <= UInt64(bytes.count) else { throw StrataError.corruptRecord("field count \(count) exceeds the record size") }
-        entries.reserveCapacity(Int(count))
-        var total = 0
-        for _ in 0..<Int(count) {
-            let header = try reader.varint()
-            guard header >> 1 <= UInt64(Int32.max) else { throw StrataError.corruptRecord("field id out of range") }
-            let length = try reader.length()
-            entries.append(Entry(id: Int(header >> 1), isNil: header & 1 == 1, start: total, end: total + length))
-            total += length
+        let count: Int
+        do {
+            let stated = try reader.varint()
+            guard stated <= UInt64(bytes.count) else { throw StrataError.corruptRecord("field count \(stated) exceeds the record size") }
+            count = Int(stated)
+        } catch {
+            entries.removeAll(keepingCapacity: true)
+            throw error
         }
-        let base = reader.offset
-        guard total <= bytes.count - base else { throw StrataError.corruptRecord("field values run past the end of the record") }
-        for i in entries.indices {
-            entries[i].start += base
-            entries[i].end += base
+        if entries.count > count {
+            entries.removeLast(entries.count - count)
+        } else if entries.count < count {
+            entries.append(contentsOf: repeatElement(Entry(id: 0, isNil: false, start: 0, end: 0), count: count - entries.count))
+        }
+        do {
+            try entries.withUnsafeMutableBufferPointer { table in
+                var total = 0
+                for i in 0..<table.count {
+                    let header = try reader.varint()
+                    guard header >> 1 <= UInt64(Int32.max) else { throw StrataError.corruptRecord("field id out of range") }
+                    let length = try reader.length()
+                    table[i] = Entry(id: Int(header >> 1), isNil: header & 1 == 1, start: total, end: total + length)
+                    total += length
+                }
+                let base = reader.offset
+                guard total <= bytes.count - base else { throw StrataError.corruptRecord("field values run past the end of the record") }
+                for i in 0..<table.count {
+                    table[i].start += base
+                    table[i].end += base
+                }
+            }
+        } catch {
+            // A table that failed to parse holds no entries (never half of a corrupt one).
+            entries.removeAll(keepingCapacity: true)
+            throw error
         }
     }
 
@@ -369,53 +426,62 @@ final class ObjectDecodingState {
 /// The keyed container of an object. Generic over the model's coding keys, so compiled
 /// unspecialized: every method hands the key's name to the (non-generic, fully optimized)
 /// decoding state at once.
+///
+/// It refers to its state `unowned(unsafe)`: a container with no strong reference is a plain value,
+/// so the standard library's box (generic code, compiled unspecialized) copies and destroys it on
+/// every call without a retain and a release. The decoder that makes a container owns its state
+/// and outlives every call of a synthesized `init(from:)`; should a type keep its container past
+/// that, the decoder finds the box still referenced when it lets go of it and keeps the state
+/// alive for good (`keepForever`), so the reference never dangles.
 struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let state: ObjectDecodingState
+    private let unmanaged: Unmanaged<ObjectDecodingState>
     var codingPath: [any CodingKey] { [] }
 
-    init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
-        state = try ObjectDecodingState(schema: schema, bytes: bytes, context: context)
+    init(state: ObjectDecodingState) { unmanaged = .passUnretained(state) }
+
+    /// Runs `body` on the state without retaining it (see above for why it is alive).
+    @inline(__always)
+    private func with<R>(_ body: (ObjectDecodingState) throws -> R) rethrows -> R {
+        try unmanaged._withUnsafeGuaranteedRef(body)
     }
 
-    init(state: ObjectDecodingState) { self.state = state }
+    var allKeys: [Key] { with { $0.presentNames() }.compactMap { Key(stringValue: $0) } }
+    func contains(_ key: Key) -> Bool { with { $0.contains(key.stringValue) } }
+    func decodeNil(forKey key: Key) throws -> Bool { with { $0.isNil(key.stringValue) } }
 
-    var allKeys: [Key] { state.presentNames().compactMap { Key(stringValue: $0) } }
-    func contains(_ key: Key) -> Bool { state.contains(key.stringValue) }
-    func decodeNil(forKey key: Key) throws -> Bool { state.isNil(key.stringValue) }
-
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try state.integer(Int.self, key.stringValue) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try state.integer(Int8.self, key.stringValue) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try state.integer(Int16.self, key.stringValue) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try state.integer(Int32.self, key.stringValue) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try state.integer(Int64.self, key.stringValue) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try state.integer(UInt.self, key.stringValue) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try state.integer(UInt8.self, key.stringValue) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try state.integer(UInt16.self, key.stringValue) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try state.integer(UInt32.self, key.stringValue) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try state.integer(UInt64.self, key.stringValue) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try state.string(key.stringValue) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try state.double(key.stringValue) }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try state.bool(key.stringValue) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try with { try $0.integer(Int.self, key.stringValue) } }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try with { try $0.integer(Int8.self, key.stringValue) } }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try with { try $0.integer(Int16.self, key.stringValue) } }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try with { try $0.integer(Int32.self, key.stringValue) } }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try with { try $0.integer(Int64.self, key.stringValue) } }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try with { try $0.integer(UInt.self, key.stringValue) } }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try with { try $0.integer(UInt8.self, key.stringValue) } }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try with { try $0.integer(UInt16.self, key.stringValue) } }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try with { try $0.integer(UInt32.self, key.stringValue) } }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try with { try $0.integer(UInt64.self, key.stringValue) } }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try with { try $0.string(key.stringValue) } }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try with { try $0.double(key.stringValue) } }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try with { try $0.bool(key.stringValue) } }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         // Common Foundation types without a dynamic cast (T is exactly the type).
-        if T.self == Data.self { return unsafeBitCast(try state.data(key.stringValue), to: T.self) }
-        if T.self == Date.self { return unsafeBitCast(try state.date(key.stringValue), to: T.self) }
-        return try state.value(T.self, key.stringValue)
+        if T.self == Data.self { return unsafeBitCast(try with { try $0.data(key.stringValue) }, to: T.self) }
+        if T.self == Date.self { return unsafeBitCast(try with { try $0.date(key.stringValue) }, to: T.self) }
+        return try with { try $0.value(T.self, key.stringValue) }
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        try state.valueIfPresent(T.self, key.stringValue)
+        try with { try $0.valueIfPresent(T.self, key.stringValue) }
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        throw state.context.appending(key.stringValue).mismatch("nested containers are not supported")
+        throw with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported")
     }
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw state.context.appending(key.stringValue).mismatch("nested containers are not supported")
+        throw with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported")
     }
-    func superDecoder() throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
-    func superDecoder(forKey key: Key) throws -> any Decoder { throw state.context.mismatch("superDecoder is not supported") }
+    func superDecoder() throws -> any Decoder { throw with { $0.context }.mismatch("superDecoder is not supported") }
+    func superDecoder(forKey key: Key) throws -> any Decoder { throw with { $0.context }.mismatch("superDecoder is not supported") }
 }
 
 extension ObjectDecodingState {
@@ -488,7 +554,9 @@ extension ObjectDecodingState {
     func data(_ name: String) throws -> Data {
         let (f, bytes) = try present(name)
         guard layout.kinds[f] == .data else { return try general(Data.self, f, name, bytes) }
-        return Data(bytes)
+        // (Not `Data(bytes)`: the generic Sequence initializer copies byte by byte.)
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return Data() }
+        return Data(bytes: base, count: bytes.count)
     }
 
     func date(_ name: String) throws -> Date {

@@ -82,7 +82,7 @@ enum RecordEncoding {
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
             let encoder = ObjectEncoder(schema: schema, context: context)
             try encodable.encode(to: encoder)
-            encoder.storage.serialize(into: &out)
+            encoder.serialize(into: &out)
         case .array(let element):
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
             let encoder = ArrayEncoder(element: element, context: context)
@@ -184,18 +184,68 @@ struct RecordFields {
 
     /// The record: the table (by ascending id), then the values in the same order.
     func serialize(into out: inout [UInt8]) {
-        var order = spans
-        if !order.isSorted(by: { $0.id < $1.id }) { order.sort { $0.id < $1.id } }
-        out.reserveCapacity(out.count + 1 + order.count * 3 + buffer.count)
-        appendVarint(UInt64(order.count), to: &out)
-        for span in order {
-            appendVarint(UInt64(span.id) << 1 | (span.isNil ? 1 : 0), to: &out)
-            appendVarint(UInt64(span.end - span.start), to: &out)
-        }
-        buffer.withUnsafeBufferPointer { bytes in
-            for span in order { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[span.start..<span.end])) }
+        withOrder { order, values, size in
+            let start = out.count
+            out.append(contentsOf: repeatElement(0, count: size))
+            out.withUnsafeMutableBufferPointer { all in
+                // (`all` has `size` bytes from `start`, just appended.)
+                if let base = all.baseAddress { Self.write(order, values, to: base + start) }
+            }
         }
     }
+
+    /// The record as a new array of exactly its size.
+    func record() -> [UInt8] {
+        withOrder { order, values, size in
+            [UInt8](unsafeUninitializedCapacity: size) { out, count in
+                if let base = out.baseAddress { Self.write(order, values, to: base) }
+                count = size
+            }
+        }
+    }
+
+    /// The spans by ascending id, the values, and the size of the record they make.
+    private func withOrder<R>(_ body: (UnsafeBufferPointer<Span>, UnsafeBufferPointer<UInt8>, Int) -> R) -> R {
+        let order = spans.isSorted(by: { $0.id < $1.id }) ? spans : spans.sorted { $0.id < $1.id }
+        var size = varintSize(UInt64(order.count))
+        for span in order {
+            size += varintSize(UInt64(span.id) << 1 | (span.isNil ? 1 : 0)) + varintSize(UInt64(span.end - span.start)) + (span.end - span.start)
+        }
+        return order.withUnsafeBufferPointer { order in buffer.withUnsafeBufferPointer { values in body(order, values, size) } }
+    }
+
+    /// Writes the record of `order` to `p`, which has room for the size `withOrder` computed from
+    /// exactly what is written here (the table's varints, then every span's bytes).
+    private static func write(_ order: UnsafeBufferPointer<Span>, _ values: UnsafeBufferPointer<UInt8>, to start: UnsafeMutablePointer<UInt8>) {
+        var p = start
+        @inline(__always) func put(_ value: UInt64) {
+            var v = value
+            while v >= 0x80 {
+                p.pointee = UInt8(truncatingIfNeeded: v) | 0x80
+                p += 1
+                v >>= 7
+            }
+            p.pointee = UInt8(v)
+            p += 1
+        }
+        put(UInt64(order.count))
+        for span in order {
+            put(UInt64(span.id) << 1 | (span.isNil ? 1 : 0))
+            put(UInt64(span.end - span.start))
+        }
+        guard let source = values.baseAddress else { return }
+        for span in order where span.end > span.start {
+            p.update(from: source + span.start, count: span.end - span.start)
+            p += span.end - span.start
+        }
+    }
+}
+
+/// The number of bytes `appendVarint` writes for `value`.
+@inline(__always)
+func varintSize(_ value: UInt64) -> Int {
+    // 1 byte per 7 significant bits, at least 1.
+    (64 - (value | 1).leadingZeroBitCount + 6) / 7
 }
 
 extension Array {
@@ -209,74 +259,130 @@ extension Array {
     }
 }
 
-/// The encoder a type's `encode(to:)` sees for a struct. The top-level one of each model is reused
-/// (`ModelEncoder`): its buffers keep their storage, and the keyed container the type asks for
-/// is made once per coding-key type.
+/// The encoder a type's `encode(to:)` sees for a struct: a thin owner of the encoding state
+/// (`ObjectEncoding`) and of the keyed container, made once per coding-key type and handed out
+/// again. The top-level one of each model is reused (`ModelInfo`'s pool), so its buffers keep
+/// their storage.
 final class ObjectEncoder: Encoder {
-    let layout: DecodingLayout
-    var schema: ObjectSchema { layout.schema }
-    let context: EncodingContext
-    var storage = RecordFields()
-    /// The field expected next: synthesized encoders go in declaration order, which is schema order.
-    var next = 0
+    let state: ObjectEncoding
     private var containerKeyType: ObjectIdentifier?
     private var container: AnyObject?
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    init(layout: DecodingLayout, context: EncodingContext) {
-        self.layout = layout
-        self.context = context
+    init(state: ObjectEncoding) { self.state = state }
+
+    convenience init(layout: DecodingLayout, context: EncodingContext) {
+        self.init(state: ObjectEncoding(layout: layout, context: context))
     }
 
     convenience init(schema: ObjectSchema, context: EncodingContext) {
         self.init(layout: DecodingLayout(schema), context: context)
     }
 
-    /// Ready for the next object.
-    func reset() {
-        storage.removeAll()
-        next = 0
-    }
+    deinit { retireContainer() }
 
-    /// The layout index of the live field named `name`.
-    @inline(__always)
-    func field(_ name: String) throws -> Int {
-        guard let f = layout.field(named: name, after: next) else {
-            throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
-        }
-        next = f + 1
-        return f
-    }
+    /// Ready for the next object.
+    func reset() { state.reset() }
+    /// The record of the fields encoded so far, appended to `out`.
+    func serialize(into out: inout [UInt8]) { state.serialize(into: &out) }
+    /// The record of the fields encoded so far.
+    func record() -> [UInt8] { state.record() }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         if containerKeyType == ObjectIdentifier(Key.self), let container {
             // (The size was checked when it was cached.)
             return unsafeBitCast(container, to: KeyedEncodingContainer<Key>.self)
         }
-        let made = KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: self))
+        retireContainer()
+        let made = KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: state))
         // A KeyedEncodingContainer is one reference to its box: kept as that reference, checked
         // by the key type's identity (and by size, should the standard library's layout change).
         if MemoryLayout<KeyedEncodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
             containerKeyType = ObjectIdentifier(Key.self)
             container = unsafeBitCast(made, to: AnyObject.self)
+        } else {
+            // A box this encoder cannot watch: the state must outlive whatever keeps it.
+            keepForever(state)
         }
         return made
     }
 
+    /// The cached container goes: if anything but this encoder still holds it (a type kept its
+    /// container past `encode(to:)`), the state it refers to (unowned) must live on for it.
+    private func retireContainer() {
+        if container != nil, !isKnownUniquelyReferenced(&container) { keepForever(state) }
+        container = nil
+        containerKeyType = nil
+    }
+
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: context.mismatch("a struct field list was expected, but the type encodes an array"))
+        FailingUnkeyedEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes an array"))
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        FailingSingleValueEncoding(error: context.mismatch("a struct field list was expected, but the type encodes a single value"))
+        FailingSingleValueEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes a single value"))
+    }
+}
+
+/// The fields of one struct being encoded and the work of its keyed container, compiled once,
+/// non-generic.
+final class ObjectEncoding {
+    let layout: DecodingLayout
+    var schema: ObjectSchema { layout.schema }
+    let context: EncodingContext
+    /// What changes while encoding, behind a pointer of its own: as stored properties of a class
+    /// every access would be checked for exclusivity at run time, on every field of every object.
+    private let hot: UnsafeMutablePointer<Hot>
+
+    struct Hot {
+        var storage = RecordFields()
+        /// The field expected next: synthesized encoders go in declaration order, which is schema order.
+        var next = 0
+    }
+
+    init(layout: DecodingLayout, context: EncodingContext) {
+        self.layout = layout
+        self.context = context
+        hot = .allocate(capacity: 1)
+        hot.initialize(to: Hot())
+    }
+
+    deinit {
+        hot.deinitialize(count: 1)
+        hot.deallocate()
+    }
+
+    /// The fields encoded so far.
+    var storage: RecordFields { hot.pointee.storage }
+
+    /// Ready for the next object.
+    func reset() {
+        hot.pointee.storage.removeAll()
+        hot.pointee.next = 0
+    }
+
+    /// The record of the fields encoded so far, appended to `out`.
+    func serialize(into out: inout [UInt8]) { hot.pointee.storage.serialize(into: &out) }
+
+    /// The record of the fields encoded so far.
+    func record() -> [UInt8] { hot.pointee.storage.record() }
+
+    /// The layout index of the live field named `name`.
+    @inline(__always)
+    func field(_ name: String) throws -> Int {
+        guard let f = layout.field(named: name, after: hot.pointee.next) else {
+            throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
+        }
+        hot.pointee.next = f + 1
+        return f
     }
 
     // The work of the keyed container, here so that it is compiled once, non-generic.
 
     func encodeNil(_ name: String) throws {
         let f = try field(name)
-        storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+        hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
     }
 
     /// Primitives: written straight into the buffer when the field stores exactly that kind, with
@@ -285,12 +391,12 @@ final class ObjectEncoder: Encoder {
         let f = try field(name)
         switch layout.kinds[f] {
         case .signed:
-            storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
+            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
         case .unsigned:
             guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
                 throw context.appending(name).mismatch("\(value) does not fit \(schema.fields[f].type)")
             }
-            storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
+            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
         default:
             if let unsigned { try general(unsigned, f, name) } else { try general(value, f, name) }
         }
@@ -299,38 +405,39 @@ final class ObjectEncoder: Encoder {
     func string(_ value: String, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .string else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { $0.append(contentsOf: value.utf8) }
+        var value = value
+        value.withUTF8 { utf8 in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: utf8) } }
     }
 
     func double(_ value: Double, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .double else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) } }
     }
 
     func bool(_ value: Bool, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .bool else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { $0.append(value ? 1 : 0) }
+        hot.pointee.storage.append(id: layout.ids[f]) { $0.append(value ? 1 : 0) }
     }
 
     func data(_ value: Data, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .data else { return try general(value, f, name) }
-        storage.append(id: layout.ids[f]) { $0.append(contentsOf: value) }
+        value.withUnsafeBytes { bytes in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: bytes) } }
     }
 
     func date(_ value: Date, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .date else { return try general(value, f, name) }
         let bits = value.timeIntervalSinceReferenceDate.bitPattern.littleEndian
-        storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: bits) { out.append(contentsOf: $0) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: bits) { out.append(contentsOf: $0) } }
     }
 
     func value<T: Encodable>(_ value: T, _ name: String) throws {
         let f = try field(name)
         if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
-            storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
             return
         }
         try general(value, f, name)
@@ -339,49 +446,63 @@ final class ObjectEncoder: Encoder {
     private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
         let type = schema.fields[f].type
         let context = self.context.appending(name)
-        try storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context) }
+        try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context) }
     }
 }
 
 /// The keyed container of a struct. Generic over the type's coding keys, so compiled
-/// unspecialized: every method hands the key's name to the (non-generic) encoder at once.
+/// unspecialized: every method hands the key's name to the (non-generic) encoding state at once.
+///
+/// It refers to the state unretained (`Unmanaged`), for the reason and with the guarantee of
+/// `ObjectKeyedDecoding`: a plain value the standard library's box copies without a retain and a
+/// release, whose state the `ObjectEncoder` that made it keeps alive (for good, should the
+/// container outlive the encoder). It also means the encoder's cached container does not keep
+/// the encoder alive (a strong reference here made a cycle, and leaked every nested encoder).
 struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
-    let encoder: ObjectEncoder
+    private let unmanaged: Unmanaged<ObjectEncoding>
+
+    init(encoder: ObjectEncoding) { unmanaged = .passUnretained(encoder) }
+
+    /// Runs `body` on the state without retaining it (see above for why it is alive).
+    @inline(__always)
+    private func with<R>(_ body: (ObjectEncoding) throws -> R) rethrows -> R {
+        try unmanaged._withUnsafeGuaranteedRef(body)
+    }
     var codingPath: [any CodingKey] { [] }
 
-    mutating func encodeNil(forKey key: Key) throws { try encoder.encodeNil(key.stringValue) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try encoder.integer(value, unsigned: nil, key.stringValue) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try encoder.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try encoder.integer(Int64(value), unsigned: UInt64(value), key.stringValue) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try encoder.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) }
-    mutating func encode(_ value: String, forKey key: Key) throws { try encoder.string(value, key.stringValue) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { try encoder.double(value, key.stringValue) }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { try encoder.bool(value, key.stringValue) }
+    mutating func encodeNil(forKey key: Key) throws { try with { try $0.encodeNil(key.stringValue) } }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try with { try $0.integer(value, unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) } }
+    mutating func encode(_ value: String, forKey key: Key) throws { try with { try $0.string(value, key.stringValue) } }
+    mutating func encode(_ value: Double, forKey key: Key) throws { try with { try $0.double(value, key.stringValue) } }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { try with { try $0.bool(value, key.stringValue) } }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         // Common Foundation types without a dynamic cast (T is exactly the type, so the bit cast
         // is an identity).
-        if T.self == Data.self { return try encoder.data(unsafeBitCast(value, to: Data.self), key.stringValue) }
-        if T.self == Date.self { return try encoder.date(unsafeBitCast(value, to: Date.self), key.stringValue) }
-        try encoder.value(value, key.stringValue)
+        if T.self == Data.self { return try with { try $0.data(unsafeBitCast(value, to: Data.self), key.stringValue) } }
+        if T.self == Date.self { return try with { try $0.date(unsafeBitCast(value, to: Date.self), key.stringValue) } }
+        try with { try $0.value(value, key.stringValue) }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: encoder.context.appending(key.stringValue).mismatch("nested containers are not supported; encode an array"))
+        FailingUnkeyedEncoding(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode an array"))
     }
 
-    mutating func superEncoder() -> any Encoder { encoder }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+    mutating func superEncoder() -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
 }
 
 final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
