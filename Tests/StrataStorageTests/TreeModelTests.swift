@@ -373,8 +373,9 @@ struct ModelTree {
         let empty = try s.stats()
         print("TreeModelTests: full store \(full.pageCount) pages (\(full.usedPages) used, \(full.freePages) free); after deleting everything \(empty.usedPages) used, \(empty.freePages) free")
         #expect(empty.pendingPages == 0)
-        #expect(empty.freePages > full.freePages, "seed \(seed): deleting everything freed no pages")
-        #expect(empty.usedPages * 20 <= empty.pageCount, "seed \(seed): \(empty.usedPages) of \(empty.pageCount) pages still used after deleting everything")
+        // Compaction may have trimmed the freed pages off the file instead of keeping them free.
+        #expect(empty.usedPages < full.usedPages, "seed \(seed): deleting everything freed no pages")
+        #expect(empty.usedPages * 20 <= full.pageCount, "seed \(seed): \(empty.usedPages) pages still used after deleting everything (of \(full.pageCount))")
         try s.read { txn in
             #expect(try txn.treeNames() == ["marker"] || Set(try txn.treeNames()) == Set(model.keys.sorted().enumerated().filter { $0.offset % 2 == 0 }.map(\.element) + ["marker"]))
             for name in try txn.treeNames() where name != "marker" {
