@@ -15,10 +15,10 @@ extension WriteTransaction {
         finish()
         defer { releaseBuffers() }
 
-        let changed = !pages.dirty.isEmpty || !pages.spilled.isEmpty || !freed.isEmpty || !spare.isEmpty
-            || pageCount != base.pageCount || trees.values.contains(where: \.modified)
         // Compaction moves pages before the catalog records the trees' roots (Compaction.swift).
-        let compacting = changed || forceCompaction || compactNow ? try compactIfDue(force: forceCompaction, now: compactNow) : false
+        let mustCommit = forceCompaction || compactNow
+        let changed = changedPages || trees.values.contains(where: \.modified)
+        let compacting = changed || mustCommit ? try compactIfDue(force: forceCompaction, now: compactNow) : false
 
         for state in trees.values where state.modified {
             let key = Array(state.name.utf8)
@@ -32,7 +32,7 @@ extension WriteTransaction {
                 }
             }
         }
-        if !forceCompaction && !compactNow && pages.dirty.isEmpty && pages.spilled.isEmpty && freed.isEmpty && spare.isEmpty && pageCount == base.pageCount {
+        if !mustCommit && !changedPages {
             return   // Nothing changed: no write, no sync, no new transaction id.
         }
         if let (run, count) = previousRecordRun {
@@ -113,6 +113,11 @@ extension WriteTransaction {
             for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
             return CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys)
         }
+    }
+
+    /// Whether this transaction wrote, spilled, freed or allocated any page.
+    private var changedPages: Bool {
+        !pages.dirty.isEmpty || !pages.spilled.isEmpty || !freed.isEmpty || !spare.isEmpty || pageCount != base.pageCount
     }
 
     /// Allocates the commit-record run when this commit wrote more pages than its meta page lists

@@ -192,11 +192,17 @@ extension WriteTransaction {
     /// Reusable free pages at the end of the file (loads the whole free list).
     func freeTailPages() throws -> UInt64 {
         try allocator.loadAll()
+        return pageCount - freeTailStart()
+    }
+
+    /// The first page of the run of reusable free pages (committed or this transaction's spare)
+    /// that ends the file; `pageCount` when the last page is in use. Needs every chunk loaded.
+    private func freeTailStart() -> UInt64 {
         var free = Set(allocator.reusablePages)
         free.formUnion(spare)
-        var count = pageCount
-        while count > 2 && free.contains(count - 1) { count -= 1 }
-        return pageCount - count
+        var start = pageCount
+        while start > 2 && free.contains(start - 1) { start -= 1 }
+        return start
     }
 
     /// Whether this commit freed so much of the file that a follow-up commit should trim it
@@ -210,10 +216,7 @@ extension WriteTransaction {
     /// it again.
     func trimFreeTail() throws -> Bool {
         guard allocator.isFullyLoaded else { return false }
-        var free = Set(allocator.reusablePages)
-        free.formUnion(spare)
-        var newCount = pageCount
-        while newCount > 2 && free.contains(newCount - 1) { newCount -= 1 }
+        let newCount = freeTailStart()
         guard newCount < pageCount else { return false }
         let removed = Set(newCount..<pageCount)
         allocator.removeReusable(removed)

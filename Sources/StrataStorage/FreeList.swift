@@ -240,7 +240,7 @@ final class FreePageAllocator {
     /// `count` consecutive reusable pages, or nil. Loads the whole free list: runs are for large
     /// values, whose cost this dwarfs.
     func allocateRun(_ count: Int) throws -> PageNo? {
-        while try loadNextChunk() {}
+        try loadAll()
         var all: [(page: PageNo, chunk: Int)] = []
         for (c, chunk) in chunks.enumerated() { for e in chunk.reusable { all.append((e.page, c)) } }
         if all.count < count { return nil }
