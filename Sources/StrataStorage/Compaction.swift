@@ -67,9 +67,18 @@ struct CompactionSchedule {
 /// exclusively (never written: it lies far past the end of any file).
 enum ShrinkLock {
     static let offset: Int64 = 1 << 62
-    /// Unregistered snapshots alive in this process, on any file: fcntl locks never conflict
-    /// within a process, so a writer here must not truncate while one of its own lives.
-    static let localHolders = Atomic<Int>(0)
+    /// Unregistered snapshots alive in this process, by file (device and inode, so that another
+    /// path to the same file counts too): fcntl locks never conflict within a process, so a writer
+    /// here must not truncate a file while one of this process's snapshots of it lives. Per file,
+    /// so that a read-only store of one file never stops another file from shrinking.
+    static let localHolders = Mutex<[FileIdentity: Int]>([:])
+
+    /// Whether this process has a read-only snapshot of the file `identity` names; a file with
+    /// no identity (an anonymous one) cannot be opened read-only by path, so none can see it.
+    static func heldLocally(_ identity: FileIdentity?) -> Bool {
+        guard let identity else { return false }
+        return localHolders.withLock { $0[identity, default: 0] > 0 }
+    }
     /// Commits between checks for a free tail while there is nothing to move.
     static let checkInterval = 16
 }
@@ -242,7 +251,7 @@ extension WriteTransaction {
         // The meta that stopped needing the tail must be on disk before the tail goes: else a
         // crash could bring back the previous meta, whose pages would lie past the end.
         if durability == .noSync { guard (try? file.sync()) != nil else { return } }
-        guard ShrinkLock.localHolders.load(ordering: .sequentiallyConsistent) == 0,
+        guard !ShrinkLock.heldLocally(env.identity),
               (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: true, wait: false)) == true else { return }
         defer { file.unlock(offset: ShrinkLock.offset, length: 1) }
         if (try? file.truncate(to: target)) != nil {

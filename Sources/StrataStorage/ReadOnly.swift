@@ -27,6 +27,8 @@ final class ReadOnlyState: Sendable {
     /// snapshot of an unchanged file does not read that commit's pages again.
     private let verified = Mutex<(txnid: UInt64, checksum: UInt64)?>(nil)
 
+    /// The page file, as `ShrinkLock.localHolders` counts its snapshots.
+    let identity: FileIdentity
     /// Snapshots of this environment alive now; while any is, this process share-locks the
     /// page file's shrink byte (Compaction.swift). fcntl locks are per process, hence the count.
     private let shrinkHolders = Mutex<Int>(0)
@@ -34,7 +36,7 @@ final class ReadOnlyState: Sendable {
     /// Called as an unregistered snapshot begins: no writer truncates the file while it lives.
     /// Where the file system has no fcntl locks the snapshot goes unprotected (as it is from reuse).
     func holdShrinkLock(_ file: FileIO) {
-        ShrinkLock.localHolders.add(1, ordering: .sequentiallyConsistent)
+        ShrinkLock.localHolders.withLock { $0[identity, default: 0] += 1 }
         shrinkHolders.withLock { count in
             if count == 0 { _ = try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true) }
             count += 1
@@ -46,10 +48,14 @@ final class ReadOnlyState: Sendable {
             count -= 1
             if count == 0 { file.unlock(offset: ShrinkLock.offset, length: 1) }
         }
-        ShrinkLock.localHolders.subtract(1, ordering: .sequentiallyConsistent)
+        ShrinkLock.localHolders.withLock { holders in
+            holders[identity, default: 1] -= 1
+            if holders[identity] == 0 { holders[identity] = nil }
+        }
     }
 
-    init(lockView: ReaderTable?, lockViewMap: (UInt, Int)?) {
+    init(identity: FileIdentity, lockView: ReaderTable?, lockViewMap: (UInt, Int)?) {
+        self.identity = identity
         self.lockView = lockView
         self.lockViewMap = lockViewMap
     }
@@ -97,7 +103,8 @@ extension Environment {
             let readers = ReaderTable.inProcess(slots: 1)
             let env = Environment(file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps, pageSize: pageSize,
                                   syncMode: options.syncMode, identity: identity, lockIdentity: nil,
-                                  readOnly: ReadOnlyState(lockView: view?.table, lockViewMap: view.map { ($0.address, $0.length) }))
+                                  readOnly: ReadOnlyState(identity: identity, lockView: view?.table,
+                                                          lockViewMap: view.map { ($0.address, $0.length) }))
             // Fail now, not at the first read, when no commit is usable.
             _ = try env.readOnlySnapshot()
             registry = registry.filter { $0.value.environment != nil }

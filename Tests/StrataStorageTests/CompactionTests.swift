@@ -223,7 +223,11 @@ import Foundation
             }
         }
         // Opened read-only first, the read-only handle has its own environment (unregistered snapshots).
-        let reader = try Store(path: path, options: StoreOptions(readOnly: true))
+        // Through another path to the same file: what holds the file back is the file, not its name.
+        let link = path + "-link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        let reader = try Store(path: link, options: StoreOptions(readOnly: true))
         let snapshot = try reader.beginRead()
         let seen = try Self.contents(snapshot)
         let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
@@ -239,5 +243,35 @@ import Foundation
         snapshot.end()
         for i in 0..<8 { _ = try writer.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [2]) } }
         #expect(fileSizeOf(path) < big, "the file did not shrink once the snapshot ended")
+    }
+}
+
+extension CompactionTests {
+    /// A read-only snapshot holds back the truncation of its own file only: another file written by
+    /// the same process shrinks as usual (the two once shared one process-wide count).
+    @Test func aReadOnlySnapshotOfAnotherFileDoesNotStopShrinking() throws {
+        let path = temporaryPath()
+        let other = temporaryPath()
+        defer { removeStoreFiles(path); removeStoreFiles(other) }
+        do {
+            let store = try Store(path: other, options: StoreOptions(durability: .noSync))
+            _ = try store.write { txn in try txn.createTree("data").put([1], [1]) }
+        }
+        let reader = try Store(path: other, options: StoreOptions(readOnly: true))
+        let snapshot = try reader.beginRead()
+        defer { snapshot.end() }
+        let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
+        try writer.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
+        }
+        try writer.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        let big = fileSizeOf(path)
+        for i in 0..<8 { _ = try writer.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1]) } }
+        #expect(fileSizeOf(path) < big / 2, "a read-only snapshot of another file kept this one from shrinking")
+        #expect(try snapshot.tree("data")?.get([1]) == [1])
     }
 }
