@@ -2,9 +2,11 @@ import Testing
 @testable import StrataStorage
 import Foundation
 
-// `Store.check()`, `treeStats()` and `describePage(_:)` (Inspect.swift), and the `strata` tool
+// `Store.check()`, `treeStats()` and `describePage(_:)` (Check.swift, TreeStats.swift, PageDescription.swift), and the `strata` tool
 // that prints them. Healthy stores after random workloads must check clean; corrupted ones must
 // report the damage (never crash).
+//
+// One file of about 670 lines for one idea: the corruption cases share the page-patching helpers below.
 
 /// Reads page `pgno`, lets `edit` change it, optionally reseals its checksum (so that only the
 /// structural damage remains), and writes it back in place.

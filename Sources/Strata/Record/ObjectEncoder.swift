@@ -1,0 +1,401 @@
+import Foundation
+
+// The Encoder a model's encode(to:) writes into: keyed, unkeyed, dictionary and single-value containers
+// that append fields to a record (RecordEncoder.swift) without building per-field arrays.
+
+/// The encoder a type's `encode(to:)` sees for a struct: a thin owner of the encoding state
+/// (`ObjectEncoding`) and of the keyed container, made once per coding-key type and handed out
+/// again. The top-level one of each model is reused (`ModelInfo`'s pool), so its buffers keep
+/// their storage.
+final class ObjectEncoder: Encoder {
+    let state: ObjectEncoding
+    private var containerKeyType: ObjectIdentifier?
+    private var container: AnyObject?
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(state: ObjectEncoding) { self.state = state }
+
+    convenience init(layout: DecodingLayout, context: EncodingContext) {
+        self.init(state: ObjectEncoding(layout: layout, context: context))
+    }
+
+    convenience init(schema: ObjectSchema, context: EncodingContext) {
+        self.init(layout: DecodingLayout(schema), context: context)
+    }
+
+    deinit { retireContainer() }
+
+    /// Ready for the next object.
+    func reset() { state.reset() }
+    /// The record of the fields encoded so far, appended to `out`.
+    func serialize(into out: inout [UInt8]) { state.serialize(into: &out) }
+    /// The record of the fields encoded so far.
+    func record() -> [UInt8] { state.record() }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        if containerKeyType == ObjectIdentifier(Key.self), let container {
+            // (The size was checked when it was cached.)
+            return unsafeBitCast(container, to: KeyedEncodingContainer<Key>.self)
+        }
+        retireContainer()
+        let made = KeyedEncodingContainer(ObjectKeyedEncoding<Key>(encoder: state))
+        // A KeyedEncodingContainer is one reference to its box: kept as that reference, checked
+        // by the key type's identity (and by size, should the standard library's layout change).
+        if MemoryLayout<KeyedEncodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
+            containerKeyType = ObjectIdentifier(Key.self)
+            container = unsafeBitCast(made, to: AnyObject.self)
+        } else {
+            // A box this encoder cannot watch: the state must outlive whatever keeps it.
+            keepForever(state)
+        }
+        return made
+    }
+
+    /// The cached container goes: if anything but this encoder still holds it (a type kept its
+    /// container past `encode(to:)`), the state it refers to (unowned) must live on for it.
+    private func retireContainer() {
+        if container != nil, !isKnownUniquelyReferenced(&container) { keepForever(state) }
+        container = nil
+        containerKeyType = nil
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes an array"))
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes a single value"))
+    }
+}
+
+/// The fields of one struct being encoded and the work of its keyed container, compiled once,
+/// non-generic.
+final class ObjectEncoding {
+    let layout: DecodingLayout
+    var schema: ObjectSchema { layout.schema }
+    let context: EncodingContext
+    /// What changes while encoding, behind a pointer of its own: as stored properties of a class
+    /// every access would be checked for exclusivity at run time, on every field of every object.
+    private let hot: UnsafeMutablePointer<Hot>
+
+    struct Hot {
+        var storage = RecordFields()
+        /// The field expected next: synthesized encoders go in declaration order, which is schema order.
+        var next = 0
+    }
+
+    init(layout: DecodingLayout, context: EncodingContext) {
+        self.layout = layout
+        self.context = context
+        hot = .allocate(capacity: 1)
+        hot.initialize(to: Hot())
+    }
+
+    deinit {
+        hot.deinitialize(count: 1)
+        hot.deallocate()
+    }
+
+    /// The fields encoded so far.
+    var storage: RecordFields { hot.pointee.storage }
+
+    /// Ready for the next object.
+    func reset() {
+        hot.pointee.storage.removeAll()
+        hot.pointee.next = 0
+    }
+
+    /// The record of the fields encoded so far, appended to `out`.
+    func serialize(into out: inout [UInt8]) { hot.pointee.storage.serialize(into: &out) }
+
+    /// The record of the fields encoded so far.
+    func record() -> [UInt8] { hot.pointee.storage.record() }
+
+    /// The layout index of the live field named `name`.
+    @inline(__always)
+    func field(_ name: String) throws -> Int {
+        guard let f = layout.field(named: name, after: hot.pointee.next) else {
+            throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
+        }
+        hot.pointee.next = f + 1
+        return f
+    }
+
+    // The work of the keyed container, here so that it is compiled once, non-generic.
+
+    func encodeNil(_ name: String) throws {
+        let f = try field(name)
+        hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+    }
+
+    /// Primitives: written straight into the buffer when the field stores exactly that kind, with
+    /// no boxing into Any and no dynamic casts. Anything else takes the general path.
+    func integer(_ value: Int64, unsigned: UInt64?, _ name: String) throws {
+        let f = try field(name)
+        switch layout.kinds[f] {
+        case .signed:
+            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
+        case .unsigned:
+            guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
+                throw context.appending(name).mismatch("\(value) does not fit \(schema.fields[f].type)")
+            }
+            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
+        default:
+            if let unsigned { try general(unsigned, f, name) } else { try general(value, f, name) }
+        }
+    }
+
+    func string(_ value: String, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .string else { return try general(value, f, name) }
+        var value = value
+        value.withUTF8 { utf8 in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: utf8) } }
+    }
+
+    func double(_ value: Double, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .double else { return try general(value, f, name) }
+        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) } }
+    }
+
+    func bool(_ value: Bool, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .bool else { return try general(value, f, name) }
+        hot.pointee.storage.append(id: layout.ids[f]) { $0.append(value ? 1 : 0) }
+    }
+
+    func data(_ value: Data, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .data else { return try general(value, f, name) }
+        value.withUnsafeBytes { bytes in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: bytes) } }
+    }
+
+    func date(_ value: Date, _ name: String) throws {
+        let f = try field(name)
+        guard layout.kinds[f] == .date else { return try general(value, f, name) }
+        let bits = value.timeIntervalSinceReferenceDate.bitPattern.littleEndian
+        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: bits) { out.append(contentsOf: $0) } }
+    }
+
+    func value<T: Encodable>(_ value: T, _ name: String) throws {
+        let f = try field(name)
+        if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
+            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+            return
+        }
+        try general(value, f, name)
+    }
+
+    private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
+        let type = schema.fields[f].type
+        let context = self.context.appending(name)
+        try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context) }
+    }
+}
+
+/// The keyed container of a struct. Generic over the type's coding keys, so compiled
+/// unspecialized: every method hands the key's name to the (non-generic) encoding state at once.
+///
+/// It refers to the state unretained (`Unmanaged`), for the reason and with the guarantee of
+/// `ObjectKeyedDecoding`: a plain value the standard library's box copies without a retain and a
+/// release, whose state the `ObjectEncoder` that made it keeps alive (for good, should the
+/// container outlive the encoder). It also means the encoder's cached container does not keep
+/// the encoder alive (a strong reference here made a cycle, and leaked every nested encoder).
+struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    private let unmanaged: Unmanaged<ObjectEncoding>
+
+    init(encoder: ObjectEncoding) { unmanaged = .passUnretained(encoder) }
+
+    /// Runs `body` on the state without retaining it (see above for why it is alive).
+    @inline(__always)
+    private func with<R>(_ body: (ObjectEncoding) throws -> R) rethrows -> R {
+        try unmanaged._withUnsafeGuaranteedRef(body)
+    }
+    var codingPath: [any CodingKey] { [] }
+
+    mutating func encodeNil(forKey key: Key) throws { try with { try $0.encodeNil(key.stringValue) } }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try with { try $0.integer(value, unsigned: nil, key.stringValue) } }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) } }
+    mutating func encode(_ value: String, forKey key: Key) throws { try with { try $0.string(value, key.stringValue) } }
+    mutating func encode(_ value: Double, forKey key: Key) throws { try with { try $0.double(value, key.stringValue) } }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { try with { try $0.bool(value, key.stringValue) } }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        // Common Foundation types without a dynamic cast (T is exactly the type, so the bit cast
+        // is an identity).
+        if T.self == Data.self { return try with { try $0.data(unsafeBitCast(value, to: Data.self), key.stringValue) } }
+        if T.self == Date.self { return try with { try $0.date(unsafeBitCast(value, to: Date.self), key.stringValue) } }
+        try with { try $0.value(value, key.stringValue) }
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode an array"))
+    }
+
+    mutating func superEncoder() -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
+}
+
+final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
+    let element: FieldType
+    let context: EncodingContext
+    var elements: [(isNil: Bool, bytes: [UInt8])] = []
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    var count: Int { elements.count }
+
+    init(element: FieldType, context: EncodingContext) {
+        self.element = element
+        self.context = context
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: context.mismatch("an array was expected")))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer { self }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: context.mismatch("an array was expected"))
+    }
+
+    func encodeNil() throws { elements.append((true, [])) }
+
+    func encode<T: Encodable>(_ value: T) throws {
+        if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil() }
+        var bytes: [UInt8] = []
+        try RecordEncoding.encodeValue(value, as: element, into: &bytes, context: context.appending("[\(elements.count)]"))
+        elements.append((false, bytes))
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: context.mismatch("nested containers are not supported")))
+    }
+    func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("nested containers are not supported"))
+    }
+    func superEncoder() -> any Encoder { self }
+}
+
+final class DictionaryEncoder: Encoder {
+    let element: FieldType
+    let context: EncodingContext
+    var entries: [(key: String, isNil: Bool, bytes: [UInt8])] = []
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(element: FieldType, context: EncodingContext) {
+        self.element = element
+        self.context = context
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(DictionaryKeyedEncoding<Key>(encoder: self))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
+    }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
+    }
+}
+
+struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: DictionaryEncoder
+    var codingPath: [any CodingKey] { [] }
+
+    mutating func encodeNil(forKey key: Key) throws { encoder.entries.append((key.stringValue, true, [])) }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil(forKey: key) }
+        var bytes: [UInt8] = []
+        try RecordEncoding.encodeValue(value, as: encoder.element, into: &bytes, context: encoder.context.appending(key.stringValue))
+        encoder.entries.append((key.stringValue, false, bytes))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.mismatch("nested containers are not supported")))
+    }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: encoder.context.mismatch("nested containers are not supported"))
+    }
+    mutating func superEncoder() -> any Encoder { encoder }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+}
+
+/// Captures the one value a wrapper type encodes.
+final class SingleValueCapture: Encoder, SingleValueEncodingContainer {
+    let context: EncodingContext
+    var value: Any?
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(context: EncodingContext) { self.context = context }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: context.mismatch("a single value was expected, but the type encodes fields")))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("a single value was expected, but the type encodes an array"))
+    }
+    func singleValueContainer() -> any SingleValueEncodingContainer { self }
+    func encodeNil() throws { value = Optional<Int>.none as Any }
+    func encode<T: Encodable>(_ value: T) throws { self.value = value }
+}
+
+// Containers for shapes the schema does not allow: they throw on first use.
+
+struct FailingKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    mutating func encodeNil(forKey key: Key) throws { throw error }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { throw error }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: error))
+    }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer { FailingUnkeyedEncoding(error: error) }
+    mutating func superEncoder() -> any Encoder { FailingEncoder(error: error) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { FailingEncoder(error: error) }
+}
+
+struct FailingUnkeyedEncoding: UnkeyedEncodingContainer {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    var count: Int { 0 }
+    mutating func encodeNil() throws { throw error }
+    mutating func encode<T: Encodable>(_ value: T) throws { throw error }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: error))
+    }
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { self }
+    mutating func superEncoder() -> any Encoder { FailingEncoder(error: error) }
+}
+
+struct FailingSingleValueEncoding: SingleValueEncodingContainer {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    mutating func encodeNil() throws { throw error }
+    mutating func encode<T: Encodable>(_ value: T) throws { throw error }
+}
+
+struct FailingEncoder: Encoder {
+    let error: StrataError
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: error))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer { FailingUnkeyedEncoding(error: error) }
+    func singleValueContainer() -> any SingleValueEncodingContainer { FailingSingleValueEncoding(error: error) }
+}
