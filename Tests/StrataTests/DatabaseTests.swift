@@ -148,3 +148,34 @@ struct DeleteWhereTests {
         #expect(db.objects(Item.self).filter(#Predicate { $0.category == c }).count == items.filter { $0.score >= cut && $0.category == c }.count)
     }
 }
+
+/// A NaN date is a legal `Date`, but Foundation's `description` traps on it: messages and
+/// explanations that show one must not.
+private struct NaNDated: Model {
+    static let indexDescriptors: [IndexDescriptor<NaNDated>] = [.unique(\.at)]
+    var id: Date
+    var at: Date
+}
+
+extension DatabaseTests {
+    @Test func nanDatesInErrorsAndExplanationsAreDescribed() throws {
+        let db = try Database.inMemory(models: [NaNDated.self])
+        let nan = Date(timeIntervalSinceReferenceDate: .nan)
+        try db.write { tx in try tx.insert(NaNDated(id: nan, at: nan)) }
+        do {
+            try db.write { tx in try tx.insert(NaNDated(id: nan, at: Date())) }
+            Issue.record("a second NaN key was accepted")
+        } catch let error as StrataError {
+            #expect("\(error)".contains("nan"), "\(error)")
+        }
+        do {
+            try db.write { tx in try tx.insert(NaNDated(id: Date(), at: nan)) }
+            Issue.record("a second NaN in a unique index was accepted")
+        } catch let error as StrataError {
+            #expect("\(error)".contains("nan"), "\(error)")
+        }
+        let results = db.objects(NaNDated.self).filter(#Predicate { $0.at == nan })
+        #expect(results.count == 0)
+        #expect(results.explain().contains("nan"), "\(results.explain())")
+    }
+}

@@ -247,7 +247,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                 for indexKey in try indexKeys(object, index: i, primaryKey: primaryKey) {
                     if path.unique {
                         if try !tree.insert(indexKey, primaryKey) {
-                            throw StrataError.uniqueViolation(model: name, field: path.path, value: "\(object[keyPath: indexes[i].keyPath])")
+                            throw StrataError.uniqueViolation(model: name, field: path.path, value: describeValue(object[keyPath: indexes[i].keyPath]))
                         }
                     } else {
                         try tree.put(indexKey, IndexEntry.value(primaryKey: primaryKey, unique: false))

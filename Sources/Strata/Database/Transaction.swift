@@ -42,15 +42,6 @@ public final class Transaction {
         try tree(named: info.indexTreeNames[i])
     }
 
-    /// A key (or any value) for error messages: optionals without "Optional(…)".
-    func describeKey(_ key: Any) -> String {
-        if let optional = key as? any OptionalValue {
-            guard let wrapped = optional.wrappedAny else { return "nil" }
-            return "\(wrapped)"
-        }
-        return "\(key)"
-    }
-
     /// Runs `body` as a unit inside this transaction: if it throws, everything it wrote is undone
     /// and the error rethrown, while the transaction goes on. Savepoints nest.
     ///
@@ -118,11 +109,11 @@ public final class Transaction {
         // is checked first, so that a duplicate key is reported before a unique violation.
         let checkedFirst = maintainsIndexes && info.hasUniqueIndexes
         if checkedFirst, try wrapStorage({ try records.view(key) }) != nil {
-            throw StrataError.duplicateKey(model: info.name, key: describeKey(object.id))
+            throw StrataError.duplicateKey(model: info.name, key: describeValue(object.id))
         }
         if !maintainsIndexes {
             if try !wrapStorage({ try records.insert(key, record) }) {
-                throw StrataError.duplicateKey(model: info.name, key: describeKey(object.id))
+                throw StrataError.duplicateKey(model: info.name, key: describeValue(object.id))
             }
             return object
         }
@@ -133,7 +124,7 @@ public final class Transaction {
         if checkedFirst {
             try wrapStorage { _ = try records.put(key, record) }
         } else if try !wrapStorage({ try records.insert(key, record) }) {
-            throw StrataError.duplicateKey(model: info.name, key: describeKey(object.id))
+            throw StrataError.duplicateKey(model: info.name, key: describeValue(object.id))
         }
         try wrapStorage {
             try applyIndexChanges(info, old: nil, new: newIndexKeys, key: key)
@@ -183,7 +174,7 @@ public final class Transaction {
         let keyBytes = try info.keyBytes(key)
         let records = try records(info)
         guard let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else {
-            throw StrataError.notFound(model: info.name, key: describeKey(key))
+            throw StrataError.notFound(model: info.name, key: describeValue(key))
         }
         let old = try info.decode(oldRecord)
         let stamp = txn.changeCount
@@ -300,7 +291,7 @@ public final class Transaction {
             let tree = try indexTree(info, i)
             for pair in entries[n].pairs {
                 if let owner = try wrapStorage({ try tree.view(pair.key) }), !owner.elementsEqual(key) {
-                    let values = info.indexKeyPaths[i].map { describeKey(object[keyPath: $0]) }
+                    let values = info.indexKeyPaths[i].map { describeValue(object[keyPath: $0]) }
                     throw StrataError.uniqueViolation(model: info.name, field: info.indexes[i].schema.paths.joined(separator: ", "),
                                                       value: values.joined(separator: ", "))
                 }
@@ -335,7 +326,7 @@ public final class Transaction {
             let tree = try indexTree(info, i)
             for indexKey in keys[i] {
                 if let owner = try wrapStorage({ try tree.view(indexKey) }), !owner.elementsEqual(key) {
-                    throw StrataError.uniqueViolation(model: info.name, field: index.schema.path, value: describeKey(object[keyPath: index.keyPath]))
+                    throw StrataError.uniqueViolation(model: info.name, field: index.schema.path, value: describeValue(object[keyPath: index.keyPath]))
                 }
             }
         }

@@ -203,7 +203,7 @@ extension ModelInfo: ChangeApplying {
         case .added, .changed:
             let result = try tx.applyPatch(M.self, key: key, patch: try message.patch(), options: options, mayCreate: message.kind == .added)
             if result.created { summary.added += 1 } else if result.changed { summary.changed += 1 } else { summary.unchanged += 1 }
-            summary.ignoredFields += result.ignoredFields.map { "\(name) \(tx.describeKey(key)): \($0)" }
+            summary.ignoredFields += result.ignoredFields.map { "\(name) \(describeValue(key)): \($0)" }
         }
     }
 

@@ -169,7 +169,7 @@ extension Transaction {
         let oldRecord: [UInt8]? = try wrapStorage {
             try txn.tree(info.recordTree).flatMap { try $0.view(keyBytes) }.map { Array($0) }
         }
-        if oldRecord == nil && !mayCreate { throw StrataError.notFound(model: info.name, key: describeKey(key)) }
+        if oldRecord == nil && !mayCreate { throw StrataError.notFound(model: info.name, key: describeValue(key)) }
 
         var encoder = PatchEncoder(model: info.name, options: options, registry: db)
         var seed: [Int: PatchEncoder.Entry] = [:]
@@ -184,14 +184,14 @@ extension Transaction {
         }
         if !encoder.missing.isEmpty {
             if oldRecord != nil {
-                throw StrataError.incompleteUpdate(model: info.name, key: describeKey(key), missing: encoder.missing.sorted())
+                throw StrataError.incompleteUpdate(model: info.name, key: describeValue(key), missing: encoder.missing.sorted())
             }
-            throw StrataError.incompleteObject(model: info.name, key: describeKey(key), missing: encoder.missing.sorted())
+            throw StrataError.incompleteObject(model: info.name, key: describeValue(key), missing: encoder.missing.sorted())
         }
         let object = try record.withUnsafeBytes { try info.decode($0) }
         if try info.keyBytes(object.id) != keyBytes {
             throw StrataError.typeMismatch(model: info.name, field: info.keyPath,
-                                           reason: "the fields give the key \(describeKey(object.id)), but the update is for \(describeKey(key))")
+                                           reason: "the fields give the key \(describeValue(object.id)), but the update is for \(describeValue(key))")
         }
         let (stored, wrote) = try store(object)
         return PartialUpdateResult(object: stored, created: oldRecord == nil, changed: wrote,

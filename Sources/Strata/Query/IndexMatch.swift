@@ -100,12 +100,15 @@ struct IndexMatch {
             collation.appendEncodedKey(string, to: &out)
             return out
         }
+        // NaN equals nothing, not even the stored NaNs the index holds under NaN's one encoding
+        // (as in `Planner.ranges`): a NaN constant contributes no key.
         switch leaf {
         case let .compare(_, .eq, value):
+            if Planner.isNaN(value) { return [] }
             return encode(value).map { [$0] }
         case let .inList(_, values):
             var out: [[UInt8]] = []
-            for value in values {
+            for value in values where !Planner.isNaN(value) {
                 guard let encoded = encode(value) else { return nil }
                 out.append(encoded)
             }

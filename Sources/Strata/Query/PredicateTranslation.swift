@@ -114,7 +114,7 @@ func show(_ value: Any) -> String {
     }
     if let s = value as? String { return "\"\(s)\"" }
     if let r = value as? any RawRepresentable { return ".\(value)(\(show(r.rawValue)))" }
-    return "\(value)"
+    return describeValue(value)
 }
 
 /// A predicate's operand: a field of the object, or a constant. A field read through a force

@@ -138,7 +138,7 @@ final class ObjectEncoding {
             hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
         case .unsigned:
             guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
-                throw context.appending(name).mismatch("\(value) does not fit \(schema.fields[f].type)")
+                throw context.appending(name).mismatch("\(describeValue(value)) does not fit \(schema.fields[f].type)")
             }
             hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
         default:

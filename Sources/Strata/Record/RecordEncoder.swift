@@ -42,7 +42,7 @@ enum RecordEncoding {
             } else if !signed, let v = value as? any UnsignedInteger & FixedWidthInteger, let u = UInt64(exactly: v) {
                 appendVarint(u, to: &out)
             } else if value is any BinaryInteger {
-                throw context.mismatch("\(value) does not fit \(type)")
+                throw context.mismatch("\(describeValue(value)) does not fit \(type)")
             } else {
                 try encodeThroughSingleValue(value, as: type, into: &out, context: context)
             }
