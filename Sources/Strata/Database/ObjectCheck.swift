@@ -10,8 +10,9 @@ public struct ObjectCheckReport: Sendable {
     public var problems: [String] = []
     /// Not damage: dangling references, per model and field.
     public var notes: [String] = []
-    /// Objects and index entries examined.
+    /// Objects examined.
     public var objects = 0
+    /// Index entries examined.
     public var indexEntries = 0
 }
 

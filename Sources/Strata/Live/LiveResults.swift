@@ -5,10 +5,19 @@ import Synchronization
 /// SwiftUI's diffing use (each ascending): `deletions` in the previous results, `insertions` and
 /// `modifications` in the current ones (see `ResultsChange.update`).
 public struct ResultsChangeSet: Sendable, Equatable {
+    /// Indices, in the previous results, of the objects that left them.
     public let deletions: [Int]
+    /// Indices, in the current results, of the objects that entered them.
     public let insertions: [Int]
+    /// Indices, in the current results, of the objects that stayed and changed.
     public let modifications: [Int]
 
+    /// A change set with these indices, each list ascending: for tests and for adapting
+    /// other change sources to the same shape.
+    ///
+    /// ```swift
+    /// let change = ResultsChangeSet(deletions: [0], insertions: [], modifications: [2])
+    /// ```
     public init(deletions: [Int], insertions: [Int], modifications: [Int]) {
         self.deletions = deletions
         self.insertions = insertions

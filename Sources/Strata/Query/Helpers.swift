@@ -2,7 +2,9 @@ import Foundation
 
 /// How `filter(_:matching:options:)` compares strings.
 public struct StringMatchOptions: OptionSet, Sendable {
+    /// The bits of the options, for `OptionSet`.
     public let rawValue: Int
+    /// Options from their bits; use the named options instead.
     public init(rawValue: Int) { self.rawValue = rawValue }
     /// "ana" matches "Ana" (Realm's `[c]`).
     public static let caseInsensitive = StringMatchOptions(rawValue: 1)
@@ -21,9 +23,13 @@ public struct StringMatchOptions: OptionSet, Sendable {
 /// (`"Straße"` matches `"STRASSE"`), `.diacriticInsensitive` removes marks (`"José"` matches
 /// `"jose"`).
 public enum StringMatch: Sendable {
+    /// The whole string equals the given one.
     case equals(String)
+    /// The string contains the given one.
     case contains(String)
+    /// The string begins with the given one.
     case beginsWith(String)
+    /// The string ends with the given one.
     case endsWith(String)
 }
 

@@ -2,19 +2,29 @@ import Foundation
 
 /// The stored type of a field, derived from the model's Swift type.
 public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConvertible {
+    /// `Bool`.
     case bool
     /// Any fixed-width integer; all widths share one encoding, so widening a field needs no migration.
     case int(bits: Int, signed: Bool)
+    /// `Double`.
     case double
+    /// `Float`.
     case float
+    /// `String`, stored as UTF-8.
     case string
+    /// `Data`.
     case data
+    /// `Date`.
     case date
+    /// `UUID`.
     case uuid
+    /// `Decimal`.
     case decimal
+    /// `URL`, stored as its absolute string.
     case url
     /// An enum with a raw value, stored as the raw value.
     case enumeration(FieldType)
+    /// An optional of the wrapped type.
     case optional(FieldType)
     /// Arrays and sets.
     case array(FieldType)
@@ -77,6 +87,7 @@ public struct FieldSchema: Equatable, Sendable, Codable {
     public var name: String
     /// The id records store the field under; never reused within a model.
     public var id: Int
+    /// The field's stored type.
     public var type: FieldType
     /// A field the model no longer has: kept so old records stay readable and its id is not reused.
     public var removed: Bool = false
@@ -84,7 +95,9 @@ public struct FieldSchema: Equatable, Sendable, Codable {
 
 /// The fields of a model or a nested struct.
 public struct ObjectSchema: Equatable, Sendable, Codable {
+    /// The Swift type's name, as `String(describing:)` gives it.
     public var typeName: String
+    /// Every field ever stored, removed ones included, each with its id.
     public var fields: [FieldSchema]
 
     /// Fields the current type has (not removed), in declaration order.

@@ -3,6 +3,7 @@ import Foundation
 /// What the catalog stores for one model: its fields with their ids, its key and its indexes.
 /// Kept as JSON in the `strata:schema` tree, so tools read it without the Swift types.
 public struct StoredModelSchema: Codable, Equatable, Sendable {
+    /// The model's name (`Model.modelName`): the name of its trees and of its change messages.
     public var name: String
     /// The Swift type of the primary key, e.g. "String", "Optional<Int>".
     public var keyType: String
@@ -11,7 +12,9 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
     public var keyField: String?
     /// How the primary key is stored (nil in catalogs written before this was recorded).
     public var key: FieldType?
+    /// The model's fields, removed ones included.
     public var object: ObjectSchema
+    /// The model's secondary indexes.
     public var indexes: [IndexSchema]
     /// Version of the whole schema, as given to `Database(…, schemaVersion:)`.
     public var schemaVersion: Int
@@ -47,6 +50,8 @@ public struct IndexSchema: Codable, Equatable, Sendable {
     /// Dotted field path, e.g. "name" or "address.city"; for a compound index, its fields' paths
     /// joined by commas ("roomId,createdAt").
     public var path: String
+    /// Whether two objects may not share a value (a combination of values, for a compound
+    /// index); inserting a duplicate throws `StrataError.uniqueViolation`.
     public var unique: Bool
     /// A compound index's fields, in order (nil: the one field `path`).
     public var fields: [String]?
