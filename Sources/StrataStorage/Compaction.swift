@@ -41,6 +41,12 @@ public struct Compaction: Sendable, Equatable {
     /// if that is more (up to 16 times this): its added cost stays proportional to its own.
     public var pagesPerCommit: Int
 
+    /// A policy with these settings; the defaults are those of `automatic`.
+    ///
+    /// ```swift
+    /// var options = StoreOptions()
+    /// options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 256)
+    /// ```
     public init(isEnabled: Bool = true, freeFraction: Double = 0.125, pagesPerCommit: Int = 64) {
         self.isEnabled = isEnabled
         self.freeFraction = freeFraction
@@ -286,8 +292,9 @@ extension Store {
 
 /// What compaction did in one `Store.compact()`.
 public struct CompactionReport: Sendable, Equatable {
-    /// The file's size before and after, in bytes.
+    /// The file's size before, in bytes.
     public var bytesBefore: UInt64
+    /// The file's size after, in bytes.
     public var bytesAfter: UInt64
     /// Commits it made.
     public var commits: Int

@@ -13,6 +13,8 @@ public struct CheckProblem: Sendable, Equatable, CustomStringConvertible {
     /// What is wrong, in one line.
     public var message: String
 
+    /// A problem at `page` (nil: the whole file), for tools that report their own findings the
+    /// same way.
     public init(page: UInt64?, message: String) {
         self.page = page
         self.message = message
@@ -34,19 +36,29 @@ public struct MetaPageInfo: Sendable, Equatable {
     public var error: String?
     /// Whether every byte of the page is zero (a copy's unused slot, or a slot a failed commit spoiled).
     public var isEmpty: Bool
+    /// The format version the page was written with.
     public var formatVersion: UInt32
+    /// The page size the page records.
     public var pageSize: Int
+    /// The transaction id of the commit the page describes.
     public var txnid: UInt64
+    /// Pages the commit accounts for.
     public var pageCount: UInt64
+    /// Root page of the catalog tree, 0 when it is empty.
     public var catalogRoot: UInt64
+    /// Named trees in the catalog.
     public var catalogCount: UInt64
+    /// Root page of the free-page tree, 0 when it is empty.
     public var freeRoot: UInt64
+    /// Entries in the free-page tree.
     public var freeCount: UInt64
     /// First page of the commit-record run, 0 when the record is inline in the meta page.
     public var recordRun: UInt64
     /// Page numbers in the commit record.
     public var recordCount: Int
+    /// The checksum the page stores.
     public var storedChecksum: UInt64
+    /// The checksum of the page's bytes as read; a valid page has both equal.
     public var computedChecksum: UInt64
 
     /// Whether the page decodes: magic, version, page size, checksum, header and fields.
@@ -73,12 +85,15 @@ public enum TreeKind: Sendable, Equatable {
 public struct TreeStats: Sendable, Equatable {
     /// The tree's name; "(catalog)" and "(free pages)" for the internal trees.
     public var name: String
+    /// Whether this is a named tree, the catalog or the free-page tree.
     public var kind: TreeKind
     /// Root page, 0 for an empty tree.
     public var root: UInt64
     /// Levels from root to leaf: 0 for an empty tree, 1 for a tree that is a single leaf.
     public var depth: Int
+    /// Branch (interior) pages.
     public var branchPages: Int
+    /// Leaf pages.
     public var leafPages: Int
     /// Pages of the overflow runs that hold the tree's large values.
     public var overflowPages: Int
@@ -86,8 +101,10 @@ public struct TreeStats: Sendable, Equatable {
     public var entries: UInt64
     /// Bytes in use in the leaf pages: headers, slots and live entries.
     public var leafBytesUsed: Int
+    /// The file's page size, for `fillFactor`.
     public var pageSize: Int
 
+    /// An empty tree's statistics, to be filled in by a walk of its pages.
     public init(name: String, kind: TreeKind, pageSize: Int) {
         self.name = name
         self.kind = kind
@@ -129,6 +146,7 @@ public struct PageCounts: Sendable, Equatable {
     /// Pages below the page count that are neither used nor listed free.
     public var leaked = 0
 
+    /// No pages counted yet.
     public init() {}
 
     /// Pages accounted for, leaked ones included.
@@ -139,6 +157,7 @@ public struct PageCounts: Sendable, Equatable {
 public struct CheckReport: Sendable, Equatable {
     /// The snapshot that was checked.
     public var txnid: UInt64
+    /// The file's page size.
     public var pageSize: Int
     /// Pages the snapshot's meta page accounts for.
     public var pageCount: UInt64
@@ -146,6 +165,7 @@ public struct CheckReport: Sendable, Equatable {
     public var fileSize: UInt64
     /// Both meta pages, slot 0 first.
     public var metas: [MetaPageInfo]
+    /// What every page of the file was found to be.
     public var pages: PageCounts
     /// Every named tree, then the catalog and the free-page tree.
     public var trees: [TreeStats]
@@ -163,6 +183,7 @@ public struct CheckReport: Sendable, Equatable {
 
 /// A page number `Store.describePage` cannot show.
 public enum InspectError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// `page` is not below `filePages`, the number of pages in the file.
     case pageOutOfRange(page: UInt64, filePages: UInt64)
 
     public var description: String {

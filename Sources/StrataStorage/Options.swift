@@ -78,6 +78,12 @@ public struct StoreOptions: Sendable, Equatable {
     /// ```
     public var compaction = Compaction.automatic
 
+    /// Options with these settings; the rest (`readerSlots`, `transactionMemory`, `compaction`) keep
+    /// their defaults and can be set as properties.
+    ///
+    /// ```swift
+    /// let store = try Store(path: "/tmp/load.strata", options: StoreOptions(durability: .noSync))
+    /// ```
     public init(pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true,
                 readOnly: Bool = false) {
         self.pageSize = pageSize

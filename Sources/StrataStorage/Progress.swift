@@ -25,6 +25,7 @@ public struct OperationProgress: Sendable, Equatable {
     /// Units the phase has in all, when known in advance.
     public var total: Int?
 
+    /// A progress report; the engine makes these, and tests or wrappers may too.
     public init(phase: String, completed: Int, total: Int?) {
         self.phase = phase
         self.completed = completed

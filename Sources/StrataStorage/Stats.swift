@@ -26,6 +26,7 @@ public struct StoreStats: Sendable, Equatable {
 
 /// A live snapshot that keeps freed pages from being reused.
 public struct PendingHolder: Sendable, Equatable {
+    /// The snapshot: its reader slot, process and transaction id.
     public var reader: ReaderSlot
     /// Pages freed after this snapshot began that it can still see.
     public var pages: UInt64
