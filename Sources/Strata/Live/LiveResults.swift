@@ -58,6 +58,11 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     private let token = Mutex<NotificationToken?>(nil)
 
     /// The current results, of the newest commit that changed them.
+    ///
+    /// ```swift
+    /// // In a SwiftUI view whose model holds `people: LiveResults<Person>`:
+    /// List(model.people.results, id: \.id) { Text($0.name) }
+    /// ```
     public var results: Results<M> {
         registrar.access(self, keyPath: \.results)
         return state.withLock { $0.results }
@@ -65,6 +70,12 @@ public final class LiveResults<M: Model>: Observable, Sendable {
 
     /// What the last update changed; nil when the results were replaced as a whole (the first
     /// update, which evaluates the query afresh, or after an error).
+    ///
+    /// ```swift
+    /// if let change = people.lastChange {   // animate rows instead of reloading the list
+    ///     print(change.deletions, change.insertions, change.modifications)
+    /// }
+    /// ```
     public var lastChange: ResultsChangeSet? {
         registrar.access(self, keyPath: \.lastChange)
         return state.withLock { $0.lastChange }
@@ -72,6 +83,10 @@ public final class LiveResults<M: Model>: Observable, Sendable {
 
     /// The last evaluation's failure (a reader slot not available, a damaged record); nil after a
     /// successful one. The results stay as they were; the next commit evaluates again.
+    ///
+    /// ```swift
+    /// if let error = people.error { showBanner("Could not refresh: \(error)") }
+    /// ```
     public var error: StrataError? {
         registrar.access(self, keyPath: \.error)
         return state.withLock { $0.error }
@@ -99,6 +114,10 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     }
 
     /// Stops updating; the current values stay. (Releasing the object does the same.)
+    ///
+    /// ```swift
+    /// people.stop()   // results stay as they are; no more updates
+    /// ```
     public func stop() {
         token.withLock { $0 }?.invalidate()
     }

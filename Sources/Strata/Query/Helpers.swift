@@ -50,22 +50,38 @@ extension Results {
     }
 
     /// Objects whose string field matches, optionally ignoring case and diacritics.
+    ///
+    /// ```swift
+    /// let anas = db.objects(Person.self).filter(\.name, matching: .beginsWith("ana"), options: [.caseInsensitive])
+    /// ```
     public func filter(_ keyPath: KeyPath<M, String> & Sendable, matching match: StringMatch, options: StringMatchOptions = []) -> Results<M> {
         adding(stringTest(keyPath, match, options) { $0 })
     }
 
     /// Objects whose optional string field is present and matches.
+    ///
+    /// ```swift
+    /// let gmail = db.objects(Person.self).filter(\.email, matching: .endsWith("@gmail.com"))   // email: String?
+    /// ```
     public func filter(_ keyPath: KeyPath<M, String?> & Sendable, matching match: StringMatch, options: StringMatchOptions = []) -> Results<M> {
         adding(stringTest(keyPath, match, options) { $0 })
     }
 
     /// Objects whose field equals `value`; uses the key or an index on the field when there is one.
+    ///
+    /// ```swift
+    /// let thirty = db.objects(Person.self).filter(\.age, equals: 30)
+    /// ```
     public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, V> & Sendable, equals value: V) -> Results<M> {
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
         return adding(FieldTest(condition: path.map { .compare(path: $0, op: .eq, value: value) } ?? .unknown) { $0[keyPath: keyPath] == value })
     }
 
     /// Objects whose array field contains `value`; uses an index on the field when there is one.
+    ///
+    /// ```swift
+    /// let admins = db.objects(Person.self).filter(\.tags, contains: "admin")   // tags: [String]
+    /// ```
     public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, [V]> & Sendable, contains value: V) -> Results<M> {
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
         return adding(FieldTest(condition: path.map { .arrayContains(path: $0, value: value) } ?? .unknown) { $0[keyPath: keyPath].contains(value) })
@@ -124,12 +140,20 @@ extension Snapshot {
     }
 
     /// Backlinks through an optional reference field.
+    ///
+    /// ```swift
+    /// let reports = try db.snapshot().backlinks(Person.self, via: \.manager, to: "u1")   // manager: Ref<Person>?
+    /// ```
     public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>?> & Sendable,
                                                         to target: Target.ID) -> Results<Source> {
         objects(source).filter(keyPath, equals: Optional(Ref<Target>(target)))
     }
 
     /// Backlinks through an array of references.
+    ///
+    /// ```swift
+    /// let rooms = try db.snapshot().backlinks(Room.self, via: \.members, to: "u1")   // members: [Ref<Person>]
+    /// ```
     public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, [Ref<Target>]> & Sendable,
                                                         to target: Target.ID) -> Results<Source> {
         objects(source).filter(keyPath, contains: Ref<Target>(target))

@@ -189,6 +189,10 @@ extension Results {
     }
 
     /// Sorted by one or more descriptors, comparing `String` fields in `collation`.
+    ///
+    /// ```swift
+    /// let files = db.objects(File.self).sorted(by: SortDescriptor(\.name), collation: .natural)   // "a9" before "a10"
+    /// ```
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>..., collation: StringCollation) -> Results<M> {
         sorted(by: [descriptor] + more, collation: collation)
     }
