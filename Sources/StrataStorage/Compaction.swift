@@ -291,6 +291,11 @@ extension Store {
 }
 
 /// What compaction did in one `Store.compact()`.
+///
+/// ```swift
+/// let report = try store.compact()
+/// print("freed \(report.bytesBefore - report.bytesAfter) bytes")
+/// ```
 public struct CompactionReport: Sendable, Equatable {
     /// The file's size before, in bytes.
     public var bytesBefore: UInt64
@@ -306,7 +311,7 @@ extension Store {
     /// time). Readers keep reading meanwhile; pages a live snapshot sees stay until it ends.
     ///
     /// ```swift
-    /// try db.store.write { txn in try txn.drop("log") }
+    /// try store.write { txn in _ = try txn.dropTree("log") }
     /// let report = try store.compact()
     /// print("\(report.bytesBefore) → \(report.bytesAfter) bytes in \(report.commits) commits")
     /// ```

@@ -7,6 +7,10 @@
 // every error into a reported problem instead of stopping or crashing.
 
 /// One thing `Store.check()` found wrong, at a page when the problem belongs to one.
+///
+/// ```swift
+/// for problem in try store.check().problems { print(problem) }   // "page 812: …"
+/// ```
 public struct CheckProblem: Sendable, Equatable, CustomStringConvertible {
     /// The page the problem was found at, or nil for a file-wide problem.
     public var page: UInt64?
@@ -27,6 +31,12 @@ public struct CheckProblem: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The decoded fields of one meta page (page 0 or 1), valid or not.
+///
+/// ```swift
+/// for meta in try store.metaPages() {
+///     print(meta.slot, meta.txnid, meta.isCurrent ? "current" : "", meta.error ?? "valid")
+/// }
+/// ```
 public struct MetaPageInfo: Sendable, Equatable {
     /// 0 or 1.
     public var slot: UInt64
@@ -66,6 +76,10 @@ public struct MetaPageInfo: Sendable, Equatable {
 }
 
 /// What kind of tree a `TreeStats` describes.
+///
+/// ```swift
+/// let userTrees = try store.treeStats().filter { $0.kind == .user }
+/// ```
 public enum TreeKind: Sendable, Equatable {
     /// A named tree of the user's keys and values.
     case user
@@ -128,6 +142,11 @@ public struct TreeStats: Sendable, Equatable {
 }
 
 /// How `Store.check()` accounted for the pages of the file.
+///
+/// ```swift
+/// let pages = try store.check().pages
+/// print("\(pages.trees) tree pages, \(pages.free) free, \(pages.leaked) leaked of \(pages.total)")
+/// ```
 public struct PageCounts: Sendable, Equatable {
     /// Pages 0 and 1.
     public var meta = 0
@@ -154,6 +173,11 @@ public struct PageCounts: Sendable, Equatable {
 }
 
 /// The result of `Store.check()`.
+///
+/// ```swift
+/// let report = try store.check()
+/// if !report.isOK { report.problems.forEach { print($0) } }
+/// ```
 public struct CheckReport: Sendable, Equatable {
     /// The snapshot that was checked.
     public var txnid: UInt64
@@ -182,6 +206,11 @@ public struct CheckReport: Sendable, Equatable {
 }
 
 /// A page number `Store.describePage` cannot show.
+///
+/// ```swift
+/// do { print(try store.describePage(1 << 40)) }
+/// catch let error as InspectError { print(error) }   // the page is past the end of the file
+/// ```
 public enum InspectError: Error, Equatable, Sendable, CustomStringConvertible {
     /// `page` is not below `filePages`, the number of pages in the file.
     case pageOutOfRange(page: UInt64, filePages: UInt64)

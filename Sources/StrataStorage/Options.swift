@@ -1,4 +1,9 @@
 /// How a commit reaches the disk.
+///
+/// ```swift
+/// let store = try Store(path: "/tmp/load.strata", options: StoreOptions(durability: .noSync))
+/// try store.write(durability: .full) { txn in _ = try txn.createTree("done") }   // this one is durable
+/// ```
 public enum Durability: Sendable, Equatable {
     /// The commit survives a crash or power loss once `write` returns (fdatasync; F_FULLFSYNC on Apple).
     case full
@@ -8,6 +13,10 @@ public enum Durability: Sendable, Equatable {
 }
 
 /// How many syncs a durable commit makes.
+///
+/// ```swift
+/// let store = try Store(path: "app.strata", options: StoreOptions(syncMode: .double))
+/// ```
 public enum SyncMode: Sendable, Equatable {
     /// Pages and meta written together, then one sync; the meta's commit record proves the pages
     /// whole on open. The default.
