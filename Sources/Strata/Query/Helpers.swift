@@ -1,6 +1,10 @@
 import Foundation
 
 /// How `filter(_:matching:options:)` compares strings.
+///
+/// ```swift
+/// let joses = db.objects(Person.self).filter(\.name, matching: .equals("jose"), options: [.caseInsensitive, .diacriticInsensitive])
+/// ```
 public struct StringMatchOptions: OptionSet, Sendable {
     /// The bits of the options, for `OptionSet`.
     public let rawValue: Int
@@ -22,6 +26,10 @@ public struct StringMatchOptions: OptionSet, Sendable {
 /// Foundation's `folding(options:locale:)` (no locale): `.caseInsensitive` folds case
 /// (`"Straße"` matches `"STRASSE"`), `.diacriticInsensitive` removes marks (`"José"` matches
 /// `"jose"`).
+///
+/// ```swift
+/// let smiths = db.objects(Person.self).filter(\.name, matching: .endsWith("Smith"))
+/// ```
 public enum StringMatch: Sendable {
     /// The whole string equals the given one.
     case equals(String)

@@ -2,6 +2,13 @@ import Foundation
 
 /// A stored value read without its Swift type, from the schema in the file alone: what migrations
 /// see of old records, and what `strata dump` prints.
+///
+/// ```swift
+/// try StoredObjects.forEach(in: db.store, model: "Person") { key, fields in
+///     print(key, fields["name"]?.stringValue ?? "-")
+///     return true
+/// }
+/// ```
 public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
     /// A nil optional, or a JSON `null`.
     case null

@@ -1,6 +1,12 @@
 import Foundation
 
 /// The stored type of a field, derived from the model's Swift type.
+///
+/// ```swift
+/// for schema in try StoredObjects.schemas(in: db.store) {
+///     for field in schema.object.liveFields { print(schema.name, field.name, field.type) }   // Person age Int64
+/// }
+/// ```
 public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConvertible {
     /// `Bool`.
     case bool
@@ -82,6 +88,11 @@ public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConver
 }
 
 /// One stored field of a model or nested struct.
+///
+/// ```swift
+/// let fields = try StoredObjects.schemas(in: db.store).first { $0.name == "Person" }?.object.liveFields ?? []
+/// print(fields.map { "\($0.id) \($0.name): \($0.type)" })
+/// ```
 public struct FieldSchema: Equatable, Sendable, Codable {
     /// The coding key's name.
     public var name: String
@@ -94,6 +105,11 @@ public struct FieldSchema: Equatable, Sendable, Codable {
 }
 
 /// The fields of a model or a nested struct.
+///
+/// ```swift
+/// let person = try StoredObjects.schemas(in: db.store).first { $0.name == "Person" }
+/// print(person?.object.typeName ?? "-", person?.object.liveFields.count ?? 0)
+/// ```
 public struct ObjectSchema: Equatable, Sendable, Codable {
     /// The Swift type's name, as `String(describing:)` gives it.
     public var typeName: String

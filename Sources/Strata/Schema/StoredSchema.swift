@@ -2,6 +2,12 @@ import Foundation
 
 /// What the catalog stores for one model: its fields with their ids, its key and its indexes.
 /// Kept as JSON in the `strata:schema` tree, so tools read it without the Swift types.
+///
+/// ```swift
+/// for schema in try StoredObjects.schemas(in: db.store) {
+///     print(schema.name, schema.keyType, schema.indexes.map(\.path))
+/// }
+/// ```
 public struct StoredModelSchema: Codable, Equatable, Sendable {
     /// The model's name (`Model.modelName`): the name of its trees and of its change messages.
     public var name: String
@@ -46,6 +52,10 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
 
 /// One secondary index. `fields`, `collation` and `kind` were added without a format change:
 /// catalogs written before them lack them, and their indexes are the single-field ones they were.
+///
+/// ```swift
+/// let unique = try StoredObjects.schemas(in: db.store).flatMap { $0.indexes.filter(\.unique) }
+/// ```
 public struct IndexSchema: Codable, Equatable, Sendable {
     /// Dotted field path, e.g. "name" or "address.city"; for a compound index, its fields' paths
     /// joined by commas ("roomId,createdAt").
