@@ -1,6 +1,6 @@
 // Checks what DocC itself does not: that every public symbol we declare has a doc comment, and that
-// every public top-level symbol is curated on its module's landing page (DocC would otherwise file it
-// silently under a default group).
+// every public top-level symbol and every article of the catalog is curated on its module's landing
+// page (DocC would otherwise file them silently under default groups).
 //
 //     swift Scripts/doc-coverage.swift <symbol-graph-dir> <landing-page.md> [<symbol-graph-dir> <landing-page.md>]...
 //
@@ -54,6 +54,13 @@ for pair in stride(from: 0, to: arguments.count, by: 2) {
     let directory = arguments[pair]
     let landingPage = arguments[pair + 1]
     guard let landing = try? String(contentsOfFile: landingPage, encoding: .utf8) else { fail("cannot read \(landingPage)") }
+    let articles = URL(fileURLWithPath: landingPage).deletingLastPathComponent().appendingPathComponent("Articles")
+    for article in ((try? FileManager.default.contentsOfDirectory(atPath: articles.path)) ?? []).sorted() where article.hasSuffix(".md") {
+        let name = String(article.dropLast(3))
+        if !landing.contains("<doc:\(name)>") {
+            uncurated.append("\(articles.path)/\(article): <doc:\(name)> is not listed in \(landingPage)")
+        }
+    }
     let files = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
         .filter { $0.hasSuffix(".symbols.json") }
         .sorted()
@@ -105,7 +112,7 @@ if !undocumented.isEmpty {
     for line in undocumented.sorted() { print("  " + line) }
 }
 if !uncurated.isEmpty {
-    print("doc-coverage: public top-level symbols missing from their landing page's Topics:")
+    print("doc-coverage: public top-level symbols and articles missing from their landing page's Topics:")
     for line in uncurated.sorted() { print("  " + line) }
 }
 if !undocumented.isEmpty || !uncurated.isEmpty { exit(1) }
