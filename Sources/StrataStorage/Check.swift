@@ -4,12 +4,18 @@
 // throwing, bounds-checked accessors and turns every error into a reported problem.
 
 /// One thing `Store.check()` found wrong, at a page when the problem belongs to one.
+///
+/// ```swift
+/// for problem in try store.check().problems { print(problem) }   // "page 812: …"
+/// ```
 public struct CheckProblem: Sendable, Equatable, CustomStringConvertible {
     /// The page the problem was found at, or nil for a file-wide problem.
     public var page: UInt64?
     /// What is wrong, in one line.
     public var message: String
 
+    /// A problem at `page` (nil: the whole file), for tools that report their own findings the
+    /// same way.
     public init(page: UInt64?, message: String) {
         self.page = page
         self.message = message
@@ -22,6 +28,11 @@ public struct CheckProblem: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// How `Store.check()` accounted for the pages of the file.
+///
+/// ```swift
+/// let pages = try store.check().pages
+/// print("\(pages.trees) tree pages, \(pages.free) free, \(pages.leaked) leaked of \(pages.total)")
+/// ```
 public struct PageCounts: Sendable, Equatable {
     /// Pages 0 and 1.
     public var meta = 0
@@ -40,6 +51,7 @@ public struct PageCounts: Sendable, Equatable {
     /// Pages below the page count that are neither used nor listed free.
     public var leaked = 0
 
+    /// No pages counted yet.
     public init() {}
 
     /// Pages accounted for, leaked ones included.
@@ -47,9 +59,15 @@ public struct PageCounts: Sendable, Equatable {
 }
 
 /// The result of `Store.check()`.
+///
+/// ```swift
+/// let report = try store.check()
+/// if !report.isOK { report.problems.forEach { print($0) } }
+/// ```
 public struct CheckReport: Sendable, Equatable {
     /// The snapshot that was checked.
     public var txnid: UInt64
+    /// The file's page size.
     public var pageSize: Int
     /// Pages the snapshot's meta page accounts for.
     public var pageCount: UInt64
@@ -57,6 +75,7 @@ public struct CheckReport: Sendable, Equatable {
     public var fileSize: UInt64
     /// Both meta pages, slot 0 first.
     public var metas: [MetaPageInfo]
+    /// What every page of the file was found to be.
     public var pages: PageCounts
     /// Every named tree, then the catalog and the free-page tree.
     public var trees: [TreeStats]

@@ -2,6 +2,12 @@ import Synchronization
 
 /// What a commit changed, as listeners see it: one commit of this process, or the commits of
 /// other processes since this process last looked (CommitWatch.swift).
+///
+/// ```swift
+/// let token = store.addCommitListener { event in
+///     if event.changedTrees.contains("users") { queue.async { reloadUsers() } }
+/// }
+/// ```
 public struct CommitEvent: Sendable, Equatable {
     /// The commit's transaction id (the version new snapshots see); for commits of other
     /// processes, the newest of them.
@@ -86,6 +92,11 @@ final class CommitListeners: Sendable {
 }
 
 /// Stops a commit listener when invalidated or released.
+///
+/// ```swift
+/// var token: CommitListenerToken? = store.addCommitListener { print($0.txnid) }
+/// token = nil   // the listener is gone, like token?.invalidate()
+/// ```
 public final class CommitListenerToken: Sendable {
     private let listeners: CommitListeners
     private let id: UInt64

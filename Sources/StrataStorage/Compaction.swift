@@ -1,6 +1,6 @@
 import Synchronization
 
-// Compaction: a file whose size follows its live data (FORMAT.md §4.4).
+// Compaction: a file whose size follows its live data (FORMAT.md §3.1).
 //
 // It is done by ordinary commits, so it is as crash-safe as any commit and never blocks a reader:
 //
@@ -41,6 +41,12 @@ public struct Compaction: Sendable, Equatable {
     /// if that is more (up to 16 times this): its added cost stays proportional to its own.
     public var pagesPerCommit: Int
 
+    /// A policy with these settings; the defaults are those of `automatic`.
+    ///
+    /// ```swift
+    /// var options = StoreOptions()
+    /// options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 256)
+    /// ```
     public init(isEnabled: Bool = true, freeFraction: Double = 0.125, pagesPerCommit: Int = 64) {
         self.isEnabled = isEnabled
         self.freeFraction = freeFraction
@@ -294,9 +300,15 @@ extension Store {
 }
 
 /// What compaction did in one `Store.compact()`.
+///
+/// ```swift
+/// let report = try store.compact()
+/// print("freed \(report.bytesBefore - report.bytesAfter) bytes")
+/// ```
 public struct CompactionReport: Sendable, Equatable {
-    /// The file's size before and after, in bytes.
+    /// The file's size before, in bytes.
     public var bytesBefore: UInt64
+    /// The file's size after, in bytes.
     public var bytesAfter: UInt64
     /// Commits it made.
     public var commits: Int
@@ -308,7 +320,7 @@ extension Store {
     /// time). Readers keep reading meanwhile; pages a live snapshot sees stay until it ends.
     ///
     /// ```swift
-    /// try db.store.write { txn in try txn.drop("log") }
+    /// try store.write { txn in _ = try txn.dropTree("log") }
     /// let report = try store.compact()
     /// print("\(report.bytesBefore) → \(report.bytesAfter) bytes in \(report.commits) commits")
     /// ```

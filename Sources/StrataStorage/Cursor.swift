@@ -55,6 +55,10 @@ public final class Cursor {
     }
 
     /// Moves to the smallest key. Returns false when the tree is empty.
+    ///
+    /// ```swift
+    /// if try cursor.first() { print("smallest key:", Array(cursor.key)) }
+    /// ```
     @discardableResult
     public func first() throws -> Bool {
         reset()
@@ -63,6 +67,10 @@ public final class Cursor {
     }
 
     /// Moves to the largest key. Returns false when the tree is empty.
+    ///
+    /// ```swift
+    /// if try cursor.last() { print("largest key:", Array(cursor.key)) }
+    /// ```
     @discardableResult
     public func last() throws -> Bool {
         reset()
@@ -89,6 +97,11 @@ public final class Cursor {
     }
 
     /// Moves to the first key ≥ `target`.
+    ///
+    /// ```swift
+    /// var more = try cursor.seek(Array("m".utf8))   // first key ≥ "m"
+    /// while more { print(Array(cursor.key)); more = try cursor.next() }
+    /// ```
     @discardableResult
     public func seek(_ target: [UInt8]) throws -> Bool {
         try target.withUnsafeBytes { try seek($0) }
@@ -165,6 +178,11 @@ public final class Cursor {
     }
 
     /// Moves to the next key. Returns false (and leaves the cursor unpositioned) past the end.
+    ///
+    /// ```swift
+    /// var more = try cursor.first()
+    /// while more { handle(cursor.key, cursor.value); more = try cursor.next() }
+    /// ```
     @discardableResult
     public func next() throws -> Bool {
         if version != pages.version { throw StorageError.cursorInvalidated }
@@ -178,6 +196,11 @@ public final class Cursor {
     }
 
     /// Moves to the previous key. Returns false (and leaves the cursor unpositioned) before the start.
+    ///
+    /// ```swift
+    /// var more = try cursor.last()   // newest first, for keys that grow with time
+    /// while more { handle(cursor.key, cursor.value); more = try cursor.prev() }
+    /// ```
     @discardableResult
     public func prev() throws -> Bool {
         if version != pages.version { throw StorageError.cursorInvalidated }

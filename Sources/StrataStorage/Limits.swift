@@ -1,4 +1,9 @@
 /// Size limits that follow from the page size. See FORMAT.md, "Limits".
+///
+/// ```swift
+/// let store = try Store(path: "big.strata", options: StoreOptions(pageSize: Limits.pageSizes.last))
+/// print(Limits.maxKeySize(pageSize: store.pageSize))
+/// ```
 public enum Limits {
     /// Page sizes a store may be created with.
     public static let pageSizes = [4096, 8192, 16384, 32768]

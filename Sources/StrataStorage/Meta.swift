@@ -19,6 +19,10 @@ enum MetaLayout {
 }
 
 /// The current file format. Readers refuse newer versions; see FORMAT.md, "Versioning".
+///
+/// ```swift
+/// let versions = try store.metaPages().map(\.formatVersion)   // [strataFormatVersion, …]
+/// ```
 public let strataFormatVersion: UInt32 = 3
 
 /// The decoded fields of a meta page.

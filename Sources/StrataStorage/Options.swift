@@ -1,4 +1,9 @@
 /// How a commit reaches the disk.
+///
+/// ```swift
+/// let store = try Store(path: "/tmp/load.strata", options: StoreOptions(durability: .noSync))
+/// try store.write(durability: .full) { txn in _ = try txn.createTree("done") }   // this one is durable
+/// ```
 public enum Durability: Sendable, Equatable {
     /// The commit survives a crash or power loss once `write` returns (fdatasync; F_FULLFSYNC on Apple).
     case full
@@ -8,6 +13,10 @@ public enum Durability: Sendable, Equatable {
 }
 
 /// How many syncs a durable commit makes.
+///
+/// ```swift
+/// let store = try Store(path: "app.strata", options: StoreOptions(syncMode: .double))
+/// ```
 public enum SyncMode: Sendable, Equatable {
     /// Pages and meta written together, then one sync; the meta's commit record proves the pages
     /// whole on open. The default.
@@ -69,7 +78,7 @@ public struct StoreOptions: Sendable, Equatable {
     /// When commits give space back: by default a commit trims free pages off the end of the file
     /// (truncating it, in steps, once the commit is durable), and while more than an eighth of the
     /// pages are free it also moves a bounded number of live pages from the end into the holes
-    /// (Compaction.swift, FORMAT.md §4.4). `.off` lets the file only grow; `Store.compact()`
+    /// (Compaction.swift, FORMAT.md §3.1). `.off` lets the file only grow; `Store.compact()`
     /// compacts on demand either way.
     ///
     /// ```swift
@@ -78,6 +87,12 @@ public struct StoreOptions: Sendable, Equatable {
     /// ```
     public var compaction = Compaction.automatic
 
+    /// Options with these settings; the rest (`readerSlots`, `transactionMemory`, `compaction`) keep
+    /// their defaults and can be set as properties.
+    ///
+    /// ```swift
+    /// let store = try Store(path: "/tmp/load.strata", options: StoreOptions(durability: .noSync))
+    /// ```
     public init(pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true,
                 readOnly: Bool = false) {
         self.pageSize = pageSize

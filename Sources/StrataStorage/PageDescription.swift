@@ -5,6 +5,12 @@
 // corrupt file can be described without faulting.
 
 /// The decoded fields of one meta page (page 0 or 1), valid or not.
+///
+/// ```swift
+/// for meta in try store.metaPages() {
+///     print(meta.slot, meta.txnid, meta.isCurrent ? "current" : "", meta.error ?? "valid")
+/// }
+/// ```
 public struct MetaPageInfo: Sendable, Equatable {
     /// 0 or 1.
     public var slot: UInt64
@@ -14,19 +20,29 @@ public struct MetaPageInfo: Sendable, Equatable {
     public var error: String?
     /// Whether every byte of the page is zero (a copy's unused slot, or a slot a failed commit spoiled).
     public var isEmpty: Bool
+    /// The format version the page was written with.
     public var formatVersion: UInt32
+    /// The page size the page records.
     public var pageSize: Int
+    /// The transaction id of the commit the page describes.
     public var txnid: UInt64
+    /// Pages the commit accounts for.
     public var pageCount: UInt64
+    /// Root page of the catalog tree, 0 when it is empty.
     public var catalogRoot: UInt64
+    /// Named trees in the catalog.
     public var catalogCount: UInt64
+    /// Root page of the free-page tree, 0 when it is empty.
     public var freeRoot: UInt64
+    /// Entries in the free-page tree.
     public var freeCount: UInt64
     /// First page of the commit-record run, 0 when the record is inline in the meta page.
     public var recordRun: UInt64
     /// Page numbers in the commit record.
     public var recordCount: Int
+    /// The checksum the page stores.
     public var storedChecksum: UInt64
+    /// The checksum of the page's bytes as read; a valid page has both equal.
     public var computedChecksum: UInt64
 
     /// Whether the page decodes: magic, version, page size, checksum, header and fields.
@@ -34,7 +50,13 @@ public struct MetaPageInfo: Sendable, Equatable {
 }
 
 /// A page number `Store.describePage` cannot show.
+///
+/// ```swift
+/// do { print(try store.describePage(1 << 40)) }
+/// catch let error as InspectError { print(error) }   // the page is past the end of the file
+/// ```
 public enum InspectError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// `page` is not below `filePages`, the number of pages in the file.
     case pageOutOfRange(page: UInt64, filePages: UInt64)
 
     public var description: String {

@@ -17,6 +17,13 @@ import Synchronization
 // pthread_getspecific is a few nanoseconds and nothing when no control is installed anywhere.
 
 /// How far a long operation has come, as `withProgress` reports it.
+///
+/// ```swift
+/// try withProgress({ progress in
+///     print(progress.phase, progress.completed, progress.total.map(String.init) ?? "?")
+///     return true
+/// }) { try store.copy(to: "/tmp/backup.strata") }
+/// ```
 public struct OperationProgress: Sendable, Equatable {
     /// What is being done: "scan m:Person", "copy users", "migrate Person", ...
     public var phase: String
@@ -25,6 +32,7 @@ public struct OperationProgress: Sendable, Equatable {
     /// Units the phase has in all, when known in advance.
     public var total: Int?
 
+    /// A progress report; the engine makes these, and tests or wrappers may too.
     public init(phase: String, completed: Int, total: Int?) {
         self.phase = phase
         self.completed = completed

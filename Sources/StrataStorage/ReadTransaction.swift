@@ -25,6 +25,11 @@ public final class ReadTransaction: Sendable {
     private let ended = Atomic<Bool>(false)
 
     /// The id of the commit this snapshot sees.
+    ///
+    /// ```swift
+    /// let txn = try store.beginRead()
+    /// assert(txn.txnid == store.latestVersion)   // until the next commit
+    /// ```
     public var txnid: UInt64 { meta.txnid }
 
     init(env: Environment) throws {
@@ -80,6 +85,11 @@ public final class ReadTransaction: Sendable {
 
     /// Releases the snapshot. Using the transaction or its cursors afterwards is a programming error
     /// the engine does not check on the hot path; `tree(_:)` throws.
+    ///
+    /// ```swift
+    /// let txn = try store.beginRead()
+    /// defer { txn.end() }   // lets the writer reuse the pages it saw
+    /// ```
     public func end() {
         if !ended.exchange(true, ordering: .sequentiallyConsistent) {
             if let slot { env.readers.release(slot) } else { env.readOnly?.releaseShrinkLock(env.file) }
@@ -107,6 +117,10 @@ public final class ReadTransaction: Sendable {
     var isUnchanged: Bool { (try? validate()) != nil }
 
     /// The tree called `name`, or nil when there is none.
+    ///
+    /// ```swift
+    /// let users = try store.read { txn in try txn.tree("users")?.count ?? 0 }
+    /// ```
     public func tree(_ name: String) throws -> ReadTree? {
         if ended.load(ordering: .relaxed) { throw StorageError.transactionFinished }
         try validateTreeName(name)
@@ -119,6 +133,10 @@ public final class ReadTransaction: Sendable {
     }
 
     /// The names of every tree, in byte order.
+    ///
+    /// ```swift
+    /// let names = try store.read { try $0.treeNames() }
+    /// ```
     public func treeNames() throws -> [String] {
         if ended.load(ordering: .relaxed) { throw StorageError.transactionFinished }
         return try listTrees(pages: pages, catalogRoot: meta.catalog.root)
@@ -143,20 +161,42 @@ public struct ReadTree: Sendable {
     let info: TreeInfo
 
     /// Number of entries.
+    ///
+    /// ```swift
+    /// let n = try store.read { try $0.tree("users")?.count ?? 0 }   // no scan
+    /// ```
     public var count: Int { Int(clamping: info.count) }   // a corrupt count must not trap
 
     /// The value under `key`, as a view into the map valid for the life of the transaction.
+    ///
+    /// ```swift
+    /// let length = try store.read { txn in
+    ///     try Array("u1".utf8).withUnsafeBytes { try txn.tree("users")?.get($0)?.count }
+    /// }
+    /// ```
     @inline(__always)
     public func get(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
         try txn.pages.get(root: info.root, key: key)
     }
 
     /// A copy of the value under `key`.
+    ///
+    /// ```swift
+    /// let value = try store.read { txn in try txn.tree("users")?.get(Array("u1".utf8)) }
+    /// ```
     public func get(_ key: [UInt8]) throws -> [UInt8]? {
         try key.withUnsafeBytes { (k) throws -> [UInt8]? in try get(k).map { Array($0) } }
     }
 
     /// A cursor over the tree.
+    ///
+    /// ```swift
+    /// try store.read { txn in
+    ///     guard let cursor = try txn.tree("users")?.cursor() else { return }
+    ///     var more = try cursor.first()
+    ///     while more { print(Array(cursor.key)); more = try cursor.next() }
+    /// }
+    /// ```
     public func cursor() -> Cursor {
         Cursor(pages: txn.pages, root: info.root, owner: txn)
     }

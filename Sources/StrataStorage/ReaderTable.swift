@@ -52,6 +52,10 @@ final class PublishHook: Sendable {
 }
 
 /// A snapshot a reader slot holds, as the writer and `strata readers` see it.
+///
+/// ```swift
+/// for reader in store.readers() { print(reader.slot, reader.pid, reader.txnid) }
+/// ```
 public struct ReaderSlot: Sendable, Equatable {
     /// Index of the slot in the table.
     public var slot: Int

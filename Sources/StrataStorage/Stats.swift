@@ -1,4 +1,9 @@
 /// Space accounting of a store at one snapshot.
+///
+/// ```swift
+/// let stats = try store.stats()
+/// print(stats.fileSize, stats.usedPages, stats.freePages, stats.pendingPages)
+/// ```
 public struct StoreStats: Sendable, Equatable {
     /// Bytes of the page file on disk.
     public var fileSize: UInt64
@@ -25,7 +30,14 @@ public struct StoreStats: Sendable, Equatable {
 }
 
 /// A live snapshot that keeps freed pages from being reused.
+///
+/// ```swift
+/// for holder in try store.stats().pendingHolders {
+///     print("pid \(holder.reader.pid) at version \(holder.reader.txnid) holds \(holder.pages) pages")
+/// }
+/// ```
 public struct PendingHolder: Sendable, Equatable {
+    /// The snapshot: its reader slot, process and transaction id.
     public var reader: ReaderSlot
     /// Pages freed after this snapshot began that it can still see.
     public var pages: UInt64

@@ -36,6 +36,10 @@ public final class Store: Sendable {
     /// A file written by an earlier format that this build can still read (FORMAT.md §9) is
     /// upgraded on its first read-write open, in one commit (durable, whatever `durability` says);
     /// a read-only open reads it as it is.
+    ///
+    /// ```swift
+    /// let store = try Store(path: "/tmp/demo.strata")   // created if missing
+    /// ```
     public init(path: String, options: StoreOptions = StoreOptions()) throws {
         try Store.checkPlatform()
         self.env = try Environment.open(path: path, options: options)
@@ -71,6 +75,10 @@ public final class Store: Sendable {
     /// ```swift
     /// let cache = try Store.inMemory()
     /// ```
+    ///
+    /// ```swift
+    /// let store = try Store.inMemory()   // for tests
+    /// ```
     public static func inMemory(options: StoreOptions = StoreOptions(durability: .noSync)) throws -> Store {
         try checkPlatform()
         return Store(env: try Environment.openAnonymous(options: options), durability: options.durability, readOnly: options.readOnly,
@@ -94,6 +102,10 @@ public final class Store: Sendable {
     /// The page size of the file.
     public var pageSize: Int { env.pageSize }
     /// The longest key this store accepts.
+    ///
+    /// ```swift
+    /// precondition(key.count <= store.maxKeySize)   // longer keys throw StorageError.invalidKey
+    /// ```
     public var maxKeySize: Int { Limits.maxKeySize(pageSize: env.pageSize) }
 
     var closedFlag: Bool { closed.load(ordering: .relaxed) }
@@ -104,11 +116,22 @@ public final class Store: Sendable {
 
     /// Closes this handle. Transactions already begun finish normally; the file closes when the
     /// last handle and snapshot on it are gone.
+    ///
+    /// ```swift
+    /// store.close()
+    /// assert(store.isClosed)
+    /// ```
     public func close() {
         closed.store(true, ordering: .relaxed)
     }
 
     /// The id of the newest commit (what a snapshot begun now would see).
+    ///
+    /// ```swift
+    /// let before = store.latestVersion
+    /// try store.write { txn in _ = try txn.createTree("t") }
+    /// assert(store.latestVersion > before)
+    /// ```
     public var latestVersion: UInt64 {
         if env.isReadOnly, let snapshot = try? env.readOnlySnapshot() { return snapshot.meta.txnid }
         return env.readers.latest
@@ -123,6 +146,12 @@ public final class Store: Sendable {
     // MARK: Transactions
 
     /// Begins a read snapshot of the newest commit. End it with `end()` or by releasing it.
+    ///
+    /// ```swift
+    /// let txn = try store.beginRead()   // a snapshot kept across calls
+    /// defer { txn.end() }
+    /// let count = try txn.tree("users")?.count ?? 0
+    /// ```
     public func beginRead() throws -> ReadTransaction {
         try checkOpen()
         return try ReadTransaction(env: env)
@@ -132,6 +161,10 @@ public final class Store: Sendable {
     /// whose snapshot a writer in another process may have changed meanwhile, throws
     /// `StorageError.fileChangedDuringRead` instead of `body`'s result or error (see
     /// `StoreOptions.readOnly`).
+    ///
+    /// ```swift
+    /// let names = try store.read { txn in try txn.treeNames() }
+    /// ```
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
         let txn = try beginRead()
         defer { txn.end() }

@@ -15,6 +15,13 @@
 // registered, so there the caller must validate both snapshots after the walk.)
 
 /// How a key differs between two snapshots of a tree.
+///
+/// ```swift
+/// try newer.forEachChange(in: "users", since: older) { change, key, _, _ in
+///     if change == .deleted { forget(Array(key)) }
+///     return true
+/// }
+/// ```
 public enum KeyChange: Sendable, Equatable {
     /// In the newer snapshot only.
     case inserted

@@ -1,6 +1,10 @@
 // Per-tree statistics (depth, pages, entries, leaf fill): what `strata trees` prints.
 
 /// What kind of tree a `TreeStats` describes.
+///
+/// ```swift
+/// let userTrees = try store.treeStats().filter { $0.kind == .user }
+/// ```
 public enum TreeKind: Sendable, Equatable {
     /// A named tree of the user's keys and values.
     case user
@@ -20,12 +24,15 @@ public enum TreeKind: Sendable, Equatable {
 public struct TreeStats: Sendable, Equatable {
     /// The tree's name; "(catalog)" and "(free pages)" for the internal trees.
     public var name: String
+    /// Whether this is a named tree, the catalog or the free-page tree.
     public var kind: TreeKind
     /// Root page, 0 for an empty tree.
     public var root: UInt64
     /// Levels from root to leaf: 0 for an empty tree, 1 for a tree that is a single leaf.
     public var depth: Int
+    /// Branch (interior) pages.
     public var branchPages: Int
+    /// Leaf pages.
     public var leafPages: Int
     /// Pages of the overflow runs that hold the tree's large values.
     public var overflowPages: Int
@@ -33,8 +40,10 @@ public struct TreeStats: Sendable, Equatable {
     public var entries: UInt64
     /// Bytes in use in the leaf pages: headers, slots and live entries.
     public var leafBytesUsed: Int
+    /// The file's page size, for `fillFactor`.
     public var pageSize: Int
 
+    /// An empty tree's statistics, to be filled in by a walk of its pages.
     public init(name: String, kind: TreeKind, pageSize: Int) {
         self.name = name
         self.kind = kind

@@ -15,6 +15,13 @@ public final class WriteTransaction {
     /// The id this transaction commits as.
     public let txnid: UInt64
     /// How this commit reaches the disk; set by `Store.write`, changeable until commit.
+    ///
+    /// ```swift
+    /// try store.write { txn in
+    ///     txn.durability = .noSync   // this commit only
+    ///     try txn.createTree("cache").put(Array("k".utf8), Array("v".utf8))
+    /// }
+    /// ```
     public var durability: Durability
     let base: Meta
     var pageCount: UInt64
@@ -152,12 +159,23 @@ public final class WriteTransaction {
     public var changeCount: UInt64 { pages.version }
 
     /// The tree called `name`, or nil when there is none.
+    ///
+    /// ```swift
+    /// try store.write { txn in
+    ///     guard let users = try txn.tree("users") else { return }
+    ///     try users.put(Array("u1".utf8), Array("Ana".utf8))
+    /// }
+    /// ```
     public func tree(_ name: String) throws -> WriteTree? {
         try checkOpen()
         return try state(name).map { WriteTree(txn: self, state: $0) }
     }
 
     /// The tree called `name`, created empty when missing.
+    ///
+    /// ```swift
+    /// try store.write { txn in try txn.createTree("users").put(Array("u1".utf8), Array("Ana".utf8)) }
+    /// ```
     public func createTree(_ name: String) throws -> WriteTree {
         try checkOpen()
         if let existing = try state(name) { return WriteTree(txn: self, state: existing) }
@@ -169,6 +187,10 @@ public final class WriteTransaction {
     }
 
     /// Deletes the tree called `name` and frees all its pages. Returns false when there was none.
+    ///
+    /// ```swift
+    /// let existed = try store.write { txn in try txn.dropTree("cache") }
+    /// ```
     @discardableResult
     public func dropTree(_ name: String) throws -> Bool {
         try checkOpen()
@@ -182,6 +204,12 @@ public final class WriteTransaction {
     }
 
     /// The names of every tree, in byte order, including those created in this transaction.
+    ///
+    /// ```swift
+    /// try store.write { txn in
+    ///     for name in try txn.treeNames() where name.hasPrefix("tmp.") { _ = try txn.dropTree(name) }
+    /// }
+    /// ```
     public func treeNames() throws -> [String] {
         try checkOpen()
         var names = Set(try listTrees(pages: pages, catalogRoot: catalog.root))
@@ -192,6 +220,13 @@ public final class WriteTransaction {
     }
 
     /// Abandons every change. The store is left as it was before the transaction began.
+    ///
+    /// ```swift
+    /// try store.write { txn in
+    ///     try txn.createTree("draft").put(Array("k".utf8), Array("v".utf8))
+    ///     if cancelled { txn.abort() }   // nothing of this transaction is kept
+    /// }
+    /// ```
     public func abort() {
         finish()
         releaseBuffers()
@@ -212,6 +247,10 @@ public struct WriteTree {
     /// The tree's name.
     public var name: String { state.name }
     /// Number of entries.
+    ///
+    /// ```swift
+    /// let n = try store.write { txn in try txn.createTree("users").count }
+    /// ```
     public var count: Int { Int(clamping: state.info.count) }   // a corrupt count must not trap
 
     private func check() throws {
@@ -231,6 +270,10 @@ public struct WriteTree {
     }
 
     /// Stores `value` under `key`, replacing any value there. Returns true when the key is new.
+    ///
+    /// ```swift
+    /// let isNew = try store.write { txn in try txn.createTree("users").put(Array("u1".utf8), Array("Ana".utf8)) }
+    /// ```
     @discardableResult
     public func put(_ key: [UInt8], _ value: [UInt8]) throws -> Bool {
         try key.withUnsafeBytes { (k) throws -> Bool in
@@ -251,6 +294,11 @@ public struct WriteTree {
     }
 
     /// Stores `value` only if `key` is absent. Returns false (and changes nothing) when it exists.
+    ///
+    /// ```swift
+    /// let inserted = try store.write { txn in try txn.createTree("users").insert(Array("u1".utf8), Array("Ana".utf8)) }
+    /// // false, and nothing changed, when "u1" was already there
+    /// ```
     public func insert(_ key: [UInt8], _ value: [UInt8]) throws -> Bool {
         try key.withUnsafeBytes { (k) throws -> Bool in
             try value.withUnsafeBytes { (v) throws -> Bool in try insert(k, v) }
@@ -271,6 +319,10 @@ public struct WriteTree {
     }
 
     /// Removes `key`. Returns false when it was not there.
+    ///
+    /// ```swift
+    /// let existed = try store.write { txn in try txn.tree("users")?.delete(Array("u1".utf8)) ?? false }
+    /// ```
     @discardableResult
     public func delete(_ key: [UInt8]) throws -> Bool {
         try key.withUnsafeBytes { (k) throws -> Bool in try delete(k) }
@@ -283,11 +335,25 @@ public struct WriteTree {
     }
 
     /// A copy of the value under `key`.
+    ///
+    /// ```swift
+    /// try store.write { txn in
+    ///     let users = try txn.createTree("users")
+    ///     let old = try users.get(Array("u1".utf8))   // sees this transaction's writes
+    /// }
+    /// ```
     public func get(_ key: [UInt8]) throws -> [UInt8]? {
         try key.withUnsafeBytes { (k) throws -> [UInt8]? in try get(k).map { Array($0) } }
     }
 
     /// A cursor over the tree as it is now. Any later write to the transaction invalidates it.
+    ///
+    /// ```swift
+    /// try store.write { txn in
+    ///     let cursor = try txn.createTree("users").cursor()
+    ///     if try cursor.last() { print("largest key:", Array(cursor.key)) }
+    /// }
+    /// ```
     public func cursor() throws -> Cursor {
         try check()
         return Cursor(pages: txn.pages, root: state.info.root, owner: txn)

@@ -179,3 +179,14 @@ extension DatabaseTests {
         #expect(results.explain().contains("nan"), "\(results.explain())")
     }
 }
+
+extension DatabaseTests {
+    /// Every way of opening a database reports an engine failure as `StrataError.storage`.
+    @Test func openingAFileThatIsNotADatabaseThrowsAStrataErrorEveryWay() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(repeating: 0x5A, count: 16_384).write(to: URL(fileURLWithPath: path))
+        #expect(throws: StrataError.self) { try Database(path: path, models: [User.self]) }
+        #expect(throws: StrataError.self) { try Database(path: path, models: [User.self], schemaVersion: 2) { _ in } }
+    }
+}

@@ -194,3 +194,37 @@ struct MigrationPathTests {
         #expect(throws: StrataError.self) { try StoredValue.string("x").decode(Int.self) }
     }
 }
+
+enum V4AfterTypeChange {
+    struct Person: Model, Equatable {
+        static let modelName = "Person"
+        var id: String
+        var name: String
+        var age: Int
+        var score: Double
+        var birthYear: Int
+    }
+}
+
+extension MigrationTests {
+    /// A field whose type changed in an earlier migration is read by a later one as it is now: the
+    /// removed field of the same name (its old type) does not shadow the live one.
+    @Test func aLaterMigrationReadsAFieldAsItsLatestType() throws {
+        let path = try seeded()
+        _ = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { migration in
+            try migration.enumerateObjects("Person") { old, new in
+                new["age"] = .int(Int64(old["age"]?.stringValue ?? "") ?? -1)
+                new["score"] = .double(0)
+            }
+        }
+        var seen: [String: StoredValue] = [:]
+        let db = try Database(path: path, models: [V4AfterTypeChange.Person.self], schemaVersion: 2) { migration in
+            try migration.enumerateObjects("Person") { old, new in
+                if old.key.stringValue == "p3" { seen = old.fields }
+                new["birthYear"] = .int(2026 - (old["age"]?.intValue ?? 0))
+            }
+        }
+        #expect(seen["age"] == .int(23), "\(seen)")
+        #expect(try db.object(V4AfterTypeChange.Person.self, key: "p3")?.birthYear == 2003)
+    }
+}

@@ -12,6 +12,10 @@ import Synchronization
 /// ```
 public final class Database: Sendable {
     /// The storage engine underneath (raw trees; the object layer's trees are named `m:…`, `i:…`, `strata:…`).
+    ///
+    /// ```swift
+    /// let trees = try db.store.read { try $0.treeNames() }   // ["m:Person", "strata:schema", …]
+    /// ```
     public let store: Store
     let registry: ModelRegistry
     /// The one serial queue every observer of this handle computes on: a commit wakes one thread
@@ -49,17 +53,30 @@ public final class Database: Sendable {
     /// from its type and reconciled with the stored one: additive changes (a new model, a new
     /// optional field, a removed field, an added or dropped index) apply by themselves; anything else
     /// throws `StrataError.migrationRequired` listing every difference.
+    ///
+    /// ```swift
+    /// let db = try Database(path: "app.strata", models: [Person.self, Message.self])
+    /// ```
     public convenience init(path: String, models: [any Model.Type], options: StoreOptions = StoreOptions()) throws {
         try self.init(store: try wrapStorage { try Store(path: path, options: options) }, models: models)
     }
 
     /// An in-memory database with the same engine, gone when released.
+    ///
+    /// ```swift
+    /// let db = try Database.inMemory(models: [Person.self])   // for tests and previews
+    /// ```
     public static func inMemory(models: [any Model.Type]) throws -> Database {
         try Database(store: try wrapStorage { try Store.inMemory() }, models: models)
     }
 
     /// Opens a database on an existing store. See `init(path:models:schemaVersion:options:migration:)`
     /// for migrations.
+    ///
+    /// ```swift
+    /// let store = try Store(path: "app.strata", options: StoreOptions(durability: .noSync))
+    /// let db = try Database(store: store, models: [Person.self])
+    /// ```
     public init(store: Store, models: [any Model.Type], schemaVersion: Int = 0, migration: ((Migration) throws -> Void)? = nil) throws {
         self.store = store
         self.observers = ObserverHub(worker: observerQueue)
@@ -165,7 +182,8 @@ public final class Database: Sendable {
     /// ```
     public convenience init(path: String, models: [any Model.Type], schemaVersion: Int, options: StoreOptions = StoreOptions(),
                             migration: @escaping (Migration) throws -> Void) throws {
-        try self.init(store: try Store(path: path, options: options), models: models, schemaVersion: schemaVersion, migration: migration)
+        try self.init(store: try wrapStorage { try Store(path: path, options: options) }, models: models, schemaVersion: schemaVersion,
+                      migration: migration)
     }
 
     func info<M: Model>(_ type: M.Type) throws -> ModelInfo<M> { try registry.info(type) }
@@ -194,6 +212,12 @@ public final class Database: Sendable {
     }
 
     /// Runs `body` on a snapshot of the newest commit.
+    ///
+    /// ```swift
+    /// let (people, messages) = try db.read { snapshot in            // one commit for both
+    ///     (snapshot.objects(Person.self).count, snapshot.objects(Message.self).count)
+    /// }
+    /// ```
     public func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
         try body(try snapshot())
     }
@@ -201,6 +225,13 @@ public final class Database: Sendable {
     /// A snapshot of the newest commit, kept until released. Snapshots of the same commit are one
     /// object: however many `Results` of it are kept, they hold one reader slot between them (a
     /// slot per distinct commit kept alive, 1,024 per file by default).
+    ///
+    /// ```swift
+    /// let snapshot = try db.snapshot()
+    /// let before = snapshot.objects(Person.self).count
+    /// try db.write { tx in try tx.deleteAll(Person.self) }
+    /// assert(snapshot.objects(Person.self).count == before)   // the snapshot still sees its commit
+    /// ```
     public func snapshot() throws -> Snapshot {
         let latest = store.latestVersion
         if let shared = newestSnapshot.withLock({ $0?.snapshot }), shared.version == latest { return shared }
@@ -210,12 +241,21 @@ public final class Database: Sendable {
     }
 
     /// The object with primary key `key`, from the newest commit.
+    ///
+    /// ```swift
+    /// if let ana = try db.object(Person.self, key: "u1") { print(ana.name) }
+    /// ```
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
         try snapshot().object(type, key: key)
     }
 
     /// Every object of a model at the newest commit, to filter, sort and count.
     /// On a closed database the results are empty and carry the error.
+    ///
+    /// ```swift
+    /// let adults = db.objects(Person.self).filter(#Predicate { $0.age >= 18 })
+    /// print(adults.count)
+    /// ```
     public func objects<M: Model>(_ type: M.Type) -> Results<M> {
         do {
             return try snapshot().objects(type)
@@ -225,6 +265,11 @@ public final class Database: Sendable {
     }
 
     /// Closes this handle; later calls throw `StrataError.databaseClosed`.
+    ///
+    /// ```swift
+    /// db.close()
+    /// _ = try? db.object(Person.self, key: "u1")   // throws StrataError.databaseClosed
+    /// ```
     public func close() { store.close() }
 }
 

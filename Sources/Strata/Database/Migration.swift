@@ -30,7 +30,11 @@ public final class Migration {
     /// read as the key type the old schema records (`.string` for a `String` id, `.int` for an
     /// `Int`…): `old.key.stringValue`, `old.key.intValue`.
     public struct OldObject: Sendable {
+        /// The old primary key, read as the key type the old schema records.
         public let key: StoredValue
+        /// The old fields by stored name, removed fields included; a field that was nil or never
+        /// stored is absent. Where a field's type changed in an earlier migration, its name gives
+        /// the value of its latest type (the value of its first type is no longer readable by name).
         public let fields: [String: StoredValue]
 
         /// The old value of a field (removed fields included), or nil when it was not stored.

@@ -266,7 +266,7 @@ extension Model {
         var change = SchemaChange()
         let keyType = String(describing: ID.self)
         if KeyEncoding.supportsKey(ID.self) == false {
-            throw StrataError.unsupportedType(model: modelName, field: "id", reason: "\(ID.self) cannot be a primary key (use an integer, String, UUID, Date, Data or an enum with such a raw value)")
+            throw StrataError.unsupportedType(model: modelName, field: "id", reason: "\(ID.self) cannot be a primary key (use an integer, an optional integer for automatic keys, String, UUID, Date, Data, Bool, Double or an enum with such a raw value)")
         }
         var indexes: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []
         func path(of keyPath: PartialKeyPath<Self> & Sendable) throws -> String {

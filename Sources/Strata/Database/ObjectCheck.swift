@@ -4,14 +4,21 @@ import StrataStorage
 /// What `StoredObjects.check` found: problems (the object layer's data is damaged: exit 5 in
 /// `strata check`) and notes (facts worth knowing that are not damage, like references to objects
 /// that do not exist, which Strata allows).
+///
+/// ```swift
+/// let report = try StoredObjects.check(in: db.store)
+/// report.problems.forEach { print("problem:", $0) }
+/// report.notes.forEach { print("note:", $0) }
+/// ```
 public struct ObjectCheckReport: Sendable {
     /// Damage: records that do not decode, index entries without their record or records without
     /// their index entries, duplicate values in a unique index.
     public var problems: [String] = []
     /// Not damage: dangling references, per model and field.
     public var notes: [String] = []
-    /// Objects and index entries examined.
+    /// Objects examined.
     public var objects = 0
+    /// Index entries examined.
     public var indexEntries = 0
 }
 

@@ -17,14 +17,29 @@ public final class Snapshot: Sendable {
     }
 
     /// The commit this snapshot sees.
+    ///
+    /// ```swift
+    /// let snapshot = try db.snapshot()
+    /// print(snapshot.version == snapshot.objects(Person.self).version)   // true
+    /// ```
     public var version: UInt64 { txn.txnid }
 
     /// The object with primary key `key`, or nil.
+    ///
+    /// ```swift
+    /// let ana = try db.snapshot().object(Person.self, key: "u1")
+    /// ```
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
         try db.info(M.self).object(key: key, in: SnapshotTrees(txn: txn))
     }
 
     /// Every object of the model in this snapshot, to filter, sort and count.
+    ///
+    /// ```swift
+    /// let snapshot = try db.snapshot()
+    /// let total = snapshot.objects(Person.self).count
+    /// let adults = snapshot.objects(Person.self).filter(#Predicate { $0.age >= 18 }).count   // same commit
+    /// ```
     public func objects<M: Model>(_ type: M.Type) -> Results<M> {
         Results(snapshot: self, query: Query())
     }

@@ -65,11 +65,26 @@ public final class Transaction {
     // MARK: Reading
 
     /// The object with primary key `key`, including this transaction's own writes.
+    ///
+    /// ```swift
+    /// try db.write { tx in
+    ///     try tx.insert(Person(id: "u1", name: "Ana", age: 30))
+    ///     let ana = try tx.object(Person.self, key: "u1")   // sees the insert above
+    /// }
+    /// ```
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
         try db.info(M.self).object(key: key, in: WriteTrees(txn: txn))
     }
 
     /// The objects matching `predicate` (all when nil), sorted, as this transaction sees them.
+    ///
+    /// ```swift
+    /// try db.write { tx in
+    ///     for person in try tx.objects(Person.self, where: #Predicate { $0.age < 0 }) {
+    ///         try tx.update(Person.self, key: person.id) { $0.age = 0 }
+    ///     }
+    /// }
+    /// ```
     public func objects<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil, sortedBy sort: [SortDescriptor<M>] = []) throws -> [M] {
         var query = Query<M>()
         if let predicate { query.predicates.append(predicate) }
@@ -78,6 +93,10 @@ public final class Transaction {
     }
 
     /// The number of objects matching `predicate` (all when nil), as this transaction sees them.
+    ///
+    /// ```swift
+    /// let adults = try db.write { tx in try tx.count(Person.self, where: #Predicate { $0.age >= 18 }) }
+    /// ```
     public func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil) throws -> Int {
         var query = Query<M>()
         if let predicate { query.predicates.append(predicate) }
@@ -89,6 +108,11 @@ public final class Transaction {
     /// Inserts `object`. Throws `duplicateKey` if its key exists, `uniqueViolation` if a unique index
     /// already has its value. A model whose `id` is an optional integer and nil gets the next key.
     /// Returns the stored object (with its assigned key).
+    ///
+    /// ```swift
+    /// let stored = try db.write { tx in try tx.insert(Message(id: nil, text: "hi")) }
+    /// print(stored.id!)   // the assigned key
+    /// ```
     @discardableResult
     public func insert<M: Model>(_ object: M) throws -> M {
         let info = try db.info(M.self)
@@ -134,12 +158,20 @@ public final class Transaction {
     }
 
     /// Inserts every object, in order; returns them as stored.
+    ///
+    /// ```swift
+    /// try db.write { tx in try tx.insert(contentsOf: people) }
+    /// ```
     @discardableResult
     public func insert<M: Model, S: Sequence>(contentsOf objects: S) throws -> [M] where S.Element == M {
         try objects.map { try insert($0) }
     }
 
     /// Inserts `object`, or replaces the stored object with the same key.
+    ///
+    /// ```swift
+    /// try db.write { tx in try tx.upsert(Person(id: "u1", name: "Ana", age: 31)) }   // inserted or replaced
+    /// ```
     @discardableResult
     public func upsert<M: Model>(_ object: M) throws -> M {
         try store(object).object
@@ -168,6 +200,10 @@ public final class Transaction {
 
     /// Changes the stored object with primary key `key` through `body`. Throws `notFound` when there
     /// is none. Returns the updated object.
+    ///
+    /// ```swift
+    /// let updated = try db.write { tx in try tx.update(Person.self, key: "u1") { $0.age += 1 } }
+    /// ```
     @discardableResult
     public func update<M: Model>(_ type: M.Type, key: M.ID, _ body: (inout M) throws -> Void) throws -> M {
         let info = try db.info(M.self)
@@ -210,6 +246,10 @@ public final class Transaction {
     }
 
     /// Deletes the object with primary key `key`. Returns false when there was none.
+    ///
+    /// ```swift
+    /// let existed = try db.write { tx in try tx.delete(Person.self, key: "u2") }
+    /// ```
     @discardableResult
     public func delete<M: Model>(_ type: M.Type, key: M.ID) throws -> Bool {
         let info = try db.info(M.self)
@@ -233,6 +273,10 @@ public final class Transaction {
     }
 
     /// Deletes every object matching `predicate`. Returns how many.
+    ///
+    /// ```swift
+    /// let removed = try db.write { tx in try tx.delete(Person.self, where: #Predicate { $0.age < 0 }) }
+    /// ```
     @discardableResult
     public func delete<M: Model>(_ type: M.Type, where predicate: Predicate<M>) throws -> Int {
         let info = try db.info(M.self)
@@ -244,6 +288,10 @@ public final class Transaction {
     }
 
     /// Deletes every object of the model, freeing its pages. Returns how many there were.
+    ///
+    /// ```swift
+    /// let removed = try db.write { tx in try tx.deleteAll(Person.self) }
+    /// ```
     @discardableResult
     public func deleteAll<M: Model>(_ type: M.Type) throws -> Int {
         let info = try db.info(M.self)

@@ -38,6 +38,11 @@ public final class LiveObject<M: Model>: Observable, Sendable {
     private let events: AsyncStream<Event>.Continuation
 
     /// The object as stored now; nil when there is none.
+    ///
+    /// ```swift
+    /// // In a SwiftUI view holding `person: LiveObject<Person>`:
+    /// Text(person.object?.name ?? "deleted")
+    /// ```
     public var object: M? {
         registrar.access(self, keyPath: \.object)
         return state.withLock { $0.object }
@@ -45,12 +50,20 @@ public final class LiveObject<M: Model>: Observable, Sendable {
 
     /// The names of the stored fields the last change touched (every field when the object
     /// appeared; empty at first and after a deletion).
+    ///
+    /// ```swift
+    /// if person.changedFields.contains("status") { pulseStatusBadge() }
+    /// ```
     public var changedFields: [String] {
         registrar.access(self, keyPath: \.changedFields)
         return state.withLock { $0.changedFields }
     }
 
     /// Why the object could not be read, if the last read failed; the value stays as it was.
+    ///
+    /// ```swift
+    /// if let error = person.error { print("could not read:", error) }
+    /// ```
     public var error: StrataError? {
         registrar.access(self, keyPath: \.error)
         return state.withLock { $0.error }
@@ -88,6 +101,10 @@ public final class LiveObject<M: Model>: Observable, Sendable {
     }
 
     /// Stops updating; the current values stay. (Releasing the object does the same.)
+    ///
+    /// ```swift
+    /// person.stop()   // the object stays as it is; no more updates
+    /// ```
     public func stop() {
         token.withLock { $0 }?.invalidate()
         events.finish()

@@ -5,10 +5,19 @@ import Synchronization
 /// SwiftUI's diffing use (each ascending): `deletions` in the previous results, `insertions` and
 /// `modifications` in the current ones (see `ResultsChange.update`).
 public struct ResultsChangeSet: Sendable, Equatable {
+    /// Indices, in the previous results, of the objects that left them.
     public let deletions: [Int]
+    /// Indices, in the current results, of the objects that entered them.
     public let insertions: [Int]
+    /// Indices, in the current results, of the objects that stayed and changed.
     public let modifications: [Int]
 
+    /// A change set with these indices, each list ascending: for tests and for adapting
+    /// other change sources to the same shape.
+    ///
+    /// ```swift
+    /// let change = ResultsChangeSet(deletions: [0], insertions: [], modifications: [2])
+    /// ```
     public init(deletions: [Int], insertions: [Int], modifications: [Int]) {
         self.deletions = deletions
         self.insertions = insertions
@@ -49,6 +58,11 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     private let token = Mutex<NotificationToken?>(nil)
 
     /// The current results, of the newest commit that changed them.
+    ///
+    /// ```swift
+    /// // In a SwiftUI view whose model holds `people: LiveResults<Person>`:
+    /// List(model.people.results, id: \.id) { Text($0.name) }
+    /// ```
     public var results: Results<M> {
         registrar.access(self, keyPath: \.results)
         return state.withLock { $0.results }
@@ -56,6 +70,12 @@ public final class LiveResults<M: Model>: Observable, Sendable {
 
     /// What the last update changed; nil when the results were replaced as a whole (the first
     /// update, which evaluates the query afresh, or after an error).
+    ///
+    /// ```swift
+    /// if let change = people.lastChange {   // animate rows instead of reloading the list
+    ///     print(change.deletions, change.insertions, change.modifications)
+    /// }
+    /// ```
     public var lastChange: ResultsChangeSet? {
         registrar.access(self, keyPath: \.lastChange)
         return state.withLock { $0.lastChange }
@@ -63,6 +83,10 @@ public final class LiveResults<M: Model>: Observable, Sendable {
 
     /// The last evaluation's failure (a reader slot not available, a damaged record); nil after a
     /// successful one. The results stay as they were; the next commit evaluates again.
+    ///
+    /// ```swift
+    /// if let error = people.error { showBanner("Could not refresh: \(error)") }
+    /// ```
     public var error: StrataError? {
         registrar.access(self, keyPath: \.error)
         return state.withLock { $0.error }
@@ -90,6 +114,10 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     }
 
     /// Stops updating; the current values stay. (Releasing the object does the same.)
+    ///
+    /// ```swift
+    /// people.stop()   // results stay as they are; no more updates
+    /// ```
     public func stop() {
         token.withLock { $0 }?.invalidate()
     }

@@ -3,6 +3,12 @@ import Dispatch
 import Synchronization
 
 /// A change to one observed object.
+///
+/// ```swift
+/// for await change in db.changes(Person.self, key: "u1") {
+///     if case .changed(let person, let fields) = change { print(person.name, fields) }
+/// }
+/// ```
 public enum ObjectChange<M: Model>: Sendable {
     /// The object changed; `fields` names the stored fields whose value differs.
     case changed(M, fields: [String])
@@ -15,6 +21,12 @@ public enum ObjectChange<M: Model>: Sendable {
 
 /// What one commit changed, for database observers: a commit of this process, or the commits
 /// other processes made since this process last looked.
+///
+/// ```swift
+/// for await change in db.commits where change.models.contains("Person") {
+///     reloadPeople()
+/// }
+/// ```
 public struct DatabaseChange: Sendable, Equatable {
     /// The commit's version (transaction id); for commits of other processes, the newest of them.
     public let version: UInt64
@@ -51,6 +63,12 @@ extension Database {
     }
 
     /// `observe(_:key:)` as an `AsyncSequence`; cancelling the consuming task ends the observation.
+    ///
+    /// ```swift
+    /// for await change in db.changes(Person.self, key: "u1") {
+    ///     if case .changed(let person, _) = change { show(person) }
+    /// }   // ends after .deleted
+    /// ```
     public func changes<M: Model>(_ type: M.Type, key: M.ID) -> AsyncStream<ObjectChange<M>> {
         AsyncStream { continuation in
             let token = observe(type, key: key, on: DispatchQueue(label: "strata.object-changes")) { change in
@@ -93,6 +111,10 @@ extension Database {
     }
 
     /// `observeCommits` as an `AsyncSequence`.
+    ///
+    /// ```swift
+    /// for await change in db.commits { print(change.version, change.models) }
+    /// ```
     public var commits: AsyncStream<DatabaseChange> {
         AsyncStream { continuation in
             let token = observeCommits(on: DispatchQueue(label: "strata.commits")) { continuation.yield($0) }

@@ -3,6 +3,17 @@ import Dispatch
 import Synchronization
 
 /// A change to observed results.
+///
+/// ```swift
+/// let token = db.objects(Person.self).observe { change in
+///     switch change {
+///     case .initial(let people): show(people)
+///     case .update(let people, let deletions, let insertions, let modifications):
+///         apply(people, deletions, insertions, modifications)
+///     case .error(let error): print(error)
+///     }
+/// }
+/// ```
 public enum ResultsChange<M: Model>: Sendable {
     /// The results when observation began (always the first delivery, asynchronously).
     case initial(Results<M>)
@@ -27,6 +38,11 @@ public enum ResultsChange<M: Model>: Sendable {
 }
 
 /// Keeps an observation alive. `invalidate()` stops delivery; so does releasing the token.
+///
+/// ```swift
+/// var token: NotificationToken? = db.objects(Person.self).observe { change in print(change) }
+/// token = nil   // stops delivery, like token?.invalidate()
+/// ```
 public final class NotificationToken: Sendable {
     private let stop: @Sendable () -> Void
     private let active = Atomic<Bool>(true)
@@ -97,6 +113,12 @@ extension Results {
     public var changes: AsyncStream<ResultsChange<M>> { changes(keyPaths: nil) }
 
     /// `changes`, reporting only commits that change the given fields of the observed objects.
+    ///
+    /// ```swift
+    /// for await change in db.objects(Person.self).changes(keyPaths: [\.name]) {
+    ///     if case .update(let people, _, _, _) = change { show(people) }   // only name changes
+    /// }
+    /// ```
     public func changes(keyPaths: [PartialKeyPath<M> & Sendable]?) -> AsyncStream<ResultsChange<M>> {
         AsyncStream { continuation in
             let token = observe(on: DispatchQueue(label: "strata.changes"), keyPaths: keyPaths) { change in

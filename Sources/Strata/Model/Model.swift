@@ -44,7 +44,17 @@ public struct Ref<Target: Model>: Codable, Sendable, Hashable where Target.ID: H
     /// The referenced object's primary key.
     public var id: Target.ID
 
+    /// A reference to the object with primary key `id`, whether or not it exists yet.
+    ///
+    /// ```swift
+    /// let author = Ref<Person>("u1")
+    /// ```
     public init(_ id: Target.ID) { self.id = id }
+    /// A reference to `object`, by its primary key.
+    ///
+    /// ```swift
+    /// let message = Message(id: nil, author: Ref(ana))
+    /// ```
     public init(_ object: Target) { self.id = object.id }
 
     public init(from decoder: any Decoder) throws {

@@ -8,14 +8,21 @@ import Foundation
 /// if case .object(let fields) = value, case .int(let age)? = fields["age"] { print(age) }   // 31
 /// ```
 public indirect enum JSONValue: Sendable, Equatable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// An integer that fits in `Int64`, exactly as written.
     case int(Int64)
     /// An integer above `Int64.max` (up to `UInt64.max`).
     case uint(UInt64)
+    /// A number with a fraction or an exponent.
     case double(Double)
+    /// A string, escapes decoded.
     case string(String)
+    /// An array, in order.
     case array([JSONValue])
+    /// An object, members by name (parsing rejects a repeated name).
     case object([String: JSONValue])
 
     /// Parses JSON text (RFC 8259, UTF-8). Malformed input throws `StrataError.invalidInput` saying

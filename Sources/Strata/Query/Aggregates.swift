@@ -22,23 +22,47 @@ extension Results {
     }
 
     /// The smallest value of `keyPath`, or nil when there are no objects.
+    ///
+    /// ```swift
+    /// let youngest = db.objects(Person.self).min(of: \.age)
+    /// ```
     public func min<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? { (try? values(keyPath))?.min() }
 
     /// The largest value of `keyPath`, or nil when there are no objects.
+    ///
+    /// ```swift
+    /// let oldest = db.objects(Person.self).max(of: \.age)
+    /// ```
     public func max<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? { (try? values(keyPath))?.max() }
 
     /// The smallest non-nil value of an optional field.
+    ///
+    /// ```swift
+    /// let earliest = db.objects(Task.self).min(of: \.dueDate)   // dueDate: Date?
+    /// ```
     public func min<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? { (try? values(keyPath))?.compactMap { $0 }.min() }
 
     /// The largest non-nil value of an optional field.
+    ///
+    /// ```swift
+    /// let latest = db.objects(Task.self).max(of: \.dueDate)   // dueDate: Date?
+    /// ```
     public func max<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? { (try? values(keyPath))?.compactMap { $0 }.max() }
 
     /// The sum of `keyPath` (0 when there are no objects, or when the query fails; `fetchSum`
     /// throws instead).
+    ///
+    /// ```swift
+    /// let total = db.objects(Order.self).sum(of: \.amount)   // amount: Double
+    /// ```
     public func sum<V: AdditiveArithmetic>(of keyPath: KeyPath<M, V>) -> V { (try? fetchSum(of: keyPath)) ?? .zero }
 
     /// The sum of an integer field; 0 when there are no objects, when the query fails or when the
     /// sum does not fit in `V` (`fetchSum` throws instead of trapping or wrapping).
+    ///
+    /// ```swift
+    /// let years = db.objects(Person.self).sum(of: \.age)
+    /// ```
     public func sum<V: FixedWidthInteger>(of keyPath: KeyPath<M, V>) -> V { (try? fetchSum(of: keyPath)) ?? .zero }
 
     /// The sum of `keyPath`, throwing what the query hit.
@@ -51,6 +75,10 @@ extension Results {
     }
 
     /// The sum of an integer field, throwing `invalidQuery` when it does not fit in `V`.
+    ///
+    /// ```swift
+    /// let years = try db.objects(Person.self).fetchSum(of: \.age)
+    /// ```
     public func fetchSum<V: FixedWidthInteger>(of keyPath: KeyPath<M, V>) throws -> V {
         var total = V.zero
         for value in try values(keyPath) {
@@ -62,18 +90,30 @@ extension Results {
     }
 
     /// The mean of a floating-point field, or nil when there are no objects.
+    ///
+    /// ```swift
+    /// let mean = db.objects(Order.self).average(of: \.amount)   // amount: Double
+    /// ```
     public func average<V: BinaryFloatingPoint>(of keyPath: KeyPath<M, V>) -> V? {
         guard let values = try? values(keyPath), !values.isEmpty else { return nil }
         return values.reduce(.zero, +) / V(values.count)
     }
 
     /// The mean of an integer field, as a Double, or nil when there are no objects.
+    ///
+    /// ```swift
+    /// let meanAge = db.objects(Person.self).average(of: \.age)
+    /// ```
     public func average<V: BinaryInteger>(of keyPath: KeyPath<M, V>) -> Double? {
         guard let values = try? values(keyPath), !values.isEmpty else { return nil }
         return values.reduce(0.0) { $0 + Double($1) } / Double(values.count)
     }
 
     /// The mean of a date field, or nil when there are no objects.
+    ///
+    /// ```swift
+    /// let typical = db.objects(Message.self).average(of: \.sentAt)
+    /// ```
     public func average(of keyPath: KeyPath<M, Date>) -> Date? {
         guard let values = try? values(keyPath), !values.isEmpty else { return nil }
         let seconds = values.reduce(0.0) { $0 + $1.timeIntervalSinceReferenceDate } / Double(values.count)

@@ -1,8 +1,14 @@
 import Foundation
 
 /// How `filter(_:matching:options:)` compares strings.
+///
+/// ```swift
+/// let joses = db.objects(Person.self).filter(\.name, matching: .equals("jose"), options: [.caseInsensitive, .diacriticInsensitive])
+/// ```
 public struct StringMatchOptions: OptionSet, Sendable {
+    /// The bits of the options, for `OptionSet`.
     public let rawValue: Int
+    /// Options from their bits; use the named options instead.
     public init(rawValue: Int) { self.rawValue = rawValue }
     /// "ana" matches "Ana" (Realm's `[c]`).
     public static let caseInsensitive = StringMatchOptions(rawValue: 1)
@@ -20,10 +26,18 @@ public struct StringMatchOptions: OptionSet, Sendable {
 /// Foundation's `folding(options:locale:)` (no locale): `.caseInsensitive` folds case
 /// (`"Straße"` matches `"STRASSE"`), `.diacriticInsensitive` removes marks (`"José"` matches
 /// `"jose"`).
+///
+/// ```swift
+/// let smiths = db.objects(Person.self).filter(\.name, matching: .endsWith("Smith"))
+/// ```
 public enum StringMatch: Sendable {
+    /// The whole string equals the given one.
     case equals(String)
+    /// The string contains the given one.
     case contains(String)
+    /// The string begins with the given one.
     case beginsWith(String)
+    /// The string ends with the given one.
     case endsWith(String)
 }
 
@@ -44,22 +58,38 @@ extension Results {
     }
 
     /// Objects whose string field matches, optionally ignoring case and diacritics.
+    ///
+    /// ```swift
+    /// let anas = db.objects(Person.self).filter(\.name, matching: .beginsWith("ana"), options: [.caseInsensitive])
+    /// ```
     public func filter(_ keyPath: KeyPath<M, String> & Sendable, matching match: StringMatch, options: StringMatchOptions = []) -> Results<M> {
         adding(stringTest(keyPath, match, options) { $0 })
     }
 
     /// Objects whose optional string field is present and matches.
+    ///
+    /// ```swift
+    /// let gmail = db.objects(Person.self).filter(\.email, matching: .endsWith("@gmail.com"))   // email: String?
+    /// ```
     public func filter(_ keyPath: KeyPath<M, String?> & Sendable, matching match: StringMatch, options: StringMatchOptions = []) -> Results<M> {
         adding(stringTest(keyPath, match, options) { $0 })
     }
 
     /// Objects whose field equals `value`; uses the key or an index on the field when there is one.
+    ///
+    /// ```swift
+    /// let thirty = db.objects(Person.self).filter(\.age, equals: 30)
+    /// ```
     public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, V> & Sendable, equals value: V) -> Results<M> {
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
         return adding(FieldTest(condition: path.map { .compare(path: $0, op: .eq, value: value) } ?? .unknown) { $0[keyPath: keyPath] == value })
     }
 
     /// Objects whose array field contains `value`; uses an index on the field when there is one.
+    ///
+    /// ```swift
+    /// let admins = db.objects(Person.self).filter(\.tags, contains: "admin")   // tags: [String]
+    /// ```
     public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, [V]> & Sendable, contains value: V) -> Results<M> {
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
         return adding(FieldTest(condition: path.map { .arrayContains(path: $0, value: value) } ?? .unknown) { $0[keyPath: keyPath].contains(value) })
@@ -118,12 +148,20 @@ extension Snapshot {
     }
 
     /// Backlinks through an optional reference field.
+    ///
+    /// ```swift
+    /// let reports = try db.snapshot().backlinks(Person.self, via: \.manager, to: "u1")   // manager: Ref<Person>?
+    /// ```
     public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>?> & Sendable,
                                                         to target: Target.ID) -> Results<Source> {
         objects(source).filter(keyPath, equals: Optional(Ref<Target>(target)))
     }
 
     /// Backlinks through an array of references.
+    ///
+    /// ```swift
+    /// let rooms = try db.snapshot().backlinks(Room.self, via: \.members, to: "u1")   // members: [Ref<Person>]
+    /// ```
     public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, [Ref<Target>]> & Sendable,
                                                         to target: Target.ID) -> Results<Source> {
         objects(source).filter(keyPath, contains: Ref<Target>(target))

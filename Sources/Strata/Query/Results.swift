@@ -26,6 +26,11 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     }
 
     /// The commit these results see (nil when they failed before binding to a snapshot).
+    ///
+    /// ```swift
+    /// let people = db.objects(Person.self)
+    /// print(people.version == db.store.latestVersion)   // true until the next commit
+    /// ```
     public var version: UInt64? { snapshot?.version }
 
     /// Results whose objects are already evaluated (by an observer).
@@ -51,9 +56,19 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     // MARK: Building
 
     /// Objects that also match `predicate`.
+    ///
+    /// ```swift
+    /// let minAge = 18                                      // #Predicate captures values
+    /// let adults = db.objects(Person.self).filter(#Predicate { $0.age >= minAge })
+    /// let anas = adults.filter(#Predicate { $0.name == "Ana" })   // both must hold
+    /// ```
     public func filter(_ predicate: Predicate<M>) -> Results<M> { with { $0.predicates.append(predicate) } }
 
     /// Sorted by `descriptors`, the first deciding first; ties keep primary-key order.
+    ///
+    /// ```swift
+    /// let byAge = db.objects(Person.self).sorted(by: [SortDescriptor(\.age, order: .reverse), SortDescriptor(\.name)])
+    /// ```
     public func sorted(by descriptors: [SortDescriptor<M>]) -> Results<M> {
         with {
             $0.sort = descriptors
@@ -62,9 +77,17 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     }
 
     /// Sorted by one or more descriptors.
+    ///
+    /// ```swift
+    /// let byName = db.objects(Person.self).sorted(by: SortDescriptor(\.name), SortDescriptor(\.age))
+    /// ```
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>...) -> Results<M> { sorted(by: [descriptor] + more) }
 
     /// At most the first `count` objects.
+    ///
+    /// ```swift
+    /// let youngest = db.objects(Person.self).sorted(by: SortDescriptor(\.age)).prefix(10)
+    /// ```
     public func prefix(_ count: Int) -> Results<M> {
         with { q in
             let n = Swift.max(0, count)
@@ -73,6 +96,10 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     }
 
     /// Skips the first `count` objects.
+    ///
+    /// ```swift
+    /// let secondPage = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).offset(20).prefix(20)
+    /// ```
     public func offset(_ count: Int) -> Results<M> {
         with { q in
             let n = Swift.max(0, count)
@@ -82,6 +109,10 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     }
 
     /// Keeps the first object of each distinct combination of values at `keyPaths`.
+    ///
+    /// ```swift
+    /// let onePerAge = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).distinct(by: \.age)
+    /// ```
     public func distinct(by keyPaths: PartialKeyPath<M> & Sendable...) -> Results<M> { with { $0.distinct = keyPaths } }
 
     // MARK: Evaluating
@@ -90,6 +121,10 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     var outcome: ResultsOutcome<M> { state.resolve { try ResultsOutcome.evaluate(query, snapshot: snapshot) } }
 
     /// Every object, decoded now, throwing what the query or a record hit.
+    ///
+    /// ```swift
+    /// let people: [Person] = try db.objects(Person.self).filter(#Predicate { $0.age >= 18 }).fetch()
+    /// ```
     public func fetch() throws -> [M] {
         let outcome = self.outcome
         if let error = outcome.error { throw error }
@@ -99,11 +134,20 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// The error that emptied these results, or that a lazily read element hit (that element then
     /// reads as a placeholder: every field a zero or empty value). Evaluates the query if it has
     /// not run yet.
+    ///
+    /// ```swift
+    /// let people = db.objects(Person.self)
+    /// if people.isEmpty, let error = people.error { print("query failed:", error) }
+    /// ```
     public var error: StrataError? { outcome.error ?? state.lateError }
 
     /// The number of matching objects, throwing what the query hit. Decodes nothing unless the
     /// query can only be answered on decoded objects (a predicate that does not compile to record
     /// tests, a sort by strings, `distinct`).
+    ///
+    /// ```swift
+    /// let adults = try db.objects(Person.self).filter(#Predicate { $0.age >= 18 }).fetchCount()
+    /// ```
     public func fetchCount() throws -> Int {
         if let counted = countWithoutEvaluating() { return counted }
         let outcome = self.outcome
@@ -114,6 +158,10 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// The number of matching objects (0 if the query failed; see `error`). Before the results
     /// are evaluated, a query an index or the primary key answers exactly is counted from the
     /// trees' subtree counts: a few page reads, however many objects match.
+    ///
+    /// ```swift
+    /// let total = db.objects(Person.self).count   // read from the tree, no object decoded
+    /// ```
     public var count: Int { countWithoutEvaluating() ?? outcome.count }
 
     /// The count from the trees alone, when the results are not evaluated yet and the query needs
@@ -125,12 +173,21 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
     /// The primary keys of the matching objects, in order; decodes no object where the results
     /// are held as keys.
+    ///
+    /// ```swift
+    /// let ids: [String] = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).keys
+    /// ```
     public var keys: [M.ID] { outcome.ids(state) }
 
     public var startIndex: Int { 0 }
     public var endIndex: Int { count }
 
     /// Object `position`, decoded when read (unless the query decoded it already).
+    ///
+    /// ```swift
+    /// let people = db.objects(Person.self).sorted(by: SortDescriptor(\.name))
+    /// let row = people[41]   // decodes only this object
+    /// ```
     public subscript(position: Int) -> M { outcome.object(at: position, state) }
 
     /// Objects `range` at once: for a list that shows a page of rows.
@@ -147,9 +204,18 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
     /// Streams the objects: each is decoded when reached, so iterating a million objects holds one
     /// at a time (unless the query decoded them to evaluate).
+    ///
+    /// ```swift
+    /// for person in db.objects(Person.self) { print(person.name) }
+    /// ```
     public func makeIterator() -> Iterator { Iterator(outcome: outcome, state: state) }
 
     /// Iterates `Results`, decoding each object when it is reached.
+    ///
+    /// ```swift
+    /// var iterator = db.objects(Person.self).makeIterator()
+    /// while let person = iterator.next() { print(person.name) }
+    /// ```
     public struct Iterator: IteratorProtocol {
         let outcome: ResultsOutcome<M>
         let state: ResultsState<M>
@@ -180,6 +246,10 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     }
 
     /// The first matching object; decodes only that one where the results are held as keys.
+    ///
+    /// ```swift
+    /// let oldest = db.objects(Person.self).sorted(by: SortDescriptor(\.age, order: .reverse)).first
+    /// ```
     public var first: M? { isEmpty ? nil : self[0] }
 }
 

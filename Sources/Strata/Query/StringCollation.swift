@@ -26,7 +26,9 @@ import Foundation
 public struct StringCollation: Hashable, Sendable, Codable, CustomStringConvertible {
     /// What a collation ignores, and how it reads numbers.
     public struct Options: OptionSet, Hashable, Sendable {
+        /// The bits of the options, for `OptionSet`.
         public let rawValue: Int
+        /// Options from their bits; use the named options instead.
         public init(rawValue: Int) { self.rawValue = rawValue }
         /// `"apple"` equals `"APPLE"` (and `"Straße"` equals `"STRASSE"`).
         public static let caseInsensitive = Options(rawValue: 1)
@@ -36,6 +38,7 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
         public static let numeric = Options(rawValue: 4)
     }
 
+    /// What this collation ignores, and whether it reads numbers by value.
     public let options: Options
 
     /// A collation with these options. No options: Unicode scalar order of the NFC form (a total
@@ -186,6 +189,10 @@ extension Results {
     }
 
     /// Sorted by one or more descriptors, comparing `String` fields in `collation`.
+    ///
+    /// ```swift
+    /// let files = db.objects(File.self).sorted(by: SortDescriptor(\.name), collation: .natural)   // "a9" before "a10"
+    /// ```
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>..., collation: StringCollation) -> Results<M> {
         sorted(by: [descriptor] + more, collation: collation)
     }

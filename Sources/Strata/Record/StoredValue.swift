@@ -2,20 +2,39 @@ import Foundation
 
 /// A stored value read without its Swift type, from the schema in the file alone: what migrations
 /// see of old records, and what `strata dump` prints.
+///
+/// ```swift
+/// try StoredObjects.forEach(in: db.store, model: "Person") { key, fields in
+///     print(key, fields["name"]?.stringValue ?? "-")
+///     return true
+/// }
+/// ```
 public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
+    /// A nil optional, or a JSON `null`.
     case null
+    /// A `Bool`.
     case bool(Bool)
+    /// A signed integer, of any width.
     case int(Int64)
+    /// An unsigned integer, of any width.
     case uint(UInt64)
+    /// A `Double` or a `Float`.
     case double(Double)
+    /// A `String`, or the raw value of a string enum.
     case string(String)
+    /// A `Data`.
     case data(Data)
+    /// A `Date`.
     case date(Date)
+    /// A `UUID`.
     case uuid(UUID)
+    /// A `Decimal`.
     case decimal(Decimal)
+    /// A `URL`, as its absolute string.
     case url(String)
     /// A reference: the target model and its primary key, read as the target's stored key type.
     case reference(model: String, key: StoredValue)
+    /// An array or a set, elements in stored order.
     case array([StoredValue])
     /// A nested struct or a `[String: T]`, fields by name.
     case object([String: StoredValue])
@@ -48,8 +67,15 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Convenience accessors for migrations.
+    /// The text of a string value; nil for any other kind. Like the other accessors, it spares a
+    /// migration a `switch`:
+    ///
+    /// ```swift
+    /// let name = old["name"]?.stringValue ?? ""
+    /// let age = old["age"]?.intValue ?? 0
+    /// ```
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The value of an integer that fits in `Int64`; nil for any other kind.
     public var intValue: Int64? {
         switch self {
         case .int(let i): return i
@@ -57,6 +83,7 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         default: return nil
         }
     }
+    /// The value of a floating-point number, or of an integer as the nearest `Double`.
     public var doubleValue: Double? {
         switch self {
         case .double(let d): return d
@@ -65,10 +92,15 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         default: return nil
         }
     }
+    /// The value of a `Bool`.
     public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    /// The value of a `Date`.
     public var dateValue: Date? { if case .date(let d) = self { return d } else { return nil } }
+    /// The bytes of a `Data`.
     public var dataValue: Data? { if case .data(let d) = self { return d } else { return nil } }
+    /// The value of a `UUID`.
     public var uuidValue: UUID? { if case .uuid(let u) = self { return u } else { return nil } }
+    /// The value of a `Decimal`, or of an integer as a `Decimal`.
     public var decimalValue: Decimal? {
         switch self {
         case .decimal(let d): return d
@@ -77,6 +109,7 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         default: return nil
         }
     }
+    /// The value of a `URL` (nil also when its stored text is not a URL).
     public var urlValue: URL? { if case .url(let u) = self { return URL(string: u) } else { return nil } }
     /// The elements of an array (or set).
     public var arrayValue: [StoredValue]? { if case .array(let a) = self { return a } else { return nil } }
@@ -84,7 +117,13 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
     public var objectValue: [String: StoredValue]? { if case .object(let o) = self { return o } else { return nil } }
     /// The key a reference points at (typed as the target's key).
     public var referenceKey: StoredValue? { if case .reference(_, let key) = self { return key } else { return nil } }
+    /// Whether this is `null`: a nil optional.
     public var isNull: Bool { self == .null }
+    /// A field of a nested struct (or an entry of a `[String: T]`); nil for other kinds.
+    ///
+    /// ```swift
+    /// let city = old["address"]?["city"]?.stringValue
+    /// ```
     public subscript(field: String) -> StoredValue? { if case .object(let f) = self { return f[field] } else { return nil } }
 
     /// The value as a Swift type, decoded from its JSON form: for migrations that read an old
@@ -144,11 +183,13 @@ struct UntypedDecoding {
     }
 
     /// Decodes a record into field values by name, following the stored schema. Removed fields are
-    /// included (under their old names) when `includeRemoved`.
+    /// included (under their old names) when `includeRemoved`, unless a live field now has the name.
     func decode(_ bytes: UnsafeRawBufferPointer, schema: ObjectSchema, includeRemoved: Bool = false) throws -> [String: StoredValue] {
         let table = try FieldTable(bytes)
         var result: [String: StoredValue] = [:]
-        for field in schema.fields where includeRemoved || !field.removed {
+        // A removed field whose name a live field took (its type changed) is shadowed by the live one.
+        let live = includeRemoved ? Set(schema.fields.lazy.filter { !$0.removed }.map(\.name)) : []
+        for field in schema.fields where !field.removed || (includeRemoved && !live.contains(field.name)) {
             guard let entry = table.entries.first(where: { $0.id == field.id }) else { continue }
             if entry.isNil {
                 result[field.name] = .null

@@ -1,20 +1,36 @@
 import Foundation
 
 /// The stored type of a field, derived from the model's Swift type.
+///
+/// ```swift
+/// for schema in try StoredObjects.schemas(in: db.store) {
+///     for field in schema.object.liveFields { print(schema.name, field.name, field.type) }   // Person age Int64
+/// }
+/// ```
 public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConvertible {
+    /// `Bool`.
     case bool
     /// Any fixed-width integer; all widths share one encoding, so widening a field needs no migration.
     case int(bits: Int, signed: Bool)
+    /// `Double`.
     case double
+    /// `Float`.
     case float
+    /// `String`, stored as UTF-8.
     case string
+    /// `Data`.
     case data
+    /// `Date`.
     case date
+    /// `UUID`.
     case uuid
+    /// `Decimal`.
     case decimal
+    /// `URL`, stored as its absolute string.
     case url
     /// An enum with a raw value, stored as the raw value.
     case enumeration(FieldType)
+    /// An optional of the wrapped type.
     case optional(FieldType)
     /// Arrays and sets.
     case array(FieldType)
@@ -72,19 +88,32 @@ public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConver
 }
 
 /// One stored field of a model or nested struct.
+///
+/// ```swift
+/// let fields = try StoredObjects.schemas(in: db.store).first { $0.name == "Person" }?.object.liveFields ?? []
+/// print(fields.map { "\($0.id) \($0.name): \($0.type)" })
+/// ```
 public struct FieldSchema: Equatable, Sendable, Codable {
     /// The coding key's name.
     public var name: String
     /// The id records store the field under; never reused within a model.
     public var id: Int
+    /// The field's stored type.
     public var type: FieldType
     /// A field the model no longer has: kept so old records stay readable and its id is not reused.
     public var removed: Bool = false
 }
 
 /// The fields of a model or a nested struct.
+///
+/// ```swift
+/// let person = try StoredObjects.schemas(in: db.store).first { $0.name == "Person" }
+/// print(person?.object.typeName ?? "-", person?.object.liveFields.count ?? 0)
+/// ```
 public struct ObjectSchema: Equatable, Sendable, Codable {
+    /// The Swift type's name, as `String(describing:)` gives it.
     public var typeName: String
+    /// Every field ever stored, removed ones included, each with its id.
     public var fields: [FieldSchema]
 
     /// Fields the current type has (not removed), in declaration order.

@@ -2,7 +2,14 @@ import Foundation
 
 /// What the catalog stores for one model: its fields with their ids, its key and its indexes.
 /// Kept as JSON in the `strata:schema` tree, so tools read it without the Swift types.
+///
+/// ```swift
+/// for schema in try StoredObjects.schemas(in: db.store) {
+///     print(schema.name, schema.keyType, schema.indexes.map(\.path))
+/// }
+/// ```
 public struct StoredModelSchema: Codable, Equatable, Sendable {
+    /// The model's name (`Model.modelName`): the name of its trees and of its change messages.
     public var name: String
     /// The Swift type of the primary key, e.g. "String", "Optional<Int>".
     public var keyType: String
@@ -11,7 +18,9 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
     public var keyField: String?
     /// How the primary key is stored (nil in catalogs written before this was recorded).
     public var key: FieldType?
+    /// The model's fields, removed ones included.
     public var object: ObjectSchema
+    /// The model's secondary indexes.
     public var indexes: [IndexSchema]
     /// Version of the whole schema, as given to `Database(…, schemaVersion:)`.
     public var schemaVersion: Int
@@ -43,10 +52,16 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
 
 /// One secondary index. `fields`, `collation` and `kind` were added without a format change:
 /// catalogs written before them lack them, and their indexes are the single-field ones they were.
+///
+/// ```swift
+/// let unique = try StoredObjects.schemas(in: db.store).flatMap { $0.indexes.filter(\.unique) }
+/// ```
 public struct IndexSchema: Codable, Equatable, Sendable {
     /// Dotted field path, e.g. "name" or "address.city"; for a compound index, its fields' paths
     /// joined by commas ("roomId,createdAt").
     public var path: String
+    /// Whether two objects may not share a value (a combination of values, for a compound
+    /// index); inserting a duplicate throws `StrataError.uniqueViolation`.
     public var unique: Bool
     /// A compound index's fields, in order (nil: the one field `path`).
     public var fields: [String]?

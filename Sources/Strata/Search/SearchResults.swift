@@ -17,11 +17,19 @@ extension Results {
     /// Objects whose text field matches `search` (see `TextSearch`). With `ranked`, the results
     /// are ordered by relevance first (BM25, most relevant first), then by any sort descriptors,
     /// then by primary key.
+    ///
+    /// ```swift
+    /// let best = db.objects(Message.self).search(\.text, "coffee beans", ranked: true).prefix(10)
+    /// ```
     public func search(_ keyPath: KeyPath<M, String> & Sendable, _ search: TextSearch, ranked: Bool = false) -> Results<M> {
         searching(keyPath, search, ranked: ranked) { $0 }
     }
 
     /// Objects whose optional text field is present and matches `search`.
+    ///
+    /// ```swift
+    /// let notes = db.objects(Task.self).search(\.notes, "invoice")   // notes: String?
+    /// ```
     public func search(_ keyPath: KeyPath<M, String?> & Sendable, _ search: TextSearch, ranked: Bool = false) -> Results<M> {
         searching(keyPath, search, ranked: ranked) { $0 }
     }
