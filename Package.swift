@@ -24,8 +24,9 @@ let package = Package(
         // What the helper writes and the tests check, defined once for both.
         .target(name: "StrataTestWorkloads", dependencies: ["StrataStorage", "Strata"], path: "Tests/StrataTestWorkloads"),
         // Fixtures: files written by earlier formats, read by the upgrade tests through #filePath.
-        .testTarget(name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper", "StrataTestWorkloads"],
-                    exclude: ["Fixtures"]),
+        .testTarget(
+            name: "StrataStorageTests", dependencies: ["StrataStorage", "StrataTestHelper", "StrataTestWorkloads"],
+            exclude: ["Fixtures"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "strata", "StrataTestHelper", "StrataTestWorkloads"]),
     ],
     swiftLanguageModes: [.v6]

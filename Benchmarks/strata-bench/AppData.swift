@@ -36,12 +36,18 @@ struct AppData: Sendable {
     let cumulative: [Double]
 
     static let vocabularySize = 20_000
-    static let common = ["the", "to", "and", "a", "of", "you", "in", "is", "it", "that", "for", "on", "we", "be", "this", "with", "at", "are",
-                         "have", "not", "can", "will", "just", "so", "but", "meeting", "today", "tomorrow", "lunch", "call", "ok", "thanks"]
-    static let syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "qui", "dor", "fen", "gal", "hus", "jin", "mar", "nol",
-                            "por", "ril", "sen", "tor", "ul", "ven", "wix", "yar", "zub", "bre", "cla", "dro"]
-    static let firstNames = ["anna", "ben", "carla", "david", "eva", "felix", "greta", "hugo", "ines", "jonas", "karin", "leo", "mia", "noah",
-                             "olga", "paul", "quinn", "rosa", "sven", "tina", "ulla", "viktor", "wanda", "xaver", "yara", "zoe", "mcdonald", "o'neil"]
+    static let common = [
+        "the", "to", "and", "a", "of", "you", "in", "is", "it", "that", "for", "on", "we", "be", "this", "with", "at", "are",
+        "have", "not", "can", "will", "just", "so", "but", "meeting", "today", "tomorrow", "lunch", "call", "ok", "thanks",
+    ]
+    static let syllables = [
+        "ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "qui", "dor", "fen", "gal", "hus", "jin", "mar", "nol",
+        "por", "ril", "sen", "tor", "ul", "ven", "wix", "yar", "zub", "bre", "cla", "dro",
+    ]
+    static let firstNames = [
+        "anna", "ben", "carla", "david", "eva", "felix", "greta", "hugo", "ines", "jonas", "karin", "leo", "mia", "noah",
+        "olga", "paul", "quinn", "rosa", "sven", "tina", "ulla", "viktor", "wanda", "xaver", "yara", "zoe", "mcdonald", "o'neil",
+    ]
     static let lastNames = ["berg", "holm", "lund", "strand", "dahl", "nyberg", "ek", "lind", "sund", "wall", "falk", "sjoberg", "blom", "hall"]
 
     init(seed: UInt64, n: Int) {
@@ -90,8 +96,9 @@ struct AppData: Sendable {
             text += word
         }
         text += [".", "!", "?", ""][rng.next(below: 4)]
-        return AppMessageValue(id: Int64(i + 1), room: Int64(room), author: Int64(rng.next(below: 10_000)),
-                               created: 700_000_000 + Double(i) * 0.25, text: text)
+        return AppMessageValue(
+            id: Int64(i + 1), room: Int64(room), author: Int64(rng.next(below: 10_000)),
+            created: 700_000_000 + Double(i) * 0.25, text: text)
     }
 
     func contact(_ i: Int) -> AppContactValue {
@@ -103,7 +110,8 @@ struct AppData: Sendable {
             default: return s.prefix(1).uppercased() + s.dropFirst()
             }
         }
-        let name = cased(AppData.firstNames[rng.next(below: AppData.firstNames.count)]) + " "
+        let name =
+            cased(AppData.firstNames[rng.next(below: AppData.firstNames.count)]) + " "
             + cased(AppData.lastNames[rng.next(below: AppData.lastNames.count)])
             + (rng.next(below: 3) == 0 ? " \(rng.next(below: 100))" : "")
         return AppContactValue(id: Int64(i + 1), name: name, phone: "+46 70 \(1_000_000 + rng.next(below: 9_000_000))")

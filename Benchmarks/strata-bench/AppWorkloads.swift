@@ -37,23 +37,32 @@ enum AppSuite: BenchSuite {
 
     static let engines = [EngineInfo(id: "strata", title: "Strata"), EngineInfo(id: "sqlite", title: "SQLite")]
 
-    static let loadMessages = WorkloadInfo(id: "load_messages", unit: "insert",
+    static let loadMessages = WorkloadInfo(
+        id: "load_messages", unit: "insert",
         summary: "N messages with their indexes (room and time; words), 20,000 per durable transaction")
-    static let loadContacts = WorkloadInfo(id: "load_contacts", unit: "insert",
+    static let loadContacts = WorkloadInfo(
+        id: "load_contacts", unit: "insert",
         summary: "the contacts (min(100,000, N/10)) with a case-insensitive name index, one durable transaction")
-    static let roomPage = WorkloadInfo(id: "room_page", unit: "query",
+    static let roomPage = WorkloadInfo(
+        id: "room_page", unit: "query",
         summary: "2,000 random rooms (uniform): the newest 50 messages, decoded")
-    static let busyRoomPage = WorkloadInfo(id: "room_page_busiest", unit: "query",
+    static let busyRoomPage = WorkloadInfo(
+        id: "room_page_busiest", unit: "query",
         summary: "2,000 times the busiest room (~6 % of the messages): the newest 50, decoded")
-    static let searchOne = WorkloadInfo(id: "search_one_word", unit: "query",
+    static let searchOne = WorkloadInfo(
+        id: "search_one_word", unit: "query",
         summary: "200 random words of rank 100-1,000: the first 50 matches by id, decoded")
-    static let searchTwo = WorkloadInfo(id: "search_two_words", unit: "query",
+    static let searchTwo = WorkloadInfo(
+        id: "search_two_words", unit: "query",
         summary: "200 random pairs (rank 10-100 and 100-1,000), both words: the first 50 matches, decoded")
-    static let countCommon = WorkloadInfo(id: "count_common_word", unit: "count",
+    static let countCommon = WorkloadInfo(
+        id: "count_common_word", unit: "count",
         summary: "20 counts of the messages holding the most common word (most of them)")
-    static let contactsFirst = WorkloadInfo(id: "contacts_first_page", unit: "query",
+    static let contactsFirst = WorkloadInfo(
+        id: "contacts_first_page", unit: "query",
         summary: "1,000 times the first 50 contacts in case-insensitive order, decoded")
-    static let contactsMiddle = WorkloadInfo(id: "contacts_middle_page", unit: "query",
+    static let contactsMiddle = WorkloadInfo(
+        id: "contacts_middle_page", unit: "query",
         summary: "200 pages of 50 contacts from the middle of the list (offset C/2 + 0..<100), decoded")
     static let workloads = [loadMessages, loadContacts, roomPage, busyRoomPage, searchOne, searchTwo, countCommon, contactsFirst, contactsMiddle]
 
@@ -121,8 +130,10 @@ enum AppSuite: BenchSuite {
         for (key, value) in engine.info() { sink.info(key, value) }
 
         /// `queries` reads on one snapshot, each returning rows folded into an order-sensitive checksum.
-        func queries(_ workload: WorkloadInfo, _ count: Int, stream: UInt64,
-                     _ query: (any AppReader, inout SplitMix64, (UInt64) -> Void) throws -> Int) throws {
+        func queries(
+            _ workload: WorkloadInfo, _ count: Int, stream: UInt64,
+            _ query: (any AppReader, inout SplitMix64, (UInt64) -> Void) throws -> Int
+        ) throws {
             guard selected(workload) else { return }
             try sink.measure(workload, ops: count) {
                 try engine.read { reader in
@@ -137,7 +148,7 @@ enum AppSuite: BenchSuite {
             }
         }
 
-        let busiest = Int64(0)   // room ⌊R · u^2.5⌋ is 0 for the largest share of u
+        let busiest = Int64(0)  // room ⌊R · u^2.5⌋ is 0 for the largest share of u
         try queries(roomPage, 2_000, stream: 1) { reader, rng, add in
             try reader.roomPage(room: Int64(rng.next(below: data.rooms)), limit: 50) { add(checksum($0)) }
         }

@@ -74,8 +74,9 @@ struct EngineRun: Sendable {
                     problems.append("unreadable result line from the \(engine.id) process: \(line)")
                     continue
                 }
-                results[f[1]] = Measurement(ops: ops, seconds: seconds, count: Int(f[4]), checksum: UInt64(f[5]),
-                                            cpuSeconds: f.count > 6 ? Double(f[6]) : nil)
+                results[f[1]] = Measurement(
+                    ops: ops, seconds: seconds, count: Int(f[4]), checksum: UInt64(f[5]),
+                    cpuSeconds: f.count > 6 ? Double(f[6]) : nil)
             case "stat" where f.count >= 4:
                 guard results[f[1]] != nil, let value = UInt64(f[3]) else {
                     problems.append("unreadable stat line from the \(engine.id) process: \(line)")
@@ -103,8 +104,10 @@ struct EngineRun: Sendable {
 /// what it counted (Syscalls.swift).
 func runEngineProcess(suite: String, engine: EngineInfo, options: BenchOptions, strace: String? = nil) throws -> EngineRun {
     guard let exe = executablePath() else { throw BenchError("cannot find this executable (/proc/self/exe)") }
-    var args = ["engine", suite, engine.id, "--n", "\(options.n)", "--dir", options.directory, "--seed", "\(options.seed)",
-                "--sample-ms", "\(options.sampleMilliseconds)"]
+    var args = [
+        "engine", suite, engine.id, "--n", "\(options.n)", "--dir", options.directory, "--seed", "\(options.seed)",
+        "--sample-ms", "\(options.sampleMilliseconds)",
+    ]
     if let pageSize = options.pageSize { args += ["--page-size", "\(pageSize)"] }
     if options.noCompaction { args.append("--no-compaction") }
     if let workloads = options.workloads { args += ["--workloads", workloads.joined(separator: ",")] }
@@ -121,8 +124,10 @@ func runEngineProcess(suite: String, engine: EngineInfo, options: BenchOptions, 
     var run = EngineRun(engine: engine)
     run.parse(output)
     if status != 0 {
-        run.failure = status > 0 ? "the \(engine.id) process exited with status \(status)"
-                                 : "the \(engine.id) process was killed by signal \(-status)"
+        run.failure =
+            status > 0
+            ? "the \(engine.id) process exited with status \(status)"
+            : "the \(engine.id) process was killed by signal \(-status)"
     }
     if let log {
         if let text = readSmallFile(log) { run.syscalls = SyscallTrace.parse(text) }

@@ -38,8 +38,10 @@ protocol KVReader {
     func get(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer?
     /// Visits up to `limit` entries from the first key ≥ `key`, in order, with a new cursor (as an
     /// application's range query would); returns how many it visited.
-    func scan(from key: UnsafeRawBufferPointer, limit: Int,
-              _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int
+    func scan(
+        from key: UnsafeRawBufferPointer, limit: Int,
+        _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void
+    ) throws -> Int
     /// Visits every entry in key order; returns how many.
     func scanAll(_ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int
 }

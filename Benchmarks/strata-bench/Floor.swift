@@ -76,12 +76,13 @@ struct DiskFloor: Sendable {
         let written = 4 << 20
         let slotted = 8 << 20
         let slot = 4 * page
-        var floor = DiskFloor(modes: [
-            Mode(id: "written", title: "into written blocks"),
-            Mode(id: "append", title: "appending (file grows)"),
-            Mode(id: "hole", title: "into an ftruncate hole"),
-            Mode(id: "fallocate", title: "into fallocate'd blocks"),
-        ], rounds: 0, seconds: 0, pageSize: page)
+        var floor = DiskFloor(
+            modes: [
+                Mode(id: "written", title: "into written blocks"),
+                Mode(id: "append", title: "appending (file grows)"),
+                Mode(id: "hole", title: "into an ftruncate hole"),
+                Mode(id: "fallocate", title: "into fallocate'd blocks"),
+            ], rounds: 0, seconds: 0, pageSize: page)
         floor.when = when
 
         let paths = floor.modes.map { "\(directory)/floor-\($0.id).tmp" }
@@ -187,11 +188,14 @@ struct DiskFloor: Sendable {
 
     /// Lines for the report's header.
     func lines() -> [String] {
-        var lines = ["disk floor \(when) (this directory's disk, no engine): pwrite of 1-4 pages + fdatasync, \(rounds) rounds of each kind, interleaved, in \(formatFixed(seconds, 2)) s"]
+        var lines = [
+            "disk floor \(when) (this directory's disk, no engine): pwrite of 1-4 pages + fdatasync, \(rounds) rounds of each kind, interleaved, in \(formatFixed(seconds, 2)) s"
+        ]
         for m in modes where !m.micros.isEmpty {
-            lines.append("  " + pad(m.title, 26) + "median " + padLeft(formatInt(Int(m.median.rounded())), 6) + " µs   p90 "
-                         + padLeft(formatInt(Int(m.p90.rounded())), 6) + " µs   min " + padLeft(formatInt(Int(m.minimum.rounded())), 6) + " µs"
-                         + (m.dirtiedRatio.map { "   write_bytes " + formatFixed($0, 1) + "x the bytes written" } ?? ""))
+            lines.append(
+                "  " + pad(m.title, 26) + "median " + padLeft(formatInt(Int(m.median.rounded())), 6) + " µs   p90 "
+                    + padLeft(formatInt(Int(m.p90.rounded())), 6) + " µs   min " + padLeft(formatInt(Int(m.minimum.rounded())), 6) + " µs"
+                    + (m.dirtiedRatio.map { "   write_bytes " + formatFixed($0, 1) + "x the bytes written" } ?? ""))
         }
         return lines
     }
@@ -204,16 +208,20 @@ struct DiskFloor: Sendable {
             ("seconds", .double(seconds)),
         ]
         for m in modes where !m.micros.isEmpty {
-            fields.append((m.id, .object([
-                ("title", .string(m.title)),
-                ("n", .int(m.micros.count)),
-                ("median_us", .double(m.median)),
-                ("p90_us", .double(m.p90)),
-                ("min_us", .double(m.minimum)),
-                ("max_us", .double(m.micros.max() ?? 0)),
-                ("bytes_written", .int(Int(m.bytesWritten))),
-                ("write_bytes_counted", m.bytesCounted.map { .int(Int($0)) } ?? .null),
-            ])))
+            fields.append(
+                (
+                    m.id,
+                    .object([
+                        ("title", .string(m.title)),
+                        ("n", .int(m.micros.count)),
+                        ("median_us", .double(m.median)),
+                        ("p90_us", .double(m.p90)),
+                        ("min_us", .double(m.minimum)),
+                        ("max_us", .double(m.micros.max() ?? 0)),
+                        ("bytes_written", .int(Int(m.bytesWritten))),
+                        ("write_bytes_counted", m.bytesCounted.map { .int(Int($0)) } ?? .null),
+                    ])
+                ))
         }
         fields.append(("setup_bytes_written", .int(Int(setupBytes))))
         if let setupCounted { fields.append(("setup_write_bytes_counted", .int(Int(setupCounted)))) }

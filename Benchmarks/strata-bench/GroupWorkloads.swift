@@ -19,11 +19,14 @@ enum GroupSuite: StrataItemSuite {
     static let name = "group"
     static let writers = 100
 
-    static let oneByOne = WorkloadInfo(id: "one_by_one", unit: "write",
+    static let oneByOne = WorkloadInfo(
+        id: "one_by_one", unit: "write",
         summary: "100 durable one-object writes, one transaction each, one after another")
-    static let threads = WorkloadInfo(id: "threads_no_group", unit: "write",
+    static let threads = WorkloadInfo(
+        id: "threads_no_group", unit: "write",
         summary: "100 threads each make one durable one-object write at once (blocking API)")
-    static let grouped = WorkloadInfo(id: "group_commit", unit: "write",
+    static let grouped = WorkloadInfo(
+        id: "group_commit", unit: "write",
         summary: "100 tasks each make one durable one-object write at once (async API, group commit)")
     static let workloads = [oneByOne, threads, grouped]
 
@@ -82,7 +85,7 @@ enum GroupSuite: StrataItemSuite {
                 }
                 done.signal()
             }
-            done.wait()   // the bench's main thread, not a cooperative one
+            done.wait()  // the bench's main thread, not a cooperative one
             if failures.value > 0 { throw BenchError("\(failures.value) async writes failed") }
         }
     }

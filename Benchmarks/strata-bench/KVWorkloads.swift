@@ -42,27 +42,38 @@ enum KVSuite: BenchSuite {
         EngineInfo(id: "lmdb", title: "LMDB"),
     ]
 
-    static let bulkLoad = WorkloadInfo(id: "bulk_load", unit: "insert",
+    static let bulkLoad = WorkloadInfo(
+        id: "bulk_load", unit: "insert",
         summary: "N random keys inserted in one transaction, committed durably")
-    static let individualWrites = WorkloadInfo(id: "individual_writes", unit: "commit",
+    static let individualWrites = WorkloadInfo(
+        id: "individual_writes", unit: "commit",
         summary: "1,000 durable transactions of one insert each")
-    static let batchWrites = WorkloadInfo(id: "batch_writes", unit: "insert",
+    static let batchWrites = WorkloadInfo(
+        id: "batch_writes", unit: "insert",
         summary: "100 durable transactions of 1,000 inserts each")
-    static let count = WorkloadInfo(id: "count", unit: "entry",
+    static let count = WorkloadInfo(
+        id: "count", unit: "entry",
         summary: "a full scan counting every entry with a cursor")
-    static let randomReads = WorkloadInfo(id: "random_reads", unit: "read",
+    static let randomReads = WorkloadInfo(
+        id: "random_reads", unit: "read",
         summary: "N point reads of random loaded keys in one snapshot, each value checksummed")
-    static let randomReadsAgain = WorkloadInfo(id: "random_reads_again", unit: "read",
+    static let randomReadsAgain = WorkloadInfo(
+        id: "random_reads_again", unit: "read",
         summary: "the same N reads again (warm)")
-    static let rangeReads = WorkloadInfo(id: "range_reads", unit: "range",
+    static let rangeReads = WorkloadInfo(
+        id: "range_reads", unit: "range",
         summary: "N/2 range reads of 10 entries from a random loaded key, a new cursor each")
-    static let threadedReads = WorkloadInfo(id: "random_reads_2_threads", unit: "read",
+    static let threadedReads = WorkloadInfo(
+        id: "random_reads_2_threads", unit: "read",
         summary: "2 threads, N/2 random point reads each, a snapshot per thread")
-    static let removeHalf = WorkloadInfo(id: "remove_half", unit: "delete",
+    static let removeHalf = WorkloadInfo(
+        id: "remove_half", unit: "delete",
         summary: "N/2 loaded keys deleted in one transaction, committed durably")
 
-    static let workloads = [bulkLoad, individualWrites, batchWrites, count, randomReads, randomReadsAgain,
-                            rangeReads, threadedReads, removeHalf]
+    static let workloads = [
+        bulkLoad, individualWrites, batchWrites, count, randomReads, randomReadsAgain,
+        rangeReads, threadedReads, removeHalf,
+    ]
 
     static let sizes = [
         SizeInfo(id: "after_load", title: "file size after load"),
@@ -263,7 +274,9 @@ enum KVSuite: BenchSuite {
                         }
                         return (hits, sum)
                     }
-                    total.value.withLock { $0.hits += hits; $0.sum &+= sum }
+                    total.value.withLock {
+                        $0.hits += hits; $0.sum &+= sum
+                    }
                 }
                 let (hits, sum) = total.value.withLock { $0 }
                 expect("\(threadedReads.id) keys found", hits, perThread * plan.threads)

@@ -8,7 +8,6 @@
 //   MDB_cursor_op: MDB_FIRST = 0, MDB_GET_CURRENT = 4, MDB_NEXT = 8, MDB_NEXT_DUP = 9,
 //                  MDB_SET_KEY = 16, MDB_SET_RANGE = 17.
 
-
 /// MDB_val. Two word-sized fields: the same layout as the C struct (checked when loading). The C
 /// entry points take it as a raw pointer (a Swift struct cannot appear in a @convention(c) type).
 struct MDBVal {
@@ -76,7 +75,8 @@ final class LMDBLibrary: Sendable {
     typealias CursorClose = @convention(c) (OpaquePointer?) -> Void
     typealias CursorGet = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UInt32) -> Int32
     typealias Strerror = @convention(c) (Int32) -> UnsafeMutablePointer<CChar>?
-    typealias Version = @convention(c) (UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<CChar>?
+    typealias Version =
+        @convention(c) (UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<CChar>?
 
     static let soname = "liblmdb.so.0"
     static let installHint = "apt-get install liblmdb0"
@@ -153,7 +153,8 @@ final class LMDBLibrary: Sendable {
     /// Loads the library, or explains why it could not.
     static func load() -> Result<LMDBLibrary, BenchError> {
         guard MemoryLayout<MDBVal>.size == 16, MemoryLayout<MDBVal>.offset(of: \MDBVal.data) == 8,
-              MemoryLayout<Int>.size == 8 else {
+            MemoryLayout<Int>.size == 8
+        else {
             return .failure(BenchError("LMDB bindings assume a 64-bit platform"))
         }
         // STRATA_BENCH_LMDB names another library file (a custom build) to load instead.
@@ -250,7 +251,7 @@ final class LMDBKV: KVEngine, @unchecked Sendable {
             let stat = UnsafeMutableRawPointer.allocate(byteCount: MDB.statSize, alignment: 8)
             defer { stat.deallocate() }
             try lib.check(lib.stat(reader.txn, dbi, stat), "mdb_stat")
-            return stat.load(fromByteOffset: 32, as: Int.self) // ms_entries
+            return stat.load(fromByteOffset: 32, as: Int.self)  // ms_entries
         }
     }
 
@@ -300,8 +301,10 @@ final class LMDBKV: KVEngine, @unchecked Sendable {
             return try body(cursor)
         }
 
-        func scan(from key: UnsafeRawBufferPointer, limit: Int,
-                  _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        func scan(
+            from key: UnsafeRawBufferPointer, limit: Int,
+            _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void
+        ) throws -> Int {
             try withCursor { cursor in
                 var k = MDBVal(key)
                 var v = MDBVal()

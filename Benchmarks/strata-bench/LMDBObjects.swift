@@ -248,7 +248,7 @@ final class LMDBObjects: ObjectEngine, @unchecked Sendable {
             let stat = UnsafeMutableRawPointer.allocate(byteCount: MDB.statSize, alignment: 8)
             defer { stat.deallocate() }
             try lib.check(lib.stat(txn, items, stat), "mdb_stat")
-            return stat.load(fromByteOffset: 32, as: Int.self) // ms_entries
+            return stat.load(fromByteOffset: 32, as: Int.self)  // ms_entries
         }
 
         mutating func sumOfScores(category: Int64) throws -> Double {

@@ -20,17 +20,22 @@ import Strata
 enum LiveSuite: StrataItemSuite {
     static let name = "live"
 
-    static let latency = WorkloadInfo(id: "delivery_latency", unit: "delivery",
+    static let latency = WorkloadInfo(
+        id: "delivery_latency", unit: "delivery",
         summary: "one-object update to delivery, observer of all objects sorted by score (N ≤ 100,000)")
-    static let crossLatency = WorkloadInfo(id: "cross_process_latency", unit: "delivery",
+    static let crossLatency = WorkloadInfo(
+        id: "cross_process_latency", unit: "delivery",
         summary: "the same update made by another process: commit signal, snapshot diff, delivery")
     /// Deliveries timed per latency workload.
     static let latencySamples = 100
-    static let commits0 = WorkloadInfo(id: "commits_0_observers", unit: "commit",
+    static let commits0 = WorkloadInfo(
+        id: "commits_0_observers", unit: "commit",
         summary: "10,000 one-object noSync commits, no observer")
-    static let commits1 = WorkloadInfo(id: "commits_1_observer", unit: "commit",
+    static let commits1 = WorkloadInfo(
+        id: "commits_1_observer", unit: "commit",
         summary: "10,000 one-object noSync commits, 1 observer of one category")
-    static let commits10 = WorkloadInfo(id: "commits_10_observers", unit: "commit",
+    static let commits10 = WorkloadInfo(
+        id: "commits_10_observers", unit: "commit",
         summary: "10,000 one-object noSync commits, 10 observers of one category each")
     static let workloads = [latency, crossLatency, commits0, commits1, commits10]
     /// Commits per throughput workload: enough for a steady rate (a fraction of a second each).
@@ -61,9 +66,10 @@ enum LiveSuite: StrataItemSuite {
             var tokens: [NotificationToken] = []
             for o in 0..<observers {
                 let category = Int64(o)
-                tokens.append(db.objects(Item.self).filter(#Predicate { $0.category == category }).observe(on: DispatchQueue(label: "bench.o\(o)")) { change in
-                    if case .initial = change { ready.signal() }
-                })
+                tokens.append(
+                    db.objects(Item.self).filter(#Predicate { $0.category == category }).observe(on: DispatchQueue(label: "bench.o\(o)")) { change in
+                        if case .initial = change { ready.signal() }
+                    })
             }
             for _ in 0..<observers { ready.wait() }
             try sink.measure(workload, ops: LiveSuite.commits, commits: LiveSuite.commits) {
@@ -82,8 +88,10 @@ enum LiveSuite: StrataItemSuite {
 
     /// Times `latencySamples` one-object updates from commit start to delivery, made here or by
     /// `writer`, and reports their p50 and p99 as stats.
-    static func measureLatency(_ workload: WorkloadInfo, db: Database, data: ItemData, n: Int, sink: ResultSink,
-                               writer: LiveWriterProcess?) throws {
+    static func measureLatency(
+        _ workload: WorkloadInfo, db: Database, data: ItemData, n: Int, sink: ResultSink,
+        writer: LiveWriterProcess?
+    ) throws {
         let received = DispatchSemaphore(value: 0)
         let samples = LatencySamples()
         let since = LatencyStamp.now()
@@ -97,7 +105,7 @@ enum LiveSuite: StrataItemSuite {
             received.signal()
         }
         defer { token.invalidate() }
-        received.wait()   // the initial results
+        received.wait()  // the initial results
         let count = latencySamples
         var missed = 0
         try sink.measure(workload, ops: count, commits: count) {
@@ -116,7 +124,7 @@ enum LiveSuite: StrataItemSuite {
                     }
                 }
                 if received.wait(timeout: .now() + .seconds(10)) == .timedOut {
-                    missed = count - k   // nothing arrives: stop rather than wait for each of the rest
+                    missed = count - k  // nothing arrives: stop rather than wait for each of the rest
                     break
                 }
             }
@@ -131,7 +139,9 @@ enum LiveSuite: StrataItemSuite {
         sink.stat(workload.id, "latency_p99_ns", percentile(0.99))
         sink.stat(workload.id, "latency_max_ns", sorted[sorted.count - 1])
         sink.stat(workload.id, "latency_samples", UInt64(sorted.count))
-        note("[strata] \(pad(workload.id, 22)) p50 \(formatFixed(Double(percentile(0.5)) / 1e6, 2)) ms, p99 \(formatFixed(Double(percentile(0.99)) / 1e6, 2)) ms, max \(formatFixed(Double(sorted[sorted.count - 1]) / 1e6, 2)) ms over \(sorted.count) deliveries")
+        note(
+            "[strata] \(pad(workload.id, 22)) p50 \(formatFixed(Double(percentile(0.5)) / 1e6, 2)) ms, p99 \(formatFixed(Double(percentile(0.99)) / 1e6, 2)) ms, max \(formatFixed(Double(sorted[sorted.count - 1]) / 1e6, 2)) ms over \(sorted.count) deliveries"
+        )
     }
 }
 

@@ -54,41 +54,57 @@ enum ObjectsSuite: BenchSuite {
         EngineInfo(id: "lmdb", title: "LMDB"),
     ]
 
-    static let bulkInsert = WorkloadInfo(id: "bulk_insert", unit: "insert",
+    static let bulkInsert = WorkloadInfo(
+        id: "bulk_insert", unit: "insert",
         summary: "N objects inserted in one durable transaction")
-    static let individualWrites = WorkloadInfo(id: "individual_writes", unit: "commit",
+    static let individualWrites = WorkloadInfo(
+        id: "individual_writes", unit: "commit",
         summary: "1,000 durable transactions of one new object each")
-    static let batchWrites = WorkloadInfo(id: "batch_writes", unit: "insert",
+    static let batchWrites = WorkloadInfo(
+        id: "batch_writes", unit: "insert",
         summary: "100 durable transactions of 1,000 new objects each")
-    static let pointReads = WorkloadInfo(id: "point_reads", unit: "read",
+    static let pointReads = WorkloadInfo(
+        id: "point_reads", unit: "read",
         summary: "N reads of random loaded ids in one snapshot, each decoded to an Item")
-    static let rangeScan = WorkloadInfo(id: "range_scan", unit: "object",
+    static let rangeScan = WorkloadInfo(
+        id: "range_scan", unit: "object",
         summary: "every object in id order, decoded")
-    static let indexedQuery = WorkloadInfo(id: "indexed_query", unit: "query",
+    static let indexedQuery = WorkloadInfo(
+        id: "indexed_query", unit: "query",
         summary: "100 random categories: every object of the category through the index, decoded")
-    static let unindexedFilter = WorkloadInfo(id: "unindexed_filter", unit: "object",
+    static let unindexedFilter = WorkloadInfo(
+        id: "unindexed_filter", unit: "object",
         summary: "count of objects with score > 0.9 (not indexed; ops are objects scanned)")
-    static let count = WorkloadInfo(id: "count", unit: "count",
+    static let count = WorkloadInfo(
+        id: "count", unit: "count",
         summary: "100 counts of every object, a read transaction each")
-    static let aggregate = WorkloadInfo(id: "aggregate", unit: "query",
+    static let aggregate = WorkloadInfo(
+        id: "aggregate", unit: "query",
         summary: "100 random categories: the sum of score over the category")
-    static let concurrentReads = WorkloadInfo(id: "concurrent_reads", unit: "read",
+    static let concurrentReads = WorkloadInfo(
+        id: "concurrent_reads", unit: "read",
         summary: "2 threads, N/2 random point reads each, a snapshot (SQLite: a connection) per thread")
-    static let updates = WorkloadInfo(id: "updates", unit: "update",
+    static let updates = WorkloadInfo(
+        id: "updates", unit: "update",
         summary: "100 durable transactions of 1,000 random objects, changing score and name")
-    static let deletes = WorkloadInfo(id: "deletes", unit: "delete",
+    static let deletes = WorkloadInfo(
+        id: "deletes", unit: "delete",
         summary: "N/2 random objects deleted in 10 durable transactions")
 
-    static let codecDecode = WorkloadInfo(id: "codec_decode", unit: "object",
+    static let codecDecode = WorkloadInfo(
+        id: "codec_decode", unit: "object",
         summary: "N records of 4,096 distinct Items decoded from memory, the codec alone (no engine; SQLite has none)",
         perOp: true)
-    static let codecEncode = WorkloadInfo(id: "codec_encode", unit: "object",
+    static let codecEncode = WorkloadInfo(
+        id: "codec_encode", unit: "object",
         summary: "N Items (4,096 distinct, made beforehand) encoded to records, the codec alone (no engine; SQLite has none)",
         perOp: true)
 
-    static let workloads = [bulkInsert, individualWrites, batchWrites, pointReads, rangeScan, indexedQuery,
-                            unindexedFilter, count, aggregate, concurrentReads, updates, deletes,
-                            codecDecode, codecEncode]
+    static let workloads = [
+        bulkInsert, individualWrites, batchWrites, pointReads, rangeScan, indexedQuery,
+        unindexedFilter, count, aggregate, concurrentReads, updates, deletes,
+        codecDecode, codecEncode,
+    ]
 
     /// Distinct objects the codec workloads cycle through: enough to leave the caches' favourites
     /// behind, few enough to make beforehand.
@@ -339,7 +355,9 @@ enum ObjectsSuite: BenchSuite {
                         }
                         return (hits, sum)
                     }
-                    total.value.withLock { $0.hits += hits; $0.sum &+= sum }
+                    total.value.withLock {
+                        $0.hits += hits; $0.sum &+= sum
+                    }
                 }
                 let (hits, sum) = total.value.withLock { $0 }
                 expect("\(concurrentReads.id) objects found", hits, perThread * plan.threads)

@@ -90,8 +90,7 @@ let usage = """
 func parseCount(_ text: String) -> Int? {
     var digits = text.lowercased().filter { $0 != "_" && $0 != "," }
     var scale = 1
-    if digits.hasSuffix("k") { scale = 1_000; digits.removeLast() }
-    else if digits.hasSuffix("m") { scale = 1_000_000; digits.removeLast() }
+    if digits.hasSuffix("k") { scale = 1_000; digits.removeLast() } else if digits.hasSuffix("m") { scale = 1_000_000; digits.removeLast() }
     guard let value = Int(digits), value >= 0 else { return nil }
     let (product, overflow) = value.multipliedReportingOverflow(by: scale)
     return overflow ? nil : product

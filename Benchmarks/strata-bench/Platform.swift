@@ -233,10 +233,12 @@ func runOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void
     for i in 0..<count {
         let context = Unmanaged.passRetained(ThreadJob(index: i, body: body, failure: failure)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            if let raw { Unmanaged<ThreadJob>.fromOpaque(raw).takeRetainedValue().run() }
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                if let raw { Unmanaged<ThreadJob>.fromOpaque(raw).takeRetainedValue().run() }
+                return nil
+            }, context)
         if rc != 0 {
             Unmanaged<ThreadJob>.fromOpaque(context).release()
             for t in threads { pthread_join(t, nil) }

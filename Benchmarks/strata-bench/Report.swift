@@ -131,7 +131,9 @@ struct SuiteReport {
                 if lines.isEmpty { lines.append(""); lines.append("latency (commit start to delivery)") }
                 let maximum = m.stats["latency_max_ns"].map { ", max \(formatFixed(Double($0) / 1e6, 2)) ms" } ?? ""
                 let count = m.stats["latency_samples"].map { " over \(formatInt(Int($0))) deliveries" } ?? ""
-                lines.append("  \(run.engine.title) \(pad(w.id, 24)) p50 \(formatFixed(Double(p50) / 1e6, 2)) ms, p99 \(formatFixed(Double(p99) / 1e6, 2)) ms\(maximum)\(count)")
+                lines.append(
+                    "  \(run.engine.title) \(pad(w.id, 24)) p50 \(formatFixed(Double(p50) / 1e6, 2)) ms, p99 \(formatFixed(Double(p99) / 1e6, 2)) ms\(maximum)\(count)"
+                )
             }
         }
         return lines
@@ -157,9 +159,11 @@ struct SuiteReport {
         let countsWriteBytes = writeBytesCounts
         var lines: [String] = []
         lines.append("per-workload resources (each workload's own: per commit = the workload's total / its commits)")
-        let header = [pad("workload", 24), pad("engine", 7), padLeft("commits", 8), padLeft("ms/commit", 10),
-                      padLeft("written/commit", 15), padLeft("writes/commit", 14), padLeft("syncs/commit", 13),
-                      padLeft("dirtied/commit", 15), padLeft("peak RSS", 11), padLeft("peak anon", 11), "  file size"]
+        let header = [
+            pad("workload", 24), pad("engine", 7), padLeft("commits", 8), padLeft("ms/commit", 10),
+            padLeft("written/commit", 15), padLeft("writes/commit", 14), padLeft("syncs/commit", 13),
+            padLeft("dirtied/commit", 15), padLeft("peak RSS", 11), padLeft("peak anon", 11), "  file size",
+        ]
         lines.append(header.joined(separator: " "))
         for w in workloads {
             var first = true
@@ -224,7 +228,9 @@ struct SuiteReport {
         if !ioAvailable {
             notes.append("disk/commit, write()/commit, writes/commit: no /proc/self/io on this system (no task I/O accounting).")
         } else {
-            notes.append("written/commit: /proc/self/io wchar, bytes the process passed to write syscalls; writes/commit: syscw, its write syscalls (pwrite, writev, ...).")
+            notes.append(
+                "written/commit: /proc/self/io wchar, bytes the process passed to write syscalls; writes/commit: syscw, its write syscalls (pwrite, writev, ...)."
+            )
             var dirtied = "dirtied/commit: /proc/self/io write_bytes, the size of the page-cache folios the process made dirty, NOT bytes sent to the disk"
             switch countsWriteBytes {
             case true?: dirtied += " (counts on this filesystem"
@@ -235,7 +241,8 @@ struct SuiteReport {
                 dirtied += ": the floor's setup wrote \(formatBytes(floor.setupBytes)), write_bytes counted \(formatBytes(counted))"
             }
             notes.append(dirtied + "):")
-            var folios = "  a small write into a clean large folio counts the whole folio (up to 2 MiB), so it is high wherever a file's cache holds large folios"
+            var folios =
+                "  a small write into a clean large folio counts the whole folio (up to 2 MiB), so it is high wherever a file's cache holds large folios"
             if let written = floor?.modes.first(where: { $0.id == "written" }), let ratio = written.dirtiedRatio {
                 folios += " (in the floor's written file, \(formatFixed(ratio, 1))x the bytes written)"
             }
@@ -251,11 +258,14 @@ struct SuiteReport {
         var memory = "peak RSS: VmHWM during the workload, reset before it through /proc/self/clear_refs"
         if resets == ["yes"] { memory += " (works here)" } else if resets.contains("no") { memory += " (REFUSED here: the largest sampled RSS instead)" }
         memory += "; peak anon: the largest RssAnon (heap, stacks; not mapped file pages) "
-        memory += sampleMs == "0" || sampleMs.isEmpty ? "at the workload's start and end (sampler off)." : "sampled every \(sampleMs) ms and at the start and end"
+        memory +=
+            sampleMs == "0" || sampleMs.isEmpty ? "at the workload's start and end (sampler off)." : "sampled every \(sampleMs) ms and at the start and end"
         let costs = runs.compactMap { run -> String? in
             guard let cpu = run.meters["sampler_cpu_seconds"].flatMap(Double.init),
-                  let seconds = run.meters["sampler_seconds"].flatMap(Double.init), seconds > 0 else { return nil }
-            return "\(run.engine.title) \(formatFixed(cpu * 1000, 0)) ms CPU in \(formatFixed(seconds, 1)) s (\(formatFixed(100 * cpu / seconds, 2)) % of a core)"
+                let seconds = run.meters["sampler_seconds"].flatMap(Double.init), seconds > 0
+            else { return nil }
+            return
+                "\(run.engine.title) \(formatFixed(cpu * 1000, 0)) ms CPU in \(formatFixed(seconds, 1)) s (\(formatFixed(100 * cpu / seconds, 2)) % of a core)"
         }
         if !costs.isEmpty { memory += "; the sampler thread used " + costs.joined(separator: ", ") }
         notes.append(memory + ".")
@@ -289,10 +299,12 @@ struct SuiteReport {
         }
         let io = ProcIO.fields.compactMap { name in s["io_" + name].map { (name, JSON.int(Int($0))) } }
         if !io.isEmpty { fields.append(("proc_self_io", .object(io))) }
-        for (key, name) in [("peak_rss", "peak_rss_bytes"), ("peak_rss_sampled", "peak_rss_sampled_bytes"),
-                            ("peak_anon", "peak_anon_bytes"), ("rss_start", "rss_start_bytes"), ("anon_start", "anon_start_bytes"),
-                            ("rss_end", "rss_end_bytes"), ("anon_end", "anon_end_bytes"), ("samples", "memory_samples"), ("sampler_cpu_ns", "sampler_cpu_ns"),
-                            ("file_bytes", "file_bytes"), ("file_allocated_bytes", "file_allocated_bytes")] {
+        for (key, name) in [
+            ("peak_rss", "peak_rss_bytes"), ("peak_rss_sampled", "peak_rss_sampled_bytes"),
+            ("peak_anon", "peak_anon_bytes"), ("rss_start", "rss_start_bytes"), ("anon_start", "anon_start_bytes"),
+            ("rss_end", "rss_end_bytes"), ("anon_end", "anon_end_bytes"), ("samples", "memory_samples"), ("sampler_cpu_ns", "sampler_cpu_ns"),
+            ("file_bytes", "file_bytes"), ("file_allocated_bytes", "file_allocated_bytes"),
+        ] {
             if let v = s[key] { fields.append((name, .int(Int(v)))) }
         }
         let parts = s.filter { $0.key.hasPrefix("file:") }.sorted { $0.key < $1.key }
@@ -309,8 +321,10 @@ struct SuiteReport {
             var results: [(String, JSON)] = []
             for w in workloads {
                 guard let m = run.results[w.id] else { continue }
-                var fields: [(String, JSON)] = [("ops", .int(m.ops)), ("seconds", .double(m.seconds)),
-                                                ("ops_per_second", .double(m.opsPerSecond))]
+                var fields: [(String, JSON)] = [
+                    ("ops", .int(m.ops)), ("seconds", .double(m.seconds)),
+                    ("ops_per_second", .double(m.opsPerSecond)),
+                ]
                 if let cpu = m.cpuSeconds { fields.append(("cpu_seconds", .double(cpu))) }
                 if w.perOp { fields.append(("ns_per_op", .double(m.seconds * 1e9 / Double(max(1, m.ops))))) }
                 if let all = run.rounds[w.id], all.count > 1 {

@@ -131,10 +131,12 @@ final class MemorySampler: Sendable {
         let sampler = MemorySampler(intervalMilliseconds: intervalMilliseconds, reader: reader)
         let context = Unmanaged.passRetained(sampler).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            if let raw { Unmanaged<MemorySampler>.fromOpaque(raw).takeRetainedValue().loop() }
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                if let raw { Unmanaged<MemorySampler>.fromOpaque(raw).takeRetainedValue().loop() }
+                return nil
+            }, context)
         if rc != 0 {
             Unmanaged<MemorySampler>.fromOpaque(context).release()
             return nil

@@ -5,7 +5,6 @@
 // and blob parameters are bound with SQLITE_STATIC (a null destructor): the bench keeps the bytes
 // alive until the statement has stepped, and rebinds every parameter before stepping again.
 
-
 /// sqlite3.h constants used here.
 enum SQLite {
     static let ok: Int32 = 0
@@ -24,8 +23,12 @@ final class SQLiteLibrary: Sendable {
     typealias Destructor = @convention(c) (UnsafeMutableRawPointer?) -> Void
     typealias Open = @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<OpaquePointer?>?, Int32, UnsafePointer<CChar>?) -> Int32
     typealias Close = @convention(c) (OpaquePointer?) -> Int32
-    typealias Exec = @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32
-    typealias Prepare = @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, Int32, UnsafeMutablePointer<OpaquePointer?>?, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32
+    typealias Exec =
+        @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) ->
+        Int32
+    typealias Prepare =
+        @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, Int32, UnsafeMutablePointer<OpaquePointer?>?, UnsafeMutablePointer<UnsafePointer<CChar>?>?) ->
+        Int32
     typealias StatementCall = @convention(c) (OpaquePointer?) -> Int32
     typealias BindInt64 = @convention(c) (OpaquePointer?, Int32, Int64) -> Int32
     typealias BindDouble = @convention(c) (OpaquePointer?, Int32, Double) -> Int32
@@ -216,7 +219,7 @@ final class SQLiteStatement {
     /// The bytes of a text column (valid until the next step or reset).
     @inline(__always)
     func textBytes(_ column: Int32) -> UnsafeRawBufferPointer {
-        let p = lib.columnText(handle, column)   // sqlite3_column_text first, then _bytes (sqlite3.h)
+        let p = lib.columnText(handle, column)  // sqlite3_column_text first, then _bytes (sqlite3.h)
         let n = lib.columnBytes(handle, column)
         return UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : Int(max(0, n)))
     }

@@ -24,7 +24,8 @@ final class SQLiteApp: AppEngine {
         connection = c
         guard try c.text("PRAGMA journal_mode=WAL")?.lowercased() == "wal" else { throw BenchError("sqlite: journal_mode=WAL refused") }
         try c.exec("PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000")
-        try c.exec("""
+        try c.exec(
+            """
             CREATE TABLE messages(id INTEGER PRIMARY KEY, room INTEGER NOT NULL, author INTEGER NOT NULL, created REAL NOT NULL, text TEXT NOT NULL);
             CREATE INDEX messages_room_created ON messages(room, created);
             CREATE TABLE contacts(id INTEGER PRIMARY KEY, name TEXT NOT NULL, phone TEXT NOT NULL);
@@ -48,7 +49,8 @@ final class SQLiteApp: AppEngine {
         contacts = try c.prepare("SELECT id, name, phone FROM contacts ORDER BY name COLLATE NOCASE, id LIMIT ?1 OFFSET ?2")
         if canSearch {
             insertText = try c.prepare("INSERT INTO messages_fts(rowid, text) VALUES (?1, ?2)")
-            search = try c.prepare("""
+            search = try c.prepare(
+                """
                 SELECT m.id, m.room, m.author, m.created, m.text FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
                 WHERE messages_fts MATCH ?1 ORDER BY messages_fts.rowid LIMIT ?2
                 """)
@@ -69,7 +71,13 @@ final class SQLiteApp: AppEngine {
         facts.append(("room page plan", plan("SELECT id FROM messages WHERE room = 1 ORDER BY created DESC LIMIT 50")))
         facts.append(("contacts plan", plan("SELECT id FROM contacts ORDER BY name COLLATE NOCASE, id LIMIT 50 OFFSET 50")))
         if canSearch {
-            facts.append(("search plan", plan("SELECT m.id FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH 'the' ORDER BY messages_fts.rowid LIMIT 50")))
+            facts.append(
+                (
+                    "search plan",
+                    plan(
+                        "SELECT m.id FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH 'the' ORDER BY messages_fts.rowid LIMIT 50"
+                    )
+                ))
         }
         return facts
     }
@@ -137,8 +145,10 @@ final class SQLiteApp: AppEngine {
             defer { statement.reset() }
             var n = 0
             while try statement.step() {
-                body(AppMessageValue(id: statement.int64(0), room: statement.int64(1), author: statement.int64(2),
-                                     created: statement.double(3), text: statement.text(4)))
+                body(
+                    AppMessageValue(
+                        id: statement.int64(0), room: statement.int64(1), author: statement.int64(2),
+                        created: statement.double(3), text: statement.text(4)))
                 n += 1
             }
             return n

@@ -163,11 +163,12 @@ final class SQLiteObjects: ObjectEngine, @unchecked Sendable {
         private func decode(_ statement: SQLiteStatement) throws -> Item {
             let blob = statement.blobBytes(4)
             guard let base = blob.baseAddress else { throw BenchError("sqlite: item \(statement.int64(0)) has no blob") }
-            return Item(id: statement.int64(0),
-                        name: String(decoding: statement.textBytes(1), as: UTF8.self),
-                        category: statement.int64(2),
-                        score: statement.double(3),
-                        blob: Data(bytes: base, count: blob.count))
+            return Item(
+                id: statement.int64(0),
+                name: String(decoding: statement.textBytes(1), as: UTF8.self),
+                category: statement.int64(2),
+                score: statement.double(3),
+                blob: Data(bytes: base, count: blob.count))
         }
 
         mutating func item(id: Int64) throws -> Item? {

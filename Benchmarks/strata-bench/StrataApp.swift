@@ -42,8 +42,12 @@ final class StrataApp: AppEngine {
         let room = Int64(0)
         return [
             ("page size", "\(db.store.pageSize)"),
-            ("room page plan", plan(snapshot?.objects(AppMessage.self).filter(#Predicate { $0.room == room })
-                .sorted(by: SortDescriptor(\.created, order: .reverse)).prefix(50))),
+            (
+                "room page plan",
+                plan(
+                    snapshot?.objects(AppMessage.self).filter(#Predicate { $0.room == room })
+                        .sorted(by: SortDescriptor(\.created, order: .reverse)).prefix(50))
+            ),
             ("search plan", plan(snapshot?.objects(AppMessage.self).search(\.text, "the").prefix(50))),
             ("count plan (decodes nothing)", plan(snapshot?.objects(AppMessage.self).search(\.text, "the"))),
             ("contacts plan", plan(snapshot?.objects(AppContact.self).sorted(by: SortDescriptor(\.name), collation: .caseInsensitive).offset(50).prefix(50))),

@@ -42,8 +42,11 @@ final class StrataKV: KVEngine {
         let options = StoreOptions()
         var facts: [(String, String)] = [
             ("page size", "\(store.pageSize)"),
-            ("durability", (options.durability == .full ? "full (fdatasync)" : "noSync")
-                + (options.syncMode == .single ? ", single-sync commits" : ", double-sync commits")),
+            (
+                "durability",
+                (options.durability == .full ? "full (fdatasync)" : "noSync")
+                    + (options.syncMode == .single ? ", single-sync commits" : ", double-sync commits")
+            ),
         ]
         if let stats = try? store.stats() {
             facts.append(("pages used/free/pending", "\(stats.usedPages)/\(stats.freePages)/\(stats.pendingPages)"))
@@ -73,8 +76,10 @@ final class StrataKV: KVEngine {
             try tree.get(key)
         }
 
-        func scan(from key: UnsafeRawBufferPointer, limit: Int,
-                  _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        func scan(
+            from key: UnsafeRawBufferPointer, limit: Int,
+            _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void
+        ) throws -> Int {
             let cursor = tree.cursor()
             var more = try cursor.seek(key)
             var seen = 0

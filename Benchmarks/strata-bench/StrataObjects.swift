@@ -38,8 +38,11 @@ final class StrataObjects: ObjectEngine {
         let options = StoreOptions()
         var facts: [(String, String)] = [
             ("page size", "\(db.store.pageSize)"),
-            ("durability", (options.durability == .full ? "full (fdatasync)" : "noSync")
-                + (options.syncMode == .single ? ", single-sync commits" : ", double-sync commits")),
+            (
+                "durability",
+                (options.durability == .full ? "full (fdatasync)" : "noSync")
+                    + (options.syncMode == .single ? ", single-sync commits" : ", double-sync commits")
+            ),
             ("index", "Item.category (static let indexes)"),
         ]
         if let stats = try? db.store.stats() {

@@ -86,8 +86,10 @@ final class ResultSink {
     /// writes) and reports it as workload `id`, with the count and checksum it returns; `countAfter`,
     /// when given, supplies the count instead and runs after the clock stops. The meter's readings
     /// (Resources.swift) are taken before the clock starts and after it stops.
-    func measure(_ workload: WorkloadInfo, ops: Int, commits: Int? = nil, countAfter: (() throws -> Int)? = nil,
-                 _ body: () throws -> (count: Int?, checksum: UInt64?)) throws {
+    func measure(
+        _ workload: WorkloadInfo, ops: Int, commits: Int? = nil, countAfter: (() throws -> Int)? = nil,
+        _ body: () throws -> (count: Int?, checksum: UInt64?)
+    ) throws {
         let window = meter.begin(workload.id)
         let samplerStart = meter.samplerCPUSeconds()
         let cpuStart = processCPUSeconds()
@@ -102,7 +104,8 @@ final class ResultSink {
         let cpu = max(0, cpuEnd - cpuStart - samplerCPU)
         if let countAfter { count = try countAfter() }
         let m = Measurement(ops: ops, seconds: end - start, count: count, checksum: sum, cpuSeconds: cpu)
-        var line = "[\(engine)] \(pad(workload.id, 22)) \(padLeft(formatInt(ops), 11)) \(workload.units) in \(formatSeconds(m.seconds)): \(formatInt(Int(m.opsPerSecond.rounded())))/s"
+        var line =
+            "[\(engine)] \(pad(workload.id, 22)) \(padLeft(formatInt(ops), 11)) \(workload.units) in \(formatSeconds(m.seconds)): \(formatInt(Int(m.opsPerSecond.rounded())))/s"
         if showTimes { line += "  [monotonic \(formatFixed(start, 3))..\(formatFixed(end, 3))]" }
         note(line)
         out(["result", workload.id, "\(ops)", "\(m.seconds)", count.map { "\($0)" } ?? "-", sum.map { "\($0)" } ?? "-", "\(cpu)"].joined(separator: "\t"))

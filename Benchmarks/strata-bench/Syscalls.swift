@@ -35,8 +35,10 @@ enum SyscallTrace {
     ]
 
     /// Keys of the counts, in report order; `syncs` is their total (see above).
-    static let keys = ["syncs", "sys_fsync", "sys_fdatasync", "sys_msync_sync", "sys_msync_async", "sys_syncfs", "sys_sync",
-                       "sys_dsync_writes", "sys_sync_file_range", "sys_writes"]
+    static let keys = [
+        "syncs", "sys_fsync", "sys_fdatasync", "sys_msync_sync", "sys_msync_async", "sys_syncfs", "sys_sync",
+        "sys_dsync_writes", "sys_sync_file_range", "sys_writes",
+    ]
 
     /// The strace executable on PATH, or nil.
     static func findStrace() -> String? {
@@ -50,8 +52,10 @@ enum SyscallTrace {
 
     /// strace's arguments before `--` and the traced command.
     static func arguments(log: String) -> [String] {
-        ["-f", "-qq", "--seccomp-bpf", "-e", "trace=" + traced.joined(separator: ","), "-e", "signal=none",
-         "-s", "0", "-o", log]
+        [
+            "-f", "-qq", "--seccomp-bpf", "-e", "trace=" + traced.joined(separator: ","), "-e", "signal=none",
+            "-s", "0", "-o", log,
+        ]
     }
 
     /// Counts per workload from a log written with `arguments`.
@@ -78,7 +82,8 @@ enum SyscallTrace {
                 // "<... openat resumed>) = 5": the end of a call another thread's line interrupted.
                 let name = rest.dropFirst(5).prefix(while: { $0 != " " })
                 if name == "open" || name == "openat" || name == "openat2" || name == "creat",
-                   let synchronous = pendingOpen.removeValue(forKey: pid) {
+                    let synchronous = pendingOpen.removeValue(forKey: pid)
+                {
                     opened(rest, synchronous: synchronous)
                 }
                 continue

@@ -69,8 +69,9 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
         if options.noFloor { return nil }
         let small = options.n < 100_000
         do {
-            let measured = try DiskFloor.measure(when: when, directory: options.directory,
-                                                 budget: small ? 0.4 : 1.5, maxRounds: small ? 100 : 300)
+            let measured = try DiskFloor.measure(
+                when: when, directory: options.directory,
+                budget: small ? 0.4 : 1.5, maxRounds: small ? 100 : 300)
             for line in measured.lines() { note(line) }
             return measured
         } catch {
@@ -122,10 +123,11 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
 
     var machine = "\(systemDescription()), \(cpuCount()) cores"
     if let cpu = cpuModel() { machine += ", \(cpu)" }
-    let report = SuiteReport(suite: suite.name, description: description, options: options, date: utcTimestamp(),
-                             machine: machine, runs: runs, workloads: suite.workloads, sizes: suite.sizes,
-                             skipped: skipped, floors: [floorAtStart, floorAtEnd].compactMap { $0 },
-                             syscallNote: syscallNote)
+    let report = SuiteReport(
+        suite: suite.name, description: description, options: options, date: utcTimestamp(),
+        machine: machine, runs: runs, workloads: suite.workloads, sizes: suite.sizes,
+        skipped: skipped, floors: [floorAtStart, floorAtEnd].compactMap { $0 },
+        syscallNote: syscallNote)
     out(report.table())
     if let path = options.jsonPath {
         try writeFile(path, report.json())

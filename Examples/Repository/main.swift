@@ -32,8 +32,10 @@ final class ContactRepository: Sendable {
     }
 
     /// Loads on the repository's queue, delivers on `queue`: for callback-style callers.
-    func contacts(_ presence: Presence, deliverOn queue: DispatchQueue,
-                  _ completion: @escaping @Sendable (Result<[Contact], any Error>) -> Void) {
+    func contacts(
+        _ presence: Presence, deliverOn queue: DispatchQueue,
+        _ completion: @escaping @Sendable (Result<[Contact], any Error>) -> Void
+    ) {
         let io = query(presence)
         loading.async { [db] in
             let result = Result { try db.run(io) }

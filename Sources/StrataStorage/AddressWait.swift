@@ -32,8 +32,9 @@ enum AddressWait {
         }
         #elseif canImport(Darwin)
         if let darwin = DarwinWaitOnAddress.shared {
-            _ = darwin.wait(address, UInt64(expected), 4, DarwinWaitOnAddress.shared_, DarwinWaitOnAddress.machAbsoluteClock,
-                            UInt64(milliseconds) * 1_000_000)
+            _ = darwin.wait(
+                address, UInt64(expected), 4, DarwinWaitOnAddress.shared_, DarwinWaitOnAddress.machAbsoluteClock,
+                UInt64(milliseconds) * 1_000_000)
             return
         }
         #endif
@@ -83,8 +84,8 @@ enum AddressWait {
 struct LinuxFutex: Sendable {
     typealias Syscall = @convention(c) (Int, UnsafeMutableRawPointer?, Int32, UInt32, UnsafeRawPointer?, UnsafeMutableRawPointer?, UInt32) -> Int
 
-    static let wait: Int32 = 0   // FUTEX_WAIT (shared: no FUTEX_PRIVATE_FLAG)
-    static let wake: Int32 = 1   // FUTEX_WAKE
+    static let wait: Int32 = 0  // FUTEX_WAIT (shared: no FUTEX_PRIVATE_FLAG)
+    static let wake: Int32 = 1  // FUTEX_WAKE
 
     #if arch(x86_64)
     static let number: Int? = 202
@@ -129,8 +130,9 @@ struct DarwinWaitOnAddress: Sendable {
 
     static let shared: DarwinWaitOnAddress? = {
         guard let handle = dlopen(nil, RTLD_NOW),
-              let wait = dlsym(handle, "os_sync_wait_on_address_with_timeout"),
-              let wake = dlsym(handle, "os_sync_wake_by_address_all") else { return nil }
+            let wait = dlsym(handle, "os_sync_wait_on_address_with_timeout"),
+            let wake = dlsym(handle, "os_sync_wake_by_address_all")
+        else { return nil }
         return DarwinWaitOnAddress(wait: unsafeBitCast(wait, to: Wait.self), wakeAll: unsafeBitCast(wake, to: Wake.self))
     }()
 }

@@ -23,7 +23,8 @@ extension WriteTransaction {
     func allocate(_ count: Int = 1) throws -> PageNo {
         if count == 1 {
             if allocator.prefersLow, !committingFreeList, let i = spare.indices.min(by: { spare[$0] < spare[$1] }),
-               allocator.lowestReusable.map({ spare[i] < $0 }) ?? true {
+                allocator.lowestReusable.map({ spare[i] < $0 }) ?? true
+            {
                 // Compacting: the lowest page wins (Compaction.swift).
                 return spare.remove(at: i)
             }
@@ -71,7 +72,7 @@ extension WriteTransaction {
         if !pages.spilled.isEmpty, savepoints.isEmpty, pages.spilled[pgno] != nil {
             // This transaction's own page, written early: back into memory under the same number
             // (no snapshot sees it), to be written again at commit or at the next spill.
-            let source = try pages.page(pgno)   // before `newDirty` makes the page read as the new buffer
+            let source = try pages.page(pgno)  // before `newDirty` makes the page read as the new buffer
             let buffer = newDirty(pgno)
             buffer.copyMemory(from: source, byteCount: pageSize)
             pages.spilled[pgno] = nil
@@ -143,7 +144,7 @@ extension WriteTransaction {
             if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
             MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
         } else {
-            tree.count &+= 1   // wrapping: a corrupt count read from the file must not trap
+            tree.count &+= 1  // wrapping: a corrupt count read from the file must not trap
             // One more entry below every branch on the path (a split below resets its own counts).
             for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, 1) }
         }
@@ -160,7 +161,7 @@ extension WriteTransaction {
         pages.version &+= 1
         let entry = try makeLeafEntry(key: key, value: value)
         let (pgno, _) = try touchRecordedPath(&tree, leaf: leaf)
-        tree.count &+= 1   // wrapping: a corrupt count read from the file must not trap
+        tree.count &+= 1  // wrapping: a corrupt count read from the file must not trap
         for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, 1) }
         try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
         return true
@@ -278,15 +279,18 @@ extension WriteTransaction {
         var separator: [UInt8]
         if old.isLeaf {
             let first = entries[split]
-            separator = Array(UnsafeRawBufferPointer(rebasing: first[LeafEntry.headerSize..<(LeafEntry.headerSize + Int(UInt16(littleEndian: first.loadUnaligned(as: UInt16.self))))]))
+            separator = Array(
+                UnsafeRawBufferPointer(
+                    rebasing: first[LeafEntry.headerSize..<(LeafEntry.headerSize + Int(UInt16(littleEndian: first.loadUnaligned(as: UInt16.self))))]))
             rightNode.rebuild(entries[split...])
         } else {
             // The first key of the right branch moves up; its entry keeps only the child and count.
             let first = entries[split]
             let keyLength = Int(UInt16(littleEndian: first.loadUnaligned(fromByteOffset: BranchEntry.keyLengthOffset, as: UInt16.self)))
             separator = Array(UnsafeRawBufferPointer(rebasing: first[BranchEntry.headerSize..<(BranchEntry.headerSize + keyLength)]))
-            let head = branchEntry(child: first.loadUnaligned(as: UInt64.self),
-                                   count: first.loadUnaligned(fromByteOffset: BranchEntry.countOffset, as: UInt64.self), key: [])
+            let head = branchEntry(
+                child: first.loadUnaligned(as: UInt64.self),
+                count: first.loadUnaligned(fromByteOffset: BranchEntry.countOffset, as: UInt64.self), key: [])
             head.withUnsafeBytes { rightNode.append($0) }
             for e in entries[(split + 1)...] { rightNode.append(e) }
         }
@@ -336,7 +340,7 @@ extension WriteTransaction {
         if !found { throw StorageError.internalError("key vanished between search and delete") }
         if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
         MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
-        tree.count &-= 1   // wrapping: a corrupt count read from the file must not trap
+        tree.count &-= 1  // wrapping: a corrupt count read from the file must not trap
         for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, -1) }
         try rebalance(level: path.count, pgno: pgno, tree: &tree)
         return true
@@ -396,7 +400,7 @@ extension WriteTransaction {
                     (leftPage, leftBuffer) = (siblingPage, siblingBuffer)
                     (right, rightPage) = (try Node(page, pgno: pgno, pageSize: pageSize), pgno)
                 } else {
-                    try siblingNode.validateAll()   // as `touch` would have, before its entries are read
+                    try siblingNode.validateAll()  // as `touch` would have, before its entries are read
                     (leftPage, leftBuffer) = (pgno, page)
                     (right, rightPage) = (siblingNode, sibling)
                 }
@@ -411,7 +415,7 @@ extension WriteTransaction {
                 } else {
                     // The right page's first child had an implicit key; it becomes the separator.
                     rekeyed = branchEntry(child: try right.child(0), count: try right.childCount(0) ?? 0, key: Array(try parent.key(rightIndex)))
-                    entries.append(UnsafeRawBufferPointer(start: nil, count: 0)) // placeholder, replaced below
+                    entries.append(UnsafeRawBufferPointer(start: nil, count: 0))  // placeholder, replaced below
                     for i in 1..<right.count { entries.append(try right.entryBytes(i)) }
                 }
                 let leftNode = MutableNode(base: leftBuffer, pageSize: pageSize)

@@ -195,15 +195,17 @@ extension Inspector {
         }
         flushLeak(readable)
 
-        return CheckReport(txnid: meta.txnid, pageSize: pageSize, pageCount: pageCount, fileSize: fileSize, metas: metas,
-                           pages: counts, trees: trees, problems: problems, omittedProblems: omitted, warnings: warnings)
+        return CheckReport(
+            txnid: meta.txnid, pageSize: pageSize, pageCount: pageCount, fileSize: fileSize, metas: metas,
+            pages: counts, trees: trees, problems: problems, omittedProblems: omitted, warnings: warnings)
     }
 
     /// `latest` is the newest commit published after the metas were read: a meta newer than the
     /// snapshot and not newer than it was committed while the check ran.
     private func checkMetas(_ metas: [MetaPageInfo], latest: UInt64) {
         if latest != meta.txnid {
-            warnings.append(CheckProblem(page: nil, message: "a writer committed transaction \(latest) while the check ran; it checked transaction \(meta.txnid)"))
+            warnings.append(
+                CheckProblem(page: nil, message: "a writer committed transaction \(latest) while the check ran; it checked transaction \(meta.txnid)"))
         }
         warnings += Inspector.otherMetaNotes(metas, current: meta.txnid, latest: latest)
         for m in metas {
@@ -213,14 +215,15 @@ extension Inspector {
                     if latest == meta.txnid { problem(m.slot, "the current meta page is invalid: \(error)") }
                     continue
                 }
-                if m.txnid != meta.txnid || m.pageCount != pageCount { continue }   // overwritten meanwhile
+                if m.txnid != meta.txnid || m.pageCount != pageCount { continue }  // overwritten meanwhile
                 if fileSize >= pageCount * UInt64(pageSize) {
                     // The decoded copy's fields (record count within bounds); the pages it
                     // names lie below the page count, which the map covers.
-                    let decoded = Meta(txnid: m.txnid, pageSize: m.pageSize, pageCount: m.pageCount,
-                                       catalog: TreeInfo(root: m.catalogRoot, count: m.catalogCount),
-                                       free: TreeInfo(root: m.freeRoot, count: m.freeCount),
-                                       recordRun: m.recordRun, recordCount: m.recordCount, formatVersion: m.formatVersion)
+                    let decoded = Meta(
+                        txnid: m.txnid, pageSize: m.pageSize, pageCount: m.pageCount,
+                        catalog: TreeInfo(root: m.catalogRoot, count: m.catalogCount),
+                        free: TreeInfo(root: m.freeRoot, count: m.freeCount),
+                        recordRun: m.recordRun, recordCount: m.recordCount, formatVersion: m.formatVersion)
                     do {
                         try Recovery.verifyCommit(decoded, map: pages.base, pageSize: pageSize)
                     } catch {
@@ -246,14 +249,25 @@ extension Inspector {
             if m.isEmpty {
                 notes.append(CheckProblem(page: m.slot, message: "meta page is all zero (a copy's unused slot, or spoiled by a failed commit)"))
             } else if let error = m.error {
-                if latest != current { continue }   // a writer was writing it
+                if latest != current { continue }  // a writer was writing it
                 if m.txnid > current && m.txnid % 2 == m.slot {
-                    notes.append(CheckProblem(page: m.slot, message: "newest commit \(m.txnid) was not completed (\(error)); the file opens at commit \(current)"))
+                    notes.append(
+                        CheckProblem(page: m.slot, message: "newest commit \(m.txnid) was not completed (\(error)); the file opens at commit \(current)"))
                 } else {
-                    notes.append(CheckProblem(page: m.slot, message: "meta page does not verify (\(error)): a commit after \(current) torn by a crash, or damage to the meta page of an earlier commit; the file opens at commit \(current)"))
+                    notes.append(
+                        CheckProblem(
+                            page: m.slot,
+                            message:
+                                "meta page does not verify (\(error)): a commit after \(current) torn by a crash, or damage to the meta page of an earlier commit; the file opens at commit \(current)"
+                        ))
                 }
             } else if m.txnid > latest {
-                notes.append(CheckProblem(page: m.slot, message: "newest commit \(m.txnid) was not completed (its pages do not all verify, or it was never published); the file opens at commit \(current)"))
+                notes.append(
+                    CheckProblem(
+                        page: m.slot,
+                        message:
+                            "newest commit \(m.txnid) was not completed (its pages do not all verify, or it was never published); the file opens at commit \(current)"
+                    ))
             }
         }
         return notes

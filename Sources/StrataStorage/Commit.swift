@@ -33,7 +33,7 @@ extension WriteTransaction {
             }
         }
         if !mustCommit && !changedPages {
-            return   // Nothing changed: no write, no sync, no new transaction id.
+            return  // Nothing changed: no write, no sync, no new transaction id.
         }
         if let (run, count) = previousRecordRun {
             // The previous commit's record is only needed while that commit is the newest.
@@ -53,8 +53,9 @@ extension WriteTransaction {
             record.sort { $0.page < $1.page }
         }
 
-        var meta = Meta(txnid: txnid, pageSize: pageSize, pageCount: pageCount, catalog: catalog, free: freeTree,
-                        recordRun: 0, recordCount: record.count)
+        var meta = Meta(
+            txnid: txnid, pageSize: pageSize, pageCount: pageCount, catalog: catalog, free: freeTree,
+            recordRun: 0, recordCount: record.count)
         var writes = dirty.map { (pgno, buffer) -> (PageNo, UnsafeRawBufferPointer) in
             (pgno, UnsafeRawBufferPointer(start: buffer, count: runPages(buffer) * pageSize))
         }

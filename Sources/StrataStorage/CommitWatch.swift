@@ -162,7 +162,7 @@ final class CommitWatch: Sendable {
                 if let end = try? pin(txnid - 1, env) {
                     append(.other, end, &s)
                 } else {
-                    return   // the watcher will report them together with this commit
+                    return  // the watcher will report them together with this commit
                 }
             }
             if s.queue.isEmpty, base.txnid == txnid - 1 {
@@ -226,7 +226,8 @@ final class CommitWatch: Sendable {
     private func meta(_ txnid: UInt64, _ env: Environment) -> Meta? {
         let meta = Meta.fields(env.maps.current.base + Int(txnid % 2) * pageSize)
         guard meta.txnid == txnid, meta.pageSize == pageSize, meta.pageCount >= 2, meta.pageCount <= Meta.maxPageCount,
-              meta.catalog.root < meta.pageCount else { return nil }
+            meta.catalog.root < meta.pageCount
+        else { return nil }
         return meta
     }
 
@@ -264,7 +265,7 @@ final class CommitWatch: Sendable {
             guard s.running, !s.closed, let base = s.base else { return }
             let last = s.queue.last?.end.txnid ?? base.txnid
             if readers.latest <= last { return }
-            guard let end = try? pin(latestIn: env) else { return }   // every slot in use: next time
+            guard let end = try? pin(latestIn: env) else { return }  // every slot in use: next time
             if end.txnid > last {
                 append(.other, end, &s)
             } else {
@@ -326,14 +327,17 @@ final class CommitWatch: Sendable {
                 if complete { keys[tree.name] = found }
             }
             counters.withLock { $0.pagesRead += diff.pagesRead }
-            return CommitEvent(txnid: new.txnid, changedTrees: Set(trees.map(\.name)), changedKeys: keys,
-                               previousVersion: old.txnid, isFromOtherProcess: true)
+            return CommitEvent(
+                txnid: new.txnid, changedTrees: Set(trees.map(\.name)), changedKeys: keys,
+                previousVersion: old.txnid, isFromOtherProcess: true)
         } catch {
             var names = Set<String>()
             for meta in [old, new] {
                 if let map = try? env.maps.ensure(bytes: Int(meta.pageCount) * pageSize),
-                   let listed = try? listTrees(pages: PageMap(base: map.base, pageSize: pageSize, limit: meta.pageCount, isWrite: false),
-                                               catalogRoot: meta.catalog.root) {
+                    let listed = try? listTrees(
+                        pages: PageMap(base: map.base, pageSize: pageSize, limit: meta.pageCount, isWrite: false),
+                        catalogRoot: meta.catalog.root)
+                {
                     names.formUnion(listed)
                 }
             }

@@ -141,7 +141,8 @@ extension WriteTransaction {
             if moved >= budget { break }
             // Copies land lowest first; once the holes are above a page, moving it gains nothing.
             guard let low = lowestFreePage(), low < candidate.page, pages.dirty[candidate.page] == nil,
-                  pages.spilled.isEmpty || pages.spilled[candidate.page] == nil else { continue }
+                pages.spilled.isEmpty || pages.spilled[candidate.page] == nil
+            else { continue }
             try candidate.key.withUnsafeBytes { (key) throws in
                 switch candidate.owner {
                 case .catalog:
@@ -153,7 +154,7 @@ extension WriteTransaction {
                     var info = state.info
                     _ = try touchPath(&info, key: key)
                     state.info = info
-                    state.modified = true   // a new root for the catalog; no key changed
+                    state.modified = true  // a new root for the catalog; no key changed
                 }
             }
             moved += 1
@@ -258,7 +259,8 @@ extension WriteTransaction {
         // crash could bring back the previous meta, whose pages would lie past the end.
         if durability == .noSync { guard (try? file.sync()) != nil else { return } }
         guard !ShrinkLock.heldLocally(env.identity),
-              (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: true, wait: false)) == true else { return }
+            (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: true, wait: false)) == true
+        else { return }
         defer { file.unlock(offset: ShrinkLock.offset, length: 1) }
         if (try? file.truncate(to: target)) != nil {
             fileSize = target

@@ -77,8 +77,9 @@ extension Store {
         while page < meta.pageCount {
             let count = Int(min(UInt64(chunk), meta.pageCount - page))
             try control?.step(count)
-            try target.write(UnsafeRawBufferPointer(start: snapshot.pages.base + Int(page) * pageSize, count: count * pageSize),
-                             at: page * UInt64(pageSize))
+            try target.write(
+                UnsafeRawBufferPointer(start: snapshot.pages.base + Int(page) * pageSize, count: count * pageSize),
+                at: page * UInt64(pageSize))
             page += UInt64(count)
         }
         try target.sync()

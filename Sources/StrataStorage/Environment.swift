@@ -45,8 +45,10 @@ final class Environment: @unchecked Sendable {
     var zeroBlock: UnsafeRawBufferPointer { ZeroBlock.shared.bytes }
     private let lockFileMap: (address: UInt, length: Int)?
 
-    init(file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
-         pageSize: Int, syncMode: SyncMode, identity: FileIdentity?, lockIdentity: FileIdentity?, readOnly: ReadOnlyState? = nil) {
+    init(
+        file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
+        pageSize: Int, syncMode: SyncMode, identity: FileIdentity?, lockIdentity: FileIdentity?, readOnly: ReadOnlyState? = nil
+    ) {
         self.file = file
         self.lockFile = lockFile
         self.lockFileMap = lockFileMap
@@ -68,7 +70,7 @@ final class Environment: @unchecked Sendable {
     }
 
     deinit {
-        commitWatch?.shutdown()   // its pins are slots of the lock file's table, unmapped below
+        commitWatch?.shutdown()  // its pins are slots of the lock file's table, unmapped below
         if let lockFile, let lockFileMap {
             lockFile.unmap(UnsafeMutableRawPointer(bitPattern: lockFileMap.address)!, length: lockFileMap.length)
         }
@@ -113,8 +115,9 @@ final class Environment: @unchecked Sendable {
         let readers = ReaderTable.inProcess(slots: options.readerSlots)
         readers.publish(latest: 1)
         let maps = try MapTable(file: file, minimumBytes: 2 * pageSize)
-        return Environment(file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps,
-                           pageSize: pageSize, syncMode: options.syncMode, identity: nil, lockIdentity: nil)
+        return Environment(
+            file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps,
+            pageSize: pageSize, syncMode: options.syncMode, identity: nil, lockIdentity: nil)
     }
 
     static func chosenPageSize(_ options: StoreOptions) throws -> Int {
@@ -176,12 +179,14 @@ final class Environment: @unchecked Sendable {
                 let latest = readers.latest
                 let meta = try Recovery.readMeta(file: file, slot: latest % 2, pageSize: pageSize)
                 if meta.txnid != latest {
-                    throw StorageError.noValidMeta(path: file.path, reason: "lock file names transaction \(latest) but meta page \(latest % 2) holds \(meta.txnid)")
+                    throw StorageError.noValidMeta(
+                        path: file.path, reason: "lock file names transaction \(latest) but meta page \(latest % 2) holds \(meta.txnid)")
                 }
             }
-            return Environment(file: file, lockFile: lockFile, lockFileMap: (UInt(bitPattern: lockMemory), lockLength),
-                               readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode,
-                               identity: identity, lockIdentity: try lockFile.identity())
+            return Environment(
+                file: file, lockFile: lockFile, lockFileMap: (UInt(bitPattern: lockMemory), lockLength),
+                readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode,
+                identity: identity, lockIdentity: try lockFile.identity())
         } catch {
             lockFile.unmap(lockMemory, length: lockLength)
             throw error
@@ -198,8 +203,10 @@ final class Environment: @unchecked Sendable {
     ///   damaged file is never overwritten).
     /// `existing` was opened before the lock was taken; if the name has changed files since (another
     /// process created or initialised it), the file the name holds now is opened instead.
-    private static func openPageFile(path: String, existing: PosixFile?, options: StoreOptions, alone: Bool,
-                                     wrap: ((FileIO) -> FileIO)?) throws -> PosixFile {
+    private static func openPageFile(
+        path: String, existing: PosixFile?, options: StoreOptions, alone: Bool,
+        wrap: ((FileIO) -> FileIO)?
+    ) throws -> PosixFile {
         var file = existing
         for _ in 0..<4 {
             if file == nil { file = try PosixFile.openExisting(path, mode: .readWrite) }
@@ -330,8 +337,10 @@ enum Recovery {
     /// `choose` on copies of the two meta pages (`metaPages`, 2 × `pageSize` bytes), with the pages
     /// they name read from `map`. A meta `alreadyVerified` accepts (by its fields and stored
     /// checksum) is not verified again: a read-only store verifies each newest commit once.
-    static func choose(path: String, metaPages: UnsafeRawPointer, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int,
-                       alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }) throws -> Meta {
+    static func choose(
+        path: String, metaPages: UnsafeRawPointer, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int,
+        alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }
+    ) throws -> Meta {
         var candidates: [Meta] = []
         var problems: [String] = []
         var versionError: StorageError?

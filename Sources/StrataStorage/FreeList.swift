@@ -138,8 +138,9 @@ final class FreePageAllocator {
 
     var state: State {
         get {
-            State(readerIDs: readerIDs, chunks: chunks, lastLoadedKey: lastLoadedKey, exhausted: exhausted,
-                  allocations: allocations, heldPrefixEnd: heldPrefixEnd, prefixStillHeld: prefixStillHeld)
+            State(
+                readerIDs: readerIDs, chunks: chunks, lastLoadedKey: lastLoadedKey, exhausted: exhausted,
+                allocations: allocations, heldPrefixEnd: heldPrefixEnd, prefixStillHeld: prefixStillHeld)
         }
         set {
             readerIDs = newValue.readerIDs

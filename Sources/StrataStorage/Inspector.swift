@@ -91,7 +91,7 @@ final class Inspector {
             owners[Int(pgno)] = code
             return true
         }
-        if !verify { // treeStats: only structure matters; a revisit is still a cycle or a shared page
+        if !verify {  // treeStats: only structure matters; a revisit is still a cycle or a shared page
             problem(pgno, "reached twice (as \(ownerName(code)) and as \(ownerName(existing)))")
             return false
         }
@@ -152,8 +152,10 @@ final class Inspector {
 
     /// Walks the tree at `root`, calling `leaf` with each entry's key, its value (nil when it
     /// cannot be read) and its leaf page.
-    private func walkTree(slot: Int, name: String, kind: TreeKind, root: PageNo, keyLengths: ClosedRange<Int>,
-                          leaf visitor: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?, PageNo) -> Void) -> TreeStats {
+    private func walkTree(
+        slot: Int, name: String, kind: TreeKind, root: PageNo, keyLengths: ClosedRange<Int>,
+        leaf visitor: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?, PageNo) -> Void
+    ) -> TreeStats {
         var walk = Walk(slot: slot, stats: TreeStats(name: name, kind: kind, pageSize: pageSize), leafDepth: nil, keyLengths: keyLengths)
         walk.stats.root = root
         if root != 0 {
@@ -166,9 +168,11 @@ final class Inspector {
     /// Checks the subtree at `pgno` and returns how many entries it holds, nil when a problem
     /// left it uncounted (so a parent's recorded count is not compared with a partial one).
     @discardableResult
-    private func visit(_ pgno: PageNo, from parent: PageNo?, depth: Int,
-                       lower: UnsafeRawBufferPointer?, upper: UnsafeRawBufferPointer?, walk: inout Walk,
-                       leaf visitor: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?, PageNo) -> Void) -> UInt64? {
+    private func visit(
+        _ pgno: PageNo, from parent: PageNo?, depth: Int,
+        lower: UnsafeRawBufferPointer?, upper: UnsafeRawBufferPointer?, walk: inout Walk,
+        leaf visitor: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?, PageNo) -> Void
+    ) -> UInt64? {
         let what = parent == nil ? "the root of \(slotLabel(walk.slot))" : "a child pointer"
         guard inBounds(pgno, from: parent, what: what) else { return nil }
         if depth >= maxTreeDepth {
@@ -253,10 +257,11 @@ final class Inspector {
         for i in 0..<node.count {
             let child: PageNo
             do { child = try node.child(i) } catch { problem(pgno, reason(error)); total = nil; continue }
-            let actual = visit(child, from: pgno, depth: depth + 1,
-                               lower: i == 0 ? lower : keys[i],
-                               upper: i + 1 < node.count ? keys[i + 1] : upper,
-                               walk: &walk, leaf: visitor)
+            let actual = visit(
+                child, from: pgno, depth: depth + 1,
+                lower: i == 0 ? lower : keys[i],
+                upper: i + 1 < node.count ? keys[i + 1] : upper,
+                walk: &walk, leaf: visitor)
             guard let actual else { total = nil; continue }
             total = total.map { $0 &+ actual }
             if let recorded = try? node.childCount(i), recorded != actual {
@@ -342,14 +347,17 @@ final class Inspector {
             }
             let stats = walkTree(slot: slot, name: entry.name, kind: .user, root: entry.info.root, keyLengths: 1...maxKey) { _, _, _ in }
             if verify && stats.entries != entry.info.count {
-                problem(entry.info.root == 0 ? entry.leaf : entry.info.root,
-                        "tree '\(entry.name)' holds \(stats.entries) entries but its catalog entry says \(entry.info.count)")
+                problem(
+                    entry.info.root == 0 ? entry.leaf : entry.info.root,
+                    "tree '\(entry.name)' holds \(stats.entries) entries but its catalog entry says \(entry.info.count)")
             }
             result.append(stats)
         }
 
-        let freeTree = walkTree(slot: 1, name: "(free pages)", kind: .freePages, root: meta.free.root,
-                                keyLengths: FreeListFormat.keySize...FreeListFormat.keySize) { key, value, leaf in
+        let freeTree = walkTree(
+            slot: 1, name: "(free pages)", kind: .freePages, root: meta.free.root,
+            keyLengths: FreeListFormat.keySize...FreeListFormat.keySize
+        ) { key, value, leaf in
             guard let value else { return }
             do {
                 let freedBy = try FreeListFormat.decodeKey(key, page: leaf)

@@ -11,7 +11,7 @@ final class MapTable: Sendable {
         var base: UnsafeRawPointer { UnsafeRawPointer(bitPattern: address)! }
     }
 
-    static let minimumReservation = 1 << 36   // 64 GiB of address space, not memory
+    static let minimumReservation = 1 << 36  // 64 GiB of address space, not memory
     private let file: FileIO
     private let maps: Mutex<[Mapping]>
     /// The newest map, packed for lock-free reads: index into a fixed table written once per slot.

@@ -2,18 +2,18 @@
 // meta survives a torn write. Layout in FORMAT.md, "Meta pages".
 
 enum MetaLayout {
-    static let magic = 32              // 8 bytes "STRATADB"
-    static let formatVersion = 40      // u32
-    static let pageSize = 44           // u32
-    static let pageCount = 48          // u64: pages in use or free; the file holds at least this many
-    static let catalogRoot = 56        // u64: 0 when there are no trees
-    static let catalogCount = 64       // u64: number of trees
-    static let freeRoot = 72           // u64: the free-page tree
-    static let freeCount = 80          // u64: entries (chunks) in the free-page tree
-    static let recordRun = 88          // u64: first page of the commit record run, 0 when inline
-    static let recordCount = 96        // u32: page numbers in the commit record
-    static let flags = 100             // u32: reserved, 0
-    static let inlineRecord = 128      // u64 page numbers when recordRun == 0
+    static let magic = 32  // 8 bytes "STRATADB"
+    static let formatVersion = 40  // u32
+    static let pageSize = 44  // u32
+    static let pageCount = 48  // u64: pages in use or free; the file holds at least this many
+    static let catalogRoot = 56  // u64: 0 when there are no trees
+    static let catalogCount = 64  // u64: number of trees
+    static let freeRoot = 72  // u64: the free-page tree
+    static let freeCount = 80  // u64: entries (chunks) in the free-page tree
+    static let recordRun = 88  // u64: first page of the commit record run, 0 when inline
+    static let recordCount = 96  // u32: page numbers in the commit record
+    static let flags = 100  // u32: reserved, 0
+    static let inlineRecord = 128  // u64 page numbers when recordRun == 0
 
     static let magicValue: [UInt8] = Array("STRATADB".utf8)
 }
@@ -43,14 +43,15 @@ struct Meta: Equatable, Sendable {
     /// Reads the fields of a meta page without verifying anything (the reader hot path,
     /// on a meta whose checksum this process already verified or that its own writer wrote).
     static func fields(_ p: UnsafeRawPointer) -> Meta {
-        Meta(txnid: p.u64(PageHeader.txnid),
-             pageSize: Int(p.u32(MetaLayout.pageSize)),
-             pageCount: p.u64(MetaLayout.pageCount),
-             catalog: TreeInfo(root: p.u64(MetaLayout.catalogRoot), count: p.u64(MetaLayout.catalogCount)),
-             free: TreeInfo(root: p.u64(MetaLayout.freeRoot), count: p.u64(MetaLayout.freeCount)),
-             recordRun: p.u64(MetaLayout.recordRun),
-             recordCount: Int(p.u32(MetaLayout.recordCount)),
-             formatVersion: p.u32(MetaLayout.formatVersion))
+        Meta(
+            txnid: p.u64(PageHeader.txnid),
+            pageSize: Int(p.u32(MetaLayout.pageSize)),
+            pageCount: p.u64(MetaLayout.pageCount),
+            catalog: TreeInfo(root: p.u64(MetaLayout.catalogRoot), count: p.u64(MetaLayout.catalogCount)),
+            free: TreeInfo(root: p.u64(MetaLayout.freeRoot), count: p.u64(MetaLayout.freeCount)),
+            recordRun: p.u64(MetaLayout.recordRun),
+            recordCount: Int(p.u32(MetaLayout.recordCount)),
+            formatVersion: p.u32(MetaLayout.formatVersion))
     }
 
     /// Whether `p` starts with the Strata magic.

@@ -93,8 +93,10 @@ public struct StoreOptions: Sendable, Equatable {
     /// ```swift
     /// let store = try Store(path: "/tmp/load.strata", options: StoreOptions(durability: .noSync))
     /// ```
-    public init(pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true,
-                readOnly: Bool = false) {
+    public init(
+        pageSize: Int? = nil, durability: Durability = .full, syncMode: SyncMode = .single, createIfMissing: Bool = true,
+        readOnly: Bool = false
+    ) {
         self.pageSize = pageSize
         self.durability = durability
         self.syncMode = syncMode

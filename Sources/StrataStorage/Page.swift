@@ -15,15 +15,15 @@ enum PageType: UInt8 {
 
 /// Byte offsets of the 32-byte page header.
 enum PageHeader {
-    static let checksum = 0      // u64: XXH64 of bytes 8..<(pages × pageSize)
-    static let pageNumber = 8    // u64: where the page belongs; catches misdirected writes
-    static let txnid = 16        // u64: the commit that wrote the page
-    static let type = 24         // u8: PageType
-    static let flags = 25        // u8: reserved, 0
-    static let count = 26        // u16: slots in a branch or leaf
-    static let upper = 28        // u16: start of the entry area (branch, leaf)
-    static let garbage = 30      // u16: bytes of dead entries inside the entry area (branch, leaf)
-    static let runPages = 28     // u32: pages in the run (overflow, commit record)
+    static let checksum = 0  // u64: XXH64 of bytes 8..<(pages × pageSize)
+    static let pageNumber = 8  // u64: where the page belongs; catches misdirected writes
+    static let txnid = 16  // u64: the commit that wrote the page
+    static let type = 24  // u8: PageType
+    static let flags = 25  // u8: reserved, 0
+    static let count = 26  // u16: slots in a branch or leaf
+    static let upper = 28  // u16: start of the entry area (branch, leaf)
+    static let garbage = 30  // u16: bytes of dead entries inside the entry area (branch, leaf)
+    static let runPages = 28  // u32: pages in the run (overflow, commit record)
     static let size = 32
 }
 

@@ -134,7 +134,9 @@ extension Store {
         } else {
             lines.append("page \(n): \(typeName), written by transaction \(p.u64(PageHeader.txnid)), \(checksumNote)")
             let named = p.u64(PageHeader.pageNumber)
-            if named != n { lines.append("  HEADER NAMES PAGE \(named): a misdirected write, or a page inside an overflow run (only a run's first page has a header)") }
+            if named != n {
+                lines.append("  HEADER NAMES PAGE \(named): a misdirected write, or a page inside an overflow run (only a run's first page has a header)")
+            }
         }
         if n >= txn.meta.pageCount {
             lines.append("  beyond the newest commit's \(txn.meta.pageCount) pages: not part of the database")
@@ -147,7 +149,9 @@ extension Store {
         } else if runPages < 1 {
             lines.append("  \(typeName) run of 0 pages: corrupt")
         } else if type == PageType.overflow.rawValue {
-            lines.append("  overflow run of \(runPages) page\(runPages == 1 ? "" : "s") (\(n)...\(n + UInt64(runPages) - 1)), holds up to \(runPages * pageSize - PageHeader.size) value bytes")
+            lines.append(
+                "  overflow run of \(runPages) page\(runPages == 1 ? "" : "s") (\(n)...\(n + UInt64(runPages) - 1)), holds up to \(runPages * pageSize - PageHeader.size) value bytes"
+            )
             lines.append("  data " + preview(UnsafeRawBufferPointer(start: p + PageHeader.size, count: pageSize - PageHeader.size), limit: 48, forceHex: true))
         } else if type == PageType.commitRecord.rawValue {
             lines.append("  commit record run of \(runPages) page\(runPages == 1 ? "" : "s")")
@@ -162,7 +166,8 @@ extension Store {
             }
             lines.append("  lists (first page): " + (listed.count > 64 ? listed[0..<64].joined(separator: " ") + " …" : listed.joined(separator: " ")))
         } else {
-            lines.append("  unknown page type \(type); header bytes " + preview(UnsafeRawBufferPointer(start: p, count: PageHeader.size), limit: 32, forceHex: true))
+            lines.append(
+                "  unknown page type \(type); header bytes " + preview(UnsafeRawBufferPointer(start: p, count: PageHeader.size), limit: 32, forceHex: true))
         }
         return lines.joined(separator: "\n")
     }
@@ -187,9 +192,11 @@ extension Store {
         var result: [MetaPageInfo] = []
         for slot: UInt64 in [0, 1] {
             if fileSize < (slot + 1) * UInt64(pageSize) {
-                result.append(MetaPageInfo(slot: slot, isCurrent: false, error: "missing: the file ends before it", isEmpty: false,
-                                           formatVersion: 0, pageSize: 0, txnid: 0, pageCount: 0, catalogRoot: 0, catalogCount: 0,
-                                           freeRoot: 0, freeCount: 0, recordRun: 0, recordCount: 0, storedChecksum: 0, computedChecksum: 0))
+                result.append(
+                    MetaPageInfo(
+                        slot: slot, isCurrent: false, error: "missing: the file ends before it", isEmpty: false,
+                        formatVersion: 0, pageSize: 0, txnid: 0, pageCount: 0, catalogRoot: 0, catalogCount: 0,
+                        freeRoot: 0, freeCount: 0, recordRun: 0, recordCount: 0, storedChecksum: 0, computedChecksum: 0))
                 continue
             }
             let page = try readPages(slot, count: 1)
@@ -200,8 +207,10 @@ extension Store {
     }
 
     private func describeMeta(_ m: MetaPageInfo) -> String {
-        var lines = ["page \(m.slot): meta\(m.isCurrent ? " (current)" : ""), transaction \(m.txnid), " +
-                     (m.isEmpty ? "all zero" : m.isValid ? "valid" : "INVALID: \(m.error ?? "")")]
+        var lines = [
+            "page \(m.slot): meta\(m.isCurrent ? " (current)" : ""), transaction \(m.txnid), "
+                + (m.isEmpty ? "all zero" : m.isValid ? "valid" : "INVALID: \(m.error ?? "")")
+        ]
         if m.isEmpty { return lines[0] }
         lines.append("  checksum        \(hex(m.storedChecksum)) (\(m.storedChecksum == m.computedChecksum ? "ok" : "computed \(hex(m.computedChecksum))"))")
         lines.append("  format version  \(m.formatVersion)")
@@ -237,7 +246,9 @@ extension Store {
             return
         }
         let used = node.usedBytes
-        lines.append("  slots \(count), entry area \(upper)..<\(pageSize), garbage \(garbage), used \(used) of \(pageSize) bytes (\(percent(Double(used) / Double(pageSize))))")
+        lines.append(
+            "  slots \(count), entry area \(upper)..<\(pageSize), garbage \(garbage), used \(used) of \(pageSize) bytes (\(percent(Double(used) / Double(pageSize))))"
+        )
         do { try node.validateAll() } catch { lines.append("  CORRUPT: \(error)") }
         for i in 0..<count {
             let offset = node.slot(i)
@@ -347,11 +358,12 @@ extension MetaPageInfo {
             error = "\(e)"
         }
         let isEmpty = UnsafeRawBufferPointer(start: p, count: pageSize).allSatisfy { $0 == 0 }
-        return MetaPageInfo(slot: slot, isCurrent: slot == current % 2, error: isEmpty ? "all zero" : error, isEmpty: isEmpty,
-                            formatVersion: p.u32(MetaLayout.formatVersion), pageSize: fields.pageSize, txnid: fields.txnid,
-                            pageCount: fields.pageCount, catalogRoot: fields.catalog.root, catalogCount: fields.catalog.count,
-                            freeRoot: fields.free.root, freeCount: fields.free.count, recordRun: fields.recordRun,
-                            recordCount: fields.recordCount, storedChecksum: p.u64(PageHeader.checksum),
-                            computedChecksum: pageChecksum(p, byteCount: pageSize))
+        return MetaPageInfo(
+            slot: slot, isCurrent: slot == current % 2, error: isEmpty ? "all zero" : error, isEmpty: isEmpty,
+            formatVersion: p.u32(MetaLayout.formatVersion), pageSize: fields.pageSize, txnid: fields.txnid,
+            pageCount: fields.pageCount, catalogRoot: fields.catalog.root, catalogCount: fields.catalog.count,
+            freeRoot: fields.free.root, freeCount: fields.free.count, recordRun: fields.recordRun,
+            recordCount: fields.recordCount, storedChecksum: p.u64(PageHeader.checksum),
+            computedChecksum: pageChecksum(p, byteCount: pageSize))
     }
 }

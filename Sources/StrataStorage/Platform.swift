@@ -54,7 +54,7 @@ func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
         init(_ name: String, _ body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
         func run() {
             #if canImport(Darwin)
-            _ = pthread_setname_np(name)   // (Glibc's module does not export it; the thread stays unnamed there)
+            _ = pthread_setname_np(name)  // (Glibc's module does not export it; the thread stays unnamed there)
             #endif
             body()
         }
@@ -62,17 +62,21 @@ func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
     let argument = Unmanaged.passRetained(Start(name, body)).toOpaque()
     #if canImport(Darwin)
     var thread: pthread_t?
-    let result = pthread_create(&thread, nil, { argument in
-        Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run()
-        return nil
-    }, argument)
+    let result = pthread_create(
+        &thread, nil,
+        { argument in
+            Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run()
+            return nil
+        }, argument)
     if result == 0, let thread { pthread_detach(thread) }
     #else
     var thread = pthread_t()
-    let result = pthread_create(&thread, nil, { argument in
-        if let argument { Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run() }
-        return nil
-    }, argument)
+    let result = pthread_create(
+        &thread, nil,
+        { argument in
+            if let argument { Unmanaged<Start>.fromOpaque(argument).takeRetainedValue().run() }
+            return nil
+        }, argument)
     if result == 0 { pthread_detach(thread) }
     #endif
     if result != 0 {

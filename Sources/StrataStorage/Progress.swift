@@ -172,13 +172,14 @@ package final class OperationControl: @unchecked Sendable {
         sinceReport = 0
         if isCancelled { throw CancellationError() }
         if watchesTask && Task.isCancelled {
-            cancel()   // so that loops that cannot throw stop too (`shouldStop`)
+            cancel()  // so that loops that cannot throw stop too (`shouldStop`)
             throw CancellationError()
         }
         var control: OperationControl? = self
         while let current = control {
             if let handler = current.handler,
-               !handler(OperationProgress(phase: phase, completed: completed, total: total)) {
+                !handler(OperationProgress(phase: phase, completed: completed, total: total))
+            {
                 current.cancel()
                 throw CancellationError()
             }

@@ -8,8 +8,10 @@ extension Cursor {
     ///     print(String(decoding: key, as: UTF8.self)); return true
     /// }
     /// ```
-    public func forEach(from lower: [UInt8]? = nil, to upper: [UInt8]? = nil, reverse: Bool = false,
-                        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+    public func forEach(
+        from lower: [UInt8]? = nil, to upper: [UInt8]? = nil, reverse: Bool = false,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         if !reverse {
             var more = try lower.map { try seek($0) } ?? first()
             while more {
@@ -69,8 +71,10 @@ extension ReadTree {
     }
 
     /// Visits entries with `lower <= key < upper`, ascending or descending, while `body` returns true.
-    public func forEach(from lower: [UInt8]? = nil, to upper: [UInt8]? = nil, reverse: Bool = false,
-                        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+    public func forEach(
+        from lower: [UInt8]? = nil, to upper: [UInt8]? = nil, reverse: Bool = false,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         try cursor().forEach(from: lower, to: upper, reverse: reverse, body)
     }
 }
@@ -83,8 +87,10 @@ extension WriteTree {
 
     /// Visits entries with `lower <= key < upper`, ascending or descending, while `body` returns true.
     /// `body` must not write to the transaction.
-    public func forEach(from lower: [UInt8]? = nil, to upper: [UInt8]? = nil, reverse: Bool = false,
-                        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+    public func forEach(
+        from lower: [UInt8]? = nil, to upper: [UInt8]? = nil, reverse: Bool = false,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         try cursor().forEach(from: lower, to: upper, reverse: reverse, body)
     }
 }

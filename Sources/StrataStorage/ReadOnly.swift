@@ -101,10 +101,12 @@ extension Environment {
             let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
             let view = lockFileView(path: path + "-lock", registry: registry)
             let readers = ReaderTable.inProcess(slots: 1)
-            let env = Environment(file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps, pageSize: pageSize,
-                                  syncMode: options.syncMode, identity: identity, lockIdentity: nil,
-                                  readOnly: ReadOnlyState(identity: identity, lockView: view?.table,
-                                                          lockViewMap: view.map { ($0.address, $0.length) }))
+            let env = Environment(
+                file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps, pageSize: pageSize,
+                syncMode: options.syncMode, identity: identity, lockIdentity: nil,
+                readOnly: ReadOnlyState(
+                    identity: identity, lockView: view?.table,
+                    lockViewMap: view.map { ($0.address, $0.length) }))
             // Fail now, not at the first read, when no commit is usable.
             _ = try env.readOnlySnapshot()
             registry = registry.filter { $0.value.environment != nil }
@@ -122,10 +124,12 @@ extension Environment {
         guard let identity = FileIdentity(path: path) else { return nil }
         if registry.values.contains(where: { $0.environment?.lockIdentity == identity }) { return nil }
         guard let lock = try? PosixFile(path: path, mode: .readOnly), let size = try? lock.size(),
-              size >= UInt64(LockLayout.slotsOffset) else { return nil }
+            size >= UInt64(LockLayout.slotsOffset)
+        else { return nil }
         var header = [UInt8](repeating: 0, count: LockLayout.slotsOffset)
         guard (try? header.withUnsafeMutableBytes { (h) throws in try lock.read(into: h, at: 0) }) != nil,
-              let count = header.withUnsafeBytes({ LockLayout.validSlotCount(header: $0.baseAddress!, fileSize: size) }) else {
+            let count = header.withUnsafeBytes({ LockLayout.validSlotCount(header: $0.baseAddress!, fileSize: size) })
+        else {
             return nil
         }
         let length = LockLayout.size(slots: count)
@@ -144,8 +148,9 @@ extension Environment {
         do {
             let mapping = try maps.ensure(bytes: Int(fileSize))
             let (meta, checksum) = try copies.withUnsafeBytes { (m) throws -> (Meta, UInt64) in
-                let meta = try Recovery.choose(path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
-                                               pageSize: pageSize, alreadyVerified: state.isVerified)
+                let meta = try Recovery.choose(
+                    path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
+                    pageSize: pageSize, alreadyVerified: state.isVerified)
                 return (meta, m.baseAddress!.u64(Int(meta.txnid % 2) * pageSize + PageHeader.checksum))
             }
             state.remember(meta, checksum: checksum)

@@ -68,7 +68,8 @@ public final class ReadTransaction: Sendable {
             }
         }
         if meta.pageSize != env.pageSize || meta.pageCount < 2 || meta.pageCount > Meta.maxPageCount
-            || meta.catalog.root >= meta.pageCount || meta.free.root >= meta.pageCount {
+            || meta.catalog.root >= meta.pageCount || meta.free.root >= meta.pageCount
+        {
             readers.release(slot)
             throw StorageError.corrupt(page: latest(meta), reason: "meta page of transaction \(meta.txnid) has inconsistent fields")
         }
@@ -165,7 +166,7 @@ public struct ReadTree: Sendable {
     /// ```swift
     /// let n = try store.read { try $0.tree("users")?.count ?? 0 }   // no scan
     /// ```
-    public var count: Int { Int(clamping: info.count) }   // a corrupt count must not trap
+    public var count: Int { Int(clamping: info.count) }  // a corrupt count must not trap
 
     /// The value under `key`, as a view into the map valid for the life of the transaction.
     ///

@@ -10,19 +10,19 @@ import Synchronization
 // freed page, and reclaims slots whose process has died.
 
 enum LockLayout {
-    static let magic: UInt64 = 0x4B4C_4154_4152_5453   // "STRATALK" read as little-endian bytes
+    static let magic: UInt64 = 0x4B4C_4154_4152_5453  // "STRATALK" read as little-endian bytes
     static let version: UInt32 = 2
-    static let magicOffset = 0       // u64
-    static let versionOffset = 8     // u32
+    static let magicOffset = 0  // u64
+    static let versionOffset = 8  // u32
     static let slotCountOffset = 12  // u32
-    static let latestOffset = 16     // u64 atomic: id of the newest committed transaction
+    static let latestOffset = 16  // u64 atomic: id of the newest committed transaction
     static let highWaterOffset = 24  // u64 atomic: slots below this index may be in use; the writer scans only those
     static let commitSignalOffset = 32  // u32 atomic: bumped after every published commit; watchers sleep on it (futex)
-    static let watchersOffset = 36      // u32 atomic: processes whose commit watcher may sleep on the signal
+    static let watchersOffset = 36  // u32 atomic: processes whose commit watcher may sleep on the signal
     static let slotsOffset = 64
-    static let slotStride = 64       // one cache line per slot, so readers on different cores do not share lines
-    static let slotOwner = 0         // u64 atomic: pid of the owner, 0 when free
-    static let slotTxnid = 8         // u64 atomic: snapshot id, 0 while the owner is not reading
+    static let slotStride = 64  // one cache line per slot, so readers on different cores do not share lines
+    static let slotOwner = 0  // u64 atomic: pid of the owner, 0 when free
+    static let slotTxnid = 8  // u64 atomic: snapshot id, 0 while the owner is not reading
     static let defaultSlots = 1024
 
     /// fcntl byte ranges in the lock file.
@@ -36,7 +36,8 @@ enum LockLayout {
     static func validSlotCount(header: UnsafeRawPointer, fileSize: UInt64) -> Int? {
         let count = Int(header.u32(slotCountOffset))
         if header.u64(magicOffset) != magic || header.u32(versionOffset) != version || count == 0
-            || UInt64(size(slots: count)) > fileSize {
+            || UInt64(size(slots: count)) > fileSize
+        {
             return nil
         }
         return count
@@ -132,7 +133,7 @@ final class ReaderTable: Sendable {
 
     /// The id of the newest committed transaction.
     var latest: UInt64 {
-        get { atomic(LockLayout.latestOffset).pointee.load(ordering: .sequentiallyConsistent) }
+        atomic(LockLayout.latestOffset).pointee.load(ordering: .sequentiallyConsistent)
     }
 
     /// Makes `txnid` the newest commit and wakes the other processes' commit watchers (FORMAT.md

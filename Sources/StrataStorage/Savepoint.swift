@@ -63,8 +63,9 @@ extension WriteTransaction {
         try checkOpen()
         var saved: [String: SavedTree] = [:]
         for (name, state) in trees {
-            saved[name] = SavedTree(state: state, info: state.info, modified: state.modified, dropped: state.dropped,
-                                    changedKeys: state.changedKeys)
+            saved[name] = SavedTree(
+                state: state, info: state.info, modified: state.modified, dropped: state.dropped,
+                changedKeys: state.changedKeys)
         }
         let frozenHere = Array(pages.dirty.keys)
         if pages.frozen.isEmpty {
@@ -73,9 +74,11 @@ extension WriteTransaction {
             pages.frozen.merge(pages.dirty) { old, _ in old }
             pages.dirty.removeAll(keepingCapacity: true)
         }
-        savepoints.append(Savepoint(pageCount: pageCount, catalog: catalog, freeTree: freeTree, spare: spare,
-                                    freedCount: freed.count, allocator: allocator.state, trees: saved,
-                                    frozenHere: frozenHere))
+        savepoints.append(
+            Savepoint(
+                pageCount: pageCount, catalog: catalog, freeTree: freeTree, spare: spare,
+                freedCount: freed.count, allocator: allocator.state, trees: saved,
+                frozenHere: frozenHere))
     }
 
     /// Undoes everything since the innermost savepoint began, and closes it.

@@ -23,7 +23,7 @@ public struct StoreStats: Sendable, Equatable {
     /// Pages holding data (every page that is neither free nor pending, meta pages included).
     public var usedPages: UInt64 {
         let unused = freePages + pendingPages
-        return pageCount > unused ? pageCount - unused : 0   // a corrupt free list must not trap
+        return pageCount > unused ? pageCount - unused : 0  // a corrupt free list must not trap
     }
     /// Bytes the next writes can reuse without growing the file.
     public var freeBytes: UInt64 { freePages * UInt64(pageSize) }
@@ -74,9 +74,10 @@ extension Store {
             }
             more = try cursor.next()
         }
-        return StoreStats(fileSize: try env.file.size(), pageSize: env.pageSize, pageCount: txn.meta.pageCount,
-                          freePages: free, pendingPages: pending, txnid: txn.txnid,
-                          pendingHolders: holders.sorted { $0.key < $1.key }.map { PendingHolder(reader: readers[$0.key], pages: $0.value) })
+        return StoreStats(
+            fileSize: try env.file.size(), pageSize: env.pageSize, pageCount: txn.meta.pageCount,
+            freePages: free, pendingPages: pending, txnid: txn.txnid,
+            pendingHolders: holders.sorted { $0.key < $1.key }.map { PendingHolder(reader: readers[$0.key], pages: $0.value) })
     }
 
     /// Live read snapshots of every process on this file. A read-only store lists them from the

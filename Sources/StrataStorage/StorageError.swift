@@ -88,7 +88,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
         case .savepointOpen:
             return "commit called inside a savepoint; the savepoint's closure must return first"
         case let .readersFull(slots):
-            return "all \(slots) reader slots are in use: every live read transaction, snapshot or set of results of a different commit holds one until released (end old ones; StoreOptions.readerSlots sizes a new lock file)"
+            return
+                "all \(slots) reader slots are in use: every live read transaction, snapshot or set of results of a different commit holds one until released (end old ones; StoreOptions.readerSlots sizes a new lock file)"
         case let .readOnly(path):
             return "\(path) is open read-only; it cannot be written"
         case let .fileChangedDuringRead(path):

@@ -81,8 +81,9 @@ public final class Store: Sendable {
     /// ```
     public static func inMemory(options: StoreOptions = StoreOptions(durability: .noSync)) throws -> Store {
         try checkPlatform()
-        return Store(env: try Environment.openAnonymous(options: options), durability: options.durability, readOnly: options.readOnly,
-                     transactionMemory: options.transactionMemory, compaction: options.compaction)
+        return Store(
+            env: try Environment.openAnonymous(options: options), durability: options.durability, readOnly: options.readOnly,
+            transactionMemory: options.transactionMemory, compaction: options.compaction)
     }
 
     private init(env: Environment, durability: Durability, readOnly: Bool, transactionMemory: Int, compaction: Compaction) {
@@ -204,8 +205,9 @@ public final class Store: Sendable {
             }
             defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
             try env.discardUnpublishedMeta()
-            let txn = try WriteTransaction(env: env, durability: durability ?? self.durability, memory: transactionMemory,
-                                           compaction: compaction)
+            let txn = try WriteTransaction(
+                env: env, durability: durability ?? self.durability, memory: transactionMemory,
+                compaction: compaction)
             do {
                 let result = try body(txn)
                 if !txn.isFinished {

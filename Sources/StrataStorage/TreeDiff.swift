@@ -42,9 +42,11 @@ struct TreeDiff {
     /// Calls `visit` for every key whose value differs between the tree at `oldRoot` (read through
     /// `oldPages`) and the tree at `newRoot` (through `newPages`), in ascending key order, until
     /// it returns false. Returns false when stopped. The buffers are views valid during the call.
-    mutating func run(old oldPages: PageMap, root oldRoot: PageNo, new newPages: PageMap, root newRoot: PageNo,
-                      _ visit: (KeyChange, UnsafeRawBufferPointer, UnsafeRawBufferPointer?, UnsafeRawBufferPointer?) throws -> Bool) throws -> Bool {
-        if oldRoot == newRoot { return true }   // the same tree (or both empty)
+    mutating func run(
+        old oldPages: PageMap, root oldRoot: PageNo, new newPages: PageMap, root newRoot: PageNo,
+        _ visit: (KeyChange, UnsafeRawBufferPointer, UnsafeRawBufferPointer?, UnsafeRawBufferPointer?) throws -> Bool
+    ) throws -> Bool {
+        if oldRoot == newRoot { return true }  // the same tree (or both empty)
         var a = try Side(pages: oldPages, root: oldRoot, pagesRead: &pagesRead)
         var b = try Side(pages: newPages, root: newRoot, pagesRead: &pagesRead)
         while true {
@@ -182,7 +184,8 @@ struct TreeDiff {
             let node = try pages.node(page)
             pagesRead += 1
             if node.isLeaf != (height == 0) {
-                throw StorageError.corrupt(page: page, reason: "a \(node.isLeaf ? "leaf" : "branch") where the tree's height puts a \(height == 0 ? "leaf" : "branch")")
+                throw StorageError.corrupt(
+                    page: page, reason: "a \(node.isLeaf ? "leaf" : "branch") where the tree's height puts a \(height == 0 ? "leaf" : "branch")")
             }
             if node.count == 0 {
                 // Only a root leaf may be empty.
@@ -237,9 +240,13 @@ extension ReadTransaction {
     /// }
     /// ```
     @discardableResult
-    public func forEachChange(in name: String, since older: ReadTransaction,
-                              _ body: (_ change: KeyChange, _ key: UnsafeRawBufferPointer,
-                                       _ oldValue: UnsafeRawBufferPointer?, _ newValue: UnsafeRawBufferPointer?) throws -> Bool) throws -> Bool {
+    public func forEachChange(
+        in name: String, since older: ReadTransaction,
+        _ body: (
+            _ change: KeyChange, _ key: UnsafeRawBufferPointer,
+            _ oldValue: UnsafeRawBufferPointer?, _ newValue: UnsafeRawBufferPointer?
+        ) throws -> Bool
+    ) throws -> Bool {
         try checkComparable(older)
         let oldRoot = try older.tree(name)?.info.root ?? 0
         let newRoot = try tree(name)?.info.root ?? 0
@@ -289,8 +296,10 @@ extension ReadTransaction {
     /// Pages read by `forEachChange` for tree `name` (for tests).
     func pagesReadByDiff(in name: String, since older: ReadTransaction) throws -> Int {
         var diff = TreeDiff()
-        _ = try diff.run(old: older.pages, root: try older.tree(name)?.info.root ?? 0,
-                         new: pages, root: try tree(name)?.info.root ?? 0) { _, _, _, _ in true }
+        _ = try diff.run(
+            old: older.pages, root: try older.tree(name)?.info.root ?? 0,
+            new: pages, root: try tree(name)?.info.root ?? 0
+        ) { _, _, _, _ in true }
         return diff.pagesRead
     }
 

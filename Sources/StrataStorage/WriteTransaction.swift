@@ -69,8 +69,10 @@ public final class WriteTransaction {
     var trimmedPages = 0
     var truncations = 0
 
-    init(env: Environment, durability: Durability, memory: Int = StoreOptions().transactionMemory,
-         compaction: Compaction = .automatic) throws {
+    init(
+        env: Environment, durability: Durability, memory: Int = StoreOptions().transactionMemory,
+        compaction: Compaction = .automatic
+    ) throws {
         self.env = env
         self.compaction = compaction
         self.spillPages = max(64, memory / env.pageSize)
@@ -251,7 +253,7 @@ public struct WriteTree {
     /// ```swift
     /// let n = try store.write { txn in try txn.createTree("users").count }
     /// ```
-    public var count: Int { Int(clamping: state.info.count) }   // a corrupt count must not trap
+    public var count: Int { Int(clamping: state.info.count) }  // a corrupt count must not trap
 
     private func check() throws {
         try txn.checkOpen()
@@ -391,7 +393,7 @@ final class TreeState {
         if count >= TreeState.changedKeyLimit {
             changedKeys = nil
         } else {
-            changedKeys?.insert(Array(key))   // in place: optional chaining keeps the set unique
+            changedKeys?.insert(Array(key))  // in place: optional chaining keeps the set unique
         }
     }
 

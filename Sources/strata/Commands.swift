@@ -46,7 +46,11 @@ func info(path: String) throws(ToolFailure) {
     } else {
         for holder in stats.pendingHolders {
             let behind = stats.txnid - min(stats.txnid, holder.reader.txnid)
-            lines.append(("  held by", "snapshot of transaction \(holder.reader.txnid) (\(behind) commit\(behind == 1 ? "" : "s") behind), pid \(holder.reader.pid), reader slot \(holder.reader.slot): \(grouped(holder.pages)) pages"))
+            lines.append(
+                (
+                    "  held by",
+                    "snapshot of transaction \(holder.reader.txnid) (\(behind) commit\(behind == 1 ? "" : "s") behind), pid \(holder.reader.pid), reader slot \(holder.reader.slot): \(grouped(holder.pages)) pages"
+                ))
         }
     }
     print(fields(lines))
@@ -57,8 +61,10 @@ func trees(path: String) throws(ToolFailure) {
     let store = try openStore(path)
     let stats = try on(path) { try store.treeStats() }
     let rows = stats.map { t -> [String] in
-        [t.name, String(t.depth), grouped(t.branchPages), grouped(t.leafPages), grouped(t.overflowPages), grouped(t.entries),
-         t.leafPages == 0 ? "-" : percentText(t.fillFactor)]
+        [
+            t.name, String(t.depth), grouped(t.branchPages), grouped(t.leafPages), grouped(t.overflowPages), grouped(t.entries),
+            t.leafPages == 0 ? "-" : percentText(t.fillFactor),
+        ]
     }
     print(table(["tree", "depth", "branch", "leaf", "overflow", "entries", "fill"], rows, rightAligned: [1, 2, 3, 4, 5, 6]))
     let user = stats.filter { $0.kind == .user }
@@ -71,8 +77,9 @@ func check(path: String) throws(ToolFailure) {
     let report = try on(path) { try store.check() }
     let p = report.pages
     print("checked transaction \(report.txnid): \(grouped(report.pageCount)) pages of \(report.pageSize) bytes")
-    print("  \(p.meta) meta, \(grouped(p.catalog)) catalog, \(grouped(p.trees)) tree, \(grouped(p.overflow)) overflow, "
-          + "\(grouped(p.freeTree)) free-list, \(grouped(p.commitRecord)) commit record, \(grouped(p.free)) free, \(grouped(p.leaked)) leaked")
+    print(
+        "  \(p.meta) meta, \(grouped(p.catalog)) catalog, \(grouped(p.trees)) tree, \(grouped(p.overflow)) overflow, "
+            + "\(grouped(p.freeTree)) free-list, \(grouped(p.commitRecord)) commit record, \(grouped(p.free)) free, \(grouped(p.leaked)) leaked")
     let user = report.trees.filter { $0.kind == .user }
     print("  \(user.count) tree\(user.count == 1 ? "" : "s"), \(grouped(user.reduce(UInt64(0)) { $0 + $1.entries })) entries")
     // Not problems: a torn newest commit that opening ignored, an empty meta slot.

@@ -63,8 +63,10 @@ struct ToolFailure: Error {
         case .corrupt, .noValidMeta, .truncated, .unsupportedFormatVersion, .pageSizeMismatch:
             self.init(.corrupt, "\(path): \(e)")
         case .fileChangedDuringRead:
-            self.init(.changed, "\(path): the file changed during inspection (a writer in another process committed while it "
-                      + "was read, and the tool never registers as a reader); run the command again")
+            self.init(
+                .changed,
+                "\(path): the file changed during inspection (a writer in another process committed while it "
+                    + "was read, and the tool never registers as a reader); run the command again")
         default:
             self.init(.ioError, "\(path): \(e)")
         }

@@ -365,8 +365,9 @@ struct CheckTests {
         let store = try Store(path: path, options: StoreOptions(createIfMissing: false))
         let report = try store.check()
         #expect(report.isOK, "\(report.problems)")
-        #expect(report.warnings.contains { $0.page == older && $0.message.contains("does not verify") && $0.message.contains("checksum") },
-                "\(report.warnings)")
+        #expect(
+            report.warnings.contains { $0.page == older && $0.message.contains("does not verify") && $0.message.contains("checksum") },
+            "\(report.warnings)")
         #expect(report.metas[Int(older)].isValid == false)
         #expect(report.metas[Int(1 - older)].isCurrent)
         #expect(try store.metaNotes() == report.warnings)
@@ -487,7 +488,8 @@ struct CheckTests {
         // Tree "t" is the catalog's first entry: claim 11 entries instead of 10.
         try patchPage(path, pageSize: pageSize, catalogRoot, reseal: true) { p in
             guard let node = try? Node(UnsafeRawPointer(p), pgno: catalogRoot, pageSize: pageSize),
-                  case .inline(let value)? = try? node.value(0), let start = value.baseAddress else { return }
+                case .inline(let value)? = try? node.value(0), let start = value.baseAddress
+            else { return }
             p.setU64(start - UnsafeRawPointer(p) + 8, 11)
         }
         let store = try Store(path: path, options: StoreOptions(createIfMissing: false))

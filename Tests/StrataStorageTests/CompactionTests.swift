@@ -61,7 +61,9 @@ import Foundation
         }
         let stats = try store.stats()
         let live = stats.usedPages * UInt64(stats.pageSize)
-        print("Compaction 90% delete: loaded \(loaded) bytes, after deletes and \(commits) commits: \(sizes); live \(live) bytes, \(stats.pageCount) pages, \(stats.freePages) free")
+        print(
+            "Compaction 90% delete: loaded \(loaded) bytes, after deletes and \(commits) commits: \(sizes); live \(live) bytes, \(stats.pageCount) pages, \(stats.freePages) free"
+        )
         #expect(fileSizeOf(path) * 2 <= live * 3, "file \(fileSizeOf(path)) bytes vs \(live) live")
         #expect(try store.read { try Self.contents($0) } == model)
         try Self.expectHealthy(store, "after compaction")
@@ -151,7 +153,9 @@ import Foundation
                         model[k] = v
                     }
                 }
-                if random.percent(5) { _ = try txn.dropTree("side") } else if random.percent(10) {
+                if random.percent(5) {
+                    _ = try txn.dropTree("side")
+                } else if random.percent(10) {
                     try txn.createTree("side").put(bigEndianKey(UInt64(round)), [UInt8](repeating: 7, count: 50))
                 }
                 moved += txn.movedPages

@@ -48,7 +48,7 @@ import Foundation
         case .flippedByte: bytes[bytes.count / 2 + rng.below(100)] ^= 0x5A
         case .tornHalf: for i in (bytes.count / 2)..<bytes.count { bytes[i] = 0 }; bytes[bytes.count / 2] = 1
         case .garbage: bytes = rng.byteArray(bytes.count)
-        case .flippedTxnid: bytes[PageHeader.txnid] ^= 0x01   // a txnid off by one, checksum left stale
+        case .flippedTxnid: bytes[PageHeader.txnid] ^= 0x01  // a txnid off by one, checksum left stale
         }
     }
 
@@ -92,7 +92,9 @@ import Foundation
         // The commit's pages, from its record.
         var written: [UInt64] = []
         if meta.recordRun == 0 {
-            for i in 0..<meta.recordCount { written.append(metaBytes.withUnsafeBytes { $0.baseAddress!.u64(MetaLayout.inlineRecord + meta.recordEntrySize * i) }) }
+            for i in 0..<meta.recordCount {
+                written.append(metaBytes.withUnsafeBytes { $0.baseAddress!.u64(MetaLayout.inlineRecord + meta.recordEntrySize * i) })
+            }
         } else {
             let run = try readFileRange(path, at: Int(meta.recordRun) * Self.pageSize, count: Self.pageSize * 2)
             for i in 0..<min(meta.recordCount, 100) { written.append(run.withUnsafeBytes { $0.baseAddress!.u64(PageHeader.size + meta.recordEntrySize * i) }) }
@@ -147,8 +149,10 @@ import Foundation
     /// The newest meta's page size field damaged with the magic intact (and, separately, its checksum
     /// resealed): opening must not trust it over the intact previous meta.
     @Test func newestMetaWithDamagedPageSizeField() throws {
-        for (reseal, flip, bogus) in [(false, false, 8192), (true, false, 8192), (false, true, 8192), (true, true, 8192),
-                                      (false, false, 12345), (false, true, 12345), (true, true, 0)] {
+        for (reseal, flip, bogus) in [
+            (false, false, 8192), (true, false, 8192), (false, true, 8192), (true, true, 8192),
+            (false, false, 12345), (false, true, 12345), (true, true, 0),
+        ] {
             let path = temporaryPath()
             defer { removeStoreFiles(path) }
             let (a, _, txnA, txnB) = try Self.twoCommits(path, flip: flip)
@@ -233,7 +237,8 @@ import Foundation
 
     @Test func foreignFiles() throws {
         var rng = SplitMix(seed: 8)
-        let text = Array("""
+        let text = Array(
+            """
             Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut
             labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco.
 
@@ -373,7 +378,9 @@ import Foundation
                 Issue.record("seed \(seed) iteration \(iteration): a non-StorageError was thrown: \(error)")
             }
         }
-        print("CorruptionTests: \(iterations) corrupted files: \(openedFine) opened and read without error, \(refusedAtOpen) refused at open, \(failedLater) threw while reading or writing")
+        print(
+            "CorruptionTests: \(iterations) corrupted files: \(openedFine) opened and read without error, \(refusedAtOpen) refused at open, \(failedLater) threw while reading or writing"
+        )
         #expect(openedFine + refusedAtOpen + failedLater == iterations)
     }
 
@@ -468,7 +475,9 @@ import Foundation
                         _ = v.count
                         return keys.count < 100_000
                     }
-                    try tree.forEach(reverse: true) { _, v in _ = v.first; return true }
+                    try tree.forEach(reverse: true) { _, v in
+                        _ = v.first; return true
+                    }
                     let cursor = tree.cursor()
                     if !keys.isEmpty {
                         for _ in 0..<20 {

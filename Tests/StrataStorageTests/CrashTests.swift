@@ -46,10 +46,10 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
         let path = temporaryPath("crash-\(config.sync == .single ? "single" : "double")\(config.big ? "-big" : "")")
         defer { removeStoreFiles(path) }
 
-        var last: UInt64 = 0            // the newest transaction the file held at the last check
+        var last: UInt64 = 0  // the newest transaction the file held at the last check
         var printedTotal = 0
-        var earlyKills = 0              // kills before the helper printed a commit
-        var unpublished = 0             // kills that left a written but unpublished meta page behind
+        var earlyKills = 0  // kills before the helper printed a commit
+        var unpublished = 0  // kills that left a written but unpublished meta page behind
         // Every fourth cycle this process holds the file open, with a snapshot, from before the
         // helper starts until after the next helper is killed: the helper then opens a file another
         // process has open (no recovery at open), its crash leaves a live process behind, and the
@@ -120,7 +120,9 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
         // A last check with the file closed everywhere, so that opening runs recovery.
         let final = try verifyCrashStore(path: path, big: config.big, expectIdle: true, context: "final check, seed \(seed), file \(path)")
         #expect(final >= last)
-        print("CrashTests[\(config.testDescription)]: \(kills) kills, \(printedTotal) printed commits, \(final) transactions in the file, \(earlyKills) kills before the first commit, \(unpublished) unpublished commits left behind a live process")
+        print(
+            "CrashTests[\(config.testDescription)]: \(kills) kills, \(printedTotal) printed commits, \(final) transactions in the file, \(earlyKills) kills before the first commit, \(unpublished) unpublished commits left behind a live process"
+        )
         #expect(printedTotal > kills, "too few commits between kills to prove anything — \(path)")
     }
 
@@ -140,8 +142,8 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
             return entries
         }
         let base = fill("a", 0..<300)
-        let orphan = fill("b", 0..<2000)      // the dead writer's commit: many pages
-        let second = fill("c", 0..<3)         // the next writer's: a few
+        let orphan = fill("b", 0..<2000)  // the dead writer's commit: many pages
+        let second = fill("c", 0..<3)  // the next writer's: a few
         var baseTxnid: UInt64 = 0
         do {
             let store = try Store(path: path, options: StoreOptions(durability: .noSync))
@@ -180,13 +182,17 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
         let content = try store.read { txn -> [[UInt8]: [UInt8]] in
             var content: [[UInt8]: [UInt8]] = [:]
             guard let t = try txn.tree("t") else { return content }
-            try t.forEach { k, v in content[Array(k)] = Array(v); return true }
+            try t.forEach { k, v in
+                content[Array(k)] = Array(v); return true
+            }
             #expect(content.count == t.count)
             return content
         }
         let withOrphan = base.merging(orphan) { $1 }
-        #expect(content == base || content == withOrphan,
-                "reopened to \(content.count) keys (\(content.keys.filter { $0.first == UInt8(ascii: "c") }.count) of the dead second writer's), neither the base state (\(base.count)) nor the first writer's commit (\(withOrphan.count))")
+        #expect(
+            content == base || content == withOrphan,
+            "reopened to \(content.count) keys (\(content.keys.filter { $0.first == UInt8(ascii: "c") }.count) of the dead second writer's), neither the base state (\(base.count)) nor the first writer's commit (\(withOrphan.count))"
+        )
         let problems = storeCheckProblems(store)
         #expect(problems.isEmpty, "check: \(problems)")
     }
@@ -209,7 +215,8 @@ func verifyCrashStore(path: String, big: Bool, expectIdle: Bool, context: String
         #expect(names == ["data", "keep", "meta"], "trees \(names) — \(context)")
         #expect(meta.count == 1, "meta tree holds \(meta.count) entries — \(context)")
         guard let lastValue = try meta.get(Array("last".utf8)), lastValue.count == 16,
-              let last = CrashWorkload.u64(lastValue), let lastTag = CrashWorkload.u64(lastValue, at: 8) else {
+            let last = CrashWorkload.u64(lastValue), let lastTag = CrashWorkload.u64(lastValue, at: 8)
+        else {
             throw CrashCheckFailure(description: "meta tree has no valid 'last' — \(context)")
         }
         // "keep": exactly 1...last, each whole; it records each transaction's tag.
@@ -266,7 +273,8 @@ func verifyCrashStore(path: String, big: Bool, expectIdle: Bool, context: String
         return last
     }
     let stats = try store.stats()
-    #expect(stats.fileSize >= stats.pageCount * UInt64(stats.pageSize), "file of \(stats.fileSize) bytes is shorter than its \(stats.pageCount) pages — \(context)")
+    #expect(
+        stats.fileSize >= stats.pageCount * UInt64(stats.pageSize), "file of \(stats.fileSize) bytes is shorter than its \(stats.pageCount) pages — \(context)")
     #expect(stats.freePages + stats.pendingPages <= stats.pageCount, "\(stats) — \(context)")
     if expectIdle {
         #expect(stats.pendingPages == 0, "pages pending with no reader open: \(stats.pendingHolders) — \(context)")
@@ -387,7 +395,8 @@ func strataTestHelperPath() throws -> String {
         let candidate = directory + "/StrataTestHelper"
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     }
-    throw HelperProcessError(description: "StrataTestHelper not found in \(directories); it is built with the test target (`swift build --product StrataTestHelper`)")
+    throw HelperProcessError(
+        description: "StrataTestHelper not found in \(directories); it is built with the test target (`swift build --product StrataTestHelper`)")
 }
 
 /// A running helper process with pipes on its standard streams. Waiting is done with

@@ -65,7 +65,7 @@ final class EventLog: @unchecked Sendable {
         writer.send("go")
         for i in 0..<own {
             try store.write { txn in try CounterWorkload.commit(txn, key: Array("T/\(i)".utf8), index: i) }
-            if i % 8 == 0 { try await Task.sleep(for: .microseconds(300)) }   // let the helper in
+            if i % 8 == 0 { try await Task.sleep(for: .microseconds(300)) }  // let the helper in
         }
         try await writer.waitForExit(timeout: 120)
         #expect(writer.succeeded, "writer ended with \(writer.status): \(writer.errorOutput())")
@@ -94,8 +94,10 @@ final class EventLog: @unchecked Sendable {
                 #expect(reported[event.isFromOtherProcess, default: []].insert(v).inserted, "version \(v) reported twice")
             }
             let wanted = Set(versionOf.filter { range.contains($0.value) }.keys)
-            #expect(event.changedKeys["w"] == wanted,
-                    "event \(event.previousVersion)...\(event.txnid) (\(event.isFromOtherProcess ? "other process" : "this process")): \(event.changedKeys["w"]?.count ?? -1) keys of w, its commits wrote \(wanted.count)")
+            #expect(
+                event.changedKeys["w"] == wanted,
+                "event \(event.previousVersion)...\(event.txnid) (\(event.isFromOtherProcess ? "other process" : "this process")): \(event.changedKeys["w"]?.count ?? -1) keys of w, its commits wrote \(wanted.count)"
+            )
             if event.isFromOtherProcess {
                 #expect(event.changedTrees == ["c", "w"])
                 #expect(event.changedKeys["c"] == [Array("count".utf8), Array("hot".utf8)])
@@ -105,7 +107,9 @@ final class EventLog: @unchecked Sendable {
             }
         }
         let ownInRemote = remote.reduce(0) { n, e in n + (e.changedKeys["w"] ?? []).filter { $0.first == UInt8(ascii: "T") }.count }
-        print("CrossProcessCommitTests: \(perHelper) commits of another process arrived in \(remote.count) events, \(own) own in \(events.count - remote.count); \(ownInRemote) own commits merged into others' events")
+        print(
+            "CrossProcessCommitTests: \(perHelper) commits of another process arrived in \(remote.count) events, \(own) own in \(events.count - remote.count); \(ownInRemote) own commits merged into others' events"
+        )
         #expect(ownInRemote < own / 2, "most of this process's commits should be reported as its own")
     }
 

@@ -43,8 +43,12 @@ import Foundation
             #expect(try cursor.seek([0]) == false)
             #expect(!cursor.isPositioned && cursor.key.count == 0 && cursor.value.count == 0)
             var visited = 0
-            try tree.forEach { _, _ in visited += 1; return true }
-            try tree.forEach(from: [1], to: [9], reverse: true) { _, _ in visited += 1; return true }
+            try tree.forEach { _, _ in
+                visited += 1; return true
+            }
+            try tree.forEach(from: [1], to: [9], reverse: true) { _, _ in
+                visited += 1; return true
+            }
             #expect(visited == 0)
         }
     }
@@ -148,10 +152,12 @@ import Foundation
             ]
             for (lower, upper) in cases {
                 for reverse in [false, true] {
-                    #expect(try collect(tree, lower, upper, reverse: reverse) == expected(lower, upper, reverse: reverse),
-                            "forEach(from: \(String(describing: lower)), to: \(String(describing: upper)), reverse: \(reverse))")
-                    #expect(try collect(tree, lower, upper, reverse: reverse, limit: 3) == expected(lower, upper, reverse: reverse, limit: 3),
-                            "early stop of forEach(from: \(String(describing: lower)), to: \(String(describing: upper)), reverse: \(reverse))")
+                    #expect(
+                        try collect(tree, lower, upper, reverse: reverse) == expected(lower, upper, reverse: reverse),
+                        "forEach(from: \(String(describing: lower)), to: \(String(describing: upper)), reverse: \(reverse))")
+                    #expect(
+                        try collect(tree, lower, upper, reverse: reverse, limit: 3) == expected(lower, upper, reverse: reverse, limit: 3),
+                        "early stop of forEach(from: \(String(describing: lower)), to: \(String(describing: upper)), reverse: \(reverse))")
                 }
             }
         }
@@ -262,7 +268,9 @@ import Foundation
             let tree = try #require(try txn.tree("long"))
             #expect(try allEntries(tree).map(\.0) == sorted)
             var reversed: [[UInt8]] = []
-            try tree.forEach(reverse: true) { k, _ in reversed.append(Array(k)); return true }
+            try tree.forEach(reverse: true) { k, _ in
+                reversed.append(Array(k)); return true
+            }
             #expect(reversed == sorted.reversed())
             let cursor = tree.cursor()
             for (i, k) in sorted.enumerated() {

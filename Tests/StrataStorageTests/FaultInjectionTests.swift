@@ -308,7 +308,9 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
 
 @Suite struct FaultInjectionTests {
     /// Opens, seeds with `initial` operations committed durably, and returns the pieces.
-    static func seeded(_ mode: FaultMode, seed: UInt64, initial: Int = 3000) throws -> (path: String, store: Store, faulty: FaultyFile, model: Contents, rng: SplitMix) {
+    static func seeded(_ mode: FaultMode, seed: UInt64, initial: Int = 3000) throws -> (
+        path: String, store: Store, faulty: FaultyFile, model: Contents, rng: SplitMix
+    ) {
         let path = temporaryPath("fault\(mode)")
         let (store, faulty) = try openFaulty(path, mode.options)
         var rng = SplitMix(seed: seed)
@@ -319,15 +321,17 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
 
     /// Checks that a failed commit threw the injected error, left the previous commit readable (also
     /// to a snapshot taken before it), and that the next transaction commits; returns the new model.
-    static func expectFailedCommitRecovers(_ store: Store, _ faulty: FaultyFile, _ model: inout Contents, _ rng: inout SplitMix,
-                                           errno: Int32, operations: Int, context: String) throws -> Bool {
+    static func expectFailedCommitRecovers(
+        _ store: Store, _ faulty: FaultyFile, _ model: inout Contents, _ rng: inout SplitMix,
+        errno: Int32, operations: Int, context: String
+    ) throws -> Bool {
         let before = try store.stats()
         let snapshot = try store.beginRead()
         defer { snapshot.end() }
         var attempted = model
         do {
             try store.write { txn in try mutate(txn, &attempted, &rng, operations: operations) }
-            model = attempted   // the fault was not reached: the commit went through
+            model = attempted  // the fault was not reached: the commit went through
             return false
         } catch let error as StorageError {
             guard case .io(_, _, let got) = error, got == errno else {
@@ -367,8 +371,9 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
         for partial in [false, true] {
             for n in 1...40 {
                 faulty.failWrite(in: n, partial: partial)
-                let failed = try Self.expectFailedCommitRecovers(store, faulty, &model, &rng, errno: 5, operations: 400,
-                                                                 context: "\(mode) write \(n) partial \(partial)")
+                let failed = try Self.expectFailedCommitRecovers(
+                    store, faulty, &model, &rng, errno: 5, operations: 400,
+                    context: "\(mode) write \(n) partial \(partial)")
                 faulty.clearFaults()
                 if !failed { break }
                 failures += 1
@@ -376,7 +381,7 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
         }
         #expect(failures >= 4, "the commits made too few writes to test")
         let environment = WeakEnvironmentRef(store.env)
-        store = try Store.inMemory()   // release the faulty handle
+        store = try Store.inMemory()  // release the faulty handle
         _ = faulty
         _ = try Self.reopenAndCheck(path, environment, expected: [model], context: "\(mode) after failed writes")
     }
@@ -412,8 +417,9 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
         // Small commits fit in free pages and the slack; big ones eventually need more room.
         var sawENOSPC = false
         for attempt in 0..<20 {
-            let failed = try Self.expectFailedCommitRecovers(store, faulty, &model, &rng, errno: 28, operations: 2000,
-                                                             context: "\(mode) disk full attempt \(attempt)")
+            let failed = try Self.expectFailedCommitRecovers(
+                store, faulty, &model, &rng, errno: 28, operations: 2000,
+                context: "\(mode) disk full attempt \(attempt)")
             if failed { sawENOSPC = true; break }
         }
         #expect(sawENOSPC, "\(mode): the disk never filled up")
@@ -484,7 +490,7 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
             do {
                 try store.write { txn in try mutate(txn, &attempted, &rng, operations: 400) }
                 faulty.clearFaults()
-                break   // the commit made fewer than n writes
+                break  // the commit made fewer than n writes
             } catch let error as StorageError {
                 guard case .io = error else { Issue.record("\(mode) cut \(n): \(error)"); break }
             }
@@ -546,15 +552,18 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
             var keepRng = SplitMix(seed: seed &+ UInt64(iteration))
             let keepShare = rng.within(0...100)
             try faulty.losePower(chunk: chunk) { _ in keepRng.percent(keepShare) }
-            let index = try Self.reopenAndCheck(path, environment, expected: [model, attempted],
-                                                context: "seed \(seed) iteration \(iteration) (\(mode), chunk \(chunk), keep \(keepShare)%)")
+            let index = try Self.reopenAndCheck(
+                path, environment, expected: [model, attempted],
+                context: "seed \(seed) iteration \(iteration) (\(mode), chunk \(chunk), keep \(keepShare)%)")
             if index == 1 { model = attempted; openedAtNew += 1 } else { openedAtOld += 1 }
             if index == nil { return }
             (store, faulty) = try openFaulty(path, mode.options)
             // The reopened store is fully writable.
             try store.write { txn in try mutate(txn, &model, &rng, operations: 50) }
         }
-        print("FaultInjectionTests (\(mode)): \(iterations) partial power losses: opened at the previous commit \(openedAtOld) times, at the torn commit \(openedAtNew) times; \(recordRuns) commits used a record run")
+        print(
+            "FaultInjectionTests (\(mode)): \(iterations) partial power losses: opened at the previous commit \(openedAtOld) times, at the torn commit \(openedAtNew) times; \(recordRuns) commits used a record run"
+        )
         #expect(recordRuns > 0, "no commit was large enough to need a commit-record run")
     }
 }

@@ -53,9 +53,9 @@ import Foundation
         let checked = try checker.remainingLines()
         #expect(checker.succeeded, "check-loop ended with \(checker.status): \(checker.errorOutput())")
 
-        var order: [Int: String] = [:]     // counter value -> writer
+        var order: [Int: String] = [:]  // counter value -> writer
         try store.read { txn in
-            #expect(try CounterWorkload.check(txn) == UInt64(total))   // throws a Violation saying what disagrees
+            #expect(try CounterWorkload.check(txn) == UInt64(total))  // throws a Violation saying what disagrees
             let c = try #require(try txn.tree("c"))
             #expect(CrashWorkload.u64(try c.get(Array("count".utf8)) ?? []) == UInt64(total), "lost or doubled increments")
             let w = try #require(try txn.tree("w"))
@@ -96,7 +96,7 @@ import Foundation
         func value(_ size: Int) -> [UInt8] { (0..<size).map { _ in UInt8(truncatingIfNeeded: rng.next()) } }
         func size() -> Int {
             switch rng.next() % 10 {
-            case 0: return 4_000 + Int(rng.next() % 20_000)   // overflow runs
+            case 0: return 4_000 + Int(rng.next() % 20_000)  // overflow runs
             case 1: return 0
             default: return Int(rng.next() % 400)
             }
@@ -117,8 +117,9 @@ import Foundation
         #expect(txnid == expectedTxnid)
         #expect(checksum == expectedChecksum, "the other process read different bytes")
         #expect(pid == UInt64(reader.pid))
-        #expect(store.readers().contains { $0.pid == UInt64(reader.pid) && $0.txnid == expectedTxnid },
-                "readers() does not list the other process: \(store.readers())")
+        #expect(
+            store.readers().contains { $0.pid == UInt64(reader.pid) && $0.txnid == expectedTxnid },
+            "readers() does not list the other process: \(store.readers())")
 
         // Rewrite the same keys with other sizes, drop and recreate a tree: every commit frees
         // pages, and later ones reuse what earlier ones freed.
@@ -138,7 +139,9 @@ import Foundation
             }
             pageCounts.append(try store.stats().pageCount)
         }
-        print("MultiProcessTests: page count with a foreign reader open: \(pageCounts[0]) after 1 commit, \(pageCounts[99]) after 100, \(pageCounts[199]) after 200")
+        print(
+            "MultiProcessTests: page count with a foreign reader open: \(pageCounts[0]) after 1 commit, \(pageCounts[99]) after 100, \(pageCounts[199]) after 200"
+        )
         let stats = try store.stats()
         #expect(stats.pendingPages > 0, "no pages held for the other process's snapshot")
         let holder = stats.pendingHolders.first { $0.reader.pid == UInt64(reader.pid) }
@@ -147,8 +150,9 @@ import Foundation
         #expect((holder?.pages ?? 0) > 0 && (holder?.pages ?? 0) <= stats.pendingPages)
         // Pages freed after the snapshot and seen by no one are reused: the file stops growing
         // although the snapshot stays open.
-        #expect(pageCounts[199] <= pageCounts[99] + pageCounts[99] / 10,
-                "the file kept growing with one old reader open: \(pageCounts[99]) pages after 100 commits, \(pageCounts[199]) after 200")
+        #expect(
+            pageCounts[199] <= pageCounts[99] + pageCounts[99] / 10,
+            "the file kept growing with one old reader open: \(pageCounts[99]) pages after 100 commits, \(pageCounts[199]) after 200")
 
         reader.send("reread")
         let recheck = try await reader.readLine()
@@ -196,4 +200,3 @@ import Foundation
         #expect(stats.pendingPages == 0 && stats.pendingHolders.isEmpty, "pages still held for the killed reader: \(stats.pendingHolders)")
     }
 }
-

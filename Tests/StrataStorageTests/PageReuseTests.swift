@@ -71,7 +71,9 @@ import Foundation
     @Test func rewriteWorkloadReachesSteadySize() throws {
         let run = try Self.baseline.get()
         let store = run.store
-        print("PageReuseTests (no reader): pages after commit 1: \(run.pages[0]), \(run.pages.count / 2): \(run.middle), \(run.pages.count): \(run.steady); file \(run.sizes[run.sizes.count - 1]) bytes")
+        print(
+            "PageReuseTests (no reader): pages after commit 1: \(run.pages[0]), \(run.pages.count / 2): \(run.middle), \(run.pages.count): \(run.steady); file \(run.sizes[run.sizes.count - 1]) bytes"
+        )
         // Steady: the last half of the commits does not grow the file.
         #expect(run.steady <= run.middle + 2, "pages grew from \(run.middle) to \(run.steady) in the last \(run.pages.count / 2) commits")
         #expect(run.sizes[run.sizes.count - 1] <= run.sizes[run.sizes.count / 2 - 1] + 2 * UInt64(store.pageSize))
@@ -132,7 +134,9 @@ import Foundation
         defer { removeStoreFiles(path) }
         let run = try Self.run(path: path, keys: Self.keys, hot: Array(0..<(Self.keys / 10)), commits: Self.commits, holdSnapshot: true)
         let steady = try Self.baseline.get().steady
-        print("PageReuseTests (held snapshot): pages after commit 1: \(run.pages[0]), \(run.pages.count / 2): \(run.middle), \(run.pages.count): \(run.steady) (no-reader steady size \(steady)); file \(run.sizes[run.sizes.count - 1]) bytes")
+        print(
+            "PageReuseTests (held snapshot): pages after commit 1: \(run.pages[0]), \(run.pages.count / 2): \(run.middle), \(run.pages.count): \(run.steady) (no-reader steady size \(steady)); file \(run.sizes[run.sizes.count - 1]) bytes"
+        )
 
         // The held snapshot pins its own pages, but pages written and freed again by later commits
         // are reused: the file stays bounded and stops growing.
@@ -233,7 +237,9 @@ import Foundation
         for (txn, expected) in held {
             let t = try #require(try txn.tree("t"))
             var got: [[UInt8]: [UInt8]] = [:]
-            try t.forEach { k, v in got[Array(k)] = Array(v); return true }
+            try t.forEach { k, v in
+                got[Array(k)] = Array(v); return true
+            }
             #expect(got == expected, "snapshot \(txn.txnid) changed")
         }
         let stats = try store.stats()

@@ -183,7 +183,10 @@ struct ReadOnlyTests {
         #expect(try store.read { $0.txnid } == newest - 1)
         #expect(try contents(of: store) == model)
         #expect(try store.check().isOK)
-        #expect(try store.metaNotes().map(\.message) == ["newest commit \(newest) was not completed (meta page checksum mismatch); the file opens at commit \(newest - 1)"])
+        #expect(
+            try store.metaNotes().map(\.message) == [
+                "newest commit \(newest) was not completed (meta page checksum mismatch); the file opens at commit \(newest - 1)"
+            ])
         #expect(try readFileBytes(path) == before)
     }
 }

@@ -85,7 +85,9 @@ private struct Rollback: Error {}
                 let tree = trees.first { seen[$0] != model[$0] } ?? "?"
                 let keys = Set((seen[tree] ?? [:]).keys).union((model[tree] ?? [:]).keys)
                 let key = keys.first { seen[tree]?[$0] != model[tree]?[$0] }
-                Issue.record("seed \(seed): round \(round): tree \(tree) differs from the model at key \(key.map { "\($0)" } ?? "-") (\(seen[tree]?.count ?? -1) entries, model \(model[tree]?.count ?? -1))")
+                Issue.record(
+                    "seed \(seed): round \(round): tree \(tree) differs from the model at key \(key.map { "\($0)" } ?? "-") (\(seen[tree]?.count ?? -1) entries, model \(model[tree]?.count ?? -1))"
+                )
                 return
             }
             if round % 40 == 39 {
@@ -94,7 +96,7 @@ private struct Rollback: Error {}
                 store = try Store(path: path, options: options)
             }
         }
-        withExtendedLifetime(held) {}   // snapshots were held across commits up to here
+        withExtendedLifetime(held) {}  // snapshots were held across commits up to here
         held = nil
         let report = try store.check()
         #expect(report.isOK, "seed \(seed): \(report.problems)")
@@ -153,7 +155,7 @@ private struct Rollback: Error {}
         }
         var wrote = false
         _ = try store.write { txn in
-            _ = try txn.tree("t")                         // opened before the savepoint
+            _ = try txn.tree("t")  // opened before the savepoint
             var kept: WriteTree?
             _ = try? txn.savepoint {
                 try txn.dropTree("t")
@@ -177,7 +179,9 @@ private struct Rollback: Error {}
         #expect(try store.read { try $0.tree("t")?.get([3, 0]) } == nil)
         let u = try store.read { txn -> [[UInt8]] in
             var keys: [[UInt8]] = []
-            try txn.tree("u")?.forEach { k, _ in keys.append(Array(k)); return true }
+            try txn.tree("u")?.forEach { k, _ in
+                keys.append(Array(k)); return true
+            }
             return keys
         }
         #expect(u == [[5]], "tree u holds \(u.count) keys, written through another tree's handle")

@@ -28,7 +28,9 @@ struct SmokeTests {
             let t = try #require(try txn.tree("t"))
             #expect(t.count == 5000)
             var n = 0
-            try t.forEach { _, _ in n += 1; return true }
+            try t.forEach { _, _ in
+                n += 1; return true
+            }
             #expect(n == 5000)
         }
     }

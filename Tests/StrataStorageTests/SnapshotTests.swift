@@ -74,10 +74,12 @@ import Synchronization
                 #expect(try r.tree("t")?.count == 1)
             }
             let seen = Locked<[UInt8]?>(nil)
-            runThreads([{
-                let value = try? store.read { r in try r.tree("t")?.get([1]) }
-                seen.withLock { $0 = value ?? nil }
-            }])
+            runThreads([
+                {
+                    let value = try? store.read { r in try r.tree("t")?.get([1]) }
+                    seen.withLock { $0 = value ?? nil }
+                }
+            ])
             #expect(seen.current == [1])
         }
         #expect(try store.read { try $0.tree("t")?.get([1]) } == [2])
@@ -151,7 +153,9 @@ import Synchronization
                         }
                         // Within the transaction the invariant holds as well.
                         var sum: UInt64 = 0
-                        try t.forEach { _, v in sum &+= bigEndianValue(v); return true }
+                        try t.forEach { _, v in
+                            sum &+= bigEndianValue(v); return true
+                        }
                         if sum != total { fail("writer: sum \(sum) inside commit \(commit)") }
                     }
                 }
@@ -207,7 +211,9 @@ import Synchronization
         shared.end()
         let elapsed = Date().timeIntervalSince(started)
         for failure in failures.current { Issue.record("seed \(seed): \(failure)") }
-        print("SnapshotTests: \(commits) commits, \(snapshotsChecked.load(ordering: .relaxed)) snapshots audited by 4 readers (\(distinctCommitsSeen.load(ordering: .relaxed)) distinct commits seen) in \(String(format: "%.1f", elapsed)) s")
+        print(
+            "SnapshotTests: \(commits) commits, \(snapshotsChecked.load(ordering: .relaxed)) snapshots audited by 4 readers (\(distinctCommitsSeen.load(ordering: .relaxed)) distinct commits seen) in \(String(format: "%.1f", elapsed)) s"
+        )
         #expect(snapshotsChecked.load(ordering: .relaxed) >= 100)
         #expect(distinctCommitsSeen.load(ordering: .relaxed) >= 20)
         let final = try store.read { txn in audit(txn) }

@@ -74,7 +74,12 @@ import Foundation
             }
             #expect(try syncs { _ = try store.write { try $0.createTree("t").put([1], [1]) } } == perCommit, "\(mode): default .full")
             #expect(try syncs { _ = try store.write(durability: .noSync) { try $0.createTree("t").put([2], [2]) } } == 0, "\(mode): per-call .noSync")
-            #expect(try syncs { try store.write { txn in txn.durability = .noSync; try txn.createTree("t").put([3], [3]) } } == 0, "\(mode): set inside")
+            #expect(
+                try syncs {
+                    try store.write { txn in
+                        txn.durability = .noSync; try txn.createTree("t").put([3], [3])
+                    }
+                } == 0, "\(mode): set inside")
             #expect(try syncs { _ = try store.write(durability: .full) { try $0.createTree("t").put([4], [4]) } } == perCommit)
             // A transaction that changes nothing writes and syncs nothing and keeps the id.
             let txnid = try store.stats().txnid
@@ -92,7 +97,9 @@ import Foundation
         _ = try store.write { try $0.createTree("t").put([1], [1]) }
         #expect(faulty.syncs == before)
         before = faulty.syncs
-        try store.write { txn in txn.durability = .full; try txn.createTree("t").put([2], [2]) }
+        try store.write { txn in
+            txn.durability = .full; try txn.createTree("t").put([2], [2])
+        }
         #expect(faulty.syncs == before + 1)
     }
 
@@ -155,7 +162,9 @@ import Foundation
         #expect(try store.stats().txnid == stats.txnid + 1)
         // Writes after a committed write transaction's end are refused too.
         var committed: WriteTransaction?
-        try store.write { txn in committed = txn; try txn.createTree("c").put([1], [1]) }
+        try store.write { txn in
+            committed = txn; try txn.createTree("c").put([1], [1])
+        }
         #expect(throws: StorageError.transactionFinished) { _ = try #require(committed).createTree("late") }
     }
 
@@ -277,7 +286,9 @@ import Foundation
         #expect(full.usedPages >= empty.usedPages + treePages)
         try store.write { (txn) throws in #expect(try txn.dropTree("big")) }
         let dropped = try store.stats()
-        print("StoreAPITests: tree of \(treePages) pages (\(shape.leaves) leaves, \(shape.branches) branches, \(shape.overflowPages) overflow); used pages \(empty.usedPages) → \(full.usedPages) → \(dropped.usedPages) after drop, free \(dropped.freePages)")
+        print(
+            "StoreAPITests: tree of \(treePages) pages (\(shape.leaves) leaves, \(shape.branches) branches, \(shape.overflowPages) overflow); used pages \(empty.usedPages) → \(full.usedPages) → \(dropped.usedPages) after drop, free \(dropped.freePages)"
+        )
         #expect(dropped.freePages >= full.freePages + treePages)
         // Only the free list's own pages remain in use beyond the empty store's.
         #expect(dropped.usedPages <= empty.usedPages + treePages / 20 + 4)
@@ -420,7 +431,9 @@ import Foundation
             }
         }
         let shape = try store.read { try treeShape($0, "ids") }
-        print("StoreAPITests: append of \(keys) ascending keys in \(String(format: "%.1f", Date().timeIntervalSince(started))) s: \(shape.leaves) leaves, \(shape.branches) branches, depth \(shape.depth), leaf fill \(String(format: "%.1f", shape.leafFill * 100))% (\(String(format: "%.1f", shape.leafFillExcludingLast * 100))% without the last leaf)")
+        print(
+            "StoreAPITests: append of \(keys) ascending keys in \(String(format: "%.1f", Date().timeIntervalSince(started))) s: \(shape.leaves) leaves, \(shape.branches) branches, depth \(shape.depth), leaf fill \(String(format: "%.1f", shape.leafFill * 100))% (\(String(format: "%.1f", shape.leafFillExcludingLast * 100))% without the last leaf)"
+        )
         #expect(shape.entries == keys)
         #expect(shape.leafFill >= 0.90, "leaf fill \(shape.leafFill)")
 

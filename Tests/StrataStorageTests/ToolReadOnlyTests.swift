@@ -77,7 +77,8 @@ struct ToolReadOnlyTests {
             if command == ["compact"] && kind.exitCode == 0 {
                 // The copy is a database of its own, with the same content.
                 #expect(outputs.contains("out"), "\(context): \(outputs)")
-                #expect(try contents(of: try Store(path: outputDirectory + "/out")) == contents(of: try Store(path: path, options: StoreOptions(readOnly: true))))
+                #expect(
+                    try contents(of: try Store(path: outputDirectory + "/out")) == contents(of: try Store(path: path, options: StoreOptions(readOnly: true))))
             } else {
                 #expect(outputs.isEmpty, "\(context) wrote \(outputs)")
             }
@@ -90,8 +91,9 @@ struct ToolReadOnlyTests {
 
     /// A directory nobody running the tool may write to: every command still works. As root the
     /// tool runs as `nobody` through setpriv, since root writes through any permission bits.
-    @Test(.enabled(if: unprivilegedLauncher != nil, "running as root without /usr/bin/setpriv: cannot make a directory read-only to the tool"),
-          arguments: [true, false])
+    @Test(
+        .enabled(if: unprivilegedLauncher != nil, "running as root without /usr/bin/setpriv: cannot make a directory read-only to the tool"),
+        arguments: [true, false])
     func inspectsInAReadOnlyDirectory(withLockFile: Bool) throws {
         let tool = try #require(strataToolPath())
         let launcher = try #require(unprivilegedLauncher)
@@ -127,7 +129,7 @@ struct ToolReadOnlyTests {
             _ = try ReadOnlyTests.makeStore(path)
             let (newest, victim) = try {
                 var options = StoreOptions(durability: .noSync)
-                options.compaction = .off   // compaction could move tree "a"'s pages in any commit
+                options.compaction = .off  // compaction could move tree "a"'s pages in any commit
                 let store = try Store(path: path, options: options)
                 // The commit the file falls back to touches neither tree "a" nor tree "late", so
                 // that what is damaged below is not in its commit record (which open verifies).
@@ -147,7 +149,9 @@ struct ToolReadOnlyTests {
             let note = "newest commit \(newest) was not completed"
             var result = try runTool(tool, ["check", path])
             #expect(result.status == 0, "\(tear): \(result)")
-            #expect(result.stdout.contains("note: page \(newest % 2): \(note)") && result.stdout.contains("the file opens at commit \(newest - 1)"), "\(tear): \(result)")
+            #expect(
+                result.stdout.contains("note: page \(newest % 2): \(note)") && result.stdout.contains("the file opens at commit \(newest - 1)"),
+                "\(tear): \(result)")
             #expect(result.stdout.contains("checked transaction \(newest - 1)") && result.stdout.contains("\nok"), "\(tear): \(result)")
             result = try runTool(tool, ["info", path])
             #expect(result.status == 0, "\(tear): \(result)")

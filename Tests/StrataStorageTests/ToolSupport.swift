@@ -17,7 +17,8 @@ func strataToolPath() -> String? {
         let candidate = directory.appendingPathComponent("strata").path
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
-           FileManager.default.isExecutableFile(atPath: candidate) {
+            FileManager.default.isExecutableFile(atPath: candidate)
+        {
             return candidate
         }
     }
@@ -43,6 +44,7 @@ func runTool(_ tool: String, _ arguments: [String]) throws -> ToolResult {
     let outData = out.fileHandleForReading.readDataToEndOfFile()
     let errData = err.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                      stderr: String(decoding: errData, as: UTF8.self))
+    return ToolResult(
+        status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+        stderr: String(decoding: errData, as: UTF8.self))
 }

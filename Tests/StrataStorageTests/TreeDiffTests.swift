@@ -45,7 +45,7 @@ import Foundation
 
         func value() -> [UInt8] {
             switch rng.below(12) {
-            case 0: return rng.byteArray(rng.within(1_100...9_000))   // an overflow run
+            case 0: return rng.byteArray(rng.within(1_100...9_000))  // an overflow run
             case 1: return []
             default: return rng.byteArray(rng.below(60))
             }
@@ -117,7 +117,7 @@ import Foundation
             // A transaction that changed nothing commits nothing: its trees join the last commit's.
             touchedAt[newest.txnid, default: []].formUnion(touched)
             held.append((newest, model))
-            if held.count > 6 { held.remove(at: rng.below(held.count - 1)) }   // keep the newest
+            if held.count > 6 { held.remove(at: rng.below(held.count - 1)) }  // keep the newest
 
             // Compare the newest with every held snapshot.
             for (older, oldContents) in held where older.txnid != newest.txnid {
@@ -137,11 +137,15 @@ import Foundation
                     #expect(ordered, "\(context): tree \(name) changes since \(older.txnid) not in ascending key order")
                     let missing = want.keys.filter { got[$0] == nil }.count
                     let extra = got.keys.filter { want[$0] == nil }.count
-                    #expect(missing == 0 && extra == 0,
-                            "\(context): tree \(name) since \(older.txnid): \(missing) changed keys not reported, \(extra) reported that did not change (model: \(want.count))")
+                    #expect(
+                        missing == 0 && extra == 0,
+                        "\(context): tree \(name) since \(older.txnid): \(missing) changed keys not reported, \(extra) reported that did not change (model: \(want.count))"
+                    )
                     for (k, w) in want {
                         guard let g = got[k] else { continue }
-                        #expect(g.0 == w.0 && g.1 == w.1 && g.2 == w.2, "\(context): tree \(name) since \(older.txnid): key \(k) reported as \(g.0), the model says \(w.0)")
+                        #expect(
+                            g.0 == w.0 && g.1 == w.1 && g.2 == w.2,
+                            "\(context): tree \(name) since \(older.txnid): key \(k) reported as \(g.0), the model says \(w.0)")
                     }
                     maxPages = max(maxPages, try newest.pagesReadByDiff(in: name, since: older))
                     checks += 1
@@ -154,7 +158,9 @@ import Foundation
                 for name in Self.names {
                     let differs = oldContents[name] != model[name]
                     if differs { #expect(changed.contains(name), "\(context): tree \(name) differs since \(older.txnid) but is not among \(changed)") }
-                    if changed.contains(name) { #expect(written.contains(name), "\(context): tree \(name) reported changed since \(older.txnid), but no commit wrote it") }
+                    if changed.contains(name) {
+                        #expect(written.contains(name), "\(context): tree \(name) reported changed since \(older.txnid), but no commit wrote it")
+                    }
                 }
             }
         }
@@ -187,7 +193,7 @@ import Foundation
         }
         let later = try store.beginRead()
         #expect(try later.changedKeys(in: "big", since: before, limit: 100) == nil)
-        #expect(try later.changedKeys(in: "big", since: before, limit: 301)?.count == 301)   // 300 deletions and the update
+        #expect(try later.changedKeys(in: "big", since: before, limit: 301)?.count == 301)  // 300 deletions and the update
         var seen = 0
         let finished = try later.forEachChange(in: "big", since: before) { _, _, _, _ in
             seen += 1

@@ -74,12 +74,19 @@ struct ModelTree {
     static func randomValue(_ rng: inout SplitMix) -> [UInt8] {
         let roll = rng.below(1000)
         let size: Int
-        if roll < 60 { size = 0 }
-        else if roll < 400 { size = rng.within(1...16) }
-        else if roll < 760 { size = rng.within(17...200) }
-        else if roll < 930 { size = rng.within(201...1500) }
-        else if roll < 985 { size = rng.within(1501...9000) }
-        else { size = rng.within(9001...40 * 1024) }
+        if roll < 60 {
+            size = 0
+        } else if roll < 400 {
+            size = rng.within(1...16)
+        } else if roll < 760 {
+            size = rng.within(17...200)
+        } else if roll < 930 {
+            size = rng.within(201...1500)
+        } else if roll < 985 {
+            size = rng.within(1501...9000)
+        } else {
+            size = rng.within(9001...40 * 1024)
+        }
         return rng.byteArray(size)
     }
 
@@ -139,12 +146,20 @@ struct ModelTree {
                 got.append((Array(k), Array(v)))
                 return got.count < limit
             }
-            let ok = got.count == expected.count && zip(got, expected).allSatisfy { pair in
-                pair.0.0 == tree.keys[pair.1] && pair.0.1 == tree.values[tree.keys[pair.1]]
-            }
-            #expect(ok, "seed \(seed) op \(ops) \(context): forEach(from: \(lower.map { "\($0.count)B" } ?? "nil"), to: \(upper.map { "\($0.count)B" } ?? "nil"), reverse: \(reverse), limit \(limit)) returned \(got.count) entries, expected \(expected.count)")
+            let ok =
+                got.count == expected.count
+                && zip(got, expected).allSatisfy { pair in
+                    pair.0.0 == tree.keys[pair.1] && pair.0.1 == tree.values[tree.keys[pair.1]]
+                }
+            #expect(
+                ok,
+                "seed \(seed) op \(ops) \(context): forEach(from: \(lower.map { "\($0.count)B" } ?? "nil"), to: \(upper.map { "\($0.count)B" } ?? "nil"), reverse: \(reverse), limit \(limit)) returned \(got.count) entries, expected \(expected.count)"
+            )
             let counted = try cursor().count(from: lower, to: upper)
-            #expect(counted == range.count, "seed \(seed) op \(ops) \(context): count(from: \(lower.map { "\($0.count)B" } ?? "nil"), to: \(upper.map { "\($0.count)B" } ?? "nil")) is \(counted), expected \(range.count)")
+            #expect(
+                counted == range.count,
+                "seed \(seed) op \(ops) \(context): count(from: \(lower.map { "\($0.count)B" } ?? "nil"), to: \(upper.map { "\($0.count)B" } ?? "nil")) is \(counted), expected \(range.count)"
+            )
             scans += 1
         }
 
@@ -349,7 +364,9 @@ struct ModelTree {
         }
         let s = try #require(store)
         try verifyAll(s, context: "at the end")
-        print("TreeModelTests: seed \(seed): \(ops) operations in \(transactions) transactions, \(aborts) aborted, \(reopens) reopens, \(drops) drops, \(scans) range scans, \(cursorWalks) cursor walks, \(overflowPuts) overflow puts; peak \(peakEntries) entries, \(peakPages) pages; final sizes \(model.mapValues(\.count))")
+        print(
+            "TreeModelTests: seed \(seed): \(ops) operations in \(transactions) transactions, \(aborts) aborted, \(reopens) reopens, \(drops) drops, \(scans) range scans, \(cursorWalks) cursor walks, \(overflowPuts) overflow puts; peak \(peakEntries) entries, \(peakPages) pages; final sizes \(model.mapValues(\.count))"
+        )
         #expect(ops >= totalOps)
         if spilling { #expect(spills > 100, "seed \(seed): only \(spills) spills") } else { #expect(spills == 0) }
         #expect(reopens >= 3 || totalOps < 50_000)
@@ -371,13 +388,17 @@ struct ModelTree {
         }
         _ = try s.write { txn in try txn.createTree("marker").put([1], [1]) }
         let empty = try s.stats()
-        print("TreeModelTests: full store \(full.pageCount) pages (\(full.usedPages) used, \(full.freePages) free); after deleting everything \(empty.usedPages) used, \(empty.freePages) free")
+        print(
+            "TreeModelTests: full store \(full.pageCount) pages (\(full.usedPages) used, \(full.freePages) free); after deleting everything \(empty.usedPages) used, \(empty.freePages) free"
+        )
         #expect(empty.pendingPages == 0)
         // Compaction may have trimmed the freed pages off the file instead of keeping them free.
         #expect(empty.usedPages < full.usedPages, "seed \(seed): deleting everything freed no pages")
         #expect(empty.usedPages * 20 <= full.pageCount, "seed \(seed): \(empty.usedPages) pages still used after deleting everything (of \(full.pageCount))")
         try s.read { txn in
-            #expect(try txn.treeNames() == ["marker"] || Set(try txn.treeNames()) == Set(model.keys.sorted().enumerated().filter { $0.offset % 2 == 0 }.map(\.element) + ["marker"]))
+            #expect(
+                try txn.treeNames() == ["marker"]
+                    || Set(try txn.treeNames()) == Set(model.keys.sorted().enumerated().filter { $0.offset % 2 == 0 }.map(\.element) + ["marker"]))
             for name in try txn.treeNames() where name != "marker" {
                 let tree = try #require(try txn.tree(name))
                 #expect(tree.count == 0)

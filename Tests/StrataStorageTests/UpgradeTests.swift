@@ -45,7 +45,9 @@ struct UpgradeTests {
                 let tree = try #require(try txn.tree(name))
                 #expect(tree.count == entries.count, "\(name)")
                 var got: [([UInt8], [UInt8])] = []
-                try tree.forEach { k, v in got.append((Array(k), Array(v))); return true }
+                try tree.forEach { k, v in
+                    got.append((Array(k), Array(v))); return true
+                }
                 #expect(got.count == entries.count && zip(got, entries).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "\(name) differs")
                 let cursor = tree.cursor()
                 for position in Set([0, 1, entries.count / 3, entries.count / 2, entries.count - 1, entries.count]) where position >= 0 {
@@ -119,8 +121,9 @@ struct UpgradeTests {
                 for _ in 0..<50 {
                     let position = rng.below(sorted.count + 1)
                     let moved = try cursor.seek(toPosition: position)
-                    #expect(moved == (position < sorted.count) && (!moved || Array(cursor.key) == sorted[position]),
-                            "seed 0x00912AD3 round \(round): seek(toPosition: \(position))")
+                    #expect(
+                        moved == (position < sorted.count) && (!moved || Array(cursor.key) == sorted[position]),
+                        "seed 0x00912AD3 round \(round): seek(toPosition: \(position))")
                     let a = Self.key(rng.below(24_000)), b = Self.key(rng.below(24_000))
                     let expected = sorted.filter { !keyLess($0, a) && keyLess($0, b) }.count
                     #expect(try many.count(from: a, to: b) == expected, "seed 0x00912AD3 round \(round): count")

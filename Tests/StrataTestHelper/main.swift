@@ -68,15 +68,17 @@ func fail(_ code: Int32, _ message: String) -> Never {
 }
 
 func usage() -> Never {
-    fail(64, """
-    usage: StrataTestHelper commit-loop FILE START [--sync single|double] [--big]
-           StrataTestHelper writer FILE ID COUNT [--durable] [--gate]
-           StrataTestHelper hold-reader FILE
-           StrataTestHelper die-in-write FILE
-           StrataTestHelper objects-writer FILE SEED COUNT [--gate]
-           StrataTestHelper objects-set-score FILE ID SCORE
-           StrataTestHelper check-loop FILE TARGET
-    """)
+    fail(
+        64,
+        """
+        usage: StrataTestHelper commit-loop FILE START [--sync single|double] [--big]
+               StrataTestHelper writer FILE ID COUNT [--durable] [--gate]
+               StrataTestHelper hold-reader FILE
+               StrataTestHelper die-in-write FILE
+               StrataTestHelper objects-writer FILE SEED COUNT [--gate]
+               StrataTestHelper objects-set-score FILE ID SCORE
+               StrataTestHelper check-loop FILE TARGET
+        """)
 }
 
 func commitLoop(_ args: [String]) throws {

@@ -51,12 +51,12 @@ public enum ObjectWorkload {
             } else if roll < 5 {
                 ops.append(.delete(ids[rng.below(ids.count)]))
             } else if roll < 6, let same = present[ids[rng.below(ids.count)]] {
-                ops.append(.upsert(same))   // identical: no change
+                ops.append(.upsert(same))  // identical: no change
             } else if let old = present[ids[rng.below(ids.count)]] {
                 var new = old
                 switch rng.below(4) {
-                case 0: new.score = Double(rng.below(100)) / 10           // moves in a sort by score
-                case 1: new.category = rng.below(5)                       // in or out of a filter
+                case 0: new.score = Double(rng.below(100)) / 10  // moves in a sort by score
+                case 1: new.category = rng.below(5)  // in or out of a filter
                 case 2: new.title = "t\(rng.below(50))"; new.tags = rng.below(2) == 0 ? [] : ["x"]
                 default: new.body = rng.below(6) == 0 ? String(repeating: "b", count: 5_000 + rng.below(3_000)) : "body \(rng.below(9))"
                 }
@@ -73,8 +73,9 @@ public enum ObjectWorkload {
     }
 
     static func note(id: Int, _ rng: inout Random) -> SharedNote {
-        SharedNote(id: id, title: "t\(rng.below(50))", category: rng.below(5), score: Double(rng.below(100)) / 10,
-             tags: rng.below(3) == 0 ? ["x", "y"] : [], body: rng.below(8) == 0 ? String(repeating: "a", count: 6_000) : "body")
+        SharedNote(
+            id: id, title: "t\(rng.below(50))", category: rng.below(5), score: Double(rng.below(100)) / 10,
+            tags: rng.below(3) == 0 ? ["x", "y"] : [], body: rng.below(8) == 0 ? String(repeating: "a", count: 6_000) : "body")
     }
 
     /// Applies operations to a model of the objects.

@@ -71,10 +71,13 @@ private final class Gate: @unchecked Sendable {
         let gate = Gate()
         let task = Task {
             try await db.read { snapshot in
-                try withProgress(every: 100, { progress in
-                    gate.pass(progress.completed, at: 2_000)
-                    return true
-                }) {
+                try withProgress(
+                    every: 100,
+                    { progress in
+                        gate.pass(progress.completed, at: 2_000)
+                        return true
+                    }
+                ) {
                     // Not answerable by an index: every record is scanned and decoded.
                     try snapshot.objects(Item.self).filter(#Predicate { $0.name.contains("zz") }).fetch().count
                 }
@@ -132,7 +135,12 @@ private final class Gate: @unchecked Sendable {
     @Test func progressOfASynchronousQuery() throws {
         let db = try Self.database()
         var reports: [OperationProgress] = []
-        let found = try withProgress(every: 1_000, { reports.append($0); return true }) {
+        let found = try withProgress(
+            every: 1_000,
+            {
+                reports.append($0); return true
+            }
+        ) {
             try db.objects(Item.self).filter(#Predicate { $0.name.contains("99") }).fetch().count
         }
         #expect(found == (0..<Self.count).filter { "n\($0)".contains("99") }.count)
@@ -141,7 +149,12 @@ private final class Gate: @unchecked Sendable {
 
         var calls = 0
         #expect(throws: CancellationError.self) {
-            _ = try withProgress(every: 1_000, { _ in calls += 1; return calls < 3 }) {
+            _ = try withProgress(
+                every: 1_000,
+                { _ in
+                    calls += 1; return calls < 3
+                }
+            ) {
                 try db.objects(Item.self).filter(#Predicate { $0.name.contains("99") }).fetch()
             }
         }
@@ -155,10 +168,13 @@ private final class Gate: @unchecked Sendable {
         let db = try Self.database()
         let gate = Gate()
         let task = Task {
-            try withProgress(every: 100, { progress in
-                gate.pass(progress.completed, at: 1_000)
-                return true
-            }) {
+            try withProgress(
+                every: 100,
+                { progress in
+                    gate.pass(progress.completed, at: 1_000)
+                    return true
+                }
+            ) {
                 try db.objects(Item.self).filter(#Predicate { $0.name.contains("zz") }).fetch().count
             }
         }
@@ -175,7 +191,12 @@ private final class Gate: @unchecked Sendable {
         let db = try Self.database()
         let target = databasePath()
         var reports: [OperationProgress] = []
-        try withProgress(every: 2_000, { reports.append($0); return true }) { try db.store.copy(to: target) }
+        try withProgress(
+            every: 2_000,
+            {
+                reports.append($0); return true
+            }
+        ) { try db.store.copy(to: target) }
         let entries = try db.store.read { txn in try txn.treeNames().reduce(0) { $0 + (try txn.tree($1)?.count ?? 0) } }
         #expect(reports.allSatisfy { $0.phase == "copy" && $0.total == entries })
         #expect(reports.count == entries / 2_000)
@@ -213,7 +234,12 @@ private final class Gate: @unchecked Sendable {
         #expect(try old.object(V1.Person.self, key: "p7")?.age == "7")
         old.close()
         var reports: [OperationProgress] = []
-        let migrated = try withProgress(every: 500, { reports.append($0); return true }) {
+        let migrated = try withProgress(
+            every: 500,
+            {
+                reports.append($0); return true
+            }
+        ) {
             try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1, migration: migrate)
         }
         #expect(try migrated.object(V3Breaking.Person.self, key: "p7")?.age == 7)

@@ -52,7 +52,7 @@ private func waitUntilQueued(_ db: Database, _ n: Int) async throws {
     @Test func concurrentWritersShareCommits() async throws {
         let path = databasePath()
         defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
-        let db = try Database(path: path, models: [Memo.self])   // durable (.full) by default
+        let db = try Database(path: path, models: [Memo.self])  // durable (.full) by default
         let before = db.store.latestVersion
         let held = await HeldWriter.hold(db)
         let writers = Task {
@@ -86,12 +86,16 @@ private func waitUntilQueued(_ db: Database, _ n: Int) async throws {
                 for i in 0..<10 {
                     group.addTask {
                         do {
-                            return (i, .success(try await db.write { tx -> Int in
-                                try tx.insert(Memo(id: i, text: "w\(i)"))
-                                if i == 3 { throw Refused() }                                    // its own error
-                                if i == 6 { try tx.insert(Memo(id: 1_000, text: "dup")) }        // a duplicate key
-                                return i
-                            }))
+                            return (
+                                i,
+                                .success(
+                                    try await db.write { tx -> Int in
+                                        try tx.insert(Memo(id: i, text: "w\(i)"))
+                                        if i == 3 { throw Refused() }  // its own error
+                                        if i == 6 { try tx.insert(Memo(id: 1_000, text: "dup")) }  // a duplicate key
+                                        return i
+                                    })
+                            )
                         } catch {
                             return (i, .failure(error))
                         }

@@ -70,10 +70,11 @@ struct CodingKeysTests {
     static let base = Date(timeIntervalSinceReferenceDate: 800_000_000.25)
 
     func message(_ i: Int, room: String) -> CKMessage {
-        CKMessage(id: "m\(i)", roomId: room, text: "text \(i)", created: Self.base.addingTimeInterval(Double(i)), slug: "s\(i)",
-                  tags: i % 2 == 0 ? ["even"] : ["odd"], author: Ref("u\(i % 3)"),
-                  meta: CKMeta(kind: CKKind.allCases[i % 3], score: i * 10, pinned: i % 4 == 0),
-                  edited: i % 2 == 1, hidden: i % 5 == 0, first: i, second: -i)
+        CKMessage(
+            id: "m\(i)", roomId: room, text: "text \(i)", created: Self.base.addingTimeInterval(Double(i)), slug: "s\(i)",
+            tags: i % 2 == 0 ? ["even"] : ["odd"], author: Ref("u\(i % 3)"),
+            meta: CKMeta(kind: CKKind.allCases[i % 3], score: i * 10, pinned: i % 4 == 0),
+            edited: i % 2 == 1, hidden: i % 5 == 0, first: i, second: -i)
     }
 
     func database() throws -> (Database, [CKMessage]) {
@@ -163,7 +164,7 @@ struct CodingKeysTests {
         }
         defer { token.invalidate() }
         #expect(inbox.wait { $0.count == 1 })
-        try db.write { tx in try tx.update(CKMessage.self, key: "m2") { $0.meta.score = 12345 } }   // another field
+        try db.write { tx in try tx.update(CKMessage.self, key: "m2") { $0.meta.score = 12345 } }  // another field
         try db.write { tx in try tx.update(CKMessage.self, key: "m3") { $0.text = "changed" } }
         #expect(inbox.wait { $0.count >= 2 })
         usleep(50_000)
@@ -173,11 +174,14 @@ struct CodingKeysTests {
 
     @Test func changeMessagesAndJSONUseTheStoredKeyName() throws {
         let (db, _) = try database()
-        let summary = try db.apply(try ChangeMessage.decode(json: Data("""
-            [{"msg": "added", "collection": "CKUser", "id": "u9", "fields": {"username": "nine"}},
-             {"msg": "changed", "collection": "CKMessage", "id": "m1", "fields": {"msg": "edited", "m": {"sc": 7}}},
-             {"msg": "removed", "collection": "CKMessage", "id": "m2"}]
-            """.utf8)))
+        let summary = try db.apply(
+            try ChangeMessage.decode(
+                json: Data(
+                    """
+                    [{"msg": "added", "collection": "CKUser", "id": "u9", "fields": {"username": "nine"}},
+                     {"msg": "changed", "collection": "CKMessage", "id": "m1", "fields": {"msg": "edited", "m": {"sc": 7}}},
+                     {"msg": "removed", "collection": "CKMessage", "id": "m2"}]
+                    """.utf8)))
         #expect(summary.added == 1 && summary.changed == 1 && summary.removed == 1)
         #expect(try db.object(CKUser.self, key: "u9") == CKUser(id: "u9", name: "nine"))
         let m1 = try #require(try db.object(CKMessage.self, key: "m1"))

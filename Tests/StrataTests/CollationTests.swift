@@ -71,10 +71,14 @@ func oracleCollate(_ a: String, _ b: String, _ options: StringCollation.Options)
 }
 
 enum CollationData {
-    static let pieces = ["a", "A", "b", "B", "\u{E9}", "E\u{301}", "e", "\u{DF}", "ss", "SS", "room", "Room", "9", "10", "09", "007", "0",
-                         "1.5", "1.10", " ", "-", "\u{1F600}", "\u{FB01}", "fi", "\u{0}", "x", "\u{C4}", "\u{E4}", "Z", "\u{131}", "I", "\u{130}"]
-    static let collations: [StringCollation] = [.caseInsensitive, .natural, StringCollation([.numeric]), StringCollation([]),
-                                                StringCollation([.diacriticInsensitive]), StringCollation([.caseInsensitive, .numeric])]
+    static let pieces = [
+        "a", "A", "b", "B", "\u{E9}", "E\u{301}", "e", "\u{DF}", "ss", "SS", "room", "Room", "9", "10", "09", "007", "0",
+        "1.5", "1.10", " ", "-", "\u{1F600}", "\u{FB01}", "fi", "\u{0}", "x", "\u{C4}", "\u{E4}", "Z", "\u{131}", "I", "\u{130}",
+    ]
+    static let collations: [StringCollation] = [
+        .caseInsensitive, .natural, StringCollation([.numeric]), StringCollation([]),
+        StringCollation([.diacriticInsensitive]), StringCollation([.caseInsensitive, .numeric]),
+    ]
 
     static func string(_ rng: inout SeededRandom) -> String {
         (0..<rng.below(5)).map { _ in pieces[rng.below(pieces.count)] }.joined()
@@ -113,7 +117,10 @@ struct CollationTests {
             let got = StringCollation(options).compare(a, b)
             if got != expected {
                 failures += 1
-                if failures < 10 { Issue.record("seed \(Self.seed): \(genDescribe(a)) vs \(genDescribe(b)) options \(options.rawValue): \(got.rawValue), expected \(expected.rawValue)") }
+                if failures < 10 {
+                    Issue.record(
+                        "seed \(Self.seed): \(genDescribe(a)) vs \(genDescribe(b)) options \(options.rawValue): \(got.rawValue), expected \(expected.rawValue)")
+                }
             }
         }
         #expect(failures == 0)
@@ -145,8 +152,9 @@ struct CollationTests {
                     }
                     let id = !ids.isEmpty && rng.below(3) == 0 ? ids[rng.below(ids.count)] : rng.below(100_000)
                     nextEmail += 1
-                    let contact = Contact(id: id, name: CollationData.string(&rng), nick: rng.below(3) == 0 ? nil : CollationData.string(&rng),
-                                          group: rng.below(3), email: "u\(nextEmail)@x")
+                    let contact = Contact(
+                        id: id, name: CollationData.string(&rng), nick: rng.below(3) == 0 ? nil : CollationData.string(&rng),
+                        group: rng.below(3), email: "u\(nextEmail)@x")
                     try tx.upsert(contact)
                     model[id] = contact
                 }
@@ -176,19 +184,23 @@ struct CollationTests {
                     if reverse && order != .orderedSame { order = order == .orderedAscending ? .orderedDescending : .orderedAscending }
                     return order
                 }
-                let expected = Array(all.filter { group == nil || $0.group == group }
-                    .sorted { a, b in
-                        let order = compare(a, b)
-                        return order == .orderedSame ? a.id < b.id : order == .orderedAscending
-                    }
-                    .map(\.id).dropFirst(offset).prefix(limit ?? Int.max))
+                let expected = Array(
+                    all.filter { group == nil || $0.group == group }
+                        .sorted { a, b in
+                            let order = compare(a, b)
+                            return order == .orderedSame ? a.id < b.id : order == .orderedAscending
+                        }
+                        .map(\.id).dropFirst(offset).prefix(limit ?? Int.max))
                 var results = db.objects(Contact.self)
                 if let group { results = results.filter(#Predicate { $0.group == group }) }
-                results = byNick ? results.sorted(by: SortDescriptor(\.nick, order: reverse ? .reverse : .forward), collation: collation)
-                                 : results.sorted(by: SortDescriptor(\.name, order: reverse ? .reverse : .forward), collation: collation)
+                results =
+                    byNick
+                    ? results.sorted(by: SortDescriptor(\.nick, order: reverse ? .reverse : .forward), collation: collation)
+                    : results.sorted(by: SortDescriptor(\.name, order: reverse ? .reverse : .forward), collation: collation)
                 if offset > 0 { results = results.offset(offset) }
                 if let limit { results = results.prefix(limit) }
-                let text = "\(byNick ? "nick" : "name") \(collation)\(reverse ? " reverse" : "")\(group.map { " group \($0)" } ?? "") offset \(offset) limit \(limit.map(String.init) ?? "-")"
+                let text =
+                    "\(byNick ? "nick" : "name") \(collation)\(reverse ? " reverse" : "")\(group.map { " group \($0)" } ?? "") offset \(offset) limit \(limit.map(String.init) ?? "-")"
                 let plan = results.explain()
                 if plan.hasPrefix("scan index") { walks += 1 }
                 // An index in the same collation is walked (with a group filter and a nick sort,

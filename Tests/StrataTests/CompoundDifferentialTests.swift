@@ -33,7 +33,7 @@ struct DiffCompound: Model {
     var i: Int
     var serial: Int
     var name: String
-    var t: String      // not indexed
+    var t: String  // not indexed
 }
 
 extension DiffCompound: DiffDescribable {
@@ -62,9 +62,10 @@ struct DiffCompoundWorld {
 
     mutating func make(id: Int) -> DiffCompound {
         nextSerial += 1
-        return DiffCompound(id: id, a: a(), b: random.chance(50), d: random.double(), f: random.float(), s: random.pick(Self.strings),
-                            date: date(), oa: random.chance(30) ? nil : random.below(4), i: i(), serial: nextSerial, name: name(),
-                            t: random.pick(Self.strings))
+        return DiffCompound(
+            id: id, a: a(), b: random.chance(50), d: random.double(), f: random.float(), s: random.pick(Self.strings),
+            date: date(), oa: random.chance(30) ? nil : random.below(4), i: i(), serial: nextSerial, name: name(),
+            t: random.pick(Self.strings))
     }
 
     mutating func initial(_ n: Int) -> [DiffCompound] {
@@ -267,9 +268,10 @@ extension CompoundDifferentialTests {
         let db = try Database.inMemory(models: [DiffCompound.self])
         let nanDate = Date(timeIntervalSinceReferenceDate: .nan)
         let objects = (0..<12).map { n in
-            DiffCompound(id: n, a: n % 3, b: n % 2 == 0, d: n % 4 == 0 ? .nan : Double(n), f: n % 4 == 1 ? .nan : Float(n),
-                         s: "s", date: n % 4 == 2 ? nanDate : Date(timeIntervalSinceReferenceDate: Double(n)),
-                         oa: n, i: n, serial: n, name: "n\(n)", t: "")
+            DiffCompound(
+                id: n, a: n % 3, b: n % 2 == 0, d: n % 4 == 0 ? .nan : Double(n), f: n % 4 == 1 ? .nan : Float(n),
+                s: "s", date: n % 4 == 2 ? nanDate : Date(timeIntervalSinceReferenceDate: Double(n)),
+                oa: n, i: n, serial: n, name: "n\(n)", t: "")
         }
         try db.write { tx in try tx.insert(contentsOf: objects) }
         let nan = Double.nan

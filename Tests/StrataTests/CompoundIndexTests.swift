@@ -40,7 +40,7 @@ struct BadFullText: Model {
     static let indexDescriptors: [IndexDescriptor<BadFullText>] = [.fullText(\.shout)]
     var id: Int
     var name: String
-    var shout: String { name.uppercased() }   // computed: not stored, so not indexable
+    var shout: String { name.uppercased() }  // computed: not stored, so not indexable
 }
 
 struct BadCollation: Model {
@@ -61,8 +61,9 @@ struct CompoundIndexTests {
     /// 6 rooms, several messages per room sharing a timestamp (ties go by key in both directions).
     func messages() -> [RoomMessage] {
         (0..<240).map { i in
-            RoomMessage(id: 1000 - i * 3, roomId: i % 6, seq: i / 6, createdAt: Date(timeIntervalSinceReferenceDate: Double((i / 6) % 13)),
-                        text: "message \(i)")
+            RoomMessage(
+                id: 1000 - i * 3, roomId: i % 6, seq: i / 6, createdAt: Date(timeIntervalSinceReferenceDate: Double((i / 6) % 13)),
+                text: "message \(i)")
         }
     }
 
@@ -86,7 +87,10 @@ struct CompoundIndexTests {
                 #expect(results.prefix(7).map(\.id) == Array(expected(all, room: room, newestFirst: newestFirst).prefix(7)))
                 #expect(results.offset(5).prefix(7).keys == Array(expected(all, room: room, newestFirst: newestFirst).dropFirst(5).prefix(7)))
                 let plan = results.prefix(50).explain()
-                #expect(plan.contains("scan index i:RoomMessage:roomId,createdAt in \(newestFirst ? "descending" : "ascending") order (sort by createdAt) within roomId == \(room)"), "\(plan)")
+                #expect(
+                    plan.contains(
+                        "scan index i:RoomMessage:roomId,createdAt in \(newestFirst ? "descending" : "ascending") order (sort by createdAt) within roomId == \(room)"
+                    ), "\(plan)")
                 #expect(plan.contains("no residual filter"), "\(plan)")
             }
         }
@@ -139,20 +143,22 @@ struct CompoundIndexTests {
         let date = Date(timeIntervalSinceReferenceDate: 0)
         try db.write { tx in
             try tx.insert(RoomMessage(id: 1, roomId: 1, seq: 1, createdAt: date, text: "a"))
-            try tx.insert(RoomMessage(id: 2, roomId: 2, seq: 1, createdAt: date, text: "b"))   // another room: fine
+            try tx.insert(RoomMessage(id: 2, roomId: 2, seq: 1, createdAt: date, text: "b"))  // another room: fine
             #expect(throws: StrataError.uniqueViolation(model: "RoomMessage", field: "roomId, seq", value: "1, 1")) {
                 try tx.insert(RoomMessage(id: 3, roomId: 1, seq: 1, createdAt: date, text: "c"))
             }
             #expect(throws: StrataError.self) { try tx.update(RoomMessage.self, key: 2) { $0.roomId = 1 } }
             // The failures wrote nothing; a free pair is fine, and so is rewriting an object's own.
-            try tx.update(RoomMessage.self, key: 2) { $0.seq = 2; $0.roomId = 1 }
+            try tx.update(RoomMessage.self, key: 2) {
+                $0.seq = 2; $0.roomId = 1
+            }
             try tx.update(RoomMessage.self, key: 1) { $0.text = "a2" }
             #expect(try tx.count(RoomMessage.self) == 2)
         }
         #expect(db.objects(RoomMessage.self).filter(#Predicate { $0.roomId == 1 && $0.seq == 2 }).keys == [2])
         try db.write { tx in
             try tx.delete(RoomMessage.self, key: 1)
-            try tx.insert(RoomMessage(id: 3, roomId: 1, seq: 1, createdAt: date, text: "c"))   // freed by the delete
+            try tx.insert(RoomMessage(id: 3, roomId: 1, seq: 1, createdAt: date, text: "c"))  // freed by the delete
         }
         let report = try StoredObjects.check(in: db.store)
         #expect(report.problems.isEmpty, "\(report.problems)")
@@ -169,8 +175,11 @@ struct CompoundIndexTests {
         #expect(old == IndexSchema(path: "roomId", unique: false))
         #expect(old.isSingleValue && old.paths == ["roomId"])
         // ... and single-field indexes are written as before (no new keys).
-        let json = String(decoding: try Catalog.encode(StoredModelSchema(name: "X", keyType: "Int", keyField: "id", key: nil, object: ObjectSchema(typeName: "X", fields: []),
-                                                                          indexes: [IndexSchema(path: "a", unique: true)], schemaVersion: 0)), as: UTF8.self)
+        let json = String(
+            decoding: try Catalog.encode(
+                StoredModelSchema(
+                    name: "X", keyType: "Int", keyField: "id", key: nil, object: ObjectSchema(typeName: "X", fields: []),
+                    indexes: [IndexSchema(path: "a", unique: true)], schemaVersion: 0)), as: UTF8.self)
         #expect(json.contains(#""indexes":[{"path":"a","unique":true}]"#), "\(json)")
     }
 
@@ -219,7 +228,10 @@ struct CompoundIndexTests {
     }
 
     @Test func declarationsThatCannotBeIndexedThrowNamingTheField() throws {
-        #expect(throws: StrataError.unsupportedType(model: "BadArrayCompound", field: "tags", reason: "a compound or collated index needs stored values, not [String]")) {
+        #expect(
+            throws: StrataError.unsupportedType(
+                model: "BadArrayCompound", field: "tags", reason: "a compound or collated index needs stored values, not [String]")
+        ) {
             try Database.inMemory(models: [BadArrayCompound.self])
         }
         #expect(throws: StrataError.self) { try Database.inMemory(models: [BadFullText.self]) }
@@ -235,4 +247,3 @@ struct CompoundIndexTests {
         #expect(throws: StrataError.self) { try db.write { tx in try tx.insert(ConflictingIndexes(id: 2, a: 1, b: 2)) } }
     }
 }
-

@@ -97,7 +97,9 @@ private final class XProcCheck: @unchecked Sendable {
                     let missing = want.keys.filter { got[$0] == nil }.sorted()
                     let extra = got.keys.filter { want[$0] == nil }.sorted()
                     let stale = got.keys.filter { want[$0] != nil && want[$0] != got[$0] }.sorted()
-                    problem("version \(version): the results differ from the query re-run on their own snapshot: missing \(missing), extra \(extra), stale \(stale)\(missing.isEmpty && extra.isEmpty && stale.isEmpty ? " (order)" : "")")
+                    problem(
+                        "version \(version): the results differ from the query re-run on their own snapshot: missing \(missing), extra \(extra), stale \(stale)\(missing.isEmpty && extra.isEmpty && stale.isEmpty ? " (order)" : "")"
+                    )
                 }
             }
             previous = new
@@ -297,10 +299,13 @@ private func eventually(seconds: Double = 30, _ condition: () -> Bool) async thr
         #expect(seen.filter(\.isFromOtherProcess).count > 0)
         let ownVersions = seen.filter { !$0.isFromOtherProcess }.map(\.version)
         // (A delete of a note already gone, or an identical upsert, commits nothing.)
-        #expect(ownVersions.count > 20 && ownVersions.count <= 40 && Set(ownVersions).count == ownVersions.count,
-                "this process's commits, one change each: \(ownVersions)")
+        #expect(
+            ownVersions.count > 20 && ownVersions.count <= 40 && Set(ownVersions).count == ownVersions.count,
+            "this process's commits, one change each: \(ownVersions)")
         #expect(seen.allSatisfy { $0.models == ["SharedNote"] })
-        print("CrossProcessLiveTests: \(count) commits of another process and 40 of this one; updates per observer \(checks.map(\.state.updates)), commit changes from the other process \(seen.filter(\.isFromOtherProcess).count)")
+        print(
+            "CrossProcessLiveTests: \(count) commits of another process and 40 of this one; updates per observer \(checks.map(\.state.updates)), commit changes from the other process \(seen.filter(\.isFromOtherProcess).count)"
+        )
 
         // A writer killed inside its transaction: nothing is delivered for it; the next commit
         // (another process's, one transaction) is delivered alone.
@@ -315,8 +320,9 @@ private func eventually(seconds: Double = 30, _ condition: () -> Bool) async thr
         let arrived = try await eventually { commits.withLock { $0.count } > before }
         #expect(arrived)
         let after = commits.withLock { Array($0[before...]) }
-        #expect(after.count == 1 && after.first?.version == final + 1 && after.first?.isFromOtherProcess == true,
-                "\(context): after the killed writer: \(after)")
+        #expect(
+            after.count == 1 && after.first?.version == final + 1 && after.first?.isFromOtherProcess == true,
+            "\(context): after the killed writer: \(after)")
 
         tokens.forEach { $0.invalidate() }
         objectTokens.forEach { $0.invalidate() }
@@ -335,7 +341,12 @@ extension CrossProcessLiveTests {
             try? FileManager.default.removeItem(atPath: path + "-lock")
         }
         let db = try Database(path: path, models: [SharedNote.self], options: StoreOptions(durability: .noSync))
-        try await db.write { tx in try tx.insert(contentsOf: ObjectWorkload.initialNotes(seed: 1).prefix(5).map { var n = $0; n.score = 1; return n }) }
+        try await db.write { tx in
+            try tx.insert(
+                contentsOf: ObjectWorkload.initialNotes(seed: 1).prefix(5).map {
+                    var n = $0; n.score = 1; return n
+                })
+        }
         // An observer from the start keeps the watcher running, and the watcher is held still.
         let early = XProcCheck(XProcShape.all[0])
         let earlyToken = db.objects(SharedNote.self).observe(on: DispatchQueue(label: "early")) { early.deliver($0) }
@@ -353,7 +364,7 @@ extension CrossProcessLiveTests {
         #expect(late.state.objects.first { $0.id == 3 }?.score == 2)
         let objectChanges = XProcLocked<[ObjectChange<SharedNote>]>([])
         let objectToken = db.observe(SharedNote.self, key: 3, on: DispatchQueue(label: "object")) { change in objectChanges.withLock { $0.append(change) } }
-        db.observerQueue.sync {}   // its first read (score 2, not a change) has run
+        db.observerQueue.sync {}  // its first read (score 2, not a change) has run
 
         let second = try XProcChild(["objects-set-score", path, "3", "1"])
         try await second.waitForExit()
@@ -365,7 +376,9 @@ extension CrossProcessLiveTests {
         let back = try await eventually { late.state.objects.first { $0.id == 3 }?.score == 1 }
         #expect(back, "an observer whose results held score 2 still shows \(late.state.objects.first { $0.id == 3 }?.score ?? -1)")
         let objectBack = try await eventually {
-            objectChanges.withLock { changes in changes.contains { if case .changed(let note, let fields) = $0 { return note.score == 1 && fields == ["score"] } else { return false } } }
+            objectChanges.withLock { changes in
+                changes.contains { if case .changed(let note, let fields) = $0 { return note.score == 1 && fields == ["score"] } else { return false } }
+            }
         }
         #expect(objectBack, "the object observer did not see score 1 again: \(objectChanges.withLock { $0 })")
         #expect(early.state.problems.isEmpty && late.state.problems.isEmpty, "\(early.state.problems) \(late.state.problems)")

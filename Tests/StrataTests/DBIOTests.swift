@@ -13,7 +13,7 @@ struct Member: Model, Equatable {
 }
 
 struct Badge: Model, Equatable {
-    var id: Int?                 // auto-increment
+    var id: Int?  // auto-increment
     var owner: String
 }
 
@@ -149,7 +149,7 @@ struct DBIOTests {
         #expect(try db.run(r0b) == 2)
         #expect(try db.run(r1) == "Ana")
         #expect(try db.run(rr1) == 3)
-        #expect(try db.run(rr2) == 1)                         // Ben is under 30
+        #expect(try db.run(rr2) == 1)  // Ben is under 30
         #expect(try db.run(rImplicit) == 7)
         #expect(try db.run(zrr) == (member("a", "Ana", age: 30), 3))
         #expect(try db.run(trr) == 3)
@@ -175,7 +175,7 @@ struct DBIOTests {
         try db.run(reset)
         #expect(try db.run(wImplicit) == 7)
         try db.run(reset)
-        #expect(try db.run(wImplicit2) == 4)                  // sees its own insert
+        #expect(try db.run(wImplicit2) == 4)  // sees its own insert
         try db.run(reset)
         #expect(try db.run(zwr).1 == 4)
         try db.run(reset)
@@ -187,10 +187,10 @@ struct DBIOTests {
         try db.run(reset)
         #expect(try db.run(trw).id == "d")
         try db.run(reset)
-        #expect(try db.run(rw2) == true)                      // deletes Ana
-        #expect(try db.run(zww) == (member("d", "Dee", age: 20), true))   // Dee back, Ben gone
+        #expect(try db.run(rw2) == true)  // deletes Ana
+        #expect(try db.run(zww) == (member("d", "Dee", age: 20), true))  // Dee back, Ben gone
         try db.run(reset)
-        #expect(try db.run(tww) == false)                     // Ben already gone
+        #expect(try db.run(tww) == false)  // Ben already gone
         #expect(try db.run(sw) == [2, 0])
         #expect(try db.run(DBRead.objects(Member.self)).map(\.id) == ["c", "d"])
     }
@@ -214,7 +214,7 @@ struct DBIOTests {
         let db = try seeded()
         let before = try version(db)
         let io = DBWrite.insert(member("d", "Dee", age: 20))
-            .then(DBWrite.insert(member("a", "Again", age: 1)))          // duplicate key
+            .then(DBWrite.insert(member("a", "Again", age: 1)))  // duplicate key
             .then(DBWrite.insert(member("e", "Eve", age: 21)))
         #expect(throws: StrataError.duplicateKey(model: "Member", key: "a")) { try db.run(io) }
         #expect(try version(db) == before)
@@ -323,8 +323,8 @@ struct DBIOTests {
         let elapsed = Date().timeIntervalSince(start)
         release.signal()
         #expect(elapsed < 5)
-        #expect(open == nil)                       // the open write is not visible
-        #expect(count == 3)                        // the last commit is
+        #expect(open == nil)  // the open write is not visible
+        #expect(count == 3)  // the last commit is
         #expect(holdsWriter == false)
         #expect(try db.snapshot().version >= committed)
         #expect(finished.wait(timeout: .now() + 10) == .success)
@@ -335,15 +335,17 @@ struct DBIOTests {
         let db = try seeded()
         // Between the two counts another thread commits; the read stays on its snapshot.
         let io = DBRead.count(Member.self)
-            .zip(DBRead { _ in
-                let done = DispatchSemaphore(value: 0)
-                let other = Thread {
-                    _ = try? db.run(DBWrite.insert(member("x", "Xi", age: 1)))
-                    done.signal()
+            .zip(
+                DBRead { _ in
+                    let done = DispatchSemaphore(value: 0)
+                    let other = Thread {
+                        _ = try? db.run(DBWrite.insert(member("x", "Xi", age: 1)))
+                        done.signal()
+                    }
+                    other.start()
+                    return done.wait(timeout: .now() + 10) == .success
                 }
-                other.start()
-                return done.wait(timeout: .now() + 10) == .success
-            })
+            )
             .zip(DBRead.count(Member.self))
         let ((first, committed), second) = try db.run(io)
         #expect(committed)
@@ -374,7 +376,7 @@ struct DBIOTests {
         let snapshot = try db.snapshot()
         #expect(try snapshot.objects(Member.self, where: nil).count == 3)
         #expect(try snapshot.count(Member.self) == 3)
-        #expect(snapshot.objects(Member.self).count == 3)     // still the lazy Results
+        #expect(snapshot.objects(Member.self).count == 3)  // still the lazy Results
     }
 
     @Test func readyMadeWrites() throws {
@@ -383,10 +385,10 @@ struct DBIOTests {
         let many = try db.run(DBWrite.insert(contentsOf: [member("e", "Eve", age: 21), member("f", "Fay", age: 22)]))
         #expect(many.map(\.id) == ["e", "f"])
         let badge = try db.run(DBWrite.insert(Badge(id: nil, owner: "a")))
-        #expect(badge.id == 1)                                // the stored object, key assigned
+        #expect(badge.id == 1)  // the stored object, key assigned
 
-        #expect(try db.run(DBWrite.upsert(member("g", "Gus", age: 5))).id == "g")       // inserts
-        #expect(try db.run(DBWrite.upsert(member("g", "Gus", age: 6))).age == 6)        // replaces
+        #expect(try db.run(DBWrite.upsert(member("g", "Gus", age: 5))).id == "g")  // inserts
+        #expect(try db.run(DBWrite.upsert(member("g", "Gus", age: 6))).age == 6)  // replaces
         #expect(try db.object(Member.self, key: "g")?.age == 6)
 
         #expect(try db.run(DBWrite.update(Member.self, key: "a") { $0.age += 1 }).age == 31)
@@ -397,7 +399,7 @@ struct DBIOTests {
 
         #expect(try db.run(DBWrite.delete(Member.self, key: "g")) == true)
         #expect(try db.run(DBWrite.delete(Member.self, key: "g")) == false)
-        #expect(try db.run(DBWrite.delete(Member.self, where: #Predicate { $0.age < 21 })) == 2)   // Ben, Dee
+        #expect(try db.run(DBWrite.delete(Member.self, where: #Predicate { $0.age < 21 })) == 2)  // Ben, Dee
         #expect(try db.run(DBRead.objects(Member.self)).map(\.id) == ["a", "c", "e", "f"])
         #expect(throws: StrataError.uniqueViolation(model: "Member", field: "email", value: "a@x")) {
             try db.run(DBWrite.upsert(Member(id: "h", name: "Hal", email: "a@x", age: 1)))
@@ -423,7 +425,7 @@ struct DBIOTests {
         let io = birthdays.zip(DBRead { reader in try reader.objects(Member.self, sortedBy: [SortDescriptor(\.age)]).map(\.age) })
         let (changed, ages) = try db.run(io)
         #expect(changed == 2)
-        #expect(ages == [17, 31, 46])                         // the read saw the write before it
+        #expect(ages == [17, 31, 46])  // the read saw the write before it
         // Built once, run again: a DBIO is a description, not a result.
         #expect(try db.run(io).1 == [17, 32, 47])
     }

@@ -10,8 +10,8 @@ struct DateTextTests {
         var rng = SeededRandom(seed: 8601)
         // From 1583: before the Gregorian reform Foundation's calendar is Julian, while ISO 8601
         // (and this) is proleptic Gregorian.
-        let lower = Date(timeIntervalSince1970: -12_212_553_600).timeIntervalSinceReferenceDate   // 1583-01-01
-        let upper = Date(timeIntervalSince1970: 253_402_300_799).timeIntervalSinceReferenceDate   // 9999-12-31T23:59:59
+        let lower = Date(timeIntervalSince1970: -12_212_553_600).timeIntervalSinceReferenceDate  // 1583-01-01
+        let upper = Date(timeIntervalSince1970: 253_402_300_799).timeIntervalSinceReferenceDate  // 9999-12-31T23:59:59
         for _ in 0..<5000 {
             let t = (lower + Double(rng.below(Int(upper - lower)))).rounded(.down)
             let date = Date(timeIntervalSinceReferenceDate: t)
@@ -21,8 +21,10 @@ struct DateTextTests {
 
     @Test func everyDateReadsBackToTheSameDouble() {
         var rng = SeededRandom(seed: 20261130)
-        var samples: [Double] = [0, -0.5, 0.125, 1e-9, Double.leastNonzeroMagnitude, -1e-300, 817_654_321.123456789, -978_307_200.000001,
-                                 Date.distantPast.timeIntervalSinceReferenceDate, Date.distantFuture.timeIntervalSinceReferenceDate, 1e12, -1e12, 4e15]
+        var samples: [Double] = [
+            0, -0.5, 0.125, 1e-9, Double.leastNonzeroMagnitude, -1e-300, 817_654_321.123456789, -978_307_200.000001,
+            Date.distantPast.timeIntervalSinceReferenceDate, Date.distantFuture.timeIntervalSinceReferenceDate, 1e12, -1e12, 4e15,
+        ]
         for _ in 0..<5000 {
             let scale = [1.0, 1e3, 1e6, 1e9, 1e12][rng.below(5)]
             samples.append((Double(rng.below(2_000_001)) - 1_000_000) / 1_000_000 * scale + Double(rng.below(1000)) / 997)
@@ -34,8 +36,9 @@ struct DateTextTests {
                 continue
             }
             let back = ISO8601.parse(text)
-            #expect(back?.timeIntervalSinceReferenceDate.bitPattern == t.bitPattern || (t == 0 && back?.timeIntervalSinceReferenceDate == 0),
-                    "\(t) → \(text) → \(back?.timeIntervalSinceReferenceDate ?? .nan)")
+            #expect(
+                back?.timeIntervalSinceReferenceDate.bitPattern == t.bitPattern || (t == 0 && back?.timeIntervalSinceReferenceDate == 0),
+                "\(t) → \(text) → \(back?.timeIntervalSinceReferenceDate ?? .nan)")
         }
         #expect(ISO8601.format(Date(timeIntervalSinceReferenceDate: .nan)) == nil)
         #expect(ISO8601.format(Date(timeIntervalSinceReferenceDate: 0.125)) == "2001-01-01T00:00:00.125Z")
@@ -43,8 +46,10 @@ struct DateTextTests {
     }
 
     @Test func offsetsAndFractionsParseLikeFoundation() throws {
-        for text in ["2024-05-01T12:30:00Z", "2024-05-01T12:30:00+02:00", "2024-05-01T12:30:00-0530", "2024-02-29T00:00:00Z",
-                     "1999-12-31T23:59:59.5Z", "2024-05-01T12:30:00.125+02:00"] {
+        for text in [
+            "2024-05-01T12:30:00Z", "2024-05-01T12:30:00+02:00", "2024-05-01T12:30:00-0530", "2024-02-29T00:00:00Z",
+            "1999-12-31T23:59:59.5Z", "2024-05-01T12:30:00.125+02:00",
+        ] {
             let foundation = try Date.ISO8601FormatStyle(includingFractionalSeconds: text.contains(".")).parse(text)
             #expect(ISO8601.parse(text) == foundation, "\(text)")
         }

@@ -73,8 +73,9 @@ struct DiffCase<M: Model> {
         for p in predicates { parts.append(".filter(#Predicate { \(p.text) })") }
         for t in tests { parts.append(t.text) }
         if !sort.isEmpty {
-            parts.append(".sorted(by: " + sort.map { "\($0.spec.name)\($0.order == .reverse ? " reverse" : "")" }.joined(separator: ", ")
-                         + (collation.map { ", collation: \($0)" } ?? "") + ")")
+            parts.append(
+                ".sorted(by: " + sort.map { "\($0.spec.name)\($0.order == .reverse ? " reverse" : "")" }.joined(separator: ", ")
+                    + (collation.map { ", collation: \($0)" } ?? "") + ")")
         }
         if let distinct { parts.append(".distinct(by: \(distinct.name))") }
         for w in window {
@@ -118,7 +119,7 @@ enum DiffOracle {
     }
 
     static func ordered<M: Model>(_ a: M, _ b: M, _ sort: [(spec: DiffSortSpec<M>, order: SortOrder)], _ descriptors: [SortDescriptor<M>]) -> Bool
-        where M.ID: Comparable {
+    where M.ID: Comparable {
         for (k, entry) in sort.enumerated() {
             var result: ComparisonResult
             if let collated = entry.spec.collated {
@@ -274,7 +275,8 @@ final class DiffLog {
         func line(_ counts: [String: Int]) -> String {
             counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
         }
-        var text = "\(test) seed \(seed): \(cases) cases, \(failingCases) failing (oracle \(Int(oracleSeconds * 1000)) ms, Strata \(Int(strataSeconds * 1000)) ms)"
+        var text =
+            "\(test) seed \(seed): \(cases) cases, \(failingCases) failing (oracle \(Int(oracleSeconds * 1000)) ms, Strata \(Int(strataSeconds * 1000)) ms)"
         if !failuresByCheck.isEmpty { text += " [\(line(failuresByCheck))]" }
         text += "\n  access: \(line(accesses))\n  residual: \(line(residuals))\n  plans: \(line(plans))"
         return text
@@ -295,7 +297,7 @@ enum DiffCheck {
     /// `all` (the objects in primary-key order). Each way starts from fresh results where it has
     /// a path of its own (count before evaluation, first, aggregates), so no cache hides it.
     static func run<M: Model & DiffDescribable>(_ c: DiffCase<M>, number: Int, db: Database, all: [M], aggregates: [DiffAggregate<M>], log: DiffLog)
-        where M.ID: Comparable & Hashable {
+    where M.ID: Comparable & Hashable {
         log.cases += 1
         let fresh = { c.results(db.objects(M.self)) }
         let explain = fresh().explain()
@@ -350,8 +352,9 @@ enum DiffCheck {
             if counted == objects.count {
                 list("results.map(\\.id)", results.map(\.id))
             } else {
-                fail("count vs elements (map and Array(results) would trap)", "count == fetch().count == \(ids.count)",
-                     "count \(counted ?? -1), fetch().count \(objects.count)")
+                fail(
+                    "count vs elements (map and Array(results) would trap)", "count == fetch().count == \(ids.count)",
+                    "count \(counted ?? -1), fetch().count \(objects.count)")
             }
         } else {
             list("results.map(\\.id)", results.map(\.id))
@@ -396,8 +399,10 @@ enum DiffCheck {
             return "\(id)" + (parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")")
         }
         var lines: [String] = []
-        if let p = (0..<min(expected.count, actual.count)).first(where: { expected[$0] != actual[$0] }) ?? (expected.count == actual.count ? nil : min(expected.count, actual.count)),
-           p < expected.count, p < actual.count {
+        if let p = (0..<min(expected.count, actual.count)).first(where: { expected[$0] != actual[$0] })
+            ?? (expected.count == actual.count ? nil : min(expected.count, actual.count)),
+            p < expected.count, p < actual.count
+        {
             lines.append("    first difference at position \(p): expected \(values(expected[p])), actual \(values(actual[p]))")
             if p > 0 { lines.append("    before it: \(values(expected[p - 1]))") }
         }
@@ -413,4 +418,3 @@ enum DiffCheck {
         ids.count <= 40 ? "\(ids.count) ids \(ids)" : "\(ids.count) ids \(ids.prefix(40))…"
     }
 }
-

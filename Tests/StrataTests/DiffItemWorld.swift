@@ -33,8 +33,10 @@ enum DiffItemSpecs {
         ]
     }
 
-    static func distinct(_ name: String, _ apply: @escaping (Results<DiffItem>) -> Results<DiffItem>,
-                         _ same: @escaping (DiffItem, DiffItem) -> Bool, _ show: @escaping (DiffItem) -> String) -> DiffDistinctSpec<DiffItem> {
+    static func distinct(
+        _ name: String, _ apply: @escaping (Results<DiffItem>) -> Results<DiffItem>,
+        _ same: @escaping (DiffItem, DiffItem) -> Bool, _ show: @escaping (DiffItem) -> String
+    ) -> DiffDistinctSpec<DiffItem> {
         DiffDistinctSpec(name: name, apply: apply, same: same, show: show)
     }
 
@@ -53,8 +55,14 @@ enum DiffItemSpecs {
         list.append(distinct("\\.inner", { $0.distinct(by: \.inner) }, { $0.inner == $1.inner }, { genDescribe($0.inner as Any) }))
         list.append(distinct("\\.inner.n", { $0.distinct(by: \.inner.n) }, { $0.inner.n == $1.inner.n }, { genDescribe($0.inner.n as Any) }))
         list.append(distinct("\\.maybe", { $0.distinct(by: \.maybe) }, { $0.maybe == $1.maybe }, { genDescribe($0.maybe as Any) }))
-        list.append(distinct("\\.b, \\.kind", { $0.distinct(by: \.b, \.kind) }, { $0.b == $1.b && $0.kind == $1.kind }, { genDescribe($0.b as Any) + ", " + genDescribe($0.kind as Any) }))
-        list.append(distinct("\\.u8, \\.s", { $0.distinct(by: \.u8, \.s) }, { $0.u8 == $1.u8 && $0.s == $1.s }, { genDescribe($0.u8 as Any) + ", " + genDescribe($0.s as Any) }))
+        list.append(
+            distinct(
+                "\\.b, \\.kind", { $0.distinct(by: \.b, \.kind) }, { $0.b == $1.b && $0.kind == $1.kind },
+                { genDescribe($0.b as Any) + ", " + genDescribe($0.kind as Any) }))
+        list.append(
+            distinct(
+                "\\.u8, \\.s", { $0.distinct(by: \.u8, \.s) }, { $0.u8 == $1.u8 && $0.s == $1.s },
+                { genDescribe($0.u8 as Any) + ", " + genDescribe($0.s as Any) }))
         return list
     }
 
@@ -101,21 +109,22 @@ enum DiffItemSpecs {
 
     static var aggregates: [DiffAggregate<DiffItem>] {
         minMax("i", \.i) + minMax("d", \.d) + minMax("f", \.f) + minMax("s", \.s)
-        + minMax("date", \.date) + minMax("u64", \.u64) + minMax("i8", \.i8) + minMax("u8", \.u8) + minMax("inner.n", \.inner.n)
-        + minMax("serial", \.serial) + minMaxOptional("oi", \.oi) + minMaxOptional("os", \.os) + [
-            sum("d", \.d), sum("f", \.f), sum("small", \.small), sum("inner.n", \.inner.n),
-            averageFloating("d", \.d), averageFloating("f", \.f),
-            DiffAggregate(name: "average(of: \\.small)") { r, e in
-                let x: Double? = e.isEmpty ? nil : e.reduce(0.0) { $0 + Double($1.small) } / Double(e.count)
-                let y = r.average(of: \.small)
-                return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
-            },
-            DiffAggregate(name: "average(of: \\.date)") { r, e in
-                let x: Date? = e.isEmpty ? nil : Date(timeIntervalSinceReferenceDate: e.reduce(0.0) { $0 + $1.date.timeIntervalSinceReferenceDate } / Double(e.count))
-                let y = r.average(of: \.date)
-                return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
-            },
-        ]
+            + minMax("date", \.date) + minMax("u64", \.u64) + minMax("i8", \.i8) + minMax("u8", \.u8) + minMax("inner.n", \.inner.n)
+            + minMax("serial", \.serial) + minMaxOptional("oi", \.oi) + minMaxOptional("os", \.os) + [
+                sum("d", \.d), sum("f", \.f), sum("small", \.small), sum("inner.n", \.inner.n),
+                averageFloating("d", \.d), averageFloating("f", \.f),
+                DiffAggregate(name: "average(of: \\.small)") { r, e in
+                    let x: Double? = e.isEmpty ? nil : e.reduce(0.0) { $0 + Double($1.small) } / Double(e.count)
+                    let y = r.average(of: \.small)
+                    return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
+                },
+                DiffAggregate(name: "average(of: \\.date)") { r, e in
+                    let x: Date? =
+                        e.isEmpty ? nil : Date(timeIntervalSinceReferenceDate: e.reduce(0.0) { $0 + $1.date.timeIntervalSinceReferenceDate } / Double(e.count))
+                    let y = r.average(of: \.date)
+                    return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
+                },
+            ]
     }
 }
 
@@ -202,11 +211,12 @@ struct DiffItemWorld {
     mutating func makeItem(id: Int) -> DiffItem {
         let serial = freshSerial()
         let code = freshCode()
-        return DiffItem(id: id, i: random.int(), j: random.int(), i8: random.int8(), u8: random.uint8(), u64: random.uint64(),
-                        d: random.double(), f: random.float(), s: random.string(), t: random.string(), date: random.date(),
-                        oi: random.chance(30) ? nil : random.int(), os: random.chance(30) ? nil : random.string(), b: random.chance(50),
-                        kind: random.pick(DiffKind.allCases), tags: tags(), inner: random.inner(), maybe: random.chance(30) ? nil : random.inner(),
-                        code: code, serial: serial, small: random.below(2001) - 1000)
+        return DiffItem(
+            id: id, i: random.int(), j: random.int(), i8: random.int8(), u8: random.uint8(), u64: random.uint64(),
+            d: random.double(), f: random.float(), s: random.string(), t: random.string(), date: random.date(),
+            oi: random.chance(30) ? nil : random.int(), os: random.chance(30) ? nil : random.string(), b: random.chance(50),
+            kind: random.pick(DiffKind.allCases), tags: tags(), inner: random.inner(), maybe: random.chance(30) ? nil : random.inner(),
+            code: code, serial: serial, small: random.below(2001) - 1000)
     }
 
     mutating func tags() -> [String] {
@@ -303,7 +313,9 @@ struct DiffItemWorld {
         var r = random
         defer { random = r }
         func op() -> GenOp { r.pick(GenOp.allCases) }
-        func comparable<V: Comparable & Codable & Sendable>(_ name: String, _ kp: KeyPath<DiffItem, V> & Sendable, _ pool: [V], _ small: V) -> GenPredicate<DiffItem> {
+        func comparable<V: Comparable & Codable & Sendable>(_ name: String, _ kp: KeyPath<DiffItem, V> & Sendable, _ pool: [V], _ small: V) -> GenPredicate<
+            DiffItem
+        > {
             let c = r.constant(pool, all.map { $0[keyPath: kp] }, small)
             return Gen.compare(name, kp, op(), c, constantFirst: r.chance(15))
         }
@@ -420,7 +432,8 @@ struct DiffItemWorld {
             return DiffTestSpec(text: ".filter(\\.oi, equals: \(genDescribe(x as Any)))", apply: { $0.filter(\.oi, equals: x) }, matches: { $0.oi == x })
         case 2:
             let x = random.pick(["a", "é", "e\u{301}", "", "😀", "b", "Ana", "zz"])
-            return DiffTestSpec(text: ".filter(\\.tags, contains: \(genDescribe(x)))", apply: { $0.filter(\.tags, contains: x) }, matches: { $0.tags.contains(x) })
+            return DiffTestSpec(
+                text: ".filter(\\.tags, contains: \(genDescribe(x)))", apply: { $0.filter(\.tags, contains: x) }, matches: { $0.tags.contains(x) })
         case 3:
             let x = random.pick(DiffKind.allCases)
             return DiffTestSpec(text: ".filter(\\.kind, equals: \(genDescribe(x)))", apply: { $0.filter(\.kind, equals: x) }, matches: { $0.kind == x })
@@ -436,14 +449,17 @@ struct DiffItemWorld {
             let options = StringMatchOptions(rawValue: random.below(4))
             switch random.below(3) {
             case 0:
-                return DiffTestSpec(text: ".filter(\\.s, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.s, matching: match, options: options) },
-                                    matches: { diffStringMatch($0.s, match, options) })
+                return DiffTestSpec(
+                    text: ".filter(\\.s, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.s, matching: match, options: options) },
+                    matches: { diffStringMatch($0.s, match, options) })
             case 1:
-                return DiffTestSpec(text: ".filter(\\.t, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.t, matching: match, options: options) },
-                                    matches: { diffStringMatch($0.t, match, options) })
+                return DiffTestSpec(
+                    text: ".filter(\\.t, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.t, matching: match, options: options) },
+                    matches: { diffStringMatch($0.t, match, options) })
             default:
-                return DiffTestSpec(text: ".filter(\\.os, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.os, matching: match, options: options) },
-                                    matches: { diffStringMatch($0.os, match, options) })
+                return DiffTestSpec(
+                    text: ".filter(\\.os, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.os, matching: match, options: options) },
+                    matches: { diffStringMatch($0.os, match, options) })
             }
         }
     }
@@ -478,4 +494,3 @@ struct DiffItemWorld {
         (0..<2).map { _ in random.pick(DiffItemSpecs.aggregates) }
     }
 }
-

@@ -20,26 +20,26 @@ struct DiffItem: Model {
     static let indexes: [PartialKeyPath<DiffItem> & Sendable] = [\.i, \.u8, \.u64, \.d, \.s, \.date, \.oi, \.kind, \.tags, \.inner.n]
     static let uniqueIndexes: [PartialKeyPath<DiffItem> & Sendable] = [\.code, \.serial]
     var id: Int
-    var i: Int          // indexed
-    var j: Int          // not indexed
+    var i: Int  // indexed
+    var j: Int  // not indexed
     var i8: Int8
-    var u8: UInt8       // indexed
-    var u64: UInt64     // indexed
-    var d: Double       // indexed
+    var u8: UInt8  // indexed
+    var u64: UInt64  // indexed
+    var d: Double  // indexed
     var f: Float
-    var s: String       // indexed
+    var s: String  // indexed
     var t: String
-    var date: Date      // indexed
-    var oi: Int?        // indexed
+    var date: Date  // indexed
+    var oi: Int?  // indexed
     var os: String?
     var b: Bool
     var kind: DiffKind  // indexed
     var tags: [String]  // indexed (one entry per element)
-    var inner: DiffInner        // inner.n indexed
+    var inner: DiffInner  // inner.n indexed
     var maybe: DiffInner?
-    var code: String    // unique index
-    var serial: Int     // unique index
-    var small: Int      // bounded, for sums
+    var code: String  // unique index
+    var serial: Int  // unique index
+    var small: Int  // bounded, for sums
 }
 
 /// A model with a String primary key, for key ranges on strings.
@@ -75,27 +75,34 @@ enum DiffPools {
     static let int8s: [Int8] = [-128, -127, -1, 0, 1, 126, 127]
     static let uint8s: [UInt8] = [0, 1, 127, 128, 254, 255]
     static let uint64s: [UInt64] = [0, 1, 1 << 63 - 1, 1 << 63, .max - 1, .max]
-    static let doubles: [Double] = [-.infinity, -.greatestFiniteMagnitude, -1.5, -0.0, 0.0, .leastNonzeroMagnitude, 1, 1.5,
-                                    .greatestFiniteMagnitude, .infinity, .nan]
-    static let floats: [Float] = [-.infinity, -.greatestFiniteMagnitude, -1.5, -0.0, 0.0, .leastNonzeroMagnitude, 1, 1.5,
-                                  .greatestFiniteMagnitude, .infinity, .nan]
+    static let doubles: [Double] = [
+        -.infinity, -.greatestFiniteMagnitude, -1.5, -0.0, 0.0, .leastNonzeroMagnitude, 1, 1.5,
+        .greatestFiniteMagnitude, .infinity, .nan,
+    ]
+    static let floats: [Float] = [
+        -.infinity, -.greatestFiniteMagnitude, -1.5, -0.0, 0.0, .leastNonzeroMagnitude, 1, 1.5,
+        .greatestFiniteMagnitude, .infinity, .nan,
+    ]
     static let strings: [String] = [
         "", "a", "A", "ab", "b", "é", "e\u{301}", "cafe\u{301}", "café", "\u{301}", "😀", "👨‍👩‍👧‍👦", "a\u{0}b", "Ä",
         "\u{10FFFF}", "Ana", "JOSÉ", "jose", "José", "bob", "q\u{301}", "\u{2126}", "\u{3A9}",
         String(repeating: "x", count: 300), String(repeating: "é", count: 150) + "z",
     ]
-    static let dates: [Date] = [.distantPast, .distantFuture, Date(timeIntervalSinceReferenceDate: 0), Date(timeIntervalSinceReferenceDate: 1e12),
-                                Date(timeIntervalSinceReferenceDate: -1e12), Date(timeIntervalSinceReferenceDate: 0.5),
-                                Date(timeIntervalSinceReferenceDate: -0.25), Date(timeIntervalSinceReferenceDate: 86_400.000_001)]
+    static let dates: [Date] = [
+        .distantPast, .distantFuture, Date(timeIntervalSinceReferenceDate: 0), Date(timeIntervalSinceReferenceDate: 1e12),
+        Date(timeIntervalSinceReferenceDate: -1e12), Date(timeIntervalSinceReferenceDate: 0.5),
+        Date(timeIntervalSinceReferenceDate: -0.25), Date(timeIntervalSinceReferenceDate: 86_400.000_001),
+    ]
     /// Primary keys of DiffKeyed: distinct under `==` (canonical equivalence), so no two collide.
     static let keyedIds: [String] = [
         "", "a", "A", "ab", "b", "é", "cafe\u{301}", "\u{301}", "😀", "👨‍👩‍👧‍👦", "a\u{0}b", "a\u{1}", "Ä", "\u{10FFFF}",
         "\u{FFFF}", "\u{E000}", "z", "zz", "日本", "\u{2126}", "\u{212B}", "한", "q\u{301}", "x\u{0}", String(repeating: "k", count: 300),
     ]
     /// Constants for DiffKeyed ids: the ids, canonically equivalent spellings, prefixes and near misses.
-    static let keyedConstants: [String] = keyedIds + [
-        "e\u{301}", "café", "\u{3A9}", "\u{C5}", "A\u{30A}", "\u{1112}\u{1161}\u{11AB}", "c", "caf", "cafe", "a\u{0}", "aa", "\u{10FFFF}\u{10FFFF}",
-    ]
+    static let keyedConstants: [String] =
+        keyedIds + [
+            "e\u{301}", "café", "\u{3A9}", "\u{C5}", "A\u{30A}", "\u{1112}\u{1161}\u{11AB}", "c", "caf", "cafe", "a\u{0}", "aa", "\u{10FFFF}\u{10FFFF}",
+        ]
 }
 
 /// Swift's `String` ordering is not a total order on this toolchain: "éb" (precomposed, then an
@@ -170,4 +177,3 @@ struct DiffRandom {
         return out
     }
 }
-

@@ -60,13 +60,16 @@ struct DocumentationTests {
             let named = (culprits.isEmpty ? compiled : culprits).map { String($0.fenceLine) }
             let one = named.count == 1
             let what = one ? "block at line \(named[0])" : "blocks at lines \(named.joined(separator: ", "))"
-            let together = compiled.count > 1
+            let together =
+                compiled.count > 1
                 ? " (the blocks at lines \(compiled.map { String($0.fenceLine) }.joined(separator: ", ")) are typechecked as one program)"
                 : ""
-            let verdict = result.output.contains("error:")
+            let verdict =
+                result.output.contains("error:")
                 ? (one ? "does not compile" : "do not compile")
                 : (one ? "compiles with warnings" : "compile with warnings")
-            Issue.record("""
+            Issue.record(
+                """
                 \(document): the ```swift \(what) \(verdict)\(together):
                 \(result.output)
                 """)
@@ -83,7 +86,8 @@ struct DocumentationTests {
             return
         }
         if let differing = DocumentationSource.excerptMismatch(source, block.code) {
-            Issue.record("""
+            Issue.record(
+                """
                 \(document): the ```swift block at line \(block.fenceLine) is not in \(file) as it says: its lines must \
                 appear there in order, verbatim up to a common indentation, and line \(block.codeLines.lowerBound + differing) \
                 does not:
@@ -169,12 +173,14 @@ enum DocumentationSource {
         var code: [String]
         var marker: Marker?
         /// 1-based lines of the code in the document.
-        var codeLines: Range<Int> { fenceLine + 1 ..< fenceLine + 1 + code.count }
+        var codeLines: Range<Int> { fenceLine + 1..<fenceLine + 1 + code.count }
         var startsProgram: Bool {
-            guard let first = code.first(where: { line in
-                let trimmed = line.trimmingCharacters(in: .whitespaces)
-                return !trimmed.isEmpty && !trimmed.hasPrefix("//")
-            }) else { return false }
+            guard
+                let first = code.first(where: { line in
+                    let trimmed = line.trimmingCharacters(in: .whitespaces)
+                    return !trimmed.isEmpty && !trimmed.hasPrefix("//")
+                })
+            else { return false }
             let words = first.split(separator: " ")
             return words.first { !$0.hasPrefix("@") } == "import"
         }
@@ -286,7 +292,8 @@ enum DocumentationSource {
     private static func marker(_ comment: String, line: Int) throws -> Marker {
         let usage = "a marker is `<!-- compile: excerpt of PATH -->` or `<!-- compile: skip (REASON) -->`"
         guard comment.hasPrefix("<!--"), comment.hasSuffix("-->"),
-              let colon = comment.range(of: "compile:") else {
+            let colon = comment.range(of: "compile:")
+        else {
             throw ReadError(line: line, problem: usage)
         }
         let body = comment[colon.upperBound..<comment.index(comment.endIndex, offsetBy: -3)]
@@ -314,7 +321,8 @@ enum DocumentationSource {
             guard indent.allSatisfy({ $0 == " " || $0 == "\t" }) else { continue }
             var matched = 0
             for (expected, actual) in zip(body, lines[start...]) {
-                let same = expected.trimmingCharacters(in: .whitespaces).isEmpty
+                let same =
+                    expected.trimmingCharacters(in: .whitespaces).isEmpty
                     ? actual.trimmingCharacters(in: .whitespaces).isEmpty
                     : actual == indent + expected
                 guard same else { break }
@@ -360,7 +368,10 @@ struct SwiftTypechecker: Sendable {
 
     func typecheck(_ blocks: [DocumentationSource.Block], document: String) throws -> Outcome {
         guard let modules else {
-            throw SetupError(description: "Strata.swiftmodule was not found in a Modules directory above the test binary \(Self.executable?.path ?? "?"); the documentation cannot be typechecked")
+            throw SetupError(
+                description:
+                    "Strata.swiftmodule was not found in a Modules directory above the test binary \(Self.executable?.path ?? "?"); the documentation cannot be typechecked"
+            )
         }
         guard let swiftc else {
             throw SetupError(description: "swiftc was not found (SWIFT_EXEC, next to the loaded Swift runtime, or on PATH)")
@@ -402,8 +413,9 @@ struct SwiftTypechecker: Sendable {
         try output.close()
         let text = try String(contentsOf: log, encoding: .utf8)
         let warned = text.contains("warning:")
-        return Outcome(succeeded: process.terminationReason == .exit && process.terminationStatus == 0 && !warned,
-                      output: text.isEmpty ? "swiftc exited with status \(process.terminationStatus)" : text)
+        return Outcome(
+            succeeded: process.terminationReason == .exit && process.terminationStatus == 0 && !warned,
+            output: text.isEmpty ? "swiftc exited with status \(process.terminationStatus)" : text)
     }
 
     private static var executable: URL? {
@@ -436,8 +448,9 @@ struct SwiftTypechecker: Sendable {
         // The Swift runtime this process loaded lives in <toolchain>/usr/lib/swift/<os>/; swiftc in <toolchain>/usr/bin/.
         // (Read with a FileHandle: String(contentsOfFile:) stops after the first page of a /proc file.)
         if let maps = try? FileHandle(forReadingAtPath: "/proc/self/maps")?.readToEnd(),
-           let line = String(decoding: maps, as: UTF8.self).split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
-           let slash = line.firstIndex(of: "/") {
+            let line = String(decoding: maps, as: UTF8.self).split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
+            let slash = line.firstIndex(of: "/")
+        {
             let candidate = URL(fileURLWithPath: String(line[slash...]))
                 .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("bin/swiftc")

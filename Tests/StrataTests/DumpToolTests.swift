@@ -16,7 +16,9 @@ struct DumpToolTests {
         let schemas = try StoredObjects.schemas(in: store)
         #expect(schemas.map(\.name) == ["Note", "User"])
         var dumped: [String: [String: StoredValue]] = [:]
-        try StoredObjects.forEach(in: store, model: "User") { key, fields in dumped[key.stringValue ?? "?"] = fields; return true }
+        try StoredObjects.forEach(in: store, model: "User") { key, fields in
+            dumped[key.stringValue ?? "?"] = fields; return true
+        }
         #expect(dumped["u1"]?["email"] == .string("ana@x"))
         #expect(dumped["u1"]?["status"] == .string("online"))
         #expect(dumped["u1"]?["age"] == .int(30))

@@ -137,8 +137,9 @@ struct FTModel {
     mutating func makePost(id: Int) -> (FTPost, [String], [String]?) {
         let body = text(maxWords: 9)
         let title: FTText? = rng.below(4) == 0 ? nil : text(maxWords: 3)
-        let post = FTPost(id: id, board: rng.below(4), created: Date(timeIntervalSinceReferenceDate: Double(rng.below(20))),
-                        body: body.text, title: title?.text)
+        let post = FTPost(
+            id: id, board: rng.below(4), created: Date(timeIntervalSinceReferenceDate: Double(rng.below(20))),
+            body: body.text, title: title?.text)
         return (post, body.words, title?.words)
     }
 
@@ -217,13 +218,20 @@ struct FullTextTests {
     @Test func wordsFollowTheDocumentedRules() {
         #expect(words("Hello, World!") == ["hello", "world"])
         #expect(words("Caf\u{E9} cafe\u{301} NA\u{CF}VE Stra\u{DF}e \u{FB01}sh") == ["cafe", "cafe", "naive", "strasse", "fish"])
-        #expect(words("can't can\u{2019}t 3.14 1,000 e.g. end. a,b 'quoted' x'") == ["can't", "can\u{2019}t", "3.14", "1,000", "e.g", "end", "a", "b", "quoted", "x"])
+        #expect(
+            words("can't can\u{2019}t 3.14 1,000 e.g. end. a,b 'quoted' x'") == [
+                "can't", "can\u{2019}t", "3.14", "1,000", "e.g", "end", "a", "b", "quoted", "x",
+            ])
         #expect(words("\u{6771}\u{4EAC}\u{30BF}\u{30EF}\u{30FC}\u{306B}") == ["\u{6771}", "\u{4EAC}", "\u{30BF}\u{30EF}\u{30FC}", "\u{306B}"])
-        #expect(words("snake_case \u{1F600}emoji\u{1F600} \u{FF28}\u{FF45}\u{FF4C}\u{FF4C}\u{FF4F} \u{3A3}\u{391}\u{3A3}") == ["snake_case", "emoji", "hello", "\u{3C3}\u{3B1}\u{3C3}"])
+        #expect(
+            words("snake_case \u{1F600}emoji\u{1F600} \u{FF28}\u{FF45}\u{FF4C}\u{FF4C}\u{FF4F} \u{3A3}\u{391}\u{3A3}") == [
+                "snake_case", "emoji", "hello", "\u{3C3}\u{3B1}\u{3C3}",
+            ])
         #expect(words("") == [] && words(" \u{1F600} !? \u{0} ") == [])
         // A long word keeps its first 120 bytes' whole scalars.
         #expect(words(String(repeating: "a", count: 300)) == [String(repeating: "a", count: 120)])
-        #expect(words(String(repeating: "\u{4E00}b", count: 3) + String(repeating: "\u{440}", count: 100)).last == "b" + String(repeating: "\u{440}", count: 59))
+        #expect(
+            words(String(repeating: "\u{4E00}b", count: 3) + String(repeating: "\u{440}", count: 100)).last == "b" + String(repeating: "\u{440}", count: 59))
     }
 
     /// The byte-wise ASCII path and the general one give the same words on any ASCII text.
@@ -233,7 +241,10 @@ struct FullTextTests {
         for _ in 0..<3000 {
             let text = String((0..<rng.below(24)).map { _ in alphabet[rng.below(alphabet.count)] })
             let ascii = WordTokenizer.words(text), general = WordTokenizer.generalWords(text)
-            #expect(ascii == general, "seed \(Self.seed): \(genDescribe(text)): \(ascii.map { String(decoding: $0, as: UTF8.self) }) vs \(general.map { String(decoding: $0, as: UTF8.self) })")
+            #expect(
+                ascii == general,
+                "seed \(Self.seed): \(genDescribe(text)): \(ascii.map { String(decoding: $0, as: UTF8.self) }) vs \(general.map { String(decoding: $0, as: UTF8.self) })"
+            )
             if ascii != general { return }
         }
     }
@@ -305,8 +316,10 @@ struct FullTextTests {
                 matching = order.map { matching[$0] }
                 let expected = Array(matching.map(\.post.id).dropFirst(offset).prefix(limit ?? Int.max))
                 // Strata, with and without the index.
-                func build<M: Model>(_ base: Results<M>, _ body: KeyPath<M, String> & Sendable, _ title: KeyPath<M, String?> & Sendable,
-                                     _ boardPath: KeyPath<M, Int> & Sendable, _ created: KeyPath<M, Date> & Sendable) -> Results<M> {
+                func build<M: Model>(
+                    _ base: Results<M>, _ body: KeyPath<M, String> & Sendable, _ title: KeyPath<M, String?> & Sendable,
+                    _ boardPath: KeyPath<M, Int> & Sendable, _ created: KeyPath<M, Date> & Sendable
+                ) -> Results<M> {
                     var r = onTitle ? base.search(title, search.search, ranked: ranked) : base.search(body, search.search, ranked: ranked)
                     if let board { r = r.filter(boardPath, equals: board) }
                     if let sort { r = r.sorted(by: SortDescriptor(created, order: sort)) }
@@ -314,7 +327,8 @@ struct FullTextTests {
                     if let limit { r = r.prefix(limit) }
                     return r
                 }
-                let text = "\(onTitle ? "title" : "body") \(search.description)\(ranked ? " ranked" : "")\(board.map { " board \($0)" } ?? "")\(sort.map { " sorted \($0)" } ?? "") offset \(offset) limit \(limit.map(String.init) ?? "-")"
+                let text =
+                    "\(onTitle ? "title" : "body") \(search.description)\(ranked ? " ranked" : "")\(board.map { " board \($0)" } ?? "")\(sort.map { " sorted \($0)" } ?? "") offset \(offset) limit \(limit.map(String.init) ?? "-")"
                 let indexed = build(db.objects(FTPost.self), \.body, \.title, \.board, \.created)
                 let plain = build(db.objects(FTUnindexedPost.self), \.body, \.title, \.board, \.created)
                 if indexed.explain().contains("(fullText)") { usedIndex += 1 }
@@ -340,8 +354,10 @@ struct FullTextTests {
             let db = try Database(path: path, models: [FTPost.self], options: StoreOptions(durability: .noSync))
             try db.write { tx in
                 for i in 0..<500 {
-                    try tx.insert(FTPost(id: i, board: i % 3, created: Date(timeIntervalSinceReferenceDate: Double(i)),
-                                       body: i % 2 == 0 ? "the cat and the hat" : "a dog", title: nil))
+                    try tx.insert(
+                        FTPost(
+                            id: i, board: i % 3, created: Date(timeIntervalSinceReferenceDate: Double(i)),
+                            body: i % 2 == 0 ? "the cat and the hat" : "a dog", title: nil))
                 }
             }
             db.close()

@@ -27,7 +27,9 @@ private struct Refusal: Error {}
                             if i % 3 == 1 { _ = try tx.deleteAll(GroupMemo.self); try tx.insert(GroupMemo(id: 500 + i, text: "z")); throw Refusal() }
                             if i % 3 == 2 {
                                 // nested sync write joins; its failure is undone alone
-                                _ = try? db.write { inner in try inner.insert(GroupMemo(id: 700 + i, text: "n")); _ = try inner.deleteAll(GroupMemo.self); throw Refusal() }
+                                _ = try? db.write { inner in
+                                    try inner.insert(GroupMemo(id: 700 + i, text: "n")); _ = try inner.deleteAll(GroupMemo.self); throw Refusal()
+                                }
                                 try db.run(DBWrite.insert(GroupMemo(id: 800 + i, text: "r")))
                             }
                         }

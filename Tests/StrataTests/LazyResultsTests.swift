@@ -87,7 +87,8 @@ struct Counted: Model, Equatable {
         let shapes: [Results<Counted>] = [
             db.objects(Counted.self), db.objects(Counted.self).offset(7).prefix(13), db.objects(Counted.self).offset(Self.n + 5),
             db.objects(Counted.self).filter(#Predicate { $0.group == 4 }).prefix(30),
-            db.objects(Counted.self).filter(#Predicate { $0.score < 10 }).sorted(by: SortDescriptor(\.score), SortDescriptor(\.group, order: .reverse)).offset(3),
+            db.objects(Counted.self).filter(#Predicate { $0.score < 10 }).sorted(by: SortDescriptor(\.score), SortDescriptor(\.group, order: .reverse)).offset(
+                3),
             db.objects(Counted.self).sorted(by: SortDescriptor(\.group, order: .reverse)).prefix(100),
             db.objects(Counted.self).filter(#Predicate { $0.label.contains("9") }).sorted(by: SortDescriptor(\.label)),
         ]

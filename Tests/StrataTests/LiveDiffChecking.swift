@@ -105,7 +105,9 @@ final class LDChecker: Sendable {
         case .update(let results, let deletions, let insertions, let modifications):
             check(results, update: (deletions, insertions, modifications))
         case .error(let error):
-            let n = state.withLock { s in s.deliveries += 1; return s.deliveries }
+            let n = state.withLock { s in
+                s.deliveries += 1; return s.deliveries
+            }
             record("error delivered", "\(error)", delivery: n)
         }
     }
@@ -132,13 +134,16 @@ final class LDChecker: Sendable {
                 if !LDThing.same(plain, new) {
                     let engine = Array(shape.build(snapshot.objects(LDThing.self)))
                     if !LDThing.same(engine, new) {
-                        record("delivered results differ from the query re-run on the same snapshot",
-                               "version \(version): " + LDDiff.describe(expected: engine, delivered: new, expectedName: "db.objects"), delivery: n)
+                        record(
+                            "delivered results differ from the query re-run on the same snapshot",
+                            "version \(version): " + LDDiff.describe(expected: engine, delivered: new, expectedName: "db.objects"), delivery: n)
                     }
                     if !LDThing.same(engine, plain) {
-                        record("db.objects query differs from the plain-array oracle",
-                               "version \(version): " + LDDiff.describe(expected: plain, delivered: engine, expectedName: "plain oracle", deliveredName: "db.objects"),
-                               delivery: n)
+                        record(
+                            "db.objects query differs from the plain-array oracle",
+                            "version \(version): "
+                                + LDDiff.describe(expected: plain, delivered: engine, expectedName: "plain oracle", deliveredName: "db.objects"),
+                            delivery: n)
                     }
                 }
             } catch {
@@ -163,10 +168,13 @@ final class LDChecker: Sendable {
         }
     }
 
-    private func checkChange(_ old: [LDThing], _ new: [LDThing], _ change: (deletions: [Int], insertions: [Int], modifications: [Int]),
-                             n: Int, version: UInt64) {
+    private func checkChange(
+        _ old: [LDThing], _ new: [LDThing], _ change: (deletions: [Int], insertions: [Int], modifications: [Int]),
+        n: Int, version: UInt64
+    ) {
         let (deletions, insertions, modifications) = change
-        let context = "version \(version), deletions \(LDDiff.ids(deletions)) insertions \(LDDiff.ids(insertions)) modifications \(LDDiff.ids(modifications)); "
+        let context =
+            "version \(version), deletions \(LDDiff.ids(deletions)) insertions \(LDDiff.ids(insertions)) modifications \(LDDiff.ids(modifications)); "
             + "previous \(LDDiff.ids(old.map(\.id))) new \(LDDiff.ids(new.map(\.id)))"
         if deletions.isEmpty && insertions.isEmpty && modifications.isEmpty {
             record("empty change set delivered", context, delivery: n)
@@ -198,8 +206,9 @@ final class LDChecker: Sendable {
             applied.insert(new[j], at: j)
         }
         if applied.map(\.id) != new.map(\.id) {
-            record("change set does not rebuild the new results",
-                   "applying gives \(LDDiff.ids(applied.map(\.id))); " + context, delivery: n)
+            record(
+                "change set does not rebuild the new results",
+                "applying gives \(LDDiff.ids(applied.map(\.id))); " + context, delivery: n)
             return
         }
         // Kept objects, old → new in order: modified exactly when their (observed) value changed.
@@ -216,11 +225,12 @@ final class LDChecker: Sendable {
                 let shown = indices.prefix(3).map { j in "\(j): \(before[j]?.short ?? "?") → \(new[j].short)" }
                 return "\(indices) " + shown.joined(separator: "; ") + (indices.count > 3 ? "; …" : "")
             }
-            record("modifications are not exactly the kept objects that changed",
-                   "not reported: \(show(Set(expected).subtracting(modifications).sorted())); "
-                   + "reported but unchanged\(shape.keyPaths == nil ? "" : " in the observed fields"): \(show(Set(modifications).subtracting(expected).sorted())); "
-                   + context,
-                   delivery: n)
+            record(
+                "modifications are not exactly the kept objects that changed",
+                "not reported: \(show(Set(expected).subtracting(modifications).sorted())); "
+                    + "reported but unchanged\(shape.keyPaths == nil ? "" : " in the observed fields"): \(show(Set(modifications).subtracting(expected).sorted())); "
+                    + context,
+                delivery: n)
         }
     }
 }
@@ -231,8 +241,10 @@ enum LDDiff {
     }
 
     /// The first difference of two result arrays, with the ids around it.
-    static func describe(expected: [LDThing], delivered: [LDThing], expectedName: String = "expected", deliveredName: String = "delivered",
-                         same: (LDThing, LDThing) -> Bool = { $0.same($1) }) -> String {
+    static func describe(
+        expected: [LDThing], delivered: [LDThing], expectedName: String = "expected", deliveredName: String = "delivered",
+        same: (LDThing, LDThing) -> Bool = { $0.same($1) }
+    ) -> String {
         let first = (0..<min(expected.count, delivered.count)).first { !same(expected[$0], delivered[$0]) } ?? min(expected.count, delivered.count)
         let from = max(0, first - 3)
         let window = { (things: [LDThing]) -> String in
@@ -269,8 +281,10 @@ enum LDWrites {
     /// Makes the writes of one random transaction in `tx`, mirroring them on a copy of `model`.
     /// Returns the new model and whether the transaction should be thrown away (then the caller
     /// throws `LDRollback`).
-    static func run(_ tx: Transaction, model: [Int: LDThing], seed: UInt64, objects target: Int, maxOps: Int = 4, rollbackPercent: Int,
-                    note: (String) -> Void) throws -> (model: [Int: LDThing], rollback: Bool) {
+    static func run(
+        _ tx: Transaction, model: [Int: LDThing], seed: UInt64, objects target: Int, maxOps: Int = 4, rollbackPercent: Int,
+        note: (String) -> Void
+    ) throws -> (model: [Int: LDThing], rollback: Bool) {
         var rng = SeededRandom(seed: seed)
         var m = model
         let idSpace = target * 2
@@ -289,7 +303,7 @@ enum LDWrites {
             m[id] = new
         }
         for _ in 0..<(1 + rng.below(maxOps)) {
-            let keys = m.keys.sorted()   // dictionary order varies between runs
+            let keys = m.keys.sorted()  // dictionary order varies between runs
             let roll = rng.below(100)
             let someKey = keys.isEmpty ? nil : keys[rng.below(keys.count)]
             guard let id = someKey, !(m.count < target * 9 / 10 && roll < 40), roll >= 14 else {
@@ -300,12 +314,12 @@ enum LDWrites {
             }
             let old = m[id]!
             switch roll {
-            case 14..<28:   // one field
+            case 14..<28:  // one field
                 let field = LDField.allCases[rng.below(LDField.allCases.count)]
                 var new = old
                 field.randomize(&new, &rng)
                 try update(id, [field], to: new)
-            case 28..<34:   // a partial update of one or two fields, from a dictionary
+            case 28..<34:  // a partial update of one or two fields, from a dictionary
                 let fields = (0..<(1 + rng.below(2))).map { _ in LDField.allCases[rng.below(LDField.allCases.count)] }
                 var new = old
                 for field in fields { field.randomize(&new, &rng) }
@@ -313,31 +327,33 @@ enum LDWrites {
                 for field in fields { field.patch(from: new, into: &patch) }
                 let result = try tx.update(LDThing.self, key: id, fields: patch)
                 if !result.object.same(new) { note("partial update \(fields) of #\(id) stored \(result.object.short), the model expected \(new.short)") }
-                if result.changed == old.same(new) { note("partial update \(fields) of #\(id) says changed: \(result.changed), from \(old.short) to \(new.short)") }
+                if result.changed == old.same(new) {
+                    note("partial update \(fields) of #\(id) says changed: \(result.changed), from \(old.short) to \(new.short)")
+                }
                 m[id] = new
-            case 34..<44:   // several fields
+            case 34..<44:  // several fields
                 let fields = (0..<(2 + rng.below(3))).map { _ in LDField.allCases[rng.below(LDField.allCases.count)] }
                 var new = old
                 for field in fields { field.randomize(&new, &rng) }
                 try update(id, fields, to: new)
-            case 44..<52:   // only fields the key-path observers do not watch
+            case 44..<52:  // only fields the key-path observers do not watch
                 let field = LDField.unobserved[rng.below(LDField.unobserved.count)]
                 var new = old
                 field.randomize(&new, &rng)
                 try update(id, [field], to: new)
-            case 52..<58:   // identical values
+            case 52..<58:  // identical values
                 if rng.below(2) == 0 {
                     try update(id, [LDField.allCases[rng.below(LDField.allCases.count)]], to: old)
                 } else {
                     try tx.upsert(old)
                 }
-            case 58..<64:   // a sort tie or a move: take another object's rank, weight or date
+            case 58..<64:  // a sort tie or a move: take another object's rank, weight or date
                 let other = m[keys[rng.below(keys.count)]]!
                 let field = [LDField.rank, .weight, .when, .count][rng.below(4)]
                 var new = old
                 field.copy(from: other, to: &new)
                 try update(id, [field], to: new)
-            case 64..<76:   // delete (sometimes a key that is not there)
+            case 64..<76:  // delete (sometimes a key that is not there)
                 if rng.below(8) == 0 {
                     let absent = idSpace + 1 + rng.below(100)
                     if try tx.delete(LDThing.self, key: absent) { note("deleted absent key \(absent)") }
@@ -345,23 +361,23 @@ enum LDWrites {
                     if try !tx.delete(LDThing.self, key: id) { note("delete of #\(id) found nothing") }
                     m[id] = nil
                 }
-            case 76..<88:   // upsert: a changed object, or a new one
+            case 76..<88:  // upsert: a changed object, or a new one
                 let thing = LDThing.random(id: rng.below(3) == 0 ? freshID() : id, &rng)
                 try tx.upsert(thing)
                 m[thing.id] = thing
-            case 88..<92:   // delete(where:)
+            case 88..<92:  // delete(where:)
                 let r = rng.below(4), c = rng.below(10)
                 let deleted = try tx.delete(LDThing.self, where: #Predicate<LDThing> { $0.rank == r && $0.count == c })
                 let gone = m.values.filter { $0.rank == r && $0.count == c }.map(\.id)
                 if deleted != gone.count { note("delete(where: rank == \(r) && count == \(c)) deleted \(deleted), the model has \(gone.count)") }
                 for key in gone { m[key] = nil }
-            case 92..<96:   // a duplicate insert, refused, the transaction goes on
+            case 92..<96:  // a duplicate insert, refused, the transaction goes on
                 do {
                     try tx.insert(LDThing.random(id: id, &rng))
                     note("inserting the existing key \(id) did not throw")
                 } catch StrataError.duplicateKey {
                 }
-            default:        // an update whose body changes nothing
+            default:  // an update whose body changes nothing
                 _ = try tx.update(LDThing.self, key: id) { _ in }
             }
         }
@@ -406,4 +422,3 @@ func ldOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async 
         }
     }
 }
-

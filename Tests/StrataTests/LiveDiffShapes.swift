@@ -20,13 +20,13 @@ struct LDThing: Model {
     static let indexes: [PartialKeyPath<LDThing> & Sendable] = [\.rank, \.weight, \.name, \.when]
     static let indexDescriptors: [IndexDescriptor<LDThing>] = [.fullText(\.note), .on(\.name, collation: .caseInsensitive), .on(\.rank, \.when)]
     var id: Int
-    var rank: Int          // indexed; 0..<4, so sorts by it have many ties
-    var count: Int         // not indexed; 0..<10
-    var weight: Double     // indexed; NaN, ±inf, -0.0 among the values
-    var ratio: Double      // not indexed; the same values
-    var name: String       // indexed; "", combining characters, emoji
-    var note: String       // not indexed; the same values
-    var when: Date         // indexed
+    var rank: Int  // indexed; 0..<4, so sorts by it have many ties
+    var count: Int  // not indexed; 0..<10
+    var weight: Double  // indexed; NaN, ±inf, -0.0 among the values
+    var ratio: Double  // not indexed; the same values
+    var name: String  // indexed; "", combining characters, emoji
+    var note: String  // not indexed; the same values
+    var when: Date  // indexed
     var level: Int?
     var kind: LDKind
     var tags: [String]
@@ -79,14 +79,17 @@ struct LDThing: Model {
     /// The words a full-text index reads in each of `strings` (folded for case and diacritics),
     /// written out for the plain oracle.
     /// ("e\u{301}" is the same key as "\u{E9}": Swift's `==` on strings is canonical equivalence.)
-    static let words: [String: [String]] = ["": [], "\u{E9}": ["e"], "😀": [], "👩‍👩‍👧": [], "a": ["a"], "ab": ["ab"],
-                                            "B": ["b"], "zeta": ["zeta"], "\u{C9}mile": ["emile"], "e": ["e"], "ß": ["ss"]]
+    static let words: [String: [String]] = [
+        "": [], "\u{E9}": ["e"], "😀": [], "👩‍👩‍👧": [], "a": ["a"], "ab": ["ab"],
+        "B": ["b"], "zeta": ["zeta"], "\u{C9}mile": ["emile"], "e": ["e"], "ß": ["ss"],
+    ]
     static let dates: [Date] = [-1e9, -1, 0, 1, 86_400, 7e8, 7e8 + 0.5].map { Date(timeIntervalSinceReferenceDate: $0) }
     static let tagPool = ["x", "y", "z"]
 
     static func random(id: Int, _ rng: inout SeededRandom) -> LDThing {
-        var thing = LDThing(id: id, rank: 0, count: 0, weight: 0, ratio: 0, name: "", note: "", when: dates[0], level: nil, kind: .red,
-                            tags: [], inner: LDInner(x: 0, label: ""))
+        var thing = LDThing(
+            id: id, rank: 0, count: 0, weight: 0, ratio: 0, name: "", note: "", when: dates[0], level: nil, kind: .red,
+            tags: [], inner: LDInner(x: 0, label: ""))
         for field in LDField.allCases { field.randomize(&thing, &rng) }
         return thing
     }
@@ -147,7 +150,7 @@ enum LDField: CaseIterable {
         case .tags: fields["tags"] = source.tags
         case .inner: fields["inner"] = ["x": source.inner.x, "label": source.inner.label] as [String: Any]
         case .innerX, .innerLabel:
-            var inner = fields["inner"] as? [String: Any] ?? [:]   // nested structs merge field by field
+            var inner = fields["inner"] as? [String: Any] ?? [:]  // nested structs merge field by field
             if self == .innerX { inner["x"] = source.inner.x } else { inner["label"] = source.inner.label }
             fields["inner"] = inner
         }
@@ -173,8 +176,9 @@ struct LDSort: Sendable {
     }
 
     static func double(_ keyPath: KeyPath<LDThing, Double> & Sendable, _ label: String, reverse: Bool = false) -> LDSort {
-        LDSort(descriptor: SortDescriptor(keyPath, order: reverse ? .reverse : .forward), double: { $0[keyPath: keyPath] }, reverse: reverse,
-               label: label + (reverse ? "↓" : "↑"))
+        LDSort(
+            descriptor: SortDescriptor(keyPath, order: reverse ? .reverse : .forward), double: { $0[keyPath: keyPath] }, reverse: reverse,
+            label: label + (reverse ? "↓" : "↑"))
     }
 
     static func string(_ keyPath: KeyPath<LDThing, String> & Sendable, _ label: String, reverse: Bool = false) -> LDSort {
@@ -192,8 +196,9 @@ struct LDSort: Sendable {
     /// A string in a collation (the shape sorts with `sorted(by:collation:)`); the oracle compares
     /// with the independent comparator of CollationTests.
     static func collated(_ keyPath: KeyPath<LDThing, String> & Sendable, _ label: String, _ collation: StringCollation, reverse: Bool = false) -> LDSort {
-        var sort = LDSort(descriptor: SortDescriptor(keyPath, order: reverse ? .reverse : .forward), double: nil, reverse: reverse,
-                          label: label + " (\(collation))" + (reverse ? "↓" : "↑"))
+        var sort = LDSort(
+            descriptor: SortDescriptor(keyPath, order: reverse ? .reverse : .forward), double: nil, reverse: reverse,
+            label: label + " (\(collation))" + (reverse ? "↓" : "↑"))
         sort.collated = { a, b in
             let order = oracleCollate(a[keyPath: keyPath], b[keyPath: keyPath], collation.options)
             if !reverse || order == .orderedSame { return order }
@@ -308,8 +313,9 @@ struct LDShape: Sendable {
         [
             LDShape(name: "no filter (started during writes)", sort: [.int(\.rank, "rank")]),
             LDShape(name: "weight < 1 (started during writes)", predicate: #Predicate<LDThing> { $0.weight < 1 }, sort: [.double(\.weight, "weight")]),
-            LDShape(name: "rank == 1 || count == 5 (started during writes)", predicate: #Predicate<LDThing> { $0.rank == 1 || $0.count == 5 },
-                    sort: [.string(\.note, "note")], limit: 40),
+            LDShape(
+                name: "rank == 1 || count == 5 (started during writes)", predicate: #Predicate<LDThing> { $0.rank == 1 || $0.count == 5 },
+                sort: [.string(\.note, "note")], limit: 40),
         ]
     }
 
@@ -320,8 +326,9 @@ struct LDShape: Sendable {
             LDShape(name: "search \"e\"", search: (TextSearch("e"), [LDTerm("e")], false), sort: [.date(\.when, "when")]),
             LDShape(name: "search any \"a* SS\"", search: (TextSearch.anyWord("a* SS"), [LDTerm("a", prefix: true), LDTerm("ss")], false)),
             LDShape(name: "search any \"e zeta ab\" ranked", search: (TextSearch.anyWord("e zeta ab"), [LDTerm("e"), LDTerm("zeta"), LDTerm("ab")], true)),
-            LDShape(name: "rank <= 2 && search \"\u{C9}MILE\"", predicate: #Predicate<LDThing> { $0.rank <= 2 },
-                    search: (TextSearch("\u{C9}MILE"), [LDTerm("emile")], false), sort: [.int(\.count, "count", reverse: true)], limit: 10),
+            LDShape(
+                name: "rank <= 2 && search \"\u{C9}MILE\"", predicate: #Predicate<LDThing> { $0.rank <= 2 },
+                search: (TextSearch("\u{C9}MILE"), [LDTerm("emile")], false), sort: [.int(\.count, "count", reverse: true)], limit: 10),
             LDShape(name: "no filter", collation: .caseInsensitive, sort: [.collated(\.name, "name", .caseInsensitive)]),
             LDShape(name: "no filter", collation: .natural, sort: [.collated(\.name, "name", .natural, reverse: true)], limit: 20),
             LDShape(name: "rank == 1", predicate: #Predicate<LDThing> { $0.rank == one }, sort: [.date(\.when, "when", reverse: true)], limit: 10),
@@ -343,8 +350,9 @@ struct LDShape: Sendable {
             LDShape(name: "kind == red && weight > 0", predicate: #Predicate<LDThing> { $0.kind == red && $0.weight > 0 }),
             LDShape(name: "note.contains(\"e\") || tags.contains(\"x\")", predicate: #Predicate<LDThing> { $0.note.contains(e) || $0.tags.contains(x) }),
             LDShape(name: "level == nil || inner.x >= 3", predicate: #Predicate<LDThing> { $0.level == nil || $0.inner.x >= 3 }),
-            LDShape(name: "name == \"\\u{E9}\" || note == \"e\\u{301}\" || [1, 8].contains(count)",
-                    predicate: #Predicate<LDThing> { $0.name == precomposed || $0.note == decomposed || counts.contains($0.count) }),
+            LDShape(
+                name: "name == \"\\u{E9}\" || note == \"e\\u{301}\" || [1, 8].contains(count)",
+                predicate: #Predicate<LDThing> { $0.name == precomposed || $0.note == decomposed || counts.contains($0.count) }),
             LDShape(name: "name >= \"e\" && level != nil && level! > 1", predicate: #Predicate<LDThing> { $0.name >= e && $0.level != nil && $0.level! > 1 }),
             LDShape(name: "weight < 1", predicate: #Predicate<LDThing> { $0.weight < 1 }, sort: [.double(\.weight, "weight")]),
             LDShape(name: "no filter", sort: [.optionalInt(\.level, "level", reverse: true), .int(\.count, "count")]),
@@ -366,8 +374,9 @@ struct LDShape: Sendable {
             LDShape(name: "kind != red", predicate: #Predicate<LDThing> { $0.kind != red }, sort: [.string(\.name, "name")], offset: 60, limit: 50),
             LDShape(name: "no filter", sort: [.int(\.count, "count")], distinctByRank: true),
             LDShape(name: "no filter", keyPaths: [\.count], observedSame: { $0.count == $1.count }),
-            LDShape(name: "rank <= 1", predicate: #Predicate<LDThing> { $0.rank <= 1 }, sort: [.date(\.when, "when")],
-                    keyPaths: [\.ratio], observedSame: { $0.ratio.bitPattern == $1.ratio.bitPattern }),
+            LDShape(
+                name: "rank <= 1", predicate: #Predicate<LDThing> { $0.rank <= 1 }, sort: [.date(\.when, "when")],
+                keyPaths: [\.ratio], observedSame: { $0.ratio.bitPattern == $1.ratio.bitPattern }),
             LDShape(name: "no filter", keyPaths: [\.inner.x], observedSame: { $0.inner.x == $1.inner.x }),
         ] + indexed()
     }
@@ -416,4 +425,3 @@ struct LDTerm: Sendable {
         }
     }
 }
-

@@ -85,8 +85,9 @@ final class LDObjectChecker: Sendable {
             let expected = previous.changedFields(to: object)
             if object.id != key { record("wrong object", object.short, delivery: n) }
             if fields.isEmpty || Set(fields) != expected || Set(fields).count != fields.count {
-                record(".changed does not name exactly the changed fields",
-                       "fields \(fields), expected \(expected.sorted()): \(previous.short) → \(object.short)", delivery: n)
+                record(
+                    ".changed does not name exactly the changed fields",
+                    "fields \(fields), expected \(expected.sorted()): \(previous.short) → \(object.short)", delivery: n)
             }
             state.withLock { $0.latest = object }
         case .deleted:
@@ -99,7 +100,7 @@ final class LDObjectChecker: Sendable {
     /// At a checkpoint: the stored object (nil if there is none).
     func check(stored: LDThing?, label: String) {
         let (latest, deleted) = state.withLock { ($0.latest, $0.deleted) }
-        if deleted { return }   // observation ended; the key may have been used again since
+        if deleted { return }  // observation ended; the key may have been used again since
         guard let stored else {
             record("deletion not delivered", "\(label): #\(key) is gone, last delivered \(latest.short)", delivery: nil)
             return
@@ -155,7 +156,7 @@ final class LDRun {
             objectCheckers.append(checker)
             tokens.append(db.observe(LDThing.self, key: key, on: objectQueue) { checker.receive($0) })
         }
-        db.observerQueue.sync {}   // each observer has read its object: writes from now on are changes
+        db.observerQueue.sync {}  // each observer has read its object: writes from now on are changes
     }
 
     static func start(_ checker: LDChecker, on queue: DispatchQueue, db: Database) -> NotificationToken {
@@ -165,8 +166,13 @@ final class LDRun {
     /// Checkers (and their queues) for observers the caller starts later, with `start`; they are
     /// part of every checkpoint from now on.
     func addLate(_ shapes: [(index: Int, shape: LDShape)]) -> [(LDChecker, DispatchQueue)] {
-        let late = shapes.map { (LDChecker(index: $0.index, shape: $0.shape, seed: config.seed, cap: config.cap, oracleEvery: config.oracleEvery,
-                                           snapshots: snapshots), DispatchQueue(label: "live-diff-observer-\($0.index)")) }
+        let late = shapes.map {
+            (
+                LDChecker(
+                    index: $0.index, shape: $0.shape, seed: config.seed, cap: config.cap, oracleEvery: config.oracleEvery,
+                    snapshots: snapshots), DispatchQueue(label: "live-diff-observer-\($0.index)")
+            )
+        }
         checkers += late.map(\.0)
         queues += late.map(\.1)
         return late
@@ -225,15 +231,17 @@ final class LDRun {
         if oracle {
             let stored = Array(snapshot.objects(LDThing.self))
             if !LDThing.same(stored, models) {
-                model.problem("seed \(config.seed), \(label): the dictionary model is out of step with the database: "
-                              + LDDiff.describe(expected: models, delivered: stored, expectedName: "model", deliveredName: "database"))
+                model.problem(
+                    "seed \(config.seed), \(label): the dictionary model is out of step with the database: "
+                        + LDDiff.describe(expected: models, delivered: stored, expectedName: "model", deliveredName: "database"))
             }
             for (i, checker) in checkers.enumerated() {
                 if let expected = plain[i], !LDThing.same(expected, fresh(i)) {
-                    checker.record("db.objects query differs from the plain-array oracle over the dictionary model",
-                                   "\(label), version \(snapshot.version): "
-                                   + LDDiff.describe(expected: expected, delivered: fresh(i), expectedName: "plain oracle", deliveredName: "db.objects"),
-                                   delivery: nil)
+                    checker.record(
+                        "db.objects query differs from the plain-array oracle over the dictionary model",
+                        "\(label), version \(snapshot.version): "
+                            + LDDiff.describe(expected: expected, delivered: fresh(i), expectedName: "plain oracle", deliveredName: "db.objects"),
+                        delivery: nil)
                 }
             }
         }
@@ -250,18 +258,23 @@ final class LDRun {
             // converge (nothing is being written).
             let waitingFor = pending.subtracting(diverged)
             if ContinuousClock.now - start > .seconds(2)
-                && waitingFor.allSatisfy({ ContinuousClock.now - checkers[$0].lastDelivery > .seconds(2) }) { break }
+                && waitingFor.allSatisfy({ ContinuousClock.now - checkers[$0].lastDelivery > .seconds(2) })
+            {
+                break
+            }
             try await Task.sleep(for: .milliseconds(10))
             try await drain()
             pending = pending.filter { !converged($0) }
         }
         for i in pending {
             let checker = checkers[i]
-            checker.record("observer does not converge to a fresh query at quiescence",
-                           "\(label), version \(snapshot.version), latest delivery #\(checker.deliveries): "
-                           + LDDiff.describe(expected: fresh(i), delivered: checker.latest, expectedName: "fresh db.objects", deliveredName: "observer",
-                                             same: checker.shape.same),
-                           delivery: nil)
+            checker.record(
+                "observer does not converge to a fresh query at quiescence",
+                "\(label), version \(snapshot.version), latest delivery #\(checker.deliveries): "
+                    + LDDiff.describe(
+                        expected: fresh(i), delivered: checker.latest, expectedName: "fresh db.objects", deliveredName: "observer",
+                        same: checker.shape.same),
+                delivery: nil)
         }
         diverged.formUnion(pending)
         for checker in objectCheckers { checker.check(stored: try snapshot.object(LDThing.self, key: checker.key), label: label) }
@@ -401,8 +414,9 @@ final class LDRun {
         for checker in run.checkers {
             let counts = checker.counts
             if !counts.isEmpty {
-                summary.append("  observer \(checker.index) [\(checker.shape.label)]: "
-                               + counts.sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }.joined(separator: "; "))
+                summary.append(
+                    "  observer \(checker.index) [\(checker.shape.label)]: "
+                        + counts.sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }.joined(separator: "; "))
             }
             for failure in checker.failures { Issue.record(Comment(rawValue: failure.message)) }
             let more = counts.values.reduce(0, +) - checker.failures.count
@@ -416,10 +430,12 @@ final class LDRun {
             for failure in checker.failures { Issue.record(Comment(rawValue: failure)) }
         }
         let seconds = { (d: Duration) in d.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1))) }
-        print("LiveDifferential: seed \(seed), \(txn) transactions, \(config.objects) objects, \(run.checkers.count) observers, "
-              + "\(run.objectCheckers.count) object observers (\(run.objectCheckers.map(\.deliveries).reduce(0, +)) deliveries, "
-              + "\(run.objectCheckers.filter(\.deleted).count) deleted), \(run.deliveries) deliveries in all, \(groupedWrites) kept grouped writes in \(groupedCommits) commits, "
-              + "\(run.checkpoints) checkpoints (\(seconds(run.checkpointTime))); \(phases.joined(separator: ", ")); \(seconds(ContinuousClock.now - started))")
+        print(
+            "LiveDifferential: seed \(seed), \(txn) transactions, \(config.objects) objects, \(run.checkers.count) observers, "
+                + "\(run.objectCheckers.count) object observers (\(run.objectCheckers.map(\.deliveries).reduce(0, +)) deliveries, "
+                + "\(run.objectCheckers.filter(\.deleted).count) deleted), \(run.deliveries) deliveries in all, \(groupedWrites) kept grouped writes in \(groupedCommits) commits, "
+                + "\(run.checkpoints) checkpoints (\(seconds(run.checkpointTime))); \(phases.joined(separator: ", ")); \(seconds(ContinuousClock.now - started))"
+        )
         if !summary.isEmpty { print("LiveDifferential failures by observer (seed \(seed)):\n" + summary.joined(separator: "\n")) }
         run.tokens.forEach { $0.invalidate() }
         run.lateTokens.all.withLock { $0.forEach { $0.invalidate() } }
@@ -434,8 +450,9 @@ final class LDRun {
 /// they fail until the bug is fixed.
 @Suite struct LiveDifferentialReproductions {
     static func thing(_ id: Int, rank: Int = 0, count: Int = 0) -> LDThing {
-        LDThing(id: id, rank: rank, count: count, weight: 0, ratio: 0, name: "", note: "", when: Date(timeIntervalSinceReferenceDate: 0),
-                level: nil, kind: .red, tags: [], inner: LDInner(x: 0, label: ""))
+        LDThing(
+            id: id, rank: rank, count: count, weight: 0, ratio: 0, name: "", note: "", when: Date(timeIntervalSinceReferenceDate: 0),
+            level: nil, kind: .red, tags: [], inner: LDInner(x: 0, label: ""))
     }
 
     /// What one observer delivered: ids, and the change set of updates.
@@ -486,8 +503,10 @@ final class LDRun {
         try db.write { tx in for id in 1...3 { try tx.insert(Self.thing(id)) } }
         let byRankReverse = db.objects(LDThing.self).sorted(by: SortDescriptor(\.rank, order: .reverse))
         #expect(byRankReverse.map(\.id) == [1, 2, 3], "ties keep primary-key order")
-        #expect(byRankReverse.map(\.id) == db.objects(LDThing.self).filter(#Predicate { $0.rank <= 2 })
-            .sorted(by: SortDescriptor(\.rank, order: .reverse)).map(\.id), "an indexed filter does not change the order of ties")
+        #expect(
+            byRankReverse.map(\.id)
+                == db.objects(LDThing.self).filter(#Predicate { $0.rank <= 2 })
+                .sorted(by: SortDescriptor(\.rank, order: .reverse)).map(\.id), "an indexed filter does not change the order of ties")
 
         let watch = Watch(byRankReverse, db: db)
         watch.settle()
@@ -500,8 +519,9 @@ final class LDRun {
         #expect(seen.count == 3)
         for delivery in seen { #expect(Set(delivery.ids).count == delivery.ids.count, "no object twice: \(delivery.ids)") }
         #expect(seen.last?.ids == fresh, "the observer ends on the query's results: \(seen.map(\.ids))")
-        #expect(seen.dropFirst().allSatisfy { $0.deletions.isEmpty && $0.insertions.isEmpty && $0.modifications.count == 1 },
-                "updates that move nothing are one modification each: \(seen)")
+        #expect(
+            seen.dropFirst().allSatisfy { $0.deletions.isEmpty && $0.insertions.isEmpty && $0.modifications.count == 1 },
+            "updates that move nothing are one modification each: \(seen)")
         watch.token.invalidate()
     }
 

@@ -101,7 +101,7 @@ private func waitFor(_ fired: Fired, seconds: Double = 10) async throws -> Bool 
 
     private static func followUpdates(_ db: Database) async throws {
         let results = await LiveResults(db.objects(Item.self).sorted(by: SortDescriptor(\.score)))
-        #expect(results.results.count == 20)   // shown at once, before any update
+        #expect(results.results.count == 20)  // shown at once, before any update
         // The first update: the query evaluated afresh.
         #expect(try await waitForUpdates({ results.updateCount }, reaching: 1) { _ = results.results })
         #expect(await MainActor.run { results.lastChange } == nil)
@@ -144,7 +144,7 @@ private func waitFor(_ fired: Fired, seconds: Double = 10) async throws -> Bool 
         try await db.write { tx in try tx.insert(Self.item(9, score: 9)) }
         #expect(try await waitFor(fired))
         #expect(fired.state.places == ["tagged"])
-        await worker.sync()   // the update's job has run
+        await worker.sync()  // the update's job has run
         #expect(live.results.map(\.id) == [2, 3, 4, 9])
         #expect(live.lastChange == ResultsChangeSet(deletions: [], insertions: [3], modifications: []))
         live.stop()
@@ -182,7 +182,7 @@ private func waitFor(_ fired: Fired, seconds: Double = 10) async throws -> Bool 
         try await db.write { tx in try tx.insert(Self.item(1, score: 1)) }
         let live = await LiveObject(Item.self, key: 1, in: db)
         #expect(live.object?.score == 1)
-        #expect(try await waitForUpdates({ live.updateCount }, reaching: 1) { _ = live.object })   // the observer's first read
+        #expect(try await waitForUpdates({ live.updateCount }, reaching: 1) { _ = live.object })  // the observer's first read
 
         let steps: [(String, @Sendable (Transaction) throws -> Void, Double?, [String])] = [
             ("score", { tx in _ = try tx.update(Item.self, key: 1) { $0.score = 2 } }, 2, ["score"]),
@@ -190,7 +190,9 @@ private func waitFor(_ fired: Fired, seconds: Double = 10) async throws -> Bool 
             ("insert again", { tx in try tx.insert(Self.item(1, score: 3)) }, 3, ["id", "name", "category", "score", "label", "status", "tags", "rank"]),
         ]
         for (name, step, score, fields) in steps {
-            let fired = track { _ = live.object; _ = live.changedFields }
+            let fired = track {
+                _ = live.object; _ = live.changedFields
+            }
             try await db.write(step)
             #expect(try await waitFor(fired), "\(name): no change announced")
             #expect(fired.state.places == ["main"])

@@ -86,23 +86,27 @@ struct LiveResultsTests {
         let inboxes = queries.map { _ in Inbox<Delivery>() }
         var tokens: [NotificationToken] = []
         for (query, inbox) in zip(queries, inboxes) {
-            tokens.append(query.observe(on: DispatchQueue(label: "observer")) { change in
-                switch change {
-                case .initial(let r): inbox.append(Delivery(initial: true, objects: Array(r), version: r.version ?? 0, deletions: [], insertions: [], modifications: []))
-                case .update(let r, let d, let i, let m): inbox.append(Delivery(initial: false, objects: Array(r), version: r.version ?? 0, deletions: d, insertions: i, modifications: m))
-                case .error(let error): Issue.record("seed \(seed): \(error)")
-                }
-            })
+            tokens.append(
+                query.observe(on: DispatchQueue(label: "observer")) { change in
+                    switch change {
+                    case .initial(let r):
+                        inbox.append(Delivery(initial: true, objects: Array(r), version: r.version ?? 0, deletions: [], insertions: [], modifications: []))
+                    case .update(let r, let d, let i, let m):
+                        inbox.append(Delivery(initial: false, objects: Array(r), version: r.version ?? 0, deletions: d, insertions: i, modifications: m))
+                    case .error(let error): Issue.record("seed \(seed): \(error)")
+                    }
+                })
         }
         for round in 0..<500 {
             try db.write { tx in
                 for _ in 0..<(1 + rng.below(4)) {
-                    let keys = model.keys.sorted()   // dictionary order varies between runs
+                    let keys = model.keys.sorted()  // dictionary order varies between runs
                     switch rng.below(5) {
                     case 0:
                         let id = 10_000 + round * 10 + rng.below(10)
-                        let item = Item(id: id, name: "new\(rng.below(100))", category: rng.below(10), score: Double(rng.below(1000)) / 1000,
-                                        label: nil, status: .online, tags: [], rank: nil)
+                        let item = Item(
+                            id: id, name: "new\(rng.below(100))", category: rng.below(10), score: Double(rng.below(1000)) / 1000,
+                            label: nil, status: .online, tags: [], rank: nil)
                         if model[id] == nil { try tx.insert(item); model[id] = item }
                     case 1:
                         if let id = keys.randomElement(using: &rng.generator) { try tx.delete(Item.self, key: id); model[id] = nil }
@@ -112,12 +116,14 @@ struct LiveResultsTests {
                             model[id] = try tx.update(Item.self, key: id) { $0.score = score }
                         }
                     case 3:
-                        if let id = keys.randomElement(using: &rng.generator), let same = model[id] { try tx.upsert(same) }   // identical value
+                        if let id = keys.randomElement(using: &rng.generator), let same = model[id] { try tx.upsert(same) }  // identical value
                     default:
                         if let id = keys.randomElement(using: &rng.generator) {
                             let name = "renamed\(rng.below(100))"
                             let category = rng.below(10)
-                            model[id] = try tx.update(Item.self, key: id) { $0.name = name; $0.category = category }
+                            model[id] = try tx.update(Item.self, key: id) {
+                                $0.name = name; $0.category = category
+                            }
                         }
                     }
                 }
@@ -145,7 +151,9 @@ struct LiveResultsTests {
                 case false:
                     let (new, deletions, insertions, modifications) = (delivery.objects, delivery.deletions, delivery.insertions, delivery.modifications)
                     #expect(!(deletions.isEmpty && insertions.isEmpty && modifications.isEmpty), "seed \(seed): empty change delivered")
-                    #expect(apply(current, deletions: deletions, insertions: insertions, new: new).map(\.id) == new.map(\.id), "seed \(seed) observer \(q) delivery \(n)")
+                    #expect(
+                        apply(current, deletions: deletions, insertions: insertions, new: new).map(\.id) == new.map(\.id),
+                        "seed \(seed) observer \(q) delivery \(n)")
                     let kept = apply(current, deletions: deletions, insertions: [], new: new)
                     let keptIndices = new.indices.filter { !insertions.contains($0) }
                     let changed = Set(zip(keptIndices, kept).filter { new[$0.0] != $0.1 }.map(\.0))
@@ -190,19 +198,20 @@ struct LiveResultsTests {
         let token = db.objects(Item.self).observe(on: queue) { change in
             if case .initial = change {
                 started.signal()
-                gate.wait()   // hold the queue while commits land
+                gate.wait()  // hold the queue while commits land
             }
             inbox.append(change)
         }
-        started.wait()   // the initial results are computed: every commit below comes after them
+        started.wait()  // the initial results are computed: every commit below comes after them
         for i in 0..<8 {
             try db.write { tx in try tx.insert(Item(id: 5000 + i, name: "n", category: 1, score: 0, label: nil, status: .away, tags: [], rank: nil)) }
         }
         gate.signal()
-        #expect(inbox.wait { items in
-            guard case .update(let results, _, _, _)? = items.last else { return false }
-            return results.count == 18
-        })
+        #expect(
+            inbox.wait { items in
+                guard case .update(let results, _, _, _)? = items.last else { return false }
+                return results.count == 18
+            })
         let updates = inbox.all.dropFirst().count
         #expect(updates >= 1 && updates <= 2, "8 commits gave \(updates) updates")
         token.invalidate()
@@ -248,7 +257,7 @@ struct LiveResultsTests {
         tokens[0].invalidate()
         #expect(db.observers.count == 4)
         #expect(db.store.commitListenerCount == 3)
-        tokens.removeAll()   // releasing a token stops its observer too
+        tokens.removeAll()  // releasing a token stops its observer too
         #expect(db.observers.count == 0)
         #expect(db.store.commitListenerCount == 0)
         // The hub's gather thread ends once nobody observes (it checks every second).
@@ -328,8 +337,12 @@ struct LiveResultsTests {
         let inbox = Inbox<ObjectChange<Item>>()
         let token = db.observe(Item.self, key: item.id, on: DispatchQueue(label: "o")) { inbox.append($0) }
         usleep(50_000)
-        try db.write { tx in try tx.upsert(item) }                       // identical: nothing
-        try db.write { tx in try tx.update(Item.self, key: item.id) { $0.score = 0.75; $0.rank = 3 } }
+        try db.write { tx in try tx.upsert(item) }  // identical: nothing
+        try db.write { tx in
+            try tx.update(Item.self, key: item.id) {
+                $0.score = 0.75; $0.rank = 3
+            }
+        }
         #expect(inbox.wait { $0.count == 1 })
         if case .changed(let changed, let fields)? = inbox.all.first {
             #expect(changed.score == 0.75 && Set(fields) == ["score", "rank"])
@@ -368,10 +381,11 @@ struct LiveResultsTests {
             }
         }
         let latest = try db.snapshot().version
-        #expect(inbox.wait { items in
-            guard case .update(let r, _, _, _)? = items.last else { return false }
-            return r.version == latest
-        })
+        #expect(
+            inbox.wait { items in
+                guard case .update(let r, _, _, _)? = items.last else { return false }
+                return r.version == latest
+            })
         let updates = inbox.all.dropFirst()
         #expect(updates.count <= 100)
         for case .update(_, let d, let i, let m) in updates {
@@ -385,7 +399,10 @@ struct LiveResultsTests {
 }
 
 extension SeededRandom {
-    var generator: SeededGenerator { get { SeededGenerator(base: self) } set { self = newValue.base } }
+    var generator: SeededGenerator {
+        get { SeededGenerator(base: self) }
+        set { self = newValue.base }
+    }
 }
 
 struct SeededGenerator: RandomNumberGenerator {

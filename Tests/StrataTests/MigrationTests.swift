@@ -89,8 +89,10 @@ struct MigrationTests {
             for old in try migration.objects("Person") {
                 let age = Int(old.fields["age"]?.stringValue ?? "") ?? -1
                 let legacy = old.fields["legacy"]?.intValue ?? 0
-                try migration.transaction.upsert(V3Breaking.Person(id: old.key.stringValue ?? "", name: old.fields["name"]?.stringValue ?? "",
-                                                                   age: age, score: Double(legacy) / 2))
+                try migration.transaction.upsert(
+                    V3Breaking.Person(
+                        id: old.key.stringValue ?? "", name: old.fields["name"]?.stringValue ?? "",
+                        age: age, score: Double(legacy) / 2))
             }
         }
         #expect(try db.object(V3Breaking.Person.self, key: "p4")?.age == 24)
@@ -167,8 +169,9 @@ struct MigrationPathTests {
         let db = try Database(path: path, models: [V3Breaking.Person.self], schemaVersion: 1) { migration in
             for old in try migration.objects("Person") {
                 guard let key = old.key.stringValue else { continue }
-                try migration.transaction.update(V3Breaking.Person.self, key: key,
-                                                 fields: ["age": Int(old["age"]?.stringValue ?? "") ?? 0, "score": 0.5])
+                try migration.transaction.update(
+                    V3Breaking.Person.self, key: key,
+                    fields: ["age": Int(old["age"]?.stringValue ?? "") ?? 0, "score": 0.5])
             }
         }
         #expect(try db.object(V3Breaking.Person.self, key: "p7")?.age == 27)
@@ -185,8 +188,10 @@ struct MigrationPathTests {
     @Test func storedValuesDecodeToSwiftTypes() throws {
         struct Geo: Codable, Equatable { var lat: Double; var when: Date; var tags: [String]; var blob: Data; var id: UUID }
         let geo = Geo(lat: .infinity, when: Date(timeIntervalSinceReferenceDate: 1.000123), tags: ["a", "é"], blob: Data([0, 1, 255]), id: UUID())
-        let value = StoredValue.object(["lat": .double(geo.lat), "when": .date(geo.when), "tags": .array([.string("a"), .string("é")]),
-                                        "blob": .data(geo.blob), "id": .uuid(geo.id)])
+        let value = StoredValue.object([
+            "lat": .double(geo.lat), "when": .date(geo.when), "tags": .array([.string("a"), .string("é")]),
+            "blob": .data(geo.blob), "id": .uuid(geo.id),
+        ])
         #expect(try value.decode(Geo.self) == geo)
         #expect(value["when"]?.dateValue == geo.when)
         #expect(value["tags"]?.arrayValue?.count == 2)

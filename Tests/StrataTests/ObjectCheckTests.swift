@@ -18,9 +18,11 @@ struct ObjectCheckTests {
         let db = try Database(path: path, models: [CKMessage.self, CKUser.self, Keyed<String>.self], options: StoreOptions(durability: .noSync))
         try db.write { tx in
             for i in 0..<40 {
-                try tx.insert(CKMessage(id: "m\(i)", roomId: i % 2 == 0 ? "a" : "é", text: "t\(i)", created: Date(timeIntervalSinceReferenceDate: Double(i)),
-                                        slug: "s\(i)", tags: i % 3 == 0 ? [] : ["x", "e\u{301}"], author: i % 4 == 0 ? nil : Ref("u\(i % 5)"),
-                                        meta: CKMeta(kind: .plain, score: i, pinned: false), edited: false, hidden: true, first: i, second: -i))
+                try tx.insert(
+                    CKMessage(
+                        id: "m\(i)", roomId: i % 2 == 0 ? "a" : "é", text: "t\(i)", created: Date(timeIntervalSinceReferenceDate: Double(i)),
+                        slug: "s\(i)", tags: i % 3 == 0 ? [] : ["x", "e\u{301}"], author: i % 4 == 0 ? nil : Ref("u\(i % 5)"),
+                        meta: CKMeta(kind: .plain, score: i, pinned: false), edited: false, hidden: true, first: i, second: -i))
             }
             for u in 0..<3 { try tx.insert(CKUser(id: "u\(u)", name: "n\(u)")) }
             try tx.insert(Keyed(id: "user-1", label: "a", next: Ref("seq-10")))
@@ -34,7 +36,8 @@ struct ObjectCheckTests {
         #expect(report.objects == 44)
         #expect(report.indexEntries > 0)
         // u3 and u4 do not exist; Keyed's "seq-10" neither.
-        #expect(report.notes.contains { $0.contains("CKMessage.u → CKUser: \((0..<40).filter { $0 % 4 != 0 && $0 % 5 >= 3 }.count) reference") }, "\(report.notes)")
+        #expect(
+            report.notes.contains { $0.contains("CKMessage.u → CKUser: \((0..<40).filter { $0 % 4 != 0 && $0 % 5 >= 3 }.count) reference") }, "\(report.notes)")
         #expect(report.notes.contains { $0.contains("seq-10") }, "\(report.notes)")
     }
 
@@ -42,33 +45,45 @@ struct ObjectCheckTests {
         // A missing index entry, an extra one, a record that does not decode, a key that is not
         // its record's id: each written straight into the trees.
         let cases: [(String, (StrataStorage.WriteTransaction) throws -> Void)] = [
-            ("lack their entry", { txn in
-                let tree = try #require(try txn.tree("i:CKMessage:rid"))
-                let cursor = try tree.cursor()
-                #expect(try cursor.first())
-                _ = try tree.delete(Array(cursor.key))
-            }),
-            ("no record gives", { txn in
-                var key: [UInt8] = []
-                KeyEncoding.appendBytes("zz".utf8, to: &key)
-                KeyEncoding.appendBytes("m999".utf8, to: &key)
-                try txn.tree("i:CKMessage:rid")?.put(key, [6])
-            }),
+            (
+                "lack their entry",
+                { txn in
+                    let tree = try #require(try txn.tree("i:CKMessage:rid"))
+                    let cursor = try tree.cursor()
+                    #expect(try cursor.first())
+                    _ = try tree.delete(Array(cursor.key))
+                }
+            ),
+            (
+                "no record gives",
+                { txn in
+                    var key: [UInt8] = []
+                    KeyEncoding.appendBytes("zz".utf8, to: &key)
+                    KeyEncoding.appendBytes("m999".utf8, to: &key)
+                    try txn.tree("i:CKMessage:rid")?.put(key, [6])
+                }
+            ),
             ("does not decode", { txn in try txn.tree("m:CKUser")?.put(key("u1"), [200, 1, 2]) }),
-            ("does not match its key", { txn in
-                let records = try #require(try txn.tree("m:CKUser"))
-                let record = try #require(try records.get(key("u2")))
-                try records.put(key("u9"), record)
-            }),
-            ("also another object's", { txn in
-                // Two records with one slug: the second's unique entry then names the first.
-                let records = try #require(try txn.tree("m:CKMessage"))
-                let one = try #require(try records.get(key("m1")))
-                let info = try Database.inMemory(models: [CKMessage.self]).recordCoder(for: CKMessage.self)
-                var copy = try info.decode(one)
-                copy.id = "m2"
-                try records.put(key("m2"), try info.encode(copy))
-            }),
+            (
+                "does not match its key",
+                { txn in
+                    let records = try #require(try txn.tree("m:CKUser"))
+                    let record = try #require(try records.get(key("u2")))
+                    try records.put(key("u9"), record)
+                }
+            ),
+            (
+                "also another object's",
+                { txn in
+                    // Two records with one slug: the second's unique entry then names the first.
+                    let records = try #require(try txn.tree("m:CKMessage"))
+                    let one = try #require(try records.get(key("m1")))
+                    let info = try Database.inMemory(models: [CKMessage.self]).recordCoder(for: CKMessage.self)
+                    var copy = try info.decode(one)
+                    copy.id = "m2"
+                    try records.put(key("m2"), try info.encode(copy))
+                }
+            ),
         ]
         for (expected, damage) in cases {
             let path = try seeded()

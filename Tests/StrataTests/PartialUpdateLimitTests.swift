@@ -24,8 +24,9 @@ private struct DeepPrice: Model, Equatable {
         let outcomes = Mutex<[String]>([])
         let thread = Thread {
             for depth in depths {
-                do { _ = try JSONValue(parsing: Self.nested(depth)); outcomes.withLock { $0.append("parsed") } }
-                catch { outcomes.withLock { $0.append("\(error)") } }
+                do { _ = try JSONValue(parsing: Self.nested(depth)); outcomes.withLock { $0.append("parsed") } } catch {
+                    outcomes.withLock { $0.append("\(error)") }
+                }
             }
             done.signal()
         }
@@ -51,8 +52,11 @@ private struct DeepPrice: Model, Equatable {
         let db = try Database.inMemory(models: [DeepPrice.self])
         try db.write { tx in try tx.insert(DeepPrice(id: "p", amount: 1, list: [])) }
         let tooPrecise = String(repeating: "9", count: 40)
-        #expect(throws: StrataError.typeMismatch(model: "DeepPrice", field: "amount",
-                                                 reason: "the string \"\(tooPrecise)\" has more than the 38 significant digits a Decimal holds")) {
+        #expect(
+            throws: StrataError.typeMismatch(
+                model: "DeepPrice", field: "amount",
+                reason: "the string \"\(tooPrecise)\" has more than the 38 significant digits a Decimal holds")
+        ) {
             try db.write { tx in try tx.update(DeepPrice.self, key: "p", json: Data("{\"amount\": \"\(tooPrecise)\"}".utf8)) }
         }
         #expect(throws: StrataError.typeMismatch(model: "DeepPrice", field: "amount", reason: "the number 1e-300 is outside the range of Decimal")) {

@@ -78,17 +78,19 @@ private let uuidA = UUID(uuidString: "8F3C2A55-0D7E-4B1E-9C77-6A0E5E3B1F10")!
 private let uuidB = UUID(uuidString: "00000000-0000-0000-0000-0000000000AB")!
 
 private func baseAll() -> PUAll {
-    PUAll(id: 1, flag: false, i: 1, i8: 1, i16: 1, i32: 1, i64: 1, u: 1, u8: 1, u16: 1, u32: 1, u64: 1,
-          d: 0.1, f: 0.5, s: "s", data: Data([1, 2, 3]), date: Date(timeIntervalSinceReferenceDate: 123_456.123_456_789),
-          uuid: uuidA, url: URL(string: "https://a.example/x")!, dec: Decimal(string: "1.5")!, level: .low, status: .online,
-          owner: Ref("u1"), list: [1, 2], set: ["a"], map: ["k": 1], optInt: 7, optDate: nil, nested: PUGeo(lat: 1, lon: 2),
-          people: [], geos: [PUGeo(lat: 0, lon: 0)], optList: ["x", nil])
+    PUAll(
+        id: 1, flag: false, i: 1, i8: 1, i16: 1, i32: 1, i64: 1, u: 1, u8: 1, u16: 1, u32: 1, u64: 1,
+        d: 0.1, f: 0.5, s: "s", data: Data([1, 2, 3]), date: Date(timeIntervalSinceReferenceDate: 123_456.123_456_789),
+        uuid: uuidA, url: URL(string: "https://a.example/x")!, dec: Decimal(string: "1.5")!, level: .low, status: .online,
+        owner: Ref("u1"), list: [1, 2], set: ["a"], map: ["k": 1], optInt: 7, optDate: nil, nested: PUGeo(lat: 1, lon: 2),
+        people: [], geos: [PUGeo(lat: 0, lon: 0)], optList: ["x", nil])
 }
 
 private func ana() -> PUPerson {
-    PUPerson(id: "u1", name: "Ana", email: "ana@x", status: .online, tags: ["a"],
-             address: PUAddress(street: "Main 1", city: "Lisboa", zip: "1000", geo: PUGeo(lat: 38.7, lon: -9.1)),
-             bestFriend: nil, nickname: "annie")
+    PUPerson(
+        id: "u1", name: "Ana", email: "ana@x", status: .online, tags: ["a"],
+        address: PUAddress(street: "Main 1", city: "Lisboa", zip: "1000", geo: PUGeo(lat: 38.7, lon: -9.1)),
+        bestFriend: nil, nickname: "annie")
 }
 
 private func json(_ text: String) -> Data { Data(text.utf8) }
@@ -136,23 +138,25 @@ struct PartialUpdateTests {
             try tx.insert(PUPerson(id: "u2", name: "Ben", email: "ben@x", status: .away, tags: [], address: nil, bestFriend: nil, nickname: nil))
             try tx.insert(baseAll())
         }
-        let body = json("""
-        {"flag": true, "i": -9223372036854775808, "i8": -128, "i16": 32767, "i32": -2147483648, "i64": 9223372036854775807,
-         "u": 18446744073709551615, "u8": 255, "u16": 65535, "u32": 4294967295, "u64": 18446744073709551615,
-         "d": -1.5e300, "f": 3.25, "s": "日本語 \\"q\\" \\ud83d\\ude00", "data": "AAEC/w==", "date": "2024-05-01T12:30:00.25Z",
-         "uuid": "00000000-0000-0000-0000-0000000000ab", "url": "https://b.example/y?q=1", "dec": "-123456789.000000001",
-         "level": 2, "status": "away", "owner": "u2", "list": [3, 2, 1], "set": ["b", "a", "b"], "map": {"x": 1, "y": 2.5},
-         "optInt": null, "optDate": "2024-05-01T14:30:00+02:00", "nested": {"lat": 5, "lon": 6}, "people": ["u1", "u2"],
-         "geos": [], "optList": [null, "z"]}
-        """)
+        let body = json(
+            """
+            {"flag": true, "i": -9223372036854775808, "i8": -128, "i16": 32767, "i32": -2147483648, "i64": 9223372036854775807,
+             "u": 18446744073709551615, "u8": 255, "u16": 65535, "u32": 4294967295, "u64": 18446744073709551615,
+             "d": -1.5e300, "f": 3.25, "s": "日本語 \\"q\\" \\ud83d\\ude00", "data": "AAEC/w==", "date": "2024-05-01T12:30:00.25Z",
+             "uuid": "00000000-0000-0000-0000-0000000000ab", "url": "https://b.example/y?q=1", "dec": "-123456789.000000001",
+             "level": 2, "status": "away", "owner": "u2", "list": [3, 2, 1], "set": ["b", "a", "b"], "map": {"x": 1, "y": 2.5},
+             "optInt": null, "optDate": "2024-05-01T14:30:00+02:00", "nested": {"lat": 5, "lon": 6}, "people": ["u1", "u2"],
+             "geos": [], "optList": [null, "z"]}
+            """)
         let result = try db.write { tx in try tx.update(PUAll.self, key: 1, json: body) }
         let iso = Date(timeIntervalSince1970: 1_714_566_600)
-        let expected = PUAll(id: 1, flag: true, i: .min, i8: .min, i16: .max, i32: .min, i64: .max, u: .max, u8: .max, u16: .max,
-                             u32: .max, u64: .max, d: -1.5e300, f: 3.25, s: "日本語 \"q\" 😀", data: Data([0, 1, 2, 255]),
-                             date: iso.addingTimeInterval(0.25), uuid: uuidB, url: URL(string: "https://b.example/y?q=1")!,
-                             dec: Decimal(string: "-123456789.000000001")!, level: .high, status: .away, owner: Ref("u2"),
-                             list: [3, 2, 1], set: ["a", "b"], map: ["x": 1, "y": 2.5], optInt: nil, optDate: iso,
-                             nested: PUGeo(lat: 5, lon: 6), people: [Ref("u1"), Ref("u2")], geos: [], optList: [nil, "z"])
+        let expected = PUAll(
+            id: 1, flag: true, i: .min, i8: .min, i16: .max, i32: .min, i64: .max, u: .max, u8: .max, u16: .max,
+            u32: .max, u64: .max, d: -1.5e300, f: 3.25, s: "日本語 \"q\" 😀", data: Data([0, 1, 2, 255]),
+            date: iso.addingTimeInterval(0.25), uuid: uuidB, url: URL(string: "https://b.example/y?q=1")!,
+            dec: Decimal(string: "-123456789.000000001")!, level: .high, status: .away, owner: Ref("u2"),
+            list: [3, 2, 1], set: ["a", "b"], map: ["x": 1, "y": 2.5], optInt: nil, optDate: iso,
+            nested: PUGeo(lat: 5, lon: 6), people: [Ref("u1"), Ref("u2")], geos: [], optList: [nil, "z"])
         #expect(result.object == expected)
         #expect(result.changed && !result.created && result.ignoredFields.isEmpty)
         #expect(try db.object(PUAll.self, key: 1) == expected)
@@ -161,7 +165,7 @@ struct PartialUpdateTests {
     @Test func everyFieldTypeFromADictionaryOfNativeValues() throws {
         let db = try openDB()
         try db.write { tx in try tx.insert(baseAll()) }
-        let date = Date(timeIntervalSinceReferenceDate: 765_432.987_654_321)   // sub-microsecond: must not pass through text
+        let date = Date(timeIntervalSinceReferenceDate: 765_432.987_654_321)  // sub-microsecond: must not pass through text
         let fields: [String: Any] = [
             "flag": true, "i": -5, "i8": Int8(-3), "i16": Int16(300), "i32": Int32(-70_000), "i64": Int64.min,
             "u": UInt(9), "u8": UInt8(200), "u16": 60_000, "u32": UInt32.max, "u64": UInt64.max,
@@ -172,12 +176,13 @@ struct PartialUpdateTests {
             "people": [Ref<PUPerson>("a"), "b"], "geos": [["lat": 1, "lon": 2]], "optList": [NSNull(), "n"],
         ]
         let result = try db.write { tx in try tx.update(PUAll.self, key: 1, fields: fields) }
-        let expected = PUAll(id: 1, flag: true, i: -5, i8: -3, i16: 300, i32: -70_000, i64: .min, u: 9, u8: 200, u16: 60_000,
-                             u32: .max, u64: .max, d: .leastNonzeroMagnitude, f: 1.25, s: "text", data: Data([9, 8]), date: date,
-                             uuid: uuidB, url: URL(string: "file:///tmp/a%20b")!, dec: Decimal(string: "0.000000000000000000001")!,
-                             level: .high, status: .away, owner: Ref("u9"), list: [], set: ["q"], map: ["m": 0.5], optInt: nil,
-                             optDate: date, nested: PUGeo(lat: 1.5, lon: -1), people: [Ref("a"), Ref("b")],
-                             geos: [PUGeo(lat: 1, lon: 2)], optList: [nil, "n"])
+        let expected = PUAll(
+            id: 1, flag: true, i: -5, i8: -3, i16: 300, i32: -70_000, i64: .min, u: 9, u8: 200, u16: 60_000,
+            u32: .max, u64: .max, d: .leastNonzeroMagnitude, f: 1.25, s: "text", data: Data([9, 8]), date: date,
+            uuid: uuidB, url: URL(string: "file:///tmp/a%20b")!, dec: Decimal(string: "0.000000000000000000001")!,
+            level: .high, status: .away, owner: Ref("u9"), list: [], set: ["q"], map: ["m": 0.5], optInt: nil,
+            optDate: date, nested: PUGeo(lat: 1.5, lon: -1), people: [Ref("a"), Ref("b")],
+            geos: [PUGeo(lat: 1, lon: 2)], optList: [nil, "n"])
         #expect(result.object == expected)
         #expect(result.object.date.timeIntervalSinceReferenceDate.bitPattern == date.timeIntervalSinceReferenceDate.bitPattern)
     }
@@ -186,7 +191,8 @@ struct PartialUpdateTests {
     @Test func dictionaryFromJSONSerializationTellsBooleansFromNumbers() throws {
         let db = try openDB()
         try db.write { tx in try tx.insert(baseAll()) }
-        let object = try JSONSerialization.jsonObject(with: json(#"{"flag": true, "i": 1, "u64": 18446744073709551615, "d": 2, "f": 0.5, "optInt": null, "nested": {"lat": 0}}"#))
+        let object = try JSONSerialization.jsonObject(
+            with: json(#"{"flag": true, "i": 1, "u64": 18446744073709551615, "d": 2, "f": 0.5, "optInt": null, "nested": {"lat": 0}}"#))
         let fields = try #require(object as? [String: Any])
         let result = try db.write { tx in try tx.update(PUAll.self, key: 1, fields: fields) }
         #expect(result.object.flag == true && result.object.i == 1 && result.object.u64 == .max && result.object.d == 2)
@@ -274,7 +280,9 @@ struct PartialUpdateTests {
 
         // Merging into a nil nested struct builds it from scratch: it must be complete.
         try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"address": null}"#)) }
-        let error = strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"address": {"city": "Faro", "geo": {"lat": 1}}}"#)) } }
+        let error = strataError {
+            try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"address": {"city": "Faro", "geo": {"lat": 1}}}"#)) }
+        }
         #expect(error == .incompleteUpdate(model: "PUPerson", key: "u1", missing: ["address.geo.lon", "address.street"]))
         #expect("\(error.map { "\($0)" } ?? "")".hasPrefix("cannot update PUPerson u1"))
         let filled = try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"address": {"city": "Faro", "street": "S"}}"#)) }
@@ -288,8 +296,11 @@ struct PartialUpdateTests {
         #expect(result.object.nickname == nil)
         #expect(result.object.address == PUAddress(street: "Main 1", city: "Lisboa", zip: nil, geo: nil))
         #expect(mismatchField(strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"name": null}"#)) } }) == "name")
-        #expect(mismatchField(strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"address": {"city": null}}"#)) } }) == "address.city")
-        #expect(mismatchField(strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"tags": ["a", null]}"#)) } }) == "tags[1]")
+        #expect(
+            mismatchField(strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"address": {"city": null}}"#)) } })
+                == "address.city")
+        #expect(
+            mismatchField(strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"tags": ["a", null]}"#)) } }) == "tags[1]")
         let cleared = try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"address": null}"#)) }
         #expect(cleared.object.address == nil)
     }
@@ -370,7 +381,11 @@ struct PartialUpdateTests {
         #expect(result.object.name == "Ana B" && result.object.address?.city == "Braga")
 
         // Inside arrays of structs too.
-        let geo = strataError { try db.write { tx in try tx.insert(baseAll()); try tx.update(PUAll.self, key: 1, json: json(#"{"geos": [{"lat": 1, "lon": 2, "alt": 3}]}"#)) } }
+        let geo = strataError {
+            try db.write { tx in
+                try tx.insert(baseAll()); try tx.update(PUAll.self, key: 1, json: json(#"{"geos": [{"lat": 1, "lon": 2, "alt": 3}]}"#))
+            }
+        }
         #expect(geo == .unknownFields(model: "PUAll", fields: ["geos[0].alt"]))
     }
 
@@ -408,7 +423,13 @@ struct PartialUpdateTests {
         let db = try openDB()
         try db.write { tx in try tx.insert(ana()) }
         #expect(mismatchField(strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"id": "u2"}"#)) } }) == "id")
-        #expect(mismatchField(strataError { try db.write { tx in try tx.upsert(PUPerson.self, key: "u5", json: json(#"{"id": "u6", "name": "N", "email": "n@x", "status": "away", "tags": []}"#)) } }) == "id")
+        #expect(
+            mismatchField(
+                strataError {
+                    try db.write { tx in
+                        try tx.upsert(PUPerson.self, key: "u5", json: json(#"{"id": "u6", "name": "N", "email": "n@x", "status": "away", "tags": []}"#))
+                    }
+                }) == "id")
         let same = try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: json(#"{"id": "u1", "name": "Ana"}"#)) }
         #expect(!same.changed)
         #expect(try db.object(PUPerson.self, key: "u2") == nil)
@@ -451,12 +472,13 @@ struct PartialUpdateTests {
     @Test func malformedJSONIsInvalidInput() throws {
         let db = try openDB()
         try db.write { tx in try tx.insert(ana()) }
-        let bad = [
-            "", " ", "{", "}", "{\"name\": }", "{\"name\" \"x\"}", "{\"name\": \"x\",}", "{\"name\": \"x\"} extra", "[1, 2]", "\"text\"", "42",
-            "null", "{'name': 'x'}", "{\"name\": \"unterminated}", "{\"name\": \"\\q\"}", "{\"name\": \"\\ud800\"}", "{\"n\": 01}",
-            "{\"n\": 1.}", "{\"n\": -}", "{\"n\": 1e400}", "{\"n\": tru}", "{\"a\": 1, \"a\": 2}", "{\"s\": \"tab\there\"}",
-            String(repeating: "[", count: 100_000), String(repeating: "{\"a\":", count: 100_000),
-        ].map { Data($0.utf8) } + [Data([0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D])]   // invalid UTF-8 in a name
+        let bad =
+            [
+                "", " ", "{", "}", "{\"name\": }", "{\"name\" \"x\"}", "{\"name\": \"x\",}", "{\"name\": \"x\"} extra", "[1, 2]", "\"text\"", "42",
+                "null", "{'name': 'x'}", "{\"name\": \"unterminated}", "{\"name\": \"\\q\"}", "{\"name\": \"\\ud800\"}", "{\"n\": 01}",
+                "{\"n\": 1.}", "{\"n\": -}", "{\"n\": 1e400}", "{\"n\": tru}", "{\"a\": 1, \"a\": 2}", "{\"s\": \"tab\there\"}",
+                String(repeating: "[", count: 100_000), String(repeating: "{\"a\":", count: 100_000),
+            ].map { Data($0.utf8) } + [Data([0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D])]  // invalid UTF-8 in a name
         for body in bad {
             let error = strataError { try db.write { tx in try tx.update(PUPerson.self, key: "u1", json: body) } }
             guard case .invalidInput(let reason)? = error else {
@@ -468,23 +490,27 @@ struct PartialUpdateTests {
         if case .invalidInput(let reason)? = strataError({ _ = try JSONValue(parsing: json("{\n  \"a\": 1,\n  \"b\": ]\n}")) }) {
             #expect(reason.contains("line 3, column 8"), "\(reason)")
         }
-        #expect(try JSONValue(parsing: json(#" {"a": [1, -2, 3.5, 18446744073709551615, true, null, "\u00e9\ud83d\ude00"]} "#))
+        #expect(
+            try JSONValue(parsing: json(#" {"a": [1, -2, 3.5, 18446744073709551615, true, null, "\u00e9\ud83d\ude00"]} "#))
                 == .object(["a": .array([.int(1), .int(-2), .double(3.5), .uint(.max), .bool(true), .null, .string("é😀")])]))
     }
 
     // MARK: Change messages
 
     @Test func changeMessagesDecodeAndReportMalformedOnes() throws {
-        let messages = try ChangeMessage.decode(json: json("""
-        [{"msg": "added", "collection": "PUPerson", "id": "u1", "fields": {"name": "Ana"}},
-         {"msg": "changed", "collection": "PUPerson", "id": "u1", "fields": {"name": "B"}, "cleared": ["nickname", "address.zip"]},
-         {"msg": "removed", "collection": "PUCounter", "id": 4}]
-        """))
-        #expect(messages == [
-            ChangeMessage(.added, model: "PUPerson", key: .string("u1"), fields: ["name": .string("Ana")]),
-            ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: ["name": .string("B")], cleared: ["nickname", "address.zip"]),
-            ChangeMessage(.removed, model: "PUCounter", key: .int(4)),
-        ])
+        let messages = try ChangeMessage.decode(
+            json: json(
+                """
+                [{"msg": "added", "collection": "PUPerson", "id": "u1", "fields": {"name": "Ana"}},
+                 {"msg": "changed", "collection": "PUPerson", "id": "u1", "fields": {"name": "B"}, "cleared": ["nickname", "address.zip"]},
+                 {"msg": "removed", "collection": "PUCounter", "id": 4}]
+                """))
+        #expect(
+            messages == [
+                ChangeMessage(.added, model: "PUPerson", key: .string("u1"), fields: ["name": .string("Ana")]),
+                ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: ["name": .string("B")], cleared: ["nickname", "address.zip"]),
+                ChangeMessage(.removed, model: "PUCounter", key: .int(4)),
+            ])
         let bad = [
             #"{"msg": "added"}"#, #"[{"msg": "moved", "collection": "A", "id": 1}]"#, #"[{"collection": "A", "id": 1}]"#,
             #"[{"msg": "added", "collection": "A"}]"#, #"[{"msg": "added", "collection": 5, "id": 1}]"#,
@@ -518,7 +544,8 @@ struct PartialUpdateTests {
         let token = db.objects(PUPerson.self).sorted(by: SortDescriptor(\.name)).observe(on: DispatchQueue(label: "pu.observer")) { change in
             switch change {
             case .initial(let results): deliveries.push(.init(names: results.map(\.name), deletions: [], insertions: [], modifications: [], initial: true))
-            case .update(let results, let d, let i, let m): deliveries.push(.init(names: results.map(\.name), deletions: d, insertions: i, modifications: m, initial: false))
+            case .update(let results, let d, let i, let m):
+                deliveries.push(.init(names: results.map(\.name), deletions: d, insertions: i, modifications: m, initial: false))
             case .error(let error): Issue.record("observer: \(error)")
             }
         }
@@ -527,15 +554,17 @@ struct PartialUpdateTests {
         #expect(initial.initial && initial.names == ["Ana", "Ben", "Cid", "Dora"])
 
         let before = try version(db)
-        let messages = try ChangeMessage.decode(json: json("""
-        [{"msg": "changed", "collection": "PUPerson", "id": "u1", "fields": {"name": "Ana"}, "cleared": []},
-         {"msg": "changed", "collection": "PUPerson", "id": "u2", "fields": {"tags": ["new"]}, "cleared": ["nickname"]},
-         {"msg": "added", "collection": "PUPerson", "id": "u5", "fields": {"name": "Eva", "email": "eva@x", "status": "away", "tags": []}},
-         {"msg": "added", "collection": "PUPerson", "id": "u3", "fields": {"name": "Cid", "tags": ["t"]}},
-         {"msg": "removed", "collection": "PUPerson", "id": "u4"},
-         {"msg": "removed", "collection": "PUPerson", "id": "u404"},
-         {"msg": "added", "collection": "PUCounter", "id": 10, "fields": {"count": 1}}]
-        """))
+        let messages = try ChangeMessage.decode(
+            json: json(
+                """
+                [{"msg": "changed", "collection": "PUPerson", "id": "u1", "fields": {"name": "Ana"}, "cleared": []},
+                 {"msg": "changed", "collection": "PUPerson", "id": "u2", "fields": {"tags": ["new"]}, "cleared": ["nickname"]},
+                 {"msg": "added", "collection": "PUPerson", "id": "u5", "fields": {"name": "Eva", "email": "eva@x", "status": "away", "tags": []}},
+                 {"msg": "added", "collection": "PUPerson", "id": "u3", "fields": {"name": "Cid", "tags": ["t"]}},
+                 {"msg": "removed", "collection": "PUPerson", "id": "u4"},
+                 {"msg": "removed", "collection": "PUPerson", "id": "u404"},
+                 {"msg": "added", "collection": "PUCounter", "id": 10, "fields": {"count": 1}}]
+                """))
         let summary = try db.apply(messages)
         var expected = ChangeSummary()
         expected.added = 2
@@ -549,9 +578,9 @@ struct PartialUpdateTests {
         let update = try #require(deliveries.next(timeout: 10))
         #expect(!update.initial)
         #expect(update.names == ["Ana", "Ben", "Cid", "Eva"])
-        #expect(update.deletions == [3])        // Dora, in the old results
-        #expect(update.insertions == [3])       // Eva, in the new results
-        #expect(update.modifications == [1])    // only Ben: Ana's and Cid's messages changed nothing
+        #expect(update.deletions == [3])  // Dora, in the old results
+        #expect(update.insertions == [3])  // Eva, in the new results
+        #expect(update.modifications == [1])  // only Ben: Ana's and Cid's messages changed nothing
 
         // A batch that changes nothing commits nothing and delivers nothing.
         let idle = try db.apply([ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: ["name": .string("Ana")])])
@@ -580,8 +609,9 @@ struct PartialUpdateTests {
         #expect(mismatchField(wrongKey) == "id")
 
         // Ignored fields are reported per message.
-        let summary = try db.apply([ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: ["name": .string("Zed"), "age": .int(3)])],
-                                   options: PartialUpdateOptions(unknownFields: .ignore))
+        let summary = try db.apply(
+            [ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: ["name": .string("Zed"), "age": .int(3)])],
+            options: PartialUpdateOptions(unknownFields: .ignore))
         #expect(summary.changed == 1 && summary.ignoredFields == ["PUPerson u1: age"])
     }
 }

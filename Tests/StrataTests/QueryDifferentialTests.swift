@@ -79,7 +79,9 @@ struct QueryDifferentialTests {
             all = world.all
             // The committed state is what the file holds: a direct check of every object.
             let stored = db.objects(DiffItem.self).map(\.id)
-            if stored != all.map(\.id) { log.fail("stored keys after round", case: number, "round \(round)", expected: "\(all.count) ids", actual: "\(stored.count) ids") }
+            if stored != all.map(\.id) {
+                log.fail("stored keys after round", case: number, "round \(round)", expected: "\(all.count) ids", actual: "\(stored.count) ids")
+            }
         }
         print(log.summary())
     }
@@ -112,8 +114,9 @@ struct QueryDifferentialTests {
                     do {
                         let got = try tx.objects(DiffItem.self, where: predicate?.predicate, sortedBy: c.descriptors).map(\.id)
                         if got != expected.map(\.id) {
-                            log.fail("tx.objects(_:where:sortedBy:)", case: number, text, expected: "\(expected.count) ids \(expected.map(\.id).prefix(40))",
-                                     actual: "\(got.count) ids \(got.prefix(40))")
+                            log.fail(
+                                "tx.objects(_:where:sortedBy:)", case: number, text, expected: "\(expected.count) ids \(expected.map(\.id).prefix(40))",
+                                actual: "\(got.count) ids \(got.prefix(40))")
                         }
                     } catch {
                         log.fail("tx.objects throws", case: number, text, expected: "\(expected.count) ids", actual: "\(error)")
@@ -137,9 +140,13 @@ struct QueryDifferentialTests {
                         let left = try tx.objects(DiffItem.self).map(\.id)
                         let expectedLeft = all.map(\.id).filter { !gone.contains($0) }
                         var mismatches: [DiffMismatch] = []
-                        if deleted != expected.count { mismatches.append(DiffMismatch(check: "delete(_:where:) count", expected: "\(expected.count)", actual: "\(deleted)")) }
+                        if deleted != expected.count {
+                            mismatches.append(DiffMismatch(check: "delete(_:where:) count", expected: "\(expected.count)", actual: "\(deleted)"))
+                        }
                         if left != expectedLeft {
-                            mismatches.append(DiffMismatch(check: "objects left after delete(_:where:)", expected: DiffCheck.describe(expectedLeft), actual: DiffCheck.describe(left)))
+                            mismatches.append(
+                                DiffMismatch(
+                                    check: "objects left after delete(_:where:)", expected: DiffCheck.describe(expectedLeft), actual: DiffCheck.describe(left)))
                         }
                         log.fail(case: number, text, mismatches)
                     }
@@ -277,7 +284,9 @@ extension QueryDifferentialTests {
         try db.write { tx in try tx.insert(contentsOf: initial) }
 
         // A canonically equivalent spelling is the same key, as it is the same `String`.
-        for (stored, other) in [("é", "e\u{301}"), ("cafe\u{301}", "café"), ("\u{2126}", "\u{3A9}"), ("\u{212B}", "A\u{30A}"), ("한", "\u{1112}\u{1161}\u{11AB}")] {
+        for (stored, other) in [
+            ("é", "e\u{301}"), ("cafe\u{301}", "café"), ("\u{2126}", "\u{3A9}"), ("\u{212B}", "A\u{30A}"), ("한", "\u{1112}\u{1161}\u{11AB}"),
+        ] {
             #expect(stored == other)
             #expect(try db.object(DiffKeyed.self, key: other)?.id == stored, "object(key: \(genDescribe(other)))")
             #expect(throws: StrataError.self, "inserting \(genDescribe(other)) next to \(genDescribe(stored))") {
@@ -306,7 +315,9 @@ extension QueryDifferentialTests {
                             let n = world.random.int(), s = world.random.string()
                             world.objects[id]?.n = n
                             world.objects[id]?.s = s
-                            try tx.update(DiffKeyed.self, key: id) { $0.n = n; $0.s = s }
+                            try tx.update(DiffKeyed.self, key: id) {
+                                $0.n = n; $0.s = s
+                            }
                         }
                     }
                 }
@@ -354,12 +365,15 @@ extension QueryDifferentialTests {
                 for raw in 0..<4 {
                     let options = StringMatchOptions(rawValue: raw)
                     let specs: [DiffTestSpec<DiffItem>] = [
-                        DiffTestSpec(text: ".filter(\\.s, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.s, matching: match, options: options) },
-                                     matches: { diffStringMatch($0.s, match, options) }),
-                        DiffTestSpec(text: ".filter(\\.t, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.t, matching: match, options: options) },
-                                     matches: { diffStringMatch($0.t, match, options) }),
-                        DiffTestSpec(text: ".filter(\\.os, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.os, matching: match, options: options) },
-                                     matches: { diffStringMatch($0.os, match, options) }),
+                        DiffTestSpec(
+                            text: ".filter(\\.s, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.s, matching: match, options: options) },
+                            matches: { diffStringMatch($0.s, match, options) }),
+                        DiffTestSpec(
+                            text: ".filter(\\.t, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.t, matching: match, options: options) },
+                            matches: { diffStringMatch($0.t, match, options) }),
+                        DiffTestSpec(
+                            text: ".filter(\\.os, matching: \(diffDescribe(match, options)))", apply: { $0.filter(\.os, matching: match, options: options) },
+                            matches: { diffStringMatch($0.os, match, options) }),
                     ]
                     for spec in specs {
                         number += 1
@@ -377,8 +391,9 @@ extension QueryDifferentialTests {
 extension DiffItem {
     /// An object with plain values, for hand-written cases.
     static func plain(id: Int) -> DiffItem {
-        DiffItem(id: id, i: 0, j: 0, i8: 0, u8: 0, u64: 0, d: 0, f: 0, s: "", t: "", date: Date(timeIntervalSinceReferenceDate: 0), oi: nil, os: nil,
-                 b: false, kind: .alpha, tags: [], inner: DiffInner(n: 0, name: ""), maybe: nil, code: "code\(id)", serial: id, small: 0)
+        DiffItem(
+            id: id, i: 0, j: 0, i8: 0, u8: 0, u64: 0, d: 0, f: 0, s: "", t: "", date: Date(timeIntervalSinceReferenceDate: 0), oi: nil, os: nil,
+            b: false, kind: .alpha, tags: [], inner: DiffInner(n: 0, name: ""), maybe: nil, code: "code\(id)", serial: id, small: 0)
     }
 }
 
@@ -461,8 +476,10 @@ extension QueryDifferentialTests {
         }
         let big = Int.max
         var number = 0
-        for predicate in [Gen.compare("i", \DiffItem.i, .gt, big, constantFirst: false), Gen.compare("id", \DiffItem.id, .gt, big, constantFirst: false),
-                          Gen.compare("u64", \DiffItem.u64, .gt, UInt64.max, constantFirst: false)] {
+        for predicate in [
+            Gen.compare("i", \DiffItem.i, .gt, big, constantFirst: false), Gen.compare("id", \DiffItem.id, .gt, big, constantFirst: false),
+            Gen.compare("u64", \DiffItem.u64, .gt, UInt64.max, constantFirst: false),
+        ] {
             number += 1
             var c = DiffCase<DiffItem>()
             c.predicates = [DiffFilter(predicate)]
@@ -517,9 +534,12 @@ extension QueryDifferentialTests {
         }
         try db.write { tx in try tx.insert(contentsOf: items) }
         var c = DiffCase<DiffItem>()
-        c.tests = [DiffTestSpec(text: ".filter(\\.s, matching: .contains(\"ANA\"), options: .caseInsensitive)",
-                                apply: { $0.filter(\.s, matching: .contains("ANA"), options: .caseInsensitive) },
-                                matches: { diffStringMatch($0.s, .contains("ANA"), .caseInsensitive) })]
+        c.tests = [
+            DiffTestSpec(
+                text: ".filter(\\.s, matching: .contains(\"ANA\"), options: .caseInsensitive)",
+                apply: { $0.filter(\.s, matching: .contains("ANA"), options: .caseInsensitive) },
+                matches: { diffStringMatch($0.s, .contains("ANA"), .caseInsensitive) })
+        ]
         DiffCheck.run(c, number: 1, db: db, all: items, aggregates: [], log: log)
     }
 }

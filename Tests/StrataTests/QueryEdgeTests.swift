@@ -32,8 +32,10 @@ struct QueryEdgeTests {
     }
 
     @Test func boundsAboveTheMaximumSelectNothing() throws {
-        let objects = [Edge(id: 1, n: 1, m: 1, d: 1, e: 1, small: 1), Edge(id: Int.max, n: Int.max, m: Int.max, d: .infinity, e: .infinity, small: 255),
-                       Edge(id: 5, n: 5, m: 5, d: 5, e: 5, small: 5)]
+        let objects = [
+            Edge(id: 1, n: 1, m: 1, d: 1, e: 1, small: 1), Edge(id: Int.max, n: Int.max, m: Int.max, d: .infinity, e: .infinity, small: 255),
+            Edge(id: 5, n: 5, m: 5, d: 5, e: 5, small: 5),
+        ]
         let db = try database(objects)
         let big = Int.max, small = Int.min, top: UInt8 = 255, inf = Double.infinity
         let predicates: [Predicate<Edge>] = [
@@ -77,9 +79,9 @@ struct QueryEdgeTests {
         let db = try database(objects)
         let ascending = [2, 7, 4, 5, 1, 3, 0, 6]
         let descending = [0, 6, 3, 1, 4, 5, 7, 2]
-        #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.d)).keys == ascending)          // index walk
-        #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.e)).keys == ascending)          // in memory, encoded
-        #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.s), SortDescriptor(\.e)).keys == ascending)   // with a compared descriptor
+        #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.d)).keys == ascending)  // index walk
+        #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.e)).keys == ascending)  // in memory, encoded
+        #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.s), SortDescriptor(\.e)).keys == ascending)  // with a compared descriptor
         #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.d, order: .reverse)).keys == descending)
         #expect(db.objects(Edge.self).sorted(by: SortDescriptor(\.s), SortDescriptor(\.e, order: .reverse)).keys == descending)
     }
@@ -97,8 +99,10 @@ struct QueryEdgeTests {
         let db = try Database.inMemory(models: [Named.self])
         try db.write { tx in try tx.insert(contentsOf: objects) }
         for needle in ["", "\u{301}", "e", "é", "e\u{301}", "ca", "x", "NA"] {
-            for predicate in [#Predicate<Named> { $0.name.contains(needle) }, #Predicate<Named> { $0.inner.name.contains(needle) },
-                              #Predicate<Named> { $0.name.starts(with: needle) }, #Predicate<Named> { !$0.name.contains(needle) }] {
+            for predicate in [
+                #Predicate<Named> { $0.name.contains(needle) }, #Predicate<Named> { $0.inner.name.contains(needle) },
+                #Predicate<Named> { $0.name.starts(with: needle) }, #Predicate<Named> { !$0.name.contains(needle) },
+            ] {
                 let want = try objects.filter { try predicate.evaluate($0) }.map(\.id)
                 #expect(db.objects(Named.self).filter(predicate).keys == want, "\(needle.unicodeScalars.map { $0.value })")
                 #expect(db.objects(Named.self).filter(predicate).count == want.count)

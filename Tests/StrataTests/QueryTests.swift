@@ -19,10 +19,11 @@ struct QueryTests {
         var rng = SeededRandom(seed: seed)
         let words = ["ant", "bee", "cat", "dog", "émile", "eel", "fox", "Gnu"]
         return (0..<n).map { i in
-            Item(id: i * 3 - 100, name: words[rng.below(words.count)] + "\(rng.below(50))", category: rng.below(10),
-                 score: Double(rng.below(1000)) / 1000, label: rng.below(4) == 0 ? nil : words[rng.below(words.count)],
-                 status: Status.allCases[rng.below(3)], tags: (0..<rng.below(3)).map { _ in words[rng.below(words.count)] },
-                 rank: rng.below(3) == 0 ? nil : rng.below(20) - 5)
+            Item(
+                id: i * 3 - 100, name: words[rng.below(words.count)] + "\(rng.below(50))", category: rng.below(10),
+                score: Double(rng.below(1000)) / 1000, label: rng.below(4) == 0 ? nil : words[rng.below(words.count)],
+                status: Status.allCases[rng.below(3)], tags: (0..<rng.below(3)).map { _ in words[rng.below(words.count)] },
+                rank: rng.below(3) == 0 ? nil : rng.below(20) - 5)
         }
     }
 
@@ -49,7 +50,9 @@ struct QueryTests {
                         } else {
                             let newCategory = rng.below(10)
                             let newRank: Int? = rng.below(2) == 0 ? nil : rng.below(20)
-                            try tx.update(Item.self, key: items[i].id) { $0.category = newCategory; $0.rank = newRank }
+                            try tx.update(Item.self, key: items[i].id) {
+                                $0.category = newCategory; $0.rank = newRank
+                            }
                             items[i].category = newCategory
                             items[i].rank = newRank
                         }
@@ -157,8 +160,10 @@ struct NestedQueryTests {
         let cities = ["Lyon", "Nice", "Paris"]
         try db.write { tx in
             for i in 0..<90 {
-                try tx.insert(Home(id: i, address: Address(street: "s\(i)", city: cities[i % 3], zip: i),
-                                   previous: i % 2 == 0 ? nil : Address(street: "p", city: cities[(i + 1) % 3], zip: nil)))
+                try tx.insert(
+                    Home(
+                        id: i, address: Address(street: "s\(i)", city: cities[i % 3], zip: i),
+                        previous: i % 2 == 0 ? nil : Address(street: "p", city: cities[(i + 1) % 3], zip: nil)))
             }
         }
         let nice = "Nice"

@@ -56,17 +56,22 @@ struct Shuffled: Model, Equatable {
 
 struct RecordTests {
     static func sample(_ i: Int) -> Person {
-        Person(id: "p\(i)", name: "Ana ✓ \(i)", status: .away, level: .high, tags: ["", "x", "ünï"], tagSet: [3, 1, 2],
-               scores: ["b": 2.5, "a": -.infinity], address: Address(street: "Main", city: "Lyon", zip: nil),
-               bestFriend: Ref("p0"), friends: [Ref("p1"), Ref("p2")], born: Date(timeIntervalSinceReferenceDate: -1e9),
-               uuid: UUID(), blob: Data([0, 1, 255]), price: Decimal(string: "12.345")!, site: URL(string: "https://example.com/a?b=c"),
-               small: Int8.min, big: UInt64.max, ratio: .nan, flag: true, maybe: .some(nil), optionalArray: [1, nil, 3])
+        Person(
+            id: "p\(i)", name: "Ana ✓ \(i)", status: .away, level: .high, tags: ["", "x", "ünï"], tagSet: [3, 1, 2],
+            scores: ["b": 2.5, "a": -.infinity], address: Address(street: "Main", city: "Lyon", zip: nil),
+            bestFriend: Ref("p0"), friends: [Ref("p1"), Ref("p2")], born: Date(timeIntervalSinceReferenceDate: -1e9),
+            uuid: UUID(), blob: Data([0, 1, 255]), price: Decimal(string: "12.345")!, site: URL(string: "https://example.com/a?b=c"),
+            small: Int8.min, big: UInt64.max, ratio: .nan, flag: true, maybe: .some(nil), optionalArray: [1, nil, 3])
     }
 
     @Test func schemaOfPerson() throws {
         let schema = try SchemaProbe.schema(of: Person.self, modelName: "Person")
         let names = schema.fields.map(\.name)
-        #expect(names == ["id", "name", "status", "level", "tags", "tagSet", "scores", "address", "bestFriend", "friends", "born", "uuid", "blob", "price", "site", "small", "big", "ratio", "flag", "maybe", "optionalArray"])
+        #expect(
+            names == [
+                "id", "name", "status", "level", "tags", "tagSet", "scores", "address", "bestFriend", "friends", "born", "uuid", "blob", "price", "site",
+                "small", "big", "ratio", "flag", "maybe", "optionalArray",
+            ])
         let types = Dictionary(uniqueKeysWithValues: schema.fields.map { ($0.name, $0.type) })
         #expect(types["status"] == .enumeration(.string))
         #expect(types["level"] == .enumeration(.int(bits: 64, signed: true)))

@@ -86,18 +86,19 @@ struct RoundTripTests {
     }
 
     static func make<K>(_ keys: [K], _ i: Int, _ rng: inout SeededRandom) -> RTModel<K> {
-        RTModel(id: keys[i], title: string(&rng), count: [Int.min, -1, 0, 1, Int.max, rng.below(1000)][rng.below(6)],
-                small: [Int8.min, 0, Int8.max][rng.below(3)], big: [0, UInt64.max, UInt64(rng.below(1 << 30))][rng.below(3)],
-                ratio: Float(rng.below(10_000)) / 64 - 50, flag: rng.below(2) == 0, note: rng.below(2) == 0 ? nil : string(&rng),
-                tags: (0..<rng.below(4)).map { _ in string(&rng) }, numbers: Set((0..<rng.below(4)).map { _ in rng.below(100) - 50 }),
-                scores: Dictionary((0..<rng.below(3)).map { ("k\($0)" + string(&rng), Double(rng.below(100)) / 8) }, uniquingKeysWith: { a, _ in a }),
-                inner: inner(&rng), maybe: rng.below(2) == 0 ? nil : inner(&rng),
-                uuid: UUID(), blob: Data((0..<rng.below(6)).map { _ in UInt8(rng.below(256)) }),
-                amount: Decimal(string: "\(rng.below(1_000_000) - 500_000).\(rng.below(1000))") ?? 0,
-                site: URL(string: "https://example.com/\(rng.below(100))?q=\(rng.below(9))") ?? URL(fileURLWithPath: "/"),
-                colour: [Colour.red, .green, .blue][rng.below(3)],
-                link: rng.below(3) == 0 ? nil : Ref(keys[rng.below(keys.count)]),
-                links: (0..<rng.below(3)).map { _ in Ref(keys[rng.below(keys.count)]) })
+        RTModel(
+            id: keys[i], title: string(&rng), count: [Int.min, -1, 0, 1, Int.max, rng.below(1000)][rng.below(6)],
+            small: [Int8.min, 0, Int8.max][rng.below(3)], big: [0, UInt64.max, UInt64(rng.below(1 << 30))][rng.below(3)],
+            ratio: Float(rng.below(10_000)) / 64 - 50, flag: rng.below(2) == 0, note: rng.below(2) == 0 ? nil : string(&rng),
+            tags: (0..<rng.below(4)).map { _ in string(&rng) }, numbers: Set((0..<rng.below(4)).map { _ in rng.below(100) - 50 }),
+            scores: Dictionary((0..<rng.below(3)).map { ("k\($0)" + string(&rng), Double(rng.below(100)) / 8) }, uniquingKeysWith: { a, _ in a }),
+            inner: inner(&rng), maybe: rng.below(2) == 0 ? nil : inner(&rng),
+            uuid: UUID(), blob: Data((0..<rng.below(6)).map { _ in UInt8(rng.below(256)) }),
+            amount: Decimal(string: "\(rng.below(1_000_000) - 500_000).\(rng.below(1000))") ?? 0,
+            site: URL(string: "https://example.com/\(rng.below(100))?q=\(rng.below(9))") ?? URL(fileURLWithPath: "/"),
+            colour: [Colour.red, .green, .blue][rng.below(3)],
+            link: rng.below(3) == 0 ? nil : Ref(keys[rng.below(keys.count)]),
+            links: (0..<rng.below(3)).map { _ in Ref(keys[rng.below(keys.count)]) })
     }
 
     func run<K: Codable & Sendable & Hashable>(_ keys: [K]) throws {
@@ -135,7 +136,8 @@ struct RoundTripTests {
             var dumped = 0
             for line in output.split(separator: "\n") {
                 guard let row = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                      let object = row["object"] else { continue }
+                    let object = row["object"]
+                else { continue }
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.fragmentsAllowed])
                 let decoded = try decoder.decode(RTModel<K>.self, from: data)
                 #expect(objects.contains(decoded), "seed \(Self.seed) \(K.self): dumped \(line)")
@@ -154,8 +156,11 @@ struct RoundTripTests {
         }
         for object in objects {
             let v2 = try migrated.object(RTModelV2<K>.self, key: object.id)
-            #expect(v2 == RTModelV2(id: object.id, title: object.title, count: "#\(object.count)", inner: object.inner,
-                                    links: object.links.map { Ref($0.id) }), "seed \(Self.seed) \(K.self): migrated")
+            #expect(
+                v2
+                    == RTModelV2(
+                        id: object.id, title: object.title, count: "#\(object.count)", inner: object.inner,
+                        links: object.links.map { Ref($0.id) }), "seed \(Self.seed) \(K.self): migrated")
         }
     }
 

@@ -37,8 +37,18 @@ struct TreeCountTests {
         ("group < 4", #Predicate { $0.group < 4 }),
         ("group >= 16", #Predicate { $0.group >= 16 }),
         ("group > 9223372036854775807", #Predicate { $0.group > 9_223_372_036_854_775_807 }),
-        ("[3, 3, 5].contains(group)", { let l = groups335; return #Predicate<Tallied> { l.contains($0.group) } }()),
-        ("[9, 1].contains(group)", { let l = groups91; return #Predicate<Tallied> { l.contains($0.group) } }()),
+        (
+            "[3, 3, 5].contains(group)",
+            {
+                let l = groups335; return #Predicate<Tallied> { l.contains($0.group) }
+            }()
+        ),
+        (
+            "[9, 1].contains(group)",
+            {
+                let l = groups91; return #Predicate<Tallied> { l.contains($0.group) }
+            }()
+        ),
         ("rank == nil", #Predicate { $0.rank == nil }),
         ("rank != nil", #Predicate { $0.rank != nil }),
         ("rank == 10", #Predicate { $0.rank == 10 }),
@@ -47,10 +57,20 @@ struct TreeCountTests {
         ("code == missing", #Predicate { $0.code == "missing" }),
         ("id < 100", #Predicate { $0.id < 100 }),
         ("id >= 2990", #Predicate { $0.id >= 2990 }),
-        ("[1, 1, 2].contains(id)", { let l = ids112; return #Predicate<Tallied> { l.contains($0.id) } }()),
+        (
+            "[1, 1, 2].contains(id)",
+            {
+                let l = ids112; return #Predicate<Tallied> { l.contains($0.id) }
+            }()
+        ),
         ("score == 0", #Predicate { $0.score == 0 }),
         ("score == -0.0", #Predicate { $0.score == -0.0 }),
-        ("[0.0, -0.0].contains(score)", { let l = zeros; return #Predicate<Tallied> { l.contains($0.score) } }()),
+        (
+            "[0.0, -0.0].contains(score)",
+            {
+                let l = zeros; return #Predicate<Tallied> { l.contains($0.score) }
+            }()
+        ),
         ("score <= -19", #Predicate { $0.score <= -19 }),
     ]
 

@@ -52,14 +52,15 @@ struct WithPayloadEnum: Model {
 
 struct TypeTests {
     static func extremes(_ i: Int) -> Everything {
-        Everything(id: UUID(), bool: i % 2 == 0, int: i == 0 ? .min : .max, int8: .min, int16: .max, int32: .min, int64: .max,
-                   uint: .max, uint8: .max, uint16: 0, uint32: .max, uint64: .max, double: i == 0 ? .infinity : -.infinity,
-                   float: .greatestFiniteMagnitude, string: i == 0 ? "" : "日本語 ✓ e\u{301}", data: Data(), date: i == 0 ? .distantPast : .distantFuture,
-                   uuid: UUID(), decimal: Decimal(string: "-123456789.000000001")!, url: URL(string: "file:///tmp/a%20b")!,
-                   status: .offline, level: .low, optionalInt: i == 0 ? nil : 0, optionalString: i == 0 ? "" : nil,
-                   nested: Address(street: "", city: "ü", zip: Int.min), optionalNested: i == 0 ? nil : Address(street: "s", city: "c", zip: nil),
-                   strings: i == 0 ? [] : ["", "a"], set: i == 0 ? [] : ["x", "y", "z"], dictionary: i == 0 ? [:] : ["": 0, "k": -1],
-                   dates: [.distantPast], ref: nil, refs: [], doubleOptional: i == 0 ? .some(nil) : nil)
+        Everything(
+            id: UUID(), bool: i % 2 == 0, int: i == 0 ? .min : .max, int8: .min, int16: .max, int32: .min, int64: .max,
+            uint: .max, uint8: .max, uint16: 0, uint32: .max, uint64: .max, double: i == 0 ? .infinity : -.infinity,
+            float: .greatestFiniteMagnitude, string: i == 0 ? "" : "日本語 ✓ e\u{301}", data: Data(), date: i == 0 ? .distantPast : .distantFuture,
+            uuid: UUID(), decimal: Decimal(string: "-123456789.000000001")!, url: URL(string: "file:///tmp/a%20b")!,
+            status: .offline, level: .low, optionalInt: i == 0 ? nil : 0, optionalString: i == 0 ? "" : nil,
+            nested: Address(street: "", city: "ü", zip: Int.min), optionalNested: i == 0 ? nil : Address(street: "s", city: "c", zip: nil),
+            strings: i == 0 ? [] : ["", "a"], set: i == 0 ? [] : ["x", "y", "z"], dictionary: i == 0 ? [:] : ["": 0, "k": -1],
+            dates: [.distantPast], ref: nil, refs: [], doubleOptional: i == 0 ? .some(nil) : nil)
     }
 
     @Test func everyFieldTypeRoundTripsThroughTheDatabase() throws {

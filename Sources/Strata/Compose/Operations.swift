@@ -110,8 +110,10 @@ extension DBIO where Mode == Read {
     /// ```swift
     /// let adults: DBRead<[Person]> = DBRead.objects(Person.self, where: #Predicate { $0.age >= 18 }, sortedBy: [SortDescriptor(\.name)])
     /// ```
-    public static func objects<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil,
-                                         sortedBy sort: [SortDescriptor<M>] = []) -> DBIO where T == [M] {
+    public static func objects<M: Model>(
+        _ type: M.Type, where predicate: Predicate<M>? = nil,
+        sortedBy sort: [SortDescriptor<M>] = []
+    ) -> DBIO where T == [M] {
         primitive { try $0.reader.objects(type, where: predicate, sortedBy: sort) }
     }
 
@@ -180,8 +182,10 @@ extension DBIO where Mode == Write {
     /// ```swift
     /// let io: DBWrite<Person> = DBWrite.update(Person.self, key: "u1") { $0.age += 1 }
     /// ```
-    public static func update(_ type: T.Type, key: T.ID,
-                                  _ body: @escaping @Sendable (inout T) throws -> Void) -> DBIO where T: Model {
+    public static func update(
+        _ type: T.Type, key: T.ID,
+        _ body: @escaping @Sendable (inout T) throws -> Void
+    ) -> DBIO where T: Model {
         primitive { try $0.transaction().update(type, key: key, body) }
     }
 

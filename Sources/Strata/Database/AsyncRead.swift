@@ -40,7 +40,7 @@ final class ReadPool: Sendable {
                 s.threads += 1
                 return (true, false)
             }
-            return (false, false)   // a busy thread takes it when it is done
+            return (false, false)  // a busy thread takes it when it is done
         }
         if wake { available.signal() }
         if start {

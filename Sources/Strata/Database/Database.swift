@@ -92,16 +92,18 @@ public final class Database: Sendable {
                     for type in models {
                         let (info, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: false)
                         if byName[info.name] != nil {
-                            throw StrataError.unsupportedType(model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
+                            throw StrataError.unsupportedType(
+                                model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
                         }
                         infos[ObjectIdentifier(type)] = info
                         byName[info.name] = info
                         if catalog[info.name] == nil {
                             reasons.append("\(info.name) is not stored in this file, and a read-only open cannot add it")
                         } else if change.changed {
-                            reasons.append(contentsOf: change.differences.isEmpty
-                                ? ["\(info.name)'s stored schema lacks fields or indexes of the type, and a read-only open cannot add them"]
-                                : change.differences)
+                            reasons.append(
+                                contentsOf: change.differences.isEmpty
+                                    ? ["\(info.name)'s stored schema lacks fields or indexes of the type, and a read-only open cannot add them"]
+                                    : change.differences)
                         }
                     }
                     if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
@@ -132,7 +134,8 @@ public final class Database: Sendable {
                 var pending: [(any AnyModelInfo, SchemaChange)] = []
                 for (type, first) in zip(models, reconciled) {
                     // Without a migration the first reconciliation is the one that applies.
-                    let (info, change) = migrating
+                    let (info, change) =
+                        migrating
                         ? try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: true)
                         : first
                     if byName[info.name] != nil {
@@ -152,8 +155,9 @@ public final class Database: Sendable {
                     if !migrating { try info.buildIndexes(change.addedIndexes, in: txn) }
                 }
                 if migrating, let migration {
-                    let context = Migration(oldVersion: storedVersion, newVersion: schemaVersion, oldSchemas: catalog,
-                                            transaction: Transaction(registry: registry, txn: txn, maintainsIndexes: false))
+                    let context = Migration(
+                        oldVersion: storedVersion, newVersion: schemaVersion, oldSchemas: catalog,
+                        transaction: Transaction(registry: registry, txn: txn, maintainsIndexes: false))
                     try migration(context)
                     // Every record of every model must now read as its new type, and indexes follow.
                     for (info, _) in pending {
@@ -180,10 +184,13 @@ public final class Database: Sendable {
     ///     }
     /// }
     /// ```
-    public convenience init(path: String, models: [any Model.Type], schemaVersion: Int, options: StoreOptions = StoreOptions(),
-                            migration: @escaping (Migration) throws -> Void) throws {
-        try self.init(store: try wrapStorage { try Store(path: path, options: options) }, models: models, schemaVersion: schemaVersion,
-                      migration: migration)
+    public convenience init(
+        path: String, models: [any Model.Type], schemaVersion: Int, options: StoreOptions = StoreOptions(),
+        migration: @escaping (Migration) throws -> Void
+    ) throws {
+        try self.init(
+            store: try wrapStorage { try Store(path: path, options: options) }, models: models, schemaVersion: schemaVersion,
+            migration: migration)
     }
 
     func info<M: Model>(_ type: M.Type) throws -> ModelInfo<M> { try registry.info(type) }

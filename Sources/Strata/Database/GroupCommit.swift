@@ -105,7 +105,7 @@ final class WriteQueue: Sendable {
         let storeDefault = db.store.durability
         let durability: Durability = group.contains { ($0.durability ?? storeDefault) == .full } ? .full : .noSync
         var reports: [@Sendable ((any Error)?) -> Void] = []
-        var resolved = 0   // entries before this index have a report or were failed
+        var resolved = 0  // entries before this index have a report or were failed
         do {
             try db.store.write(durability: durability) { txn in
                 for entry in group {
@@ -146,16 +146,21 @@ extension Database {
     /// let saved = try await db.write { tx in try tx.insert(Message(id: nil, text: "hi")) }
     /// ```
     @discardableResult
-    public func write<R: Sendable>(durability: Durability? = nil,
-                                   _ body: @escaping @Sendable (Transaction) throws -> R) async throws -> R {
+    public func write<R: Sendable>(
+        durability: Durability? = nil,
+        _ body: @escaping @Sendable (Transaction) throws -> R
+    ) async throws -> R {
         try Task.checkCancellation()
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-            writes.enqueue(WriteQueue.Entry(durability: durability, perform: { tx in
-                let value = try body(tx)
-                return { error in
-                    if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
-                }
-            }, fail: { continuation.resume(throwing: $0) }), for: self)
+            writes.enqueue(
+                WriteQueue.Entry(
+                    durability: durability,
+                    perform: { tx in
+                        let value = try body(tx)
+                        return { error in
+                            if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
+                        }
+                    }, fail: { continuation.resume(throwing: $0) }), for: self)
         }
     }
 
@@ -170,14 +175,19 @@ extension Database {
     ///     if case .failure(let error) = result { print("not saved:", error) }
     /// }
     /// ```
-    public func writeAsync<R: Sendable>(durability: Durability? = nil, completionQueue: DispatchQueue,
-                                        _ body: @escaping @Sendable (Transaction) throws -> R,
-                                        completion: @escaping @Sendable (Result<R, any Error>) -> Void) {
-        writes.enqueue(WriteQueue.Entry(durability: durability, perform: { tx in
-            let value = try body(tx)
-            return { error in
-                completionQueue.async { completion(error.map { .failure($0) } ?? .success(value)) }
-            }
-        }, fail: { error in completionQueue.async { completion(.failure(error)) } }), for: self)
+    public func writeAsync<R: Sendable>(
+        durability: Durability? = nil, completionQueue: DispatchQueue,
+        _ body: @escaping @Sendable (Transaction) throws -> R,
+        completion: @escaping @Sendable (Result<R, any Error>) -> Void
+    ) {
+        writes.enqueue(
+            WriteQueue.Entry(
+                durability: durability,
+                perform: { tx in
+                    let value = try body(tx)
+                    return { error in
+                        completionQueue.async { completion(error.map { .failure($0) } ?? .success(value)) }
+                    }
+                }, fail: { error in completionQueue.async { completion(.failure(error)) } }), for: self)
     }
 }

@@ -13,8 +13,10 @@ struct IndexPair: Hashable {
 enum IndexEntries {
     /// The entries of `index` for `record`, and the number of words the record's text has (full
     /// text; 0 otherwise).
-    static func entries(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, index: IndexSchema,
-                        primaryKey: [UInt8]) throws -> (pairs: [IndexPair], words: Int) {
+    static func entries(
+        _ record: UnsafeRawBufferPointer, schema: ObjectSchema, index: IndexSchema,
+        primaryKey: [UInt8]
+    ) throws -> (pairs: [IndexPair], words: Int) {
         if index.isFullText {
             guard case .present(let bytes, _) = try leaf(record, schema: schema, path: index.path) else { return ([], 0) }
             let words = WordTokenizer.words(utf8: bytes)
@@ -32,8 +34,10 @@ enum IndexEntries {
         var seen = Set<[UInt8]>()
         var pairs: [IndexPair] = []
         for value in combined where seen.insert(value).inserted {
-            pairs.append(IndexPair(key: index.unique ? value : value + primaryKey,
-                                   value: IndexEntry.value(primaryKey: primaryKey, unique: index.unique)))
+            pairs.append(
+                IndexPair(
+                    key: index.unique ? value : value + primaryKey,
+                    value: IndexEntry.value(primaryKey: primaryKey, unique: index.unique)))
         }
         return (pairs, 0)
     }
@@ -41,8 +45,10 @@ enum IndexEntries {
     /// The encodings of the value at `path` as an index holds it: RecordIndexKeys, except that a
     /// string under a collation is encoded by its collation key (nil still 0x00, a present
     /// optional 0x01 then the key).
-    static func fieldValues(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String,
-                            collation: StringCollation?) throws -> [[UInt8]] {
+    static func fieldValues(
+        _ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String,
+        collation: StringCollation?
+    ) throws -> [[UInt8]] {
         guard let collation, schema.type(atPath: path)?.unwrapped == .string else {
             return try RecordIndexKeys.values(record, schema: schema, path: path)
         }

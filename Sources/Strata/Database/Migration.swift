@@ -69,8 +69,10 @@ public final class Migration {
         let decoding = UntypedDecoding(schemas: oldSchemas.values)
         try wrapStorage {
             try tree.forEach { key, value in
-                result.append(OldObject(key: try decoding.key(key, type: schema.keyFieldType),
-                                        fields: try decoding.decode(value, schema: schema.object, includeRemoved: true)))
+                result.append(
+                    OldObject(
+                        key: try decoding.key(key, type: schema.keyFieldType),
+                        fields: try decoding.decode(value, schema: schema.object, includeRemoved: true)))
                 return true
             }
         }
@@ -94,8 +96,10 @@ public final class Migration {
     ///     }
     /// }
     /// ```
-    public func enumerateObjects(_ model: String, progress: ((_ done: Int, _ total: Int) -> Void)? = nil,
-                                 _ body: (_ old: OldObject, _ new: inout MigrationObject) throws -> Void) throws {
+    public func enumerateObjects(
+        _ model: String, progress: ((_ done: Int, _ total: Int) -> Void)? = nil,
+        _ body: (_ old: OldObject, _ new: inout MigrationObject) throws -> Void
+    ) throws {
         guard let oldSchema = oldSchemas[model] else { return }
         guard let newSchema = transaction.db.byName[model]?.stored else {
             throw StrataError.unsupportedType(model: model, field: "(model)", reason: "the migration enumerates \(model), which is not among the models opened")
@@ -103,12 +107,17 @@ public final class Migration {
         guard let tree = try wrapStorage({ try transaction.txn.tree(oldSchema.recordTree) }) else { return }
         // A copy of the old records: the writes below change the tree.
         var records: [(key: [UInt8], record: [UInt8])] = []
-        try wrapStorage { try tree.forEach { key, value in records.append((Array(key), Array(value))); return true } }
+        try wrapStorage {
+            try tree.forEach { key, value in
+                records.append((Array(key), Array(value))); return true
+            }
+        }
         let decoding = UntypedDecoding(schemas: oldSchemas.values)
         // Old fields that keep their id in the new schema kept their type.
-        let kept = Set(newSchema.object.fields.filter { !$0.removed }.compactMap { field in
-            oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
-        })
+        let kept = Set(
+            newSchema.object.fields.filter { !$0.removed }.compactMap { field in
+                oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
+            })
         let keyName = newSchema.keyFieldSchema?.name
         transaction.openTrees.removeAll()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
@@ -119,8 +128,9 @@ public final class Migration {
             let (oldKey, oldRecord) = entry
             let old = try oldKey.withUnsafeBytes { key in
                 try oldRecord.withUnsafeBytes { record in
-                    OldObject(key: try decoding.key(key, type: oldSchema.keyFieldType),
-                              fields: try decoding.decode(record, schema: oldSchema.object, includeRemoved: true))
+                    OldObject(
+                        key: try decoding.key(key, type: oldSchema.keyFieldType),
+                        fields: try decoding.decode(record, schema: oldSchema.object, includeRemoved: true))
                 }
             }
             let carried = old.fields.filter { kept.contains($0.key) }
@@ -142,11 +152,16 @@ public final class Migration {
                 }
                 if let missing = encoder.missing.sorted().first {
                     let before = oldSchema.object.field(named: missing).map { " (stored as \($0.type) before this migration)" } ?? ""
-                    throw StrataError.typeMismatch(model: objectName, field: missing,
-                                                   reason: "no value for \(newSchema.object.field(named: missing)?.type.description ?? "the field")\(before): set new[\"\(missing)\"] in the migration")
+                    throw StrataError.typeMismatch(
+                        model: objectName, field: missing,
+                        reason:
+                            "no value for \(newSchema.object.field(named: missing)?.type.description ?? "the field")\(before): set new[\"\(missing)\"] in the migration"
+                    )
                 }
                 var key = oldKey
-                if let keyName, let keyType = newSchema.keyFieldType, let newKey = new.fields[keyName], newKey != carried[keyName] || oldSchema.keyFieldType != keyType {
+                if let keyName, let keyType = newSchema.keyFieldType, let newKey = new.fields[keyName],
+                    newKey != carried[keyName] || oldSchema.keyFieldType != keyType
+                {
                     key = try encoder.keyBytes(newKey, type: keyType, path: FieldPath(model: objectName, text: keyName))
                 }
                 try wrapStorage {

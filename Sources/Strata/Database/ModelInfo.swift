@@ -187,7 +187,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                     for pair in pairs {
                         if built[i].unique {
                             if try !trees[i].insert(pair.key, pair.value) {
-                                throw StrataError.uniqueViolation(model: name, field: built[i].summary, value: "that of " + primaryKey.withUnsafeBytes { describeStoredKey($0) })
+                                throw StrataError.uniqueViolation(
+                                    model: name, field: built[i].summary, value: "that of " + primaryKey.withUnsafeBytes { describeStoredKey($0) })
                             }
                         } else {
                             try trees[i].put(pair.key, pair.value)
@@ -266,7 +267,11 @@ extension Model {
         var change = SchemaChange()
         let keyType = String(describing: ID.self)
         if KeyEncoding.supportsKey(ID.self) == false {
-            throw StrataError.unsupportedType(model: modelName, field: "id", reason: "\(ID.self) cannot be a primary key (use an integer, an optional integer for automatic keys, String, UUID, Date, Data, Bool, Double or an enum with such a raw value)")
+            throw StrataError.unsupportedType(
+                model: modelName, field: "id",
+                reason:
+                    "\(ID.self) cannot be a primary key (use an integer, an optional integer for automatic keys, String, UUID, Date, Data, Bool, Double or an enum with such a raw value)"
+            )
         }
         var indexes: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []
         func path(of keyPath: PartialKeyPath<Self> & Sendable) throws -> String {
@@ -302,7 +307,8 @@ extension Model {
             kept.unique = kept.unique || other.unique
             other.unique = kept.unique
             guard kept == other else {
-                throw StrataError.unsupportedType(model: modelName, field: index.0.path, reason: "two different indexes are declared on \(index.0.summary); declare it once")
+                throw StrataError.unsupportedType(
+                    model: modelName, field: index.0.path, reason: "two different indexes are declared on \(index.0.summary); declare it once")
             }
             declared[at].0 = kept
         }
@@ -335,8 +341,9 @@ extension Model {
         if let stored {
             change.changed = change.changed || stored.keyField != keyField || stored.key != key
         }
-        let schema = StoredModelSchema(name: modelName, keyType: keyType, keyField: keyField, key: key, object: merged,
-                                       indexes: indexes.map(\.0), schemaVersion: schemaVersion)
+        let schema = StoredModelSchema(
+            name: modelName, keyType: keyType, keyField: keyField, key: key, object: merged,
+            indexes: indexes.map(\.0), schemaVersion: schemaVersion)
         return (ModelInfo<Self>(stored: schema, indexes: indexes, placeholder: placeholder), change)
     }
 }
@@ -397,7 +404,9 @@ func mergeSchemas(stored: ObjectSchema, current: ObjectSchema, path: String, dif
             continue
         }
         var type = field.type
-        if case .object(let a) = old.type.unwrapped, case .object(let b) = field.type.unwrapped, old.type.isOptional == field.type.isOptional || field.type.isOptional {
+        if case .object(let a) = old.type.unwrapped, case .object(let b) = field.type.unwrapped,
+            old.type.isOptional == field.type.isOptional || field.type.isOptional
+        {
             let nested = FieldType.object(mergeSchemas(stored: a, current: b, path: fieldPath, differences: &differences, migrating: migrating))
             type = field.type.isOptional ? .optional(nested) : nested
         } else if !compatible(stored: old.type, current: field.type) {
@@ -428,8 +437,10 @@ func compatible(stored: FieldType, current: FieldType) -> Bool {
 
 extension KeyEncoding {
     static func supportsKey(_ type: Any.Type) -> Bool {
-        let supported: [Any.Type] = [Int.self, Int8.self, Int16.self, Int32.self, Int64.self, UInt.self, UInt8.self, UInt16.self,
-                                     UInt32.self, UInt64.self, String.self, UUID.self, Date.self, Data.self, Bool.self, Double.self]
+        let supported: [Any.Type] = [
+            Int.self, Int8.self, Int16.self, Int32.self, Int64.self, UInt.self, UInt8.self, UInt16.self,
+            UInt32.self, UInt64.self, String.self, UUID.self, Date.self, Data.self, Bool.self, Double.self,
+        ]
         if supported.contains(where: { $0 == type }) { return true }
         if isAutoIncrementKey(type) { return true }
         if let raw = type as? any RawRepresentable.Type { return supportsRaw(raw) }
@@ -471,7 +482,8 @@ extension IndexSchema {
                 }
             }
             if collation != nil, !types.contains(where: { $0.unwrapped == .string }) {
-                throw StrataError.unsupportedType(model: model, field: paths.joined(separator: ","), reason: "a collation orders String fields, and this index has none")
+                throw StrataError.unsupportedType(
+                    model: model, field: paths.joined(separator: ","), reason: "a collation orders String fields, and this index has none")
             }
             return IndexSchema(paths: paths, unique: unique, collation: collation, kind: nil)
         }

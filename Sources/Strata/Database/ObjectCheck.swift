@@ -150,7 +150,9 @@ private struct ObjectCheck {
                     // The statistics entry: texts with words, and their words in all.
                     let stored = try? TextPostingValue.readStats(value)
                     if stored?.documents != textStats[i].documents || stored?.words != textStats[i].words {
-                        problem("\(model): full-text index \(index.path) counts \(stored.map { "\($0.documents) texts of \($0.words) words" } ?? "unreadably"), the records \(textStats[i].documents) texts of \(textStats[i].words) words")
+                        problem(
+                            "\(model): full-text index \(index.path) counts \(stored.map { "\($0.documents) texts of \($0.words) words" } ?? "unreadably"), the records \(textStats[i].documents) texts of \(textStats[i].words) words"
+                        )
                     }
                     return true
                 }
@@ -159,8 +161,10 @@ private struct ObjectCheck {
                     return true
                 }
                 if !value.elementsEqual(expectedValue) {
-                    problem(index.isFullText ? "\(model): an entry of full-text index \(index.path) holds other positions than its record's text gives"
-                                             : "\(model): an entry of index \(index.summary) names the wrong object")
+                    problem(
+                        index.isFullText
+                            ? "\(model): an entry of full-text index \(index.path) holds other positions than its record's text gives"
+                            : "\(model): an entry of index \(index.summary) names the wrong object")
                 }
                 return true
             }
@@ -175,8 +179,10 @@ private struct ObjectCheck {
 
     /// Calls `body` with each reference in a record: the field's dotted path, the target model and
     /// the target's key encoding.
-    func references(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String,
-                    _ body: (String, String, [UInt8]) throws -> Void) throws {
+    func references(
+        _ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String,
+        _ body: (String, String, [UInt8]) throws -> Void
+    ) throws {
         for field in schema.fields where !field.removed {
             guard let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil else { continue }
             let name = path.isEmpty ? field.name : path + "." + field.name

@@ -57,7 +57,7 @@ public final class Transaction {
         do {
             return try txn.savepoint(body)
         } catch {
-            openTrees.removeAll()   // a tree opened inside may be gone
+            openTrees.removeAll()  // a tree opened inside may be gone
             throw strataError(error)
         }
     }
@@ -230,8 +230,10 @@ public final class Transaction {
     /// Stores `record` over the old one and moves the index entries; the old object is decoded
     /// only when there are indexes to move. `oldRecord` (the stored bytes, read before anything
     /// is written) gives the old entries of compound, collated and full-text indexes.
-    private func replace<M: Model>(_ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: @autoclosure () throws -> M,
-                                   oldRecord: UnsafeRawBufferPointer?, new: M, record: [UInt8]) throws {
+    private func replace<M: Model>(
+        _ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: @autoclosure () throws -> M,
+        oldRecord: UnsafeRawBufferPointer?, new: M, record: [UInt8]
+    ) throws {
         let oldKeys = info.recordIndexPositions.count == info.indexes.count ? noKeys(info) : try indexKeys(info, try old(), key: key)
         let newKeys = try indexKeys(info, new, key: key)
         try checkUnique(info, newKeys, key: key, object: new)
@@ -260,9 +262,11 @@ public final class Transaction {
     /// the caller has decoded it already; otherwise it is decoded only if there are indexes.
     private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8], known: M? = nil) throws -> Bool {
         guard let records = try wrapStorage({ try txn.tree(info.recordTree) }),
-              let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else { return false }
+            let oldRecord = try wrapStorage({ try records.view(keyBytes) })
+        else { return false }
         if !maintainsIndexes || info.indexes.isEmpty { return try wrapStorage { try records.delete(keyBytes) } }
-        let oldKeys = info.recordIndexPositions.count == info.indexes.count ? noKeys(info) : try indexKeys(info, try known ?? info.decode(oldRecord), key: keyBytes)
+        let oldKeys =
+            info.recordIndexPositions.count == info.indexes.count ? noKeys(info) : try indexKeys(info, try known ?? info.decode(oldRecord), key: keyBytes)
         let oldEntries = try recordIndexEntries(info, oldRecord, key: keyBytes)
         try wrapStorage {
             try applyIndexChanges(info, old: oldKeys, new: nil, key: keyBytes)
@@ -295,7 +299,7 @@ public final class Transaction {
     @discardableResult
     public func deleteAll<M: Model>(_ type: M.Type) throws -> Int {
         let info = try db.info(M.self)
-        openTrees.removeAll()   // the trees are replaced below
+        openTrees.removeAll()  // the trees are replaced below
         return try wrapStorage {
             let count = try txn.tree(info.recordTree)?.count ?? 0
             try txn.dropTree(info.recordTree)
@@ -327,7 +331,8 @@ public final class Transaction {
 
     /// The entries of the compound, collated and full-text indexes (`info.recordIndexPositions`,
     /// in order), from the record's bytes: exactly what `strata check` expects of them.
-    private func recordIndexEntries<M: Model>(_ info: ModelInfo<M>, _ record: UnsafeRawBufferPointer, key: [UInt8]) throws -> [(pairs: [IndexPair], words: Int)] {
+    private func recordIndexEntries<M: Model>(_ info: ModelInfo<M>, _ record: UnsafeRawBufferPointer, key: [UInt8]) throws -> [(pairs: [IndexPair], words: Int)]
+    {
         try info.recordIndexPositions.map { i in
             try IndexEntries.entries(record, schema: info.stored.object, index: info.indexes[i].schema, primaryKey: key)
         }
@@ -340,8 +345,9 @@ public final class Transaction {
             for pair in entries[n].pairs {
                 if let owner = try wrapStorage({ try tree.view(pair.key) }), !owner.elementsEqual(key) {
                     let values = info.indexKeyPaths[i].map { describeValue(object[keyPath: $0]) }
-                    throw StrataError.uniqueViolation(model: info.name, field: info.indexes[i].schema.paths.joined(separator: ", "),
-                                                      value: values.joined(separator: ", "))
+                    throw StrataError.uniqueViolation(
+                        model: info.name, field: info.indexes[i].schema.paths.joined(separator: ", "),
+                        value: values.joined(separator: ", "))
                 }
             }
         }

@@ -46,7 +46,7 @@ struct ChangeSet: Equatable, Sendable {
 
     /// Positions (into `values`) of a longest strictly increasing subsequence.
     static func longestIncreasingRun(_ values: [Int]) -> [Int] {
-        var tails: [Int] = []          // index into values of the smallest tail of each length
+        var tails: [Int] = []  // index into values of the smallest tail of each length
         var previous = [Int](repeating: -1, count: values.count)
         for (i, v) in values.enumerated() {
             var low = 0

@@ -84,8 +84,9 @@ public final class LiveObject<M: Model>: Observable, Sendable {
         state = Mutex(State(object: current, error: initialError))
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self)
         events = continuation
-        let observation = db.observeLive(M.self, key: key, initial: { continuation.yield(.initial($0)) },
-                                         change: { continuation.yield(.change($0)) })
+        let observation = db.observeLive(
+            M.self, key: key, initial: { continuation.yield(.initial($0)) },
+            change: { continuation.yield(.change($0)) })
         token.withLock { $0 = observation }
         // One consumer applies the events in order, each on the actor.
         Task { [weak self] in
@@ -121,7 +122,9 @@ public final class LiveObject<M: Model>: Observable, Sendable {
             set(nil, fields: [], error: nil)
         case .change(.error(let error)):
             registrar.willSet(self, keyPath: \.error)
-            state.withLock { $0.error = error; $0.updates += 1 }
+            state.withLock {
+                $0.error = error; $0.updates += 1
+            }
             registrar.didSet(self, keyPath: \.error)
         }
     }
@@ -160,8 +163,10 @@ extension LiveObject {
 extension Database {
     /// The observation behind `LiveObject`: `initial` gets the object as first read, then
     /// `change` every change, an appearance included, and a deletion does not end it.
-    func observeLive<M: Model>(_ type: M.Type, key: M.ID, initial: @escaping @Sendable (M?) -> Void,
-                               change: @escaping @Sendable (ObjectChange<M>) -> Void) -> NotificationToken {
+    func observeLive<M: Model>(
+        _ type: M.Type, key: M.ID, initial: @escaping @Sendable (M?) -> Void,
+        change: @escaping @Sendable (ObjectChange<M>) -> Void
+    ) -> NotificationToken {
         let observer = ObjectObserver<M>(db: self, key: key, queue: DispatchQueue(label: "strata.live-object"), initial: initial, block: change)
         observer.start()
         return NotificationToken { observer.invalidate() }

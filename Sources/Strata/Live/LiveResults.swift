@@ -131,7 +131,9 @@ public final class LiveResults<M: Model>: Observable, Sendable {
             replace(results, change: ResultsChangeSet(deletions: deletions, insertions: insertions, modifications: modifications))
         case .error(let error):
             registrar.willSet(self, keyPath: \.error)
-            state.withLock { $0.error = error; $0.updates += 1 }
+            state.withLock {
+                $0.error = error; $0.updates += 1
+            }
             registrar.didSet(self, keyPath: \.error)
         }
     }

@@ -55,8 +55,10 @@ extension Database {
     ///     if case .changed(let person, let fields) = change, fields.contains("status") { show(person.status) }
     /// }
     /// ```
-    public func observe<M: Model>(_ type: M.Type, key: M.ID, on queue: DispatchQueue = .main,
-                                  _ block: @escaping @Sendable (ObjectChange<M>) -> Void) -> NotificationToken {
+    public func observe<M: Model>(
+        _ type: M.Type, key: M.ID, on queue: DispatchQueue = .main,
+        _ block: @escaping @Sendable (ObjectChange<M>) -> Void
+    ) -> NotificationToken {
         let observer = ObjectObserver<M>(db: self, key: key, queue: queue, block: block)
         observer.start()
         return NotificationToken { observer.invalidate() }
@@ -95,8 +97,11 @@ extension Database {
         let listener = store.addCommitListener { event in
             var models = Set<String>()
             for tree in event.changedTrees {
-                if tree.hasPrefix("m:") { models.insert(String(tree.dropFirst(2))) }
-                else if tree.hasPrefix("i:"), let name = tree.dropFirst(2).split(separator: ":").first { models.insert(String(name)) }
+                if tree.hasPrefix("m:") {
+                    models.insert(String(tree.dropFirst(2)))
+                } else if tree.hasPrefix("i:"), let name = tree.dropFirst(2).split(separator: ":").first {
+                    models.insert(String(name))
+                }
             }
             let change = DatabaseChange(version: event.txnid, models: models, isFromOtherProcess: event.isFromOtherProcess)
             queue.async {
@@ -143,8 +148,10 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     /// does not end the observation. Nil for `observe(_:key:)`.
     private let initial: (@Sendable (M?) -> Void)?
 
-    init(db: Database, key: M.ID, queue: DispatchQueue, initial: (@Sendable (M?) -> Void)? = nil,
-         block: @escaping @Sendable (ObjectChange<M>) -> Void) {
+    init(
+        db: Database, key: M.ID, queue: DispatchQueue, initial: (@Sendable (M?) -> Void)? = nil,
+        block: @escaping @Sendable (ObjectChange<M>) -> Void
+    ) {
         self.db = db
         self.key = key
         self.queue = queue

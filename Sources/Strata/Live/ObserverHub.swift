@@ -150,7 +150,7 @@ final class ObserverHub: @unchecked Sendable {
             defer { state.listener = nil }
             return state.listener
         }
-        idle?.invalidate()   // no observer left: commits no longer call in
+        idle?.invalidate()  // no observer left: commits no longer call in
     }
 
     /// Takes in that every commit in `previous + 1 ... version` was heard: `version` then counts
@@ -206,7 +206,7 @@ final class ObserverHub: @unchecked Sendable {
     private static func gatherLoop(_ weakHub: WeakHub, wake: DispatchSemaphore) {
         while true {
             if wake.wait(timeout: .now() + .seconds(1)) == .timedOut {
-                if weakHub.hub?.stopThreadIfIdle() ?? true { return }   // released, or nobody observes
+                if weakHub.hub?.stopThreadIfIdle() ?? true { return }  // released, or nobody observes
                 continue
             }
             usleep(UInt32(ObserverHub.gatherMicroseconds))
@@ -220,7 +220,7 @@ final class ObserverHub: @unchecked Sendable {
         inPass = true
         defer {
             inPass = false
-            passSnapshot = nil   // shared for one pass only: a kept snapshot would pin pages
+            passSnapshot = nil  // shared for one pass only: a kept snapshot would pin pages
         }
         collect()
         let all = clients.withLock { Array($0.all.values) }

@@ -78,8 +78,10 @@ extension Results {
     /// Commits of every process that has the file open are observed: another process's commits
     /// are found by comparing snapshots (only the pages that differ are read) and delivered with
     /// the same exact change sets.
-    public func observe(on queue: DispatchQueue = .main, keyPaths: [PartialKeyPath<M> & Sendable]? = nil,
-                        _ block: @escaping @Sendable (ResultsChange<M>) -> Void) -> NotificationToken {
+    public func observe(
+        on queue: DispatchQueue = .main, keyPaths: [PartialKeyPath<M> & Sendable]? = nil,
+        _ block: @escaping @Sendable (ResultsChange<M>) -> Void
+    ) -> NotificationToken {
         guard let snapshot else {
             let error = state.failure ?? .databaseClosed
             queue.async { block(.error(error)) }
@@ -94,8 +96,10 @@ extension Results {
     /// taken in (on whatever thread or actor it hands it to): until then, later commits merge
     /// into the next change, so a slow consumer holds one change and one snapshot at most. On a
     /// failed query `handoff` gets the error at once.
-    func observe(keyPaths: [PartialKeyPath<M> & Sendable]?,
-                 handoff: @escaping @Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void) -> NotificationToken {
+    func observe(
+        keyPaths: [PartialKeyPath<M> & Sendable]?,
+        handoff: @escaping @Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void
+    ) -> NotificationToken {
         guard let snapshot else {
             handoff(.error(state.failure ?? .databaseClosed)) {}
             return NotificationToken {}
@@ -265,7 +269,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// On `worker`: refresh unless a delivery is still running (it refreshes when it finishes), and
     /// only if a changed object was in the results or now matches the query.
     func refreshIfStale() {
-        if !started { return }   // the initial refresh, queued behind this pass, covers it
+        if !started { return }  // the initial refresh, queued behind this pass, covers it
         if pendingKeys.isEmpty && !pendingUnknown { return }
         if inFlight.load(ordering: .sequentiallyConsistent) {
             // Say so first, then look again: the delivery may have ended in between and missed it.
@@ -311,7 +315,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         let keys = changed
         guard lifecycle.shouldCompute(db.store), var rows = live else { return lifecycle.stopListening() }
         var objects = liveObjects
-        live = nil          // no second reference: the arrays below mutate in place
+        live = nil  // no second reference: the arrays below mutate in place
         liveObjects = []
         do {
             let info = try db.info(M.self)
@@ -418,7 +422,8 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             var inPlaceNew = Set<Int>()
             for (key, (fingerprint, i)) in oldFingerprints {
                 guard let j = newIndices[key], let before = oldSlot[i], let after = newSlot[j],
-                      before == after, oldGroups[before] == newGroups[after] else { continue }
+                    before == after, oldGroups[before] == newGroups[after]
+                else { continue }
                 inPlaceOld.insert(i)
                 inPlaceNew.insert(j)
                 if rows[j].fingerprint != fingerprint { change.modifications.append(j) }
@@ -496,11 +501,12 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             }
             let results = Results(snapshot: snapshot, query: query, objects: found.objects)
             lastKeys = Set(found.keys)
-            seenVersion = max(seenVersion, snapshot.version)   // everything up to it is in these results
+            seenVersion = max(seenVersion, snapshot.version)  // everything up to it is in these results
             basis = (snapshot.version, snapshot.version)
             // Keep the rows for incremental updates when the order is a key order.
             if query.offset == 0, query.limit == nil, query.distinct.isEmpty, query.ranking == nil,
-               case let order = ResultOrder(query, info: info), order.isEncoded {
+                case let order = ResultOrder(query, info: info), order.isEncoded
+            {
                 var kept: [LiveRow] = []
                 kept.reserveCapacity(current.count)
                 sortKeyOf.removeAll(keepingCapacity: true)
@@ -558,7 +564,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         for ids in observedFields {
             // Down the path: a nil or missing struct on the way reads as that, below it nothing.
             var current = record
-            var state = 0   // 0: value found; 1: nil; 2: missing
+            var state = 0  // 0: value found; 1: nil; 2: missing
             for id in ids {
                 guard let (bytes, isNil) = try RecordField.find(id, in: current) else { state = 2; break }
                 if isNil { state = 1; break }

@@ -46,8 +46,10 @@ public struct IndexDescriptor<M: Model>: Sendable {
     /// ```swift
     /// static let indexDescriptors: [IndexDescriptor<Message>] = [.on(\.roomId, \.createdAt)]
     /// ```
-    public static func on(_ field: PartialKeyPath<M> & Sendable, _ more: PartialKeyPath<M> & Sendable...,
-                          collation: StringCollation? = nil) -> IndexDescriptor {
+    public static func on(
+        _ field: PartialKeyPath<M> & Sendable, _ more: PartialKeyPath<M> & Sendable...,
+        collation: StringCollation? = nil
+    ) -> IndexDescriptor {
         IndexDescriptor(keyPaths: [field] + more, kind: .values(unique: false, collation: collation))
     }
 
@@ -57,8 +59,10 @@ public struct IndexDescriptor<M: Model>: Sendable {
     /// ```swift
     /// static let indexDescriptors: [IndexDescriptor<Contact>] = [.unique(\.email, collation: .caseInsensitive)]
     /// ```
-    public static func unique(_ field: PartialKeyPath<M> & Sendable, _ more: PartialKeyPath<M> & Sendable...,
-                              collation: StringCollation? = nil) -> IndexDescriptor {
+    public static func unique(
+        _ field: PartialKeyPath<M> & Sendable, _ more: PartialKeyPath<M> & Sendable...,
+        collation: StringCollation? = nil
+    ) -> IndexDescriptor {
         IndexDescriptor(keyPaths: [field] + more, kind: .values(unique: true, collation: collation))
     }
 

@@ -102,7 +102,9 @@ public struct ChangeMessage: Sendable, Equatable {
         var patch = fields.mapValues(StoredValue.init)
         for path in cleared {
             let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-            guard !parts.contains(where: \.isEmpty) else { throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(jsonString(path)) is not a field path") }
+            guard !parts.contains(where: \.isEmpty) else {
+                throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(jsonString(path)) is not a field path")
+            }
             try Self.setNull(at: parts[...], in: &patch, message: self)
         }
         return patch
@@ -119,7 +121,9 @@ public struct ChangeMessage: Sendable, Equatable {
         case nil: break
         case .object(let fields)?: nested = fields
         case .some:
-            throw StrataError.invalidInput("\(message.model) \(message.key.summary): cleared field \(parts.joined(separator: ".")) is inside \(first), which the fields set to a value that is not an object")
+            throw StrataError.invalidInput(
+                "\(message.model) \(message.key.summary): cleared field \(parts.joined(separator: ".")) is inside \(first), which the fields set to a value that is not an object"
+            )
         }
         try setNull(at: parts.dropFirst(), in: &nested, message: message)
         patch[first] = .object(nested)
@@ -167,7 +171,8 @@ extension Transaction {
         var summary = ChangeSummary()
         for message in messages {
             guard let info = db.byName[message.model] as? any ChangeApplying else {
-                throw StrataError.invalidInput("change message for \(jsonString(message.model)): no model of that name (known: \(db.byName.keys.sorted().joined(separator: ", ")))")
+                throw StrataError.invalidInput(
+                    "change message for \(jsonString(message.model)): no model of that name (known: \(db.byName.keys.sorted().joined(separator: ", ")))")
             }
             try info.apply(message, in: self, options: options, summary: &summary)
         }

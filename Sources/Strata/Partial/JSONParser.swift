@@ -48,7 +48,7 @@ struct JSONParser {
     }
 
     private mutating func parseObject(depth: Int) throws -> JSONValue {
-        offset += 1   // {
+        offset += 1  // {
         var fields: [String: JSONValue] = [:]
         skipWhitespace()
         if consume(UInt8(ascii: "}")) { return .object(fields) }
@@ -75,7 +75,7 @@ struct JSONParser {
     }
 
     private mutating func parseArray(depth: Int) throws -> JSONValue {
-        offset += 1   // [
+        offset += 1  // [
         var values: [JSONValue] = []
         skipWhitespace()
         if consume(UInt8(ascii: "]")) { return .array(values) }
@@ -131,7 +131,7 @@ struct JSONParser {
 
     private mutating func parseString() throws -> String {
         let start = offset
-        offset += 1   // "
+        offset += 1  // "
         var scalars = String.UnicodeScalarView()
         var runStart = offset
         // Runs of plain bytes are validated as UTF-8 in one go; escapes are decoded one by one.
@@ -185,7 +185,8 @@ struct JSONParser {
                 }
                 let low = try hex4()
                 guard (0xDC00..<0xE000).contains(low),
-                      let scalar = Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)) else {
+                    let scalar = Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                else {
                     throw error("invalid surrogate pair", at: escapeStart)
                 }
                 return scalar

@@ -94,7 +94,8 @@ extension Transaction {
     /// }
     /// ```
     @discardableResult
-    public func update<M: Model>(_ type: M.Type, key: M.ID, json: Data, options: PartialUpdateOptions = PartialUpdateOptions()) throws -> PartialUpdateResult<M> {
+    public func update<M: Model>(_ type: M.Type, key: M.ID, json: Data, options: PartialUpdateOptions = PartialUpdateOptions()) throws -> PartialUpdateResult<M>
+    {
         try applyPatch(M.self, key: key, patch: try Self.topLevelObject(json), options: options, mayCreate: false)
     }
 
@@ -109,7 +110,9 @@ extension Transaction {
     /// }
     /// ```
     @discardableResult
-    public func update<M: Model>(_ type: M.Type, key: M.ID, fields: [String: Any], options: PartialUpdateOptions = PartialUpdateOptions()) throws -> PartialUpdateResult<M> {
+    public func update<M: Model>(_ type: M.Type, key: M.ID, fields: [String: Any], options: PartialUpdateOptions = PartialUpdateOptions()) throws
+        -> PartialUpdateResult<M>
+    {
         try applyPatch(M.self, key: key, patch: try Self.patch(fields, model: M.modelName), options: options, mayCreate: false)
     }
 
@@ -124,7 +127,8 @@ extension Transaction {
     /// }
     /// ```
     @discardableResult
-    public func upsert<M: Model>(_ type: M.Type, key: M.ID, json: Data, options: PartialUpdateOptions = PartialUpdateOptions()) throws -> PartialUpdateResult<M> {
+    public func upsert<M: Model>(_ type: M.Type, key: M.ID, json: Data, options: PartialUpdateOptions = PartialUpdateOptions()) throws -> PartialUpdateResult<M>
+    {
         try applyPatch(M.self, key: key, patch: try Self.topLevelObject(json), options: options, mayCreate: true)
     }
 
@@ -137,7 +141,9 @@ extension Transaction {
     /// }
     /// ```
     @discardableResult
-    public func upsert<M: Model>(_ type: M.Type, key: M.ID, fields: [String: Any], options: PartialUpdateOptions = PartialUpdateOptions()) throws -> PartialUpdateResult<M> {
+    public func upsert<M: Model>(_ type: M.Type, key: M.ID, fields: [String: Any], options: PartialUpdateOptions = PartialUpdateOptions()) throws
+        -> PartialUpdateResult<M>
+    {
         try applyPatch(M.self, key: key, patch: try Self.patch(fields, model: M.modelName), options: options, mayCreate: true)
     }
 
@@ -161,8 +167,10 @@ extension Transaction {
     /// Merges `patch` into the stored record at the byte level, decodes the result as `M` (which
     /// checks it is a valid object, enum raw values included) and stores it through `upsert`, so
     /// that indexes, unique checks and the skipping of identical records all apply as usual.
-    func applyPatch<M: Model>(_ type: M.Type, key: M.ID, patch: [String: StoredValue], options: PartialUpdateOptions,
-                              mayCreate: Bool) throws -> PartialUpdateResult<M> {
+    func applyPatch<M: Model>(
+        _ type: M.Type, key: M.ID, patch: [String: StoredValue], options: PartialUpdateOptions,
+        mayCreate: Bool
+    ) throws -> PartialUpdateResult<M> {
         let info = try db.info(M.self)
         let keyBytes = try info.keyBytes(key)
         // Copied: the view would not survive the writes below.
@@ -190,12 +198,14 @@ extension Transaction {
         }
         let object = try record.withUnsafeBytes { try info.decode($0) }
         if try info.keyBytes(object.id) != keyBytes {
-            throw StrataError.typeMismatch(model: info.name, field: info.keyPath,
-                                           reason: "the fields give the key \(describeValue(object.id)), but the update is for \(describeValue(key))")
+            throw StrataError.typeMismatch(
+                model: info.name, field: info.keyPath,
+                reason: "the fields give the key \(describeValue(object.id)), but the update is for \(describeValue(key))")
         }
         let (stored, wrote) = try store(object)
-        return PartialUpdateResult(object: stored, created: oldRecord == nil, changed: wrote,
-                                   ignoredFields: encoder.unknown.sorted())
+        return PartialUpdateResult(
+            object: stored, created: oldRecord == nil, changed: wrote,
+            ignoredFields: encoder.unknown.sorted())
     }
 
     /// The record entry of a new object's primary key, from the key given.

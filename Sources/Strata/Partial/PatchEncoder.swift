@@ -25,8 +25,10 @@ struct PatchEncoder {
 
     /// Applies `patch` to the record `stored` (nil: there is none, build one from scratch) of
     /// `schema`; `seed` gives fields that a new record starts with (the primary key).
-    mutating func merge(_ patch: [String: StoredValue], into stored: UnsafeRawBufferPointer?, schema: ObjectSchema,
-                        path: FieldPath, seed: [Int: Entry] = [:]) throws -> [UInt8] {
+    mutating func merge(
+        _ patch: [String: StoredValue], into stored: UnsafeRawBufferPointer?, schema: ObjectSchema,
+        path: FieldPath, seed: [Int: Entry] = [:]
+    ) throws -> [UInt8] {
         var entries = seed
         if let stored {
             let table = try FieldTable(stored)
@@ -284,7 +286,8 @@ struct PatchEncoder {
         let format = options.dateFormat
         if format == .iso8601 {
             guard case .string(let s) = value, let d = Self.parseISO8601(s) else {
-                throw expected("an ISO 8601 date-time string such as 2024-05-01T12:30:00Z or 2024-05-01T12:30:00.125+02:00, or {\"$date\": milliseconds}", value, path)
+                throw expected(
+                    "an ISO 8601 date-time string such as 2024-05-01T12:30:00Z or 2024-05-01T12:30:00.125+02:00, or {\"$date\": milliseconds}", value, path)
             }
             return d
         }

@@ -48,7 +48,7 @@ extension StoredValue {
         if let v = value as? JSONValue { self = StoredValue(v); return }
         if value is NSNull { self = .null; return }
         if let number = value as? NSNumber { self = Self.number(number); return }
-        if let v = value as? String { self = .string(v); return }   // NSString
+        if let v = value as? String { self = .string(v); return }  // NSString
         if let v = value as? [String: Any] {
             var fields: [String: StoredValue] = [:]
             for (key, element) in v { fields[key] = try StoredValue(any: element, path: path.appending(key)) }

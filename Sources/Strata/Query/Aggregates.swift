@@ -15,7 +15,9 @@ extension Results {
         // Objects already decoded are read as they are; otherwise one field of each record.
         let decoded: Bool
         if case .objects? = state.cached?.rows { decoded = true } else { decoded = false }
-        if !decoded, let snapshot, let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) {
+        if !decoded, let snapshot,
+            let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
+        {
             return fast
         }
         return try fetch().map { $0[keyPath: keyPath] }

@@ -7,7 +7,7 @@ enum Distinct {
     /// Positions of the objects kept, in order.
     static func firstOfEachGroup<M>(_ objects: [M], by keyPaths: [PartialKeyPath<M> & Sendable]) -> [Int] {
         var seen = Set<[AnyHashable]>()
-        var unhashable: [[Any]] = []   // one representative per group, when some value is not Hashable
+        var unhashable: [[Any]] = []  // one representative per group, when some value is not Hashable
         var kept: [Int] = []
         for (i, object) in objects.enumerated() {
             let values = keyPaths.map { object[keyPath: $0] }

@@ -95,8 +95,10 @@ extension Results {
         return adding(FieldTest(condition: path.map { .arrayContains(path: $0, value: value) } ?? .unknown) { $0[keyPath: keyPath].contains(value) })
     }
 
-    private func stringTest<S>(_ keyPath: KeyPath<M, S> & Sendable, _ match: StringMatch, _ options: StringMatchOptions,
-                               _ unwrap: @escaping @Sendable (S) -> String?) -> FieldTest<M> {
+    private func stringTest<S>(
+        _ keyPath: KeyPath<M, S> & Sendable, _ match: StringMatch, _ options: StringMatchOptions,
+        _ unwrap: @escaping @Sendable (S) -> String?
+    ) -> FieldTest<M> {
         var compare: String.CompareOptions = []
         if options.contains(.caseInsensitive) { compare.insert(.caseInsensitive) }
         if options.contains(.diacriticInsensitive) { compare.insert(.diacriticInsensitive) }
@@ -142,8 +144,10 @@ extension Snapshot {
     /// ```swift
     /// let messages = try db.snapshot().backlinks(Message.self, via: \.author, to: "u1")
     /// ```
-    public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>> & Sendable,
-                                                        to target: Target.ID) -> Results<Source> {
+    public func backlinks<Source: Model, Target: Model>(
+        _ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>> & Sendable,
+        to target: Target.ID
+    ) -> Results<Source> {
         objects(source).filter(keyPath, equals: Ref<Target>(target))
     }
 
@@ -152,8 +156,10 @@ extension Snapshot {
     /// ```swift
     /// let reports = try db.snapshot().backlinks(Person.self, via: \.manager, to: "u1")   // manager: Ref<Person>?
     /// ```
-    public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>?> & Sendable,
-                                                        to target: Target.ID) -> Results<Source> {
+    public func backlinks<Source: Model, Target: Model>(
+        _ source: Source.Type, via keyPath: KeyPath<Source, Ref<Target>?> & Sendable,
+        to target: Target.ID
+    ) -> Results<Source> {
         objects(source).filter(keyPath, equals: Optional(Ref<Target>(target)))
     }
 
@@ -162,8 +168,10 @@ extension Snapshot {
     /// ```swift
     /// let rooms = try db.snapshot().backlinks(Room.self, via: \.members, to: "u1")   // members: [Ref<Person>]
     /// ```
-    public func backlinks<Source: Model, Target: Model>(_ source: Source.Type, via keyPath: KeyPath<Source, [Ref<Target>]> & Sendable,
-                                                        to target: Target.ID) -> Results<Source> {
+    public func backlinks<Source: Model, Target: Model>(
+        _ source: Source.Type, via keyPath: KeyPath<Source, [Ref<Target>]> & Sendable,
+        to target: Target.ID
+    ) -> Results<Source> {
         objects(source).filter(keyPath, contains: Ref<Target>(target))
     }
 }

@@ -78,11 +78,13 @@ struct IndexMatch {
         }
         if consumed.isEmpty && fixed == nil { return nil }
         let ranges = prefixes.map { prefix in
-            KeyRange(lower: prefix.isEmpty && lower == nil ? nil : prefix + (lower ?? []),
-                     upper: upper.map { prefix + $0 } ?? successor(of: prefix))
+            KeyRange(
+                lower: prefix.isEmpty && lower == nil ? nil : prefix + (lower ?? []),
+                upper: upper.map { prefix + $0 } ?? successor(of: prefix))
         }
-        return IndexMatch(index: i, ranges: ranges, conditions: consumed.sorted().map { leaves[$0].description },
-                          exact: exact && consumed.count == leaves.count, fixed: k)
+        return IndexMatch(
+            index: i, ranges: ranges, conditions: consumed.sorted().map { leaves[$0].description },
+            exact: exact && consumed.count == leaves.count, fixed: k)
     }
 
     /// The encodings a field equals under `leaf` (`==`, an IN list, `== nil`), as the index holds
@@ -126,7 +128,7 @@ extension Condition {
     var path: String? {
         switch self {
         case let .compare(p, _, _), let .isNil(p, _), let .inList(p, _), let .startsWith(p, _), let .contains(p, _),
-             let .arrayContains(p, _), let .textSearch(p, _):
+            let .arrayContains(p, _), let .textSearch(p, _):
             return p
         default:
             return nil

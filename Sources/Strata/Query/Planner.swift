@@ -120,9 +120,11 @@ enum Planner {
                 plan.estimate = current
             }
         }
-        if query.distinct.isEmpty, query.ranking == nil, var walk = try orderedWalk(query, leaves: leaves, matches: found, info: info, source: source, plan: &plan) {
+        if query.distinct.isEmpty, query.ranking == nil,
+            var walk = try orderedWalk(query, leaves: leaves, matches: found, info: info, source: source, plan: &plan)
+        {
             plan.accesses = []
-            plan.exact = false   // the walk says itself whether it is exact
+            plan.exact = false  // the walk says itself whether it is exact
             walk.exact = walk.exact && allLeaves
             plan.walk = walk
         }
@@ -133,8 +135,10 @@ enum Planner {
     /// access chosen: the sort names an index's trailing fields, each with the same direction and
     /// key-ordered (a string in the index's collation, when the query sorts in that collation),
     /// and the fields before them are fixed by equality.
-    private static func orderedWalk<M: Model, S: TreeSource>(_ query: Query<M>, leaves: [Condition], matches: [IndexMatch], info: ModelInfo<M>,
-                                                              source: S, plan: inout Plan) throws -> OrderedWalk? {
+    private static func orderedWalk<M: Model, S: TreeSource>(
+        _ query: Query<M>, leaves: [Condition], matches: [IndexMatch], info: ModelInfo<M>,
+        source: S, plan: inout Plan
+    ) throws -> OrderedWalk? {
         guard let first = query.sort.first else { return nil }
         var sortPaths: [String] = []
         for descriptor in query.sort {
@@ -165,7 +169,8 @@ enum Planner {
         // conditions: walk without estimating.
         if plan.accesses.isEmpty && candidates.count == 1 { return candidates[0] }
         if plan.accesses.count == 1, case .index(let i) = plan.accesses[0].source,
-           let same = candidates.first(where: { $0.index == i && Set($0.conditions).isSuperset(of: plan.accesses[0].conditions) }) {
+            let same = candidates.first(where: { $0.index == i && Set($0.conditions).isSuperset(of: plan.accesses[0].conditions) })
+        {
             return same
         }
         var best: (walk: OrderedWalk, estimate: Int)?
@@ -240,7 +245,8 @@ enum Planner {
             return nil
         case let .textSearch(path, search):
             guard let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
-                  try source.tree(named: info.indexTreeNames[i]) != nil else { return nil }
+                try source.tree(named: info.indexTreeNames[i]) != nil
+            else { return nil }
             return Choice(accesses: [Access(source: .text(i, search), ranges: [], conditions: [condition.description])], estimate: nil)
         default:
             guard let access = access(for: condition, info: info) else { return nil }
@@ -272,7 +278,9 @@ enum Planner {
         } else {
             return nil
         }
-        guard let ranges = ranges(for: condition, fieldType: fieldType, isIndex: { if case .index = source { return true } else { return false } }()) else { return nil }
+        guard let ranges = ranges(for: condition, fieldType: fieldType, isIndex: { if case .index = source { return true } else { return false } }()) else {
+            return nil
+        }
         return Access(source: source, ranges: ranges, conditions: [condition.description])
     }
 
@@ -330,7 +338,7 @@ enum Planner {
             guard case .string = fieldType.unwrapped, !isArray else { return nil }
             var encoded: [UInt8] = fieldType.isOptional ? [1] : []
             KeyEncoding.appendBytes(KeyEncoding.normalized(prefix).utf8, to: &encoded)
-            encoded.removeLast(2)   // the terminator: a prefix, not a whole value
+            encoded.removeLast(2)  // the terminator: a prefix, not a whole value
             ranges = [.prefix(encoded)]
         case let .arrayContains(_, value):
             guard case .array(let element) = fieldType.unwrapped, isIndex else { return nil }
@@ -398,8 +406,10 @@ enum Planner {
     /// Visits the entries of `tree` inside `range`, ascending or descending, while `body` returns true.
     /// Under `withProgress` or an async read, each entry is a unit of progress and a chance to
     /// stop (`OperationControl`); otherwise the scan is the cursor's own loop.
-    static func scan<T: KeyValueTree>(_ tree: T, _ range: KeyRange, reverse: Bool = false,
-                                      _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+    static func scan<T: KeyValueTree>(
+        _ tree: T, _ range: KeyRange, reverse: Bool = false,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         guard let control = OperationControl.current else {
             return try tree.makeCursor().forEach(from: range.lower, to: range.upper, reverse: reverse, body)
         }
@@ -430,10 +440,13 @@ enum Planner {
                 case .index(let i):
                     let name = info.indexes[i].schema.treeName(model: info.name)
                     let kind = info.indexes[i].schema.fields != nil ? "compound " : ""
-                    lines.append("index \(name) \(kind)\(info.indexes[i].schema.unique ? "(unique) " : "")for \(access.conditions.joined(separator: ", ")): \(access.ranges.count) range(s)")
+                    lines.append(
+                        "index \(name) \(kind)\(info.indexes[i].schema.unique ? "(unique) " : "")for \(access.conditions.joined(separator: ", ")): \(access.ranges.count) range(s)"
+                    )
                 case .text(let i, _):
                     let name = info.indexes[i].schema.treeName(model: info.name)
-                    lines.append("index \(name) (full text) for \(access.conditions.joined(separator: ", ")): the words' entries, intersected in primary-key order")
+                    lines.append(
+                        "index \(name) (full text) for \(access.conditions.joined(separator: ", ")): the words' entries, intersected in primary-key order")
                 }
             }
             if plan.accesses.count > 1 { lines.append("union of the accesses above, duplicates removed") }
@@ -454,7 +467,9 @@ enum Planner {
             }
         }
         if let ranking = query.ranking {
-            lines.append("order: relevance of \(ranking.search) in \(ranking.path) (BM25), then \(query.sort.isEmpty ? "" : "\(query.sort.count) descriptor(s), then ")primary key; sorted in memory")
+            lines.append(
+                "order: relevance of \(ranking.search) in \(ranking.path) (BM25), then \(query.sort.isEmpty ? "" : "\(query.sort.count) descriptor(s), then ")primary key; sorted in memory"
+            )
         } else if query.sort.isEmpty {
             lines.append("order: primary key")
         } else if plan.walk == nil {

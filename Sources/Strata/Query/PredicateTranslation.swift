@@ -80,11 +80,13 @@ indirect enum Condition: CustomStringConvertible {
             if !holds && op == .ne && present { return [path] }
             return []
         case let .and(a, b):
-            return holds ? a.nonNilPaths(when: true).union(b.nonNilPaths(when: true))
-                         : a.nonNilPaths(when: false).intersection(b.nonNilPaths(when: false))
+            return holds
+                ? a.nonNilPaths(when: true).union(b.nonNilPaths(when: true))
+                : a.nonNilPaths(when: false).intersection(b.nonNilPaths(when: false))
         case let .or(a, b):
-            return holds ? a.nonNilPaths(when: true).intersection(b.nonNilPaths(when: true))
-                         : a.nonNilPaths(when: false).union(b.nonNilPaths(when: false))
+            return holds
+                ? a.nonNilPaths(when: true).intersection(b.nonNilPaths(when: true))
+                : a.nonNilPaths(when: false).union(b.nonNilPaths(when: false))
         case let .not(c): return c.nonNilPaths(when: !holds)
         default: return []
         }
@@ -267,14 +269,18 @@ extension PredicateExpressions.SequenceContains: ConditionExpression where LHS: 
 
 extension PredicateExpressions.SequenceStartsWith: ConditionExpression where Base: OperandExpression, Prefix: OperandExpression {
     func condition(in scope: TranslationScope) -> Condition {
-        guard case .field(let path)? = base.operand(in: scope), case .constant(let value)? = prefix.operand(in: scope), let s = value as? String else { return .unknown }
+        guard case .field(let path)? = base.operand(in: scope), case .constant(let value)? = prefix.operand(in: scope), let s = value as? String else {
+            return .unknown
+        }
         return .startsWith(path: path, prefix: s)
     }
 }
 
 extension PredicateExpressions.CollectionContainsCollection: ConditionExpression where Base: OperandExpression, Other: OperandExpression {
     func condition(in scope: TranslationScope) -> Condition {
-        guard case .field(let path)? = base.operand(in: scope), case .constant(let value)? = other.operand(in: scope), let s = value as? String else { return .unknown }
+        guard case .field(let path)? = base.operand(in: scope), case .constant(let value)? = other.operand(in: scope), let s = value as? String else {
+            return .unknown
+        }
         return .contains(path: path, substring: s)
     }
 }

@@ -76,7 +76,8 @@ enum QueryEngine {
         let window: Int? = query.limit.map { query.offset + $0 }
         // A predicate that may throw is evaluated on every candidate, as Foundation would, even
         // past the window.
-        let canStopEarly = (query.sort.isEmpty || plan.walk != nil) && query.distinct.isEmpty && plan.accesses.isEmpty && query.ranking == nil
+        let canStopEarly =
+            (query.sort.isEmpty || plan.walk != nil) && query.distinct.isEmpty && plan.accesses.isEmpty && query.ranking == nil
             && !conditions.contains { $0.mayThrow }
 
         // A predicate that compiles to record tests needs no decoding to reject a row.
@@ -123,8 +124,10 @@ enum QueryEngine {
     /// Visits the plan's candidates with their records, in the order the plan walks them (the
     /// sort's order for an ordered index walk, key order otherwise), while `visit` returns true.
     /// The key is valid only during the call.
-    static func forEachCandidate<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, records: S.Tree,
-                                                          _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+    static func forEachCandidate<M: Model, S: TreeSource>(
+        _ plan: Plan, info: ModelInfo<M>, source: S, records: S.Tree,
+        _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         if let walk = plan.walk {
             try walkKeys(walk, info: info, source: source) { primaryKey in
                 guard let record = try records.get(primaryKey) else {
@@ -146,8 +149,10 @@ enum QueryEngine {
 
     /// Visits the primary keys of an ordered walk's range in the sort's order, while `visit`
     /// returns true. A key is valid only during its call.
-    static func walkKeys<M: Model, S: TreeSource>(_ walk: OrderedWalk, info: ModelInfo<M>, source: S,
-                                                  _ visit: (UnsafeRawBufferPointer) throws -> Bool) throws {
+    static func walkKeys<M: Model, S: TreeSource>(
+        _ walk: OrderedWalk, info: ModelInfo<M>, source: S,
+        _ visit: (UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         let unique = info.indexes[walk.index].schema.unique
         let reverse = walk.reverse
         guard let index = try source.tree(named: info.indexTreeNames[walk.index]) else { return }
@@ -294,7 +299,8 @@ enum QueryEngine {
                 if let counted = try exactCount(plan, info: info, source: source) {
                     total = counted
                 } else if let filter = RecordFilter.compile(conditions, schema: info.stored.object),
-                          let records = try source.tree(named: info.recordTree) {
+                    let records = try source.tree(named: info.recordTree)
+                {
                     // Count on the records themselves: nothing is decoded.
                     var matched = 0
                     if plan.accesses.isEmpty {
@@ -404,9 +410,10 @@ enum QueryEngine {
     /// when the query needs no decoding (no predicate, or an exact one) and the field is stored.
     static func fieldValues<M: Model, V, S: TreeSource>(_ keyPath: KeyPath<M, V>, query: Query<M>, info: ModelInfo<M>, source: S) throws -> [V]? {
         guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil, query.ranking == nil,
-              let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.contains("."),
-              let field = info.stored.object.field(named: path),
-              let records = try source.tree(named: info.recordTree) else { return nil }
+            let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.contains("."),
+            let field = info.stored.object.field(named: path),
+            let records = try source.tree(named: info.recordTree)
+        else { return nil }
         let context = EncodingContext(model: info.name, path: [path])
         var values: [V] = []
         func read(_ record: UnsafeRawBufferPointer) throws -> Bool {
@@ -442,7 +449,11 @@ enum QueryEngine {
             switch access.source {
             case .primary:
                 guard let records = try source.tree(named: info.recordTree) else { continue }
-                for range in access.ranges { try Planner.scan(records, range) { key, _ in keys.append(Array(key)); return true } }
+                for range in access.ranges {
+                    try Planner.scan(records, range) { key, _ in
+                        keys.append(Array(key)); return true
+                    }
+                }
             case .index(let i):
                 let unique = info.indexes[i].schema.unique
                 guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { continue }

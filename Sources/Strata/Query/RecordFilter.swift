@@ -110,7 +110,9 @@ struct RecordFilter: Sendable {
     /// A test of one stored (non-nil) value against a constant, when both are of a kind this
     /// evaluates exactly as Swift does.
     private static func comparator(_ type: FieldType, _ op: CompareOp, _ constant: Any) -> (@Sendable (UnsafeRawBufferPointer) throws -> Bool)? {
-        func ordered<T: Comparable & Sendable>(_ c: T, _ read: @escaping @Sendable (UnsafeRawBufferPointer) throws -> T) -> @Sendable (UnsafeRawBufferPointer) throws -> Bool {
+        func ordered<T: Comparable & Sendable>(_ c: T, _ read: @escaping @Sendable (UnsafeRawBufferPointer) throws -> T)
+            -> @Sendable (UnsafeRawBufferPointer) throws -> Bool
+        {
             switch op {
             case .eq: return { try read($0) == c }
             case .ne: return { try read($0) != c }

@@ -25,9 +25,11 @@ struct ResultOrder<M: Model> {
     init(_ descriptors: [SortDescriptor<M>], collation: StringCollation?, info: ModelInfo<M>) {
         parts = descriptors.map { descriptor in
             if let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
-               let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation) {
-                return .encoded(keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
-                                collation: type.unwrapped == .string ? collation : nil)
+                let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation)
+            {
+                return .encoded(
+                    keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
+                    collation: type.unwrapped == .string ? collation : nil)
             }
             return .compared(descriptor)
         }
@@ -81,7 +83,9 @@ struct ResultOrder<M: Model> {
         return key
     }
 
-    private static func append(_ value: Any, type: FieldType, reverse: Bool, collation: StringCollation?, keyPath: PartialKeyPath<M>, to key: inout [UInt8]) throws {
+    private static func append(_ value: Any, type: FieldType, reverse: Bool, collation: StringCollation?, keyPath: PartialKeyPath<M>, to key: inout [UInt8])
+        throws
+    {
         let start = key.count
         if let collation {
             // As an index in the collation holds it (IndexEntries.fieldValues): nil 0x00, a

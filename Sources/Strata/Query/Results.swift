@@ -72,7 +72,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func sorted(by descriptors: [SortDescriptor<M>]) -> Results<M> {
         with {
             $0.sort = descriptors
-            $0.collation = nil   // sorted(by:collation:) sets it for its own descriptors only
+            $0.collation = nil  // sorted(by:collation:) sets it for its own descriptors only
         }
     }
 
@@ -198,7 +198,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func objects(in range: Range<Int>) -> [M] {
         let outcome = self.outcome
         let clamped = range.clamped(to: 0..<outcome.count)
-        var cursor: Cursor?   // a scan steps one cursor through the range
+        var cursor: Cursor?  // a scan steps one cursor through the range
         return clamped.map { outcome.next($0, cursor: &cursor, state) }
     }
 
@@ -305,8 +305,9 @@ final class ResultsOutcome<M: Model>: Sendable {
         guard let records else { return ResultsOutcome(rows: .objects([]), info: info, records: nil) }
         if query.isPlainScan {
             let available = Swift.max(0, records.count - query.offset)
-            return ResultsOutcome(rows: .scan(offset: query.offset, count: query.limit.map { Swift.min($0, available) } ?? available),
-                                  info: info, records: records)
+            return ResultsOutcome(
+                rows: .scan(offset: query.offset, count: query.limit.map { Swift.min($0, available) } ?? available),
+                info: info, records: records)
         }
         if let keys = try wrapStorage({ try QueryEngine.keys(query, info: info, source: source) }) {
             return ResultsOutcome(rows: .keys(keys), info: info, records: records)
@@ -355,7 +356,7 @@ final class ResultsOutcome<M: Model>: Sendable {
     func object(at i: Int, _ state: ResultsState<M>) -> M {
         if case .objects(let objects) = rows { return objects[i] }
         precondition(i >= 0 && i < count, "Results index \(i) out of range 0..<\(count)")
-        guard let info else { preconditionFailure("Results index \(i) out of range") }   // count is 0 without info
+        guard let info else { preconditionFailure("Results index \(i) out of range") }  // count is 0 without info
         if case let .scan(offset, _) = rows, let records {
             // The record tree's branches count their entries: one descent to the element.
             do {
@@ -412,12 +413,13 @@ final class ResultsOutcome<M: Model>: Sendable {
             }
             let list = keyList(ResultsState())
             for i in 0..<list.count {
-                out.append(try list.withKey(i) { key in
-                    guard let record = try wrapStorage({ try records.get(key) }) else {
-                        throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
-                    }
-                    return try info.decode(record)
-                })
+                out.append(
+                    try list.withKey(i) { key in
+                        guard let record = try wrapStorage({ try records.get(key) }) else {
+                            throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+                        }
+                        return try info.decode(record)
+                    })
             }
             return out
         }
@@ -432,7 +434,7 @@ final class ResultsOutcome<M: Model>: Sendable {
             if let id = list.withKey(i, { KeyEncoding.decode(M.ID.self, from: $0) }) {
                 ids.append(id)
             } else {
-                ids.append(object(at: i, state).id)   // a key type the key decoder does not read
+                ids.append(object(at: i, state).id)  // a key type the key decoder does not read
             }
         }
         return ids

@@ -54,7 +54,9 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
     /// How a file browser sorts: case- and diacritic-insensitive, numbers by value.
     public static let natural = StringCollation([.caseInsensitive, .diacriticInsensitive, .numeric])
 
-    private static let names: [(Options, String)] = [(.caseInsensitive, "caseInsensitive"), (.diacriticInsensitive, "diacriticInsensitive"), (.numeric, "numeric")]
+    private static let names: [(Options, String)] = [
+        (.caseInsensitive, "caseInsensitive"), (.diacriticInsensitive, "diacriticInsensitive"), (.numeric, "numeric"),
+    ]
 
     /// The collation's name, as index tree names and the stored schema write it: `natural`,
     /// or its options joined by `+` (`caseInsensitive+numeric`), or `scalars` for none.

@@ -64,7 +64,7 @@ enum ISO8601 {
     /// The shortest decimal that reads back as `value`, as sign, whole digits and fraction digits
     /// (no trailing zeros).
     private static func decimal(_ value: Double) -> (negative: Bool, whole: String, fraction: String)? {
-        var text = "\(value)"   // shortest round-trip form: "817654321.0001235", "-1e-300", "1e+16"
+        var text = "\(value)"  // shortest round-trip form: "817654321.0001235", "-1e-300", "1e+16"
         let negative = text.hasPrefix("-")
         if negative { text.removeFirst() }
         var exponent = 0
@@ -75,7 +75,7 @@ enum ISO8601 {
         }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         var digits = String(parts[0]) + (parts.count > 1 ? String(parts[1]) : "")
-        var point = parts[0].count + exponent   // digits before the decimal point
+        var point = parts[0].count + exponent  // digits before the decimal point
         if point < 0 {
             digits = String(repeating: "0", count: -point) + digits
             point = 0
@@ -98,12 +98,13 @@ enum ISO8601 {
         if let c = scanner.peek(), c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
             sign = c == UInt8(ascii: "-") ? -1 : 1
             scanner.index += 1
-            yearDigits = 0   // expanded: any number of digits (at least 4)
+            yearDigits = 0  // expanded: any number of digits (at least 4)
         }
         guard let year = scanner.number(digits: yearDigits == 0 ? nil : 4), yearDigits != 0 || scanner.lastCount >= 4,
-              scanner.take("-"), let month = scanner.number(digits: 2), scanner.take("-"), let day = scanner.number(digits: 2),
-              scanner.take("T") || scanner.take("t"),
-              let hour = scanner.number(digits: 2), scanner.take(":"), let minute = scanner.number(digits: 2) else { return nil }
+            scanner.take("-"), let month = scanner.number(digits: 2), scanner.take("-"), let day = scanner.number(digits: 2),
+            scanner.take("T") || scanner.take("t"),
+            let hour = scanner.number(digits: 2), scanner.take(":"), let minute = scanner.number(digits: 2)
+        else { return nil }
         var second: Int64 = 0
         var fraction = ""
         if scanner.take(":") {
@@ -135,7 +136,8 @@ enum ISO8601 {
             return nil
         }
         guard scanner.atEnd, (1...12).contains(month), (1...31).contains(day), hour <= 24, minute <= 59, second <= 60,
-              day <= daysIn(month: month, year: sign * year) else { return nil }
+            day <= daysIn(month: month, year: sign * year)
+        else { return nil }
         let days = self.days(fromYear: sign * year, month: month, day: day)
         let (seconds, overflow) = days.multipliedReportingOverflow(by: 86_400)
         guard !overflow, abs(Double(seconds)) < exactLimit else { return nil }

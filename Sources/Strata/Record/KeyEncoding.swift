@@ -23,7 +23,7 @@ enum KeyEncoding {
     }
 
     static func appendDouble(_ d: Double, to out: inout [UInt8]) {
-        let value = d.isNaN ? Double.nan : (d == 0 ? 0.0 : d)   // one NaN, one zero
+        let value = d.isNaN ? Double.nan : (d == 0 ? 0.0 : d)  // one NaN, one zero
         let bits = value.bitPattern
         appendUInt(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63), to: &out)
     }
@@ -220,7 +220,7 @@ protocol OptionalValue {
 extension Optional: OptionalValue {
     var wrappedAny: Any? { self.map { $0 as Any } }
     static var noneAny: Any { Optional<Wrapped>.none as Any }
-    static func wrapping(_ value: Wrapped) -> Optional<Wrapped> { .some(value) }
+    static func wrapping(_ value: Wrapped) -> Wrapped? { .some(value) }
 }
 
 /// `Ref` seen through `Any`.

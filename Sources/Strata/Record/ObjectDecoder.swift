@@ -89,7 +89,8 @@ final class ObjectDecodingState {
         let current = fields.first { $0.name == name && !$0.removed }
         if let old = fields.last(where: { $0.name == name && $0.removed && table.index(of: $0.id, hint: 0) != nil }) {
             let now = current.map { " to \($0.type)" } ?? ""
-            return context.appending(name).mismatch("stored as \(old.type), written before a migration changed the field\(now); convert it in the migration (Migration.enumerateObjects)")
+            return context.appending(name).mismatch(
+                "stored as \(old.type), written before a migration changed the field\(now); convert it in the migration (Migration.enumerateObjects)")
         }
         return context.appending(name).mismatch("no value stored (field added after this record was written?)")
     }

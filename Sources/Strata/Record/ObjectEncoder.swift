@@ -220,11 +220,15 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: Int16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
     mutating func encode(_ value: Int32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: nil, key.stringValue) } }
     mutating func encode(_ value: Int64, forKey key: Key) throws { try with { try $0.integer(value, unsigned: nil, key.stringValue) } }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) } }
+    mutating func encode(_ value: UInt, forKey key: Key) throws {
+        try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: UInt64(value), key.stringValue) }
+    }
     mutating func encode(_ value: UInt8, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
     mutating func encode(_ value: UInt16, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
     mutating func encode(_ value: UInt32, forKey key: Key) throws { try with { try $0.integer(Int64(value), unsigned: UInt64(value), key.stringValue) } }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) } }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws {
+        try with { try $0.integer(Int64(truncatingIfNeeded: value), unsigned: value, key.stringValue) }
+    }
     mutating func encode(_ value: String, forKey key: Key) throws { try with { try $0.string(value, key.stringValue) } }
     mutating func encode(_ value: Double, forKey key: Key) throws { try with { try $0.double(value, key.stringValue) } }
     mutating func encode(_ value: Bool, forKey key: Key) throws { try with { try $0.bool(value, key.stringValue) } }
@@ -238,7 +242,9 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
+        KeyedEncodingContainer(
+            FailingKeyedEncoding<NestedKey>(
+                error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {

@@ -68,7 +68,7 @@ enum RecordIndexKeys {
             }
             KeyEncoding.appendDouble(NSDecimalNumber(decimal: decimal).doubleValue, to: &out)
         case .enumeration(let raw): try append(bytes, as: raw, to: &out)
-        case .reference: out.append(contentsOf: bytes)   // stored as the target's key encoding
+        case .reference: out.append(contentsOf: bytes)  // stored as the target's key encoding
         case .array, .dictionary, .object:
             throw StrataError.corruptRecord("a \(type) value cannot be an index key")
         }

@@ -48,8 +48,11 @@ final class ProbeMarking {
             var bytes = [UInt8](repeating: 0, count: 16)
             bytes[15] = UInt8(truncatingIfNeeded: n)
             bytes[14] = UInt8(truncatingIfNeeded: n >> 8)
-            value = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            value = UUID(
+                uuid: (
+                    bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                    bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+                ))
         case is Data.Type: value = Data("\u{1}\(n)".utf8)
         case is Decimal.Type: value = Decimal(n)
         case is URL.Type: value = URL(string: "strata:probe/\(n)")
@@ -69,7 +72,7 @@ final class ProbeMarking {
         var prefix = ""
         tokens["", default: []].insert(token)
         for component in path {
-            if component.hasPrefix("[") { break }   // inside an array or dictionary: no key path reaches it
+            if component.hasPrefix("[") { break }  // inside an array or dictionary: no key path reaches it
             prefix = prefix.isEmpty ? component : prefix + "." + component
             tokens[prefix, default: []].insert(token)
         }
@@ -102,7 +105,7 @@ enum FieldNames {
     private static func resolve<Root>(_ keyPath: PartialKeyPath<Root>) -> String? {
         guard let property = propertyPath(of: keyPath) else { return nil }
         guard let decodable = Root.self as? any Decodable.Type, let table = table(for: decodable) else {
-            return property   // not probed: the names are the best guess
+            return property  // not probed: the names are the best guess
         }
         if let stored = table[property] { return stored }
         // `id` on an Identifiable type is the identity whether stored or computed.
@@ -123,7 +126,7 @@ enum FieldNames {
 
     /// The dotted property names of a key path: `\Person.address?.city` → "address.city".
     static func propertyPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
-        let description = String(describing: keyPath)   // "\Person.address?.city?"
+        let description = String(describing: keyPath)  // "\Person.address?.city?"
         let root = "\\\(Root.self)."
         let tail: Substring
         if description.hasPrefix(root) {
@@ -172,7 +175,7 @@ enum FieldNames {
             if candidates.count == 1 {
                 table[property] = candidates[0]
             } else if candidates.contains(property) {
-                table[property] = property   // indistinguishable values (two enums stuck on one case): the same name decides
+                table[property] = property  // indistinguishable values (two enums stuck on one case): the same name decides
             }
         }
         return table

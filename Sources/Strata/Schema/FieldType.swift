@@ -79,7 +79,7 @@ public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConver
         switch (self, other) {
         case let (.int(_, a), .int(_, b)): return a == b
         case let (.optional(a), .optional(b)), let (.array(a), .array(b)), let (.dictionary(a), .dictionary(b)),
-             let (.enumeration(a), .enumeration(b)):
+            let (.enumeration(a), .enumeration(b)):
             return a.isStorageCompatible(with: b)
         case let (.object(a), .object(b)): return a.isStorageCompatible(with: b)
         default: return self == other

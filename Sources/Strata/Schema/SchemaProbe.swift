@@ -27,7 +27,8 @@ enum SchemaProbe {
             throw failure.error
         }
         guard case .object(let schema) = fieldType else {
-            throw StrataError.unsupportedType(model: modelName, field: "(model)", reason: "a model must encode as a keyed container (a struct with fields), not \(fieldType)")
+            throw StrataError.unsupportedType(
+                model: modelName, field: "(model)", reason: "a model must encode as a keyed container (a struct with fields), not \(fieldType)")
         }
         return (schema, instance)
     }
@@ -83,9 +84,14 @@ final class ProbeState {
         let value = try decodeReporting(T.self, from: decoder, path: path)
         switch decoder.shape {
         case .keyed:
-            return (.object(ObjectSchema(typeName: String(describing: T.self), fields: decoder.fields.enumerated().map {
-                FieldSchema(name: $0.element.name, id: $0.offset, type: $0.element.type)
-            })), value)
+            return (
+                .object(
+                    ObjectSchema(
+                        typeName: String(describing: T.self),
+                        fields: decoder.fields.enumerated().map {
+                            FieldSchema(name: $0.element.name, id: $0.offset, type: $0.element.type)
+                        })), value
+            )
         case .unkeyed:
             guard let element = decoder.elementType else { throw fail(path, "could not determine the element type of \(T.self)") }
             return (.array(element), value)

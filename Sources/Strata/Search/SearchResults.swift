@@ -34,15 +34,18 @@ extension Results {
         searching(keyPath, search, ranked: ranked) { $0 }
     }
 
-    private func searching<S>(_ keyPath: KeyPath<M, S> & Sendable, _ search: TextSearch, ranked: Bool,
-                              _ text: @escaping @Sendable (S) -> String?) -> Results<M> {
+    private func searching<S>(
+        _ keyPath: KeyPath<M, S> & Sendable, _ search: TextSearch, ranked: Bool,
+        _ text: @escaping @Sendable (S) -> String?
+    ) -> Results<M> {
         guard let snapshot else { return self }
         let parsed = ParsedSearch(search)
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
         var q = query
-        q.tests.append(FieldTest(condition: path.map { .textSearch(path: $0, search: parsed) } ?? .unknown) { object in
-            parsed.matches(text: text(object[keyPath: keyPath]))
-        })
+        q.tests.append(
+            FieldTest(condition: path.map { .textSearch(path: $0, search: parsed) } ?? .unknown) { object in
+                parsed.matches(text: text(object[keyPath: keyPath]))
+            })
         if ranked {
             guard let path else {
                 return Results(failed: .invalidQuery("ranking a search needs a stored field; \(keyPath) is not one"))

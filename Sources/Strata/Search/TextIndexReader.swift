@@ -85,7 +85,8 @@ struct TextIndexReader<T: KeyValueTree> {
         let terms = search.distinctTerms
         if terms.isEmpty || limit == 0 { return [] }
         if search.mode == .allWords || (search.mode == .phrase && terms.count == 1 && search.terms.count == 1),
-           terms.allSatisfy({ !$0.isPrefix }) {
+            terms.allSatisfy({ !$0.isPrefix })
+        {
             return try allWholeWords(terms, limit: limit)
         }
         let maps = try (search.mode == .phrase ? search.terms : terms).map(postings)

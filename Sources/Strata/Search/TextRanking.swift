@@ -40,7 +40,8 @@ struct TextRanking: Sendable {
     func scores<M: Model, S: TreeSource>(for keys: [[UInt8]], info: ModelInfo<M>, source: S) throws -> [Double] {
         let terms = search.distinctTerms
         if let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
-           let tree = try source.tree(named: info.indexTreeNames[i]) {
+            let tree = try source.tree(named: info.indexTreeNames[i])
+        {
             let reader = TextIndexReader(tree: tree)
             let (documents, words) = try reader.stats()
             let maps = try terms.map(reader.postings)
@@ -48,8 +49,9 @@ struct TextRanking: Sendable {
             return keys.map { key in
                 let postings = maps.map { $0[key] }
                 let length = postings.lazy.compactMap { $0?.words }.first ?? 0
-                return Self.score(termFrequencies: postings.map { $0?.positions.count ?? 0 }, documentFrequencies: frequencies,
-                                  length: length, documents: documents, totalWords: words)
+                return Self.score(
+                    termFrequencies: postings.map { $0?.positions.count ?? 0 }, documentFrequencies: frequencies,
+                    length: length, documents: documents, totalWords: words)
             }
         }
         // No index: the same figures from every record's text.
@@ -72,8 +74,9 @@ struct TextRanking: Sendable {
         }
         return keys.map { key in
             guard let text = perText[key] else { return 0 }
-            return Self.score(termFrequencies: text.tf, documentFrequencies: frequencies, length: text.length,
-                              documents: documents, totalWords: totalWords)
+            return Self.score(
+                termFrequencies: text.tf, documentFrequencies: frequencies, length: text.length,
+                documents: documents, totalWords: totalWords)
         }
     }
 

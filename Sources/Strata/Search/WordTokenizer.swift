@@ -103,7 +103,7 @@ enum WordTokenizer {
         switch scalar.value {
         case 0x27, 0x2E, 0x2019: return .joiner
         case 0x2C: return .comma
-        case 0x3040...0x309F: return .standalone          // Hiragana
+        case 0x3040...0x309F: return .standalone  // Hiragana
         default: break
         }
         if scalar.value < 0x80 {
@@ -117,7 +117,7 @@ enum WordTokenizer {
         if properties.isIdeographic { return .standalone }
         switch properties.generalCategory {
         case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
-             .nonspacingMark, .spacingMark, .enclosingMark, .letterNumber, .otherNumber, .connectorPunctuation:
+            .nonspacingMark, .spacingMark, .enclosingMark, .letterNumber, .otherNumber, .connectorPunctuation:
             return .word
         case .decimalNumber:
             return .digit
