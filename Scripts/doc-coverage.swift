@@ -85,7 +85,8 @@ for pair in stride(from: 0, to: arguments.count, by: 2) {
 
             let documented: Bool
             if let comment = symbol.docComment {
-                documented = (comment.module.map { $0 != module } ?? false)
+                documented =
+                    (comment.module.map { $0 != module } ?? false)
                     || comment.lines.contains { !$0.text.trimmingCharacters(in: .whitespaces).isEmpty }
             } else {
                 documented = false

@@ -4,6 +4,9 @@ import Foundation
 import Dispatch
 @testable import Strata
 
+// Partial updates (from JSON, from dictionaries of native values) and the change messages built on
+// them. About 650 lines for one idea: every case uses the fixture models and helpers below.
+
 enum PUStatus: String, Codable, Sendable { case online, away }
 enum PULevel: Int, Codable, Sendable { case low = 1, high = 2 }
 
