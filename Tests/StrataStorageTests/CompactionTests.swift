@@ -194,16 +194,8 @@ import Foundation
         var options = StoreOptions(durability: .noSync)
         options.compaction = .off
         let store = try Store(path: path, options: options)
-        try store.write { txn in
-            let tree = try txn.createTree("data")
-            for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
-        }
-        try store.write { txn in
-            let tree = try txn.createTree("data")
-            for k in 0..<40_000 where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
-        }
-        let big = fileSizeOf(path)
-        for i in 0..<8 { _ = try store.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1]) } }
+        try Self.fill(store)
+        let big = try Self.thinOut(store, path: path)
         #expect(fileSizeOf(path) >= big, "compaction .off shrank the file")
         let model = try store.read { try Self.contents($0) }
         let report = try store.compact()
@@ -221,10 +213,7 @@ import Foundation
         defer { removeStoreFiles(path) }
         do {
             let store = try Store(path: path, options: StoreOptions(durability: .noSync))
-            try store.write { txn in
-                let tree = try txn.createTree("data")
-                for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
-            }
+            try Self.fill(store)
         }
         // Opened read-only first, the read-only handle has its own environment (unregistered snapshots).
         // Through another path to the same file: what holds the file back is the file, not its name.
@@ -235,12 +224,7 @@ import Foundation
         let snapshot = try reader.beginRead()
         let seen = try Self.contents(snapshot)
         let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
-        try writer.write { txn in
-            let tree = try txn.createTree("data")
-            for k in 0..<40_000 where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
-        }
-        let big = fileSizeOf(path)
-        for i in 0..<8 { _ = try writer.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1]) } }
+        let big = try Self.thinOut(writer, path: path)
         #expect(fileSizeOf(path) >= big, "the file was truncated under a read-only snapshot")
         // Its pages may have been reused (it would then throw fileChangedDuringRead), never cut off.
         if (try? snapshot.validate()) != nil { #expect(try Self.contents(snapshot) == seen) }
@@ -251,6 +235,26 @@ import Foundation
 }
 
 extension CompactionTests {
+    /// 40,000 keys with their values in tree "data".
+    static func fill(_ store: Store) throws {
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
+        }
+    }
+
+    /// Deletes nine keys in ten of `fill`, then makes eight small commits (in which compaction, if on,
+    /// trims and returns the freed end); returns the file's size right after the deletion.
+    static func thinOut(_ store: Store, path: String) throws -> UInt64 {
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        let big = fileSizeOf(path)
+        for i in 0..<8 { _ = try store.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1]) } }
+        return big
+    }
+
     /// A read-only snapshot holds back the truncation of its own file only: another file written by
     /// the same process shrinks as usual (the two once shared one process-wide count).
     @Test func aReadOnlySnapshotOfAnotherFileDoesNotStopShrinking() throws {
@@ -265,16 +269,8 @@ extension CompactionTests {
         let snapshot = try reader.beginRead()
         defer { snapshot.end() }
         let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
-        try writer.write { txn in
-            let tree = try txn.createTree("data")
-            for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
-        }
-        try writer.write { txn in
-            let tree = try txn.createTree("data")
-            for k in 0..<40_000 where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
-        }
-        let big = fileSizeOf(path)
-        for i in 0..<8 { _ = try writer.write { txn in try txn.createTree("other").put(bigEndianKey(UInt64(i)), [1]) } }
+        try Self.fill(writer)
+        let big = try Self.thinOut(writer, path: path)
         #expect(fileSizeOf(path) < big / 2, "a read-only snapshot of another file kept this one from shrinking")
         #expect(try snapshot.tree("data")?.get([1]) == [1])
     }
