@@ -306,3 +306,58 @@ extension CompactionTests {
         #expect(fileSizeOf(path) < big / 2, "the file did not shrink once the other process's snapshot ended")
     }
 }
+
+extension CompactionTests {
+    /// `stats()` says where the free pages are: the run at the end (what the next commit returns)
+    /// and per eighth of the file, in agreement with its total.
+    @Test func statsShowWhereTheFreePagesAre() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off
+        let store = try Store(path: path, options: options)
+        try Self.fill(store)
+        // A second tree written after the first lies above it: dropped, its pages free the end.
+        try store.write { txn in
+            let tree = try txn.createTree("last")
+            for k in 0..<10_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 1)) }
+        }
+        _ = try store.write { txn in try txn.dropTree("last") }
+        _ = try store.write { txn in try txn.createTree("other").put([1], [1]) }  // the drop's pages become reusable
+        let stats = try store.stats()
+        #expect(stats.freePagesByEighth.count == 8)
+        #expect(stats.freePagesByEighth.reduce(0, +) == stats.freePages)
+        #expect(stats.freePagesByEighth[7] > stats.freePagesByEighth[0], "\(stats.freePagesByEighth)")
+        // The writer's own view of the free end (the run its trim would remove) agrees.
+        let writersTail = try store.write { txn in
+            defer { txn.abort() }
+            return try txn.freeTailPages()
+        }
+        #expect(stats.freeTailPages == writersTail && stats.freeTailPages > 0, "stats \(stats.freeTailPages), writer \(writersTail)")
+
+        // With compaction on, the next commit gives the free end back.
+        var on = StoreOptions(durability: .noSync)
+        on.compaction = .automatic
+        store.close()
+        let compacting = try Store(path: path, options: on)
+        _ = try compacting.write { txn in try txn.createTree("other").put([2], [2]) }
+        let after = try compacting.stats()
+        #expect(
+            after.pageCount + stats.freeTailPages <= stats.pageCount + 8,
+            "\(stats.pageCount) pages, \(stats.freeTailPages) free at the end; \(after.pageCount) after")
+    }
+}
+
+extension CompactionTests {
+    /// Each eighth's share is its free pages over its own size, whatever the page count.
+    @Test(arguments: [UInt64(1), 2, 7, 12, 13, 64, 100_003])
+    func freeFractionsDivideByEachEighthsSize(pageCount: UInt64) {
+        var sizes = [UInt64](repeating: 0, count: 8)
+        for p in 0..<pageCount { sizes[Int(p * 8 / pageCount)] += 1 }
+        #expect(sizes.reduce(0, +) == pageCount)
+        let full = StoreStats(
+            fileSize: 0, pageSize: 4096, pageCount: pageCount, freePages: pageCount, pendingPages: 0, txnid: 1,
+            pendingHolders: [], freeTailPages: pageCount, freePagesByEighth: sizes)
+        #expect(full.freeFractionByEighth == sizes.map { $0 == 0 ? 0 : 1 }, "\(sizes)")
+    }
+}
