@@ -117,6 +117,8 @@ struct JSONParser {
         }
         let text = String(decoding: bytes[start..<offset], as: UTF8.self)
         if isInteger {
+            // "-0" is negative zero to a Double field (as to JSONDecoder); an integer field takes it as 0.
+            if text == "-0" { return .double(-0.0) }
             if let i = Int64(text) { return .int(i) }
             if let u = UInt64(text) { return .uint(u) }
         }
