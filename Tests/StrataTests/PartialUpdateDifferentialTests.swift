@@ -313,3 +313,113 @@ extension PartialUpdateDifferentialTests {
         #expect(decoded["ratio"]?.sign == .minus)
     }
 }
+
+extension PDWorld {
+    static let clearable = ["note", "big", "weight", "scores", "work", "home.zip", "home.geo", "home.geo.label", "work.zip", "work.geo", "work.geo.label"]
+
+    /// A change message as a server sends it (JSON text), and the merge patch it stands for
+    /// (nil for `removed`): `fields`, with each `cleared` path as a nested null.
+    mutating func changeMessage(id: String, exists: Bool) -> (text: String, kind: String, patch: PDJSON?) {
+        let roll = rng.below(100)
+        let kind = roll < 15 ? "removed" : roll < 35 ? "added" : "changed"
+        if kind == "removed" {
+            return (#"{"msg":"removed","collection":"PDThing","id":\#(PDJSON.quote(id))}"#, kind, nil)
+        }
+        var fields = patch(id: id)
+        if kind == "added" && (!exists || chance(50)) {
+            fields = PDWorld.json(thing(id: id)).merged(with: fields, whole: ["scores"])
+        }
+        // Cleared paths outside the fields given (a path inside a field set to a non-object is an error of its own).
+        let given = Set(Self.members(fields).map(\.0))
+        // Nor one inside another cleared one: clearing `work` and `work.zip` is refused as such.
+        var cleared: [String] = []
+        for path in (0..<rng.below(3)).map({ _ in pick(Self.clearable) }) where !given.contains(String(path.split(separator: ".")[0])) {
+            let related = cleared.contains { $0 == path || $0.hasPrefix(path + ".") || path.hasPrefix($0 + ".") }
+            if !related { cleared.append(path) }
+        }
+        var patch = fields
+        for path in cleared { patch = Self.settingNull(in: patch, at: path.split(separator: ".").map(String.init)[...]) }
+        let clearedText = "[" + cleared.map { PDJSON.quote($0) }.joined(separator: ",") + "]"
+        let text = #"{"msg":"\#(kind)","collection":"PDThing","id":\#(PDJSON.quote(id)),"fields":\#(fields.text),"cleared":\#(clearedText)}"#
+        return (text, kind, patch)
+    }
+
+    static func members(_ json: PDJSON) -> [(String, PDJSON)] {
+        if case .object(let members) = json { return members }
+        return []
+    }
+
+    /// `json` (an object) with a null at the dotted path, through nested objects made as needed.
+    static func settingNull(in json: PDJSON, at parts: ArraySlice<String>) -> PDJSON {
+        guard let first = parts.first else { return json }
+        var members = members(json)
+        let index = members.firstIndex { $0.0 == first }
+        let value = parts.count == 1 ? PDJSON.null : settingNull(in: index.map { members[$0].1 } ?? .object([]), at: parts.dropFirst())
+        if let index { members[index].1 = value } else { members.append((first, value)) }
+        return .object(members)
+    }
+}
+
+extension PartialUpdateDifferentialTests {
+    /// Batches of change messages (`added`, `changed` with `cleared` paths, `removed`) through
+    /// `ChangeMessage.decode` and `db.apply`: each message is its merge patch decoded by
+    /// JSONDecoder, and a batch with one failing message changes nothing.
+    @Test func changeMessageBatchesAreMergePatchesToo() throws {
+        let seed = Self.seed
+        var world = PDWorld(seed: seed &+ 1)
+        let db = try Database.inMemory(models: [PDThing.self])
+        var model: [String: PDThing] = [:]
+        for n in 0..<12 { model["t\(n)"] = world.thing(id: "t\(n)") }
+        try db.write { tx in try tx.insert(contentsOf: Array(model.values)) }
+        let options = PartialUpdateOptions(unknownFields: .ignore, dateFormat: .secondsSince1970)
+        var failures = 0
+        var outcomes: [String: Int] = [:]
+        for number in 0..<(Self.cases / 2) {
+            var next = model
+            var texts: [String] = []
+            var ok = true
+            for _ in 0..<(1 + world.rng.below(3)) {
+                let id = "t\(world.rng.below(15))"
+                let message = world.changeMessage(id: id, exists: next[id] != nil)
+                texts.append(message.text)
+                guard let patch = message.patch else {
+                    next[id] = nil
+                    continue
+                }
+                if message.kind == "changed" && next[id] == nil { ok = false; continue }
+                let base = next[id].map(PDWorld.json) ?? .object([("id", .encoded(id))])
+                guard let decoded = Self.decode(base.merged(with: patch, whole: ["scores"])) else { ok = false; continue }
+                next[id] = decoded
+            }
+            let batch = "[" + texts.joined(separator: ",") + "]"
+            let context = "seed \(seed) batch \(number): \(batch)"
+            do {
+                let summary = try db.apply(try ChangeMessage.decode(json: Data(batch.utf8)), options: options)
+                outcomes["applied", default: 0] += 1
+                outcomes["added", default: 0] += summary.added
+                outcomes["removed", default: 0] += summary.removed
+                if !ok {
+                    failures += 1
+                    Issue.record("\(context): applied (\(summary)) where JSONDecoder fails on a message")
+                }
+            } catch {
+                outcomes["threw", default: 0] += 1
+                if ok {
+                    failures += 1
+                    Issue.record("\(context): threw \(error) where every message decodes")
+                }
+            }
+            if ok { model = next }
+            let stored = try db.objects(PDThing.self).fetch()
+            let expected = model.values.sorted { $0.id < $1.id }
+            if stored.map({ Array(PDWorld.json($0).text.utf8) }) != expected.map({ Array(PDWorld.json($0).text.utf8) }) {
+                failures += 1
+                Issue.record("\(context):\n  expected \(expected.map { PDWorld.json($0).text })\n  stored   \(stored.map { PDWorld.json($0).text })")
+                model = Dictionary(uniqueKeysWithValues: stored.map { ($0.id, $0) })
+            }
+            if failures >= 20 { break }
+        }
+        print("ChangeMessageDifferential seed \(seed): \(Self.cases / 2) batches, \(failures) failing; \(outcomes.sorted { $0.key < $1.key })")
+        for outcome in ["applied", "added", "removed", "threw"] { #expect(outcomes[outcome, default: 0] > 0, "seed \(seed): no \(outcome) case") }
+    }
+}
