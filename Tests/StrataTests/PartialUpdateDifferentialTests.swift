@@ -172,6 +172,15 @@ struct PDWorld {
         if chance(5) {
             return pick([.scalar("\"text\""), .scalar("true"), .scalar("1.5"), .array([]), .object([]), .scalar("-129"), .scalar("18446744073709551616")])
         }
+        // Number spellings with rules of their own: integral fractions and exponents are integers,
+        // 1e400 is out of range, 1e-50 is too small for a Float. Left out, where Strata and
+        // JSONDecoder differ: "9223372036854775807.0" (2^63 - 1 as a fraction), which JSONDecoder
+        // rejects for an Int yet reads exactly for a UInt64, where Strata reads it as the Double
+        // 2^63; and a number that underflows a Double (1e-400), which JSONDecoder reads as 0 for an
+        // integer field but rejects for a Double field, where Strata reads 0 too.
+        if chance(5) {
+            return pick(["1e2", "100.0", "-0.0", "-0", "1E+2", "2.0", "1e400", "0.5e1", "1e-50", "0e-400"].map(PDJSON.scalar))
+        }
         switch field {
         case "count": return .encoded(pick(Self.ints))
         case "small": return chance(85) ? .encoded(Int8(truncatingIfNeeded: rng.next())) : .encoded(pick([128, -129, 1000]))

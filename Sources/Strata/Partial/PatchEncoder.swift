@@ -94,7 +94,8 @@ struct PatchEncoder {
         case .float:
             let d = try double(value, type: type, path: path)
             let f = Float(d)
-            if f.isInfinite && d.isFinite { throw path.mismatch("\(value.summary) is out of range for Float") }
+            // Too large, or too small to be anything but zero: out of range, as JSONDecoder has it.
+            if (f.isInfinite && d.isFinite) || (f == 0 && d != 0) { throw path.mismatch("\(value.summary) is out of range for Float") }
             withUnsafeBytes(of: f.bitPattern.littleEndian) { out.append(contentsOf: $0) }
         case .string:
             out.append(contentsOf: try string(value, path: path).utf8)
