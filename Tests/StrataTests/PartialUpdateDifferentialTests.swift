@@ -186,7 +186,10 @@ struct PDWorld {
         case "small": return chance(85) ? .encoded(Int8(truncatingIfNeeded: rng.next())) : .encoded(pick([128, -129, 1000]))
         case "big": return chance(85) ? .encoded(rng.next()) : .encoded(-1)
         case "ratio": return .encoded(pick(Self.doubles))
-        case "weight": return .encoded(pick(Self.floats))
+        case "weight":
+            // Decimal spellings a Float rounds: near its limits, between two Floats, past 2^24.
+            if chance(30) { return .scalar(pick(["0.1", "16777217", "3.4028235e38", "3.4028236e38", "1.4e-45", "7e-46", "0.3333333333333333", "1e-45"])) }
+            return .encoded(pick(Self.floats))
         case "flag": return .encoded(chance(50))
         case "name", "note", "rid": return .encoded(pick(Self.strings))
         case "level": return chance(85) ? .encoded(pick(PDLevel.allCases).rawValue) : .encoded("LOW")
