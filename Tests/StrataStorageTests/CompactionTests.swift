@@ -191,9 +191,7 @@ import Foundation
     @Test func compactionOffNeverShrinksAndCompactDoes() throws {
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        var options = StoreOptions(durability: .noSync)
-        options.compaction = .off
-        let store = try Store(path: path, options: options)
+        let store = try Self.storeWithoutCompaction(path)
         try Self.fill(store)
         let big = try Self.thinOut(store, path: path)
         #expect(fileSizeOf(path) >= big, "compaction .off shrank the file")
@@ -235,6 +233,13 @@ import Foundation
 }
 
 extension CompactionTests {
+    /// A store that never compacts by itself.
+    static func storeWithoutCompaction(_ path: String) throws -> Store {
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off
+        return try Store(path: path, options: options)
+    }
+
     /// 40,000 keys with their values in tree "data".
     static func fill(_ store: Store) throws {
         try store.write { txn in
@@ -313,9 +318,7 @@ extension CompactionTests {
     @Test func statsShowWhereTheFreePagesAre() throws {
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        var options = StoreOptions(durability: .noSync)
-        options.compaction = .off
-        let store = try Store(path: path, options: options)
+        let store = try Self.storeWithoutCompaction(path)
         try Self.fill(store)
         // A second tree written after the first lies above it: dropped, its pages free the end.
         try store.write { txn in
