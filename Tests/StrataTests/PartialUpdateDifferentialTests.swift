@@ -435,3 +435,54 @@ extension PartialUpdateDifferentialTests {
         for outcome in ["applied", "added", "removed", "threw"] { #expect(outcomes[outcome, default: 0] > 0, "seed \(seed): no \(outcome) case") }
     }
 }
+
+extension PartialUpdateDifferentialTests {
+    /// `update(_:key:fields:)` with what JSONSerialization makes of a patch stores what the JSON
+    /// path stores (which the test above holds to JSONDecoder), and throws when it throws.
+    /// Patches with a `-0` are left out: JSONSerialization itself reads it as the integer 0.
+    @Test func dictionaryUpdatesMatchJSONUpdates() throws {
+        let seed = Self.seed
+        var world = PDWorld(seed: seed &+ 2)
+        let viaJSON = try Database.inMemory(models: [PDThing.self])
+        let viaDictionary = try Database.inMemory(models: [PDThing.self])
+        let initial = (0..<16).map { world.thing(id: "t\($0)") }
+        for db in [viaJSON, viaDictionary] { try db.write { tx in try tx.insert(contentsOf: initial) } }
+        let options = PartialUpdateOptions(unknownFields: .ignore, dateFormat: .secondsSince1970)
+        var failures = 0
+        var compared = 0
+        for number in 0..<Self.cases {
+            let id = "t\(world.rng.below(18))"
+            let upsert = world.chance(30)
+            let text = world.patch(id: id).text
+            guard text.range(of: #"[:\[,]-0(?![0-9.eE])"#, options: .regularExpression) == nil,
+                let fields = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+            else { continue }
+            compared += 1
+            let byJSON = Result {
+                try viaJSON.write { tx in
+                    upsert
+                        ? try tx.upsert(PDThing.self, key: id, json: Data(text.utf8), options: options).object
+                        : try tx.update(PDThing.self, key: id, json: Data(text.utf8), options: options).object
+                }
+            }
+            let byDictionary = Result {
+                try viaDictionary.write { tx in
+                    upsert
+                        ? try tx.upsert(PDThing.self, key: id, fields: fields, options: options).object
+                        : try tx.update(PDThing.self, key: id, fields: fields, options: options).object
+                }
+            }
+            let a = try viaJSON.object(PDThing.self, key: id).map { Array(PDWorld.json($0).text.utf8) }
+            let b = try viaDictionary.object(PDThing.self, key: id).map { Array(PDWorld.json($0).text.utf8) }
+            let jsonThrew = (try? byJSON.get()) == nil
+            let dictionaryThrew = (try? byDictionary.get()) == nil
+            if a != b || jsonThrew != dictionaryThrew {
+                failures += 1
+                Issue.record("seed \(seed) case \(number): \(upsert ? "upsert" : "update") \(id) \(text)\n  JSON       \(byJSON)\n  dictionary \(byDictionary)")
+                if failures >= 20 { break }
+            }
+        }
+        print("DictionaryUpdateDifferential seed \(seed): \(compared) patches compared, \(failures) failing")
+        #expect(compared > Self.cases / 2, "seed \(seed): only \(compared) patches compared")
+    }
+}
