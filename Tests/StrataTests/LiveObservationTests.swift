@@ -65,7 +65,9 @@ private func waitForUpdates(_ count: @escaping () -> Int, reaching target: Int, 
     while true {
         let fired = track(read)
         if count() >= target { return true }
-        while fired.state.count == 0 {
+        // Observation announces a change before it is made (willSet): the count may rise just after
+        // the announcement, with no further one to wait for. So the count is watched too.
+        while fired.state.count == 0 && count() < target {
             if Date() > deadline { return false }
             try await Task.sleep(for: .milliseconds(2))
         }
