@@ -105,7 +105,7 @@ public final class Store: Sendable {
     /// The longest key this store accepts.
     ///
     /// ```swift
-    /// precondition(key.count <= store.maxKeySize)   // longer keys throw StorageError.invalidKey
+    /// let fits = key.count <= store.maxKeySize   // a longer key throws StorageError.invalidKey
     /// ```
     public var maxKeySize: Int { Limits.maxKeySize(pageSize: env.pageSize) }
 

@@ -182,7 +182,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public var startIndex: Int { 0 }
     public var endIndex: Int { count }
 
-    /// Object `position`, decoded when read (unless the query decoded it already).
+    /// Object `position`, decoded when read (unless the query decoded it already). As for any
+    /// collection, a position outside `0..<count` is a programming error and traps; `objects(in:)`
+    /// clamps its range instead, and `first` is nil when there is none.
     ///
     /// ```swift
     /// let people = db.objects(Person.self).sorted(by: SortDescriptor(\.name))

@@ -188,8 +188,9 @@ struct UntypedDecoding {
         let table = try FieldTable(bytes)
         var result: [String: StoredValue] = [:]
         // A removed field whose name a live field took (its type changed) is shadowed by the live one.
-        let live = includeRemoved ? Set(schema.fields.lazy.filter { !$0.removed }.map(\.name)) : []
-        for field in schema.fields where !field.removed || (includeRemoved && !live.contains(field.name)) {
+        // Checked per removed field, which are few: nothing is built per record.
+        func shadowed(_ field: FieldSchema) -> Bool { schema.fields.contains { !$0.removed && $0.name == field.name } }
+        for field in schema.fields where !field.removed || (includeRemoved && !shadowed(field)) {
             guard let entry = table.entries.first(where: { $0.id == field.id }) else { continue }
             if entry.isNil {
                 result[field.name] = .null
