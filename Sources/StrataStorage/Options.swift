@@ -57,7 +57,7 @@ public struct StoreOptions: Sendable, Equatable {
     /// that already has the file open read-write, a read-only handle shares that opening and its
     /// snapshots are registered like any other. (A `Database` on a read-only store reads the
     /// stored schemas and refuses, with `migrationRequired`, models whose schema it would have to
-    /// write.)
+    /// write; its reads check their snapshot and run again, or report `fileChangedDuringRead`.)
     ///
     /// ```swift
     /// let store = try Store(path: "app.strata", options: StoreOptions(readOnly: true))

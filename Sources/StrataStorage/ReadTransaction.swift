@@ -111,8 +111,25 @@ public final class ReadTransaction: Sendable {
     /// ```
     public func validate() throws {
         guard let metaPages else { return }
-        if try !env.metaPagesUnchanged(metaPages) { throw StorageError.fileChangedDuringRead(path: env.path) }
+        // Through the map, not pread: one comparison and no system call, cheap enough to run after
+        // every object a layer above decodes. A shared map and pwrite see one page cache, so
+        // another process's meta page shows at once. The fence keeps the loads of the pages read
+        // before from moving past these: a reused page read must not pair with an older meta page.
+        atomicMemoryFence(ordering: .acquiring)
+        let unchanged = metaPages.withUnsafeBytes { memcmpRaw($0.baseAddress!, pages.base, $0.count) == 0 }
+        if !unchanged { throw StorageError.fileChangedDuringRead(path: env.path) }
     }
+
+    /// True for a snapshot that a writer in another process may overtake (one of a read-only
+    /// store, `StoreOptions.readOnly`): what it reads is trustworthy only once `validate()` passes
+    /// after the read. False for every other snapshot, whose pages never change.
+    ///
+    /// ```swift
+    /// let snapshot = try store.beginRead()
+    /// let value = try snapshot.tree("t")?.get([1])
+    /// if snapshot.needsValidation { try snapshot.validate() }   // before trusting value
+    /// ```
+    public var needsValidation: Bool { metaPages != nil }
 
     /// Whether `validate()` passes (false also when the meta pages cannot be read).
     var isUnchanged: Bool { (try? validate()) != nil }

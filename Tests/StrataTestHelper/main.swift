@@ -30,6 +30,10 @@
 //       generated from the notes with ids below 100,000 it finds at open and its own writes since
 //       (other processes may write notes from 100,000 up meanwhile). With --gate, prints "ready"
 //       and waits for a line on stdin first. Prints "done COUNT" at the end.
+//   StrataTestHelper objects-churn FILE
+//       Opens FILE as a `Database` of `ChurnItem`s (StrataTestWorkloads/ChurnWorkload.swift), prints
+//       "ready", then commits round after round (`.noSync`), each rewriting every object, until
+//       killed. Rounds continue from the one the store holds.
 //   StrataTestHelper objects-set-score FILE ID SCORE
 //       Sets the score of `SharedNote` ID (one transaction) and prints "done".
 //   StrataTestHelper die-in-write FILE
@@ -78,6 +82,7 @@ func usage() -> Never {
                StrataTestHelper die-in-write FILE
                StrataTestHelper objects-writer FILE SEED COUNT [--gate]
                StrataTestHelper objects-set-score FILE ID SCORE
+               StrataTestHelper objects-churn FILE
                StrataTestHelper check-loop FILE TARGET
         """)
 }
@@ -277,6 +282,17 @@ func objectsSetScore(_ args: [String]) throws {
     say("done")
 }
 
+func objectsChurn(_ args: [String]) throws {
+    guard args.count == 1 else { usage() }
+    let db = try Database(path: args[0], models: [ChurnItem.self], options: StoreOptions(durability: .noSync))
+    var round = try db.object(ChurnItem.self, key: 0)?.round ?? 0
+    say("ready")
+    while true {
+        round += 1
+        try db.write { tx in try ChurnWorkload.write(round: round, in: tx) }
+    }
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else { usage() }
 do {
@@ -288,6 +304,7 @@ do {
     case "die-in-write": try dieInWrite(Array(arguments.dropFirst()))
     case "objects-writer": try objectsWriter(Array(arguments.dropFirst()))
     case "objects-set-score": try objectsSetScore(Array(arguments.dropFirst()))
+    case "objects-churn": try objectsChurn(Array(arguments.dropFirst()))
     default: usage()
     }
 } catch {

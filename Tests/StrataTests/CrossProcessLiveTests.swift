@@ -117,7 +117,7 @@ private final class XProcCheck: @unchecked Sendable {
 
 /// A helper process with pipes on its standard streams (a small cousin of StrataStorageTests'
 /// HelperProcess).
-private final class XProcChild {
+final class XProcChild {
     let process = Process()
     private let output = Pipe()
     private let input = Pipe()
@@ -390,7 +390,7 @@ extension CrossProcessLiveTests {
 }
 
 /// A value behind a lock. `@unchecked Sendable`: every access holds `lock`.
-private final class XProcLocked<Value>: @unchecked Sendable {
+final class XProcLocked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
     init(_ value: Value) { self.value = value }

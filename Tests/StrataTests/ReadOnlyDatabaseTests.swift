@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import StrataStorage
+import StrataTestWorkloads
 @testable import Strata
 
 private struct ROPlain: Model, Equatable {
@@ -44,5 +45,107 @@ struct ReadOnlyDatabaseTests {
             }
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "a read-only open changed the file")
+    }
+
+    /// A read-only database cannot register its snapshots with a writer in another process, which
+    /// reuses their pages two commits later. Beside a process that rewrites every object in every
+    /// commit: one-shot reads (`read`, `object`, `run`, `read` async) are exact (they run again on
+    /// a newer snapshot), and results kept across commits either read exactly their own commit or
+    /// report `fileChangedDuringRead` (placeholders and `error` for the collection API, a throw
+    /// for `fetch`), never objects of another commit or a corruption error.
+    @Test func readsBesideAWriterInAnotherProcessAreExactOrSayTheFileChanged() async throws {
+        let reads = Int(ProcessInfo.processInfo.environment["STRATA_READONLY_READS"] ?? "") ?? 60
+        let path = databasePath()
+        do {
+            let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(durability: .noSync))
+            try await db.write { tx in try ChurnWorkload.write(round: 0, in: tx) }
+        }
+        let writer = try XProcChild(["objects-churn", path])
+        #expect(try await writer.readLine() == "ready")
+        defer { writer.process.terminate() }
+        let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(readOnly: true))
+
+        /// Every object of one round, exactly.
+        func checkRound(_ objects: [ChurnItem], _ what: String) {
+            let rounds = Set(objects.map(\.round))
+            #expect(objects.count == ChurnWorkload.count, "\(what): \(objects.count) objects")
+            #expect(rounds.count == 1, "\(what): objects of rounds \(rounds.sorted().prefix(5))")
+            #expect(objects.allSatisfy { $0.isExact }, "\(what): an object with fields of no round")
+            #expect(objects.map(\.id) == Array(0..<ChurnWorkload.count), "\(what): ids out of order")
+        }
+        func isFileChanged(_ error: StrataError?) -> Bool {
+            if case .storage(.fileChangedDuringRead)? = error { return true }
+            return false
+        }
+        /// Waits until the writer has committed twice after `version`: a snapshot of it is overtaken.
+        func waitPast(_ version: UInt64?) async throws {
+            let deadline = Date().addingTimeInterval(60)
+            while db.store.latestVersion < (version ?? 0) + 2 {
+                if Date() > deadline { throw StrataError.invalidQuery("the writer stopped committing") }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+
+        var reported = 0
+        for i in 0..<reads {
+            // One-shot reads: exact, whatever the writer does meanwhile.
+            func oneShot() throws -> ([ChurnItem], [ChurnItem], Int) {
+                try db.read { snapshot in
+                    let all = try snapshot.objects(ChurnItem.self).fetch()
+                    let grouped = snapshot.objects(ChurnItem.self).filter(#Predicate { $0.group == 3 })
+                    return (all, try grouped.fetch(), all.first?.round ?? -1)
+                }
+            }
+            let (all, grouped, round) = try oneShot()
+            checkRound(all, "read \(i)")
+            #expect(grouped.count == ChurnWorkload.groupCount(3, round: round) && grouped.allSatisfy { $0.group == 3 && $0.round == round && $0.isExact })
+            let one = try #require(try db.object(ChurnItem.self, key: i % ChurnWorkload.count))
+            #expect(one.isExact, "object(key:) read \(one)")
+            let sum = try await db.read { snapshot in
+                let results = snapshot.objects(ChurnItem.self)
+                return (results.sum(of: \.round), results.max(of: \.round).map { $0 * ChurnWorkload.count }, results.error)
+            }
+            #expect(sum.2 == nil && sum.0 == sum.1, "aggregates of one snapshot: sum \(sum.0), max × count \(sum.1 ?? -1)")
+
+            // Results kept across two commits: their own commit exactly, or the file changed.
+            let unevaluated = db.objects(ChurnItem.self).filter(#Predicate { $0.group == 3 }).sorted(by: SortDescriptor(\.id))
+            let scanned = db.objects(ChurnItem.self)
+            let started = db.objects(ChurnItem.self).filter(#Predicate { $0.id >= 0 })
+            _ = started.first  // evaluated now; its objects are decoded later, one by one
+            try await waitPast(scanned.version)
+            for results in [unevaluated, scanned, started] {
+                let objects = Array(results)
+                if isFileChanged(results.error) {
+                    reported += 1
+                    #expect(throws: StrataError.self) { try results.fetch() }
+                } else {
+                    #expect(results.error == nil, "kept results failed with \(String(describing: results.error))")
+                    if results.version == scanned.version && results.count == ChurnWorkload.count { checkRound(objects, "kept results \(i)") }
+                }
+            }
+            // A kept snapshot's own reads throw rather than return another commit's object.
+            let snapshot = try db.snapshot()
+            try await waitPast(snapshot.version)
+            do {
+                let object = try snapshot.object(ChurnItem.self, key: 7)
+                #expect(object?.isExact == true, "a kept snapshot read \(String(describing: object))")
+            } catch let error as StrataError {
+                #expect(isFileChanged(error), "snapshot.object threw \(error)")
+            }
+        }
+        // An observer's first results are one commit's, exactly (a read-only database hears no
+        // other process's commits: the initial delivery is all it gets).
+        for _ in 0..<5 {
+            let delivered = XProcLocked<[ChurnItem]?>(nil)
+            let token = db.objects(ChurnItem.self).observe(on: DispatchQueue(label: "ro")) { change in
+                if case .initial(let results) = change { delivered.withLock { $0 = Array(results) } }
+            }
+            let deadline = Date().addingTimeInterval(60)
+            while delivered.withLock({ $0 }) == nil && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+            checkRound(delivered.withLock { $0 } ?? [], "observer's initial results")
+            token.invalidate()
+        }
+        // Both meta pages were rewritten after each kept snapshot: every kept read noticed.
+        #expect(reported == 3 * reads, "\(reported) of \(3 * reads) overtaken results reported it")
     }
 }

@@ -15,10 +15,9 @@ extension Database {
         if let tx = joinableTransaction() {
             return try withOpenTransaction(tx) { try io.run(in: .transaction(tx)) }
         }
-        let snapshot = try snapshot()
         // The ready-made reads wrap engine errors already; this catches those of a custom read
         // that reached the engine some other way, so that every engine failure arrives typed.
-        return try wrapStorage { try io.run(in: .snapshot(snapshot)) }
+        return try onNewestSnapshot { snapshot in try wrapStorage { try io.run(in: .snapshot(snapshot)) } }
     }
 
     /// Runs a composition that writes in exactly one write transaction, committed when all of it

@@ -92,7 +92,7 @@ extension Database {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
                 ReadPool.shared.run {
-                    let result = Result { try control.install { try body(try self.snapshot()) } }
+                    let result = Result { try control.install { try self.onNewestSnapshot(body) } }
                     if control.isCancelled {
                         continuation.resume(throwing: CancellationError())
                     } else {

@@ -226,7 +226,27 @@ public final class Database: Sendable {
     /// }
     /// ```
     public func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
-        try body(try snapshot())
+        try onNewestSnapshot(body)
+    }
+
+    /// How many times a read of a read-only database runs again after a writer in another process
+    /// overtook its snapshot (`onNewestSnapshot`).
+    static let changedReadRetries = 100
+
+    /// Runs `body` on a snapshot of the newest commit. On a read-only store, whose snapshots a
+    /// writer in another process can overtake (their pages reused once it has committed twice
+    /// more), a run whose reads did not stay on one commit is thrown away and `body` runs again
+    /// on a newer snapshot; after `changedReadRetries` such runs the error reaches the caller.
+    func onNewestSnapshot<R>(_ body: (Snapshot) throws -> R) throws -> R {
+        var retries = 0
+        while true {
+            let snapshot = try self.snapshot()
+            do {
+                return try snapshot.checked { try body(snapshot) }
+            } catch StrataError.storage(.fileChangedDuringRead) where retries < Self.changedReadRetries {
+                retries += 1
+            }
+        }
     }
 
     /// A snapshot of the newest commit, kept until released. Snapshots of the same commit are one
@@ -253,7 +273,7 @@ public final class Database: Sendable {
     /// if let ana = try db.object(Person.self, key: "u1") { print(ana.name) }
     /// ```
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
-        try snapshot().object(type, key: key)
+        try onNewestSnapshot { try $0.object(type, key: key) }
     }
 
     /// Every object of a model at the newest commit, to filter, sort and count.

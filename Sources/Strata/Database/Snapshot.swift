@@ -30,7 +30,22 @@ public final class Snapshot: Sendable {
     /// let ana = try db.snapshot().object(Person.self, key: "u1")
     /// ```
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
-        try db.info(M.self).object(key: key, in: SnapshotTrees(txn: txn))
+        try checked { try db.info(M.self).object(key: key, in: SnapshotTrees(txn: txn)) }
+    }
+
+    /// `body`'s result, once this snapshot is known to have read the commit it began on. Only a
+    /// snapshot of a read-only store can fail that (a writer in another process reused its pages,
+    /// ReadOnly.swift): then whatever `body` returned or threw is replaced by
+    /// `StrataError.storage(.fileChangedDuringRead)`. Every read of the object layer that hands
+    /// out data goes through here (or checks `validated` itself, for lazily read elements).
+    func checked<R>(_ body: () throws -> R) throws -> R {
+        try trustedRead(txn, body)
+    }
+
+    /// Throws `StrataError.storage(.fileChangedDuringRead)` when this snapshot's reads can no
+    /// longer be trusted (see `checked`).
+    func validate() throws {
+        try wrapStorage { try txn.validate() }
     }
 
     /// Every object of the model in this snapshot, to filter, sort and count.
@@ -43,6 +58,23 @@ public final class Snapshot: Sendable {
     public func objects<M: Model>(_ type: M.Type) -> Results<M> {
         Results(snapshot: self, query: Query())
     }
+}
+
+/// `body`'s result once `txn` is known to have read the commit it began on; otherwise
+/// `StrataError.storage(.fileChangedDuringRead)`, whatever `body` returned or threw (see
+/// `Snapshot.checked`). Free for a registered snapshot: one flag test.
+@inline(__always) func trustedRead<R>(_ txn: ReadTransaction?, _ body: () throws -> R) throws -> R {
+    guard let txn, txn.needsValidation else { return try body() }
+    let result: R
+    do {
+        result = try body()
+    } catch {
+        // An error found in pages a writer was reusing says nothing about the file.
+        try wrapStorage { try txn.validate() }
+        throw error
+    }
+    try wrapStorage { try txn.validate() }
+    return result
 }
 
 /// Runs engine calls, turning their errors into `StrataError`.

@@ -143,6 +143,9 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     private let reading = Atomic<Bool>(false)
     /// Field id → hash of its stored bytes (nil when the object does not exist).
     private var last: [Int: Int]?
+    /// Reads in a row thrown away because a writer in another process overtook a read-only
+    /// store's snapshot (worker only).
+    private var changedReads = 0
     /// For `LiveObject`: told the object as first read (nil if absent), before any change; and
     /// then an object that appears is reported (`.changed` with every field) and a deletion
     /// does not end the observation. Nil for `observe(_:key:)`.
@@ -206,6 +209,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let keyBytes = try info.keyBytes(key)
             let record = try wrapStorage { try snapshot.txn.tree(info.recordTree)?.view(keyBytes) }
             guard let record else {
+                try snapshot.validate()  // a read-only store's snapshot may have been overtaken
                 if !initial && last != nil {
                     if self.initial == nil { end(.deleted) } else { deliver(.deleted) }
                 }
@@ -220,22 +224,29 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: record[entry.start..<entry.end]))
                 fields[entry.id] = hasher.finalize()
             }
+            try snapshot.validate()
+            changedReads = 0
+            let decoded = { try snapshot.checked { try info.decode(record) } }
             defer { last = fields }
             if initial {
-                if self.initial != nil { deliverInitial(try info.decode(record)) }
+                if self.initial != nil { deliverInitial(try decoded()) }
                 return
             }
             guard let previous = last else {
                 // It appeared: only a live object reports that (with every field).
                 if self.initial != nil {
-                    deliver(.changed(try info.decode(record), fields: info.stored.object.fields.filter { !$0.removed }.map(\.name)))
+                    deliver(.changed(try decoded(), fields: info.stored.object.fields.filter { !$0.removed }.map(\.name)))
                 }
                 return
             }
             let changedIDs = Set(fields.keys).union(previous.keys).filter { fields[$0] != previous[$0] }
             if changedIDs.isEmpty { return }
             let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
-            deliver(.changed(try info.decode(record), fields: names))
+            deliver(.changed(try decoded(), fields: names))
+        } catch StrataError.storage(.fileChangedDuringRead) where changedReads < Database.changedReadRetries {
+            // A writer in another process overtook a read-only store's snapshot: read a newer one.
+            changedReads += 1
+            refresh(initial: initial)
         } catch {
             deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
         }

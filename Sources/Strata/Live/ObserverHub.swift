@@ -250,7 +250,8 @@ final class ObserverHub: @unchecked Sendable {
     /// On `worker`: a snapshot that includes every commit whose changes were collected so far,
     /// shared by the observers of one pass.
     func snapshot(_ db: Database) throws -> Snapshot {
-        if let passSnapshot, passSnapshot.version >= collectedVersion { return passSnapshot }
+        // (Unless overtaken: a read-only store's snapshot, by a writer in another process.)
+        if let passSnapshot, passSnapshot.version >= collectedVersion, (try? passSnapshot.validate()) != nil { return passSnapshot }
         let fresh = try db.snapshot()
         if inPass { passSnapshot = fresh }
         return fresh

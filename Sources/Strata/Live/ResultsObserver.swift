@@ -184,6 +184,9 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     private var deliveredInitial = false
     /// The last evaluation failed (worker only): the next commit evaluates the query in full.
     private var failed = false
+    /// Evaluations in a row thrown away because a writer in another process overtook a read-only
+    /// store's snapshot (worker only).
+    private var changedReads = 0
     /// The observed model's record tree.
     let tree: String
 
@@ -499,6 +502,8 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
                 }
                 current.append(ChangeSet.Row(key: key, fingerprint: try fingerprint(record)))
             }
+            try snapshot.validate()  // a read-only store's snapshot may have been overtaken
+            changedReads = 0
             let results = Results(snapshot: snapshot, query: query, objects: found.objects)
             lastKeys = Set(found.keys)
             seenVersion = max(seenVersion, snapshot.version)  // everything up to it is in these results
@@ -541,6 +546,10 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             if !change.isEmpty {
                 deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
             }
+        } catch StrataError.storage(.fileChangedDuringRead) where changedReads < Database.changedReadRetries {
+            // A writer in another process overtook a read-only store's snapshot: read a newer one.
+            changedReads += 1
+            refresh(initial: initial)
         } catch {
             fail(error)
         }

@@ -16,7 +16,9 @@ extension Results {
         let decoded: Bool
         if case .objects? = state.cached?.rows { decoded = true } else { decoded = false }
         if !decoded, let snapshot,
-            let fast = try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
+            let fast = try snapshot.checked({
+                try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
+            })
         {
             return fast
         }

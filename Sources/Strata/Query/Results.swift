@@ -118,7 +118,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     // MARK: Evaluating
 
     /// The evaluated results (computed once, on first use; see `ResultsOutcome`).
-    var outcome: ResultsOutcome<M> { state.resolve { try ResultsOutcome.evaluate(query, snapshot: snapshot) } }
+    var outcome: ResultsOutcome<M> {
+        state.resolve { try trustedRead(snapshot?.txn) { try ResultsOutcome.evaluate(query, snapshot: snapshot) } }
+    }
 
     /// Every object, decoded now, throwing what the query or a record hit.
     ///
@@ -128,7 +130,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func fetch() throws -> [M] {
         let outcome = self.outcome
         if let error = outcome.error { throw error }
-        return try outcome.allObjects()
+        return try trustedRead(snapshot?.txn) { try outcome.allObjects() }
     }
 
     /// The error that emptied these results, or that a lazily read element hit (that element then
@@ -168,7 +170,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// no evaluation to be counted; nil otherwise (evaluation then counts, and reports errors).
     private func countWithoutEvaluating() -> Int? {
         guard state.cached == nil, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
-        return try? wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) }
+        return try? snapshot.checked { try wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) } }
     }
 
     /// The primary keys of the matching objects, in order; decodes no object where the results
@@ -241,7 +243,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func explain() -> String {
         guard let snapshot else { return "failed: \(state.failure.map { "\($0)" } ?? "unknown")" }
         do {
-            return try QueryEngine.explain(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))
+            return try snapshot.checked { try QueryEngine.explain(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) }
         } catch {
             return "failed: \(error)"
         }
@@ -274,14 +276,18 @@ final class ResultsOutcome<M: Model>: Sendable {
     let error: StrataError?
     let info: ModelInfo<M>?
     let records: ReadTree?
+    /// The snapshot read, when a writer in another process may overtake it (a read-only store):
+    /// each lazily read element is then checked before it is handed out (`trustedRead`).
+    let validating: ReadTransaction?
     /// The keys of a `scan`, walked once when all of them are needed (`ids`).
     private let scanKeys = AtomicLazyReference<KeyListBox>()
 
-    init(rows: Rows, info: ModelInfo<M>?, records: ReadTree?) {
+    init(rows: Rows, info: ModelInfo<M>?, records: ReadTree?, snapshot: Snapshot? = nil) {
         self.rows = rows
         self.error = nil
         self.info = info
         self.records = records
+        self.validating = snapshot.flatMap { $0.txn.needsValidation ? $0.txn : nil }
     }
 
     init(error: StrataError) {
@@ -289,6 +295,7 @@ final class ResultsOutcome<M: Model>: Sendable {
         self.error = error
         self.info = nil
         self.records = nil
+        self.validating = nil
     }
 
     var count: Int {
@@ -309,10 +316,10 @@ final class ResultsOutcome<M: Model>: Sendable {
             let available = Swift.max(0, records.count - query.offset)
             return ResultsOutcome(
                 rows: .scan(offset: query.offset, count: query.limit.map { Swift.min($0, available) } ?? available),
-                info: info, records: records)
+                info: info, records: records, snapshot: snapshot)
         }
         if let keys = try wrapStorage({ try QueryEngine.keys(query, info: info, source: source) }) {
-            return ResultsOutcome(rows: .keys(keys), info: info, records: records)
+            return ResultsOutcome(rows: .keys(keys), info: info, records: records, snapshot: snapshot)
         }
         let objects = try wrapStorage { try QueryEngine.matches(query, info: info, source: source, needKeys: false).objects }
         return ResultsOutcome(rows: .objects(objects), info: info, records: records)
@@ -322,10 +329,12 @@ final class ResultsOutcome<M: Model>: Sendable {
     private func decode(key: UnsafeRawBufferPointer, _ state: ResultsState<M>) -> M? {
         guard let info else { return nil }
         do {
-            guard let record = try records?.get(key) else {
-                throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+            return try trustedRead(validating) {
+                guard let record = try records?.get(key) else {
+                    throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+                }
+                return try info.decode(record)
             }
-            return try info.decode(record)
         } catch {
             state.note(error)
             return info.placeholder
@@ -339,13 +348,16 @@ final class ResultsOutcome<M: Model>: Sendable {
             if let box = scanKeys.load() { return box.list }
             var list = KeyList()
             do {
-                let cursor = records.map { $0.cursor() }
-                var more = try cursor?.seek(toPosition: offset) ?? false
-                while more && list.count < count, let cursor {
-                    list.append(cursor.key)
-                    more = try cursor.next()
+                try trustedRead(validating) {
+                    let cursor = records.map { $0.cursor() }
+                    var more = try cursor?.seek(toPosition: offset) ?? false
+                    while more && list.count < count, let cursor {
+                        list.append(cursor.key)
+                        more = try cursor.next()
+                    }
                 }
             } catch {
+                list = KeyList()  // keys read from pages a writer reused are not this snapshot's
                 state.note(error)
             }
             return scanKeys.storeIfNil(KeyListBox(list)).list
@@ -362,11 +374,13 @@ final class ResultsOutcome<M: Model>: Sendable {
         if case let .scan(offset, _) = rows, let records {
             // The record tree's branches count their entries: one descent to the element.
             do {
-                let cursor = records.cursor()
-                guard try cursor.seek(toPosition: offset + i) else {
-                    throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
+                return try trustedRead(validating) {
+                    let cursor = records.cursor()
+                    guard try cursor.seek(toPosition: offset + i) else {
+                        throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
+                    }
+                    return try info.decode(cursor.value)
                 }
-                return try info.decode(cursor.value)
             } catch {
                 state.note(error)
                 return info.placeholder
@@ -382,15 +396,17 @@ final class ResultsOutcome<M: Model>: Sendable {
     func next(_ i: Int, cursor: inout Cursor?, _ state: ResultsState<M>) -> M {
         guard case let .scan(offset, _) = rows, let records, let info else { return object(at: i, state) }
         do {
-            if cursor == nil {
-                let c = records.cursor()
-                guard try c.seek(toPosition: offset + i) else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
-                cursor = c
-            } else if let c = cursor, try !c.next() {
-                throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
+            return try trustedRead(validating) {
+                if cursor == nil {
+                    let c = records.cursor()
+                    guard try c.seek(toPosition: offset + i) else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
+                    cursor = c
+                } else if let c = cursor, try !c.next() {
+                    throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
+                }
+                guard let c = cursor else { return info.placeholder }
+                return try info.decode(c.value)
             }
-            guard let c = cursor else { return info.placeholder }
-            return try info.decode(c.value)
         } catch {
             state.note(error)
             return info.placeholder
