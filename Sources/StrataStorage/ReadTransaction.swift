@@ -131,7 +131,7 @@ public final class ReadTransaction: Sendable {
     /// ```
     public var needsValidation: Bool { metaPages != nil }
 
-    /// Whether `validate()` passes (false also when the meta pages cannot be read).
+    /// Whether `validate()` passes.
     var isUnchanged: Bool { (try? validate()) != nil }
 
     /// The tree called `name`, or nil when there is none.

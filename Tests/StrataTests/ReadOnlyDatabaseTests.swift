@@ -123,6 +123,17 @@ struct ReadOnlyDatabaseTests {
                     if results.version == scanned.version && results.count == ChurnWorkload.count { checkRound(objects, "kept results \(i)") }
                 }
             }
+            // Counted from the index before evaluating, then overtaken: indexing up to that count
+            // and copying read placeholders and report the change, never trap.
+            let counted = db.objects(ChurnItem.self).filter(#Predicate { $0.group == 3 })
+            let n = counted.count
+            #expect(n == ChurnWorkload.count / ChurnWorkload.groups || n == ChurnWorkload.count / ChurnWorkload.groups + 1)
+            try await waitPast(counted.version)
+            let indexed = (0..<n).map { counted[$0] }
+            #expect(indexed.count == n && Array(counted).count == n)
+            #expect(isFileChanged(counted.error), "counted then overtaken: \(String(describing: counted.error))")
+            #expect(indexed.allSatisfy { $0.isExact || $0.payload.isEmpty }, "an object of another commit")
+
             // A kept snapshot's own reads throw rather than return another commit's object.
             let snapshot = try db.snapshot()
             try await waitPast(snapshot.version)

@@ -218,7 +218,9 @@ public final class Database: Sendable {
         }
     }
 
-    /// Runs `body` on a snapshot of the newest commit.
+    /// Runs `body` on a snapshot of the newest commit. On a read-only database (see the Durability
+    /// article), `body` runs again on a newer snapshot when a writer in another process overtook
+    /// the one it read: keep it free of side effects.
     ///
     /// ```swift
     /// let (people, messages) = try db.read { snapshot in            // one commit for both
@@ -240,8 +242,8 @@ public final class Database: Sendable {
     func onNewestSnapshot<R>(_ body: (Snapshot) throws -> R) throws -> R {
         var retries = 0
         while true {
-            let snapshot = try self.snapshot()
             do {
+                let snapshot = try self.snapshot()
                 return try snapshot.checked { try body(snapshot) }
             } catch StrataError.storage(.fileChangedDuringRead) where retries < Self.changedReadRetries {
                 retries += 1
@@ -261,7 +263,9 @@ public final class Database: Sendable {
     /// ```
     public func snapshot() throws -> Snapshot {
         let latest = store.latestVersion
-        if let shared = newestSnapshot.withLock({ $0?.snapshot }), shared.version == latest { return shared }
+        // (Never an overtaken one: a read-only store's newest commit can be unreadable for a moment
+        // while another process writes its meta page, and `latest` then falls back to the last seen.)
+        if let shared = newestSnapshot.withLock({ $0?.snapshot }), shared.version == latest, shared.txn.isValid { return shared }
         let fresh = Snapshot(db: self, txn: try wrapStorage { try store.beginRead() })
         newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
         return fresh

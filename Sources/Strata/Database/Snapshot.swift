@@ -37,7 +37,7 @@ public final class Snapshot: Sendable {
     /// snapshot of a read-only store can fail that (a writer in another process reused its pages,
     /// ReadOnly.swift): then whatever `body` returned or threw is replaced by
     /// `StrataError.storage(.fileChangedDuringRead)`. Every read of the object layer that hands
-    /// out data goes through here (or checks `validated` itself, for lazily read elements).
+    /// out data goes through here (lazily read elements check `ResultsOutcome.validating`).
     func checked<R>(_ body: () throws -> R) throws -> R {
         try trustedRead(txn, body)
     }
@@ -75,6 +75,20 @@ public final class Snapshot: Sendable {
     }
     try wrapStorage { try txn.validate() }
     return result
+}
+
+extension ReadTransaction {
+    /// Whether what this snapshot read so far can be trusted (`validate()` passes).
+    var isValid: Bool { (try? validate()) != nil }
+}
+
+extension Error {
+    /// Whether this is `fileChangedDuringRead`, from the engine or wrapped by the object layer.
+    var isFileChangedDuringRead: Bool {
+        if case .fileChangedDuringRead? = self as? StorageError { return true }
+        if case .storage(.fileChangedDuringRead)? = self as? StrataError { return true }
+        return false
+    }
 }
 
 /// Runs engine calls, turning their errors into `StrataError`.

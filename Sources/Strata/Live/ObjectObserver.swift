@@ -202,9 +202,11 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
         reading.store(true, ordering: .sequentiallyConsistent)
         defer { reading.store(false, ordering: .sequentiallyConsistent) }
+        var read: Snapshot?
         do {
             let info = try db.info(M.self)
             let snapshot = try db.snapshot()
+            read = snapshot
             readVersion.store(snapshot.version, ordering: .sequentiallyConsistent)
             let keyBytes = try info.keyBytes(key)
             let record = try wrapStorage { try snapshot.txn.tree(info.recordTree)?.view(keyBytes) }
@@ -243,11 +245,17 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             if changedIDs.isEmpty { return }
             let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
             deliver(.changed(try decoded(), fields: names))
-        } catch StrataError.storage(.fileChangedDuringRead) where changedReads < Database.changedReadRetries {
-            // A writer in another process overtook a read-only store's snapshot: read a newer one.
-            changedReads += 1
-            refresh(initial: initial)
         } catch {
+            // A writer in another process overtook a read-only store's snapshot (whatever the
+            // error its reused pages caused): read a newer one. (`last` may hold what the
+            // overtaken read found; only a first read, which sets it again, can meet this: a
+            // read-only database hears no later commits.)
+            let overtaken = error.isFileChangedDuringRead || read.map { !$0.txn.isValid } ?? false
+            if overtaken && changedReads < Database.changedReadRetries {
+                changedReads += 1
+                return refresh(initial: initial)
+            }
+            changedReads = 0
             deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
         }
     }

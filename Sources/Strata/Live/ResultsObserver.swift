@@ -488,9 +488,11 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             // Incremental updates kept `live` current, not `last`.
             last = live.map { ChangeSet.Row(key: $0.key, fingerprint: $0.fingerprint) }
         }
+        var read: Snapshot?
         do {
             let info = try db.info(M.self)
             let snapshot = try db.observers.snapshot(db)
+            read = snapshot
             let source = SnapshotTrees(txn: snapshot.txn)
             let found = try wrapStorage { try QueryEngine.matches(query, info: info, source: source, needKeys: true) }
             let records = try wrapStorage { try source.tree(named: info.recordTree) }
@@ -546,11 +548,15 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             if !change.isEmpty {
                 deliver(.update(results, deletions: change.deletions, insertions: change.insertions, modifications: change.modifications))
             }
-        } catch StrataError.storage(.fileChangedDuringRead) where changedReads < Database.changedReadRetries {
-            // A writer in another process overtook a read-only store's snapshot: read a newer one.
-            changedReads += 1
-            refresh(initial: initial)
         } catch {
+            // A writer in another process overtook a read-only store's snapshot (whatever the
+            // error its reused pages caused): read a newer one.
+            let overtaken = error.isFileChangedDuringRead || read.map { !$0.txn.isValid } ?? false
+            if overtaken && changedReads < Database.changedReadRetries {
+                changedReads += 1
+                return refresh(initial: initial)
+            }
+            changedReads = 0
             fail(error)
         }
     }

@@ -13,7 +13,8 @@ import Synchronization
 /// ```
 ///
 /// The collection API cannot throw: if the query fails (a corrupt record, a closed database) the
-/// results are empty and `error` says why. `fetch()` and `fetchCount()` throw instead.
+/// results are empty (or, when `count` was read before, that many placeholders, every field a zero
+/// or empty value) and `error` says why. `fetch()` and `fetchCount()` throw instead.
 public struct Results<M: Model>: RandomAccessCollection, Sendable {
     let snapshot: Snapshot?
     let query: Query<M>
@@ -119,7 +120,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
     /// The evaluated results (computed once, on first use; see `ResultsOutcome`).
     var outcome: ResultsOutcome<M> {
-        state.resolve { try trustedRead(snapshot?.txn) { try ResultsOutcome.evaluate(query, snapshot: snapshot) } }
+        state.resolve(info: { try? snapshot?.db.info(M.self) }) {
+            try trustedRead(snapshot?.txn) { try ResultsOutcome.evaluate(query, snapshot: snapshot) }
+        }
     }
 
     /// Every object, decoded now, throwing what the query or a record hit.
@@ -170,7 +173,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// no evaluation to be counted; nil otherwise (evaluation then counts, and reports errors).
     private func countWithoutEvaluating() -> Int? {
         guard state.cached == nil, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
-        return try? snapshot.checked { try wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) } }
+        let counted = try? snapshot.checked { try wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) } }
+        if let counted { state.noteCount(counted) }
+        return counted
     }
 
     /// The primary keys of the matching objects, in order; decodes no object where the results
@@ -290,10 +295,13 @@ final class ResultsOutcome<M: Model>: Sendable {
         self.validating = snapshot.flatMap { $0.txn.needsValidation ? $0.txn : nil }
     }
 
-    init(error: StrataError) {
-        self.rows = .objects([])
+    /// A failed evaluation. Results that already reported `count` objects (counted from the
+    /// trees before evaluating) keep that count, each element a placeholder: a loop over
+    /// `0..<count` begun before the failure must not index past the end.
+    init(error: StrataError, info: ModelInfo<M>? = nil, count: Int = 0) {
+        self.rows = info != nil && count > 0 ? .scan(offset: 0, count: count) : .objects([])
         self.error = error
-        self.info = nil
+        self.info = info
         self.records = nil
         self.validating = nil
     }
@@ -472,6 +480,10 @@ final class ResultsState<M: Model>: Sendable {
     private let computing = Mutex<Void>(())
     /// The first error an element read lazily hit (the element read as a placeholder).
     private let late = Mutex<StrataError?>(nil)
+    /// The count reported before evaluation (from the trees), or -1.
+    private let counted = Atomic<Int>(-1)
+
+    func noteCount(_ count: Int) { counted.store(count, ordering: .relaxed) }
 
     init(failure: StrataError? = nil) {
         if let failure { _ = outcome.storeIfNil(ResultsOutcome(error: failure)) }
@@ -491,19 +503,17 @@ final class ResultsState<M: Model>: Sendable {
         late.withLock { if $0 == nil { $0 = converted } }
     }
 
-    func resolve(_ compute: () throws -> ResultsOutcome<M>) -> ResultsOutcome<M> {
+    func resolve(info: () -> ModelInfo<M>?, _ compute: () throws -> ResultsOutcome<M>) -> ResultsOutcome<M> {
         if let done = outcome.load() { return done }
         return computing.withLock { _ in
             if let done = outcome.load() { return done }
             let result: ResultsOutcome<M>
             do {
                 result = try compute()
-            } catch let error as StrataError {
-                result = ResultsOutcome(error: error)
-            } catch let error as StorageError {
-                result = ResultsOutcome(error: StrataError(error))
             } catch {
-                result = ResultsOutcome(error: .invalidQuery("\(error)"))
+                let converted = (error as? StrataError) ?? (error as? StorageError).map(StrataError.init) ?? .invalidQuery("\(error)")
+                let reported = counted.load(ordering: .relaxed)
+                result = ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported))
             }
             return outcome.storeIfNil(result)
         }

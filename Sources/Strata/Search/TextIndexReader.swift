@@ -69,7 +69,9 @@ struct TextIndexReader<T: KeyValueTree> {
         if terms.count == 1, !terms[0].isPrefix, search.mode != .phrase || search.terms.count == 1 {
             let prefix = Self.range(terms[0]).lower ?? []
             try Planner.scan(tree, Self.range(terms[0])) { key, _ in
-                try body(UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
+                // Only a damaged (or, read-only, overtaken) index holds a shorter key in the range.
+                guard key.count >= prefix.count else { throw StrataError.corruptRecord("a full-text index entry shorter than its word") }
+                return try body(UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
             }
             return
         }
