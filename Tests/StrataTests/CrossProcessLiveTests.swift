@@ -133,7 +133,13 @@ final class XProcChild {
         try process.run()
     }
 
-    deinit { if process.isRunning { process.terminate() } }
+    deinit { stop() }
+
+    /// Ends the helper now, whatever it is doing: SIGKILL, because a child started by the test
+    /// process inherits its blocked signals, and SIGTERM (`Process.terminate`) may be among them.
+    func stop() {
+        if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) }
+    }
 
     static func helperPath() throws -> String {
         var directories: [String] = []
@@ -177,7 +183,7 @@ final class XProcChild {
     func waitForExit(timeout: Double = 120) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning {
-            if Date() > deadline { process.terminate(); throw StrataError.invalidQuery("the helper did not exit within \(timeout) s") }
+            if Date() > deadline { stop(); throw StrataError.invalidQuery("the helper did not exit within \(timeout) s") }
             try await Task.sleep(for: .milliseconds(2))
         }
     }

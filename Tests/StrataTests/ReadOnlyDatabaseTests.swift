@@ -62,7 +62,8 @@ struct ReadOnlyDatabaseTests {
         }
         let writer = try XProcChild(["objects-churn", path])
         #expect(try await writer.readLine() == "ready")
-        defer { writer.process.terminate() }
+        // SIGKILL: the helper inherits the test process's blocked signals, SIGTERM among them.
+        defer { writer.stop() }
         let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(readOnly: true))
 
         /// Every object of one round, exactly.
