@@ -152,15 +152,7 @@ extension Database {
     ) async throws -> R {
         try Task.checkCancellation()
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-            writes.enqueue(
-                WriteQueue.Entry(
-                    durability: durability,
-                    perform: { tx in
-                        let value = try body(tx)
-                        return { error in
-                            if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
-                        }
-                    }, fail: { continuation.resume(throwing: $0) }), for: self)
+            enqueueWrite(durability: durability, body) { continuation.resume(with: $0) }
         }
     }
 
@@ -180,14 +172,21 @@ extension Database {
         _ body: @escaping @Sendable (Transaction) throws -> R,
         completion: @escaping @Sendable (Result<R, any Error>) -> Void
     ) {
+        enqueueWrite(durability: durability, body) { result in completionQueue.async { completion(result) } }
+    }
+
+    /// Queues `body` for the writer's thread; `deliver` gets its result once the commit is done,
+    /// or the error (its own, or the commit's), exactly once.
+    private func enqueueWrite<R: Sendable>(
+        durability: Durability?, _ body: @escaping @Sendable (Transaction) throws -> R,
+        deliver: @escaping @Sendable (Result<R, any Error>) -> Void
+    ) {
         writes.enqueue(
             WriteQueue.Entry(
                 durability: durability,
                 perform: { tx in
                     let value = try body(tx)
-                    return { error in
-                        completionQueue.async { completion(error.map { .failure($0) } ?? .success(value)) }
-                    }
-                }, fail: { error in completionQueue.async { completion(.failure(error)) } }), for: self)
+                    return { error in deliver(error.map { .failure($0) } ?? .success(value)) }
+                }, fail: { deliver(.failure($0)) }), for: self)
     }
 }
