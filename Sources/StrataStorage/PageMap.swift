@@ -14,16 +14,19 @@ final class PageMap: @unchecked Sendable {
     /// Pages below this number are readable from the map (the snapshot's page count).
     let limit: UInt64
     let isWrite: Bool
+    // `@exclusivity(unchecked)` on the writer's state, which every page read looks at: only the
+    // thread running the write transaction touches it (see above), never through overlapping
+    // inout accesses, so the runtime's dynamic exclusivity checks can never fire.
     /// The writer's own pages (single pages and overflow runs), keyed by first page number.
-    var dirty: [PageNo: UnsafeMutableRawPointer] = [:]
+    @exclusivity(unchecked) var dirty: [PageNo: UnsafeMutableRawPointer] = [:]
     /// Writer pages made before the innermost open savepoint: readable, but copied on write like
     /// committed pages, so that rolling back to the savepoint finds them as they were.
-    var frozen: [PageNo: UnsafeMutableRawPointer] = [:]
+    @exclusivity(unchecked) var frozen: [PageNo: UnsafeMutableRawPointer] = [:]
     /// Writer pages already written to their place in the file (`WriteTransaction.spill`), with the
     /// checksum they were sealed with: read through the map, even past `limit`.
-    var spilled: [PageNo: UInt64] = [:]
+    @exclusivity(unchecked) var spilled: [PageNo: UInt64] = [:]
     /// Bumped on every write, so that cursors notice their tree changed under them.
-    var version: UInt64 = 0
+    @exclusivity(unchecked) var version: UInt64 = 0
 
     init(base: UnsafeRawPointer, pageSize: Int, limit: UInt64, isWrite: Bool) {
         self.base = base
