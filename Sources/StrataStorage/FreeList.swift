@@ -106,7 +106,14 @@ final class FreePageAllocator {
     private let baseRoot: PageNo
     private let readers: () -> [UInt64]
     private var readerIDs: [UInt64]?
-    private(set) var chunks: [FreeChunk] = []
+    // `@exclusivity(unchecked)`: only the writer's thread uses an allocator, never through
+    // overlapping accesses; the runtime's checks were a tenth of a large delete's time.
+    @exclusivity(unchecked) private(set) var chunks: [FreeChunk] = []
+    /// With `prefersLow`: the indices of the chunks that have reusable pages, as a min-heap on each
+    /// one's lowest page (its last entry), so that compaction's lowest-first allocation costs
+    /// O(log chunks) and not a scan of every chunk per page. Rebuilt after any other change.
+    @exclusivity(unchecked) private var lowHeap: [Int] = []
+    @exclusivity(unchecked) private var lowHeapValid = false
     private var lastLoadedKey: [UInt8]?
     private var exhausted: Bool
     /// Pages handed out so far; the commit's free-list fixpoint watches it.
@@ -145,6 +152,7 @@ final class FreePageAllocator {
         set {
             readerIDs = newValue.readerIDs
             chunks = newValue.chunks
+            lowHeapValid = false
             lastLoadedKey = newValue.lastLoadedKey
             exhausted = newValue.exhausted
             allocations = newValue.allocations
@@ -177,6 +185,7 @@ final class FreePageAllocator {
         try loadAll()
         prefersLow = true
         for i in chunks.indices { chunks[i].reusable.sort { $0.page > $1.page } }
+        lowHeapValid = false
     }
 
     /// Loads every chunk of the free list.
@@ -189,19 +198,20 @@ final class FreePageAllocator {
 
     /// The lowest reusable page loaded, if any.
     var lowestReusable: PageNo? {
+        if prefersLow {
+            if !lowHeapValid { rebuildLowHeap() }
+            return lowHeap.first.flatMap { chunks[$0].reusable.last?.page }
+        }
         var lowest: PageNo?
         for chunk in chunks {
-            if prefersLow {
-                if let last = chunk.reusable.last, lowest.map({ last.page < $0 }) ?? true { lowest = last.page }
-            } else {
-                for e in chunk.reusable where lowest.map({ e.page < $0 }) ?? true { lowest = e.page }
-            }
+            for e in chunk.reusable where lowest.map({ e.page < $0 }) ?? true { lowest = e.page }
         }
         return lowest
     }
 
     /// Removes `pages` from the reusable entries (they stop being pages of the file).
     func removeReusable(_ pages: Set<PageNo>) {
+        lowHeapValid = false
         for i in chunks.indices where chunks[i].reusable.contains(where: { pages.contains($0.page) }) {
             chunks[i].reusable.removeAll { pages.contains($0.page) }
             chunks[i].modified = true
@@ -216,6 +226,7 @@ final class FreePageAllocator {
             while i < chunks.count {
                 if let entry = chunks[i].reusable.popLast() {
                     chunks[i].modified = true
+                    lowHeapValid = false
                     allocations += 1
                     return entry.page
                 }
@@ -226,16 +237,42 @@ final class FreePageAllocator {
     }
 
     private func allocateLowest() -> PageNo? {
-        var best: Int?
-        for i in chunks.indices {
-            guard let last = chunks[i].reusable.last else { continue }
-            if let b = best, let current = chunks[b].reusable.last, current.page <= last.page { continue }
-            best = i
-        }
-        guard let best, let entry = chunks[best].reusable.popLast() else { return nil }
+        if !lowHeapValid { rebuildLowHeap() }
+        guard let best = lowHeap.first, let entry = chunks[best].reusable.popLast() else { return nil }
         chunks[best].modified = true
         allocations += 1
+        if chunks[best].reusable.isEmpty {
+            let last = lowHeap.removeLast()
+            if !lowHeap.isEmpty { lowHeap[0] = last }
+        }
+        siftDown(0)
         return entry.page
+    }
+
+    /// The lowest page of chunk `i` (the heap holds only chunks that have one).
+    private func lowKey(_ i: Int) -> PageNo { chunks[i].reusable.last?.page ?? .max }
+
+    private func rebuildLowHeap() {
+        lowHeap = chunks.indices.filter { !chunks[$0].reusable.isEmpty }
+        var i = lowHeap.count / 2
+        while i > 0 {
+            i -= 1
+            siftDown(i)
+        }
+        lowHeapValid = true
+    }
+
+    private func siftDown(_ start: Int) {
+        var i = start
+        while true {
+            let left = 2 * i + 1, right = left + 1
+            var smallest = i
+            if left < lowHeap.count, lowKey(lowHeap[left]) < lowKey(lowHeap[smallest]) { smallest = left }
+            if right < lowHeap.count, lowKey(lowHeap[right]) < lowKey(lowHeap[smallest]) { smallest = right }
+            if smallest == i { return }
+            lowHeap.swapAt(i, smallest)
+            i = smallest
+        }
     }
 
     /// `count` consecutive reusable pages, or nil. Loads the whole free list: runs are for large
@@ -256,6 +293,7 @@ final class FreePageAllocator {
                     chunks[c].reusable.removeAll { taken.contains($0.page) }
                     chunks[c].modified = true
                 }
+                lowHeapValid = false
                 allocations += count
                 return first
             }
@@ -293,6 +331,7 @@ final class FreePageAllocator {
             if chunk.reusable.isEmpty { heldPrefixEnd = key } else { prefixStillHeld = false }
         }
         chunks.append(chunk)
+        lowHeapValid = false
         lastLoadedKey = key
         return true
     }
