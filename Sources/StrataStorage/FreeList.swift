@@ -111,7 +111,8 @@ final class FreePageAllocator {
     @exclusivity(unchecked) private(set) var chunks: [FreeChunk] = []
     /// With `prefersLow`: the indices of the chunks that have reusable pages, as a min-heap on each
     /// one's lowest page (its last entry), so that compaction's lowest-first allocation costs
-    /// O(log chunks) and not a scan of every chunk per page. Rebuilt after any other change.
+    /// O(log chunks) and not a scan of every chunk per page. Rebuilt after any other change while
+    /// `prefersLow` (the other allocation path runs only before `preferLowPages`, which rebuilds).
     @exclusivity(unchecked) private var lowHeap: [Int] = []
     @exclusivity(unchecked) private var lowHeapValid = false
     private var lastLoadedKey: [UInt8]?
@@ -226,7 +227,6 @@ final class FreePageAllocator {
             while i < chunks.count {
                 if let entry = chunks[i].reusable.popLast() {
                     chunks[i].modified = true
-                    lowHeapValid = false
                     allocations += 1
                     return entry.page
                 }

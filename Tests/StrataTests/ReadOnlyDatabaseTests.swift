@@ -74,10 +74,7 @@ struct ReadOnlyDatabaseTests {
             #expect(objects.allSatisfy { $0.isExact }, "\(what): an object with fields of no round")
             #expect(objects.map(\.id) == Array(0..<ChurnWorkload.count), "\(what): ids out of order")
         }
-        func isFileChanged(_ error: StrataError?) -> Bool {
-            if case .storage(.fileChangedDuringRead)? = error { return true }
-            return false
-        }
+        func isFileChanged(_ error: StrataError?) -> Bool { error?.isFileChangedDuringRead ?? false }
         /// Waits until the writer has committed twice after `version`: a snapshot of it is overtaken.
         func waitPast(_ version: UInt64?) async throws {
             let deadline = Date().addingTimeInterval(60)

@@ -251,7 +251,7 @@ final class ObserverHub: @unchecked Sendable {
     /// shared by the observers of one pass.
     func snapshot(_ db: Database) throws -> Snapshot {
         // (Unless overtaken: a read-only store's snapshot, by a writer in another process.)
-        if let passSnapshot, passSnapshot.version >= collectedVersion, (try? passSnapshot.validate()) != nil { return passSnapshot }
+        if let passSnapshot, passSnapshot.version >= collectedVersion, passSnapshot.txn.isValid { return passSnapshot }
         let fresh = try db.snapshot()
         if inPass { passSnapshot = fresh }
         return fresh
