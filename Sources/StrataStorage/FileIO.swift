@@ -133,11 +133,21 @@ final class PosixFile: FileIO {
         }
     }
 
+    /// The most bytes one write system call passes. Linux's ext4 (6.16 and later) caches a file in
+    /// folios as large as the write that filled them, up to 2 MiB; a later one-page write into such
+    /// a folio dirties all of it, and the sync that flushes it costs more the larger the folio
+    /// (measured here, nine scattered one-page writes and fdatasync: 700-1,180 µs into a file
+    /// written in 2 MiB pieces, 430-520 µs into one written in 4-64 KiB pieces, same bytes reaching
+    /// the disk). Pieces of at most 64 KiB keep every later small commit cheap, for ~16 system
+    /// calls per MiB written.
+    static let maxWriteBytes = 64 * 1024
+
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
         if isReadOnly { throw StorageError.readOnly(path: path) }
         var done = 0
         while done < bytes.count {
-            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            let piece = min(bytes.count - done, PosixFile.maxWriteBytes)
+            let n = pwrite(fd, bytes.baseAddress! + done, piece, off_t(offset) + off_t(done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw StorageError.io(operation: "pwrite", path: path, errno: errno)
@@ -148,9 +158,31 @@ final class PosixFile: FileIO {
 
     func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
         if isReadOnly { throw StorageError.readOnly(path: path) }
-        if buffers.count == 1 { return try write(buffers[0], at: offset) }
+        // Neighbours go out together in vectored writes of at most `maxWriteBytes`.
+        var position = offset
+        var start = 0
+        while start < buffers.count {
+            var end = start
+            var total = 0
+            while end < buffers.count && total + buffers[end].count <= PosixFile.maxWriteBytes {
+                total += buffers[end].count
+                end += 1
+            }
+            if end - start <= 1 {
+                // One buffer (or one larger than a piece, which `write` cuts up).
+                try write(buffers[start], at: position)
+                position += UInt64(buffers[start].count)
+                start += 1
+                continue
+            }
+            try writeVector(buffers[start..<end], total: total, at: position)
+            position += UInt64(total)
+            start = end
+        }
+    }
+
+    private func writeVector(_ buffers: ArraySlice<UnsafeRawBufferPointer>, total: Int, at offset: UInt64) throws {
         var iov = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
-        let total = buffers.reduce(0) { $0 + $1.count }
         let n = iov.withUnsafeMutableBufferPointer { pwritev(fd, $0.baseAddress, Int32($0.count), off_t(offset)) }
         if n == total { return }
         if n < 0 && errno != EINTR { throw StorageError.io(operation: "pwritev", path: path, errno: errno) }
