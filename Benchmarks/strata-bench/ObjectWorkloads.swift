@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 // The objects suite (issue 6): Strata's object API beside SQLite and LMDB, on the same `Item`
@@ -113,6 +114,7 @@ enum ObjectsSuite: BenchSuite {
     static let sizes = [
         SizeInfo(id: "after_load", title: "file size after load"),
         SizeInfo(id: "at_end", title: "file size at end"),
+        SizeInfo(id: "after_idle", title: "file size after idle"),
     ]
 
     static func describe(_ options: BenchOptions) -> String {
@@ -411,6 +413,20 @@ enum ObjectsSuite: BenchSuite {
             expect("objects after the deletes (engine's own count)", try engine.read(slot: 0) { try $0.count() }, objects)
         }
         reportSize("at_end")
+        // What the engine's file becomes once the writes stop, with the database still open:
+        // until its size has not changed for a second (at most 20 s).
+        do {
+            let total = { engine.dataFiles.map { fileSize($0) ?? 0 }.reduce(0, +) }
+            var last = total()
+            var stableSince = ContinuousClock.now
+            let deadline = stableSince + .seconds(20)
+            while ContinuousClock.now - stableSince < .seconds(1) && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                let now = total()
+                if now != last { last = now; stableSince = ContinuousClock.now }
+            }
+        }
+        reportSize("after_idle")
 
         // 13, 14. The codec alone: no tree, no transaction, the records in memory.
         if selected(codecDecode) || selected(codecEncode), var codec = try engine.codec() {

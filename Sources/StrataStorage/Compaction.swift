@@ -41,16 +41,31 @@ public struct Compaction: Sendable, Equatable {
     /// if that is more (up to 16 times this): its added cost stays proportional to its own.
     public var pagesPerCommit: Int
 
+    /// How long no commit must have been made through this process, after one that left more than
+    /// `freeFraction` of the file free (or freed a large part of it), before a background thread
+    /// compacts the file: it makes compaction commits, each moving up to 16 × `pagesPerCommit`
+    /// pages and trimming the end, until the file is compact, a write comes, or another process
+    /// writes. A bulk delete's file then shrinks soon after the deleting stops, without slowing
+    /// the deletes down. nil: only commits compact, each a little.
+    ///
+    /// ```swift
+    /// var options = StoreOptions()
+    /// options.compaction.idleDelay = .seconds(5)   // wait longer for the app to go quiet
+    /// options.compaction.idleDelay = nil           // never write in the background
+    /// ```
+    public var idleDelay: Duration?
+
     /// A policy with these settings; the defaults are those of `automatic`.
     ///
     /// ```swift
     /// var options = StoreOptions()
     /// options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 256)
     /// ```
-    public init(isEnabled: Bool = true, freeFraction: Double = 0.125, pagesPerCommit: Int = 64) {
+    public init(isEnabled: Bool = true, freeFraction: Double = 0.125, pagesPerCommit: Int = 64, idleDelay: Duration? = .milliseconds(500)) {
         self.isEnabled = isEnabled
         self.freeFraction = freeFraction
         self.pagesPerCommit = pagesPerCommit
+        self.idleDelay = idleDelay
     }
 
     /// The default: trim whenever the tail is free, move pages past an eighth free.
@@ -110,8 +125,7 @@ extension WriteTransaction {
         schedule.readersAtCheck = Set(readers)
         try allocator.loadAll()
         let reusable = allocator.reusablePages.count + spare.count
-        let threshold = max(16, Int(Double(pageCount) * compaction.freeFraction))
-        schedule.moving = reusable > threshold
+        schedule.moving = reusable > movingThreshold
         if schedule.moving || (force && reusable > 0) {
             try allocator.preferLowPages()
             // At least its own writes or a quarter of the holes (a file that just lost most of its
@@ -121,6 +135,22 @@ extension WriteTransaction {
             try moveTail(budget: budget, reusable: reusable)
         }
         return true
+    }
+
+    /// Reusable free pages above which commits move pages (`Compaction.freeFraction` of the file).
+    private var movingThreshold: Int { max(16, Int(Double(pageCount) * compaction.freeFraction)) }
+
+    /// Whether this commit leaves the file with holes for idle-time compaction to fill: its check
+    /// found more than `freeFraction` free, or it freed a large part of the file.
+    var leavesHoles: Bool {
+        compaction.isEnabled && (env.compactionSchedule.moving || wantsFollowUp)
+    }
+
+    /// Whether an idle-time compaction commit would move or trim pages now.
+    func idleCompactionIsDue() throws -> Bool {
+        guard compaction.isEnabled else { return false }
+        try allocator.loadAll()
+        return allocator.reusablePages.count + spare.count > movingThreshold || pageCount - freeTailStart() >= 256
     }
 
     /// Copies up to `budget` live pages from the end of the file to lower free pages.

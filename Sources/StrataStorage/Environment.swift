@@ -11,7 +11,8 @@ import Synchronization
 
 /// `@unchecked Sendable`: every stored property is immutable or synchronised: `writer` is a Mutex,
 /// `writerThread` an atomic, and the file, lock file, reader table and map table are Sendable;
-/// `freeScanHint` and `compactionSchedule` are only touched by the write transaction, which holds `writer`.
+/// `idleCompaction` a Mutex, `writersWaiting` an atomic; `freeScanHint` and `compactionSchedule` are
+/// only touched by the write transaction, which holds `writer`.
 final class Environment: @unchecked Sendable {
     let file: FileIO
     let lockFile: FileIO?
@@ -41,6 +42,11 @@ final class Environment: @unchecked Sendable {
     nonisolated(unsafe) var freeScanHint: FreeScanHint?
     /// Written and read only by the writer, like `freeScanHint` (Compaction.swift).
     nonisolated(unsafe) var compactionSchedule = CompactionSchedule()
+    /// Idle-time compaction's timer (IdleCompaction.swift).
+    let idleCompaction = Mutex(IdleCompactionState())
+    /// Threads of this process waiting in `Store.write` for the writer lock: idle-time compaction
+    /// gives way to them.
+    let writersWaiting = Atomic<Int>(0)
     /// Zeros the file grows by (see `growFile`).
     var zeroBlock: UnsafeRawBufferPointer { ZeroBlock.shared.bytes }
     private let lockFileMap: (address: UInt, length: Int)?

@@ -197,14 +197,12 @@ public final class Store: Sendable {
         if env.writerThread.load(ordering: .relaxed) == me {
             throw StorageError.nestedWrite
         }
-        return try env.writer.withLock { _ throws -> R in
-            env.writerThread.store(me, ordering: .relaxed)
-            defer { env.writerThread.store(0, ordering: .relaxed) }
-            if let lockFile = env.lockFile {
-                _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
-            }
-            defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
-            try env.discardUnpublishedMeta()
+        env.writersWaiting.add(1, ordering: .relaxed)
+        var waiting = true
+        defer { if waiting { env.writersWaiting.subtract(1, ordering: .relaxed) } }
+        let outcome = try withWriterLocks(waitForOtherProcesses: true) { () throws -> R in
+            env.writersWaiting.subtract(1, ordering: .relaxed)
+            waiting = false
             let txn = try WriteTransaction(
                 env: env, durability: durability ?? self.durability, memory: transactionMemory,
                 compaction: compaction)
@@ -213,12 +211,34 @@ public final class Store: Sendable {
                 if !txn.isFinished {
                     try txn.commit()
                     if txn.wantsFollowUp { followUpCompaction(durability: txn.durability) }
+                    noteCommitForIdleCompaction(leavesHoles: txn.leavesHoles)
                 }
                 return result
             } catch {
                 txn.abort()
                 throw error
             }
+        }
+        // Waiting for other processes, `withWriterLocks` always runs the body.
+        guard let outcome else { throw StorageError.internalError("the writer lock was not taken") }
+        return outcome
+    }
+
+    /// Runs `body` holding this process's writer lock and, for a file other processes can open,
+    /// the lock file's writer byte. Returns nil, without running `body`, when
+    /// `waitForOtherProcesses` is false and another process holds that byte.
+    func withWriterLocks<R>(waitForOtherProcesses: Bool, _ body: () throws -> R) throws -> R? {
+        let me = currentThreadHash()
+        return try env.writer.withLock { _ throws -> R? in
+            env.writerThread.store(me, ordering: .relaxed)
+            defer { env.writerThread.store(0, ordering: .relaxed) }
+            if let lockFile = env.lockFile {
+                let locked = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: waitForOtherProcesses)
+                if !locked { return nil }
+            }
+            defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
+            try env.discardUnpublishedMeta()
+            return try body()
         }
     }
 }

@@ -364,3 +364,109 @@ extension CompactionTests {
         #expect(full.freeFractionByEighth == sizes.map { $0 == 0 ? 0 : 1 }, "\(sizes)")
     }
 }
+
+extension CompactionTests {
+    /// Deletes half the keys of `fill` at random, then rewrites every key left: each commit copies
+    /// most leaves, so the live pages end up spread over a file about twice their size. Returns
+    /// what the tree holds.
+    static func spreadOut(_ store: Store, seed: UInt64) throws -> [[UInt8]: [UInt8]] {
+        var model: [[UInt8]: [UInt8]] = [:]
+        for k in 0..<40_000 { model[bigEndianKey(UInt64(k))] = Self.value(k, generation: 0) }
+        var random = SplitMix(seed: seed)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 where random.below(2) == 0 {
+                _ = try tree.delete(bigEndianKey(UInt64(k)))
+                model[bigEndianKey(UInt64(k))] = nil
+            }
+        }
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for (key, _) in model {
+                let k = Int(key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+                try tree.put(key, Self.value(k, generation: 1))
+                model[key] = Self.value(k, generation: 1)
+            }
+        }
+        return model
+    }
+
+    /// The bytes of the pages in use, and the file's size.
+    static func liveAndFile(_ store: Store, _ path: String) throws -> (live: UInt64, file: UInt64) {
+        let stats = try store.stats()
+        return (stats.usedPages * UInt64(stats.pageSize), fileSizeOf(path))
+    }
+
+    /// Once the writes stop, a background thread compacts a file its last commits left full of
+    /// holes (IdleCompaction.swift): without another write, it ends within 1.5 times its live
+    /// pages, with every entry intact; with `idleDelay` nil it stays as the commits left it.
+    @Test func aFileLeftWithHolesShrinksOnceTheWritingStops() throws {
+        let seed: UInt64 = 4_242
+        var results: [Bool: (live: UInt64, file: UInt64, commits: UInt64)] = [:]
+        for idle in [false, true] {
+            let path = temporaryPath()
+            defer { removeStoreFiles(path) }
+            var options = StoreOptions(durability: .noSync)
+            options.compaction.idleDelay = idle ? .milliseconds(100) : nil
+            let store = try Store(path: path, options: options)
+            try Self.fill(store)
+            let model = try Self.spreadOut(store, seed: seed)
+            let version = store.latestVersion
+            let spread = try Self.liveAndFile(store, path)
+            #expect(spread.file * 2 > spread.live * 3, "idle \(idle), seed \(seed): the writes left no holes to fill: \(spread)")
+            // Wait for the file to be compact (idle), or long enough that it would have been.
+            let deadline = ContinuousClock.now + .seconds(idle ? 30 : 2)
+            var now = spread
+            while ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                now = try Self.liveAndFile(store, path)
+                if idle && now.file * 2 <= now.live * 3 { break }
+            }
+            results[idle] = (now.live, now.file, store.latestVersion - version)
+            #expect(try store.read { try Self.contents($0) } == model, "idle \(idle), seed \(seed)")
+            try Self.expectHealthy(store, "idle \(idle), seed \(seed)")
+            store.close()
+        }
+        print("Idle compaction: \(results)")
+        let idle = try #require(results[true]), off = try #require(results[false])
+        #expect(idle.file * 2 <= idle.live * 3, "with idle compaction: file \(idle.file) bytes vs \(idle.live) live")
+        #expect(idle.commits > 0)
+        #expect(off.commits == 0, "without idle compaction, nothing was written in the background")
+        #expect(off.file * 2 > off.live * 3, "the control shrank without idle compaction: \(off)")
+    }
+
+    /// Writes keep working, and stay exact, while idle compaction commits between them: a writer
+    /// that pauses longer than the idle delay, again and again, against a plain dictionary.
+    @Test func writesBetweenIdleCompactionsMatchTheModel() throws {
+        let seed: UInt64 = 77
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction.idleDelay = .milliseconds(20)
+        let store = try Store(path: path, options: options)
+        try Self.fill(store)
+        var model = try Self.spreadOut(store, seed: seed)
+        var random = SplitMix(seed: seed)
+        for round in 0..<30 {
+            try store.write { txn in
+                let tree = try txn.createTree("data")
+                for _ in 0..<200 {
+                    let k = random.below(40_000)
+                    let key = bigEndianKey(UInt64(k))
+                    if random.below(3) == 0 {
+                        _ = try tree.delete(key)
+                        model[key] = nil
+                    } else {
+                        try tree.put(key, Self.value(k, generation: round + 2))
+                        model[key] = Self.value(k, generation: round + 2)
+                    }
+                }
+            }
+            // Sometimes long enough for the background thread to start compacting.
+            Thread.sleep(forTimeInterval: random.below(3) == 0 ? 0.04 : 0.001)
+            #expect(try store.read { try Self.contents($0) } == model, "seed \(seed), round \(round)")
+        }
+        try Self.expectHealthy(store, "seed \(seed)")
+        store.close()
+    }
+}
