@@ -45,7 +45,8 @@ public struct CommitEvent: Sendable, Equatable {
 }
 
 /// Listeners of the commits made to one file: through any handle of it in this process (called by
-/// the committing thread) and by other processes (called by the commit watcher's thread).
+/// the committing thread, which for idle-time compaction is a background thread) and by other
+/// processes (called by the commit watcher's thread).
 final class CommitListeners: Sendable {
     private let listeners = Mutex<(next: UInt64, all: [UInt64: @Sendable (CommitEvent) -> Void])>((1, [:]))
     /// Told when the first listener arrives and when the last one leaves (the commit watcher).

@@ -275,8 +275,8 @@ extension WriteTransaction {
     /// After the commit is durable: gives the file's unused end back to the file system, in steps.
     /// The file is cut only once it holds two growth steps (`growthStep`) beyond its pages, so that
     /// a workload growing and shrinking around one size does not cut and regrow it on every
-    /// commit; it keeps an eighth of its pages beyond them. A commit made only to compact cuts
-    /// down to that eighth at once. Skipped, and tried again at a later
+    /// commit; it keeps an eighth of its pages beyond them. An idle-time compaction commit and
+    /// `Store.compact()` cut down to that eighth at once. Skipped, and tried again at a later
     /// commit, while an unregistered snapshot holds the shrink lock. Failure here loses nothing
     /// (the commit is done): the file just stays larger.
     func returnFreeTail() {
@@ -284,9 +284,9 @@ extension WriteTransaction {
         let needed = pageCount * UInt64(pageSize)
         let step = WriteTransaction.growthStep(needed: needed)
         let target = (needed + needed / 8 + UInt64(pageSize) - 1) / UInt64(pageSize) * UInt64(pageSize)
-        // A compaction commit of its own (idle, follow-up, `compact()`) runs when the writes have
-        // stopped or shrunk the data: it cuts whatever lies past the target.
-        guard fileSize > (compactNow || forceCompaction ? target : needed + 2 * step) else { return }
+        // An idle-time compaction commit or `compact()` runs when the writes have stopped: it cuts
+        // whatever lies past the target.
+        guard fileSize > (cutsToFit || forceCompaction ? target : needed + 2 * step) else { return }
         let file = env.file
         // The meta that stopped needing the tail must be on disk before the tail goes: else a
         // crash could bring back the previous meta, whose pages would lie past the end.

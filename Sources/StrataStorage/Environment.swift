@@ -44,8 +44,8 @@ final class Environment: @unchecked Sendable {
     nonisolated(unsafe) var compactionSchedule = CompactionSchedule()
     /// Idle-time compaction's timer (IdleCompaction.swift).
     let idleCompaction = Mutex(IdleCompactionState())
-    /// Threads of this process waiting in `Store.write` for the writer lock: idle-time compaction
-    /// gives way to them.
+    /// Threads of this process in `Store.write`, waiting for the writer lock or writing: idle-time
+    /// compaction gives way to them.
     let writersWaiting = Atomic<Int>(0)
     /// Zeros the file grows by (see `growFile`).
     var zeroBlock: UnsafeRawBufferPointer { ZeroBlock.shared.bytes }

@@ -23,15 +23,19 @@ struct IdleCompactionState {
     var pending = false
     /// When the last commit made through this process ended.
     var lastCommit = ContinuousClock.now
+    /// The page count at which the last idle episode could neither move nor trim anything (a
+    /// snapshot held the pages, or what is left cannot move): commits that leave the file at that
+    /// size do not arm the timer again, so that an idle file is not rewritten for nothing.
+    var stuckAt: UInt64?
 }
 
 extension Store {
     /// Called after every commit made through `write`: notes the time, and arms the timer when
     /// the commit left holes and none is armed.
-    func noteCommitForIdleCompaction(leavesHoles: Bool) {
+    func noteCommitForIdleCompaction(leavesHoles: Bool, pageCount: UInt64) {
         let arm = env.idleCompaction.withLock { state -> Bool in
             state.lastCommit = .now
-            guard leavesHoles, !state.pending, compaction.isEnabled, compaction.idleDelay != nil else { return false }
+            guard leavesHoles, !state.pending, compaction.isEnabled, compaction.idleDelay != nil, state.stuckAt != pageCount else { return false }
             state.pending = true
             return true
         }
@@ -40,8 +44,17 @@ extension Store {
         }
     }
 
-    /// Starts the timer thread. It holds the store and its file only while it looks, never while
-    /// it sleeps, so that releasing the last handle closes the file at once.
+    /// What the timer thread does next.
+    private enum IdleStep {
+        case sleep(Duration)
+        /// Compact: no commit has ended since `since`.
+        case compact(since: ContinuousClock.Instant)
+        case stop
+    }
+
+    /// Starts the timer thread. It holds the store and its file only while it looks or makes one
+    /// commit, never while it sleeps or between commits, so that releasing the last handle closes
+    /// the file soon.
     private func startIdleTimer() -> Bool {
         final class Handles: Sendable {
             weak let store: Store?
@@ -54,44 +67,59 @@ extension Store {
         let handles = Handles(self)
         return startThread(name: "strata.compact") {
             while true {
-                guard let wait = Store.idleWait(handles.store, handles.env) else { return }
-                if wait > .zero { sleep(for: wait) }
+                switch Store.idleStep(handles.store, handles.env) {
+                case .stop:
+                    return
+                case .sleep(let wait):
+                    sleep(for: wait)
+                case .compact(let since):
+                    var progressed = false
+                    for _ in 0..<10_000 {
+                        guard let store = handles.store, let moved = store.idleCompactionCommit(since: since) else { return }
+                        if !moved {
+                            if !progressed, let store = handles.store { store.noteStuck() }
+                            return
+                        }
+                        progressed = true
+                    }
+                    return
+                }
             }
         }
     }
 
-    /// One look of the timer thread: how long to sleep before looking again, or nil when it is
-    /// done (it compacted, or the store is gone).
-    private static func idleWait(_ store: Store?, _ env: Environment?) -> Duration? {
+    /// One look of the timer thread.
+    private static func idleStep(_ store: Store?, _ env: Environment?) -> IdleStep {
         guard let store, !store.closedFlag, let delay = store.compaction.idleDelay else {
             env?.idleCompaction.withLock { $0.pending = false }
-            return nil
+            return .stop
         }
-        let wait = store.env.idleCompaction.withLock { state -> Duration? in
+        return store.env.idleCompaction.withLock { state -> IdleStep in
             let quiet = ContinuousClock.now - state.lastCommit
-            if quiet < delay { return delay - quiet }
+            if quiet < delay { return .sleep(delay - quiet) }
             state.pending = false
-            return nil
-        }
-        if let wait { return wait }
-        store.compactWhileIdle()
-        return nil
-    }
-
-    /// Compaction commits until the file is compact, or until someone else wants to write.
-    func compactWhileIdle() {
-        let started = env.idleCompaction.withLock { $0.lastCommit }
-        for _ in 0..<10_000 {
-            if closedFlag || env.writersWaiting.load(ordering: .relaxed) > 0 { return }
-            // A commit since: it armed the timer again if it left holes.
-            if env.idleCompaction.withLock({ $0.lastCommit }) != started { return }
-            guard (try? idleCompactionCommit()) == true else { return }
+            return .compact(since: state.lastCommit)
         }
     }
 
-    /// One compaction commit, if one would move or trim pages. Returns whether it did.
-    func idleCompactionCommit() throws -> Bool {
-        let done = try withWriterLocks(waitForOtherProcesses: false) { () throws -> Bool in
+    /// The first idle commit of an episode moved and trimmed nothing: remember the page count.
+    private func noteStuck() {
+        let count = try? read { $0.meta.pageCount }
+        env.idleCompaction.withLock { $0.stuckAt = count }
+    }
+
+    /// One compaction commit, if one would move or trim pages and the writes are still stopped
+    /// (no commit has ended since `since`, no thread of this process is writing or waiting to).
+    /// Returns whether it moved or trimmed pages, or nil when the episode should end.
+    func idleCompactionCommit(since: ContinuousClock.Instant) -> Bool? {
+        if closedFlag { return nil }
+        let quiet = { [env] in
+            env.writersWaiting.load(ordering: .relaxed) == 0 && env.idleCompaction.withLock { $0.lastCommit } == since
+        }
+        guard quiet() else { return nil }  // a commit since: it armed the timer again if it left holes
+        let done = try? withWriterLocks(waitForOtherProcesses: false) { () throws -> Bool? in
+            // Looked at again under the lock: a writer may have come while this thread waited.
+            guard quiet() else { return nil }
             let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
             do {
                 guard try txn.idleCompactionIsDue() else {
@@ -99,6 +127,7 @@ extension Store {
                     return false
                 }
                 txn.compactNow = true
+                txn.cutsToFit = true
                 try txn.commit()
                 return txn.movedPages > 0 || txn.trimmedPages > 0
             } catch {
@@ -106,12 +135,14 @@ extension Store {
                 throw error
             }
         }
-        return done ?? false  // nil: another process is writing; its commits compact too
+        // nil: an error, or another process is writing (its commits compact too).
+        return done ?? nil
     }
 }
 
 private func sleep(for duration: Duration) {
     let (seconds, attoseconds) = duration.components
-    let micros = max(0, seconds) * 1_000_000 + max(0, attoseconds) / 1_000_000_000_000
-    usleep(UInt32(min(micros, 1_000_000)))  // at most a second at a time: the caller looks again
+    // At most a second at a time: the caller looks again.
+    let micros = seconds >= 1 ? 1_000_000 : max(0, attoseconds) / 1_000_000_000_000
+    usleep(UInt32(micros))
 }

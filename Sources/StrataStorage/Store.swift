@@ -197,12 +197,10 @@ public final class Store: Sendable {
         if env.writerThread.load(ordering: .relaxed) == me {
             throw StorageError.nestedWrite
         }
+        // Counted from before the lock until the commit is done: idle-time compaction gives way.
         env.writersWaiting.add(1, ordering: .relaxed)
-        var waiting = true
-        defer { if waiting { env.writersWaiting.subtract(1, ordering: .relaxed) } }
+        defer { env.writersWaiting.subtract(1, ordering: .relaxed) }
         let outcome = try withWriterLocks(waitForOtherProcesses: true) { () throws -> R in
-            env.writersWaiting.subtract(1, ordering: .relaxed)
-            waiting = false
             let txn = try WriteTransaction(
                 env: env, durability: durability ?? self.durability, memory: transactionMemory,
                 compaction: compaction)
@@ -211,7 +209,7 @@ public final class Store: Sendable {
                 if !txn.isFinished {
                     try txn.commit()
                     if txn.wantsFollowUp { followUpCompaction(durability: txn.durability) }
-                    noteCommitForIdleCompaction(leavesHoles: txn.leavesHoles)
+                    noteCommitForIdleCompaction(leavesHoles: txn.leavesHoles, pageCount: txn.pageCount)
                 }
                 return result
             } catch {

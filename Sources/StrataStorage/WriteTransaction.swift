@@ -64,6 +64,9 @@ public final class WriteTransaction {
     /// Set for `Store.followUpCompaction`: this commit checks for a free tail and holes now, and
     /// commits even if nothing else changed.
     var compactNow = false
+    /// Set for idle-time compaction: once durable, the commit cuts the file down to its pages and
+    /// an eighth, without the slack that keeps ordinary commits from cutting and regrowing it.
+    var cutsToFit = false
     /// What compaction did in this transaction (for tests and statistics).
     var movedPages = 0
     var trimmedPages = 0

@@ -251,9 +251,12 @@ final class WeakEnvironmentRef {
     init(_ environment: Environment) { self.environment = environment }
 }
 
-/// Opens `path` with its page file seen through a new `FaultyFile`.
+/// Opens `path` with its page file seen through a new `FaultyFile`. Without idle-time compaction:
+/// a background commit would use up a fault armed for the test's own next commit.
 func openFaulty(_ path: String, _ options: StoreOptions) throws -> (Store, FaultyFile) {
     var created: FaultyFile?
+    var options = options
+    options.compaction.idleDelay = nil
     let store = try Store(path: path, options: options) { inner in
         let faulty = FaultyFile(inner)
         created = faulty
