@@ -141,9 +141,10 @@ extension WriteTransaction {
     private var movingThreshold: Int { max(16, Int(Double(pageCount) * compaction.freeFraction)) }
 
     /// Whether this commit leaves the file with holes for idle-time compaction to fill: its check
-    /// found more than `freeFraction` free, or it freed a large part of the file.
+    /// found more than `freeFraction` free, or it freed a sixteenth of the file or more (what also
+    /// makes the next commit check).
     var leavesHoles: Bool {
-        compaction.isEnabled && (env.compactionSchedule.moving || wantsFollowUp)
+        compaction.isEnabled && (env.compactionSchedule.moving || freed.count >= max(64, Int(base.pageCount / 16)))
     }
 
     /// Whether an idle-time compaction commit would move or trim pages now.
