@@ -113,7 +113,7 @@ extension WriteTransaction {
         var schedule = env.compactionSchedule
         defer {
             // A commit that frees many pages makes the next one look (they are reusable only then).
-            if freed.count >= max(64, Int(base.pageCount / 16)) { schedule.commitsUntilCheck = 0 }
+            if freedMuch { schedule.commitsUntilCheck = 0 }
             env.compactionSchedule = schedule
         }
         let readers = allocator.sortedReaders
@@ -140,18 +140,21 @@ extension WriteTransaction {
     /// Reusable free pages above which commits move pages (`Compaction.freeFraction` of the file).
     private var movingThreshold: Int { max(16, Int(Double(pageCount) * compaction.freeFraction)) }
 
+    /// Whether this commit freed a sixteenth of the file or more: they are reusable at the next
+    /// commit, which then checks for holes and a free tail.
+    private var freedMuch: Bool { freed.count >= max(64, Int(base.pageCount / 16)) }
+
     /// Whether this commit leaves the file with holes for idle-time compaction to fill: its check
-    /// found more than `freeFraction` free, or it freed a sixteenth of the file or more (what also
-    /// makes the next commit check).
+    /// found more than `freeFraction` free, or it freed much (`freedMuch`).
     var leavesHoles: Bool {
-        compaction.isEnabled && (env.compactionSchedule.moving || freed.count >= max(64, Int(base.pageCount / 16)))
+        compaction.isEnabled && (env.compactionSchedule.moving || freedMuch)
     }
 
     /// Whether an idle-time compaction commit would move or trim pages now.
     func idleCompactionIsDue() throws -> Bool {
         guard compaction.isEnabled else { return false }
-        try allocator.loadAll()
-        return allocator.reusablePages.count + spare.count > movingThreshold || pageCount - freeTailStart() >= 256
+        let tail = try freeTailPages()  // loads the whole free list
+        return allocator.reusablePages.count + spare.count > movingThreshold || tail >= 256
     }
 
     /// Copies up to `budget` live pages from the end of the file to lower free pages.

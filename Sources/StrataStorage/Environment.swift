@@ -11,7 +11,7 @@ import Synchronization
 
 /// `@unchecked Sendable`: every stored property is immutable or synchronised: `writer` is a Mutex,
 /// `writerThread` an atomic, and the file, lock file, reader table and map table are Sendable;
-/// `idleCompaction` a Mutex, `writersWaiting` an atomic; `freeScanHint` and `compactionSchedule` are
+/// `idleCompaction` a Mutex, `activeWriters` an atomic; `freeScanHint` and `compactionSchedule` are
 /// only touched by the write transaction, which holds `writer`.
 final class Environment: @unchecked Sendable {
     let file: FileIO
@@ -46,7 +46,7 @@ final class Environment: @unchecked Sendable {
     let idleCompaction = Mutex(IdleCompactionState())
     /// Threads of this process in `Store.write`, waiting for the writer lock or writing: idle-time
     /// compaction gives way to them.
-    let writersWaiting = Atomic<Int>(0)
+    let activeWriters = Atomic<Int>(0)
     /// Zeros the file grows by (see `growFile`).
     var zeroBlock: UnsafeRawBufferPointer { ZeroBlock.shared.bytes }
     private let lockFileMap: (address: UInt, length: Int)?

@@ -77,7 +77,7 @@ extension Store {
                     for _ in 0..<10_000 {
                         guard let store = handles.store, let moved = store.idleCompactionCommit(since: since) else { return }
                         if !moved {
-                            if !progressed, let store = handles.store { store.noteStuck() }
+                            if !progressed { store.noteStuck() }
                             return
                         }
                         progressed = true
@@ -114,7 +114,7 @@ extension Store {
     func idleCompactionCommit(since: ContinuousClock.Instant) -> Bool? {
         if closedFlag { return nil }
         let quiet = { [env] in
-            env.writersWaiting.load(ordering: .relaxed) == 0 && env.idleCompaction.withLock { $0.lastCommit } == since
+            env.activeWriters.load(ordering: .relaxed) == 0 && env.idleCompaction.withLock { $0.lastCommit } == since
         }
         guard quiet() else { return nil }  // a commit since: it armed the timer again if it left holes
         let done = try? withWriterLocks(waitForOtherProcesses: false) { () throws -> Bool? in

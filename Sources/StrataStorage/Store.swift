@@ -198,8 +198,8 @@ public final class Store: Sendable {
             throw StorageError.nestedWrite
         }
         // Counted from before the lock until the commit is done: idle-time compaction gives way.
-        env.writersWaiting.add(1, ordering: .relaxed)
-        defer { env.writersWaiting.subtract(1, ordering: .relaxed) }
+        env.activeWriters.add(1, ordering: .relaxed)
+        defer { env.activeWriters.subtract(1, ordering: .relaxed) }
         let outcome = try withWriterLocks(waitForOtherProcesses: true) { () throws -> R in
             let txn = try WriteTransaction(
                 env: env, durability: durability ?? self.durability, memory: transactionMemory,

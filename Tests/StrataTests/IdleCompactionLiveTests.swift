@@ -19,15 +19,7 @@ struct IdleCompactionLiveTests {
 
         let inbox = Inbox<Delivery>()
         let query = db.objects(Item.self).filter(#Predicate { $0.category < 3 }).sorted(by: SortDescriptor(\.id))
-        let token = query.observe(on: DispatchQueue(label: "idle-observer")) { change in
-            switch change {
-            case .initial(let r):
-                inbox.append(Delivery(initial: true, objects: Array(r), version: r.version ?? 0, deletions: [], insertions: [], modifications: []))
-            case .update(let r, let d, let i, let m):
-                inbox.append(Delivery(initial: false, objects: Array(r), version: r.version ?? 0, deletions: d, insertions: i, modifications: m))
-            case .error(let error): Issue.record("\(error)")
-            }
-        }
+        let token = inbox.observe(query, context: "idle compaction")
         defer { token.invalidate() }
         #expect(inbox.wait { $0.count == 1 })
 

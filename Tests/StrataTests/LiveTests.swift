@@ -42,6 +42,22 @@ struct Delivery: Sendable {
     var modifications: [Int]
 }
 
+extension Inbox where T == Delivery {
+    /// Observes `query` on a queue of its own, keeping every delivery as plain values; an error is
+    /// recorded as an issue, prefixed with `context`.
+    func observe(_ query: Results<Item>, context: String) -> NotificationToken {
+        query.observe(on: DispatchQueue(label: "observer")) { change in
+            switch change {
+            case .initial(let r):
+                self.append(Delivery(initial: true, objects: Array(r), version: r.version ?? 0, deletions: [], insertions: [], modifications: []))
+            case .update(let r, let d, let i, let m):
+                self.append(Delivery(initial: false, objects: Array(r), version: r.version ?? 0, deletions: d, insertions: i, modifications: m))
+            case .error(let error): Issue.record("\(context): \(error)")
+            }
+        }
+    }
+}
+
 struct ChangeSetTests {
     @Test func randomChangeSetsRebuildTheNewArray() {
         var rng = SeededRandom(seed: 4242)
@@ -85,18 +101,7 @@ struct LiveResultsTests {
         // Each delivered Results keeps its snapshot (a reader slot) alive: keep arrays, not Results.
         let inboxes = queries.map { _ in Inbox<Delivery>() }
         var tokens: [NotificationToken] = []
-        for (query, inbox) in zip(queries, inboxes) {
-            tokens.append(
-                query.observe(on: DispatchQueue(label: "observer")) { change in
-                    switch change {
-                    case .initial(let r):
-                        inbox.append(Delivery(initial: true, objects: Array(r), version: r.version ?? 0, deletions: [], insertions: [], modifications: []))
-                    case .update(let r, let d, let i, let m):
-                        inbox.append(Delivery(initial: false, objects: Array(r), version: r.version ?? 0, deletions: d, insertions: i, modifications: m))
-                    case .error(let error): Issue.record("seed \(seed): \(error)")
-                    }
-                })
-        }
+        for (query, inbox) in zip(queries, inboxes) { tokens.append(inbox.observe(query, context: "seed \(seed)")) }
         for round in 0..<500 {
             try db.write { tx in
                 for _ in 0..<(1 + rng.below(4)) {
