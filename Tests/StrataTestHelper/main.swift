@@ -259,7 +259,9 @@ func dieInWrite(_ args: [String]) throws {
 
 func objectsWriter(_ args: [String]) throws {
     guard args.count >= 3, let seed = UInt64(args[1]), let count = Int(args[2]) else { usage() }
-    let db = try Database(path: args[0], models: [SharedNote.self], options: StoreOptions(durability: .noSync))
+    var options = StoreOptions(durability: .noSync)
+    options.compaction.idleDelay = nil  // the tests that run this count every commit
+    let db = try Database(path: args[0], models: [SharedNote.self], options: options)
     var present: [Int: SharedNote] = [:]
     for note in try db.objects(SharedNote.self).fetch() where note.id < 100_000 { present[note.id] = note }
     if args.dropFirst(3).contains("--gate") {
@@ -277,7 +279,9 @@ func objectsWriter(_ args: [String]) throws {
 
 func objectsSetScore(_ args: [String]) throws {
     guard args.count == 3, let id = Int(args[1]), let score = Double(args[2]) else { usage() }
-    let db = try Database(path: args[0], models: [SharedNote.self], options: StoreOptions(durability: .noSync))
+    var options = StoreOptions(durability: .noSync)
+    options.compaction.idleDelay = nil  // the tests that run this count every commit
+    let db = try Database(path: args[0], models: [SharedNote.self], options: options)
     try db.write { tx in _ = try tx.update(SharedNote.self, key: id) { $0.score = score } }
     say("done")
 }

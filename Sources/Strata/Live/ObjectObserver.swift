@@ -103,6 +103,9 @@ extension Database {
                     models.insert(String(name))
                 }
             }
+            // A commit that changed no model's trees (idle-time compaction trimming the file, or
+            // moving only the engine's own pages) has nothing to say here.
+            if models.isEmpty { return }
             let change = DatabaseChange(version: event.txnid, models: models, isFromOtherProcess: event.isFromOtherProcess)
             queue.async {
                 guard active.load(ordering: .sequentiallyConsistent), !store.isClosed else { return }
