@@ -84,9 +84,11 @@ extension Database {
         }
     }
 
-    /// Calls `block` on `queue` after every commit to this file, with its version and the models it
-    /// changed: the commits made through any handle of it in this process, one by one, and those
-    /// of other processes (`isFromOtherProcess`), found within milliseconds of their commit.
+    /// Calls `block` on `queue` after every commit to this file that changed a model's trees, with
+    /// its version and the models it changed: the commits made through any handle of it in this
+    /// process, one by one, and those of other processes (`isFromOtherProcess`), found within
+    /// milliseconds of their commit. (Idle-time compaction's commits that only trim the file are
+    /// not reported; versions may therefore skip.)
     ///
     /// ```swift
     /// let token = db.observeCommits { change in print(change.version, change.models) }
