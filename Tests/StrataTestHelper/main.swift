@@ -299,8 +299,38 @@ func objectsChurn(_ args: [String]) throws {
     }
 }
 
+/// Exits once the test process that started this helper is gone (its parent then changes, to init
+/// or a subreaper): a test run that crashed or was killed must not leave helpers behind, writing
+/// or checking in a loop for hours and loading the machine every later measurement runs on.
+func exitWhenOrphaned() {
+    let parent = getppid()
+    let argument = UnsafeMutableRawPointer(bitPattern: Int(parent))
+    #if canImport(Darwin)
+    var thread: pthread_t?
+    let started = pthread_create(
+        &thread, nil,
+        { argument in
+            let parent = pid_t(truncatingIfNeeded: Int(bitPattern: argument))
+            while getppid() == parent { usleep(200_000) }
+            _exit(7)
+        }, argument)
+    if started == 0, let thread { pthread_detach(thread) }
+    #else
+    var thread = pthread_t()
+    let started = pthread_create(
+        &thread, nil,
+        { argument in
+            let parent = pid_t(truncatingIfNeeded: Int(bitPattern: argument))
+            while getppid() == parent { usleep(200_000) }
+            _exit(7)
+        }, argument)
+    if started == 0 { pthread_detach(thread) }
+    #endif
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else { usage() }
+exitWhenOrphaned()
 do {
     switch command {
     case "commit-loop": try commitLoop(Array(arguments.dropFirst()))
