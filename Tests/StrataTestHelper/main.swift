@@ -45,6 +45,7 @@
 //       0 when both checksums agree, 1 when they differ. With --read-only, through a read-only store;
 //       "recheck changed" when a writer reused its pages (fileChangedDuringRead).
 
+import Foundation
 import StrataStorage
 import Strata
 import StrataTestWorkloads
@@ -304,28 +305,10 @@ func objectsChurn(_ args: [String]) throws {
 /// or checking in a loop for hours and loading the machine every later measurement runs on.
 func exitWhenOrphaned() {
     let parent = getppid()
-    let argument = UnsafeMutableRawPointer(bitPattern: Int(parent))
-    #if canImport(Darwin)
-    var thread: pthread_t?
-    let started = pthread_create(
-        &thread, nil,
-        { argument in
-            let parent = pid_t(truncatingIfNeeded: Int(bitPattern: argument))
-            while getppid() == parent { usleep(200_000) }
-            _exit(7)
-        }, argument)
-    if started == 0, let thread { pthread_detach(thread) }
-    #else
-    var thread = pthread_t()
-    let started = pthread_create(
-        &thread, nil,
-        { argument in
-            let parent = pid_t(truncatingIfNeeded: Int(bitPattern: argument))
-            while getppid() == parent { usleep(200_000) }
-            _exit(7)
-        }, argument)
-    if started == 0 { pthread_detach(thread) }
-    #endif
+    Thread.detachNewThread {
+        while getppid() == parent { usleep(200_000) }
+        _exit(7)
+    }
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
