@@ -348,7 +348,6 @@ public struct WriteTree {
         // may read this tree, or even write to the transaction, which makes the recorded path stale.
         let version = txn.pages.version
         try inspect(try txn.pages.resolve(try txn.pages.node(leaf).value(index)))
-        try check()  // (`inspect` may have aborted the transaction or dropped the tree)
         if txn.pages.version != version { return try delete(key) }
         try txn.removeFound(&state.info, leaf: leaf, index: index)
         state.modified = true

@@ -59,13 +59,6 @@ import Foundation
             }
             #expect(t.count == model.count)
         }
-        // An inspector that aborts the transaction: nothing more is written.
-        #expect(throws: StorageError.transactionFinished) {
-            try store.write { txn in
-                let t = try #require(try txn.tree("t"))
-                try bigEndianKey(1).withUnsafeBytes { k in _ = try t.delete(k) { _ in txn.abort() } }
-            }
-        }
         #expect(try contents(of: store) == ["t": model])
         let report = try store.check()
         #expect(report.isOK, "\(report.problems.prefix(4).map(\.description))")
