@@ -331,22 +331,18 @@ extension WriteTransaction {
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     func delete(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer) throws -> Bool {
-        guard let (leaf, index) = try findForDelete(tree.root, key: key) else { return false }
-        try removeFound(&tree, leaf: leaf, index: index)
-        return true
+        try delete(&tree, key: key, inspect: { _ in })
     }
 
-    /// The leaf and slot holding `key`, with the path to it recorded for `removeFound`; nil when
-    /// the key is not there. One descent, and nothing is copied for a missing key.
-    func findForDelete(_ root: PageNo, key: UnsafeRawBufferPointer) throws -> (leaf: PageNo, index: Int)? {
-        if key.count == 0 || root == 0 { return nil }
-        let (leaf, index, found) = try findPath(root, key: key)
-        return found ? (leaf, index) : nil
-    }
-
-    /// Removes the entry `findForDelete` found, along the path it recorded: nothing may have
-    /// written to the transaction in between (`pages.version` tells).
-    func removeFound(_ tree: inout TreeInfo, leaf leafPage: PageNo, index: Int) throws {
+    /// Removes `key`. Returns false when it was not there. `inspect` sees the value first, before
+    /// anything is written (so that throwing from it leaves the tree untouched).
+    @discardableResult
+    func delete(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer, inspect: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        if key.count == 0 || tree.root == 0 { return false }
+        // One descent: it records the path, and only a key that is there makes copies of it.
+        let (leafPage, index, found) = try findPath(tree.root, key: key)
+        if !found { return false }
+        try inspect(try pages.resolve(try pages.node(leafPage).value(index)))
         pages.version &+= 1
         let (pgno, page) = try touchRecordedPath(&tree, leaf: leafPage)
         // (A copy has its source's entries in the same slots, so `index` still points at the key.)
@@ -356,6 +352,7 @@ extension WriteTransaction {
         tree.count &-= 1  // wrapping: a corrupt count read from the file must not trap
         for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, -1) }
         try rebalance(level: path.count, pgno: pgno, tree: &tree)
+        return true
     }
 
     /// Merges an underfull page with a sibling when both fit in one page, then looks at the parent.

@@ -317,20 +317,12 @@ public struct WriteTree {
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
-        try check()
-        let deleted = try txn.delete(&state.info, key: key)
-        if deleted {
-            state.modified = true
-            state.noteChange(key)
-            try txn.spillIfNeeded()
-        }
-        return deleted
+        try delete(key, inspectingValue: { _ in })
     }
 
     /// Removes `key`, showing its value to `inspect` first, in the same descent of the tree;
     /// returns false (without calling `inspect`) when it was not there. The view is valid only
-    /// during the call, and throwing from `inspect` leaves the tree as it was. (Should `inspect`
-    /// write to the transaction, the key is looked for again after it, and deleted if still there.)
+    /// during the call, and throwing from `inspect` leaves the tree as it was.
     ///
     /// ```swift
     /// var removed: [UInt8]?
@@ -343,17 +335,13 @@ public struct WriteTree {
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer, inspectingValue inspect: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         try check()
-        guard let (leaf, index) = try txn.findForDelete(state.info.root, key: key) else { return false }
-        // Shown before anything is written, and outside any access to the tree's state: `inspect`
-        // may read this tree, or even write to the transaction, which makes the recorded path stale.
-        let version = txn.pages.version
-        try inspect(try txn.pages.resolve(try txn.pages.node(leaf).value(index)))
-        if txn.pages.version != version { return try delete(key) }
-        try txn.removeFound(&state.info, leaf: leaf, index: index)
-        state.modified = true
-        state.noteChange(key)
-        try txn.spillIfNeeded()
-        return true
+        let deleted = try txn.delete(&state.info, key: key, inspect: inspect)
+        if deleted {
+            state.modified = true
+            state.noteChange(key)
+            try txn.spillIfNeeded()
+        }
+        return deleted
     }
 
     /// Removes `key`. Returns false when it was not there.
