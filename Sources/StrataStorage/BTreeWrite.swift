@@ -331,22 +331,13 @@ extension WriteTransaction {
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     func delete(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer) throws -> Bool {
-        try delete(&tree, key: key, inspect: { _ in })
-    }
-
-    /// Removes `key`. Returns false when it was not there. `inspect` sees the value first, before
-    /// anything is written (so that throwing from it leaves the tree untouched).
-    @discardableResult
-    func delete(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer, inspect: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         if key.count == 0 || tree.root == 0 { return false }
-        // One descent: it records the path, and only a key that is there makes copies of it.
-        let (leafPage, index, found) = try findPath(tree.root, key: key)
-        if !found { return false }
-        try inspect(try pages.resolve(try pages.node(leafPage).value(index)))
+        if try pages.get(root: tree.root, key: key) == nil { return false }
         pages.version &+= 1
-        let (pgno, page) = try touchRecordedPath(&tree, leaf: leafPage)
-        // (A copy has its source's entries in the same slots, so `index` still points at the key.)
+        let (pgno, page) = try touchPath(&tree, key: key)
         let leaf = try Node(page, pgno: pgno, pageSize: pageSize)
+        let (index, found) = try leaf.leafSearch(key)
+        if !found { throw StorageError.internalError("key vanished between search and delete") }
         if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
         MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
         tree.count &-= 1  // wrapping: a corrupt count read from the file must not trap

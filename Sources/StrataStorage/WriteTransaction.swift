@@ -317,25 +317,8 @@ public struct WriteTree {
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
-        try delete(key, inspectingValue: { _ in })
-    }
-
-    /// Removes `key`, showing its value to `inspect` first, in the same descent of the tree;
-    /// returns false (without calling `inspect`) when it was not there. The view is valid only
-    /// during the call, and throwing from `inspect` leaves the tree as it was.
-    ///
-    /// ```swift
-    /// var removed: [UInt8]?
-    /// try store.write { txn in
-    ///     try Array("u1".utf8).withUnsafeBytes { key in
-    ///         _ = try txn.tree("users")?.delete(key) { value in removed = Array(value) }
-    ///     }
-    /// }
-    /// ```
-    @discardableResult
-    public func delete(_ key: UnsafeRawBufferPointer, inspectingValue inspect: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         try check()
-        let deleted = try txn.delete(&state.info, key: key, inspect: inspect)
+        let deleted = try txn.delete(&state.info, key: key)
         if deleted {
             state.modified = true
             state.noteChange(key)

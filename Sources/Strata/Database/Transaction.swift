@@ -277,18 +277,15 @@ public final class Transaction {
     /// Deletes the object stored under `keyBytes` and its index entries (read from the stored
     /// record: nothing is decoded).
     private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8]) throws -> Bool {
-        guard let records = try wrapStorage({ try txn.tree(info.recordTree) }) else { return false }
+        guard let records = try wrapStorage({ try txn.tree(info.recordTree) }),
+            let oldRecord = try wrapStorage({ try records.view(keyBytes) })
+        else { return false }
         if !maintainsIndexes || info.indexes.isEmpty { return try wrapStorage { try records.delete(keyBytes) } }
-        // The entries come from the record in the descent that removes it (nothing is written if
-        // they do not read), then go from the indexes.
-        var oldEntries: [(pairs: [IndexPair], words: Int)] = []
-        let deleted = try wrapStorage {
-            try keyBytes.withUnsafeBytes { key in
-                try records.delete(key) { record in oldEntries = try indexEntries(info, record, key: keyBytes) }
-            }
+        let oldEntries = try indexEntries(info, oldRecord, key: keyBytes)
+        try wrapStorage {
+            try applyIndexChanges(info, old: oldEntries, new: [])
+            _ = try records.delete(keyBytes)
         }
-        if !deleted { return false }
-        try wrapStorage { try applyIndexChanges(info, old: oldEntries, new: []) }
         return true
     }
 
