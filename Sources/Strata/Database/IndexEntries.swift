@@ -8,10 +8,8 @@ struct IndexPair: Hashable {
 
 /// An index resolved against the stored schema once per model, for the write path: a plain index
 /// on one top-level field that is not an array (most indexes) is then read from a record by its
-/// field id, with no path to split and no name to look up per object. A class: the write path
-/// reads a model's plans on every write, and copying a struct of strings and indirect enums
-/// costs more reference counting than the lookup it saves.
-final class IndexEntryPlan: Sendable {
+/// field id, with no path to split and no name to look up per object.
+struct IndexEntryPlan {
     let index: IndexSchema
     /// The indexed field's id and stored type, for such an index; nil: `IndexEntries.entries`.
     let direct: (id: Int, type: FieldType)?
