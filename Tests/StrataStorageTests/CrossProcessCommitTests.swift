@@ -51,11 +51,7 @@ final class EventLog: @unchecked Sendable {
         let helper = try strataTestHelperPath()
         let path = temporaryPath("cross-process-events")
         defer { removeStoreFiles(path) }
-        // Without idle-time compaction: its commits (after a pause under load) would not be the
-        // workload's, and the test counts every commit.
-        var options = StoreOptions(durability: .noSync)
-        options.compaction.idleDelay = nil
-        let store = try Store(path: path, options: options)
+        let store = try Store(path: path, options: .countingEveryCommit())
         let start = store.latestVersion
         let log = EventLog()
         let token = store.addCommitListener { log.append($0) }

@@ -149,9 +149,7 @@ func writer(_ args: [String]) throws {
     let id = args[1]
     let flags = args.dropFirst(3)
     if flags.contains(where: { $0 != "--durable" && $0 != "--gate" }) { usage() }
-    var options = StoreOptions(durability: flags.contains("--durable") ? .full : .noSync)
-    options.compaction.idleDelay = nil  // the tests that run this count every commit
-    let store = try Store(path: args[0], options: options)
+    let store = try Store(path: args[0], options: .countingEveryCommit(durability: flags.contains("--durable") ? .full : .noSync))
     if flags.contains("--gate") {
         say("ready \(id)")
         _ = readLine()
@@ -262,9 +260,7 @@ func dieInWrite(_ args: [String]) throws {
 
 func objectsWriter(_ args: [String]) throws {
     guard args.count >= 3, let seed = UInt64(args[1]), let count = Int(args[2]) else { usage() }
-    var options = StoreOptions(durability: .noSync)
-    options.compaction.idleDelay = nil  // the tests that run this count every commit
-    let db = try Database(path: args[0], models: [SharedNote.self], options: options)
+    let db = try Database(path: args[0], models: [SharedNote.self], options: .countingEveryCommit())
     var present: [Int: SharedNote] = [:]
     for note in try db.objects(SharedNote.self).fetch() where note.id < 100_000 { present[note.id] = note }
     if args.dropFirst(3).contains("--gate") {
@@ -282,9 +278,7 @@ func objectsWriter(_ args: [String]) throws {
 
 func objectsSetScore(_ args: [String]) throws {
     guard args.count == 3, let id = Int(args[1]), let score = Double(args[2]) else { usage() }
-    var options = StoreOptions(durability: .noSync)
-    options.compaction.idleDelay = nil  // the tests that run this count every commit
-    let db = try Database(path: args[0], models: [SharedNote.self], options: options)
+    let db = try Database(path: args[0], models: [SharedNote.self], options: .countingEveryCommit())
     try db.write { tx in _ = try tx.update(SharedNote.self, key: id) { $0.score = score } }
     say("done")
 }

@@ -4,6 +4,20 @@
 
 import StrataStorage
 
+extension StoreOptions {
+    /// Options for a store whose every commit a test counts (or a helper it runs writes to): no
+    /// idle-time compaction, whose background commits would not be the workload's.
+    ///
+    /// ```swift
+    /// let store = try Store(path: path, options: .countingEveryCommit())
+    /// ```
+    public static func countingEveryCommit(durability: Durability = .noSync) -> StoreOptions {
+        var options = StoreOptions(durability: durability)
+        options.compaction.idleDelay = nil
+        return options
+    }
+}
+
 /// The crash workload of `StrataTestHelper commit-loop`. Transaction N puts 4 keys "d/<N>/<j>" in
 /// tree "data" (an overflow value every few commits) and deletes those of transaction N - 40,
 /// inserts key N in tree "keep", and sets "last" in tree "meta".

@@ -217,10 +217,7 @@ private func eventually(seconds: Double = 30, _ condition: () -> Bool) async thr
             try? FileManager.default.removeItem(atPath: path)
             try? FileManager.default.removeItem(atPath: path + "-lock")
         }
-        // No idle-time compaction: this test counts every commit (as does the helper's store).
-        var options = StoreOptions(durability: .noSync)
-        options.compaction.idleDelay = nil
-        let db = try Database(path: path, models: [SharedNote.self], options: options)
+        let db = try Database(path: path, models: [SharedNote.self], options: .countingEveryCommit())
         let initial = ObjectWorkload.initialNotes(seed: seed)
         try await db.write { tx in try tx.insert(contentsOf: initial) }
 
