@@ -217,7 +217,6 @@ extension WriteTransaction {
     func writeFreeList() throws {
         committingFreeList = true
         let capacity = FreeListFormat.chunkCapacity(pageSize: pageSize)
-        var ownChunks = 0
         for _ in 0..<64 {
             let before = (allocator.allocations, freed.count, spare.count, pageCount)
             for chunk in allocator.chunks where chunk.modified {
@@ -244,14 +243,15 @@ extension WriteTransaction {
                     }
                 }
             }
-            if chunkCount < ownChunks {
-                for c in chunkCount..<ownChunks {
+            if chunkCount < ownFreeChunks {
+                for c in chunkCount..<ownFreeChunks {
                     try FreeListFormat.key(freedBy: txnid, chunk: UInt32(c)).withUnsafeBytes { (k) throws in
                         _ = try delete(&freeTree, key: k)
                     }
                 }
             }
-            ownChunks = max(ownChunks, chunkCount)
+            // Exactly those now: the ones past `chunkCount` were deleted above.
+            ownFreeChunks = chunkCount
             let after = (allocator.allocations, freed.count, spare.count, pageCount)
             if before == after { return }
         }

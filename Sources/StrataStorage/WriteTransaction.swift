@@ -35,6 +35,10 @@ public final class WriteTransaction {
     var freed: [FreeEntry] = []
     /// Set while the commit writes the free list, so that the fixpoint converges (see Commit.swift).
     var committingFreeList = false
+    /// Chunks of this transaction's own frees that `writeFreeList` has put in the free tree so
+    /// far. Kept across its calls: a later call with fewer own frees (after `trimFreeTail` took
+    /// some back) must delete the chunks past its own count, or their stale entries stay listed.
+    var ownFreeChunks = 0
     var path: [PathStep] = []
     var fileSize: UInt64
     /// The base commit's record run, freed if this transaction commits anything.

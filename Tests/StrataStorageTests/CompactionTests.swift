@@ -478,3 +478,44 @@ extension CompactionTests {
         store.close()
     }
 }
+
+extension CompactionTests {
+    /// A commit writes its free list again after `trimFreeTail` took back the pages it had
+    /// allocated and freed unused at the end of the file: its own frees then need fewer free-list
+    /// chunks than the first write put in the tree, and the chunks past the new count must go, or
+    /// their stale entries name pages past the new end (and pages twice). Done here by hand,
+    /// exactly as the commit does it, with enough own pages for three chunks before and one after.
+    @Test func freeListWrittenAgainWithFewerOwnFreesLeavesNoStaleChunk() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off  // only the trim done below
+        let store = try Store(path: path, options: options)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<600 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0, size: 1_500)) }
+        }
+        // Reusable pages for the free list's own copies, so that it does not grow the file.
+        try store.write { txn in
+            let tree = try #require(try txn.tree("data"))
+            for k in 0..<200 { try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        let expected = try store.read { try Self.contents($0) }
+        let capacity = FreeListFormat.chunkCapacity(pageSize: 4096)
+        let before = try store.read { $0.meta.pageCount }
+        try store.write { txn in
+            let end = txn.pageCount
+            let extra = UInt64(2 * capacity + 5)
+            txn.spare += Array(end..<(end + extra))
+            txn.pageCount += extra
+            try txn.writeFreeList()
+            #expect(txn.pageCount == end + extra, "the free list's copies grew the file: the test no longer trims only unused pages")
+            // What trimFreeTail does with them.
+            txn.spare.removeAll { $0 >= end }
+            txn.pageCount = end
+        }
+        #expect(try store.read { $0.meta.pageCount } == before)
+        try Self.expectHealthy(store, "after taking back \(2 * capacity + 5) own free pages")
+        #expect(try store.read { try Self.contents($0) } == expected)
+    }
+}
