@@ -18,13 +18,13 @@ final class PageMap: @unchecked Sendable {
     // thread running the write transaction touches it (see above), never through overlapping
     // inout accesses, so the runtime's dynamic exclusivity checks can never fire.
     /// The writer's own pages (single pages and overflow runs), keyed by first page number.
-    @exclusivity(unchecked) var dirty: [PageNo: UnsafeMutableRawPointer] = [:]
+    @exclusivity(unchecked) var dirty = PageTable<UnsafeMutableRawPointer>()
     /// Writer pages made before the innermost open savepoint: readable, but copied on write like
     /// committed pages, so that rolling back to the savepoint finds them as they were.
-    @exclusivity(unchecked) var frozen: [PageNo: UnsafeMutableRawPointer] = [:]
+    @exclusivity(unchecked) var frozen = PageTable<UnsafeMutableRawPointer>()
     /// Writer pages already written to their place in the file (`WriteTransaction.spill`), with the
     /// checksum they were sealed with: read through the map, even past `limit`.
-    @exclusivity(unchecked) var spilled: [PageNo: UInt64] = [:]
+    @exclusivity(unchecked) var spilled = PageTable<UInt64>()
     /// Bumped on every write, so that cursors notice their tree changed under them.
     @exclusivity(unchecked) var version: UInt64 = 0
 

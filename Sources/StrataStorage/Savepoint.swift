@@ -67,11 +67,11 @@ extension WriteTransaction {
                 state: state, info: state.info, modified: state.modified, dropped: state.dropped,
                 changedKeys: state.changedKeys)
         }
-        let frozenHere = Array(pages.dirty.keys)
+        let frozenHere = pages.dirty.pageNumbers
         if pages.frozen.isEmpty {
             swap(&pages.frozen, &pages.dirty)
         } else {
-            pages.frozen.merge(pages.dirty) { old, _ in old }
+            pages.frozen.mergeKeepingExisting(pages.dirty)
             pages.dirty.removeAll(keepingCapacity: true)
         }
         savepoints.append(
@@ -84,7 +84,7 @@ extension WriteTransaction {
     /// Undoes everything since the innermost savepoint began, and closes it.
     func rollbackSavepoint() {
         guard let savepoint = savepoints.popLast() else { return }
-        for buffer in pages.dirty.values { buffer.deallocate() }
+        for (_, buffer) in pages.dirty { buffer.deallocate() }
         pages.dirty.removeAll(keepingCapacity: true)
         for pgno in savepoint.frozenHere {
             if let buffer = pages.frozen.removeValue(forKey: pgno) { pages.dirty[pgno] = buffer }

@@ -24,35 +24,39 @@ public final class WriteTransaction {
     /// ```
     public var durability: Durability
     let base: Meta
-    var pageCount: UInt64
-    var catalog: TreeInfo
-    var freeTree: TreeInfo
-    var trees: [String: TreeState] = [:]
-    var allocator: FreePageAllocator!
+    // `@exclusivity(unchecked)` on the state every tree operation reads and changes (as on
+    // PageMap's): a WriteTransaction is not Sendable and never leaves the thread running
+    // `Store.write`, and no code here passes one of these properties inout while also reading
+    // it, so the runtime's dynamic exclusivity checks (a few percent of every write) cannot fire.
+    @exclusivity(unchecked) var pageCount: UInt64
+    @exclusivity(unchecked) var catalog: TreeInfo
+    @exclusivity(unchecked) var freeTree: TreeInfo
+    @exclusivity(unchecked) var trees: [String: TreeState] = [:]
+    @exclusivity(unchecked) var allocator: FreePageAllocator!
     /// Pages this transaction allocated and freed again: reusable at once.
-    var spare: [PageNo] = []
+    @exclusivity(unchecked) var spare: [PageNo] = []
     /// Committed pages this transaction stopped using.
-    var freed: [FreeEntry] = []
+    @exclusivity(unchecked) var freed: [FreeEntry] = []
     /// Set while the commit writes the free list, so that the fixpoint converges (see Commit.swift).
-    var committingFreeList = false
+    @exclusivity(unchecked) var committingFreeList = false
     /// Chunks of this transaction's own frees that `writeFreeList` has put in the free tree so
     /// far. Kept across its calls: a later call with fewer own frees (after `trimFreeTail` took
     /// some back) must delete the chunks past its own count, or their stale entries stay listed.
     var ownFreeChunks = 0
-    var path: [PathStep] = []
-    var fileSize: UInt64
+    @exclusivity(unchecked) var path: [PathStep] = []
+    @exclusivity(unchecked) var fileSize: UInt64
     /// The base commit's record run, freed if this transaction commits anything.
     var previousRecordRun: (PageNo, Int)?
     let scratch: UnsafeMutableRawPointer
     let splitScratch: UnsafeMutableRawPointer
     let entryScratch: UnsafeMutableRawPointer
-    private(set) var isFinished = false
+    @exclusivity(unchecked) private(set) var isFinished = false
     /// Open savepoints, innermost last (see Savepoint.swift).
-    var savepoints: [Savepoint] = []
+    @exclusivity(unchecked) var savepoints: [Savepoint] = []
     /// Dirty pages (counting each page of a run) above which `spillIfNeeded` writes some out.
     let spillPages: Int
     /// Pages made since the last spill (an upper bound on growth: frees are not subtracted).
-    var dirtySinceSpill = 0
+    @exclusivity(unchecked) var dirtySinceSpill = 0
     /// Pages the map of this transaction covers: only those can be spilled and read back.
     let mappedPages: UInt64
     /// Spills so far and the pages they wrote (for tests and statistics).
@@ -131,9 +135,9 @@ public final class WriteTransaction {
     }
 
     func releaseBuffers() {
-        for buffer in pages.dirty.values { buffer.deallocate() }
+        for (_, buffer) in pages.dirty { buffer.deallocate() }
         pages.dirty.removeAll()
-        for buffer in pages.frozen.values { buffer.deallocate() }
+        for (_, buffer) in pages.frozen { buffer.deallocate() }
         pages.frozen.removeAll()
         savepoints.removeAll()
     }
@@ -384,15 +388,16 @@ public struct WriteTree {
 /// A tree's state inside a write transaction.
 final class TreeState {
     let name: String
-    var info: TreeInfo
-    var modified = false
+    // Unchecked for the reason given on WriteTransaction's state: only its thread touches it.
+    @exclusivity(unchecked) var info: TreeInfo
+    @exclusivity(unchecked) var modified = false
     var dropped = false {
         didSet { if dropped { changedKeys = nil } }
     }
     /// Keys this transaction wrote or deleted, for commit listeners; nil once there are more than
     /// `changedKeyLimit` (or the tree was dropped), and when no listener was registered as the
     /// transaction began: then "anything may have changed".
-    var changedKeys: Set<[UInt8]>?
+    @exclusivity(unchecked) var changedKeys: Set<[UInt8]>?
     static let changedKeyLimit = 10_000
 
     @inline(__always) func noteChange(_ key: UnsafeRawBufferPointer) {
