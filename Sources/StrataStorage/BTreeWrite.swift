@@ -331,19 +331,31 @@ extension WriteTransaction {
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     func delete(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer) throws -> Bool {
-        if key.count == 0 || tree.root == 0 { return false }
-        if try pages.get(root: tree.root, key: key) == nil { return false }
+        guard let (leaf, index) = try findForDelete(tree.root, key: key) else { return false }
+        try removeFound(&tree, leaf: leaf, index: index)
+        return true
+    }
+
+    /// The leaf and slot holding `key`, with the path to it recorded for `removeFound`; nil when
+    /// the key is not there. One descent, and nothing is copied for a missing key.
+    func findForDelete(_ root: PageNo, key: UnsafeRawBufferPointer) throws -> (leaf: PageNo, index: Int)? {
+        if key.count == 0 || root == 0 { return nil }
+        let (leaf, index, found) = try findPath(root, key: key)
+        return found ? (leaf, index) : nil
+    }
+
+    /// Removes the entry `findForDelete` found, along the path it recorded: nothing may have
+    /// written to the transaction in between (`pages.version` tells).
+    func removeFound(_ tree: inout TreeInfo, leaf leafPage: PageNo, index: Int) throws {
         pages.version &+= 1
-        let (pgno, page) = try touchPath(&tree, key: key)
+        let (pgno, page) = try touchRecordedPath(&tree, leaf: leafPage)
+        // (A copy has its source's entries in the same slots, so `index` still points at the key.)
         let leaf = try Node(page, pgno: pgno, pageSize: pageSize)
-        let (index, found) = try leaf.leafSearch(key)
-        if !found { throw StorageError.internalError("key vanished between search and delete") }
         if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
         MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
         tree.count &-= 1  // wrapping: a corrupt count read from the file must not trap
         for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, -1) }
         try rebalance(level: path.count, pgno: pgno, tree: &tree)
-        return true
     }
 
     /// Merges an underfull page with a sibling when both fit in one page, then looks at the parent.

@@ -331,6 +331,36 @@ public struct WriteTree {
         return deleted
     }
 
+    /// Removes `key`, showing its value to `inspect` first, in the same descent of the tree;
+    /// returns false (without calling `inspect`) when it was not there. The view is valid only
+    /// during the call, and throwing from `inspect` leaves the tree as it was. (Should `inspect`
+    /// write to the transaction, the key is looked for again after it, and deleted if still there.)
+    ///
+    /// ```swift
+    /// var removed: [UInt8]?
+    /// try store.write { txn in
+    ///     try Array("u1".utf8).withUnsafeBytes { key in
+    ///         _ = try txn.tree("users")?.delete(key) { value in removed = Array(value) }
+    ///     }
+    /// }
+    /// ```
+    @discardableResult
+    public func delete(_ key: UnsafeRawBufferPointer, inspectingValue inspect: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        try check()
+        guard let (leaf, index) = try txn.findForDelete(state.info.root, key: key) else { return false }
+        // Shown before anything is written, and outside any access to the tree's state: `inspect`
+        // may read this tree, or even write to the transaction, which makes the recorded path stale.
+        let version = txn.pages.version
+        try inspect(try txn.pages.resolve(try txn.pages.node(leaf).value(index)))
+        try check()  // (`inspect` may have aborted the transaction or dropped the tree)
+        if txn.pages.version != version { return try delete(key) }
+        try txn.removeFound(&state.info, leaf: leaf, index: index)
+        state.modified = true
+        state.noteChange(key)
+        try txn.spillIfNeeded()
+        return true
+    }
+
     /// Removes `key`. Returns false when it was not there.
     ///
     /// ```swift

@@ -5,6 +5,72 @@ import Foundation
 /// The public surface of `Store`: in-memory stores, page sizes, durability, abort, nested writes,
 /// the tree catalog, copies and compaction, the append fast path, closing and stats.
 @Suite struct StoreAPITests {
+    /// `delete(_:inspectingValue:)` shows the value (inline or in overflow pages) before removing
+    /// it; a throw from the inspector leaves the tree and the file exactly as they were, and an
+    /// inspector that writes (even to the same tree, splitting its pages) makes it look again.
+    @Test func deleteShowsTheValueFirst() throws {
+        struct Refused: Error {}
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        var model: [[UInt8]: [UInt8]] = [:]
+        try store.write { txn in
+            let t = try txn.createTree("t")
+            for i in 0..<3000 {
+                let value = [UInt8](repeating: UInt8(i & 0xFF), count: i % 97 == 0 ? 9000 : 1 + i % 40)
+                try t.put(bigEndianKey(UInt64(i)), value)
+                model[bigEndianKey(UInt64(i))] = value
+            }
+        }
+        try store.write { txn in
+            let t = try #require(try txn.tree("t"))
+            for i in stride(from: 0, to: 3000, by: 3) {
+                let key = bigEndianKey(UInt64(i))
+                var seen: [UInt8]?
+                let deleted = try key.withUnsafeBytes { k in try t.delete(k) { seen = Array($0) } }
+                #expect(deleted && seen == model[key], "key \(i)")
+                model[key] = nil
+                // Refused: still there, unchanged.
+                let next = bigEndianKey(UInt64(i + 1))
+                #expect(throws: Refused.self) { try next.withUnsafeBytes { k in try t.delete(k) { _ in throw Refused() } } }
+                #expect(try t.get(next) == model[next])
+            }
+            var called = false
+            #expect(try !Array([9, 9, 9]).withUnsafeBytes { k in try t.delete(k) { _ in called = true } })
+            #expect(!called, "a missing key shows nothing")
+            // An inspector that writes: the key is looked for again (and gone if it removed it).
+            for i in stride(from: 2, to: 3000, by: 30) {
+                let key = bigEndianKey(UInt64(i))
+                let extra = bigEndianKey(UInt64(100_000 + i))
+                let deleted = try key.withUnsafeBytes { k in
+                    try t.delete(k) { _ in
+                        for j in 0..<40 { try t.put(bigEndianKey(UInt64(200_000 + i * 40 + j)), [UInt8](repeating: 7, count: 90)) }
+                        try t.put(extra, [1])
+                    }
+                }
+                #expect(deleted, "key \(i)")
+                model[key] = nil
+                model[extra] = [1]
+                for j in 0..<40 { model[bigEndianKey(UInt64(200_000 + i * 40 + j))] = [UInt8](repeating: 7, count: 90) }
+                let next = bigEndianKey(UInt64(i + 3))
+                let removedTwice = try next.withUnsafeBytes { k in try t.delete(k) { _ in _ = try t.delete(next) } }
+                #expect(!removedTwice, "key \(i + 3): the inspector removed it")
+                model[next] = nil
+            }
+            #expect(t.count == model.count)
+        }
+        // An inspector that aborts the transaction: nothing more is written.
+        #expect(throws: StorageError.transactionFinished) {
+            try store.write { txn in
+                let t = try #require(try txn.tree("t"))
+                try bigEndianKey(1).withUnsafeBytes { k in _ = try t.delete(k) { _ in txn.abort() } }
+            }
+        }
+        #expect(try contents(of: store) == ["t": model])
+        let report = try store.check()
+        #expect(report.isOK, "\(report.problems.prefix(4).map(\.description))")
+    }
+
     @Test func inMemoryStore() throws {
         let store = try Store.inMemory()
         #expect(store.path == ":memory:")

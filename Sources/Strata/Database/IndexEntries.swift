@@ -6,11 +6,51 @@ struct IndexPair: Hashable {
     var value: [UInt8]
 }
 
+/// An index resolved against the stored schema once per model, for the write path: a plain index
+/// on one top-level field that is not an array (most indexes) is then read from a record by its
+/// field id, with no path to split and no name to look up per object. A class: the write path
+/// reads a model's plans on every write, and copying a struct of strings and indirect enums
+/// costs more reference counting than the lookup it saves.
+final class IndexEntryPlan: Sendable {
+    let index: IndexSchema
+    /// The indexed field's id and stored type, for such an index; nil: `IndexEntries.entries`.
+    let direct: (id: Int, type: FieldType)?
+
+    init(index: IndexSchema, schema: ObjectSchema) {
+        self.index = index
+        if index.isSingleValue, !index.path.contains("."), let field = schema.field(named: index.path) {
+            if case .array = field.type.unwrapped {
+                direct = nil
+            } else {
+                direct = (field.id, field.type)
+            }
+        } else {
+            direct = nil
+        }
+    }
+}
+
 /// The entries an index holds for one record, computed from the record's bytes and the stored
-/// schema alone (FORMAT.md §8): what writes put in compound, collated and full-text indexes, and
-/// what `strata check` expects of every index. For a single-field index it gives exactly what the
-/// typed path (`ModelInfo.indexKeys`) writes.
+/// schema alone (FORMAT.md §8): what every write puts in every index, and what `strata check`
+/// expects of it.
 enum IndexEntries {
+    /// `entries(_:schema:index:primaryKey:)` through a plan: the same entries.
+    static func entries(
+        _ record: UnsafeRawBufferPointer, schema: ObjectSchema, plan: IndexEntryPlan, primaryKey: [UInt8]
+    ) throws -> (pairs: [IndexPair], words: Int) {
+        guard let direct = plan.direct else { return try entries(record, schema: schema, index: plan.index, primaryKey: primaryKey) }
+        // RecordIndexKeys.values for one top-level field: its encoding, or 0x00 for nil or absent.
+        var key: [UInt8] = []
+        key.reserveCapacity(24 + primaryKey.count)
+        if let (bytes, isNil) = try RecordField.find(direct.id, in: record), !isNil {
+            try RecordIndexKeys.append(bytes, as: direct.type, to: &key)
+        } else {
+            key.append(0)
+        }
+        if !plan.index.unique { key.append(contentsOf: primaryKey) }
+        return ([IndexPair(key: key, value: IndexEntry.value(primaryKey: primaryKey, unique: plan.index.unique))], 0)
+    }
+
     /// The entries of `index` for `record`, and the number of words the record's text has (full
     /// text; 0 otherwise).
     static func entries(

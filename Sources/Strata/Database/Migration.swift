@@ -119,7 +119,7 @@ public final class Migration {
                 oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
             })
         let keyName = newSchema.keyFieldSchema?.name
-        transaction.openTrees.removeAll()
+        transaction.forgetTrees()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
         let control = OperationControl.current
         control?.begin("migrate \(model)", total: records.count)
@@ -186,7 +186,7 @@ public final class Migration {
     /// Deletes every stored object of `model` (old or new), e.g. before reinserting converted ones.
     public func deleteAll(_ model: String) throws {
         guard let schema = oldSchemas[model] else { return }
-        transaction.openTrees.removeAll()
+        transaction.forgetTrees()
         try wrapStorage {
             try transaction.txn.dropTree(schema.recordTree)
             _ = try transaction.txn.createTree(schema.recordTree)

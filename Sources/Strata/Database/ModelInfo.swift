@@ -1,7 +1,7 @@
 import Foundation
 
 /// Everything the database knows about one model type, fixed at open.
-protocol AnyModelInfo: Sendable {
+protocol AnyModelInfo: AnyObject, Sendable {
     var name: String { get }
     var stored: StoredModelSchema { get }
     /// Rebuilds secondary indexes that the stored schema did not have.
@@ -18,8 +18,6 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let autoIncrement: Bool
     /// Tree names of `indexes`, in order.
     let indexTreeNames: [String]
-    /// Stored types of the indexed fields (their element type for arrays), in order.
-    let indexValueTypes: [FieldType]
     /// Positions of the unique indexes in `indexes`.
     let uniqueIndexPositions: [Int]
     /// The same facts per index as plain arrays, for the write path: code generic over the model
@@ -27,16 +25,15 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// key path) looks the tuple's type metadata up at run time.
     let indexCount: Int
     let indexSchemas: [IndexSchema]
-    let indexIsSingleValue: [Bool]
-    /// Whether any index (single-field or record-computed) is unique.
+    /// How every write finds each index's entries in a record (IndexEntries).
+    let indexPlans: [IndexEntryPlan]
+    /// Whether any index is unique.
     var hasUniqueIndexes: Bool { !uniqueIndexPositions.isEmpty }
     /// Whether each indexed field is an array (one entry per element).
     let indexIsArray: [Bool]
-    /// Every key path of each index, in order (a compound index has several).
+    /// Every key path of each index, in order (a compound index has several): for messages only;
+    /// index entries are computed from the record's bytes (IndexEntries).
     let indexKeyPaths: [[PartialKeyPath<M> & Sendable]]
-    /// Positions of the indexes whose entries are computed from record bytes (compound, collated
-    /// and full-text: IndexEntries); the others use the typed path, `indexKeys`.
-    let recordIndexPositions: [Int]
     /// The stored type of every field path (dotted into nested structs), for the planner: looked
     /// up on every query, so built once.
     private let fieldTypes: [String: FieldType]
@@ -60,7 +57,6 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         self.stored = stored
         self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1[0]) }
         self.indexKeyPaths = indexes.map(\.1)
-        self.recordIndexPositions = indexes.indices.filter { !indexes[$0].0.isSingleValue }
         var types: [String: FieldType] = [:]
         func collect(_ object: ObjectSchema, prefix: String) {
             for field in object.fields where !field.removed {
@@ -72,15 +68,10 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         self.fieldTypes = types
         self.autoIncrement = isAutoIncrementKey(M.ID.self)
         self.indexTreeNames = indexes.map { $0.0.treeName(model: stored.name) }
-        self.indexValueTypes = indexes.map { index in
-            let type = stored.object.type(atPath: index.0.path) ?? .string
-            if case .array(let element) = type { return element }
-            return type
-        }
         self.uniqueIndexPositions = indexes.indices.filter { indexes[$0].0.unique }
         self.indexCount = indexes.count
         self.indexSchemas = indexes.map(\.0)
-        self.indexIsSingleValue = indexes.map(\.0.isSingleValue)
+        self.indexPlans = indexes.map { IndexEntryPlan(index: $0.0, schema: stored.object) }
         self.keyPath = FieldNames.keyPath(of: M.self)
         let object = stored.object, name = stored.name
         let layout = DecodingLayout(object)
@@ -138,30 +129,13 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         return try decoders.with(ModelDecoder.self) { try $0.decode(M.self, from: bytes) }
     }
 
-    /// Index keys of `object` for index `i`: one per value (arrays index every element).
-    func indexKeys(_ object: M, index i: Int, primaryKey: [UInt8]) throws -> [[UInt8]] {
-        let schema = indexSchemas[i]
-        let value = object[keyPath: indexKeyPaths[i][0]]
-        let valueType = indexValueTypes[i]
-        func key(_ element: Any) throws -> [UInt8] {
-            var key: [UInt8] = []
-            key.reserveCapacity(16 + primaryKey.count)
-            guard KeyEncoding.append(element, as: valueType, to: &key) else {
-                throw StrataError.unsupportedType(model: name, field: schema.path, reason: "\(Swift.type(of: element)) values cannot be indexed")
-            }
-            if !schema.unique { key.append(contentsOf: primaryKey) }
-            return key
-        }
-        if indexIsArray[i], let array = value as? [Any] { return try array.map(key) }
-        return [try key(value)]
-    }
-
-    /// Builds compound, collated and full-text indexes from the record bytes alone (nothing is
-    /// decoded), a batch of records at a time: a write invalidates cursors, and holding every
-    /// entry of a large model at once would take more memory than the index itself.
+    /// Builds indexes from the record bytes alone (nothing is decoded), a batch of records at a
+    /// time: a write invalidates cursors, and holding every entry of a large model at once would
+    /// take more memory than the index itself.
     private func buildRecordIndexes(_ built: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
         if built.isEmpty { return }
         let trees = try built.map { try txn.createTree($0.treeName(model: name)) }
+        let plans = built.map { IndexEntryPlan(index: $0, schema: stored.object) }
         var stats = [(documents: Int, words: Int)](repeating: (0, 0), count: built.count)
         var after: [UInt8]?
         let batch = 4_096
@@ -173,8 +147,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                 if let after, key.elementsEqual(after) { return true }
                 let primaryKey = Array(key)
                 var perIndex: [[IndexPair]] = []
-                for (i, index) in built.enumerated() {
-                    let (pairs, words) = try IndexEntries.entries(record, schema: stored.object, index: index, primaryKey: primaryKey)
+                for i in built.indices {
+                    let (pairs, words) = try IndexEntries.entries(record, schema: stored.object, plan: plans[i], primaryKey: primaryKey)
                     perIndex.append(pairs)
                     if words > 0 { stats[i].documents += 1; stats[i].words += words }
                 }
@@ -231,31 +205,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     }
 
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
-        guard let records = try txn.tree(recordTree) else { return }
-        let all = paths.compactMap { path in indexes.firstIndex(where: { $0.schema == path }).map { (path, $0) } }
-        try buildRecordIndexes(all.filter { !$0.0.isSingleValue }.map(\.0), in: txn)
-        let built = all.filter { $0.0.isSingleValue }
-        if built.isEmpty { return }
-        // Read (and decode) once for every index, then write: a write invalidates the cursors.
-        var rows: [([UInt8], M)] = []
-        try records.forEach { key, value in
-            rows.append((Array(key), try decode(value)))
-            return true
-        }
-        for (path, i) in built {
-            let tree = try txn.createTree(path.treeName(model: name))
-            for (primaryKey, object) in rows {
-                for indexKey in try indexKeys(object, index: i, primaryKey: primaryKey) {
-                    if path.unique {
-                        if try !tree.insert(indexKey, primaryKey) {
-                            throw StrataError.uniqueViolation(model: name, field: path.path, value: describeValue(object[keyPath: indexes[i].keyPath]))
-                        }
-                    } else {
-                        try tree.put(indexKey, IndexEntry.value(primaryKey: primaryKey, unique: false))
-                    }
-                }
-            }
-        }
+        try buildRecordIndexes(paths.filter { path in indexes.contains { $0.schema == path } }, in: txn)
     }
 }
 

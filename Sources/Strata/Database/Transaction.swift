@@ -24,8 +24,21 @@ public final class Transaction {
         self.maintainsIndexes = maintainsIndexes
     }
 
-    /// Trees already opened in this transaction, so that a bulk insert does not look each up again.
-    var openTrees: [String: WriteTree] = [:]
+    // Trees already opened in this transaction, so that a bulk insert does not look each up
+    // again; and those of the model written last (its records, then its indexes in order), found
+    // without hashing their names. `@exclusivity(unchecked)`: a Transaction is not Sendable and is
+    // used only on the thread running its `write`, never through overlapping accesses.
+    @exclusivity(unchecked) private var openTrees: [String: WriteTree] = [:]
+    @exclusivity(unchecked) private var recentModel: ObjectIdentifier?
+    @exclusivity(unchecked) private var recentTrees: [WriteTree?] = []
+
+    /// Forgets every opened tree: after a savepoint rolled back (a tree opened inside may be gone),
+    /// or when trees are dropped and made again.
+    func forgetTrees() {
+        openTrees.removeAll()
+        recentModel = nil
+        recentTrees.removeAll()
+    }
 
     private func tree(named name: String) throws -> WriteTree {
         if let tree = openTrees[name] { return tree }
@@ -34,12 +47,25 @@ public final class Transaction {
         return tree
     }
 
+    /// Tree `slot` of a model: 0 its records, 1 + i its index i.
+    private func modelTree<M: Model>(_ info: ModelInfo<M>, _ slot: Int) throws -> WriteTree {
+        let id = ObjectIdentifier(info)
+        if recentModel != id {
+            recentModel = id
+            recentTrees = Array(repeating: nil, count: 1 + info.indexCount)
+        }
+        if let tree = recentTrees[slot] { return tree }
+        let tree = try tree(named: slot == 0 ? info.recordTree : info.indexTreeNames[slot - 1])
+        recentTrees[slot] = tree
+        return tree
+    }
+
     private func records<M: Model>(_ info: ModelInfo<M>) throws -> WriteTree {
-        try tree(named: info.recordTree)
+        try modelTree(info, 0)
     }
 
     private func indexTree<M: Model>(_ info: ModelInfo<M>, _ i: Int) throws -> WriteTree {
-        try tree(named: info.indexTreeNames[i])
+        try modelTree(info, 1 + i)
     }
 
     /// Runs `body` as a unit inside this transaction: if it throws, everything it wrote is undone
@@ -57,7 +83,7 @@ public final class Transaction {
         do {
             return try txn.savepoint(body)
         } catch {
-            openTrees.removeAll()  // a tree opened inside may be gone
+            forgetTrees()
             throw strataError(error)
         }
     }
@@ -141,19 +167,14 @@ public final class Transaction {
             }
             return object
         }
-        let newIndexKeys = try indexKeys(info, object, key: key)
-        try checkUnique(info, newIndexKeys, key: key, object: object)
-        let newEntries = try record.withUnsafeBytes { try recordIndexEntries(info, $0, key: key) }
+        let newEntries = try record.withUnsafeBytes { try indexEntries(info, $0, key: key) }
         try checkUnique(info, newEntries, key: key, object: object)
         if checkedFirst {
             try wrapStorage { _ = try records.put(key, record) }
         } else if try !wrapStorage({ try records.insert(key, record) }) {
             throw StrataError.duplicateKey(model: info.name, key: describeValue(object.id))
         }
-        try wrapStorage {
-            try applyIndexChanges(info, old: nil, new: newIndexKeys, key: key)
-            try applyIndexChanges(info, old: [], new: newEntries)
-        }
+        try wrapStorage { try applyIndexChanges(info, old: [], new: newEntries) }
         return object
     }
 
@@ -194,7 +215,7 @@ public final class Transaction {
         let record = try info.encode(object)
         // Writing identical bytes would change nothing but still reach observers as a commit.
         if record.elementsEqual(oldRecord) { return (object, false) }
-        try replace(info, records: records, key: key, old: try info.decode(oldRecord), oldRecord: oldRecord, new: object, record: record)
+        try replace(info, records: records, key: key, oldRecord: oldRecord, new: object, record: record)
         return (object, true)
     }
 
@@ -223,26 +244,21 @@ public final class Transaction {
         // If `body` wrote in this transaction, the old record's view may be stale: read it again.
         let current: UnsafeRawBufferPointer? = txn.changeCount == stamp ? oldRecord : try wrapStorage { try records.view(keyBytes) }
         if let current, record.elementsEqual(current) { return new }
-        try replace(info, records: records, key: keyBytes, old: old, oldRecord: current, new: new, record: record)
+        try replace(info, records: records, key: keyBytes, oldRecord: current, new: new, record: record)
         return new
     }
 
-    /// Stores `record` over the old one and moves the index entries; the old object is decoded
-    /// only when there are indexes to move. `oldRecord` (the stored bytes, read before anything
-    /// is written) gives the old entries of compound, collated and full-text indexes.
+    /// Stores `record` over the old one and moves the index entries. `oldRecord` (the stored
+    /// bytes, read before anything is written; nil when there are none) gives the old entries:
+    /// nothing is decoded.
     private func replace<M: Model>(
-        _ info: ModelInfo<M>, records: WriteTree, key: [UInt8], old: @autoclosure () throws -> M,
-        oldRecord: UnsafeRawBufferPointer?, new: M, record: [UInt8]
+        _ info: ModelInfo<M>, records: WriteTree, key: [UInt8], oldRecord: UnsafeRawBufferPointer?, new: M, record: [UInt8]
     ) throws {
-        let oldKeys = info.recordIndexPositions.count == info.indexes.count ? noKeys(info) : try indexKeys(info, try old(), key: key)
-        let newKeys = try indexKeys(info, new, key: key)
-        try checkUnique(info, newKeys, key: key, object: new)
-        let oldEntries = try oldRecord.map { try recordIndexEntries(info, $0, key: key) } ?? []
-        let newEntries = try record.withUnsafeBytes { try recordIndexEntries(info, $0, key: key) }
+        let oldEntries = try oldRecord.map { try indexEntries(info, $0, key: key) } ?? []
+        let newEntries = try record.withUnsafeBytes { try indexEntries(info, $0, key: key) }
         try checkUnique(info, newEntries, key: key, object: new)
         try wrapStorage {
             try records.put(key, record)
-            try applyIndexChanges(info, old: oldKeys, new: newKeys, key: key)
             try applyIndexChanges(info, old: oldEntries, new: newEntries)
         }
     }
@@ -258,21 +274,21 @@ public final class Transaction {
         return try delete(info, keyBytes: try info.keyBytes(key))
     }
 
-    /// Deletes the object stored under `keyBytes` and its index entries. `known` is the object when
-    /// the caller has decoded it already; otherwise it is decoded only if there are indexes.
-    private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8], known: M? = nil) throws -> Bool {
-        guard let records = try wrapStorage({ try txn.tree(info.recordTree) }),
-            let oldRecord = try wrapStorage({ try records.view(keyBytes) })
-        else { return false }
+    /// Deletes the object stored under `keyBytes` and its index entries (read from the stored
+    /// record: nothing is decoded).
+    private func delete<M: Model>(_ info: ModelInfo<M>, keyBytes: [UInt8]) throws -> Bool {
+        guard let records = try wrapStorage({ try txn.tree(info.recordTree) }) else { return false }
         if !maintainsIndexes || info.indexes.isEmpty { return try wrapStorage { try records.delete(keyBytes) } }
-        let oldKeys =
-            info.recordIndexPositions.count == info.indexes.count ? noKeys(info) : try indexKeys(info, try known ?? info.decode(oldRecord), key: keyBytes)
-        let oldEntries = try recordIndexEntries(info, oldRecord, key: keyBytes)
-        try wrapStorage {
-            try applyIndexChanges(info, old: oldKeys, new: nil, key: keyBytes)
-            try applyIndexChanges(info, old: oldEntries, new: [])
-            _ = try records.delete(keyBytes)
+        // The entries come from the record in the descent that removes it (nothing is written if
+        // they do not read), then go from the indexes.
+        var oldEntries: [(pairs: [IndexPair], words: Int)] = []
+        let deleted = try wrapStorage {
+            try keyBytes.withUnsafeBytes { key in
+                try records.delete(key) { record in oldEntries = try indexEntries(info, record, key: keyBytes) }
+            }
         }
+        if !deleted { return false }
+        try wrapStorage { try applyIndexChanges(info, old: oldEntries, new: []) }
         return true
     }
 
@@ -287,7 +303,7 @@ public final class Transaction {
         var query = Query<M>()
         query.predicates = [predicate]
         let found = try wrapStorage { try QueryEngine.matches(query, info: info, source: WriteTrees(txn: txn), needKeys: true) }
-        for (key, object) in zip(found.keys, found.objects) { _ = try delete(info, keyBytes: key, known: object) }
+        for key in found.keys { _ = try delete(info, keyBytes: key) }
         return found.objects.count
     }
 
@@ -299,7 +315,7 @@ public final class Transaction {
     @discardableResult
     public func deleteAll<M: Model>(_ type: M.Type) throws -> Int {
         let info = try db.info(M.self)
-        openTrees.removeAll()  // the trees are replaced below
+        forgetTrees()  // the trees are replaced below
         return try wrapStorage {
             let count = try txn.tree(info.recordTree)?.count ?? 0
             try txn.dropTree(info.recordTree)
@@ -315,89 +331,55 @@ public final class Transaction {
 
     // MARK: Indexes
 
-    /// No entries for any index: what `indexKeys` gives when every index is record-computed,
-    /// without decoding the object.
-    private func noKeys<M: Model>(_ info: ModelInfo<M>) -> [[[UInt8]]] { Array(repeating: [], count: info.indexes.count) }
-
-    /// The entries of the single-field indexes, from the object (none for the others).
-    private func indexKeys<M: Model>(_ info: ModelInfo<M>, _ object: M, key: [UInt8]) throws -> [[[UInt8]]] {
-        var keys: [[[UInt8]]] = []
-        keys.reserveCapacity(info.indexCount)
-        for i in 0..<info.indexCount {
-            keys.append(info.indexIsSingleValue[i] ? try info.indexKeys(object, index: i, primaryKey: key) : [])
+    /// The entries of every index for a record (in `info.indexes` order), from its bytes alone:
+    /// exactly what `strata check` expects of them.
+    private func indexEntries<M: Model>(_ info: ModelInfo<M>, _ record: UnsafeRawBufferPointer, key: [UInt8]) throws -> [(pairs: [IndexPair], words: Int)] {
+        var entries: [(pairs: [IndexPair], words: Int)] = []
+        entries.reserveCapacity(info.indexCount)
+        for plan in info.indexPlans {
+            entries.append(try IndexEntries.entries(record, schema: info.stored.object, plan: plan, primaryKey: key))
         }
-        return keys
+        return entries
     }
 
-    /// The entries of the compound, collated and full-text indexes (`info.recordIndexPositions`,
-    /// in order), from the record's bytes: exactly what `strata check` expects of them.
-    private func recordIndexEntries<M: Model>(_ info: ModelInfo<M>, _ record: UnsafeRawBufferPointer, key: [UInt8]) throws -> [(pairs: [IndexPair], words: Int)]
-    {
-        try info.recordIndexPositions.map { i in
-            try IndexEntries.entries(record, schema: info.stored.object, index: info.indexes[i].schema, primaryKey: key)
-        }
-    }
-
-    /// `checkUnique` for record-computed entries.
+    /// Throws before anything is written, so a violation leaves the transaction usable.
     private func checkUnique<M: Model>(_ info: ModelInfo<M>, _ entries: [(pairs: [IndexPair], words: Int)], key: [UInt8], object: M) throws {
-        for (n, i) in info.recordIndexPositions.enumerated() where info.indexes[i].schema.unique {
+        for i in info.uniqueIndexPositions {
             let tree = try indexTree(info, i)
-            for pair in entries[n].pairs {
+            for pair in entries[i].pairs {
                 if let owner = try wrapStorage({ try tree.view(pair.key) }), !owner.elementsEqual(key) {
                     let values = info.indexKeyPaths[i].map { describeValue(object[keyPath: $0]) }
                     throw StrataError.uniqueViolation(
-                        model: info.name, field: info.indexes[i].schema.paths.joined(separator: ", "),
+                        model: info.name, field: info.indexSchemas[i].paths.joined(separator: ", "),
                         value: values.joined(separator: ", "))
                 }
             }
         }
     }
 
-    /// Moves the entries of record-computed indexes from `old` to `new` (each as
-    /// `recordIndexEntries` gives them; empty for none), and a full-text index's statistics.
+    /// Moves every index's entries from `old` to `new` (each as `indexEntries` gives them; empty
+    /// for none), and a full-text index's statistics.
     private func applyIndexChanges<M: Model>(_ info: ModelInfo<M>, old: [(pairs: [IndexPair], words: Int)], new: [(pairs: [IndexPair], words: Int)]) throws {
-        for (n, i) in info.recordIndexPositions.enumerated() {
-            let before: (pairs: [IndexPair], words: Int) = n < old.count ? old[n] : ([], 0)
-            let after: (pairs: [IndexPair], words: Int) = n < new.count ? new[n] : ([], 0)
+        for i in 0..<info.indexCount {
+            let before: (pairs: [IndexPair], words: Int) = i < old.count ? old[i] : ([], 0)
+            let after: (pairs: [IndexPair], words: Int) = i < new.count ? new[i] : ([], 0)
             if before.pairs == after.pairs { continue }
             let tree = try indexTree(info, i)
-            let freshKeys = Set(after.pairs.map(\.key))
-            let kept = Set(before.pairs)
-            for pair in before.pairs where !freshKeys.contains(pair.key) { try tree.delete(pair.key) }
-            for pair in after.pairs where !kept.contains(pair) { try tree.put(pair.key, pair.value) }
-            if info.indexes[i].schema.isFullText && before.words != after.words {
+            if before.pairs.isEmpty || after.pairs.isEmpty {
+                // An insert or a delete: nothing to keep (and no sets to build, on every write).
+                for pair in before.pairs { try tree.delete(pair.key) }
+                for pair in after.pairs { try tree.put(pair.key, pair.value) }
+            } else {
+                let freshKeys = Set(after.pairs.map(\.key))
+                let kept = Set(before.pairs)
+                for pair in before.pairs where !freshKeys.contains(pair.key) { try tree.delete(pair.key) }
+                for pair in after.pairs where !kept.contains(pair) { try tree.put(pair.key, pair.value) }
+            }
+            if info.indexSchemas[i].isFullText && before.words != after.words {
                 let (documents, words) = try TextPostingValue.readStats(try tree.view(TextPostingValue.statsKey))
                 let documentDelta = (after.words > 0 ? 1 : 0) - (before.words > 0 ? 1 : 0)
                 try tree.put(TextPostingValue.statsKey, TextPostingValue.stats(documents: documents + documentDelta, words: words + after.words - before.words))
             }
-        }
-    }
-
-    /// Throws before anything is written, so a violation leaves the transaction usable.
-    private func checkUnique<M: Model>(_ info: ModelInfo<M>, _ keys: [[[UInt8]]], key: [UInt8], object: M) throws {
-        for i in info.uniqueIndexPositions {
-            let index = info.indexes[i]
-            let tree = try indexTree(info, i)
-            for indexKey in keys[i] {
-                if let owner = try wrapStorage({ try tree.view(indexKey) }), !owner.elementsEqual(key) {
-                    throw StrataError.uniqueViolation(model: info.name, field: index.schema.path, value: describeValue(object[keyPath: index.keyPath]))
-                }
-            }
-        }
-    }
-
-    private func applyIndexChanges<M: Model>(_ info: ModelInfo<M>, old: [[[UInt8]]]?, new: [[[UInt8]]]?, key: [UInt8]) throws {
-        for i in 0..<info.indexCount {
-            let before = old?[i] ?? []
-            let after = new?[i] ?? []
-            if before == after { continue }
-            let tree = try indexTree(info, i)
-            // Usually one key each side; sets only matter for array fields.
-            let stale = before.count > 1 || after.count > 1 ? Array(Set(before).subtracting(after)) : before
-            let fresh = before.count > 1 || after.count > 1 ? Array(Set(after).subtracting(before)) : after
-            for key in stale { try tree.delete(key) }
-            let unique = info.indexSchemas[i].unique
-            for indexKey in fresh { try tree.put(indexKey, IndexEntry.value(primaryKey: key, unique: unique)) }
         }
     }
 

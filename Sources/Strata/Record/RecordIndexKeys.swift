@@ -1,8 +1,8 @@
 import Foundation
 
 /// The index keys of a record, computed from its bytes and the stored schema alone: what an index
-/// on a field path holds for the object, exactly as the typed path (`ModelInfo.indexKeys`)
-/// encodes it. `strata check` uses it to prove every index entry matches its record.
+/// on a field path holds for the object. Every write computes its index entries so
+/// (IndexEntries), and `strata check` proves every index entry matches its record.
 ///
 /// The encoding of a value at a path (FORMAT.md §8.1): a nil reached on the way, or a nil leaf, is
 /// `0x00`; an optional leaf's value is `0x01` then its encoding; any other value its encoding
@@ -43,7 +43,8 @@ enum RecordIndexKeys {
         return out
     }
 
-    private static func append(_ bytes: UnsafeRawBufferPointer, as type: FieldType, to out: inout [UInt8]) throws {
+    /// Appends the key encoding of a present value stored as `type`.
+    static func append(_ bytes: UnsafeRawBufferPointer, as type: FieldType, to out: inout [UInt8]) throws {
         func fixed(_ count: Int) throws -> UInt64 { try fixedWidthValue(bytes, count: count, place: "\(type) value") }
         switch type {
         case .optional(let inner):
