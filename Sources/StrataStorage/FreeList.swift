@@ -116,6 +116,11 @@ final class FreePageAllocator {
     @exclusivity(unchecked) private var lowHeap: [Int] = []
     @exclusivity(unchecked) private var lowHeapValid = false
     private var lastLoadedKey: [UInt8]?
+    /// Every page the loaded chunks list, with the position in `chunks` of the chunk that lists it.
+    /// A page listed by two chunks is damage that reusing it would spread (two trees sharing a
+    /// page), so loading refuses it. Not part of `State`: after a savepoint rolls back, the same
+    /// chunks load again in the same order, at the same positions.
+    private var listedBy: [PageNo: Int] = [:]
     private var exhausted: Bool
     /// Pages handed out so far; the commit's free-list fixpoint watches it.
     private(set) var allocations = 0
@@ -322,6 +327,13 @@ final class FreePageAllocator {
         let key = Array(cursor.key)
         let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
         let entries = try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: pages.limit)
+        let position = chunks.count
+        for e in entries {
+            if let other = listedBy.updateValue(position, forKey: e.page), other != position {
+                throw StorageError.corrupt(
+                    page: 0, reason: "free list lists page \(e.page) twice (chunk of transaction \(freedBy) and an older one)")
+            }
+        }
         let ids = sortedReaders
         var chunk = FreeChunk(key: key, freedBy: freedBy, held: [], reusable: [])
         for e in entries {

@@ -249,3 +249,45 @@ import Foundation
         #expect(try store.stats().pendingPages == 0)
     }
 }
+
+extension PageReuseTests {
+    /// A free list that lists a page twice (damage such as the stale chunk fixed on 2026-12-01
+    /// left): handing the page out twice would make two trees share it, so the writer refuses the
+    /// free list with an error naming the page, and the committed data stays as it was.
+    @Test func aPageListedFreeTwiceIsRefusedNotReused() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off
+        let store = try Store(path: path, options: options)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<3_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
+        }
+        try store.write { txn in
+            let tree = try #require(try txn.tree("data"))
+            for k in 0..<1_500 { try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        // Damage: this commit lists again, among its own frees, a page the free list already has.
+        var doubled: PageNo = 0
+        try store.write { txn in
+            try txn.allocator.loadAll()
+            doubled = try #require(txn.allocator.reusablePages.first)
+            txn.spare.append(doubled)
+        }
+        let before = try store.read { txn in try #require(try txn.tree("data")).count }
+        var refused: (any Error)?
+        do {
+            try store.write { txn in
+                let tree = try #require(try txn.tree("data"))
+                for k in 0..<3_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 1)) }
+            }
+        } catch {
+            refused = error
+        }
+        let message = refused.map { "\($0)" } ?? "no error"
+        #expect(message.contains("lists page \(doubled) twice"), "writing over a free list that lists page \(doubled) twice: \(message)")
+        #expect(try store.read { txn in try #require(try txn.tree("data")).count } == before)
+        #expect(try store.check().problems.contains { $0.description.contains("listed free twice") })
+    }
+}
