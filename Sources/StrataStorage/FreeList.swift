@@ -116,11 +116,11 @@ final class FreePageAllocator {
     @exclusivity(unchecked) private var lowHeap: [Int] = []
     @exclusivity(unchecked) private var lowHeapValid = false
     private var lastLoadedKey: [UInt8]?
-    /// Every page the loaded chunks list, with the position in `chunks` of the chunk that lists it.
-    /// A page listed by two chunks is damage that reusing it would spread (two trees sharing a
-    /// page), so loading refuses it. Not part of `State`: after a savepoint rolls back, the same
-    /// chunks load again in the same order, at the same positions.
-    private var listedBy: [PageNo: Int] = [:]
+    /// Every page the loaded chunks list, with the key of the chunk that lists it. A page listed by
+    /// two chunks is damage that reusing it would spread (two trees sharing a page), so loading
+    /// refuses it. Not part of `State`: a chunk loaded again after a savepoint rolled back has the
+    /// same key (whether or not the reader set now lets the scan skip a held prefix).
+    private var listedBy: [PageNo: [UInt8]] = [:]
     private var exhausted: Bool
     /// Pages handed out so far; the commit's free-list fixpoint watches it.
     private(set) var allocations = 0
@@ -327,9 +327,8 @@ final class FreePageAllocator {
         let key = Array(cursor.key)
         let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
         let entries = try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: pages.limit)
-        let position = chunks.count
         for e in entries {
-            if let other = listedBy.updateValue(position, forKey: e.page), other != position {
+            if let other = listedBy.updateValue(key, forKey: e.page), other != key {
                 throw StorageError.corrupt(
                     page: 0, reason: "free list lists page \(e.page) twice (chunk of transaction \(freedBy) and an older one)")
             }
