@@ -298,11 +298,7 @@ public struct WriteTree {
     public func insert(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         try check()
         let inserted = try txn.put(&state.info, key: key, value: value, overwrite: false)
-        if inserted {
-            state.modified = true
-            state.noteChange(key)
-            try txn.spillIfNeeded()
-        }
+        if inserted { try wrote(key) }
         return inserted
     }
 
@@ -318,16 +314,20 @@ public struct WriteTree {
         }
     }
 
+    /// After a write that changed `key`: the tree goes into the catalog at commit, listeners
+    /// hear of the key, and the transaction spills if it holds too many pages.
+    private func wrote(_ key: UnsafeRawBufferPointer) throws {
+        state.modified = true
+        state.noteChange(key)
+        try txn.spillIfNeeded()
+    }
+
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
         try check()
         let deleted = try txn.delete(&state.info, key: key)
-        if deleted {
-            state.modified = true
-            state.noteChange(key)
-            try txn.spillIfNeeded()
-        }
+        if deleted { try wrote(key) }
         return deleted
     }
 
@@ -355,9 +355,7 @@ public struct WriteTree {
         try check()  // (`inspect` may have aborted the transaction or dropped the tree)
         if txn.pages.version != version { return try delete(key) }
         try txn.removeFound(&state.info, leaf: leaf, index: index)
-        state.modified = true
-        state.noteChange(key)
-        try txn.spillIfNeeded()
+        try wrote(key)
         return true
     }
 
