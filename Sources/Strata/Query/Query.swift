@@ -159,40 +159,63 @@ enum QueryEngine {
         // Equal values are ordered by primary key in both directions, as in every plan
         // (ResultOrder). A descending walk meets them in descending key order, so it holds
         // back each run of equal values and visits it reversed. (A unique index has no equal
-        // values.) The run's keys and value live in reused buffers: no allocation per entry.
-        var runKeys: [UInt8] = []
-        var runEnds: [Int] = []
-        var runValue: [UInt8] = []
-        var stopped = false
-        func flushRun() throws {
-            try runKeys.withUnsafeBytes { keys in
-                var i = runEnds.count - 1
-                while i >= 0 && !stopped {
-                    let start = i == 0 ? 0 : runEnds[i - 1]
-                    if try !visit(UnsafeRawBufferPointer(rebasing: keys[start..<runEnds[i]])) { stopped = true }
-                    i -= 1
-                }
+        // values.)
+        guard reverse && !unique else {
+            try Planner.scan(index, walk.range, reverse: reverse) { key, value in
+                try visit(try IndexEntry.primaryKeyBytes(key: key, value: value, unique: unique))
             }
-            runKeys.removeAll(keepingCapacity: true)
-            runEnds.removeAll(keepingCapacity: true)
+            return
         }
-        try Planner.scan(index, walk.range, reverse: reverse) { key, value in
-            let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: unique)
-            if !reverse || unique { return try visit(primaryKey) }
+        var run = EqualValueRun()
+        try Planner.scan(index, walk.range, reverse: true) { key, value in
+            let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: false)
             let valueBytes = UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKey.count)])
-            if !runEnds.isEmpty && !runValue.withUnsafeBytes({ sameBytes($0, valueBytes) }) {
-                try flushRun()
-                if stopped { return false }
-            }
-            if runEnds.isEmpty {
-                runValue.removeAll(keepingCapacity: true)
-                runValue.append(contentsOf: valueBytes)
-            }
-            runKeys.append(contentsOf: primaryKey)
-            runEnds.append(runKeys.count)
+            if !run.holds(valueBytes), try !run.flushReversed(visit) { return false }
+            run.add(primaryKey, value: valueBytes)
             return true
         }
-        if !stopped { try flushRun() }
+        _ = try run.flushReversed(visit)
+    }
+
+    /// The run of index entries with one value that a descending walk holds back to visit in
+    /// ascending key order. Its keys and value live in reused buffers: no allocation per entry.
+    /// A struct with methods, not a nested function capturing locals: captured locals are
+    /// checked for exclusive access at run time, several checks per entry.
+    private struct EqualValueRun {
+        private var keys: [UInt8] = []
+        private var ends: [Int] = []
+        private var value: [UInt8] = []
+
+        /// Whether `valueBytes` belongs to this run (an empty run holds any value).
+        func holds(_ valueBytes: UnsafeRawBufferPointer) -> Bool {
+            ends.isEmpty || value.withUnsafeBytes { sameBytes($0, valueBytes) }
+        }
+
+        mutating func add(_ primaryKey: UnsafeRawBufferPointer, value valueBytes: UnsafeRawBufferPointer) {
+            if ends.isEmpty {
+                value.removeAll(keepingCapacity: true)
+                value.append(contentsOf: valueBytes)
+            }
+            keys.append(contentsOf: primaryKey)
+            ends.append(keys.count)
+        }
+
+        /// Visits the run's keys in ascending order and empties it; false when `visit` stopped.
+        mutating func flushReversed(_ visit: (UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+            defer {
+                keys.removeAll(keepingCapacity: true)
+                ends.removeAll(keepingCapacity: true)
+            }
+            return try keys.withUnsafeBytes { all in
+                var i = ends.count - 1
+                while i >= 0 {
+                    let start = i == 0 ? 0 : ends[i - 1]
+                    if try !visit(UnsafeRawBufferPointer(rebasing: all[start..<ends[i]])) { return false }
+                    i -= 1
+                }
+                return true
+            }
+        }
     }
 
     /// Whether two byte strings are equal (memcmp: the generic `elementsEqual` walks iterators).

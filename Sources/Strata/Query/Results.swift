@@ -334,8 +334,9 @@ final class ResultsOutcome<M: Model>: Sendable {
     }
 
     /// The object under a stored key, or the placeholder (noting why) when it cannot be read.
-    private func decode(key: UnsafeRawBufferPointer, _ state: ResultsState<M>) -> M? {
-        guard let info else { return nil }
+    /// Returns `M`, never `M?`: this runs once per element, compiled unspecialized (the model is
+    /// the caller's type), and every use of `M?` there asks the runtime for Optional<M>'s metadata.
+    private func decode(key: UnsafeRawBufferPointer, _ info: ModelInfo<M>, _ state: ResultsState<M>) -> M {
         do {
             return try trustedRead(validating) {
                 guard let record = try records?.get(key) else {
@@ -395,7 +396,7 @@ final class ResultsOutcome<M: Model>: Sendable {
             }
         }
         let list = keyList(state)
-        if i < list.count, let object = list.withKey(i, { decode(key: $0, state) }) { return object }
+        if i < list.count { return list.withKey(i) { decode(key: $0, info, state) } }
         state.note(StrataError.corruptRecord("result \(i) of \(count) of \(info.name) could not be read"))
         return info.placeholder
     }
