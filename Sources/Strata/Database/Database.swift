@@ -276,8 +276,17 @@ public final class Database: Sendable {
     /// ```swift
     /// if let ana = try db.object(Person.self, key: "u1") { print(ana.name) }
     /// ```
+    @inlinable
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
-        try onNewestSnapshot { try $0.object(type, key: key) }
+        var object: M?
+        try readObject(key: key) { object = $0 }
+        return object
+    }
+
+    /// `object(_:key:)` without an `M?` in unspecialized code (ModelInfo.readObject).
+    @usableFromInline
+    func readObject<M: Model>(key: M.ID, _ found: (M) -> Void) throws {
+        try onNewestSnapshot { try $0.readObject(key: key, found) }
     }
 
     /// Every object of a model at the newest commit, to filter, sort and count.

@@ -108,11 +108,14 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     }
 
     /// The object stored under `key` in a snapshot or the write transaction, or nil.
-    func object<S: TreeSource>(key: M.ID, in source: S) throws -> M? {
-        guard let tree = try wrapStorage({ try source.tree(named: recordTree) }) else { return nil }
+    /// Calls `found` with the object stored under `key`, if there is one. The public `object(_:key:)`
+    /// methods are `@inlinable` wrappers of this: an `M?` made here, in code compiled unspecialized
+    /// (the model is the caller's type), would cost two runtime metadata lookups per read.
+    func readObject<S: TreeSource>(key: M.ID, in source: S, _ found: (M) -> Void) throws {
+        guard let tree = try wrapStorage({ try source.tree(named: recordTree) }) else { return }
         let keyBytes = try keyBytes(key)
-        guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return nil }
-        return try decode(record)
+        guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return }
+        found(try decode(record))
     }
 
     func encode(_ object: M) throws -> [UInt8] {

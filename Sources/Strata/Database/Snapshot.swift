@@ -29,8 +29,17 @@ public final class Snapshot: Sendable {
     /// ```swift
     /// let ana = try db.snapshot().object(Person.self, key: "u1")
     /// ```
+    @inlinable
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
-        try checked { try db.info(M.self).object(key: key, in: SnapshotTrees(txn: txn)) }
+        var object: M?
+        try readObject(key: key) { object = $0 }
+        return object
+    }
+
+    /// `object(_:key:)` without an `M?` in unspecialized code (ModelInfo.readObject).
+    @usableFromInline
+    func readObject<M: Model>(key: M.ID, _ found: (M) -> Void) throws {
+        try checked { try db.info(M.self).readObject(key: key, in: SnapshotTrees(txn: txn), found) }
     }
 
     /// `body`'s result, once this snapshot is known to have read the commit it began on. Only a

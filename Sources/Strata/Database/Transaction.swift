@@ -98,8 +98,17 @@ public final class Transaction {
     ///     let ana = try tx.object(Person.self, key: "u1")   // sees the insert above
     /// }
     /// ```
+    @inlinable
     public func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? {
-        try db.info(M.self).object(key: key, in: WriteTrees(txn: txn))
+        var object: M?
+        try readObject(key: key) { object = $0 }
+        return object
+    }
+
+    /// `object(_:key:)` without an `M?` in unspecialized code (ModelInfo.readObject).
+    @usableFromInline
+    func readObject<M: Model>(key: M.ID, _ found: (M) -> Void) throws {
+        try db.info(M.self).readObject(key: key, in: WriteTrees(txn: txn), found)
     }
 
     /// The objects matching `predicate` (all when nil), sorted, as this transaction sees them.

@@ -437,33 +437,43 @@ enum QueryEngine {
             let field = info.stored.object.field(named: path),
             let records = try source.tree(named: info.recordTree)
         else { return nil }
-        let context = EncodingContext(model: info.name, path: [path])
+        var reader = FieldValueReader<V>(field: field, context: EncodingContext(model: info.name, path: [path]))
+        if !query.hasConditions {
+            var ok = true
+            try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { _, record in
+                ok = try reader.read(record)
+                return ok
+            }
+            return ok ? reader.values : nil
+        }
+        guard let keys = try exactKeys(query, info: info, source: source) else { return nil }
+        for key in keys {
+            guard let record = try records.view(key) else { throw StrataError.corruptRecord("an index of \(info.name) names a missing object") }
+            if try !reader.read(record) { return nil }
+        }
+        return reader.values
+    }
+
+    /// Reads one field's values out of records, for `fieldValues`. A struct with a method rather
+    /// than a nested function capturing the array: captured locals are boxed and checked for
+    /// exclusive access at run time, and the box looks up `[V]`'s metadata, on every record.
+    private struct FieldValueReader<V> {
+        let field: FieldSchema
+        let context: EncodingContext
         var values: [V] = []
-        func read(_ record: UnsafeRawBufferPointer) throws -> Bool {
+
+        /// Appends the record's value; false when it cannot be read as `V` without decoding.
+        mutating func read(_ record: UnsafeRawBufferPointer) throws -> Bool {
             // A missing field (added after this record was written) reads as nil, like a stored nil.
             guard let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil else {
                 guard let none = (V.self as? any OptionalValue.Type)?.noneAny as? V else { return false }
                 values.append(none)
                 return true
             }
-            guard let value = try RecordDecoding.primitive(V.self, as: field.type, bytes: bytes, context: context) else { return false }
-            values.append(value)
+            guard RecordDecoding.isPrimitive(V.self) else { return false }
+            values.append(try RecordDecoding.primitive(V.self, as: field.type, bytes: bytes, context: context))
             return true
         }
-        if !query.hasConditions {
-            var ok = true
-            try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { _, record in
-                ok = try read(record)
-                return ok
-            }
-            return ok ? values : nil
-        }
-        guard let keys = try exactKeys(query, info: info, source: source) else { return nil }
-        for key in keys {
-            guard let record = try records.view(key) else { throw StrataError.corruptRecord("an index of \(info.name) names a missing object") }
-            if try !read(record) { return nil }
-        }
-        return values
     }
 
     static func candidateKeys<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S) throws -> [[UInt8]] {

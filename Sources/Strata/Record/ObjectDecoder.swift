@@ -363,7 +363,7 @@ struct SingleValueDecoding: SingleValueDecodingContainer {
             }
             return value
         default:
-            if let value = try RecordDecoding.primitive(T.self, as: stored, bytes: decoder.bytes, context: decoder.context) { return value }
+            if RecordDecoding.isPrimitive(T.self) { return try RecordDecoding.primitive(T.self, as: stored, bytes: decoder.bytes, context: decoder.context) }
             return try T(from: decoder)
         }
     }

@@ -10,7 +10,7 @@ enum RecordDecoding {
     /// Decodes a present (non-nil) value of `type` stored as `fieldType`.
     static func decodeValue<T: Decodable>(_ type: T.Type, as fieldType: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws -> T {
         let stored = fieldType.isOptional ? fieldType.unwrappedOnce : fieldType
-        if let value = try primitive(T.self, as: stored, bytes: bytes, context: context) { return value }
+        if isPrimitive(T.self) { return try primitive(T.self, as: stored, bytes: bytes, context: context) }
         let decoder = ValueDecoder(fieldType: stored, bytes: bytes, isNil: false, context: context)
         do {
             return try T(from: decoder)
@@ -21,73 +21,90 @@ enum RecordDecoding {
         }
     }
 
-    /// Decodes a stored primitive when `T` is one; nil when `T` is some other type.
-    static func primitive<T>(_ type: T.Type, as fieldType: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws -> T? {
+    /// Whether `primitive` decodes values of `type` (a type read from the record's bytes itself,
+    /// without `init(from:)`). Metatype identity, not `is` casts: this runs for every field that
+    /// takes the general path, in code compiled unspecialized.
+    static func isPrimitive(_ type: Any.Type) -> Bool {
+        type == Int64.self || type == Int.self || type == Double.self || type == String.self || type == Date.self
+            || type == Bool.self || type == Data.self || type == UUID.self || type == Int32.self || type == UInt64.self
+            || type == Float.self || type == Int8.self || type == Int16.self || type == UInt.self || type == UInt8.self
+            || type == UInt16.self || type == UInt32.self || type == Decimal.self || type == URL.self
+    }
+
+    /// Decodes a stored primitive of type `T`, one `isPrimitive` accepts. It returns `T`, not `T?`,
+    /// and converts with `unsafeBitCast` after an identity check rather than through `Any`: in
+    /// unspecialized code each `T?` is a runtime metadata lookup and each `as? T` a dynamic cast.
+    static func primitive<T>(_ type: T.Type, as fieldType: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws -> T {
         func expect(_ kind: FieldType) throws {
             if fieldType.unwrapped != kind { throw context.mismatch("stored as \(fieldType), read as \(T.self)") }
         }
         func fixed(_ count: Int) throws -> UInt64 {
             try fixedWidthValue(bytes, count: count, place: "\(context.model).\(context.path.joined(separator: "."))")
         }
-        func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
+        func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> T {
             guard case .int(_, let signed) = fieldType.unwrapped else { throw context.mismatch("stored as \(fieldType), read as \(I.self)") }
             var reader = ByteReader(bytes)
             let raw = try reader.varint()
             if !reader.isAtEnd { throw StrataError.corruptRecord("\(context.model).\(context.path.joined(separator: ".")): integer has trailing bytes") }
             let result: I? = signed ? I(exactly: unzigzag(raw)) : I(exactly: raw)
             guard let result else { throw context.mismatch("stored value does not fit \(I.self)") }
-            return result
+            return unsafeBitCast(result, to: T.self)
         }
-        let value: Any
-        switch T.self {
-        case is Bool.Type:
-            try expect(.bool)
-            value = try fixed(1) != 0
-        case is Int.Type: value = try integer(Int.self)
-        case is Int8.Type: value = try integer(Int8.self)
-        case is Int16.Type: value = try integer(Int16.self)
-        case is Int32.Type: value = try integer(Int32.self)
-        case is Int64.Type: value = try integer(Int64.self)
-        case is UInt.Type: value = try integer(UInt.self)
-        case is UInt8.Type: value = try integer(UInt8.self)
-        case is UInt16.Type: value = try integer(UInt16.self)
-        case is UInt32.Type: value = try integer(UInt32.self)
-        case is UInt64.Type: value = try integer(UInt64.self)
-        case is Double.Type:
+        // Each branch converts a value of exactly T's type (checked just before).
+        if T.self == Int64.self { return try integer(Int64.self) }
+        if T.self == Int.self { return try integer(Int.self) }
+        if T.self == Double.self {
             try expect(.double)
-            value = Double(bitPattern: try fixed(8))
-        case is Float.Type:
-            try expect(.float)
-            value = Float(bitPattern: UInt32(try fixed(4)))
-        case is String.Type:
+            return unsafeBitCast(Double(bitPattern: try fixed(8)), to: T.self)
+        }
+        if T.self == String.self {
             try expect(.string)
-            value = String(decoding: bytes, as: UTF8.self)
-        case is Data.Type:
-            try expect(.data)
-            value = bytes.baseAddress.map { Data(bytes: $0, count: bytes.count) } ?? Data()
-        case is Date.Type:
+            return unsafeBitCast(String(decoding: bytes, as: UTF8.self), to: T.self)
+        }
+        if T.self == Date.self {
             try expect(.date)
-            value = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed(8)))
-        case is UUID.Type:
+            return unsafeBitCast(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed(8))), to: T.self)
+        }
+        if T.self == Bool.self {
+            try expect(.bool)
+            return unsafeBitCast(try fixed(1) != 0, to: T.self)
+        }
+        if T.self == Data.self {
+            try expect(.data)
+            return unsafeBitCast(bytes.baseAddress.map { Data(bytes: $0, count: bytes.count) } ?? Data(), to: T.self)
+        }
+        if T.self == UUID.self {
             try expect(.uuid)
             guard bytes.count == 16 else { throw StrataError.corruptRecord("UUID of \(bytes.count) bytes") }
             var uuid = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)).uuid
             withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
-            value = UUID(uuid: uuid)
-        case is Decimal.Type:
+            return unsafeBitCast(UUID(uuid: uuid), to: T.self)
+        }
+        if T.self == Int32.self { return try integer(Int32.self) }
+        if T.self == UInt64.self { return try integer(UInt64.self) }
+        if T.self == Float.self {
+            try expect(.float)
+            return unsafeBitCast(Float(bitPattern: UInt32(truncatingIfNeeded: try fixed(4))), to: T.self)
+        }
+        if T.self == Int8.self { return try integer(Int8.self) }
+        if T.self == Int16.self { return try integer(Int16.self) }
+        if T.self == UInt.self { return try integer(UInt.self) }
+        if T.self == UInt8.self { return try integer(UInt8.self) }
+        if T.self == UInt16.self { return try integer(UInt16.self) }
+        if T.self == UInt32.self { return try integer(UInt32.self) }
+        if T.self == Decimal.self {
             try expect(.decimal)
             guard let d = Decimal(string: String(decoding: bytes, as: UTF8.self), locale: Locale(identifier: "en_US_POSIX")) else {
                 throw StrataError.corruptRecord("invalid Decimal text")
             }
-            value = d
-        case is URL.Type:
+            return unsafeBitCast(d, to: T.self)
+        }
+        if T.self == URL.self {
             try expect(.url)
             guard let url = URL(string: String(decoding: bytes, as: UTF8.self)) else { throw StrataError.corruptRecord("invalid URL text") }
-            value = url
-        default:
-            return nil
+            return unsafeBitCast(url, to: T.self)
         }
-        return value as? T
+        throw context.mismatch("\(T.self) is not read as a primitive")
     }
 }
 
