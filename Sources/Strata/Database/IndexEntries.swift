@@ -6,27 +6,31 @@ struct IndexPair: Hashable {
     var value: [UInt8]
 }
 
-/// An index resolved against the stored schema once per model, for the write path: a plain index
-/// on one top-level field that is not an array (most indexes) is then read from a record by its
-/// field id, with no path to split and no name to look up per object. A class: the write path
-/// reads a model's plans on every write, and copying a struct of strings and indirect enums
-/// costs more reference counting than the lookup it saves.
+/// An index resolved against the stored schema once per model, for the write path: an index whose
+/// fields are all top-level and not arrays (plain and compound indexes without a collation: most
+/// indexes) is then read from a record by field ids, with no path to split, no name to look up
+/// and no set of combinations to build per object. A class: the write path reads a model's plans
+/// on every write, and copying a struct of strings and indirect enums costs more reference
+/// counting than the lookup it saves.
 final class IndexEntryPlan: Sendable {
     let index: IndexSchema
-    /// The indexed field's id and stored type, for such an index; nil: `IndexEntries.entries`.
-    let direct: (id: Int, type: FieldType)?
+    /// The indexed fields' ids and stored types, in index order, for such an index; nil:
+    /// `IndexEntries.entries`.
+    let direct: [(id: Int, type: FieldType)]?
 
     init(index: IndexSchema, schema: ObjectSchema) {
         self.index = index
-        if index.isSingleValue, !index.path.contains("."), let field = schema.field(named: index.path) {
-            if case .array = field.type.unwrapped {
-                direct = nil
-            } else {
-                direct = (field.id, field.type)
-            }
-        } else {
+        guard index.collation == nil, !index.isFullText else {
             direct = nil
+            return
         }
+        var fields: [(id: Int, type: FieldType)] = []
+        for path in index.paths {
+            guard !path.contains("."), let field = schema.field(named: path) else { break }
+            if case .array = field.type.unwrapped { break }
+            fields.append((field.id, field.type))
+        }
+        direct = fields.count == index.paths.count ? fields : nil
     }
 }
 
@@ -39,13 +43,16 @@ enum IndexEntries {
         _ record: UnsafeRawBufferPointer, schema: ObjectSchema, plan: IndexEntryPlan, primaryKey: [UInt8]
     ) throws -> (pairs: [IndexPair], words: Int) {
         guard let direct = plan.direct else { return try entries(record, schema: schema, index: plan.index, primaryKey: primaryKey) }
-        // RecordIndexKeys.values for one top-level field: its encoding, or 0x00 for nil or absent.
+        // RecordIndexKeys.values for each top-level field (its encoding, or 0x00 for nil or
+        // absent), one after another: the one combination `entries` would build.
         var key: [UInt8] = []
-        key.reserveCapacity(24 + primaryKey.count)
-        if let (bytes, isNil) = try RecordField.find(direct.id, in: record), !isNil {
-            try RecordIndexKeys.append(bytes, as: direct.type, to: &key)
-        } else {
-            key.append(0)
+        key.reserveCapacity(24 * direct.count + primaryKey.count)
+        for field in direct {
+            if let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil {
+                try RecordIndexKeys.append(bytes, as: field.type, to: &key)
+            } else {
+                key.append(0)
+            }
         }
         if !plan.index.unique { key.append(contentsOf: primaryKey) }
         return ([IndexPair(key: key, value: IndexEntry.value(primaryKey: primaryKey, unique: plan.index.unique))], 0)
@@ -131,25 +138,48 @@ enum IndexEntries {
 /// A full-text index entry (FORMAT.md §8.5): the key is a word's key encoding then the primary
 /// key; the value is the primary key's length, the text's word count, and the word's positions.
 enum TextPostingValue {
-    /// The entries of a text with these words.
+    /// The entries of a text with these words, one per distinct word, in word order.
+    ///
+    /// Equal words are grouped by sorting their positions by (word, position), not through a
+    /// dictionary keyed by the words: hashing a byte array feeds every byte through `Hasher`, and
+    /// that was the largest single cost of indexing a text.
     static func pairs(words: [[UInt8]], primaryKey: [UInt8]) -> [IndexPair] {
-        var positions: [[UInt8]: [Int]] = [:]
-        var order: [[UInt8]] = []
-        for (position, word) in words.enumerated() {
-            if positions[word] == nil { order.append(word) }
-            positions[word, default: []].append(position)
+        let order = words.indices.sorted { a, b in
+            let c = compareBytes(words[a], words[b])
+            return c != 0 ? c < 0 : a < b
         }
-        return order.map { word in
+        var pairs: [IndexPair] = []
+        pairs.reserveCapacity(words.count)
+        var positions: [Int] = []
+        var i = 0
+        while i < order.count {
+            let word = words[order[i]]
+            positions.removeAll(keepingCapacity: true)
+            var j = i
+            while j < order.count && words[order[j]] == word {
+                positions.append(order[j])
+                j += 1
+            }
             var key: [UInt8] = []
             key.reserveCapacity(word.count + 2 + primaryKey.count)
             KeyEncoding.appendBytes(word, to: &key)
             key.append(contentsOf: primaryKey)
-            return IndexPair(key: key, value: value(primaryKey: primaryKey, words: words.count, positions: positions[word] ?? []))
+            pairs.append(IndexPair(key: key, value: value(primaryKey: primaryKey, words: words.count, positions: positions)))
+            i = j
         }
+        return pairs
+    }
+
+    /// Byte order of two words (memcmp; the generic lexicographic comparison walks iterators).
+    private static func compareBytes(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        let n = min(a.count, b.count)
+        let c = a.withUnsafeBytes { x in b.withUnsafeBytes { y in n == 0 ? 0 : Int(memcmp(x.baseAddress!, y.baseAddress!, n)) } }
+        return c != 0 ? c : a.count - b.count
     }
 
     static func value(primaryKey: [UInt8], words: Int, positions: [Int]) -> [UInt8] {
         var out: [UInt8] = []
+        out.reserveCapacity(6 + 2 * positions.count)  // varints: short counts, small position gaps
         appendVarint(UInt64(primaryKey.count), to: &out)
         appendVarint(UInt64(words), to: &out)
         appendVarint(UInt64(positions.count), to: &out)
