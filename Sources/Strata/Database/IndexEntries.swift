@@ -17,9 +17,12 @@ final class IndexEntryPlan: Sendable {
     /// The indexed fields' ids and stored types, in index order, for such an index; nil:
     /// `IndexEntries.entries`.
     let direct: [(id: Int, type: FieldType)]?
+    /// The text field's id, for a full-text index on a top-level field.
+    let textField: Int?
 
     init(index: IndexSchema, schema: ObjectSchema) {
         self.index = index
+        textField = index.isFullText && !index.path.contains(".") ? schema.field(named: index.path)?.id : nil
         guard index.collation == nil, !index.isFullText else {
             direct = nil
             return
@@ -42,6 +45,11 @@ enum IndexEntries {
     static func entries(
         _ record: UnsafeRawBufferPointer, schema: ObjectSchema, plan: IndexEntryPlan, primaryKey: [UInt8]
     ) throws -> (pairs: [IndexPair], words: Int) {
+        if let textField = plan.textField {
+            guard let (bytes, isNil) = try RecordField.find(textField, in: record), !isNil else { return ([], 0) }
+            let words = WordTokenizer.words(utf8: bytes)
+            return (TextPostingValue.pairs(words: words, primaryKey: primaryKey), words.count)
+        }
         guard let direct = plan.direct else { return try entries(record, schema: schema, index: plan.index, primaryKey: primaryKey) }
         // RecordIndexKeys.values for each top-level field (its encoding, or 0x00 for nil or
         // absent), one after another: the one combination `entries` would build.
