@@ -86,19 +86,20 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     var recordTree: String { stored.recordTree }
 
     func keyBytes(_ id: M.ID) throws -> [UInt8] {
-        // The common key types without boxing into Any (the casts dominate otherwise).
+        // The common key types without boxing into Any or a dynamic cast (either costs more than
+        // the encoding): the static type is checked, then the value reinterpreted as that type.
+        // (A cast would also unwrap an optional id and drop its tag.)
         var key: [UInt8] = []
-        // (Checked on the static type: a cast would also unwrap an optional id and drop its tag.)
-        if M.ID.self == Int64.self, let v = id as? Int64 {
-            KeyEncoding.appendInt(v, to: &key)
+        if M.ID.self == Int64.self {
+            KeyEncoding.appendInt(unsafeBitCast(id, to: Int64.self), to: &key)
             return key
         }
-        if M.ID.self == Int.self, let v = id as? Int {
-            KeyEncoding.appendInt(Int64(v), to: &key)
+        if M.ID.self == Int.self {
+            KeyEncoding.appendInt(Int64(unsafeBitCast(id, to: Int.self)), to: &key)
             return key
         }
-        if M.ID.self == String.self, let v = id as? String {
-            KeyEncoding.appendBytes(KeyEncoding.normalized(v).utf8, to: &key)
+        if M.ID.self == String.self {
+            KeyEncoding.appendBytes(KeyEncoding.normalized(unsafeBitCast(id, to: String.self)).utf8, to: &key)
             return key
         }
         guard let key = KeyEncoding.encode(id) else {

@@ -147,7 +147,10 @@ enum Planner {
         }
         let reverse = query.sort[0].order == .reverse
         var candidates: [OrderedWalk] = []
-        for (i, index) in info.indexes.enumerated() where !index.schema.isFullText {
+        // (Indices, not enumerated(): the element type depends on the model, and a generic
+        // iterator compiled unspecialized costs more than the loop's body.)
+        for i in info.indexes.indices where !info.indexes[i].schema.isFullText {
+            let index = info.indexes[i]
             let paths = index.schema.paths
             guard paths.count >= sortPaths.count, Array(paths.suffix(sortPaths.count)) == sortPaths else { continue }
             // The sort's collation must be the index's for strings; other fields must be key-ordered.
@@ -370,12 +373,14 @@ enum Planner {
 
     /// The key encoding of a predicate constant as the field stores it.
     static func encode(_ value: Any, for fieldType: FieldType) -> [UInt8]? {
-        let valueIsOptional = value is any OptionalValue
+        // (The common constant types are told apart from optionals by their dynamic type: the
+        // protocol cast looks a conformance up.)
+        let valueIsOptional = !KeyEncoding.isCommonPlainType(type(of: value)) && value is any OptionalValue
         if fieldType.isOptional && !valueIsOptional {
             guard let inner = KeyEncoding.encode(value) else { return nil }
             return [1] + inner
         }
-        if !fieldType.isOptional, let optional = value as? any OptionalValue {
+        if !fieldType.isOptional, valueIsOptional, let optional = value as? any OptionalValue {
             guard let wrapped = optional.wrappedAny else { return nil }
             return KeyEncoding.encode(wrapped)
         }

@@ -110,6 +110,12 @@ indirect enum Condition: CustomStringConvertible {
 }
 
 func show(_ value: Any) -> String {
+    // The common constants first, told by their dynamic type: the protocol casts below each look
+    // a conformance up, and every planned query describes its conditions.
+    let dynamicType = type(of: value)
+    if dynamicType == Int64.self, let v = value as? Int64 { return v.description }
+    if dynamicType == Int.self, let v = value as? Int { return v.description }
+    if dynamicType == String.self, let s = value as? String { return "\"\(s)\"" }
     if let optional = value as? any OptionalValue {
         guard let wrapped = optional.wrappedAny else { return "nil" }
         return show(wrapped)

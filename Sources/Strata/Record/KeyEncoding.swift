@@ -50,8 +50,20 @@ enum KeyEncoding {
         return append(value, to: &out) ? out : nil
     }
 
+    /// Whether `type` is one of the types `append` recognises first (none of them optional).
+    static func isCommonPlainType(_ type: Any.Type) -> Bool {
+        type == Int64.self || type == Int.self || type == String.self || type == Double.self
+    }
+
     static func append(_ value: Any, to out: inout [UInt8]) -> Bool {
-        // First: a cast from Any would silently unwrap an optional and lose its tag.
+        // The most common types first, told by the value's dynamic type: comparing metadata is
+        // cheap, where the protocol casts below each look a conformance up.
+        let dynamicType = type(of: value)
+        if dynamicType == Int64.self, let v = value as? Int64 { appendInt(v, to: &out); return true }
+        if dynamicType == Int.self, let v = value as? Int { appendInt(Int64(v), to: &out); return true }
+        if dynamicType == String.self, let v = value as? String { appendBytes(normalized(v).utf8, to: &out); return true }
+        if dynamicType == Double.self, let v = value as? Double { appendDouble(v, to: &out); return true }
+        // Then: a cast from Any would silently unwrap an optional and lose its tag.
         if let v = value as? any OptionalValue {
             guard let wrapped = v.wrappedAny else { out.append(0); return true }
             out.append(1)
