@@ -19,7 +19,8 @@ enum KeyEncoding {
     }
 
     static func appendUInt(_ v: UInt64, to out: inout [UInt8]) {
-        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+        // Big-endian, in one append (eight single appends check capacity and uniqueness eight times).
+        withUnsafeBytes(of: v.bigEndian) { out.append(contentsOf: $0) }
     }
 
     static func appendDouble(_ d: Double, to out: inout [UInt8]) {
