@@ -23,7 +23,7 @@ final class IndexEntryPlan: Sendable {
     init(index: IndexSchema, schema: ObjectSchema) {
         self.index = index
         textField = index.isFullText && !index.path.contains(".") ? schema.field(named: index.path)?.id : nil
-        guard index.collation == nil, !index.isFullText else {
+        guard index.collation == nil, index.kind == nil else {
             direct = nil
             return
         }

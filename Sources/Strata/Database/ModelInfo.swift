@@ -110,8 +110,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     /// The object stored under `key` in a snapshot or the write transaction, or nil.
     /// Calls `found` with the object stored under `key`, if there is one. The public `object(_:key:)`
-    /// methods are `@inlinable` wrappers of this: an `M?` made here, in code compiled unspecialized
-    /// (the model is the caller's type), would cost two runtime metadata lookups per read.
+    /// methods are `@inlinable` wrappers of this: an `M?` made here or passed through `checked`, in
+    /// code compiled unspecialized (the model is the caller's type), costs a runtime metadata
+    /// lookup each time.
     func readObject<S: TreeSource>(key: M.ID, in source: S, _ found: (M) -> Void) throws {
         guard let tree = try wrapStorage({ try source.tree(named: recordTree) }) else { return }
         let keyBytes = try keyBytes(key)

@@ -57,40 +57,45 @@ enum WordTokenizer {
     }()
 
     private static func asciiWords(_ bytes: UnsafeRawBufferPointer) -> [[UInt8]] {
+        // The word being read is flushed by a static function taking it inout, not by a nested
+        // function capturing it: a captured local is boxed and checked for exclusive access at
+        // run time on every byte appended to it.
         var words: [[UInt8]] = []
         var current: [UInt8] = []
         var lastIsDigit = false
         var i = 0
         let n = bytes.count
-        func flush() {
-            if !current.isEmpty {
-                if current.count > maxWordBytes { current.removeLast(current.count - maxWordBytes) }
-                words.append(current)
-                current = []
-            }
-        }
+        let classes = asciiClass
         while i < n {
             let byte = bytes[i]
-            let kind = asciiClass[Int(byte)]
+            let kind = classes[Int(byte)]
             switch kind {
             case 1, 2:
                 current.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
                 lastIsDigit = kind == 2
             case 3, 4:
                 // Joins only between two word characters (a comma: two digits).
-                let next = i + 1 < n ? asciiClass[Int(bytes[i + 1])] : 0
+                let next = i + 1 < n ? classes[Int(bytes[i + 1])] : 0
                 if !current.isEmpty && (kind == 3 ? (next == 1 || next == 2) : (lastIsDigit && next == 2)) {
                     current.append(byte)
                 } else {
-                    flush()
+                    flush(&current, into: &words)
                 }
             default:
-                flush()
+                flush(&current, into: &words)
             }
             i += 1
         }
-        flush()
+        flush(&current, into: &words)
         return words
+    }
+
+    /// Ends the word being read, if any: kept (cut to `maxWordBytes`), and a new one begun.
+    private static func flush(_ current: inout [UInt8], into words: inout [[UInt8]]) {
+        guard !current.isEmpty else { return }
+        if current.count > maxWordBytes { current.removeLast(current.count - maxWordBytes) }
+        words.append(current)
+        current = []
     }
 
     // MARK: Any text
