@@ -57,45 +57,51 @@ enum WordTokenizer {
     }()
 
     private static func asciiWords(_ bytes: UnsafeRawBufferPointer) -> [[UInt8]] {
-        // The word being read is flushed by a static function taking it inout, not by a nested
-        // function capturing it: a captured local is boxed and checked for exclusive access at
-        // run time on every byte appended to it.
+        // A word is a run of the text's bytes (letters, digits and the joiners between them), so
+        // it is found first and copied once, lowercased, into an array of its exact size.
         var words: [[UInt8]] = []
-        var current: [UInt8] = []
+        words.reserveCapacity(16)
+        var start = -1  // where the word being read began; -1: none
         var lastIsDigit = false
         var i = 0
         let n = bytes.count
         let classes = asciiClass
         while i < n {
-            let byte = bytes[i]
-            let kind = classes[Int(byte)]
+            let kind = classes[Int(bytes[i])]
             switch kind {
             case 1, 2:
-                current.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+                if start < 0 { start = i }
                 lastIsDigit = kind == 2
             case 3, 4:
                 // Joins only between two word characters (a comma: two digits).
                 let next = i + 1 < n ? classes[Int(bytes[i + 1])] : 0
-                if !current.isEmpty && (kind == 3 ? (next == 1 || next == 2) : (lastIsDigit && next == 2)) {
-                    current.append(byte)
-                } else {
-                    flush(&current, into: &words)
+                if !(start >= 0 && (kind == 3 ? (next == 1 || next == 2) : (lastIsDigit && next == 2))) {
+                    appendWord(bytes, start, i, to: &words)
+                    start = -1
                 }
             default:
-                flush(&current, into: &words)
+                appendWord(bytes, start, i, to: &words)
+                start = -1
             }
             i += 1
         }
-        flush(&current, into: &words)
+        appendWord(bytes, start, n, to: &words)
         return words
     }
 
-    /// Ends the word being read, if any: kept (cut to `maxWordBytes`), and a new one begun.
-    private static func flush(_ current: inout [UInt8], into words: inout [[UInt8]]) {
-        guard !current.isEmpty else { return }
-        if current.count > maxWordBytes { current.removeLast(current.count - maxWordBytes) }
-        words.append(current)
-        current = []
+    /// Appends the word at `start..<end` of `bytes` (none when `start` is -1), lowercased and cut
+    /// to `maxWordBytes`.
+    private static func appendWord(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, to words: inout [[UInt8]]) {
+        guard start >= 0, end > start else { return }
+        let count = min(end - start, maxWordBytes)
+        words.append(
+            [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                for k in 0..<count {
+                    let byte = bytes[start + k]
+                    out[k] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+                }
+                initialized = count
+            })
     }
 
     // MARK: Any text
