@@ -99,6 +99,66 @@ public final class Cursor {
         return try load(node, index)
     }
 
+    /// Moves to the first key ≥ `target`, like `seek`, searching from where the cursor is when the
+    /// target is not behind it: within the current leaf when the leaf's range holds the target,
+    /// else down from the lowest page on the cursor's path whose range holds it. A merge or a
+    /// zig-zag over sorted keys (several words' entries, intersected) moves a cursor a little
+    /// ahead many times; each such move then costs one leaf search instead of a descent from the
+    /// root. An unpositioned cursor, or a target behind its key, seeks from the root. Like `next`,
+    /// it throws `StorageError.cursorInvalidated` after a write to the transaction.
+    ///
+    /// ```swift
+    /// var more = try cursor.seek(Array("a".utf8))
+    /// if more { more = try cursor.seekForward(Array("b".utf8)) }   // first key ≥ "b"
+    /// ```
+    @discardableResult
+    public func seekForward(_ target: UnsafeRawBufferPointer) throws -> Bool {
+        if version != pages.version { throw StorageError.cursorInvalidated }
+        guard isPositioned, depth > 0, let node = leaf, compareBytes(key, target) <= 0 else {
+            return try seek(target)
+        }
+        // The deepest level whose page's range holds the target: every page on the path holds the
+        // current key (≤ target); child i of a branch holds keys below its entry i + 1 (the last
+        // child: below its branch's own bound), so walk down from the root while that bound is
+        // above the target.
+        var deepest = 0
+        for level in 0..<(depth - 1) {
+            let frame = frames[level]
+            let branch = try pages.node(frame.pgno)
+            if frame.index + 1 < branch.count, compareBytes(target, try branch.key(frame.index + 1)) >= 0 { break }
+            deepest = level + 1
+        }
+        if deepest == depth - 1 {
+            let (index, _) = try node.leafSearch(target)
+            frames[depth - 1].index = index
+            if index >= node.count { return try climbForward() }
+            return try load(node, index)
+        }
+        // Down again from that page, as `seek` does from the root.
+        depth = deepest
+        var page = try pages.node(frames[deepest].pgno)
+        while !page.isLeaf {
+            let i = try page.branchSearch(target)
+            try push(page.pgno, i)
+            page = try pages.node(try page.child(i))
+        }
+        let (index, _) = try page.leafSearch(target)
+        try push(page.pgno, index)
+        leaf = page
+        if index >= page.count { return try climbForward() }
+        return try load(page, index)
+    }
+
+    /// `seekForward` with the target in an array.
+    ///
+    /// ```swift
+    /// if try cursor.seekForward(Array("b".utf8)) { print(Array(cursor.key)) }
+    /// ```
+    @discardableResult
+    public func seekForward(_ target: [UInt8]) throws -> Bool {
+        try target.withUnsafeBytes { try seekForward($0) }
+    }
+
     /// Moves to the first key ≥ `target`.
     ///
     /// ```swift

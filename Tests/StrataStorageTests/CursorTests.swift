@@ -105,6 +105,74 @@ import Foundation
     }
 
     /// Stepping back and forth around every position, across leaf and branch boundaries.
+    /// `seekForward` lands where `seek` lands, for targets just ahead (same leaf), a few leaves
+    /// ahead, far ahead, past the end, equal to the current key, between keys and behind the
+    /// current key, in a tree of three or more levels, and in a write transaction's tree as it
+    /// changes (where a write invalidates the cursor and the next seek starts over).
+    @Test func seekForwardLandsWhereSeekDoes() throws {
+        let seed: UInt64 = 20_261_201
+        let store = try Self.makeStore()
+        let sorted = (0..<Self.count).map { Self.key(2 * $0) }
+        func target(_ rng: inout SplitMix, from current: Int) -> [UInt8] {
+            // An index into the key space of 2 × count (odd: between two keys), at a jump of
+            // 0, 1, a few, a few hundred or anything (behind too), or past the end.
+            let jump: Int
+            switch rng.below(6) {
+            case 0: jump = 0
+            case 1: jump = 1
+            case 2: jump = rng.below(20)
+            case 3: jump = rng.below(600)
+            case 4: jump = rng.below(2 * Self.count) - Self.count
+            default: jump = 2 * Self.count
+            }
+            return Self.key(max(0, min(2 * Self.count + 1, current + jump)))
+        }
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            var rng = SplitMix(seed: seed)
+            let cursor = tree.cursor()
+            let fresh = tree.cursor()
+            var at = 0
+            for step in 0..<4000 {
+                let goal = target(&rng, from: at)
+                let moved = try cursor.seekForward(goal)
+                let expected = try fresh.seek(goal)
+                let model = sorted.firstIndex { !$0.lexicographicallyPrecedes(goal) }
+                #expect(moved == expected && moved == (model != nil), "seed \(seed) step \(step)")
+                if moved {
+                    #expect(Array(cursor.key) == Array(fresh.key) && Array(cursor.value) == Array(fresh.value), "seed \(seed) step \(step)")
+                    #expect(model.map { sorted[$0] } == Array(cursor.key), "seed \(seed) step \(step)")
+                    // The cursor goes on from there as from a seek.
+                    #expect(try cursor.next() == fresh.next(), "seed \(seed) step \(step)")
+                    #expect(Array(cursor.key) == Array(fresh.key), "seed \(seed) step \(step)")
+                    at = (model ?? 0) * 2
+                } else {
+                    #expect(!cursor.isPositioned, "seed \(seed) step \(step)")
+                    _ = try cursor.seek(Self.key(0))
+                    at = 0
+                }
+            }
+        }
+        try store.write { txn in
+            // In a write transaction: the same, until a write, after which the cursor (like
+            // `next`) says it is invalid rather than reading the tree as it was.
+            let tree = try #require(try txn.tree("t"))
+            var rng = SplitMix(seed: seed ^ 1)
+            let cursor = try tree.cursor()
+            _ = try cursor.seek(Self.key(0))
+            for step in 0..<300 {
+                let goal = target(&rng, from: 2 * rng.below(Self.count))
+                let moved = try cursor.seekForward(goal)
+                let fresh = try tree.cursor()
+                #expect(moved == (try fresh.seek(goal)), "seed \(seed) step \(step)")
+                if moved { #expect(Array(cursor.key) == Array(fresh.key), "seed \(seed) step \(step)") }
+                if !moved { _ = try cursor.seek(Self.key(0)) }
+            }
+            try tree.put(Self.key(1), [1])
+            #expect(throws: StorageError.cursorInvalidated) { try cursor.seekForward(Self.key(3)) }
+        }
+    }
+
     @Test func zigZagAcrossPageBoundaries() throws {
         let store = try Self.makeStore()
         try store.read { txn in

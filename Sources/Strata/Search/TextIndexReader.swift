@@ -118,81 +118,32 @@ struct TextIndexReader<T: KeyValueTree> {
     }
 
     /// Texts with every one of these whole words, in key order: a zig-zag of one cursor per word
-    /// (each word's entries are its texts' keys in order, so a cursor that lags seeks straight to
+    /// (each word's entries are its texts' keys in order, so a cursor that lags moves straight to
     /// the key another one is at), stopping at `limit`. Rare words make it fast whatever the order.
     private func allWholeWords(_ terms: [SearchTerm], limit: Int?) throws -> [[UInt8]] {
-        let prefixes = terms.map { Self.range($0).lower ?? [] }
-        let cursors = try terms.map { _ in try tree.makeCursor() }
+        var zigZag = ZigZag(prefixes: terms.map { Self.range($0).lower ?? [] }, cursors: try terms.map { _ in try tree.makeCursor() })
         var keys: [[UInt8]] = []
-        var probe: [UInt8] = []
-        var positioned = [Bool](repeating: false, count: cursors.count)
-        var target: [UInt8] = []
-        /// Moves cursor `i` to its first text at or after `target`: nil when it has no more, true
-        /// when it is at the target, false when past it (and `target` is then its key). A cursor
-        /// already there stays; one a few entries behind steps (cheaper than a seek from the
-        /// root, when the words are about as common); else it seeks. Nothing is allocated.
-        func reach(_ i: Int) throws -> Bool? {
-            let cursor = cursors[i]
-            let prefix = prefixes[i]
-            func at() -> Bool { cursor.key.starts(with: prefix) }
-            /// The cursor's key compared with prefix + target: <0, 0, >0.
-            func order() -> Int {
-                let key = UnsafeRawBufferPointer(rebasing: cursor.key[prefix.count...])
-                return target.withUnsafeBytes { compare(key, $0) }
-            }
-            var found = false
-            if positioned[i] {
-                for _ in 0..<2 {
-                    guard at() else { return nil }
-                    if order() >= 0 { found = true; break }
-                    guard try cursor.next() else { return nil }
-                }
-            }
-            if !found {
-                probe.removeAll(keepingCapacity: true)
-                probe.append(contentsOf: prefix)
-                probe.append(contentsOf: target)
-                guard try cursor.seek(probe) else { return nil }
-                positioned[i] = true
-            }
-            guard at() else { return nil }
-            if order() == 0 { return true }
-            target.removeAll(keepingCapacity: true)
-            target.append(contentsOf: cursor.key[prefix.count...])
-            return false
-        }
-        guard try reach(0) != nil else { return [] }
+        guard try zigZag.reach(0) != nil else { return [] }
         while true {
             // Every other word at the target, or the target moves past it.
             var behind = false
-            for i in 1..<cursors.count {
-                guard let there = try reach(i) else { return keys }
+            for i in 1..<zigZag.cursors.count {
+                guard let there = try zigZag.reach(i) else { return keys }
                 if !there {
                     behind = true
                     break
                 }
             }
             if behind {
-                guard try reach(0) != nil else { return keys }
+                guard try zigZag.reach(0) != nil else { return keys }
                 continue
             }
-            keys.append(target)
+            keys.append(zigZag.target)
             if let limit, keys.count >= limit { return keys }
-            guard try cursors[0].next(), cursors[0].key.starts(with: prefixes[0]) else { return keys }
-            target.removeAll(keepingCapacity: true)
-            target.append(contentsOf: cursors[0].key[prefixes[0].count...])
+            guard try zigZag.advanceFirst() else { return keys }
         }
     }
 
-    /// Byte order of two keys (memcmp, then length).
-    private func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-        let n = min(a.count, b.count)
-        if n > 0, let x = a.baseAddress, let y = b.baseAddress {
-            let c = memcmp(x, y, n)
-            if c != 0 { return Int(c) }
-        }
-        return a.count - b.count
-    }
 
     /// The number of texts matching `search`, without building their keys when it is one whole
     /// word (its entries are counted).
@@ -208,4 +159,79 @@ struct TextIndexReader<T: KeyValueTree> {
     func stats() throws -> (documents: Int, words: Int) {
         try TextPostingValue.readStats(try tree.view(TextPostingValue.statsKey))
     }
+}
+
+/// The cursors of an intersection and the key they are brought to. A struct with methods, not
+/// nested functions capturing the loop's state: captured locals that change are boxed and
+/// checked for exclusive access at run time on every use.
+private struct ZigZag {
+    let prefixes: [[UInt8]]
+    let cursors: [Cursor]
+    /// The primary key every cursor is brought to (without the word's prefix).
+    var target: [UInt8] = []
+    var probe: [UInt8] = []
+    var positioned: [Bool]
+
+    init(prefixes: [[UInt8]], cursors: [Cursor]) {
+        self.prefixes = prefixes
+        self.cursors = cursors
+        positioned = [Bool](repeating: false, count: cursors.count)
+    }
+
+    /// Whether cursor `i` is on an entry of its word.
+    private func at(_ i: Int) -> Bool { cursors[i].key.starts(with: prefixes[i]) }
+
+    /// Cursor `i`'s key (without its word's prefix) compared with the target: <0, 0, >0.
+    private func order(_ i: Int) -> Int {
+        let key = UnsafeRawBufferPointer(rebasing: cursors[i].key[prefixes[i].count...])
+        return target.withUnsafeBytes { compareKeys(key, $0) }
+    }
+
+    /// Moves cursor `i` to its first text at or after the target: nil when it has no more,
+    /// true when it is at the target, false when past it (the target is then its key). A
+    /// cursor already there stays; one a few entries behind steps (when the words are about
+    /// as common); else it seeks forward from where it is. Nothing is allocated.
+    mutating func reach(_ i: Int) throws -> Bool? {
+        let cursor = cursors[i]
+        var found = false
+        if positioned[i] {
+            for _ in 0..<2 {
+                guard at(i) else { return nil }
+                if order(i) >= 0 { found = true; break }
+                guard try cursor.next() else { return nil }
+            }
+        }
+        if !found {
+            probe.removeAll(keepingCapacity: true)
+            probe.append(contentsOf: prefixes[i])
+            probe.append(contentsOf: target)
+            // Forward from where the cursor is (a leaf search when the text is near), or
+            // from the root for the first move.
+            guard try positioned[i] ? cursor.seekForward(probe) : cursor.seek(probe) else { return nil }
+            positioned[i] = true
+        }
+        guard at(i) else { return nil }
+        if order(i) == 0 { return true }
+        target.removeAll(keepingCapacity: true)
+        target.append(contentsOf: cursor.key[prefixes[i].count...])
+        return false
+    }
+
+    /// Moves the first cursor to its next text, which becomes the target; false at its end.
+    mutating func advanceFirst() throws -> Bool {
+        guard try cursors[0].next(), at(0) else { return false }
+        target.removeAll(keepingCapacity: true)
+        target.append(contentsOf: cursors[0].key[prefixes[0].count...])
+        return true
+    }
+}
+
+/// Byte order of two keys (memcmp, then length).
+private func compareKeys(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+    let n = min(a.count, b.count)
+    if n > 0, let x = a.baseAddress, let y = b.baseAddress {
+        let c = memcmp(x, y, n)
+        if c != 0 { return Int(c) }
+    }
+    return a.count - b.count
 }
