@@ -144,7 +144,6 @@ struct TextIndexReader<T: KeyValueTree> {
         }
     }
 
-
     /// The number of texts matching `search`, without building their keys when it is one whole
     /// word (its entries are counted).
     func count(_ search: ParsedSearch) throws -> Int {
