@@ -86,7 +86,13 @@ public final class Cursor {
     public func seek(_ target: UnsafeRawBufferPointer) throws -> Bool {
         reset()
         if root == 0 { return false }
-        var node = try pages.node(root)
+        return try descend(from: root, to: target)
+    }
+
+    /// From page `start` (pushed at the current depth) down to the first key ≥ `target` below it,
+    /// or past its last key to the next leaf.
+    private func descend(from start: PageNo, to target: UnsafeRawBufferPointer) throws -> Bool {
+        var node = try pages.node(start)
         while !node.isLeaf {
             let i = try node.branchSearch(target)
             try push(node.pgno, i)
@@ -136,17 +142,7 @@ public final class Cursor {
         }
         // Down again from that page, as `seek` does from the root.
         depth = deepest
-        var page = try pages.node(frames[deepest].pgno)
-        while !page.isLeaf {
-            let i = try page.branchSearch(target)
-            try push(page.pgno, i)
-            page = try pages.node(try page.child(i))
-        }
-        let (index, _) = try page.leafSearch(target)
-        try push(page.pgno, index)
-        leaf = page
-        if index >= page.count { return try climbForward() }
-        return try load(page, index)
+        return try descend(from: frames[deepest].pgno, to: target)
     }
 
     /// `seekForward` with the target in an array.
