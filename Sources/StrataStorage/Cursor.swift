@@ -16,7 +16,12 @@
 /// ```
 public final class Cursor {
     private let pages: PageMap
-    private let root: PageNo
+    /// The root of a read transaction's tree (fixed for its life).
+    private let fixedRoot: PageNo
+    /// A write transaction's tree: its root moves as the transaction writes (a split or a merge at
+    /// the top, a drop), and a cursor repositioned after a write must start from where it is now.
+    private let liveTree: TreeState?
+    private var root: PageNo { liveTree?.info.root ?? fixedRoot }
     /// Keeps the transaction (and so the snapshot and the map) alive while the cursor is.
     private let owner: AnyObject
     /// The path from the root: one frame per level, in a fixed buffer rather than an array, so
@@ -43,7 +48,18 @@ public final class Cursor {
 
     init(pages: PageMap, root: PageNo, owner: AnyObject) {
         self.pages = pages
-        self.root = root
+        self.fixedRoot = root
+        self.liveTree = nil
+        self.owner = owner
+        self.version = pages.version
+        self.frames = .allocate(capacity: maxTreeDepth + 1)
+    }
+
+    /// A cursor over a write transaction's tree, following its root as the transaction writes.
+    init(pages: PageMap, tree: TreeState, owner: AnyObject) {
+        self.pages = pages
+        self.fixedRoot = 0
+        self.liveTree = tree
         self.owner = owner
         self.version = pages.version
         self.frames = .allocate(capacity: maxTreeDepth + 1)

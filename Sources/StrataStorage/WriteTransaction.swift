@@ -387,7 +387,9 @@ public struct WriteTree {
         try key.withUnsafeBytes { (k) throws -> [UInt8]? in try get(k).map { Array($0) } }
     }
 
-    /// A cursor over the tree as it is now. Any later write to the transaction invalidates it.
+    /// A cursor over the tree as it is now. Any later write to the transaction invalidates it
+    /// (`next` and `prev` throw `cursorInvalidated`) until it is repositioned (`seek`, `first`,
+    /// `last`), which starts from the tree as it is then.
     ///
     /// ```swift
     /// try store.write { txn in
@@ -397,7 +399,7 @@ public struct WriteTree {
     /// ```
     public func cursor() throws -> Cursor {
         try check()
-        return Cursor(pages: txn.pages, root: state.info.root, owner: txn)
+        return Cursor(pages: txn.pages, tree: state, owner: txn)
     }
 
     /// Replaces the tree's root and count (the format upgrade rebuilds its branches; its entries

@@ -269,6 +269,41 @@ import Foundation
         }
     }
 
+    /// A write transaction's cursor repositioned after writes that moved the tree's root (the
+    /// tree grew from one leaf to several levels, then lost most of it again) finds what a new
+    /// cursor finds: it descends from the tree's root as it is now, not as it was when made.
+    @Test func writeCursorRepositionsFromTheCurrentRoot() throws {
+        let store = try Store.inMemory(options: StoreOptions(pageSize: 4096, durability: .noSync))
+        try store.write { txn in
+            let tree = try txn.createTree("grow")
+            try tree.put(Self.key(0), [0])
+            let cursor = try tree.cursor()
+            #expect(try cursor.first() && Array(cursor.key) == Self.key(0))
+            for round in 0..<3 {
+                // Round 0 and 1 add keys (the root splits); round 2 deletes most of them.
+                for i in 1..<2000 {
+                    if round < 2 {
+                        try tree.put(Self.key(2 * i + round), [UInt8(truncatingIfNeeded: i)])
+                    } else if i % 7 != 0 {
+                        _ = try tree.delete(Self.key(2 * i))
+                    }
+                }
+                let fresh = try tree.cursor()
+                for probe in stride(from: 0, to: 4100, by: 37) {
+                    let moved = try cursor.seek(Self.key(probe))
+                    #expect(moved == (try fresh.seek(Self.key(probe))), "round \(round) probe \(probe)")
+                    if moved { #expect(Array(cursor.key) == Array(fresh.key), "round \(round) probe \(probe)") }
+                }
+                #expect(try cursor.first() == fresh.first() && Array(cursor.key) == Array(fresh.key), "round \(round)")
+                #expect(try cursor.last() == fresh.last() && Array(cursor.key) == Array(fresh.key), "round \(round)")
+                #expect(try cursor.seek(toPosition: 100) == fresh.seek(toPosition: 100) && Array(cursor.key) == Array(fresh.key), "round \(round)")
+                try tree.put(Self.key(1), [1])  // a write between rounds: the cursor is invalid until repositioned
+            }
+            _ = try txn.dropTree("grow")
+            #expect(try cursor.seek(Self.key(0)) == false, "a dropped tree has no keys")
+        }
+    }
+
     /// Keys and values are views valid for the life of a read transaction, even after the cursor moves
     /// and the writer commits over them.
     @Test func viewsStayValidForTheTransaction() throws {
