@@ -153,7 +153,7 @@ enum TextPostingValue {
     /// that was the largest single cost of indexing a text.
     static func pairs(words: [[UInt8]], primaryKey: [UInt8]) -> [IndexPair] {
         let order = words.indices.sorted { a, b in
-            let c = compareBytes(words[a], words[b])
+            let c = words[a].withUnsafeBytes { x in words[b].withUnsafeBytes { y in KeyEncoding.compare(x, y) } }
             return c != 0 ? c < 0 : a < b
         }
         var pairs: [IndexPair] = []
@@ -176,13 +176,6 @@ enum TextPostingValue {
             i = j
         }
         return pairs
-    }
-
-    /// Byte order of two words (memcmp; the generic lexicographic comparison walks iterators).
-    private static func compareBytes(_ a: [UInt8], _ b: [UInt8]) -> Int {
-        let n = min(a.count, b.count)
-        let c = a.withUnsafeBytes { x in b.withUnsafeBytes { y in n == 0 ? 0 : Int(memcmp(x.baseAddress!, y.baseAddress!, n)) } }
-        return c != 0 ? c : a.count - b.count
     }
 
     static func value(primaryKey: [UInt8], words: Int, positions: [Int]) -> [UInt8] {

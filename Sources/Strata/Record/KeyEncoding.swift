@@ -14,6 +14,17 @@ import Foundation
 //   Optional      0x00 for nil, 0x01 then the value (nil sorts first)
 
 enum KeyEncoding {
+    /// The order of two encodings (memcmp, then length): <0, 0 or >0. The generic lexicographic
+    /// comparison walks iterators byte by byte.
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let n = min(a.count, b.count)
+        if n > 0, let x = a.baseAddress, let y = b.baseAddress {
+            let c = memcmp(x, y, n)
+            if c != 0 { return Int(c) }
+        }
+        return a.count - b.count
+    }
+
     static func appendInt(_ v: Int64, to out: inout [UInt8]) {
         appendUInt(UInt64(bitPattern: v) ^ (1 << 63), to: &out)
     }

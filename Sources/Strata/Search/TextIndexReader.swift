@@ -183,7 +183,7 @@ private struct ZigZag {
     /// Cursor `i`'s key (without its word's prefix) compared with the target: <0, 0, >0.
     private func order(_ i: Int) -> Int {
         let key = UnsafeRawBufferPointer(rebasing: cursors[i].key[prefixes[i].count...])
-        return target.withUnsafeBytes { compareKeys(key, $0) }
+        return target.withUnsafeBytes { KeyEncoding.compare(key, $0) }
     }
 
     /// Moves cursor `i` to its first text at or after the target: nil when it has no more,
@@ -223,14 +223,4 @@ private struct ZigZag {
         target.append(contentsOf: cursors[0].key[prefixes[0].count...])
         return true
     }
-}
-
-/// Byte order of two keys (memcmp, then length).
-private func compareKeys(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-    let n = min(a.count, b.count)
-    if n > 0, let x = a.baseAddress, let y = b.baseAddress {
-        let c = memcmp(x, y, n)
-        if c != 0 { return Int(c) }
-    }
-    return a.count - b.count
 }
