@@ -20,18 +20,7 @@ extension WriteTransaction {
         let changed = changedPages || trees.values.contains(where: \.modified)
         let compacting = changed || mustCommit ? try compactIfDue(force: forceCompaction, now: compactNow) : false
 
-        for state in trees.values where state.modified {
-            let key = Array(state.name.utf8)
-            try key.withUnsafeBytes { (k) throws in
-                if state.dropped {
-                    _ = try delete(&catalog, key: k)
-                } else {
-                    try state.info.encoded().withUnsafeBytes { (v) throws in
-                        _ = try put(&catalog, key: k, value: v)
-                    }
-                }
-            }
-        }
+        try writeCatalog()
         if !mustCommit && !changedPages {
             return  // Nothing changed: no write, no sync, no new transaction id.
         }
@@ -41,6 +30,10 @@ extension WriteTransaction {
         }
 
         try writeFreeList()
+        if try placePages() {
+            try writeCatalog()
+            try writeFreeList()
+        }
         if compacting, try trimFreeTail() { try writeFreeList() }
         let recordRun = try reserveRecordRun()
 
@@ -113,6 +106,22 @@ extension WriteTransaction {
             var keys: [String: Set<[UInt8]>] = [:]
             for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
             return CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys)
+        }
+    }
+
+    /// Records every modified tree's root and count in the catalog (or removes a dropped tree).
+    private func writeCatalog() throws {
+        for state in trees.values where state.modified {
+            let key = Array(state.name.utf8)
+            try key.withUnsafeBytes { (k) throws in
+                if state.dropped {
+                    _ = try delete(&catalog, key: k)
+                } else {
+                    try state.info.encoded().withUnsafeBytes { (v) throws in
+                        _ = try put(&catalog, key: k, value: v)
+                    }
+                }
+            }
         }
     }
 

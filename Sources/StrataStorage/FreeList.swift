@@ -199,6 +199,22 @@ final class FreePageAllocator {
         while try loadNextChunk() {}
     }
 
+    /// Loads chunks until those loaded hold at least `count` reusable pages or none is left.
+    func load(reusable count: Int) throws {
+        var loaded = chunks.reduce(0) { $0 + $1.reusable.count }
+        while loaded < count, try loadNextChunk() { loaded += chunks[chunks.count - 1].reusable.count }
+    }
+
+    /// Hands out exactly `taken`, which must all be reusable pages of the loaded chunks.
+    func take(_ taken: Set<PageNo>) {
+        lowHeapValid = false
+        for i in chunks.indices where chunks[i].reusable.contains(where: { taken.contains($0.page) }) {
+            chunks[i].reusable.removeAll { taken.contains($0.page) }
+            chunks[i].modified = true
+        }
+        allocations += taken.count
+    }
+
     /// Whether every chunk is loaded: then `chunks` holds every committed free page.
     var isFullyLoaded: Bool { exhausted }
 

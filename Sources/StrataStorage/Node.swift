@@ -332,6 +332,12 @@ struct MutableNode {
         for entry in entries { append(entry) }
     }
 
+    /// The child page of entry `index` of a (counted) branch.
+    func child(_ index: Int) -> PageNo {
+        let off = Int(UnsafeRawPointer(base).u16(PageHeader.size + 2 * index))
+        return UnsafeRawPointer(base).u64(off)
+    }
+
     func setChild(_ index: Int, _ child: PageNo) {
         let off = Int(UnsafeRawPointer(base).u16(PageHeader.size + 2 * index))
         base.setU64(off, child)

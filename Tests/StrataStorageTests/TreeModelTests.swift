@@ -405,14 +405,21 @@ struct ModelTree {
                 #expect(try tree.cursor().first() == false)
             }
         }
-        // Refilling with less data than before reuses the freed pages instead of growing the file.
+        // Refilling with less data than before reuses the freed pages instead of growing the file:
+        // compaction may have trimmed most of them, but the file grows only once those left are
+        // used (but for the few committed pages the refill itself copied and freed: the catalog's,
+        // the free list's).
         var refill = SplitMix(seed: seed ^ 0xFFFF)
         try s.write { txn in
             let tree = try txn.createTree("refill")
             for i in 0..<2000 { try tree.put(bigEndianKey(UInt64(i)), refill.byteArray(refill.within(0...300))) }
         }
         let refilled = try s.stats()
-        #expect(refilled.pageCount <= empty.pageCount, "seed \(seed): refilling grew the file from \(empty.pageCount) to \(refilled.pageCount) pages")
+        let grew = refilled.pageCount > empty.pageCount
+        #expect(
+            !grew || refilled.freePages <= 8,
+            "seed \(seed): refilling grew the file from \(empty.pageCount) to \(refilled.pageCount) pages and left \(refilled.freePages) of \(empty.freePages) free"
+        )
     }
 
     /// Keys from 1 byte to `maxKeySize` work at every page size; an empty or over-long key is rejected.
