@@ -207,11 +207,7 @@ final class FreePageAllocator {
 
     /// Hands out exactly `taken`, which must all be reusable pages of the loaded chunks.
     func take(_ taken: Set<PageNo>) {
-        lowHeapValid = false
-        for i in chunks.indices where chunks[i].reusable.contains(where: { taken.contains($0.page) }) {
-            chunks[i].reusable.removeAll { taken.contains($0.page) }
-            chunks[i].modified = true
-        }
+        removeReusable(taken)
         allocations += taken.count
     }
 
