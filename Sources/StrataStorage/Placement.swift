@@ -175,7 +175,7 @@ extension WriteTransaction {
         return runs
     }
 
-    /// The first `count` pages of the smallest run that holds them (the lowest of equals).
+    /// The smallest of `runs` that holds `count` pages (the lowest of equals), or nil.
     static func smallestRun(holding count: Int, in runs: [(start: PageNo, count: Int)]) -> (start: PageNo, count: Int)? {
         var best: (start: PageNo, count: Int)?
         for run in runs where run.count >= count {
