@@ -28,7 +28,9 @@ extension WriteTransaction {
     /// trimmed. Returns whether it did; the caller then writes the catalog (the trees' roots moved)
     /// and the free list (the pages taken and given back) again.
     func placePages() throws -> Bool {
-        guard savepoints.isEmpty, pages.frozen.isEmpty, pages.spilled.isEmpty else { return false }
+        let lowest = allocator.prefersLow
+        // Runs matter to a sync; without one the placement would only cost CPU.
+        guard lowest || durability == .full, savepoints.isEmpty, pages.frozen.isEmpty, pages.spilled.isEmpty else { return false }
         var movable: [PageNo] = []
         for (pgno, buffer) in pages.dirty {
             let type = UnsafeRawPointer(buffer).u8(PageHeader.type)
@@ -42,16 +44,13 @@ extension WriteTransaction {
         guard movable.count >= 2 else { return false }
         movable.sort()
         let runsNow = pageRuns(movable).count
-        let lowest = allocator.prefersLow
-        // Runs matter to a sync; without one the placement would only cost CPU.
-        if !lowest && (runsNow == 1 || durability == .noSync) { return false }
+        if !lowest && runsNow == 1 { return false }
 
         if !lowest { try allocator.load(reusable: WriteTransaction.placementSearch) }
-        var candidates = allocator.reusablePages
-        candidates.append(contentsOf: spare)
-        candidates.append(contentsOf: movable)
-        candidates.sort()
-        candidates = candidates.enumerated().filter { $0.offset == 0 || candidates[$0.offset - 1] != $0.element }.map(\.element)
+        var free = Set(allocator.reusablePages)
+        free.formUnion(spare)
+        free.formUnion(movable)
+        let candidates = free.sorted()
         var moved: [PageNo: PageNo] = [:]
         var grow: UInt64 = 0
         if lowest {
@@ -77,9 +76,9 @@ extension WriteTransaction {
         spare.removeAll { targetSet.contains($0) }
         for page in movable where !targetSet.contains(page) { spare.append(page) }
         // Pages this transaction added at the end of the file and no longer uses: not added.
-        var tail = Set(spare)
-        while pageCount > base.pageCount, tail.remove(pageCount - 1) != nil { pageCount -= 1 }
-        if tail.count < spare.count { spare.removeAll { $0 >= pageCount } }
+        let unused = Set(spare), before = pageCount
+        while pageCount > base.pageCount, unused.contains(pageCount - 1) { pageCount -= 1 }
+        if pageCount < before { spare.removeAll { $0 >= pageCount } }
 
         var buffers: [(PageNo, UnsafeMutableRawPointer)] = []
         buffers.reserveCapacity(moved.count)
