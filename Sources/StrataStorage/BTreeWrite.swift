@@ -89,6 +89,7 @@ extension WriteTransaction {
         let buffer = newDirty(newPage)
         buffer.copyMemory(from: source, byteCount: pageSize)
         try free(pgno)
+        if let hint = env.insertHints.removeValue(forKey: pgno) { env.insertHints[newPage] = hint }
         return (newPage, buffer)
     }
 
@@ -238,7 +239,11 @@ extension WriteTransaction {
     private func insert(_ entry: UnsafeRawBufferPointer, level: Int, pgno: PageNo, index: Int, tree: inout TreeInfo) throws {
         let page = try dirtyPage(pgno)
         let node = MutableNode(base: page, pageSize: pageSize)
-        if node.insert(entry, at: index, scratch: scratch) { return }
+        let lastInsert = env.insertHints[pgno].map(Int.init)
+        if node.insert(entry, at: index, scratch: scratch) {
+            noteInsert(pgno, index)
+            return
+        }
 
         // Split. Work from a copy so entries can be rebuilt into the original page.
         splitScratch.copyMemory(from: page, byteCount: pageSize)
@@ -257,11 +262,34 @@ extension WriteTransaction {
                 if step.index != Int(try dirtyPage(step.pgno).u16PageCount) - 1 { appendAtEdge = false; break }
             }
         }
+        // Keys arriving in order in the middle of the tree (the newest entry of each of many
+        // groups: a word's postings, a room's messages by time) insert at one spot of a page over
+        // and over: when the previous insert into this page went just before or just after this
+        // one, the entries on either side of the spot will get no more company. The new entry
+        // then goes with the smaller side, and the larger leaves as a page that stays full; an
+        // even split would leave a trail of half-empty pages behind every group's end, which is
+        // most of an index's pages (InnoDB's last-insert split works the same way).
+        let total = entries.reduce(0) { $0 + $1.count + 2 }
+        let capacity = pageSize - PageHeader.size
+        func fits(_ split: Int) -> Bool {
+            guard split >= 1 && split <= n - 1 else { return false }
+            let left = entries[0..<split].reduce(0) { $0 + $1.count + 2 }
+            return left <= capacity && total - left <= capacity
+        }
+        /// The split that puts the new entry with the smaller side of its spot (split at `index`:
+        /// with the entries above; at `index + 1`: with those below), or the other if only it fits.
+        func besideSpot() -> Int? {
+            let below = entries[0..<index].reduce(0) { $0 + $1.count + 2 }
+            let above = total - below - (entry.count + 2)
+            let (preferred, other) = above <= below ? (index, index + 1) : (index + 1, index)
+            return fits(preferred) ? preferred : fits(other) ? other : nil
+        }
         var split: Int
         if appendAtEdge {
             split = n - 1
+        } else if let lastInsert, lastInsert == index - 1 || lastInsert == index, let chosen = besideSpot() {
+            split = chosen
         } else {
-            let total = entries.reduce(0) { $0 + $1.count + 2 }
             var acc = 0
             split = 1
             for i in 0..<n {
@@ -295,6 +323,8 @@ extension WriteTransaction {
             for e in entries[(split + 1)...] { rightNode.append(e) }
         }
 
+        if index < split { noteInsert(pgno, index) } else { noteInsert(rightPage, index - split) }
+
         let leftCount = node.subtreeCount
         let parentEntry = branchEntry(child: rightPage, count: rightNode.subtreeCount, key: separator)
         if level == 0 {
@@ -313,6 +343,14 @@ extension WriteTransaction {
         try parentEntry.withUnsafeBytes { (e) throws in
             try insert(e, level: level - 1, pgno: parent.pgno, index: parent.index + 1, tree: &tree)
         }
+    }
+
+    /// Records where an insert into `pgno` went, for the next split of that page. The hints are
+    /// dropped when they reach 32,768 pages, so that they cost at most ~1 MiB of memory per file.
+    @inline(__always)
+    private func noteInsert(_ pgno: PageNo, _ index: Int) {
+        if env.insertHints.count >= 1 << 15 { env.insertHints.removeAll(keepingCapacity: true) }
+        env.insertHints[pgno] = UInt16(truncatingIfNeeded: index)
     }
 
     func branchEntry(child: PageNo, count: UInt64, key: [UInt8]) -> [UInt8] {

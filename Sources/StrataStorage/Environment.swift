@@ -11,8 +11,8 @@ import Synchronization
 
 /// `@unchecked Sendable`: every stored property is immutable or synchronised: `writer` is a Mutex,
 /// `writerThread` an atomic, and the file, lock file, reader table and map table are Sendable;
-/// `idleCompaction` a Mutex, `activeWriters` an atomic; `freeScanHint` and `compactionSchedule` are
-/// only touched by the write transaction, which holds `writer`.
+/// `idleCompaction` a Mutex, `activeWriters` an atomic; `freeScanHint`, `compactionSchedule` and
+/// `insertHints` are only touched by the write transaction, which holds `writer`.
 final class Environment: @unchecked Sendable {
     let file: FileIO
     let lockFile: FileIO?
@@ -42,6 +42,12 @@ final class Environment: @unchecked Sendable {
     nonisolated(unsafe) var freeScanHint: FreeScanHint?
     /// Written and read only by the writer, like `freeScanHint` (Compaction.swift).
     nonisolated(unsafe) var compactionSchedule = CompactionSchedule()
+    /// Where the last entry inserted into a page went (its index), by page number, for choosing
+    /// split points (BTreeWrite.swift); a copied page takes its original's. Kept across commits, so
+    /// that a group's end page keeps splitting unevenly from one transaction to the next. Only a
+    /// hint: a stale one (a delete since, a page reused, another process's commit) costs one
+    /// uneven split, never a wrong tree. Written and read only by the writer, like `freeScanHint`.
+    @exclusivity(unchecked) nonisolated(unsafe) var insertHints = PageTable<UInt16>()
     /// Idle-time compaction's timer (IdleCompaction.swift).
     let idleCompaction = Mutex(IdleCompactionState())
     /// Threads of this process in `Store.write`, waiting for the writer lock or writing: idle-time
