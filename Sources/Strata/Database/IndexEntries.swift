@@ -7,31 +7,31 @@ struct IndexPair: Hashable {
 }
 
 /// An index resolved against the stored schema once per model, for the write path: an index whose
-/// fields are all top-level and not arrays (plain and compound indexes without a collation: most
-/// indexes) is then read from a record by field ids, with no path to split, no name to look up
-/// and no set of combinations to build per object. A class: the write path reads a model's plans
+/// fields are all top-level and not arrays (plain, compound and collated: most indexes) is then
+/// read from a record by field ids, with no path to split, no name to look up and no set of
+/// combinations to build per object. A class: the write path reads a model's plans
 /// on every write, and copying a struct of strings and indirect enums costs more reference
 /// counting than the lookup it saves.
 final class IndexEntryPlan: Sendable {
     let index: IndexSchema
-    /// The indexed fields' ids and stored types, in index order, for such an index; nil:
-    /// `IndexEntries.entries`.
-    let direct: [(id: Int, type: FieldType)]?
+    /// The indexed fields' ids, stored types and collations (for a string under the index's
+    /// collation), in index order, for such an index; nil: `IndexEntries.entries`.
+    let direct: [(id: Int, type: FieldType, collation: StringCollation?)]?
     /// The text field's id, for a full-text index on a top-level field.
     let textField: Int?
 
     init(index: IndexSchema, schema: ObjectSchema) {
         self.index = index
         textField = index.isFullText && !index.path.contains(".") ? schema.field(named: index.path)?.id : nil
-        guard index.collation == nil, index.kind == nil else {
+        guard index.kind == nil else {
             direct = nil
             return
         }
-        var fields: [(id: Int, type: FieldType)] = []
+        var fields: [(id: Int, type: FieldType, collation: StringCollation?)] = []
         for path in index.paths {
             guard !path.contains("."), let field = schema.field(named: path) else { break }
             if case .array = field.type.unwrapped { break }
-            fields.append((field.id, field.type))
+            fields.append((field.id, field.type, field.type.unwrapped == .string ? index.collation : nil))
         }
         direct = fields.count == index.paths.count ? fields : nil
     }
@@ -51,13 +51,18 @@ enum IndexEntries {
             return (TextPostingValue.pairs(words: words, primaryKey: primaryKey), words.count)
         }
         guard let direct = plan.direct else { return try entries(record, schema: schema, index: plan.index, primaryKey: primaryKey) }
-        // RecordIndexKeys.values for each top-level field (its encoding, or 0x00 for nil or
-        // absent), one after another: the one combination `entries` would build.
+        // `fieldValues` for each top-level field (its encoding or collation key, or 0x00 for nil
+        // or absent), one after another: the one combination `entries` would build.
         var key: [UInt8] = []
         key.reserveCapacity(24 * direct.count + primaryKey.count)
         for field in direct {
             if let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil {
-                try RecordIndexKeys.append(bytes, as: field.type, to: &key)
+                if let collation = field.collation {
+                    if field.type.isOptional { key.append(1) }
+                    collation.appendEncodedKey(String(decoding: bytes, as: UTF8.self), to: &key)
+                } else {
+                    try RecordIndexKeys.append(bytes, as: field.type, to: &key)
+                }
             } else {
                 key.append(0)
             }
