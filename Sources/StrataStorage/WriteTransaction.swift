@@ -160,6 +160,15 @@ public final class WriteTransaction {
         return state
     }
 
+    /// The longest key a tree of this file takes (`Limits.maxKeySize` at the file's page size):
+    /// a longer one makes `put` and `insert` throw `StorageError.invalidKey` before they change
+    /// anything.
+    ///
+    /// ```swift
+    /// guard key.count <= txn.maxKeySize else { throw MyError.keyTooLong }
+    /// ```
+    public var maxKeySize: Int { Limits.maxKeySize(pageSize: pageSize) }
+
     /// Grows with every write in this transaction (puts, deletes, drops, rollbacks): a value view
     /// read while it had some value stays valid as long as it has that value.
     ///

@@ -213,7 +213,12 @@ public final class Database: Sendable {
         return try wrapStorage {
             try store.write(durability: durability) { txn in
                 let tx = Transaction(registry: registry, txn: txn)
-                return try withOpenTransaction(tx) { try body(tx) }
+                return try withOpenTransaction(tx) {
+                    let result = try body(tx)
+                    // `body` caught the error of a write that failed halfway: do not commit.
+                    if let failure = tx.failedMidway { throw Transaction.halfDone(failure) }
+                    return result
+                }
             }
         }
     }

@@ -32,6 +32,33 @@ public final class Transaction {
     @exclusivity(unchecked) private var recentModel: ObjectIdentifier?
     @exclusivity(unchecked) private var recentTrees: [WriteTree?] = []
 
+    /// The error of a write that failed after it had begun changing the transaction (a record
+    /// stored without its index entries, part of a `delete(where:)`): the transaction then refuses
+    /// further writes and its commit, so that a caught error can never commit a half-done write.
+    /// A savepoint that rolls the failure back clears it. Writes that fail before changing
+    /// anything (a duplicate key, a unique violation, a value too long for its index) leave the
+    /// transaction usable.
+    @exclusivity(unchecked) private(set) var failedMidway: (any Error)?
+
+    /// Runs one write operation (see `failedMidway`).
+    private func writing<R>(_ body: () throws -> R) throws -> R {
+        if let failedMidway { throw Self.halfDone(failedMidway) }
+        let stamp = txn.changeCount
+        do {
+            return try body()
+        } catch {
+            if failedMidway == nil && txn.changeCount != stamp { failedMidway = error }
+            throw error
+        }
+    }
+
+    /// What a write, a savepoint's end or the commit throws after a write failed halfway.
+    static func halfDone(_ error: any Error) -> StrataError {
+        .invalidInput(
+            "an earlier write in this transaction failed after it had begun changing the database (\(error)); "
+                + "the transaction cannot go on or commit, and nothing of it is committed")
+    }
+
     /// Forgets every opened tree: after a savepoint rolled back (a tree opened inside may be gone),
     /// or when trees are dropped and made again.
     func forgetTrees() {
@@ -80,10 +107,17 @@ public final class Transaction {
     /// }
     /// ```
     public func savepoint<R>(_ body: () throws -> R) throws -> R {
+        let before = failedMidway
         do {
-            return try txn.savepoint(body)
+            return try txn.savepoint {
+                let result = try body()
+                // A write inside failed halfway and `body` caught it: undo the savepoint instead.
+                if before == nil, let failedMidway { throw Self.halfDone(failedMidway) }
+                return result
+            }
         } catch {
             forgetTrees()
+            failedMidway = before  // the rollback undid the half-done write
             throw strataError(error)
         }
     }
@@ -150,6 +184,10 @@ public final class Transaction {
     /// ```
     @discardableResult
     public func insert<M: Model>(_ object: M) throws -> M {
+        try writing { try insertObject(object) }
+    }
+
+    private func insertObject<M: Model>(_ object: M) throws -> M {
         let info = try db.info(M.self)
         let records = try records(info)
         var object = object
@@ -163,6 +201,7 @@ public final class Transaction {
             object = try record.withUnsafeBytes { try info.decode($0) }
         }
         let key = try info.keyBytes(object.id)
+        try checkKeySize(info, key)
         // Without unique indexes, the record tree's own insert finds a duplicate key, in the same
         // descent that stores the record (before any index entry is written); with them, the key
         // is checked first, so that a duplicate key is reported before a unique violation.
@@ -177,6 +216,7 @@ public final class Transaction {
             return object
         }
         let newEntries = try record.withUnsafeBytes { try indexEntries(info, $0, key: key) }
+        try checkKeySizes(info, newEntries)
         try checkUnique(info, newEntries, key: key, object: object)
         if checkedFirst {
             try wrapStorage { _ = try records.put(key, record) }
@@ -187,14 +227,15 @@ public final class Transaction {
         return object
     }
 
-    /// Inserts every object, in order; returns them as stored.
+    /// Inserts every object, in order; returns them as stored. One write: if an object fails after
+    /// others were inserted, the transaction cannot commit (see `savepoint(_:)` to undo just this).
     ///
     /// ```swift
     /// try db.write { tx in try tx.insert(contentsOf: people) }
     /// ```
     @discardableResult
     public func insert<M: Model, S: Sequence>(contentsOf objects: S) throws -> [M] where S.Element == M {
-        try objects.map { try insert($0) }
+        try writing { try objects.map { try insertObject($0) } }
     }
 
     /// Inserts `object`, or replaces the stored object with the same key.
@@ -209,18 +250,23 @@ public final class Transaction {
 
     /// `upsert`, also saying whether anything was written (not when the stored bytes are identical).
     func store<M: Model>(_ object: M) throws -> (object: M, wrote: Bool) {
+        try writing { try storeObject(object) }
+    }
+
+    private func storeObject<M: Model>(_ object: M) throws -> (object: M, wrote: Bool) {
         let info = try db.info(M.self)
         if info.autoIncrement, let optional = object.id as? any OptionalValue, optional.wrappedAny == nil {
-            return (try insert(object), true)
+            return (try insertObject(object), true)
         }
         let key = try info.keyBytes(object.id)
+        try checkKeySize(info, key)
         let records = try records(info)
         if !maintainsIndexes {
             let record = try info.encode(object)
             _ = try wrapStorage { try records.put(key, record) }
             return (object, true)
         }
-        guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return (try insert(object), true) }
+        guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return (try insertObject(object), true) }
         let record = try info.encode(object)
         // Writing identical bytes would change nothing but still reach observers as a commit.
         if record.elementsEqual(oldRecord) { return (object, false) }
@@ -236,6 +282,10 @@ public final class Transaction {
     /// ```
     @discardableResult
     public func update<M: Model>(_ type: M.Type, key: M.ID, _ body: (inout M) throws -> Void) throws -> M {
+        try writing { try updateObject(type, key: key, body) }
+    }
+
+    private func updateObject<M: Model>(_ type: M.Type, key: M.ID, _ body: (inout M) throws -> Void) throws -> M {
         let info = try db.info(M.self)
         let keyBytes = try info.keyBytes(key)
         let records = try records(info)
@@ -265,6 +315,7 @@ public final class Transaction {
     ) throws {
         let oldEntries = try oldRecord.map { try indexEntries(info, $0, key: key) } ?? []
         let newEntries = try record.withUnsafeBytes { try indexEntries(info, $0, key: key) }
+        try checkKeySizes(info, newEntries)
         try checkUnique(info, newEntries, key: key, object: new)
         try wrapStorage {
             try records.put(key, record)
@@ -279,8 +330,10 @@ public final class Transaction {
     /// ```
     @discardableResult
     public func delete<M: Model>(_ type: M.Type, key: M.ID) throws -> Bool {
-        let info = try db.info(M.self)
-        return try delete(info, keyBytes: try info.keyBytes(key))
+        try writing {
+            let info = try db.info(M.self)
+            return try delete(info, keyBytes: try info.keyBytes(key))
+        }
     }
 
     /// Deletes the object stored under `keyBytes` and its index entries (read from the stored
@@ -308,6 +361,10 @@ public final class Transaction {
     /// ```
     @discardableResult
     public func delete<M: Model>(_ type: M.Type, where predicate: Predicate<M>) throws -> Int {
+        try writing { try deleteMatches(type, where: predicate) }
+    }
+
+    private func deleteMatches<M: Model>(_ type: M.Type, where predicate: Predicate<M>) throws -> Int {
         let info = try db.info(M.self)
         var query = Query<M>()
         query.predicates = [predicate]
@@ -325,16 +382,18 @@ public final class Transaction {
     public func deleteAll<M: Model>(_ type: M.Type) throws -> Int {
         let info = try db.info(M.self)
         forgetTrees()  // the trees are replaced below
-        return try wrapStorage {
-            let count = try txn.tree(info.recordTree)?.count ?? 0
-            try txn.dropTree(info.recordTree)
-            _ = try txn.createTree(info.recordTree)
-            for index in info.indexes {
-                let name = index.schema.treeName(model: info.name)
-                try txn.dropTree(name)
-                _ = try txn.createTree(name)
+        return try writing {
+            try wrapStorage {
+                let count = try txn.tree(info.recordTree)?.count ?? 0
+                try txn.dropTree(info.recordTree)
+                _ = try txn.createTree(info.recordTree)
+                for index in info.indexes {
+                    let name = index.schema.treeName(model: info.name)
+                    try txn.dropTree(name)
+                    _ = try txn.createTree(name)
+                }
+                return count
             }
-            return count
         }
     }
 
@@ -349,6 +408,32 @@ public final class Transaction {
             entries.append(try IndexEntries.entries(record, schema: info.stored.object, plan: plan, primaryKey: key))
         }
         return entries
+    }
+
+    /// Throws before anything is written when the primary key's encoding is longer than a key
+    /// of this file can be, naming the model.
+    private func checkKeySize<M: Model>(_ info: ModelInfo<M>, _ key: [UInt8]) throws {
+        let limit = txn.maxKeySize
+        guard key.count > limit else { return }
+        throw StrataError.invalidInput(
+            "\(info.name): the primary key encodes to \(key.count) bytes, and a key of this file holds at most \(limit) "
+                + "(FORMAT.md §7); use a shorter key")
+    }
+
+    /// Throws before anything is written when an index entry's key would be longer than a key of
+    /// this file can be (a long string or data value in an indexed field; full-text words are cut
+    /// short instead), naming the index: the write then changes nothing.
+    private func checkKeySizes<M: Model>(_ info: ModelInfo<M>, _ entries: [(pairs: [IndexPair], words: Int)]) throws {
+        let limit = txn.maxKeySize
+        for i in entries.indices {
+            for pair in entries[i].pairs where pair.key.count > limit {
+                let index = info.indexSchemas[i]
+                throw StrataError.invalidInput(
+                    "\(info.name).\(index.paths.joined(separator: ", ")): the value makes an entry of the index \(index.treeName(model: info.name)) "
+                        + "\(pair.key.count) bytes long, and an index key holds at most \(limit) bytes (the value's key encoding, "
+                        + "then the primary key; FORMAT.md §7); store a shorter value, or leave the field out of the index")
+            }
+        }
     }
 
     /// Throws before anything is written, so a violation leaves the transaction usable.
