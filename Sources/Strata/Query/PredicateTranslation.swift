@@ -169,6 +169,9 @@ extension PredicateExpressions.Variable: OperandExpression {
 
 extension PredicateExpressions.KeyPath: OperandExpression where Root: OperandExpression {
     func operand(in scope: TranslationScope) -> Operand? {
+        // A double optional (`Int??`) keeps `.some(nil)` apart from nil, which a record test and
+        // an index read alike as nil: conditions on such a field are evaluated on decoded objects.
+        if let optional = Output.self as? any OptionalValue.Type, optional.wrapsOptional { return nil }
         guard let component = fieldPath(of: keyPath as PartialKeyPath<Root.Output>) else { return nil }
         switch root.operand(in: scope) {
         case .root: return .field(component)

@@ -239,10 +239,13 @@ protocol OptionalValue {
     var wrappedAny: Any? { get }
     static var noneAny: Any { get }
     static func wrapping(_ value: Wrapped) -> Self
+    /// Whether the wrapped type is an optional too (`Int??`).
+    static var wrapsOptional: Bool { get }
 }
 
 extension Optional: OptionalValue {
     var wrappedAny: Any? { self.map { $0 as Any } }
+    static var wrapsOptional: Bool { Wrapped.self is any OptionalValue.Type }
     static var noneAny: Any { Optional<Wrapped>.none as Any }
     static func wrapping(_ value: Wrapped) -> Wrapped? { .some(value) }
 }

@@ -66,6 +66,8 @@ enum RecordEncoding {
             withUnsafeBytes(of: v.uuid) { out.append(contentsOf: $0) }
         case .decimal:
             guard let v = value as? Decimal else { throw context.mismatch("expected Decimal, found \(Swift.type(of: value))") }
+            // NaN's text ("NaN") does not read back as a Decimal: refuse it here, not at every read.
+            guard !v.isNaN else { throw context.mismatch("Decimal NaN cannot be stored (a stored Decimal is a number); store nil instead") }
             out.append(contentsOf: v.description.utf8)
         case .url:
             guard let v = value as? URL else { throw context.mismatch("expected URL, found \(Swift.type(of: value))") }

@@ -10,7 +10,8 @@ import Foundation
 public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConvertible {
     /// `Bool`.
     case bool
-    /// Any fixed-width integer; all widths share one encoding, so widening a field needs no migration.
+    /// Any fixed-width integer; all widths share one encoding, so widening a field needs no
+    /// migration (narrowing one does: a stored value may not fit).
     case int(bits: Int, signed: Bool)
     /// `Double`.
     case double
@@ -74,10 +75,12 @@ public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConver
         return false
     }
 
-    /// Whether values of both types are stored the same way (int widths differ only in range).
+    /// Whether every value stored as `self` reads as a value of `other`: the same storage, and for
+    /// integers the same signedness and a width at least as large (widths share one encoding and
+    /// differ only in range; a narrower one would not hold every stored value).
     func isStorageCompatible(with other: FieldType) -> Bool {
         switch (self, other) {
-        case let (.int(_, a), .int(_, b)): return a == b
+        case let (.int(stored, a), .int(current, b)): return a == b && current >= stored
         case let (.optional(a), .optional(b)), let (.array(a), .array(b)), let (.dictionary(a), .dictionary(b)),
             let (.enumeration(a), .enumeration(b)):
             return a.isStorageCompatible(with: b)

@@ -97,6 +97,14 @@ final class ProbeState {
             return (.array(element), value)
         case .single:
             guard let single = decoder.singleType else { throw fail(path, "\(T.self) decodes nothing") }
+            // A model is stored as its fields: one that wraps another value (even a struct) in a
+            // single-value container has none of its own, and the record encoder refuses it.
+            if depth == 0 && path.isEmpty {
+                throw fail(
+                    path,
+                    "a model must encode as a keyed container (a struct with fields), not a single value (\(single)); "
+                        + "decode its fields with container(keyedBy:)")
+            }
             return (single, value)
         case .none:
             throw fail(path, "\(T.self) decodes nothing")

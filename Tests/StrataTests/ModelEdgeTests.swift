@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+
+@testable import Strata
+
+struct MEDecimal: Model {
+    var id: Int
+    var amount: Decimal
+    var amounts: [Decimal]
+}
+
+struct MEDoubleOptional: Model {
+    var id: Int
+    var value: Int??
+}
+
+enum MEWidth {
+    struct Wide: Model {
+        static let modelName = "Measure"
+        var id: Int
+        var reading: Int
+    }
+    struct Narrow: Model {
+        static let modelName = "Measure"
+        var id: Int
+        var reading: Int8
+    }
+}
+
+struct MEPayload: Codable, Sendable {
+    var id: Int
+    var name: String
+}
+
+/// A model that wraps another value in a single-value container: it has no fields of its own.
+struct MESingleValue: Model {
+    var payload: MEPayload
+    var id: Int { payload.id }
+    init(from decoder: any Decoder) throws { payload = try decoder.singleValueContainer().decode(MEPayload.self) }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(payload)
+    }
+}
+
+/// Models at the edges of what Strata stores, each checked against Swift's own semantics: what it
+/// cannot store is refused when written or opened, with the field named, never stored unreadable.
+struct ModelEdgeTests {
+    @Test func decimalNaNIsRefusedWhenWrittenAndTheRestStaysReadable() throws {
+        let db = try Database.inMemory(models: [MEDecimal.self])
+        try db.write { tx in
+            try tx.insert(MEDecimal(id: 1, amount: Decimal(string: "3.141592653589793238462643383279502884")!, amounts: [1, -2]))
+            for bad in [MEDecimal(id: 2, amount: .nan, amounts: []), MEDecimal(id: 3, amount: 1, amounts: [1, .quietNaN])] {
+                #expect {
+                    try tx.insert(bad)
+                } throws: { error in
+                    guard case StrataError.typeMismatch(let model, let field, let reason) = error else { return false }
+                    return model == "MEDecimal" && field.hasPrefix("amount") && reason.contains("NaN")
+                }
+            }
+        }
+        let all = try db.objects(MEDecimal.self).fetch()
+        #expect(all.map(\.id) == [1])
+        #expect(all.first?.amount == Decimal(string: "3.141592653589793238462643383279502884")!)
+    }
+
+    /// `Int??` keeps `.some(nil)` apart from nil: every comparison with nil or a value selects what
+    /// `predicate.evaluate` selects.
+    @Test func doubleOptionalConditionsMatchEvaluate() throws {
+        let db = try Database.inMemory(models: [MEDoubleOptional.self])
+        let values: [Int??] = [.none, .some(.none), .some(5), .some(-1), .none, .some(.none), .some(5)]
+        let objects = values.enumerated().map { MEDoubleOptional(id: $0.offset, value: $0.element) }
+        try db.write { tx in try tx.insert(contentsOf: objects) }
+        let predicates: [(String, Predicate<MEDoubleOptional>)] = [
+            ("== nil", #Predicate { $0.value == nil }),
+            ("!= nil", #Predicate { $0.value != nil }),
+            ("== 5", #Predicate { $0.value == 5 }),
+            ("!= 5", #Predicate { $0.value != 5 }),
+            ("!(== nil) && id > 1", #Predicate { !($0.value == nil) && $0.id > 1 }),
+        ]
+        for (name, predicate) in predicates {
+            let expected = try objects.filter { try predicate.evaluate($0) }.map(\.id)
+            let found = try db.objects(MEDoubleOptional.self).filter(predicate).fetch().map(\.id)
+            #expect(found == expected, "\(name)")
+            #expect(try db.objects(MEDoubleOptional.self).filter(predicate).fetchCount() == expected.count, "\(name)")
+        }
+    }
+
+    @Test func narrowingAnIntegerFieldNeedsAMigrationAndWideningDoesNot() throws {
+        let path = databasePath()
+        do {
+            let db = try Database(path: path, models: [MEWidth.Wide.self])
+            try db.write { tx in try tx.insert(contentsOf: [MEWidth.Wide(id: 1, reading: 300), MEWidth.Wide(id: 2, reading: -5)]) }
+            db.close()
+        }
+        #expect {
+            _ = try Database(path: path, models: [MEWidth.Narrow.self])
+        } throws: { error in
+            guard case StrataError.migrationRequired(let differences) = error else { return false }
+            return differences.contains { $0.contains("Measure.reading") }
+        }
+        // The file is as it was: the wide type still reads every value.
+        let db = try Database(path: path, models: [MEWidth.Wide.self])
+        #expect(try db.objects(MEWidth.Wide.self).fetch().map(\.reading) == [300, -5])
+        db.close()
+
+        let small = databasePath("narrowThenWide")
+        do {
+            let db = try Database(path: small, models: [MEWidth.Narrow.self])
+            try db.write { tx in try tx.insert(MEWidth.Narrow(id: 1, reading: -128)) }
+            db.close()
+        }
+        let widened = try Database(path: small, models: [MEWidth.Wide.self])
+        #expect(try widened.objects(MEWidth.Wide.self).fetch().map(\.reading) == [-128])
+    }
+
+    @Test func aModelEncodedAsASingleValueIsRefusedWhenOpened() throws {
+        #expect {
+            _ = try Database.inMemory(models: [MESingleValue.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(let model, _, let reason) = error else { return false }
+            return model == "MESingleValue" && reason.contains("single value")
+        }
+    }
+}
