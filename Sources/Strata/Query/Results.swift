@@ -84,7 +84,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// ```
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>...) -> Results<M> { sorted(by: [descriptor] + more) }
 
-    /// At most the first `count` objects.
+    /// At most the first `count` objects (none for a negative `count`).
     ///
     /// ```swift
     /// let youngest = db.objects(Person.self).sorted(by: SortDescriptor(\.age)).prefix(10)
@@ -96,7 +96,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
         }
     }
 
-    /// Skips the first `count` objects.
+    /// Skips the first `count` objects (none for a negative `count`).
     ///
     /// ```swift
     /// let secondPage = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).offset(20).prefix(20)
