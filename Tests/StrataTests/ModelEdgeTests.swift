@@ -43,6 +43,21 @@ struct MESingleValue: Model {
     }
 }
 
+enum MEMood: String, Codable, Sendable { case happy, sad }
+
+/// Two renamed fields of one enum type that is not CaseIterable: the probe cannot tell them apart.
+struct METwoMoods: Model {
+    static let indexes: [PartialKeyPath<METwoMoods> & Sendable] = [\.a, \.b]
+    enum CodingKeys: String, CodingKey {
+        case id
+        case a = "x"
+        case b = "y"
+    }
+    var id: Int
+    var a: MEMood
+    var b: MEMood
+}
+
 /// Models at the edges of what Strata stores, each checked against Swift's own semantics: what it
 /// cannot store is refused when written or opened, with the field named, never stored unreadable.
 struct ModelEdgeTests {
@@ -112,6 +127,15 @@ struct ModelEdgeTests {
         }
         let widened = try Database(path: small, models: [MEWidth.Wide.self])
         #expect(try widened.objects(MEWidth.Wide.self).fetch().map(\.reading) == [-128])
+    }
+
+    @Test func anIndexOnFieldsTheProbeCannotTellApartSaysWhatToDo() throws {
+        #expect {
+            _ = try Database.inMemory(models: [METwoMoods.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(_, _, let reason) = error else { return false }
+            return reason.contains("CaseIterable")
+        }
     }
 
     @Test func aModelEncodedAsASingleValueIsRefusedWhenOpened() throws {

@@ -231,7 +231,10 @@ extension Model {
         var indexes: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []
         func path(of keyPath: PartialKeyPath<Self> & Sendable) throws -> String {
             guard let path = fieldPath(of: keyPath) else {
-                throw StrataError.unsupportedType(model: modelName, field: String(describing: keyPath), reason: "an index must name a stored field by key path")
+                throw StrataError.unsupportedType(
+                    model: modelName, field: String(describing: keyPath),
+                    reason: "an index must name a stored field by key path, and Strata could not tell which stored field this is "
+                        + "(two renamed fields of one enum type that is not CaseIterable look alike: make the enum CaseIterable)")
             }
             guard current.type(atPath: path) != nil else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
