@@ -239,11 +239,11 @@ extension WriteTransaction {
     private func insert(_ entry: UnsafeRawBufferPointer, level: Int, pgno: PageNo, index: Int, tree: inout TreeInfo) throws {
         let page = try dirtyPage(pgno)
         let node = MutableNode(base: page, pageSize: pageSize)
-        let lastInsert = env.insertHints[pgno].map(Int.init)
         if node.insert(entry, at: index, scratch: scratch) {
             noteInsert(pgno, index)
             return
         }
+        let lastInsert = env.insertHints[pgno].map(Int.init)
 
         // Split. Work from a copy so entries can be rebuilt into the original page.
         splitScratch.copyMemory(from: page, byteCount: pageSize)
