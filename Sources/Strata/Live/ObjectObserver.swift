@@ -48,7 +48,8 @@ extension Database {
     /// Calls `block` on `queue` whenever a commit changes the stored value of the object with
     /// primary key `key`, with the names of the changed fields, and once with `.deleted` when it is
     /// deleted. Nothing is delivered for commits that leave it as it was. Commits of every process
-    /// that has the file open are observed.
+    /// that has the file open are observed. An object that does not exist yet is watched for its
+    /// changes once it does: its insertion itself is not reported (a `LiveObject` reports it).
     ///
     /// ```swift
     /// let token = db.observe(Person.self, key: "u17") { change in
