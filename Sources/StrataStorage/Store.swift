@@ -13,6 +13,9 @@ import Synchronization
 public final class Store: Sendable {
     let env: Environment
     private let closed = Atomic<Bool>(false)
+    /// What `close()` tells: the handlers of `onClose`, and whether it ran (a handler added after
+    /// it runs at once).
+    private let closeHandlers = Mutex<(closed: Bool, next: UInt64, all: [UInt64: @Sendable () -> Void])>((false, 1, [:]))
     /// Default durability of `write`.
     public let durability: Durability
     /// Whether this handle was opened with `StoreOptions.readOnly`: `write` throws, and nothing
@@ -123,7 +126,42 @@ public final class Store: Sendable {
     /// assert(store.isClosed)
     /// ```
     public func close() {
-        closed.store(true, ordering: .relaxed)
+        // Set under the handlers' lock: whoever sees the store closed and removes its handler
+        // finds it already taken, so every handler registered before the close runs.
+        let handlers = closeHandlers.withLock { state -> [@Sendable () -> Void] in
+            closed.store(true, ordering: .sequentiallyConsistent)
+            if state.closed { return [] }
+            state.closed = true
+            defer { state.all.removeAll() }
+            return state.all.sorted { $0.key < $1.key }.map(\.value)
+        }
+        for handler in handlers { handler() }
+    }
+
+    /// Calls `handler` once, on the thread that calls `close()` on this handle (at once, on this
+    /// thread, if it was already called), so that whatever follows the store can end: an
+    /// observer's stream finishes instead of waiting for commits that will never come. Handlers
+    /// run in the order they were added, outside any lock; they must only hand the news off.
+    /// Invalidating the token (or releasing it) removes the handler.
+    ///
+    /// ```swift
+    /// let token = store.onClose { continuation.finish() }
+    /// store.close()   // the handler has run
+    /// ```
+    public func onClose(_ handler: @escaping @Sendable () -> Void) -> CloseHandlerToken {
+        let id = closeHandlers.withLock { state -> UInt64? in
+            if state.closed { return nil }
+            defer { state.next += 1 }
+            state.all[state.next] = handler
+            return state.next
+        }
+        guard let id else {
+            handler()
+            return CloseHandlerToken {}
+        }
+        return CloseHandlerToken { [weak self] in
+            _ = self?.closeHandlers.withLock { $0.all.removeValue(forKey: id) }
+        }
     }
 
     /// The id of the newest commit (what a snapshot begun now would see).
@@ -239,4 +277,24 @@ public final class Store: Sendable {
             return try body()
         }
     }
+}
+
+/// Removes an `onClose` handler when invalidated or released.
+///
+/// ```swift
+/// var token: CloseHandlerToken? = store.onClose { print("closed") }
+/// token = nil   // the handler is gone, like token?.invalidate()
+/// ```
+public final class CloseHandlerToken: Sendable {
+    private let remove: @Sendable () -> Void
+    private let active = Atomic<Bool>(true)
+
+    init(remove: @escaping @Sendable () -> Void) { self.remove = remove }
+
+    /// Removes the handler (it will not run). Safe to call more than once.
+    public func invalidate() {
+        if active.exchange(false, ordering: .sequentiallyConsistent) { remove() }
+    }
+
+    deinit { invalidate() }
 }

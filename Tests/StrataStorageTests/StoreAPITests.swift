@@ -1,6 +1,7 @@
 import Testing
 @testable import StrataStorage
 import Foundation
+import Synchronization
 
 /// The public surface of `Store`: in-memory stores, page sizes, durability, abort, nested writes,
 /// the tree catalog, copies and compaction, the append fast path, closing and stats.
@@ -547,6 +548,31 @@ import Foundation
         snapshot.end()
         _ = try other.write { try $0.createTree("t").put([2], [2]) }
         #expect(try other.read { try $0.tree("t")?.count } == 2)
+    }
+
+    /// `onClose` handlers run once, in order, on the closing thread; one added after the close runs
+    /// at once; an invalidated or released one never runs; another handle's close tells nobody here.
+    @Test func closeHandlers() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path)
+        let other = try Store(path: path)
+        let heard = Mutex<[String]>([])
+        let first = store.onClose { heard.withLock { $0.append("first") } }
+        let dropped = store.onClose { heard.withLock { $0.append("dropped") } }
+        var released: CloseHandlerToken? = store.onClose { heard.withLock { $0.append("released") } }
+        let second = store.onClose { heard.withLock { $0.append("second") } }
+        let elsewhere = other.onClose { heard.withLock { $0.append("other") } }
+        dropped.invalidate()
+        released = nil
+        other.close()
+        #expect(heard.withLock { $0 } == ["other"])
+        store.close()
+        store.close()
+        #expect(heard.withLock { $0 } == ["other", "first", "second"])
+        let late = store.onClose { heard.withLock { $0.append("late") } }
+        #expect(heard.withLock { $0 } == ["other", "first", "second", "late"])
+        withExtendedLifetime((first, second, elsewhere, late, released)) {}
     }
 
     /// Two handles on one file share one environment: a commit through one is visible through the other.

@@ -233,7 +233,8 @@ struct LiveResultsTests {
         usleep(100_000)
         #expect(inbox.all.count == 1)
 
-        // A second handle of the same file notifies observers of the first; closing stops them.
+        // A second handle of the same file notifies observers of the first; closing stops them,
+        // after one last `.error(.databaseClosed)`.
         let other = try Database(path: path, models: [Item.self], options: StoreOptions(durability: .noSync))
         let seen = Inbox<ResultsChange<Item>>()
         let live = db.objects(Item.self).observe(on: DispatchQueue(label: "o2")) { seen.append($0) }
@@ -243,7 +244,12 @@ struct LiveResultsTests {
         db.close()
         try other.write { tx in try tx.deleteAll(Item.self) }
         usleep(100_000)
-        #expect(seen.all.count == 2)
+        #expect(seen.wait { $0.count >= 3 })
+        #expect(seen.all.count == 3)
+        guard case .error(.databaseClosed)? = seen.all.last else {
+            Issue.record("the last delivery after close is \(String(describing: seen.all.last))")
+            return
+        }
         _ = live
     }
 

@@ -309,7 +309,11 @@ public final class Database: Sendable {
         }
     }
 
-    /// Closes this handle; later calls throw `StrataError.databaseClosed`.
+    /// Closes this handle; later calls throw `StrataError.databaseClosed`. Every observer of this
+    /// handle gets `.error(.databaseClosed)` as its last change (a `LiveResults` or `LiveObject`
+    /// shows it in `error`), and change streams (`results.changes`, `changes(_:key:)`, `commits`)
+    /// finish. A write transaction already begun finishes and commits as it would have; snapshots
+    /// already taken stay readable until released.
     ///
     /// ```swift
     /// db.close()

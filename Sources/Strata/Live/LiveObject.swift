@@ -167,7 +167,7 @@ extension Database {
         _ type: M.Type, key: M.ID, initial: @escaping @Sendable (M?) -> Void,
         change: @escaping @Sendable (ObjectChange<M>) -> Void
     ) -> NotificationToken {
-        let observer = ObjectObserver<M>(db: self, key: key, queue: DispatchQueue(label: "strata.live-object"), initial: initial, block: change)
+        let observer = ObjectObserver<M>(db: self, key: key, queue: DispatchQueue(label: "strata.live-object"), initial: initial) { event, _ in change(event) }
         observer.start()
         return NotificationToken { observer.invalidate() }
     }

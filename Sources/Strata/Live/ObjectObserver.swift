@@ -15,7 +15,9 @@ public enum ObjectChange<M: Model>: Sendable {
     /// The object was deleted; observation ends.
     case deleted
     /// The object could not be read. Observation goes on: the next commit that changes it reads it
-    /// again. (A model not passed to `Database(models:)` is reported once and never observed.)
+    /// again. Two errors end it instead, as the last delivery (and a `changes` stream finishes
+    /// after them): `databaseClosed`, once `close()` is called on the database, and a model not
+    /// passed to `Database(models:)`.
     case error(StrataError)
 }
 
@@ -60,12 +62,22 @@ extension Database {
         _ type: M.Type, key: M.ID, on queue: DispatchQueue = .main,
         _ block: @escaping @Sendable (ObjectChange<M>) -> Void
     ) -> NotificationToken {
+        observe(type, key: key, on: queue) { change, _ in block(change) }
+    }
+
+    /// `observe(_:key:)`, telling `block` which change is the last (after it the observation ended).
+    func observe<M: Model>(
+        _ type: M.Type, key: M.ID, on queue: DispatchQueue,
+        _ block: @escaping @Sendable (ObjectChange<M>, _ isLast: Bool) -> Void
+    ) -> NotificationToken {
         let observer = ObjectObserver<M>(db: self, key: key, queue: queue, block: block)
         observer.start()
         return NotificationToken { observer.invalidate() }
     }
 
     /// `observe(_:key:)` as an `AsyncSequence`; cancelling the consuming task ends the observation.
+    /// The stream finishes after `.deleted` and after an error that ends the observation
+    /// (`databaseClosed` once the database is closed).
     ///
     /// ```swift
     /// for await change in db.changes(Person.self, key: "u1") {
@@ -74,12 +86,9 @@ extension Database {
     /// ```
     public func changes<M: Model>(_ type: M.Type, key: M.ID) -> AsyncStream<ObjectChange<M>> {
         AsyncStream { continuation in
-            let token = observe(type, key: key, on: DispatchQueue(label: "strata.object-changes")) { change in
+            let token = observe(type, key: key, on: DispatchQueue(label: "strata.object-changes")) { change, isLast in
                 continuation.yield(change)
-                switch change {
-                case .deleted: continuation.finish()
-                case .changed, .error: break
-                }
+                if isLast { continuation.finish() }
             }
             continuation.onTermination = { _ in token.invalidate() }
         }
@@ -90,6 +99,8 @@ extension Database {
     /// process, one by one, and those of other processes (`isFromOtherProcess`), found within
     /// milliseconds of their commit. (Idle-time compaction's commits that only trim the file are
     /// not reported; versions may therefore skip.)
+    ///
+    /// Nothing is delivered after `close()`.
     ///
     /// ```swift
     /// let token = db.observeCommits { change in print(change.version, change.models) }
@@ -121,15 +132,21 @@ extension Database {
         }
     }
 
-    /// `observeCommits` as an `AsyncSequence`.
+    /// `observeCommits` as an `AsyncSequence`; it finishes when the database is closed.
     ///
     /// ```swift
     /// for await change in db.commits { print(change.version, change.models) }
     /// ```
     public var commits: AsyncStream<DatabaseChange> {
         AsyncStream { continuation in
-            let token = observeCommits(on: DispatchQueue(label: "strata.commits")) { continuation.yield($0) }
-            continuation.onTermination = { _ in token.invalidate() }
+            let queue = DispatchQueue(label: "strata.commits")
+            let token = observeCommits(on: queue) { continuation.yield($0) }
+            // Behind the changes already queued (which a closed store no longer delivers).
+            let closing = store.onClose { queue.async { continuation.finish() } }
+            continuation.onTermination = { _ in
+                token.invalidate()
+                closing.invalidate()
+            }
         }
     }
 }
@@ -140,7 +157,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     private let db: Database
     private let key: M.ID
     private let queue: DispatchQueue
-    private let block: @Sendable (ObjectChange<M>) -> Void
+    private let block: @Sendable (ObjectChange<M>, _ isLast: Bool) -> Void
     private var worker: DispatchQueue { db.observerQueue }
     private let pending = Atomic<Bool>(false)
     private let lifecycle = ObservationState()
@@ -159,7 +176,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
 
     init(
         db: Database, key: M.ID, queue: DispatchQueue, initial: (@Sendable (M?) -> Void)? = nil,
-        block: @escaping @Sendable (ObjectChange<M>) -> Void
+        block: @escaping @Sendable (ObjectChange<M>, _ isLast: Bool) -> Void
     ) {
         self.db = db
         self.key = key
@@ -170,7 +187,8 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
 
     func start() {
         guard let info = try? db.info(M.self) else {
-            deliver(.error(.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")))
+            let error = StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
+            queue.async { [self] in if lifecycle.isWanted { block(.error(error), true) } }
             return
         }
         let tree = info.recordTree
@@ -186,6 +204,9 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             }
         }
         lifecycle.listen(with: token)
+        lifecycle.endWhenClosed(db.store, on: worker) { [self] in
+            queue.async { [self] in if lifecycle.isWanted { block(.error(.databaseClosed), true) } }
+        }
         worker.async { self.refresh(initial: true) }
     }
 
@@ -268,13 +289,13 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
 
     private func end(_ change: ObjectChange<M>) {
         lifecycle.finish()
-        deliver(change)
+        deliver(change, isLast: true)
     }
 
-    private func deliver(_ change: ObjectChange<M>) {
+    private func deliver(_ change: ObjectChange<M>, isLast: Bool = false) {
         queue.async { [self] in
             guard isLive else { return }
-            block(change)
+            block(change, isLast)
         }
     }
 

@@ -34,6 +34,9 @@ public enum ResultsChange<M: Model>: Sendable {
     /// The query could not be evaluated (a corrupt record, every reader slot in use). Observation
     /// goes on: the next commit that changes the model evaluates the query again, and the change
     /// after it is relative to the last results delivered (or is the `.initial` one, if none was).
+    /// Two errors end it instead, as the last delivery (and a `changes` stream finishes after
+    /// them): `databaseClosed`, once `close()` is called on the database, and the error of
+    /// results that could not be made at all (a model not passed to `Database(models:)`).
     case error(StrataError)
 }
 
@@ -82,9 +85,17 @@ extension Results {
         on queue: DispatchQueue = .main, keyPaths: [PartialKeyPath<M> & Sendable]? = nil,
         _ block: @escaping @Sendable (ResultsChange<M>) -> Void
     ) -> NotificationToken {
+        observe(on: queue, keyPaths: keyPaths) { change, _ in block(change) }
+    }
+
+    /// `observe`, telling `block` which change is the last (after it the observation has ended).
+    func observe(
+        on queue: DispatchQueue, keyPaths: [PartialKeyPath<M> & Sendable]?,
+        _ block: @escaping @Sendable (ResultsChange<M>, _ isLast: Bool) -> Void
+    ) -> NotificationToken {
         guard let snapshot else {
             let error = state.failure ?? .databaseClosed
-            queue.async { block(.error(error)) }
+            queue.async { block(.error(error), true) }
             return NotificationToken {}
         }
         let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, delivery: .queue(queue, block))
@@ -109,7 +120,9 @@ extension Results {
         return NotificationToken { observer.invalidate() }
     }
 
-    /// The same as `observe`, as an `AsyncSequence`; cancelling the consuming task ends the observation.
+    /// The same as `observe`, as an `AsyncSequence`; cancelling the consuming task ends the
+    /// observation. The stream finishes after an error that ends the observation (`databaseClosed`
+    /// once the database is closed).
     ///
     /// ```swift
     /// for await change in db.objects(Person.self).changes { ... }
@@ -125,8 +138,9 @@ extension Results {
     /// ```
     public func changes(keyPaths: [PartialKeyPath<M> & Sendable]?) -> AsyncStream<ResultsChange<M>> {
         AsyncStream { continuation in
-            let token = observe(on: DispatchQueue(label: "strata.changes"), keyPaths: keyPaths) { change in
+            let token = observe(on: DispatchQueue(label: "strata.changes"), keyPaths: keyPaths) { change, isLast in
                 continuation.yield(change)
+                if isLast { continuation.finish() }
             }
             continuation.onTermination = { _ in token.invalidate() }
         }
@@ -150,7 +164,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// Where changes go: a block on a queue (`observe`), or a handoff that says when it is done
     /// with each (`LiveResults`).
     enum Delivery {
-        case queue(DispatchQueue, @Sendable (ResultsChange<M>) -> Void)
+        case queue(DispatchQueue, @Sendable (ResultsChange<M>, _ isLast: Bool) -> Void)
         case handoff(@Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void)
     }
 
@@ -236,7 +250,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         guard (try? db.info(M.self)) != nil else {
             let error = StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
             switch delivery {
-            case .queue(let queue, let block): queue.async { block(.error(error)) }
+            case .queue(let queue, let block): queue.async { block(.error(error), true) }
             case .handoff(let handoff): handoff(.error(error)) {}
             }
             return
@@ -244,6 +258,12 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         // Listen first, then evaluate: a commit in between is in the initial results, and the
         // refresh it schedules finds nothing new.
         lifecycle.listen(stop: db.observers.register(self, db: db))
+        lifecycle.endWhenClosed(db.store, on: worker) { [self] in
+            switch delivery {
+            case .queue(let queue, let block): queue.async { [self] in if lifecycle.isWanted { block(.error(.databaseClosed), true) } }
+            case .handoff(let handoff): handoff(.error(.databaseClosed)) {}
+            }
+        }
         worker.async { self.refresh(initial: true) }
     }
 
@@ -608,7 +628,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         switch delivery {
         case .queue(let queue, let block):
             queue.async { [self] in
-                if isLive { block(change) }
+                if isLive { block(change, false) }
                 done()
             }
         case .handoff(let handoff):
