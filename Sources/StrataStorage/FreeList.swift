@@ -116,6 +116,10 @@ final class FreePageAllocator {
     @exclusivity(unchecked) private var lowHeap: [Int] = []
     @exclusivity(unchecked) private var lowHeapValid = false
     private var lastLoadedKey: [UInt8]?
+    /// The oldest chunk `loadNewest` loaded from the newest end, and how many it loaded (the last
+    /// `tailCount` of `chunks`): loading in key order stops short of it, so no chunk loads twice.
+    private var tailStart: [UInt8]?
+    private var tailCount = 0
     /// Every page the loaded chunks list, with the key of the chunk that lists it. A page listed by
     /// two chunks is damage that reusing it would spread (two trees sharing a page), so loading
     /// refuses it. Not part of `State`: a chunk loaded again after a savepoint rolled back has the
@@ -143,6 +147,8 @@ final class FreePageAllocator {
         var readerIDs: [UInt64]?
         var chunks: [FreeChunk]
         var lastLoadedKey: [UInt8]?
+        var tailStart: [UInt8]?
+        var tailCount: Int
         var exhausted: Bool
         var allocations: Int
         var heldPrefixEnd: [UInt8]?
@@ -152,7 +158,8 @@ final class FreePageAllocator {
     var state: State {
         get {
             State(
-                readerIDs: readerIDs, chunks: chunks, lastLoadedKey: lastLoadedKey, exhausted: exhausted,
+                readerIDs: readerIDs, chunks: chunks, lastLoadedKey: lastLoadedKey, tailStart: tailStart,
+                tailCount: tailCount, exhausted: exhausted,
                 allocations: allocations, heldPrefixEnd: heldPrefixEnd, prefixStillHeld: prefixStillHeld)
         }
         set {
@@ -160,6 +167,8 @@ final class FreePageAllocator {
             chunks = newValue.chunks
             lowHeapValid = false
             lastLoadedKey = newValue.lastLoadedKey
+            tailStart = newValue.tailStart
+            tailCount = newValue.tailCount
             exhausted = newValue.exhausted
             allocations = newValue.allocations
             heldPrefixEnd = newValue.heldPrefixEnd
@@ -203,6 +212,43 @@ final class FreePageAllocator {
     func load(reusable count: Int) throws {
         var loaded = chunks.reduce(0) { $0 + $1.reusable.count }
         while loaded < count, try loadNextChunk() { loaded += chunks[chunks.count - 1].reusable.count }
+    }
+
+    /// Loads chunks from the newest end of the free list (the pages the latest commits freed) until
+    /// those loaded from there hold at least `count` reusable pages, `maxChunks` were loaded from
+    /// there (a long-held snapshot can hold every recent page), or the chunks loaded in key order
+    /// are reached. Placement looks here for a run: each commit frees the run the one before
+    /// it placed its hot pages in (Placement.swift), and a long free list keeps the newest chunks
+    /// out of reach of loading in key order.
+    func loadNewest(reusable count: Int, maxChunks: Int) throws {
+        if exhausted { return }
+        var loaded = chunks.suffix(tailCount).reduce(0) { $0 + $1.reusable.count }
+        if loaded >= count { return }
+        let cursor = Cursor(pages: pages, root: baseRoot, owner: pages)
+        var found: Bool
+        if let tailStart {
+            found = try cursor.seek(tailStart)
+            guard found, tailStart.withUnsafeBytes({ compareBytes(cursor.key, $0) }) == 0 else {
+                throw StorageError.internalError("free-list chunk loaded from the newest end is gone")
+            }
+            found = try cursor.prev()
+        } else {
+            found = try cursor.last()
+        }
+        while found && loaded < count && tailCount < maxChunks {
+            if let lastLoadedKey, lastLoadedKey.withUnsafeBytes({ compareBytes(cursor.key, $0) }) <= 0 {
+                exhausted = true  // met the chunks loaded in key order: every chunk is loaded
+                return
+            }
+            let chunk = try loadChunk(at: cursor)
+            chunks.insert(chunk, at: chunks.count - tailCount)
+            tailCount += 1
+            tailStart = chunk.key
+            lowHeapValid = false
+            loaded += chunk.reusable.count
+            found = try cursor.prev()
+        }
+        if !found { exhausted = true }  // reached the oldest chunk
     }
 
     /// Hands out exactly `taken`, which must all be reusable pages of the loaded chunks.
@@ -320,7 +366,7 @@ final class FreePageAllocator {
 
     private func loadNextChunk() throws -> Bool {
         if exhausted { return false }
-        if chunks.isEmpty && lastLoadedKey == nil, let hint, hint.readers.isSubset(of: Set(sortedReaders)) {
+        if lastLoadedKey == nil, let hint, hint.readers.isSubset(of: Set(sortedReaders)) {
             // Every chunk up to the hint held only pages that these snapshots (or a subset of
             // them) can see: with the same snapshots or more, they still do. New frees land in
             // later chunks, and held chunks are never consumed, so the prefix is unchanged.
@@ -335,14 +381,28 @@ final class FreePageAllocator {
         } else {
             found = try cursor.first()
         }
+        if found, let tailStart, tailStart.withUnsafeBytes({ compareBytes(cursor.key, $0) }) >= 0 { found = false }
         if !found { exhausted = true; return false }
+        let chunk = try loadChunk(at: cursor)
+        if prefixStillHeld {
+            if chunk.reusable.isEmpty { heldPrefixEnd = chunk.key } else { prefixStillHeld = false }
+        }
+        // Before the chunks loaded from the newest end: oldest first, as `allocateOne` takes them.
+        chunks.insert(chunk, at: chunks.count - tailCount)
+        lowHeapValid = false
+        lastLoadedKey = chunk.key
+        return true
+    }
+
+    /// The chunk at `cursor`, its pages sorted into held and reusable.
+    private func loadChunk(at cursor: Cursor) throws -> FreeChunk {
         let key = Array(cursor.key)
         let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
         let entries = try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: pages.limit)
         for e in entries {
             if let other = listedBy.updateValue(key, forKey: e.page), other != key {
                 throw StorageError.corrupt(
-                    page: 0, reason: "free list lists page \(e.page) twice (chunk of transaction \(freedBy) and an older one)")
+                    page: 0, reason: "free list lists page \(e.page) twice (chunk of transaction \(freedBy) and another)")
             }
         }
         let ids = sortedReaders
@@ -350,13 +410,7 @@ final class FreePageAllocator {
         for e in entries {
             if isReusable(born: e.born, freedBy: freedBy, readers: ids) { chunk.reusable.append(e) } else { chunk.held.append(e) }
         }
-        if prefixStillHeld {
-            if chunk.reusable.isEmpty { heldPrefixEnd = key } else { prefixStillHeld = false }
-        }
-        chunks.append(chunk)
-        lowHeapValid = false
-        lastLoadedKey = key
-        return true
+        return chunk
     }
 }
 

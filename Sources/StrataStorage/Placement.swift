@@ -15,8 +15,13 @@ extension WriteTransaction {
     /// mostly in runs already (the free list's order, or the end of the file), and renumbering
     /// them would cost CPU for little.
     static let placementLimit = 64
-    /// Reusable pages of the free list loaded at most to look for runs (the oldest chunks first).
-    static let placementSearch = 1024
+    /// Reusable pages of the free list loaded at most to look for runs, newest chunks first (the
+    /// pages the latest commits freed, among them the runs they placed their hot pages in), and
+    /// chunks loaded at most for them. Measured at 3,000,000 objects (1,000 one-object commits
+    /// after a bulk load): loading the oldest chunks first up to 1,024 pages took 31 chunks and
+    /// 172 µs of CPU per commit, a fifth of the commit's time.
+    static let placementSearch = 128
+    static let placementChunks = 16
     /// Commits with up to this many dirty pages may take a run at the end of the file when the
     /// free list offers none: the file grows by at most this much for it, and compaction bounds
     /// the free pages that accumulate (Compaction.swift).
@@ -46,7 +51,7 @@ extension WriteTransaction {
         let runsNow = pageRuns(movable).count
         if !lowest && runsNow == 1 { return false }
 
-        if !lowest { try allocator.load(reusable: WriteTransaction.placementSearch) }
+        if !lowest { try allocator.loadNewest(reusable: WriteTransaction.placementSearch, maxChunks: WriteTransaction.placementChunks) }
         var free = Set(allocator.reusablePages)
         free.formUnion(spare)
         free.formUnion(movable)
@@ -124,8 +129,8 @@ extension WriteTransaction {
         } else if let hotRun = WriteTransaction.smallestRun(holding: max(hot.count, 1), in: runs) {
             run = hotRun
         } else if hot.count <= WriteTransaction.placementGrowthLimit && allocator.isFullyLoaded {
-            // Only with the whole free list in view: the runs earlier commits freed are in its
-            // newest chunks, which a long free list keeps out of `placementSearch`'s reach.
+            // Only with the whole free list in view: a run elsewhere in it would serve without
+            // growing the file.
             run = (pageCount, hot.count)
             grow = UInt64(hot.count)
         } else {
