@@ -185,6 +185,49 @@ struct MigrationPathTests {
         #expect(try db.object(V1.Person.self, key: "p2")?.name == "N2")
     }
 
+    /// The stored version only grows: an open with a lower version (a widget or a tool that passes
+    /// none) changes nothing, so the next open at the app's version does not migrate again; a
+    /// read-only open reads a migrated file at a lower version, and refuses a higher one. (An
+    /// independent test found the open without a version writing 0, and the migration then ran twice.)
+    @Test func aLowerVersionNeverLowersTheStoredOne() throws {
+        let path = try seeded()
+        var runs = 0
+        func openAtVersion2() throws -> Database {
+            try Database(store: try Store(path: path), models: [V1.Person.self], schemaVersion: 2) { migration in
+                runs += 1
+                try migration.enumerateObjects("Person") { old, new in new["name"] = .string((old["name"]?.stringValue ?? "") + "!") }
+            }
+        }
+        try openAtVersion2().close()
+        #expect(runs == 1)
+        let before = try Store(path: path).read { $0.txnid }
+        let tool = try Database(path: path, models: [V1.Person.self])
+        #expect(try tool.object(V1.Person.self, key: "p3")?.name == "n3!")
+        tool.close()
+        #expect(try Store(path: path).read { $0.txnid } == before, "an open at a lower version writes nothing")
+        let widget = try Database(path: path, models: [V1.Person.self], options: StoreOptions(readOnly: true))
+        #expect(try widget.object(V1.Person.self, key: "p3")?.name == "n3!")
+        widget.close()
+        let db = try openAtVersion2()
+        #expect(runs == 1, "the migration ran again")
+        #expect(try db.object(V1.Person.self, key: "p3")?.name == "n3!")
+        db.close()
+        // A schema difference at a lower version still needs a migration, which a lower version cannot run.
+        #expect(throws: StrataError.self) { _ = try Database(path: path, models: [V3Breaking.Person.self]) }
+        // Read-only above the stored version: not migrated yet.
+        do {
+            _ = try Database(store: try Store(path: path, options: StoreOptions(readOnly: true)), models: [V1.Person.self], schemaVersion: 5)
+            Issue.record("a read-only open above the stored version opened")
+        } catch StrataError.migrationRequired(let reasons) {
+            #expect(reasons.joined().contains("schema version 2, below the 5 given"), "\(reasons)")
+        }
+        // Read-write above it, without a migration: the version is recorded, and reads go on.
+        let raised = try Database(store: try Store(path: path), models: [V1.Person.self], schemaVersion: 3)
+        raised.close()
+        let catalog = try Store(path: path).read { txn in try Catalog.load(try txn.tree(Catalog.schemaTree)) }
+        #expect(catalog["Person"]?.schemaVersion == 3)
+    }
+
     @Test func storedValuesDecodeToSwiftTypes() throws {
         struct Geo: Codable, Equatable { var lat: Double; var when: Date; var tags: [String]; var blob: Data; var id: UUID }
         let geo = Geo(lat: .infinity, when: Date(timeIntervalSinceReferenceDate: 1.000123), tags: ["a", "é"], blob: Data([0, 1, 255]), id: UUID())

@@ -99,6 +99,10 @@ public final class Database: Sendable {
                         byName[info.name] = info
                         if catalog[info.name] == nil {
                             reasons.append("\(info.name) is not stored in this file, and a read-only open cannot add it")
+                        } else if let (stored, given) = change.raisedVersion, change.differences.isEmpty {
+                            reasons.append(
+                                "\(info.name) is stored at schema version \(stored), below the \(given) given: a read-only open cannot migrate it (open it read-write first)"
+                            )
                         } else if change.changed {
                             reasons.append(
                                 contentsOf: change.differences.isEmpty

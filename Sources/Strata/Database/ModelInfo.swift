@@ -282,7 +282,10 @@ extension Model {
             // declared twice) is rebuilt after the drop.
             let droppedPaths = Set(change.droppedIndexes.map(\.path))
             change.addedIndexes = indexes.map(\.0).filter { !stored.indexes.contains($0) || droppedPaths.contains($0.path) }
-            change.changed = merged != stored.object || stored.indexes != indexes.map(\.0) || stored.schemaVersion != schemaVersion
+            // A version above the stored one is recorded; a lower one (a widget or a tool that
+            // opens without one) never lowers it, or the next open would migrate again.
+            if stored.schemaVersion < schemaVersion { change.raisedVersion = (stored.schemaVersion, schemaVersion) }
+            change.changed = merged != stored.object || stored.indexes != indexes.map(\.0) || change.raisedVersion != nil
         } else {
             merged = current
             change.addedIndexes = indexes.map(\.0)
@@ -301,7 +304,7 @@ extension Model {
         }
         let schema = StoredModelSchema(
             name: modelName, keyType: keyType, keyField: keyField, key: key, object: merged,
-            indexes: indexes.map(\.0), schemaVersion: schemaVersion)
+            indexes: indexes.map(\.0), schemaVersion: max(stored?.schemaVersion ?? schemaVersion, schemaVersion))
         return (ModelInfo<Self>(stored: schema, indexes: indexes, placeholder: placeholder), change)
     }
 }
@@ -334,6 +337,8 @@ enum IndexEntry {
 /// How a model's stored schema changes at open.
 struct SchemaChange {
     var changed = false
+    /// The stored schema version and the higher one given to open with, if it is higher.
+    var raisedVersion: (from: Int, to: Int)?
     var differences: [String] = []
     var addedIndexes: [IndexSchema] = []
     var droppedIndexes: [IndexSchema] = []
