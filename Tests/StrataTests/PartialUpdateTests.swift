@@ -209,6 +209,49 @@ struct PartialUpdateTests {
         #expect(mismatchField(strataError { try db.write { tx in try tx.update(PUAll.self, key: 1, fields: ["i": false]) } }) == "i")
     }
 
+    /// A number is read from its digits, as JSONDecoder reads it: a whole number written with a
+    /// fraction or an exponent is exact above 2^53, and one beyond 64 bits fits no integer field,
+    /// nor names a key (a `Double` would round -9223372036854775809 to `Int64.min`, and a change
+    /// message would then delete that object). Found by an independent test.
+    @Test func numbersAreReadFromTheirDigits() throws {
+        #expect(try JSONValue(parsing: Data("2.0".utf8)) == .int(2))
+        #expect(try JSONValue(parsing: Data("125e-1".utf8)) == .double(12.5))
+        #expect(try JSONValue(parsing: Data("12.50e1".utf8)) == .int(125))
+        #expect(try JSONValue(parsing: Data("0.05e2".utf8)) == .int(5))
+        #expect(try JSONValue(parsing: Data("1e19".utf8)) == .uint(10_000_000_000_000_000_000))
+        #expect(try JSONValue(parsing: Data("18446744073709551615.0".utf8)) == .uint(.max))
+        #expect(try JSONValue(parsing: Data("9007199254740993.0".utf8)) == .int(9_007_199_254_740_993))
+        #expect(try JSONValue(parsing: Data("-9223372036854775808.0".utf8)) == .int(.min))
+        #expect(try JSONValue(parsing: Data("1e20".utf8)) == .double(1e20))
+        #expect(try JSONValue(parsing: Data("0e99999999".utf8)) == .int(0))
+        let negativeZero = try JSONValue(parsing: Data("-0.0e3".utf8))
+        guard case .double(let z) = negativeZero, z == 0, z.sign == .minus else {
+            Issue.record("-0.0e3 is \(negativeZero)")
+            return
+        }
+
+        let db = try Database.inMemory(models: [PUCounter.self])
+        try db.write { tx in
+            try tx.insert(PUCounter(id: 1, count: 0))
+            try tx.insert(PUCounter(id: Int.min, count: 5))
+        }
+        for text in ["-9223372036854775809", "-9223372036854776832", "9223372036854775808", "18446744073709551616", "-9.223372036854775809e18"] {
+            #expect(throws: StrataError.self, "\(text)") {
+                try db.write { tx in try tx.update(PUCounter.self, key: 1, json: Data(#"{"count": \#(text)}"#.utf8)) }
+            }
+            #expect(throws: StrataError.self, "\(text) as a key") {
+                try db.apply(try ChangeMessage.decode(json: Data(#"[{"msg":"removed","collection":"PUCounter","id":\#(text)}]"#.utf8)))
+            }
+        }
+        #expect(try db.object(PUCounter.self, key: 1)?.count == 0)
+        #expect(try db.object(PUCounter.self, key: Int.min)?.count == 5)
+        try db.write { tx in try tx.update(PUCounter.self, key: 1, json: Data(#"{"count": 9007199254740993.0}"#.utf8)) }
+        #expect(try db.object(PUCounter.self, key: 1)?.count == 9_007_199_254_740_993)
+        // A Swift Double (or JSONSerialization's) that is a whole number fits, Int64.min included.
+        try db.write { tx in try tx.update(PUCounter.self, key: 1, fields: ["count": -0x1p63]) }
+        #expect(try db.object(PUCounter.self, key: 1)?.count == .min)
+    }
+
     @Test func dateFormats() throws {
         let db = try openDB()
         try db.write { tx in try tx.insert(baseAll()) }

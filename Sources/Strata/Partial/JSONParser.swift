@@ -121,10 +121,63 @@ struct JSONParser {
             if text == "-0" { return .double(-0.0) }
             if let i = Int64(text) { return .int(i) }
             if let u = UInt64(text) { return .uint(u) }
+        } else if let whole = JSONParser.wholeNumber(bytes[start..<offset]) {
+            return whole  // 2.0, 25e-1 × 10, 9007199254740993.0: exactly, as JSONDecoder reads them
         }
         // Integers too large for 64 bits become doubles too: their magnitude is still meaningful.
-        guard let d = Double(text), d.isFinite else { throw error("the number \(text) is out of range", at: start) }
+        guard let d = Double(text), d.isFinite else {
+            let shown = text.count > 40 ? "\(text.prefix(20))…(\(text.count) characters)" : text
+            throw error("the number \(shown) is out of range", at: start)
+        }
         return .double(d)
+    }
+
+    /// A number written with a fraction or an exponent whose exact value is a whole number within
+    /// `Int64` or `UInt64`, as `.int` or `.uint` (negative zero stays a `Double`); nil otherwise.
+    /// Read from the digits, not through a `Double`, which above 2^53 would round a fraction away
+    /// or turn an integer out of range into one in range (-9223372036854775809 into `Int64.min`).
+    static func wholeNumber(_ number: ArraySlice<UInt8>) -> JSONValue? {
+        var digits: [UInt8] = []
+        var negative = false
+        var fractionDigits = 0
+        var exponent = 0
+        var exponentNegative = false
+        var part = 0  // 0: integer part, 1: fraction, 2: exponent
+        for b in number {
+            switch b {
+            case UInt8(ascii: "-") where part == 0: negative = true
+            case UInt8(ascii: "-"): exponentNegative = true
+            case UInt8(ascii: "+"): break
+            case UInt8(ascii: "."): part = 1
+            case UInt8(ascii: "e"), UInt8(ascii: "E"): part = 2
+            default:
+                let digit = Int(b) - 48
+                if part == 2 {
+                    if exponent <= 1_000_000 { exponent = exponent * 10 + digit }
+                } else {
+                    if part == 1 { fractionDigits += 1 }
+                    if digit != 0 || !digits.isEmpty { digits.append(b) } else if part == 1 { continue }
+                }
+            }
+        }
+        if digits.isEmpty { return negative ? nil : .int(0) }  // zero; negative zero stays a Double
+        // Past 10^6 the value is fractional or beyond 64 bits, whatever the digits.
+        if exponent > 1_000_000 { return nil }
+        // The value is digits × 10^scale (leading zeros, left out of `digits`, change nothing).
+        let scale = (exponentNegative ? -exponent : exponent) - fractionDigits
+        var whole = digits
+        if scale < 0 {
+            guard -scale <= whole.count, whole.suffix(-scale).allSatisfy({ $0 == UInt8(ascii: "0") }) else { return nil }
+            whole.removeLast(-scale)
+        } else {
+            guard whole.count + scale <= 20 else { return nil }
+            whole += repeatElement(UInt8(ascii: "0"), count: scale)
+        }
+        if whole.isEmpty { return nil }
+        let text = (negative ? "-" : "") + String(decoding: whole, as: UTF8.self)
+        if let i = Int64(text) { return .int(i) }
+        if let u = UInt64(text) { return .uint(u) }
+        return nil
     }
 
     private func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }

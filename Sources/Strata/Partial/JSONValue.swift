@@ -1,7 +1,8 @@
 import Foundation
 
-/// A JSON value, as parsed from text. Integers keep their exact value (`int`, or `uint` above
-/// `Int64.max`); any number with a fraction or an exponent is a `double`.
+/// A JSON value, as parsed from text. A number whose value is a whole number within 64 bits keeps
+/// its exact value, however it is written (`2`, `2.0`, `2e3`): `int`, or `uint` above
+/// `Int64.max`. Any other number is a `double` (a fraction, or a whole number beyond 64 bits).
 ///
 /// ```swift
 /// let value = try JSONValue(parsing: Data(#"{"name": "Ana", "age": 31}"#.utf8))
@@ -16,7 +17,7 @@ public indirect enum JSONValue: Sendable, Equatable {
     case int(Int64)
     /// An integer above `Int64.max` (up to `UInt64.max`).
     case uint(UInt64)
-    /// A number with a fraction or an exponent.
+    /// Any other number: one with a fraction, or a whole number beyond 64 bits.
     case double(Double)
     /// A string, escapes decoded.
     case string(String)

@@ -155,8 +155,11 @@ struct PatchEncoder {
         switch value {
         case .int(let i): result = i
         case .uint(let u): result = Int64(exactly: u)
-        // 2.0 and 2e3 are whole numbers; 2.5 is not.
-        case .double(let d): result = Int64(exactly: d)
+        // Parsed JSON gives 2.0 and 2e3 as `.int` (JSONParser.wholeNumber), and a whole Double
+        // given in Swift is one too (StoredValue.swiftDouble); what is left is taken when whole
+        // below 2^53, where no rounding can have made it whole (-9223372036854775809 rounds to
+        // Int64.min).
+        case .double(let d): result = abs(d) < 0x1p53 ? Int64(exactly: d) : nil
         default: throw expected(range, value, path)
         }
         guard let result, result >= lower, result <= upper else { throw expected(range, value, path) }
@@ -170,7 +173,7 @@ struct PatchEncoder {
         switch value {
         case .int(let i): result = UInt64(exactly: i)
         case .uint(let u): result = u
-        case .double(let d): result = UInt64(exactly: d)
+        case .double(let d): result = d < 0x1p53 ? UInt64(exactly: d) : nil
         default: throw expected(range, value, path)
         }
         guard let result, result <= upper else { throw expected(range, value, path) }

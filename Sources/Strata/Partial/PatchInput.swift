@@ -36,8 +36,8 @@ extension StoredValue {
         }
         if type == Bool.self, let v = value as? Bool { self = .bool(v); return }
         if let v = Self.nativeInteger(value, type: type) { self = v; return }
-        if type == Double.self, let v = value as? Double { self = .double(v); return }
-        if type == Float.self, let v = value as? Float { self = .double(Double(v)); return }
+        if type == Double.self, let v = value as? Double { self = Self.swiftDouble(v); return }
+        if type == Float.self, let v = value as? Float { self = Self.swiftDouble(Double(v)); return }
         if type == String.self, let v = value as? String { self = .string(v); return }
         if type == Substring.self, let v = value as? Substring { self = .string(String(v)); return }
         if type == Date.self, let v = value as? Date { self = .date(v); return }
@@ -90,10 +90,20 @@ extension StoredValue {
     private static func number(_ n: NSNumber) -> StoredValue {
         if Swift.type(of: n) == booleanClass { return .bool(n.boolValue) }
         switch String(cString: n.objCType) {
-        case "f", "d": return .double(n.doubleValue)
+        case "f", "d": return swiftDouble(n.doubleValue)
         case "C", "S", "I", "L", "Q": return .uint(n.uint64Value)
         default: return .int(n.int64Value)
         }
+    }
+
+    /// A `Double` given in Swift (or by `JSONSerialization`, which reads -9223372036854775808 as
+    /// one): a whole number within `Int64` is that integer, so that an integer field takes it
+    /// whatever its size. (A `.double` from JSON text is only ever a fraction or beyond 64 bits:
+    /// `JSONParser.wholeNumber`; above 2^53 an integer field refuses it.) Negative zero stays a
+    /// `Double`, for a floating-point field.
+    private static func swiftDouble(_ d: Double) -> StoredValue {
+        if d.isFinite, !(d == 0 && d.sign == .minus), let i = Int64(exactly: d) { return .int(i) }
+        return .double(d)
     }
 
     private static let booleanClass: AnyClass = Swift.type(of: NSNumber(value: true))
