@@ -228,6 +228,36 @@ struct MigrationPathTests {
         #expect(catalog["Person"]?.schemaVersion == 3)
     }
 
+    /// Queries through `migration.transaction` read the records the closure rewrote: the indexes
+    /// are rebuilt only after it, so a query planned on them returned the old values' objects, and
+    /// counted deleted ones. (Found by an independent test.)
+    @Test func queriesInAMigrationSeeItsWrites() throws {
+        let path = try seeded()
+        var renamed: [String] = []
+        var oldName = -1
+        var remaining = -1
+        var deletedByQuery = -1
+        _ = try Database(store: try Store(path: path), models: [V1.Person.self], schemaVersion: 1) { migration in
+            try migration.enumerateObjects("Person") { old, new in
+                if old.key.stringValue == "p1" { new["name"] = .string("zed") }
+                if old.key.stringValue == "p2" { new.delete() }
+            }
+            let tx = migration.transaction
+            renamed = try tx.objects(V1.Person.self, where: #Predicate { $0.name == "zed" }).map(\.id)
+            oldName = try tx.count(V1.Person.self, where: #Predicate { $0.name == "n1" || $0.name == "n2" })
+            deletedByQuery = try tx.delete(V1.Person.self, where: #Predicate { $0.name == "n3" })
+            remaining = try tx.count(V1.Person.self, where: #Predicate { $0.name >= "n" })
+        }
+        #expect(renamed == ["p1"])
+        #expect(oldName == 0)
+        #expect(deletedByQuery == 1)
+        #expect(remaining == 2_498)  // all but p2 and p3 ("zed" is after "n" too)
+        let db = try Database(path: path, models: [V1.Person.self])
+        #expect(db.objects(V1.Person.self).filter(#Predicate { $0.name == "zed" }).keys == ["p1"])
+        #expect(db.objects(V1.Person.self).count == 2_498)
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+    }
+
     @Test func storedValuesDecodeToSwiftTypes() throws {
         struct Geo: Codable, Equatable { var lat: Double; var when: Date; var tags: [String]; var blob: Data; var id: UUID }
         let geo = Geo(lat: .infinity, when: Date(timeIntervalSinceReferenceDate: 1.000123), tags: ["a", "é"], blob: Data([0, 1, 255]), id: UUID())

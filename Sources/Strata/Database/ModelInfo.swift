@@ -51,6 +51,14 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     private let decoders: CoderPool
     private let encoders: CoderPool
 
+    /// This model as if it had no index: what a migration's queries plan with, as its closure
+    /// rewrites records whose index entries are only rebuilt after it (Database.init).
+    func withoutIndexes() -> ModelInfo<M> {
+        var schema = stored
+        schema.indexes = []
+        return ModelInfo(stored: schema, indexes: [], placeholder: placeholder)
+    }
+
     init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder
         self.name = stored.name

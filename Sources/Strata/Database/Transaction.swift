@@ -158,7 +158,7 @@ public final class Transaction {
         var query = Query<M>()
         if let predicate { query.predicates.append(predicate) }
         query.sort = sort
-        return try wrapStorage { try QueryEngine.matches(query, info: try db.info(M.self), source: WriteTrees(txn: txn), needKeys: false).objects }
+        return try wrapStorage { try QueryEngine.matches(query, info: try queryInfo(M.self), source: WriteTrees(txn: txn), needKeys: false).objects }
     }
 
     /// The number of objects matching `predicate` (all when nil), as this transaction sees them.
@@ -169,7 +169,15 @@ public final class Transaction {
     public func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil) throws -> Int {
         var query = Query<M>()
         if let predicate { query.predicates.append(predicate) }
-        return try wrapStorage { try QueryEngine.count(query, info: try db.info(M.self), source: WriteTrees(txn: txn)) }
+        return try wrapStorage { try QueryEngine.count(query, info: try queryInfo(M.self), source: WriteTrees(txn: txn)) }
+    }
+
+    /// The model's info for planning a query: without its indexes where this transaction does
+    /// not keep them (a migration's), so that a query reads the records it rewrote, not stale
+    /// index entries.
+    private func queryInfo<M: Model>(_ type: M.Type) throws -> ModelInfo<M> {
+        let info = try db.info(M.self)
+        return maintainsIndexes ? info : info.withoutIndexes()
     }
 
     // MARK: Writing
@@ -368,7 +376,7 @@ public final class Transaction {
         let info = try db.info(M.self)
         var query = Query<M>()
         query.predicates = [predicate]
-        let found = try wrapStorage { try QueryEngine.matches(query, info: info, source: WriteTrees(txn: txn), needKeys: true) }
+        let found = try wrapStorage { try QueryEngine.matches(query, info: try queryInfo(M.self), source: WriteTrees(txn: txn), needKeys: true) }
         for key in found.keys { _ = try delete(info, keyBytes: key) }
         return found.objects.count
     }
