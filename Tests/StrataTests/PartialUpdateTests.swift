@@ -252,6 +252,41 @@ struct PartialUpdateTests {
         #expect(try db.object(PUCounter.self, key: 1)?.count == .min)
     }
 
+    /// A partial update that changes nothing writes nothing, on an object stored with a field its
+    /// type no longer has too: the field keeps its bytes for a migration to read (a comparison
+    /// with the stored bytes counted the missing field as a change, and the write dropped it).
+    /// A real change rewrites the object as its type stores it. Found by an independent test.
+    @Test func partialUpdatesKeepARemovedFieldsBytes() throws {
+        struct CounterV1: Model { static let modelName = "PUKept"; var id: Int; var n: Int; var dropped: Int? }
+        struct CounterV2: Model { static let modelName = "PUKept"; var id: Int; var n: Int }
+        let path = databasePath()
+        do {
+            let db = try Database(path: path, models: [CounterV1.self])
+            try db.write { tx in try tx.insert(CounterV1(id: 1, n: 1, dropped: 42)) }
+            db.close()
+        }
+        do {
+            let db = try Database(path: path, models: [CounterV2.self])
+            let before = db.store.latestVersion
+            let same = try db.write { tx in try tx.update(CounterV2.self, key: 1, json: Data(#"{"n": 1}"#.utf8)) }
+            #expect(!same.changed)
+            #expect(db.store.latestVersion == before, "a patch that changes nothing committed")
+            let unchanged = try db.write { tx in try tx.update(CounterV2.self, key: 1, fields: ["n": 1]) }
+            #expect(!unchanged.changed)
+            #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+            db.close()
+        }
+        var dropped: StoredValue?
+        try Database(path: path, models: [CounterV2.self], schemaVersion: 1) { migration in
+            dropped = try migration.objects("PUKept").first?["dropped"]
+        }.close()
+        #expect(dropped == .int(42))
+        let db = try Database(path: path, models: [CounterV2.self])  // at version 0: the stored 1 stays
+        let changed = try db.write { tx in try tx.update(CounterV2.self, key: 1, json: Data(#"{"n": 2}"#.utf8)) }
+        #expect(changed.changed && changed.object.n == 2)
+        #expect(try db.object(CounterV2.self, key: 1)?.n == 2)
+    }
+
     @Test func dateFormats() throws {
         let db = try openDB()
         try db.write { tx in try tx.insert(baseAll()) }
