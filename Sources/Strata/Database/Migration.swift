@@ -123,6 +123,10 @@ public final class Migration {
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
         let control = OperationControl.current
         control?.begin("migrate \(model)", total: records.count)
+        // Objects whose key changes are inserted after every object was visited: a new key may be
+        // the old key of an object not visited yet, which may move away too (renumbering 1, 2, 3
+        // to 2, 3, 4). What collides then collides for good.
+        var moved: [(key: [UInt8], record: [UInt8])] = []
         for (done, entry) in records.enumerated() {
             try control?.step()
             let (oldKey, oldRecord) = entry
@@ -167,15 +171,18 @@ public final class Migration {
                 try wrapStorage {
                     if key != oldKey {
                         _ = try target.delete(oldKey)
-                        guard try target.insert(key, record) else {
-                            throw StrataError.duplicateKey(model: model, key: newKey(key, newSchema, decoding))
-                        }
+                        moved.append((key, record))
                     } else {
                         try target.put(key, record)
                     }
                 }
             }
             if let progress, (done + 1) % 1000 == 0 || done + 1 == records.count { progress(done + 1, records.count) }
+        }
+        for (key, record) in moved {
+            guard try wrapStorage({ try target.insert(key, record) }) else {
+                throw StrataError.duplicateKey(model: model, key: newKey(key, newSchema, decoding))
+            }
         }
     }
 
