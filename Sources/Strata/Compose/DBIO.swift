@@ -144,7 +144,10 @@ extension DBIO {
         DBIO<Mode, (T, U)>.primitive { context in (try body(context), try other.body(context)) }
     }
 
-    /// Runs this, then `next`, and yields `next`'s result (this one's is dropped).
+    /// Runs this, then `next`, and yields `next`'s result (this one's is dropped). Each `then` or
+    /// `flatMap` nests one call when the operation runs: for many operations built in a loop use
+    /// `sequence`, which runs them one after another (a chain of tens of thousands of `then`s
+    /// nests deeper than a thread's stack).
     ///
     /// ```swift
     /// let io: DBWrite<Person> = DBWrite.insert(ana).then(DBWrite.insert(ben))
