@@ -104,6 +104,37 @@ struct Counted: Model, Equatable {
         }
     }
 
+    /// Windows of any size agree with an array's `dropFirst(n).prefix(m)`, on every plan: an
+    /// offset plus `prefix(Int.max)` (a common "no limit"), or two offsets of `Int.max`, overflowed
+    /// and trapped (found by an independent test).
+    @Test func hugeWindowsAreClampedNotTrapped() throws {
+        let db = try database()
+        let queries: [(String, Results<Counted>)] = [
+            ("all", db.objects(Counted.self)),
+            ("indexed", db.objects(Counted.self).filter(#Predicate { $0.group == 4 })),
+            ("unindexed", db.objects(Counted.self).filter(#Predicate { $0.score < 3 })),
+            ("sorted", db.objects(Counted.self).filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.score, order: .reverse))),
+            ("by string", db.objects(Counted.self).filter(#Predicate { $0.score < 1 }).sorted(by: SortDescriptor(\.label))),
+        ]
+        for (name, results) in queries {
+            let all = try results.fetch()
+            let windows: [(String, Results<Counted>, [Counted])] = [
+                ("offset(1).prefix(max)", results.offset(1).prefix(.max), Array(all.dropFirst(1))),
+                ("prefix(max).offset(3)", results.prefix(.max).offset(3), Array(all.dropFirst(3))),
+                ("offset(max).offset(max)", results.offset(.max).offset(.max), []),
+                ("offset(max).prefix(1)", results.offset(.max).prefix(1), []),
+                ("offset(max - 1).offset(2).prefix(max)", results.offset(.max - 1).offset(2).prefix(.max), []),
+                ("offset(2).prefix(max).prefix(max)", results.offset(2).prefix(.max).prefix(.max), Array(all.dropFirst(2))),
+            ]
+            for (window, shaped, expected) in windows {
+                #expect(try shaped.fetch() == expected, "\(name) \(window)")
+                #expect(shaped.count == expected.count, "\(name) \(window)")
+                #expect(Array(shaped) == expected, "\(name) \(window)")
+                #expect(shaped.keys == expected.map(\.id), "\(name) \(window)")
+            }
+        }
+    }
+
     @Test func aRecordThatDoesNotDecodeReadsAsAPlaceholderAndSaysSo() throws {
         let path = databasePath()
         do {

@@ -84,30 +84,35 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// ```
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>...) -> Results<M> { sorted(by: [descriptor] + more) }
 
-    /// At most the first `count` objects (none for a negative `count`).
+    /// At most the first `count` objects (none for a negative `count`; `Int.max` for no limit).
     ///
     /// ```swift
     /// let youngest = db.objects(Person.self).sorted(by: SortDescriptor(\.age)).prefix(10)
     /// ```
     public func prefix(_ count: Int) -> Results<M> {
         with { q in
-            let n = Swift.max(0, count)
+            let n = Self.clamped(count)
             q.limit = q.limit.map { Swift.min($0, n) } ?? n
         }
     }
 
-    /// Skips the first `count` objects (none for a negative `count`).
+    /// Skips the first `count` objects (none for a negative `count`; any count, `Int.max`
+    /// included, and any number of offsets).
     ///
     /// ```swift
     /// let secondPage = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).offset(20).prefix(20)
     /// ```
     public func offset(_ count: Int) -> Results<M> {
         with { q in
-            let n = Swift.max(0, count)
-            q.offset += n
+            let n = Self.clamped(count)
+            q.offset = Self.clamped(q.offset + n)
             q.limit = q.limit.map { Swift.max(0, $0 - n) }
         }
     }
+
+    /// A count for a window, between 0 and a bound no file can reach (2^60 objects), so that an
+    /// offset plus a limit never overflows however large the counts a caller gives.
+    private static func clamped(_ count: Int) -> Int { Swift.min(Swift.max(0, count), 1 << 60) }
 
     /// Keeps the first object of each distinct combination of values at `keyPaths`.
     ///
