@@ -216,6 +216,30 @@ struct CloseTests {
         #expect(note.object?.text == "n1")
     }
 
+    /// A deletion read just before the close still ends the object's observation: `.deleted` is
+    /// delivered (the close handler was already gone, so no closing error would follow), and the
+    /// stream finishes. (An independent test found neither arriving when the app's queue was busy.)
+    @Test func aDeletionJustBeforeTheCloseStillEndsTheObservation() async throws {
+        let db = try openWithNotes(databasePath())
+        let queue = DispatchQueue(label: "close-tests.busy")
+        let heard = Collected<ObjectChange<CLNote>>()
+        let token = db.observe(CLNote.self, key: 3, on: queue) { change in heard.items.withLock { $0.append(change) } }
+        try await Task.sleep(for: .milliseconds(100))  // the first read ran
+        let gate = DispatchSemaphore(value: 0)
+        queue.async { gate.wait() }  // the app's queue is busy for a moment
+        try await db.write { tx in _ = try tx.delete(CLNote.self, key: 3) }
+        try await Task.sleep(for: .milliseconds(100))  // the observer has read the deletion
+        db.close()
+        gate.signal()
+        let ok = try await eventually { heard.count == 1 }
+        #expect(ok)
+        guard case .deleted = heard.all.first else {
+            Issue.record("\(heard.all)")
+            return
+        }
+        withExtendedLifetime(token) {}
+    }
+
     @Test func aTransactionBegunBeforeCloseFinishes() throws {
         let path = databasePath()
         let db = try openWithNotes(path)

@@ -287,15 +287,21 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         }
     }
 
+    /// Delivers the final change. `finish()` drops the close handler, so a close that comes now
+    /// sends nothing: this change must be delivered even then (only an invalidated token stops
+    /// it), or a stream of changes would never finish.
     private func end(_ change: ObjectChange<M>) {
         lifecycle.finish()
-        deliver(change, isLast: true)
+        queue.async { [self] in
+            guard lifecycle.isWanted else { return }
+            block(change, true)
+        }
     }
 
-    private func deliver(_ change: ObjectChange<M>, isLast: Bool = false) {
+    private func deliver(_ change: ObjectChange<M>) {
         queue.async { [self] in
             guard isLive else { return }
-            block(change, isLast)
+            block(change, false)
         }
     }
 
