@@ -13,9 +13,9 @@ import Synchronization
 public final class Store: Sendable {
     let env: Environment
     private let closed = Atomic<Bool>(false)
-    /// What `close()` tells: the handlers of `onClose`, and whether it ran (a handler added after
-    /// it runs at once).
-    private let closeHandlers = Mutex<(closed: Bool, next: UInt64, all: [UInt64: @Sendable () -> Void])>((false, 1, [:]))
+    /// The handlers of `onClose`. `closed` changes only under this lock, so a handler added after
+    /// `close()` sees it and runs at once.
+    private let closeHandlers = Mutex<(next: UInt64, all: [UInt64: @Sendable () -> Void])>((1, [:]))
     /// Default durability of `write`.
     public let durability: Durability
     /// Whether this handle was opened with `StoreOptions.readOnly`: `write` throws, and nothing
@@ -129,9 +129,7 @@ public final class Store: Sendable {
         // Set under the handlers' lock: whoever sees the store closed and removes its handler
         // finds it already taken, so every handler registered before the close runs.
         let handlers = closeHandlers.withLock { state -> [@Sendable () -> Void] in
-            closed.store(true, ordering: .sequentiallyConsistent)
-            if state.closed { return [] }
-            state.closed = true
+            if closed.exchange(true, ordering: .sequentiallyConsistent) { return [] }
             defer { state.all.removeAll() }
             return state.all.sorted { $0.key < $1.key }.map(\.value)
         }
@@ -150,7 +148,7 @@ public final class Store: Sendable {
     /// ```
     public func onClose(_ handler: @escaping @Sendable () -> Void) -> CloseHandlerToken {
         let id = closeHandlers.withLock { state -> UInt64? in
-            if state.closed { return nil }
+            if closed.load(ordering: .sequentiallyConsistent) { return nil }
             defer { state.next += 1 }
             state.all[state.next] = handler
             return state.next

@@ -252,8 +252,8 @@ struct PartialUpdateTests {
         #expect(try db.object(PUCounter.self, key: 1)?.count == .min)
     }
 
-    /// A partial update that changes nothing writes nothing, on an object stored with a field its
-    /// type no longer has too: the field keeps its bytes for a migration to read (a comparison
+    /// A write that changes nothing (partial or typed) writes nothing, on an object stored with a
+    /// field its type no longer has too: the field keeps its bytes for a migration to read (a comparison
     /// with the stored bytes counted the missing field as a change, and the write dropped it).
     /// A real change rewrites the object as its type stores it. Found by an independent test.
     @Test func partialUpdatesKeepARemovedFieldsBytes() throws {
@@ -273,6 +273,12 @@ struct PartialUpdateTests {
             #expect(db.store.latestVersion == before, "a patch that changes nothing committed")
             let unchanged = try db.write { tx in try tx.update(CounterV2.self, key: 1, fields: ["n": 1]) }
             #expect(!unchanged.changed)
+            // Typed writes of the same object skip the write too (the comparison is theirs).
+            try db.write { tx in
+                try tx.upsert(CounterV2(id: 1, n: 1))
+                try tx.update(CounterV2.self, key: 1) { $0.n = 1 }
+            }
+            #expect(db.store.latestVersion == before, "a typed write of the same object committed")
             #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
             db.close()
         }

@@ -47,6 +47,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// instance, every field a zero or empty value), so that the collection API never traps; the
     /// results' `error` says what failed.
     let placeholder: M
+    /// Whether stored records may hold a removed field's bytes, which encoding the type leaves
+    /// out (see `Transaction.storesSame`).
+    let hasRemovedFields: Bool
     /// Spare coders for this model's records (see CoderPool).
     private let decoders: CoderPool
     private let encoders: CoderPool
@@ -61,6 +64,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder
+        self.hasRemovedFields = stored.object.hasRemovedFields
         self.name = stored.name
         self.stored = stored
         self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1[0]) }

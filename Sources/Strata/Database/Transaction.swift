@@ -158,7 +158,7 @@ public final class Transaction {
         var query = Query<M>()
         if let predicate { query.predicates.append(predicate) }
         query.sort = sort
-        return try wrapStorage { try QueryEngine.matches(query, info: try queryInfo(M.self), source: WriteTrees(txn: txn), needKeys: false).objects }
+        return try wrapStorage { try QueryEngine.matches(query, info: try queryInfo(db.info(M.self)), source: WriteTrees(txn: txn), needKeys: false).objects }
     }
 
     /// The number of objects matching `predicate` (all when nil), as this transaction sees them.
@@ -169,15 +169,14 @@ public final class Transaction {
     public func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil) throws -> Int {
         var query = Query<M>()
         if let predicate { query.predicates.append(predicate) }
-        return try wrapStorage { try QueryEngine.count(query, info: try queryInfo(M.self), source: WriteTrees(txn: txn)) }
+        return try wrapStorage { try QueryEngine.count(query, info: try queryInfo(db.info(M.self)), source: WriteTrees(txn: txn)) }
     }
 
     /// The model's info for planning a query: without its indexes where this transaction does
     /// not keep them (a migration's), so that a query reads the records it rewrote, not stale
     /// index entries.
-    private func queryInfo<M: Model>(_ type: M.Type) throws -> ModelInfo<M> {
-        let info = try db.info(M.self)
-        return maintainsIndexes ? info : info.withoutIndexes()
+    private func queryInfo<M: Model>(_ info: ModelInfo<M>) -> ModelInfo<M> {
+        maintainsIndexes ? info : info.withoutIndexes()
     }
 
     // MARK: Writing
@@ -276,8 +275,8 @@ public final class Transaction {
         }
         guard let oldRecord = try wrapStorage({ try records.view(key) }) else { return (try insertObject(object), true) }
         let record = try info.encode(object)
-        // Writing identical bytes would change nothing but still reach observers as a commit.
-        if record.elementsEqual(oldRecord) { return (object, false) }
+        // Writing the same object would change nothing but still reach observers as a commit.
+        if storesSame(info, record, oldRecord) { return (object, false) }
         try replace(info, records: records, key: key, oldRecord: oldRecord, new: object, record: record)
         return (object, true)
     }
@@ -310,9 +309,20 @@ public final class Transaction {
         let record = try info.encode(new)
         // If `body` wrote in this transaction, the old record's view may be stale: read it again.
         let current: UnsafeRawBufferPointer? = txn.changeCount == stamp ? oldRecord : try wrapStorage { try records.view(keyBytes) }
-        if let current, record.elementsEqual(current) { return new }
+        if let current, storesSame(info, record, current) { return new }
         try replace(info, records: records, key: keyBytes, oldRecord: current, new: new, record: record)
         return new
+    }
+
+    /// Whether `record` (the type's encoding of an object) stores what `stored` does: the same
+    /// bytes, or, where stored records may hold a removed field's bytes that an encoding leaves
+    /// out, the same object as the type encodes it. Such a write is skipped, and the old bytes stay
+    /// for a migration to read. (In a migration an old record may not read as the new type yet:
+    /// then it differs.)
+    private func storesSame<M: Model>(_ info: ModelInfo<M>, _ record: [UInt8], _ stored: UnsafeRawBufferPointer) -> Bool {
+        if record.elementsEqual(stored) { return true }
+        guard info.hasRemovedFields, let canonical = try? info.encode(try info.decode(stored)) else { return false }
+        return canonical == record
     }
 
     /// Stores `record` over the old one and moves the index entries. `oldRecord` (the stored
@@ -376,7 +386,7 @@ public final class Transaction {
         let info = try db.info(M.self)
         var query = Query<M>()
         query.predicates = [predicate]
-        let found = try wrapStorage { try QueryEngine.matches(query, info: try queryInfo(M.self), source: WriteTrees(txn: txn), needKeys: true) }
+        let found = try wrapStorage { try QueryEngine.matches(query, info: queryInfo(info), source: WriteTrees(txn: txn), needKeys: true) }
         for key in found.keys { _ = try delete(info, keyBytes: key) }
         return found.objects.count
     }

@@ -202,14 +202,6 @@ extension Transaction {
                 model: info.name, field: info.keyPath,
                 reason: "the fields give the key \(describeValue(object.id)), but the update is for \(describeValue(key))")
         }
-        // The stored object may hold bytes its type no longer reads (a removed field): compared as
-        // the type stores it, a patch that changes nothing writes nothing and keeps them. (In a
-        // migration the old record may not read as the new type yet: then it changes.)
-        if let oldRecord, info.stored.object.hasRemovedFields,
-            let old = try? oldRecord.withUnsafeBytes({ try info.encode(try info.decode($0)) }), try old == info.encode(object)
-        {
-            return PartialUpdateResult(object: object, created: false, changed: false, ignoredFields: encoder.unknown.sorted())
-        }
         let (stored, wrote) = try store(object)
         return PartialUpdateResult(
             object: stored, created: oldRecord == nil, changed: wrote,
@@ -225,21 +217,4 @@ extension Transaction {
         return (false, bytes)
     }
 
-}
-
-extension ObjectSchema {
-    /// Whether a record may hold bytes the type no longer reads: a removed field, here or nested.
-    var hasRemovedFields: Bool {
-        fields.contains { $0.removed || $0.type.hasRemovedFields }
-    }
-}
-
-extension FieldType {
-    fileprivate var hasRemovedFields: Bool {
-        switch self {
-        case .object(let schema): return schema.hasRemovedFields
-        case .optional(let t), .array(let t), .dictionary(let t), .enumeration(let t): return t.hasRemovedFields
-        default: return false
-        }
-    }
 }

@@ -122,6 +122,9 @@ public struct ObjectSchema: Equatable, Sendable, Codable {
     /// Fields the current type has (not removed), in declaration order.
     public var liveFields: [FieldSchema] { fields.filter { !$0.removed } }
 
+    /// Whether a record may hold bytes the type no longer reads: a removed field, here or nested.
+    var hasRemovedFields: Bool { fields.contains { $0.removed || $0.type.hasRemovedFields } }
+
     func field(named name: String) -> FieldSchema? { fields.first { $0.name == name && !$0.removed } }
 
     func isStorageCompatible(with other: ObjectSchema) -> Bool {
@@ -159,6 +162,17 @@ extension FieldType {
         case "Date": self = .date
         case "UUID": self = .uuid
         default: return nil
+        }
+    }
+}
+
+extension FieldType {
+    /// Whether a value of this type may hold a removed field's bytes (see `ObjectSchema`).
+    fileprivate var hasRemovedFields: Bool {
+        switch self {
+        case .object(let schema): return schema.hasRemovedFields
+        case .optional(let t), .array(let t), .dictionary(let t), .enumeration(let t): return t.hasRemovedFields
+        default: return false
         }
     }
 }
