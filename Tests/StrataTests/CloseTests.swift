@@ -35,7 +35,7 @@ private func consume<Element: Sendable>(_ stream: AsyncStream<Element>) -> (Coll
 }
 
 /// Polls `condition` for up to `seconds`.
-private func eventually(seconds: Double = 10, _ condition: () -> Bool) async throws -> Bool {
+private func eventually(seconds: Double = 30, _ condition: () -> Bool) async throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while !condition() {
         if Date() > deadline { return false }
@@ -95,13 +95,12 @@ struct CloseTests {
             objectTask.cancel()
             commitsTask.cancel()
         }
-        // The observers listen once their first read ran: wait for a change to reach both.
-        var text = 0
-        let heard = try await eventually {
-            text += 1
-            _ = try? db.write { tx in try tx.update(CLNote.self, key: 1) { $0.text = "t\(text)" } }
-            Thread.sleep(forTimeInterval: 0.01)
-            return object.count > 0 && commits.count > 0
+        // The observers listen once their first read ran: write until a change reaches both (on a
+        // loaded machine that can take a while; nothing here blocks the task's thread).
+        var heard = false
+        for text in 0..<600 where !heard {
+            try await db.write { tx in _ = try tx.update(CLNote.self, key: 1) { $0.text = "t\(text)" } }
+            heard = try await eventually(seconds: 0.1) { object.count > 0 && commits.count > 0 }
         }
         #expect(heard)
         db.close()
