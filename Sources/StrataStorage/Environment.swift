@@ -99,6 +99,14 @@ final class Environment: @unchecked Sendable {
     static func open(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)? = nil) throws -> Environment {
         if options.readOnly { return try openReadOnly(path: path, options: options, wrap: wrap) }
         return try registry.withLock { (registry) throws -> Environment in
+            // A file this process has open read-write is found by name first, without opening
+            // another descriptor of it (see PosixFile.lockCommands).
+            if let identity = FileIdentity(path: path), let env = registry[identity]?.environment, !env.isReadOnly {
+                if let wanted = options.pageSize, wanted != env.pageSize {
+                    throw StorageError.pageSizeMismatch(path: path, found: env.pageSize, expected: wanted)
+                }
+                return env
+            }
             // The file as it is, not created yet: a missing file with `createIfMissing` false must
             // not get a lock file, and a file this process has open must not have its lock file
             // opened a second time (closing that descriptor would drop this process's fcntl locks).
@@ -348,10 +356,12 @@ enum Recovery {
 
     /// `choose` on copies of the two meta pages (`metaPages`, 2 × `pageSize` bytes), with the pages
     /// they name read from `map`. A meta `alreadyVerified` accepts (by its fields and stored
-    /// checksum) is not verified again: a read-only store verifies each newest commit once.
+    /// checksum) is not verified again: a read-only store verifies each newest commit once. A meta
+    /// page past `newest` (the published commit, for a read-only snapshot while a writer lives)
+    /// is passed over, unless no meta page is within it (a damaged lock file).
     static func choose(
         path: String, metaPages: UnsafeRawPointer, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int,
-        alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }
+        newest: UInt64? = nil, alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }
     ) throws -> Meta {
         var candidates: [Meta] = []
         var problems: [String] = []
@@ -370,6 +380,7 @@ enum Recovery {
             }
         }
         candidates.sort { $0.txnid > $1.txnid }
+        if let newest, candidates.contains(where: { $0.txnid <= newest }) { candidates.removeAll { $0.txnid > newest } }
         var truncation: StorageError?
         var truncatedCandidates = 0
         for meta in candidates {

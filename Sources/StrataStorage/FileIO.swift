@@ -22,8 +22,9 @@ protocol FileIO: AnyObject, Sendable {
     /// for the lock file's reader table.
     func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer
     func unmap(_ address: UnsafeMutableRawPointer, length: Int)
-    /// An advisory record lock on `length` bytes at `offset` (fcntl, per process).
-    /// Returns false when `wait` is false and another process holds a conflicting lock.
+    /// An advisory record lock on `length` bytes at `offset` (fcntl; on Linux an open file
+    /// description lock, see `PosixFile.lockCommands`). Returns false when `wait` is false and
+    /// another process holds a conflicting lock.
     func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool
     func unlock(offset: Int64, length: Int64)
 }
@@ -225,14 +226,36 @@ final class PosixFile: FileIO {
         munmap(address, length)
     }
 
-    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
-        var fl = flock()
-        fl.l_type = Int16(exclusive ? F_WRLCK : F_RDLCK)
+    /// The fcntl commands of record locks: (get, set, set and wait).
+    ///
+    /// Classic fcntl locks belong to the process, and closing *any* descriptor of the file drops
+    /// all of them: one handle opening and closing the page file would silently end another
+    /// handle's shrink lock (then a writer may cut the file under a live snapshot: SIGBUS), or its
+    /// "alive" lock. Linux's open file description locks (since 3.15) belong to the descriptor's
+    /// open file instead, and close only with it; across processes they conflict with each other
+    /// and with classic locks alike, so processes of older builds still see them. (They also
+    /// conflict between two descriptors of one process: the behaviour of two processes, which is
+    /// what two environments of one file are.) Elsewhere, classic locks, and the environment
+    /// registry avoids opening a second descriptor of a file it has open (Environment.open).
+    #if os(Linux)
+    static let lockCommands: (get: Int32, set: Int32, setWait: Int32) = (36, 37, 38)  // F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
+    #else
+    static let lockCommands: (get: Int32, set: Int32, setWait: Int32) = (F_GETLK, F_SETLK, F_SETLKW)
+    #endif
+
+    private func lockRequest(_ type: Int32, offset: Int64, length: Int64) -> flock {
+        var fl = flock()  // l_pid 0, as open file description locks require
+        fl.l_type = Int16(type)
         fl.l_whence = Int16(SEEK_SET)
         fl.l_start = off_t(offset)
         fl.l_len = off_t(length)
+        return fl
+    }
+
+    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
+        var fl = lockRequest(exclusive ? F_WRLCK : F_RDLCK, offset: offset, length: length)
         while true {
-            if fcntl(fd, wait ? F_SETLKW : F_SETLK, &fl) == 0 { return true }
+            if fcntl(fd, wait ? Self.lockCommands.setWait : Self.lockCommands.set, &fl) == 0 { return true }
             let err = errno
             if err == EINTR { continue }
             if !wait && (err == EAGAIN || err == EACCES) { return false }
@@ -241,12 +264,16 @@ final class PosixFile: FileIO {
     }
 
     func unlock(offset: Int64, length: Int64) {
-        var fl = flock()
-        fl.l_type = Int16(F_UNLCK)
-        fl.l_whence = Int16(SEEK_SET)
-        fl.l_start = off_t(offset)
-        fl.l_len = off_t(length)
-        _ = fcntl(fd, F_SETLK, &fl)
+        var fl = lockRequest(F_UNLCK, offset: offset, length: length)
+        _ = fcntl(fd, Self.lockCommands.set, &fl)
+    }
+
+    /// Whether someone else holds a lock on the byte at `offset` that an exclusive lock would
+    /// conflict with (F_GETLK: takes no lock); nil when the file system cannot say.
+    func isLockedByOthers(offset: Int64) -> Bool? {
+        var fl = lockRequest(F_WRLCK, offset: offset, length: 1)
+        guard fcntl(fd, Self.lockCommands.get, &fl) == 0 else { return nil }
+        return fl.l_type != Int16(F_UNLCK)
     }
 }
 

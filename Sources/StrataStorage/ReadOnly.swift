@@ -23,6 +23,10 @@ final class ReadOnlyState: Sendable {
     /// The lock file's reader table, when there is a valid lock file (nil otherwise).
     let lockView: ReaderTable?
     private let lockViewMap: (address: UInt, length: Int)?
+    /// The lock file, kept open (read-only) to ask whether a process has the database open
+    /// read-write; only where its locks are open file description locks, which closing this
+    /// descriptor cannot drop (PosixFile.lockCommands). Nil elsewhere.
+    let lockFile: PosixFile?
     /// Transaction id and stored meta checksum of the newest commit verified, so that each new
     /// snapshot of an unchanged file does not read that commit's pages again.
     private let verified = Mutex<(txnid: UInt64, checksum: UInt64)?>(nil)
@@ -54,10 +58,21 @@ final class ReadOnlyState: Sendable {
         }
     }
 
-    init(identity: FileIdentity, lockView: ReaderTable?, lockViewMap: (UInt, Int)?) {
+    init(identity: FileIdentity, lockView: ReaderTable?, lockViewMap: (UInt, Int)?, lockFile: PosixFile?) {
         self.identity = identity
         self.lockView = lockView
         self.lockViewMap = lockViewMap
+        self.lockFile = lockFile
+    }
+
+    /// The newest commit a snapshot may choose: while a process has the database open read-write
+    /// (it holds the "alive" lock), the lock file's published `latest` — a meta page past it is a
+    /// commit not acknowledged yet, or one whose writer died before acknowledging it, which the
+    /// next writer spoils and commits over (FORMAT.md §4.2). Nil when no process has it open:
+    /// then the next opener's recovery takes the newest meta page that verifies, as snapshots do.
+    func newestPublished() -> UInt64? {
+        guard let lockView, let lockFile, lockFile.isLockedByOthers(offset: LockLayout.aliveLockByte) == true else { return nil }
+        return lockView.latest
     }
 
     deinit {
@@ -78,15 +93,19 @@ extension Environment {
     /// open (its snapshots are then registered like any other).
     static func openReadOnly(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
         try registry.withLock { (registry) throws -> Environment in
-            let posix = try PosixFile(path: path, mode: .readOnly)
-            let status = try posix.status()
-            let identity = FileIdentity(status)
-            if let env = registry[identity]?.environment {
+            func shared(_ env: Environment) throws -> Environment {
                 if let wanted = options.pageSize, wanted != env.pageSize {
                     throw StorageError.pageSizeMismatch(path: path, found: env.pageSize, expected: wanted)
                 }
                 return env
             }
+            // Found by name before any descriptor is opened: one opened and closed again would, with
+            // classic fcntl locks, drop the locks this process holds on the file (FileIO.swift).
+            if let identity = FileIdentity(path: path), let env = registry[identity]?.environment { return try shared(env) }
+            let posix = try PosixFile(path: path, mode: .readOnly)
+            let status = try posix.status()
+            let identity = FileIdentity(status)
+            if let env = registry[identity]?.environment { return try shared(env) }
             if status.st_mode & 0o170000 != 0o100000 {
                 throw StorageError.notAStrataFile(path: path, reason: "not a regular file")
             }
@@ -100,13 +119,18 @@ extension Environment {
             }
             let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
             let view = lockFileView(path: path + "-lock", registry: registry)
+            #if os(Linux)
+            let lockFile = view?.file
+            #else
+            let lockFile: PosixFile? = nil  // closing it would drop this process's classic fcntl locks
+            #endif
             let readers = ReaderTable.inProcess(slots: 1)
             let env = Environment(
                 file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps, pageSize: pageSize,
                 syncMode: options.syncMode, identity: identity, lockIdentity: nil,
                 readOnly: ReadOnlyState(
                     identity: identity, lockView: view?.table,
-                    lockViewMap: view.map { ($0.address, $0.length) }))
+                    lockViewMap: view.map { ($0.address, $0.length) }, lockFile: lockFile))
             // Fail now, not at the first read, when no commit is usable.
             _ = try env.readOnlySnapshot()
             registry = registry.filter { $0.value.environment != nil }
@@ -118,9 +142,11 @@ extension Environment {
     /// The lock file's reader table through a read-only map, or nil when there is no lock file or
     /// it is not valid. Also nil when this process has that lock file open in another environment
     /// (a database file replaced under an open one): opening and closing it here would drop that
-    /// environment's fcntl locks. The descriptor is closed at once; the map stays valid. Lock
+    /// environment's classic fcntl locks. The map stays valid after the descriptor is closed. Lock
     /// files only ever grow, so the map never runs past the file's end.
-    private static func lockFileView(path: String, registry: [FileIdentity: WeakEnvironment]) -> (table: ReaderTable, address: UInt, length: Int)? {
+    private static func lockFileView(
+        path: String, registry: [FileIdentity: WeakEnvironment]
+    ) -> (table: ReaderTable, address: UInt, length: Int, file: PosixFile)? {
         guard let identity = FileIdentity(path: path) else { return nil }
         if registry.values.contains(where: { $0.environment?.lockIdentity == identity }) { return nil }
         guard let lock = try? PosixFile(path: path, mode: .readOnly), let size = try? lock.size(),
@@ -134,7 +160,7 @@ extension Environment {
         }
         let length = LockLayout.size(slots: count)
         guard let memory = try? lock.map(length: length, writable: false) else { return nil }
-        return (ReaderTable(memory: memory, slotCount: count, ownsMemory: false, readOnly: true), UInt(bitPattern: memory), length)
+        return (ReaderTable(memory: memory, slotCount: count, ownsMemory: false, readOnly: true), UInt(bitPattern: memory), length, lock)
     }
 
     /// A new snapshot of a read-only environment: the newest commit whose pages verify, the map
@@ -144,13 +170,14 @@ extension Environment {
     func readOnlySnapshot() throws -> (meta: Meta, mapping: MapTable.Mapping, metaPages: [UInt8]) {
         guard let state = readOnly else { throw StorageError.internalError("read-only snapshot of a read-write environment") }
         let copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
+        let newest = state.newestPublished()  // after the copies: a commit published meanwhile is in them
         let fileSize = try file.size()
         do {
             let mapping = try maps.ensure(bytes: Int(fileSize))
             let (meta, checksum) = try copies.withUnsafeBytes { (m) throws -> (Meta, UInt64) in
                 let meta = try Recovery.choose(
                     path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
-                    pageSize: pageSize, alreadyVerified: state.isVerified)
+                    pageSize: pageSize, newest: newest, alreadyVerified: state.isVerified)
                 return (meta, m.baseAddress!.u64(Int(meta.txnid % 2) * pageSize + PageHeader.checksum))
             }
             state.remember(meta, checksum: checksum)

@@ -192,6 +192,9 @@ final class ReaderTable: Sendable {
 
     /// Claims the lowest free slot, so that the slots in use stay packed at the start of the table
     /// and the writer's scan stays short.
+    /// The owner of a slot being cleared after its process died (not a pid: pids are below 2^31).
+    static let reclaiming = UInt64.max
+
     func acquire() throws -> Int {
         if isReadOnly { throw StorageError.internalError("a read-only reader table cannot register a snapshot") }
         for slot in 0..<slotCount {
@@ -239,15 +242,19 @@ final class ReaderTable: Sendable {
         let limit = Int(min(UInt64(slotCount), atomic(LockLayout.highWaterOffset).pointee.load(ordering: .sequentiallyConsistent)))
         for slot in 0..<limit {
             let ownerPid = owner(slot).pointee.load(ordering: .sequentiallyConsistent)
-            if ownerPid == 0 { continue }
+            if ownerPid == 0 || ownerPid == Self.reclaiming { continue }
             let t = txn(slot).pointee.load(ordering: .sequentiallyConsistent)
             if ownerPid != pid {
                 if deadPids.contains(ownerPid) || !processIsAlive(ownerPid) {
                     deadPids.insert(ownerPid)
                     if isReadOnly { continue }
-                    // Only clear what we read, in case the slot changed hands meanwhile.
-                    if txn(slot).pointee.compareExchange(expected: t, desired: 0, ordering: .sequentiallyConsistent).exchanged {
-                        _ = owner(slot).pointee.compareExchange(expected: ownerPid, desired: 0, ordering: .sequentiallyConsistent)
+                    // One scanner wins the slot from the dead owner, and only it clears the slot:
+                    // clearing by the snapshot id read could wipe the id of a new reader that took
+                    // the slot (cleared by another scanner meanwhile) and reads the same commit.
+                    // No one can take the slot while it is marked.
+                    if owner(slot).pointee.compareExchange(expected: ownerPid, desired: Self.reclaiming, ordering: .sequentiallyConsistent).exchanged {
+                        txn(slot).pointee.store(0, ordering: .sequentiallyConsistent)
+                        _ = owner(slot).pointee.compareExchange(expected: Self.reclaiming, desired: 0, ordering: .sequentiallyConsistent)
                     }
                     continue
                 }

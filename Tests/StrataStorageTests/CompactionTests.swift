@@ -284,8 +284,12 @@ extension CompactionTests {
 extension CompactionTests {
     /// A read-only snapshot in another process keeps the file whole too (it share-locks the page
     /// file's shrink byte, which the writer must take exclusively to truncate); once it ends, the
-    /// file shrinks at the next commits.
-    @Test func aReadOnlySnapshotInAnotherProcessKeepsTheFileWhole() async throws {
+    /// file shrinks at the next commits. Also when that process opened the file again meanwhile
+    /// and let the handle go: closing a descriptor of the file once dropped every classic fcntl
+    /// lock the process held on it, the shrink lock with them, and the writer then cut the file
+    /// under the snapshot (SIGBUS in the reader).
+    @Test(arguments: [[], ["--reopen-read-only"], ["--reopen-read-write"]])
+    func aReadOnlySnapshotInAnotherProcessKeepsTheFileWhole(reopen: [String]) async throws {
         let helper = try strataTestHelperPath()
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
@@ -293,7 +297,7 @@ extension CompactionTests {
         try Self.fill(store)
         let checksum = try store.read { try helperChecksum($0) }
 
-        let reader = try HelperProcess(path: helper, arguments: ["hold-reader", path, "--read-only"])
+        let reader = try HelperProcess(path: helper, arguments: ["hold-reader", path, "--read-only"] + reopen)
         let line = try #require(try await reader.readLine(), "hold-reader printed nothing: \(reader.errorOutput())")
         try #require(line.hasPrefix("snapshot ") && line.split(separator: " ").count == 4, "unexpected line '\(line)'")
         #expect(line.split(separator: " ")[2] == "\(checksum)")

@@ -190,3 +190,79 @@ struct ReadOnlyTests {
         #expect(try readFileBytes(path) == before)
     }
 }
+
+extension ReadOnlyTests {
+    /// A meta page newer than the commit the lock file publishes, while a process has the file open
+    /// read-write, is a commit nobody was told of (its writer died during its sync): a read-only
+    /// snapshot passes over it, as read-write ones do, and sees the commit that replaces it.
+    /// (It once chose it, then saw history go back and fork when the next writer spoiled it.)
+    @Test func passesOverACommitNobodyWasToldOf() throws {
+        #if os(Linux)
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let model = try Self.makeStore(path)
+        let reader = try Store(path: path, options: Self.readOnly)  // its own environment (opened first)
+        var rng = SplitMix(seed: 8)
+        var next = model
+        var last = model
+        let published: UInt64
+        do {
+            let writer = try Store(path: path, options: StoreOptions(durability: .noSync))
+            #expect(reader.env !== writer.env)
+            published = writer.latestVersion
+            var unacknowledged = model
+            try writer.write { txn in try mutate(txn, &unacknowledged, &rng, operations: 300) }
+            writer.env.readers.publish(latest: published)  // as if its writer had died before publishing
+            #expect(try reader.read { $0.txnid } == published)
+            #expect(try contents(of: reader) == model)
+
+            // The next commit spoils the unpublished meta page and takes its transaction id.
+            try writer.write { txn in try mutate(txn, &next, &rng, operations: 300) }
+            #expect(try reader.read { $0.txnid } == published + 1)
+            #expect(try contents(of: reader) == next)
+
+            last = next
+            try writer.write { txn in try mutate(txn, &last, &rng, operations: 300) }
+            writer.env.readers.publish(latest: published + 1)
+            #expect(try reader.read { $0.txnid } == published + 1)
+            #expect(try contents(of: reader) == next)
+        }
+        // Once no process holds the file open, the newest meta page that verifies is the commit:
+        // the next opener's recovery chooses it too.
+        #expect(try reader.read { $0.txnid } == published + 2)
+        #expect(try contents(of: reader) == last)
+        #endif
+    }
+
+    /// A dead process's reader slot is cleared by one scanner: marked, its snapshot id zeroed, then
+    /// freed. A slot so marked is neither listed nor claimed. (Two scanners clearing by the id they
+    /// read could wipe the id of a new reader of the same commit that took the slot meanwhile.)
+    @Test func deadReadersSlotsAreClearedOnce() throws {
+        let slots = 4
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: LockLayout.size(slots: slots), alignment: 64)
+        defer { memory.deallocate() }
+        ReaderTable.format(memory, slots: slots)
+        let table = ReaderTable(memory: memory, slotCount: slots, ownsMemory: false)
+        func slot(_ i: Int) -> (owner: UInt64, txnid: UInt64) {
+            let base = memory + LockLayout.slotsOffset + i * LockLayout.slotStride
+            return (base.load(fromByteOffset: LockLayout.slotOwner, as: UInt64.self), base.load(fromByteOffset: LockLayout.slotTxnid, as: UInt64.self))
+        }
+        func setSlot(_ i: Int, owner: UInt64, txnid: UInt64) {
+            let base = memory + LockLayout.slotsOffset + i * LockLayout.slotStride
+            base.storeBytes(of: owner, toByteOffset: LockLayout.slotOwner, as: UInt64.self)
+            base.storeBytes(of: txnid, toByteOffset: LockLayout.slotTxnid, as: UInt64.self)
+        }
+        let live = try table.acquire()
+        table.set(live, txnid: 5)
+        let dead = try table.acquire()
+        setSlot(dead, owner: UInt64(Int32.max) + 1, txnid: 5)  // no process has that pid
+        let marked = try table.acquire()
+        setSlot(marked, owner: ReaderTable.reclaiming, txnid: 4)
+
+        #expect(table.liveReaders().map(\.slot) == [live])
+        #expect(slot(dead) == (0, 0), "the dead owner's slot is freed")
+        #expect(slot(marked) == (ReaderTable.reclaiming, 4), "a slot another scanner is clearing is left to it")
+        #expect(try table.acquire() == dead)
+        #expect(try table.acquire() == 3, "a marked slot is not claimed")
+    }
+}

@@ -224,10 +224,14 @@ func checksum(_ txn: ReadTransaction) throws -> UInt64 {
 
 func holdReader(_ args: [String]) throws {
     // `--read-only`: through a read-only store, whose snapshots are unregistered (they hold the
-    // page file's shrink lock instead of a reader slot).
-    guard args.count == 1 || (args.count == 2 && args[1] == "--read-only") else { usage() }
-    let store = try Store(path: args[0], options: StoreOptions(readOnly: args.count == 2))
+    // page file's shrink lock instead of a reader slot). `--reopen-read-only`/`--reopen-read-write`:
+    // then opens the file again that way and lets that handle go, while the snapshot lives.
+    let flags = Set(args.dropFirst())
+    guard args.count >= 1, flags.isSubset(of: ["--read-only", "--reopen-read-only", "--reopen-read-write"]) else { usage() }
+    let store = try Store(path: args[0], options: StoreOptions(readOnly: flags.contains("--read-only")))
     let snapshot = try store.beginRead()
+    if flags.contains("--reopen-read-only") { _ = try Store(path: args[0], options: StoreOptions(readOnly: true)) }
+    if flags.contains("--reopen-read-write") { _ = try Store(path: args[0]) }
     let first = try checksum(snapshot)
     say("snapshot \(snapshot.txnid) \(first) \(getpid())")
     _ = readLine()
