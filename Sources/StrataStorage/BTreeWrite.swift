@@ -85,6 +85,7 @@ extension WriteTransaction {
             throw StorageError.corrupt(page: pgno, reason: "a format-2 branch page in a file written as format \(strataFormatVersion)")
         }
         try node.validateAll()
+        try pages.verifySealed(pgno)
         let newPage = try allocate()
         let buffer = newDirty(newPage)
         buffer.copyMemory(from: source, byteCount: pageSize)
@@ -525,8 +526,10 @@ extension WriteTransaction {
     func freeTree(_ root: PageNo) throws {
         if root == 0 { return }
         var stack: [(PageNo, Int)] = [(root, 0)]
+        var seen: Set<PageNo> = []  // a damaged tree may reach a page twice: never free it twice
         while let (pgno, depth) = stack.popLast() {
             if depth > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+            if !seen.insert(pgno).inserted { throw StorageError.corrupt(page: pgno, reason: "page reached by two paths of one tree") }
             let node = try pages.node(pgno)
             for i in 0..<node.count {
                 if node.isLeaf {

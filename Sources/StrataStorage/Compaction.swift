@@ -220,7 +220,9 @@ extension WriteTransaction {
         }
         guard height > 0 else { return }
         var stack: [(page: PageNo, height: Int, key: [UInt8])] = [(root, height, [])]
+        var seen: Set<PageNo> = []  // a damaged tree may reach a branch by two paths (2^height walks)
         while let (page, height, lower) = stack.popLast() {
+            if !seen.insert(page).inserted { throw StorageError.corrupt(page: page, reason: "page reached by two paths of one tree") }
             let branch = try pages.node(page)
             if branch.isLeaf { throw StorageError.corrupt(page: page, reason: "a leaf where the tree's height puts a branch") }
             for i in 0..<branch.count {

@@ -47,6 +47,9 @@ extension Store {
             guard let source = try snapshot.tree(name) else { continue }
             let cursor = source.cursor()
             var more = try cursor.first()
+            // Every page read is checked against its checksum: the copy seals what it writes, so
+            // damage copied over would look whole there.
+            var verifiedLeaf: PageNo?
             _ = try target.write { try $0.createTree(name) }
             while more {
                 more = try target.write { txn -> Bool in
@@ -55,6 +58,8 @@ extension Store {
                     var more = true
                     while more && bytes < batchBytes {
                         try control?.step()
+                        try cursor.verifySealed(leafToo: cursor.leafPage != verifiedLeaf)
+                        verifiedLeaf = cursor.leafPage
                         try tree.put(cursor.key, cursor.value)
                         bytes += cursor.key.count + cursor.value.count
                         more = try cursor.next()

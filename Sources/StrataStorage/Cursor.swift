@@ -227,14 +227,35 @@ public final class Cursor {
     public func position() throws -> Int? {
         if version != pages.version { throw StorageError.cursorInvalidated }
         guard isPositioned, depth > 0 else { return nil }
-        var total: UInt64 = 0
+        var total = UInt64(frames[depth - 1].index)
         for level in 0..<(depth - 1) {
             let frame = frames[level]
             let node = try pages.node(frame.pgno)
-            for i in 0..<min(frame.index, node.count) { total &+= try entries(of: node, child: i) }
+            for i in 0..<min(frame.index, node.count) {
+                let (sum, overflow) = total.addingReportingOverflow(try entries(of: node, child: i))
+                // Bounded, so that callers may add to a position: only damaged counts get here.
+                if overflow || sum > Self.maxEntries {
+                    throw StorageError.corrupt(page: frame.pgno, reason: "branch counts add up to more entries than a file can hold")
+                }
+                total = sum
+            }
         }
-        return Int(clamping: total &+ UInt64(frames[depth - 1].index))
+        return Int(total)
     }
+
+    /// Checks the checksums of the leaf under the cursor and of its value's overflow run (see
+    /// `PageMap.verifySealed`): for what a writer acts on without copying it (the free list).
+    func verifySealed(leafToo: Bool = true) throws {
+        guard isPositioned, depth > 0, let leaf else { return }
+        if leafToo { try pages.verifySealed(leaf.pgno) }
+        if case .overflow(let run, _) = try leaf.leafEntry(frames[depth - 1].index).value { try pages.verifySealed(run) }
+    }
+
+    /// The leaf page under the cursor.
+    var leafPage: PageNo? { isPositioned ? leaf?.pgno : nil }
+
+    /// More entries than any tree holds (2^40 pages of at most 64 KiB).
+    static let maxEntries: UInt64 = 1 << 58
 
     /// Entries below child `i` of a branch: recorded on a counted branch, counted by a walk below
     /// a format-2 branch (a file opened read-only without its upgrade).
@@ -267,7 +288,21 @@ public final class Cursor {
             frames[depth - 1].index = index
             return try load(node, index)
         }
-        return try climbForward()
+        let previous = key
+        guard try climbForward() else { return false }
+        try checkOrder(previous, ascending: true)
+        return true
+    }
+
+    /// After stepping into another leaf: its key must lie beyond the one before. In a damaged
+    /// file whose branches reach one page by two paths, a walk would repeat keys, and with enough
+    /// such pages never end (2^depth paths); this costs one comparison per leaf.
+    private func checkOrder(_ previous: UnsafeRawBufferPointer, ascending: Bool) throws {
+        let order = compareBytes(key, previous)
+        if ascending ? order > 0 : order < 0 { return }
+        let page = leaf?.pgno ?? 0
+        reset()
+        throw StorageError.corrupt(page: page, reason: "leaf's keys are out of order with the leaf before it (a page reached by two paths?)")
     }
 
     /// Moves to the previous key. Returns false (and leaves the cursor unpositioned) before the start.
@@ -292,7 +327,10 @@ public final class Cursor {
             if parent.index > 0 {
                 frames[depth - 1].index = parent.index - 1
                 let parentNode = try pages.node(parent.pgno)
-                return try descendEdge(from: try parentNode.child(parent.index - 1), first: false)
+                let previous = key
+                guard try descendEdge(from: try parentNode.child(parent.index - 1), first: false) else { return false }
+                try checkOrder(previous, ascending: false)
+                return true
             }
             depth -= 1
         }

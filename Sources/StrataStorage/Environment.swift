@@ -416,9 +416,9 @@ enum Recovery {
     /// The pages a commit wrote, from its meta page or its record run.
     static func commitRecord(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws -> [RecordEntry] {
         var entries: [RecordEntry] = []
-        entries.reserveCapacity(meta.recordCount)
         let width = meta.recordEntrySize
         if meta.recordRun == 0 {
+            entries.reserveCapacity(meta.recordCount)  // Meta.decode bounded an inline record's count
             let metaPage = map + Int(meta.txnid % 2) * pageSize
             for i in 0..<meta.recordCount { entries.append(.load(metaPage + MetaLayout.inlineRecord + width * i, version: meta.formatVersion)) }
             return entries
@@ -432,6 +432,7 @@ enum Recovery {
         if meta.recordCount > capacity {
             throw StorageError.corrupt(page: meta.recordRun, reason: "commit record lists \(meta.recordCount) pages but holds \(capacity)")
         }
+        entries.reserveCapacity(meta.recordCount)
         for i in 0..<meta.recordCount { entries.append(.load(run + PageHeader.size + width * i, version: meta.formatVersion)) }
         return entries
     }

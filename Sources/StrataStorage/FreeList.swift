@@ -396,6 +396,7 @@ final class FreePageAllocator {
 
     /// The chunk at `cursor`, its pages sorted into held and reusable.
     private func loadChunk(at cursor: Cursor) throws -> FreeChunk {
+        try cursor.verifySealed()  // a damaged chunk would hand out pages still in use
         let key = Array(cursor.key)
         let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
         let entries = try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: pages.limit)

@@ -78,6 +78,10 @@ struct Meta: Equatable, Sendable {
             throw StorageError.corrupt(page: slot, reason: "meta page header names page \(p.u64(PageHeader.pageNumber)), type \(p.u8(PageHeader.type))")
         }
         let meta = fields(p)
+        if meta.txnid > maxTxnid {
+            // Never reached by commits (one a nanosecond for a century); keeps `txnid + 1` exact.
+            throw StorageError.corrupt(page: slot, reason: "transaction id \(meta.txnid) is beyond 2^62")
+        }
         if meta.txnid % 2 != slot {
             throw StorageError.corrupt(page: slot, reason: "transaction \(meta.txnid) stored in the wrong meta slot")
         }
@@ -116,6 +120,9 @@ struct Meta: Equatable, Sendable {
         }
         p.setU64(PageHeader.checksum, pageChecksum(UnsafeRawPointer(p), byteCount: pageSize))
     }
+
+    /// The largest transaction id a meta page may hold.
+    static let maxTxnid: UInt64 = 1 << 62
 
     /// 2^40 pages: 4 PiB with 4 KiB pages, and far from overflowing byte offsets.
     static let maxPageCount: UInt64 = 1 << 40

@@ -56,6 +56,20 @@ final class PageMap: @unchecked Sendable {
         dirty[pgno] != nil || (!frozen.isEmpty && frozen[pgno] != nil) || (!spilled.isEmpty && spilled[pgno] != nil)
     }
 
+    /// Throws when the committed page (or overflow run) at `pgno` no longer matches the checksum its
+    /// commit sealed it with. Reads do not check (FORMAT.md §5); a writer does before it builds on
+    /// a page — copying it into a new page would seal the damage with a valid checksum, and a
+    /// damaged free list would hand out pages in use. This transaction's own pages are not sealed
+    /// yet and pass.
+    func verifySealed(_ pgno: PageNo) throws {
+        if isWrite && isOwned(pgno) { return }
+        let p = try page(pgno)
+        let run = p.u8(PageHeader.type) == PageType.overflow.rawValue ? try overflowRun(pgno).pages : 1
+        if pageChecksum(p, byteCount: run * pageSize) != p.u64(PageHeader.checksum) {
+            throw StorageError.corrupt(page: pgno, reason: "checksum mismatch: the page changed after its commit wrote it")
+        }
+    }
+
     /// The first page of the overflow run at `pgno` and its page count, checked: the page is an
     /// overflow page and the run ends inside the file (or is this writer's own).
     func overflowRun(_ pgno: PageNo) throws -> (page: UnsafeRawPointer, pages: Int) {

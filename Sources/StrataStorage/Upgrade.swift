@@ -34,8 +34,10 @@ extension WriteTransaction {
     private func countedBranches(_ info: TreeInfo, name: String) throws -> TreeInfo {
         if try info.root == 0 || pages.node(info.root).isLeaf { return info }
         var level: [Child] = []
+        var seen: Set<PageNo> = []  // a damaged tree may reach a page by two paths (2^depth walks)
         func walk(_ pgno: PageNo, low: [UInt8], depth: Int) throws {
             if depth > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+            if !seen.insert(pgno).inserted { throw StorageError.corrupt(page: pgno, reason: "page reached by two paths of one tree") }
             let node = try pages.node(pgno)
             if node.isLeaf {
                 level.append(Child(page: pgno, count: UInt64(node.count), low: low))

@@ -425,7 +425,10 @@ enum QueryEngine {
         }
         let cursor = try tree.makeCursor()
         var total = 0
-        for range in ranges { total += try cursor.count(from: range.lower, to: range.upper) }
+        for range in ranges {
+            let (sum, overflow) = total.addingReportingOverflow(try cursor.count(from: range.lower, to: range.upper))
+            total = overflow ? .max : sum  // (only damaged branch counts could add up so far)
+        }
         return total
     }
 

@@ -1,0 +1,150 @@
+import Testing
+@testable import StrataStorage
+import Foundation
+
+/// Damage that an independent hostile-file test found the engine trusting: a huge count or id in a
+/// resealed meta page, branch counts that add up past any file, one page reached by two paths of a
+/// tree, and a damaged page that a write copied (sealing the damage) or a damaged free list it
+/// used. Each must give a typed error — or the previous commit — never a trap, a hang, or a write.
+@Suite struct HostileFileTests {
+    static let pageSize = CorruptionTests.pageSize
+
+    /// A store with tree "t" of `count` entries (a root branch over several leaves). The damage is
+    /// done while it is open, through the file (its map shows it): opened afterwards, a damaged
+    /// page of the newest commit would make recovery fall back to the commit before.
+    static func store(_ path: String, count: Int = 2_000) throws -> Store {
+        var options = StoreOptions(pageSize: pageSize, durability: .noSync)
+        options.compaction = .off
+        let store = try Store(path: path, options: options)
+        try store.write { txn in
+            let t = try txn.createTree("t")
+            for i in 0..<count { try t.put(bigEndianKey(UInt64(i)), [UInt8](repeating: UInt8(i & 0xFF), count: 40)) }
+        }
+        return store
+    }
+
+    static func root(_ path: String) throws -> PageNo {
+        try Store(path: path, options: StoreOptions(readOnly: true)).read { try #require(try $0.tree("t")).info.root }
+    }
+
+    /// Edits page `pgno` of the file through `edit` (its checksum left stale: reads do not check).
+    static func patchPage(_ path: String, _ pgno: PageNo, _ edit: (UnsafeMutableRawPointer) -> Void) throws {
+        var page = try CorruptionTests.page(path, pgno)
+        page.withUnsafeMutableBytes { edit($0.baseAddress!) }
+        try patchFile(path, at: Int(pgno) * pageSize, page)
+    }
+
+    @Test func hugeCommitRecordCountFallsBack() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let (a, _, txnA, txnB) = try CorruptionTests.twoCommits(path)
+        var meta = try CorruptionTests.page(path, txnB % 2)
+        meta.withUnsafeMutableBytes {
+            $0.baseAddress!.setU64(MetaLayout.recordRun, 5)
+            $0.baseAddress!.setU32(MetaLayout.recordCount, UInt32.max)
+        }
+        CorruptionTests.resealMeta(&meta)
+        try patchFile(path, at: Int(txnB % 2) * Self.pageSize, meta)
+        let store = try Store(path: path)
+        #expect(try store.stats().txnid == txnA)
+        #expect(try contents(of: store) == a)
+    }
+
+    @Test func transactionIdNearTheTopIsRefused() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let (a, _, txnA, txnB) = try CorruptionTests.twoCommits(path)
+        var meta = try CorruptionTests.page(path, txnB % 2)
+        meta.withUnsafeMutableBytes {
+            $0.baseAddress!.setU64(PageHeader.txnid, txnB % 2 == 1 ? UInt64.max : UInt64.max - 1)
+            $0.baseAddress!.setU32(MetaLayout.recordCount, 0)
+        }
+        CorruptionTests.resealMeta(&meta)
+        try patchFile(path, at: Int(txnB % 2) * Self.pageSize, meta)
+        let store = try Store(path: path)
+        #expect(try store.stats().txnid == txnA)
+        #expect(try contents(of: store) == a)
+        _ = try store.write { txn in try txn.createTree("after").put([1], [1]) }  // the next id is txnA + 1
+        #expect(try store.stats().txnid == txnA + 1)
+    }
+
+    @Test(arguments: [UInt64.max, UInt64.max / 2, 1 << 60])
+    func branchCountsPastAnyFileThrow(count: UInt64) throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Self.store(path)
+        let root = try Self.root(path)
+        try Self.patchPage(path, root) { MutableNode(base: $0, pageSize: Self.pageSize).setChildCount(0, count) }
+        try store.read { txn in
+            let t = try #require(try txn.tree("t"))
+            #expect(throws: StorageError.self) { _ = try t.cursor().count(from: [0xFF], to: nil) }
+            #expect(throws: StorageError.self) { _ = try t.cursor().rank(of: [0xFF]) }
+            #expect(throws: StorageError.self) { _ = try t.count(from: nil, to: nil) }
+        }
+        #expect(try !store.check().isOK)
+    }
+
+    /// A root whose second child is its first: walks must stop (a tree of such pages has 2^depth
+    /// paths), with an error.
+    @Test func aPageReachedByTwoPathsStopsEveryWalk() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Self.store(path)
+        let root = try Self.root(path)
+        try Self.patchPage(path, root) { p in
+            let node = MutableNode(base: p, pageSize: Self.pageSize)
+            node.setChild(1, (try? Node(UnsafeRawPointer(p), pgno: root, pageSize: Self.pageSize).child(0)) ?? 0)
+        }
+        #expect(throws: StorageError.self) { try store.read { txn in try #require(try txn.tree("t")).forEach { _, _ in true } } }
+        #expect(throws: StorageError.self) {
+            try store.read { txn in
+                let cursor = try #require(try txn.tree("t")).cursor()
+                var more = try cursor.last()
+                while more { more = try cursor.prev() }
+            }
+        }
+        #expect(throws: StorageError.self) { try store.write { txn in _ = try txn.dropTree("t") } }
+        let copy = path + ".copy"
+        defer { removeStoreFiles(copy) }
+        #expect(throws: StorageError.self) { try store.copy(to: copy) }
+        #expect(try !store.check().isOK)
+    }
+
+    /// A leaf damaged after its commit wrote it: a write that would copy it into a new page (and
+    /// seal it whole) throws instead, as does a compacting copy; `check` still sees the damage.
+    @Test func aWriteNeverSealsADamagedPage() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Self.store(path)
+        let root = try Self.root(path)
+        let leaf = try CorruptionTests.page(path, root).withUnsafeBytes { try Node($0.baseAddress!, pgno: root, pageSize: Self.pageSize).child(0) }
+        try Self.patchPage(path, leaf) { $0.storeBytes(of: $0.load(fromByteOffset: Self.pageSize - 3, as: UInt8.self) ^ 1, toByteOffset: Self.pageSize - 3, as: UInt8.self) }
+        let before = try store.stats().txnid
+        #expect(throws: StorageError.self) { try store.write { txn in try txn.createTree("t").put(bigEndianKey(0), [7]) } }
+        #expect(try store.stats().txnid == before)
+        let copy = path + ".copy"
+        defer { removeStoreFiles(copy) }
+        #expect(throws: StorageError.self) { try store.copy(to: copy) }
+        #expect(try !store.check().isOK)
+    }
+
+    /// A bit flipped in a page of the free list: the writer must not hand out what the damaged
+    /// chunk lists (a page still in use, perhaps), and nothing of the write is committed.
+    @Test func aDamagedFreeListIsNotUsed() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Self.store(path)
+        try store.write { txn in _ = try txn.dropTree("t") }  // many pages freed, listed at the commit
+        let freeRoot = try store.read { $0.meta.free.root }
+        try #require(freeRoot != 0)
+        try Self.patchPage(path, freeRoot) { $0.storeBytes(of: $0.load(fromByteOffset: Self.pageSize - 5, as: UInt8.self) ^ 0x10, toByteOffset: Self.pageSize - 5, as: UInt8.self) }
+        let before = try store.stats().txnid
+        #expect(throws: StorageError.self) {
+            try store.write { txn in
+                let t = try txn.createTree("new")
+                for i in 0..<2_000 { try t.put(bigEndianKey(UInt64(i)), [UInt8](repeating: 1, count: 100)) }
+            }
+        }
+        #expect(try store.read { $0.txnid } == before)
+    }
+}
