@@ -118,7 +118,9 @@ import Foundation
         let store = try Self.store(path)
         let root = try Self.root(path)
         let leaf = try CorruptionTests.page(path, root).withUnsafeBytes { try Node($0.baseAddress!, pgno: root, pageSize: Self.pageSize).child(0) }
-        try Self.patchPage(path, leaf) { $0.storeBytes(of: $0.load(fromByteOffset: Self.pageSize - 3, as: UInt8.self) ^ 1, toByteOffset: Self.pageSize - 3, as: UInt8.self) }
+        try Self.patchPage(path, leaf) {
+            $0.storeBytes(of: $0.load(fromByteOffset: Self.pageSize - 3, as: UInt8.self) ^ 1, toByteOffset: Self.pageSize - 3, as: UInt8.self)
+        }
         let before = try store.stats().txnid
         #expect(throws: StorageError.self) { try store.write { txn in try txn.createTree("t").put(bigEndianKey(0), [7]) } }
         #expect(try store.stats().txnid == before)
@@ -137,7 +139,9 @@ import Foundation
         try store.write { txn in _ = try txn.dropTree("t") }  // many pages freed, listed at the commit
         let freeRoot = try store.read { $0.meta.free.root }
         try #require(freeRoot != 0)
-        try Self.patchPage(path, freeRoot) { $0.storeBytes(of: $0.load(fromByteOffset: Self.pageSize - 5, as: UInt8.self) ^ 0x10, toByteOffset: Self.pageSize - 5, as: UInt8.self) }
+        try Self.patchPage(path, freeRoot) {
+            $0.storeBytes(of: $0.load(fromByteOffset: Self.pageSize - 5, as: UInt8.self) ^ 0x10, toByteOffset: Self.pageSize - 5, as: UInt8.self)
+        }
         let before = try store.stats().txnid
         #expect(throws: StorageError.self) {
             try store.write { txn in
