@@ -59,6 +59,9 @@ struct DiffFilter<M> {
 struct DiffCase<M: Model> {
     var predicates: [DiffFilter<M>] = []
     var tests: [DiffTestSpec<M>] = []
+    /// How many of the predicates are added before the helper tests (nil: all of them). The
+    /// query is the `&&` of its filters in the order added, so the oracle evaluates them so too.
+    var testsAfter: Int?
     var sort: [(spec: DiffSortSpec<M>, order: SortOrder)] = []
     var distinct: DiffDistinctSpec<M>?
     var window: [DiffWindow] = []
@@ -68,10 +71,19 @@ struct DiffCase<M: Model> {
 
     var descriptors: [SortDescriptor<M>] { sort.map { $0.spec.make($0.order) } }
 
+    /// Where the tests go among the predicates.
+    private var split: Int { min(testsAfter ?? predicates.count, predicates.count) }
+
+    /// The predicates before the tests, then the tests, then the rest.
+    var ordered: (before: ArraySlice<DiffFilter<M>>, after: ArraySlice<DiffFilter<M>>) {
+        (predicates[..<split], predicates[split...])
+    }
+
     var text: String {
         var parts: [String] = []
-        for p in predicates { parts.append(".filter(#Predicate { \(p.text) })") }
+        for p in ordered.before { parts.append(".filter(#Predicate { \(p.text) })") }
         for t in tests { parts.append(t.text) }
+        for p in ordered.after { parts.append(".filter(#Predicate { \(p.text) })") }
         if !sort.isEmpty {
             parts.append(
                 ".sorted(by: " + sort.map { "\($0.spec.name)\($0.order == .reverse ? " reverse" : "")" }.joined(separator: ", ")
@@ -93,8 +105,9 @@ struct DiffCase<M: Model> {
             collation.map { r.sorted(by: descriptors, collation: $0) } ?? r.sorted(by: descriptors)
         }
         if filterAfterSort && !sort.isEmpty { r = sorted(r) }
-        for p in predicates { r = r.filter(p.predicate) }
+        for p in ordered.before { r = r.filter(p.predicate) }
         for t in tests { r = t.apply(r) }
+        for p in ordered.after { r = r.filter(p.predicate) }
         if !filterAfterSort && !sort.isEmpty { r = sorted(r) }
         if let distinct { r = distinct.apply(r) }
         for w in window {
@@ -113,8 +126,10 @@ enum DiffOracle {
     struct Thrown: Error { let error: any Error }
 
     static func matches<M: Model>(_ c: DiffCase<M>, _ object: M) throws -> Bool {
+        // Left to right, stopping at the first false, as `&&` does.
+        for p in c.ordered.before where try !p.predicate.evaluate(object) { return false }
         for t in c.tests where !t.matches(object) { return false }
-        for p in c.predicates where try !p.predicate.evaluate(object) { return false }
+        for p in c.ordered.after where try !p.predicate.evaluate(object) { return false }
         return true
     }
 

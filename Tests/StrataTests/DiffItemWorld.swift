@@ -474,7 +474,11 @@ struct DiffItemWorld {
         var c = DiffCase<DiffItem>()
         let predicates = random.chance(8) ? 0 : (random.chance(80) ? 1 : 2)
         for _ in 0..<predicates { c.predicates.append(DiffFilter(tree(all, depth: random.below(4)))) }
-        if random.chance(15) { c.tests.append(testSpec(all)) }
+        if random.chance(15) {
+            c.tests.append(testSpec(all))
+            // Anywhere among the predicates: a throwing predicate after it sees only what it passes.
+            c.testsAfter = random.below(predicates + 1)
+        }
         c.sort = sortSpecs()
         c.filterAfterSort = random.chance(20)
         if random.chance(15) { c.distinct = random.pick(DiffItemSpecs.distincts) }

@@ -156,7 +156,7 @@ public final class Transaction {
     /// ```
     public func objects<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil, sortedBy sort: [SortDescriptor<M>] = []) throws -> [M] {
         var query = Query<M>()
-        if let predicate { query.predicates.append(predicate) }
+        if let predicate { query.filters.append(.predicate(predicate)) }
         query.sort = sort
         return try wrapStorage { try QueryEngine.matches(query, info: try queryInfo(db.info(M.self)), source: WriteTrees(txn: txn), needKeys: false).objects }
     }
@@ -168,7 +168,7 @@ public final class Transaction {
     /// ```
     public func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil) throws -> Int {
         var query = Query<M>()
-        if let predicate { query.predicates.append(predicate) }
+        if let predicate { query.filters.append(.predicate(predicate)) }
         return try wrapStorage { try QueryEngine.count(query, info: try queryInfo(db.info(M.self)), source: WriteTrees(txn: txn)) }
     }
 
@@ -385,7 +385,7 @@ public final class Transaction {
     private func deleteMatches<M: Model>(_ type: M.Type, where predicate: Predicate<M>) throws -> Int {
         let info = try db.info(M.self)
         var query = Query<M>()
-        query.predicates = [predicate]
+        query.filters = [.predicate(predicate)]
         let found = try wrapStorage { try QueryEngine.matches(query, info: queryInfo(info), source: WriteTrees(txn: txn), needKeys: true) }
         for key in found.keys { _ = try delete(info, keyBytes: key) }
         return found.objects.count

@@ -53,7 +53,7 @@ extension Results {
     private func adding(_ test: FieldTest<M>) -> Results<M> {
         guard let snapshot else { return self }
         var q = query
-        q.tests.append(test)
+        q.filters.append(.test(test))
         return Results(snapshot: snapshot, query: q)
     }
 
@@ -82,7 +82,7 @@ extension Results {
     /// ```
     public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, V> & Sendable, equals value: V) -> Results<M> {
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
-        return adding(FieldTest(condition: path.map { .compare(path: $0, op: .eq, value: value) } ?? .unknown) { $0[keyPath: keyPath] == value })
+        return adding(FieldTest(condition: path.map { .compare(path: $0, op: .eq, value: value) } ?? .opaque) { $0[keyPath: keyPath] == value })
     }
 
     /// Objects whose array field contains `value`; uses an index on the field when there is one.
@@ -92,7 +92,7 @@ extension Results {
     /// ```
     public func filter<V: Equatable & Sendable>(_ keyPath: KeyPath<M, [V]> & Sendable, contains value: V) -> Results<M> {
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
-        return adding(FieldTest(condition: path.map { .arrayContains(path: $0, value: value) } ?? .unknown) { $0[keyPath: keyPath].contains(value) })
+        return adding(FieldTest(condition: path.map { .arrayContains(path: $0, value: value) } ?? .opaque) { $0[keyPath: keyPath].contains(value) })
     }
 
     private func stringTest<S>(
@@ -108,12 +108,12 @@ extension Results {
         // options only the closure knows (Foundation's comparison), so nothing else may answer.
         let plain = options.isEmpty
         let condition: @Sendable () -> Condition = {
-            guard plain else { return .unknown }
+            guard plain else { return .opaque }
             switch match {
             case .equals(let s): return .compare(path: path, op: .eq, value: s)
             case .beginsWith(let s): return .startsWith(path: path, prefix: s)
             case .contains(let s): return .contains(path: path, substring: s)
-            case .endsWith: return .unknown
+            case .endsWith: return .opaque
             }
         }
         // With options both sides are folded first (Foundation's `folding(options:locale:)`, no

@@ -2,10 +2,10 @@ import Foundation
 
 /// A query over one model: conditions, order and a window. Values; built up by `Results`.
 struct Query<M: Model>: Sendable {
-    var predicates: [Predicate<M>] = []
-    /// Conditions built by the library's own helpers (key-path equality, backlinks, case-insensitive
-    /// string matching): a test on the object, and what the planner may use of it.
-    var tests: [FieldTest<M>] = []
+    /// The conditions in the order `filter` and `search` added them: the query is their `&&`,
+    /// evaluated left to right, so an object the first rejects never reaches a later one (which
+    /// could throw on it). Evaluation and planning both read this one list.
+    var filters: [QueryFilter<M>] = []
     var sort: [SortDescriptor<M>] = []
     var offset = 0
     var limit: Int?
@@ -16,35 +16,54 @@ struct Query<M: Model>: Sendable {
     /// The full-text search whose relevance orders the results first (`search(_:_:ranked:)`).
     var ranking: TextRanking?
 
-    var isPlainScan: Bool { predicates.isEmpty && tests.isEmpty && sort.isEmpty && distinct.isEmpty }
-    var hasConditions: Bool { !predicates.isEmpty || !tests.isEmpty }
+    var isPlainScan: Bool { filters.isEmpty && sort.isEmpty && distinct.isEmpty }
+    var hasConditions: Bool { !filters.isEmpty }
 
-    /// Every condition, for the planner.
+    /// Every condition, in the order evaluated, for the planner: it may narrow the candidates
+    /// only by the conditions before the first that may throw (`Condition.mayThrow`).
     var conditions: [Condition] {
         // Closures, not key paths: a key path literal in generic code is instantiated on every
         // call (10 µs here, more than planning the query).
         var all: [Condition] = []
-        for predicate in predicates { all.append(predicate.condition) }
-        for test in tests { all.append(test.condition) }
+        all.reserveCapacity(filters.count)
+        for filter in filters {
+            switch filter {
+            case .predicate(let predicate): all.append(predicate.condition)
+            case .test(let test): all.append(test.condition)
+            }
+        }
         return all
     }
 
-    /// Whether `object` matches: the tests, then each predicate's own evaluation. A predicate that
-    /// throws (a force unwrap of nil) fails the query with `invalidQuery`, naming the object.
+    /// Whether `object` matches: each condition in order, stopping at the first that fails, as
+    /// `&&` does. A predicate that throws (a force unwrap of nil) fails the query with
+    /// `invalidQuery`, naming the object.
     func matches(_ object: M) throws -> Bool {
-        for test in tests where !test.evaluate(object) { return false }
-        for predicate in predicates {
-            do {
-                if try !predicate.evaluate(object) { return false }
-            } catch {
-                throw StrataError.invalidQuery("the predicate threw on \(M.modelName) \(object.id): \(error)")
+        for filter in filters {
+            switch filter {
+            case .test(let test):
+                if !test.evaluate(object) { return false }
+            case .predicate(let predicate):
+                do {
+                    if try !predicate.evaluate(object) { return false }
+                } catch {
+                    throw StrataError.invalidQuery("the predicate threw on \(M.modelName) \(object.id): \(error)")
+                }
             }
         }
         return true
     }
 }
 
-/// A condition from the library's helpers.
+/// One condition of a query: a `#Predicate`, or one of the library's helpers (key-path
+/// equality, backlinks, string matching, a search).
+enum QueryFilter<M: Model>: Sendable {
+    case predicate(Predicate<M>)
+    case test(FieldTest<M>)
+}
+
+/// A condition from the library's helpers. Its evaluation cannot throw, so a condition the
+/// planner cannot read is `.opaque`, not `.unknown`: it must not keep later conditions off an index.
 struct FieldTest<M: Model>: Sendable {
     /// Built on demand: conditions hold untyped values, which are not Sendable.
     let makeCondition: @Sendable () -> Condition

@@ -63,7 +63,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// let adults = db.objects(Person.self).filter(#Predicate { $0.age >= minAge })
     /// let anas = adults.filter(#Predicate { $0.name == "Ana" })   // both must hold
     /// ```
-    public func filter(_ predicate: Predicate<M>) -> Results<M> { with { $0.predicates.append(predicate) } }
+    public func filter(_ predicate: Predicate<M>) -> Results<M> { with { $0.filters.append(.predicate(predicate)) } }
 
     /// Sorted by `descriptors`, the first deciding first; ties keep primary-key order.
     ///

@@ -42,10 +42,11 @@ extension Results {
         let parsed = ParsedSearch(search)
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
         var q = query
-        q.tests.append(
-            FieldTest(condition: path.map { .textSearch(path: $0, search: parsed) } ?? .unknown) { object in
-                parsed.matches(text: text(object[keyPath: keyPath]))
-            })
+        q.filters.append(
+            .test(
+                FieldTest(condition: path.map { .textSearch(path: $0, search: parsed) } ?? .opaque) { object in
+                    parsed.matches(text: text(object[keyPath: keyPath]))
+                }))
         if ranked {
             guard let path else {
                 return Results(failed: .invalidQuery("ranking a search needs a stored field; \(keyPath) is not one"))
