@@ -214,7 +214,7 @@ struct DiffCompoundWorld {
                 return e.isEmpty || abs(x - y) <= abs(x) * 1e-9 ? nil : (diffShow(x), diffShow(y))
             },
             DiffAggregate(name: "max(of: \\.date)") { r, e in
-                let x = e.map(\.date).max(), y = r.max(of: \.date)
+                let x = diffGreatest(e.map(\.date)), y = r.max(of: \.date)
                 return x == y ? nil : (diffShow(x as Any), diffShow(y as Any))
             },
         ]

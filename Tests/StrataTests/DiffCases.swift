@@ -197,6 +197,12 @@ func diffSame<V: Equatable>(_ a: V, _ b: V) -> Bool {
 
 func diffShow(_ value: Any) -> String { genDescribe(value) }
 
+/// The documented minimum and maximum: in the sort order, where NaN (a value unequal to itself)
+/// is above every number. So the minimum ignores NaN unless every value is NaN, and the maximum
+/// is NaN when any value is.
+func diffLeast<V: Comparable>(_ values: [V]) -> V? { values.filter { $0 == $0 }.min() ?? values.first }
+func diffGreatest<V: Comparable>(_ values: [V]) -> V? { values.first { $0 != $0 } ?? values.max() }
+
 // MARK: - Log
 
 /// One differing check of a case.

@@ -69,11 +69,11 @@ enum DiffItemSpecs {
     static func minMax<V: Comparable>(_ name: String, _ keyPath: KeyPath<DiffItem, V> & Sendable) -> [DiffAggregate<DiffItem>] {
         [
             DiffAggregate(name: "min(of: \\.\(name))") { r, e in
-                let x = e.map { $0[keyPath: keyPath] }.min(), y = r.min(of: keyPath)
+                let x = diffLeast(e.map { $0[keyPath: keyPath] }), y = r.min(of: keyPath)
                 return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
             },
             DiffAggregate(name: "max(of: \\.\(name))") { r, e in
-                let x = e.map { $0[keyPath: keyPath] }.max(), y = r.max(of: keyPath)
+                let x = diffGreatest(e.map { $0[keyPath: keyPath] }), y = r.max(of: keyPath)
                 return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
             },
         ]
@@ -82,11 +82,11 @@ enum DiffItemSpecs {
     static func minMaxOptional<V: Comparable>(_ name: String, _ keyPath: KeyPath<DiffItem, V?> & Sendable) -> [DiffAggregate<DiffItem>] {
         [
             DiffAggregate(name: "min(of: \\.\(name))") { r, e in
-                let x = e.compactMap { $0[keyPath: keyPath] }.min(), y = r.min(of: keyPath)
+                let x = diffLeast(e.compactMap { $0[keyPath: keyPath] }), y = r.min(of: keyPath)
                 return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
             },
             DiffAggregate(name: "max(of: \\.\(name))") { r, e in
-                let x = e.compactMap { $0[keyPath: keyPath] }.max(), y = r.max(of: keyPath)
+                let x = diffGreatest(e.compactMap { $0[keyPath: keyPath] }), y = r.max(of: keyPath)
                 return diffSame(x, y) ? nil : (diffShow(x as Any), diffShow(y as Any))
             },
         ]

@@ -25,33 +25,67 @@ extension Results {
         return try fetch().map { $0[keyPath: keyPath] }
     }
 
-    /// The smallest value of `keyPath`, or nil when there are no objects.
+    /// The smallest value of `keyPath`, or nil when there are no objects. Values are ordered as
+    /// a sort orders them: NaN is above every number, so it is the minimum only when every value
+    /// is NaN.
     ///
     /// ```swift
     /// let youngest = db.objects(Person.self).min(of: \.age)
     /// ```
-    public func min<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? { (try? values(keyPath))?.min() }
+    public func min<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? {
+        guard let values = try? values(keyPath) else { return nil }
+        return Self.least(values)
+    }
 
-    /// The largest value of `keyPath`, or nil when there are no objects.
+    /// The largest value of `keyPath`, or nil when there are no objects. Values are ordered as a
+    /// sort orders them: NaN is above every number, so it is the maximum when any value is NaN.
     ///
     /// ```swift
     /// let oldest = db.objects(Person.self).max(of: \.age)
     /// ```
-    public func max<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? { (try? values(keyPath))?.max() }
+    public func max<V: Comparable>(of keyPath: KeyPath<M, V>) -> V? {
+        guard let values = try? values(keyPath) else { return nil }
+        return Self.greatest(values)
+    }
 
-    /// The smallest non-nil value of an optional field.
+    /// The smallest non-nil value of an optional field (NaN only when every value is NaN).
     ///
     /// ```swift
     /// let earliest = db.objects(Task.self).min(of: \.dueDate)   // dueDate: Date?
     /// ```
-    public func min<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? { (try? values(keyPath))?.compactMap { $0 }.min() }
+    public func min<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? {
+        guard let values = try? values(keyPath) else { return nil }
+        return Self.least(values.compactMap { $0 })
+    }
 
-    /// The largest non-nil value of an optional field.
+    /// The largest non-nil value of an optional field (NaN when any value is NaN).
     ///
     /// ```swift
     /// let latest = db.objects(Task.self).max(of: \.dueDate)   // dueDate: Date?
     /// ```
-    public func max<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? { (try? values(keyPath))?.compactMap { $0 }.max() }
+    public func max<V: Comparable>(of keyPath: KeyPath<M, V?>) -> V? {
+        guard let values = try? values(keyPath) else { return nil }
+        return Self.greatest(values.compactMap { $0 })
+    }
+
+    // `Array.min()` and `max()` compare with `<`, which is false both ways between NaN and a
+    // number, so their answer would depend on where the NaN is in the results. These follow the
+    // documented sort order instead (a value unequal to itself, NaN or a date of NaN, above every
+    // other, and equal to its kind), the first of equal values winning as in `min()`.
+
+    /// The first smallest of `values` in the sort order.
+    static func least<V: Comparable>(_ values: [V]) -> V? {
+        guard var best = values.first else { return nil }
+        for value in values.dropFirst() where value == value && (best != best || value < best) { best = value }
+        return best
+    }
+
+    /// The first largest of `values` in the sort order.
+    static func greatest<V: Comparable>(_ values: [V]) -> V? {
+        guard var best = values.first else { return nil }
+        for value in values.dropFirst() where best == best && (value != value || best < value) { best = value }
+        return best
+    }
 
     /// The sum of `keyPath` (0 when there are no objects, or when the query fails; `fetchSum`
     /// throws instead).
