@@ -456,3 +456,42 @@ struct FullTextTests {
         #expect(problems.contains { $0.contains("counts 3 texts of 7 words, the records 20 texts of 40 words") }, "\(problems)")
     }
 }
+
+struct FTKeyed: Model {
+    static let indexDescriptors: [IndexDescriptor<FTKeyed>] = [.fullText(\.body)]
+    var id: String
+    var body: String
+}
+
+struct FullTextLimitTests {
+    /// A word is cut to 120 bytes, but the primary key follows it in the entry: the documented
+    /// limit on keys holds, and a longer key is named as the cause.
+    @Test func aPrimaryKeyTooLongForTheWordsIsNamed() throws {
+        let db = try Database.inMemory(models: [FTKeyed.self])
+        let word = String(repeating: "w", count: 200)
+        try db.write { tx in try tx.insert(FTKeyed(id: String(repeating: "k", count: 874), body: word)) }
+        #expect(try db.objects(FTKeyed.self).search(\.body, TextSearch(String(word.prefix(120)))).fetchCount() == 1)
+        do {
+            try db.write { tx in try tx.insert(FTKeyed(id: String(repeating: "k", count: 875), body: word)) }
+            Issue.record("the insert succeeded")
+        } catch let StrataError.invalidInput(message) {
+            #expect(message.contains("the primary key (877 bytes encoded)"), "\(message)")
+            #expect(message.contains("a primary key encodes to at most 876 bytes"), "\(message)")
+        }
+        // A short word leaves room for the same key.
+        try db.write { tx in try tx.insert(FTKeyed(id: String(repeating: "k", count: 875), body: "short")) }
+    }
+
+    /// The tokenizing rules the Queries article spells out.
+    @Test func documentedWordBoundaries() {
+        func words(_ text: String) -> [String] { WordTokenizer.words(text).map { String(decoding: $0, as: UTF8.self) } }
+        #expect(words("don\u{2019}t") != words("don't"))
+        #expect(words("co\u{AD}op") == ["co", "op"])
+        // ZWJ separates; diacritic folding removes ZWNJ, so the letters around it are one word.
+        #expect(words("a\u{200D}b a\u{200C}b") == ["a", "b", "ab"])
+        #expect(
+            words("\u{6771}'\u{4EAC} \u{306B}.\u{306B} a'\u{6771} \u{6771}'a") == [
+                "\u{6771}", "\u{4EAC}", "\u{306B}", "\u{306B}", "a", "\u{6771}", "\u{6771}", "a",
+            ])
+    }
+}

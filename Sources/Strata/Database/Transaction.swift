@@ -223,7 +223,7 @@ public final class Transaction {
             return object
         }
         let newEntries = try record.withUnsafeBytes { try indexEntries(info, $0, key: key) }
-        try checkKeySizes(info, newEntries)
+        try checkKeySizes(info, newEntries, key: key)
         try checkUnique(info, newEntries, key: key, object: object)
         if checkedFirst {
             try wrapStorage { _ = try records.put(key, record) }
@@ -333,7 +333,7 @@ public final class Transaction {
     ) throws {
         let oldEntries = try oldRecord.map { try indexEntries(info, $0, key: key) } ?? []
         let newEntries = try record.withUnsafeBytes { try indexEntries(info, $0, key: key) }
-        try checkKeySizes(info, newEntries)
+        try checkKeySizes(info, newEntries, key: key)
         try checkUnique(info, newEntries, key: key, object: new)
         try wrapStorage {
             try records.put(key, record)
@@ -439,17 +439,31 @@ public final class Transaction {
     }
 
     /// Throws before anything is written when an index entry's key would be longer than a key of
-    /// this file can be (a long string or data value in an indexed field; full-text words are cut
-    /// short instead), naming the index: the write then changes nothing.
-    private func checkKeySizes<M: Model>(_ info: ModelInfo<M>, _ entries: [(pairs: [IndexPair], words: Int)]) throws {
+    /// this file can be (a long string or data value in an indexed field, or a long primary key
+    /// after it; full-text words are cut short instead), naming the index and the part that is
+    /// too long: the write then changes nothing.
+    private func checkKeySizes<M: Model>(_ info: ModelInfo<M>, _ entries: [(pairs: [IndexPair], words: Int)], key: [UInt8]) throws {
         let limit = txn.maxKeySize
         for i in entries.indices {
             for pair in entries[i].pairs where pair.key.count > limit {
                 let index = info.indexSchemas[i]
+                let name = "\(info.name).\(index.paths.joined(separator: ", "))"
+                if index.isFullText {
+                    // A word is cut to fit, so the primary key after it is what is too long.
+                    let word = pair.key.count - key.count
+                    throw StrataError.invalidInput(
+                        "\(name): the primary key (\(key.count) bytes encoded) makes an entry of the full-text index "
+                            + "\(index.treeName(model: info.name)) \(pair.key.count) bytes long after a word encoded in \(word) bytes, and an index key "
+                            + "holds at most \(limit) bytes (FORMAT.md §7, §8.5); with a full-text index a primary key encodes to at most "
+                            + "\(limit - WordTokenizer.maxWordKeyBytes) bytes: use a shorter key")
+                }
+                // A unique index's key is the value alone; another's is the value, then the primary key.
+                let keyPart = index.unique ? 0 : key.count
                 throw StrataError.invalidInput(
-                    "\(info.name).\(index.paths.joined(separator: ", ")): the value makes an entry of the index \(index.treeName(model: info.name)) "
+                    "\(name): the value makes an entry of the index \(index.treeName(model: info.name)) "
                         + "\(pair.key.count) bytes long, and an index key holds at most \(limit) bytes (the value's key encoding, "
-                        + "then the primary key; FORMAT.md §7); store a shorter value, or leave the field out of the index")
+                        + "\(pair.key.count - keyPart) bytes, then the primary key, \(keyPart) bytes; FORMAT.md §7); store a shorter value, "
+                        + "or leave the field out of the index")
             }
         }
     }

@@ -13,13 +13,17 @@ import Foundation
 //      numbers (N*) and connector punctuation (Pc, "_"); a word is a run of them. Ideographs and
 //      Hiragana are each a word of their own. An apostrophe (U+0027, U+2019) or a full stop
 //      between two word scalars joins them ("can't", "e.g", "3.14"), and so does a comma between
-//      two decimal digits ("1,000"). Everything else separates words, and is no word.
+//      two decimal digits ("1,000"); an ideograph or Hiragana on either side is not one, so
+//      there it separates. Everything else separates words, and is no word.
 //   3. A word longer than 120 UTF-8 bytes is cut to its first 120 bytes' whole scalars.
 //
 // Positions count words from 0. ASCII text takes a byte-wise path that gives the same words.
 
 enum WordTokenizer {
     static let maxWordBytes = 120
+    /// The longest word's key encoding: its bytes and the string terminator (a word holds no
+    /// U+0000, which alone would be escaped). An index entry's key is this, then the primary key.
+    static let maxWordKeyBytes = maxWordBytes + 2
 
     /// The folded words of `text`, in order, each as NFC UTF-8.
     static func words(_ text: String) -> [[UInt8]] {
