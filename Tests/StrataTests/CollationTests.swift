@@ -228,8 +228,13 @@ struct CollationTests {
             try tx.insert(Contact(id: 1, name: "Ana", nick: nil, group: 0, email: "Ana@X"))
             try tx.insert(Contact(id: 2, name: "ANA", nick: nil, group: 1, email: "b@x"))
             try tx.insert(Contact(id: 3, name: "An\u{E1}", nick: nil, group: 0, email: "c@x"))
-            #expect(throws: StrataError.uniqueViolation(model: "Contact", field: "email", value: "ana@x")) {
+            #expect(
+                throws: StrataError.uniqueViolation(model: "Contact", field: "email", value: "Ana@X (equal under collation caseInsensitive to ana@x)")
+            ) {
                 try tx.insert(Contact(id: 4, name: "x", nick: nil, group: 0, email: "ana@x"))
+            }
+            #expect(throws: StrataError.uniqueViolation(model: "Contact", field: "email", value: "Ana@X")) {
+                try tx.insert(Contact(id: 4, name: "x", nick: nil, group: 0, email: "Ana@X"))
             }
         }
         // `==` is Swift's: the collated index finds the candidates, the predicate decides.
@@ -239,5 +244,40 @@ struct CollationTests {
         #expect(found.explain().contains("index i:Contact:name(caseInsensitive)"), "\(found.explain())")
         let inGroup = db.objects(Contact.self).filter(#Predicate { $0.group == 0 && $0.name == "Ana" })
         #expect(inGroup.keys == [1])
+    }
+}
+
+struct XUniq: Model {
+    static let indexDescriptors: [IndexDescriptor<XUniq>] = [.unique(\.b, collation: .natural), .unique(\.nick)]
+    var id: Int
+    var b: String
+    var nick: String? = nil
+}
+
+struct CollatedUniqueMessageTests {
+    /// The stored value is only equal in the collation: the message names it, not the new one twice.
+    @Test func aViolationNamesTheStoredValue() throws {
+        let db = try Database.inMemory(models: [XUniq.self])
+        try db.write { tx in try tx.insert(XUniq(id: 1, b: "room7")) }
+        do {
+            try db.write { tx in try tx.insert(XUniq(id: 2, b: "Room007")) }
+            Issue.record("the insert succeeded")
+        } catch let StrataError.uniqueViolation(model, field, value) {
+            #expect(model == "XUniq" && field == "b")
+            #expect(value == "room7 (equal under collation natural to Room007)")
+            #expect(
+                StrataError.uniqueViolation(model: model, field: field, value: value).description
+                    == "unique index violation: another XUniq has b = room7 (equal under collation natural to Room007)")
+        }
+        #expect(try db.objects(XUniq.self).fetch().map(\.b) == ["room7"])
+    }
+
+    /// As documented: nil is a value of a unique index, so only one object may have it.
+    @Test func aUniqueIndexHoldsOneNil() throws {
+        let db = try Database.inMemory(models: [XUniq.self])
+        try db.write { tx in try tx.insert(XUniq(id: 1, b: "a")) }
+        #expect(throws: StrataError.uniqueViolation(model: "XUniq", field: "nick", value: "nil")) {
+            try db.write { tx in try tx.insert(XUniq(id: 2, b: "b")) }
+        }
     }
 }

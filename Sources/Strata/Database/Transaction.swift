@@ -474,10 +474,19 @@ public final class Transaction {
             let tree = try indexTree(info, i)
             for pair in entries[i].pairs {
                 if let owner = try wrapStorage({ try tree.view(pair.key) }), !owner.elementsEqual(key) {
-                    let values = info.indexKeyPaths[i].map { describeValue(object[keyPath: $0]) }
-                    throw StrataError.uniqueViolation(
-                        model: info.name, field: info.indexSchemas[i].paths.joined(separator: ", "),
-                        value: values.joined(separator: ", "))
+                    let paths = info.indexKeyPaths[i]
+                    var value = paths.map { describeValue(object[keyPath: $0]) }.joined(separator: ", ")
+                    if let collation = info.indexSchemas[i].collation {
+                        // The other object's value may be spelled differently ("room7" for
+                        // "Room007"): name it, or at least say the two are only equal in the collation.
+                        let ownerKey = Array(owner)
+                        let stored = try? wrapStorage { try records(info).view(ownerKey) }.map { record in
+                            let other = try info.decode(record)
+                            return paths.map { describeValue(other[keyPath: $0]) }.joined(separator: ", ")
+                        }
+                        if stored != value { value = "\(stored ?? "a value") (equal under collation \(collation) to \(value))" }
+                    }
+                    throw StrataError.uniqueViolation(model: info.name, field: info.indexSchemas[i].paths.joined(separator: ", "), value: value)
                 }
             }
         }

@@ -54,7 +54,8 @@ public struct IndexDescriptor<M: Model>: Sendable {
     }
 
     /// A unique index on one or more fields: no two objects may have the same values in all of
-    /// them (compared in the collation, when one is given).
+    /// them (compared in the collation, when one is given). Nil counts as a value, equal to nil:
+    /// unlike SQL's `NULL`s, two objects with nil in the same fields violate the index.
     ///
     /// ```swift
     /// static let indexDescriptors: [IndexDescriptor<Contact>] = [.unique(\.email, collation: .caseInsensitive)]

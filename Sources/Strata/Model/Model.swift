@@ -18,7 +18,8 @@ public protocol Model: Codable, Sendable, Identifiable where ID: Codable & Senda
     /// Fields with a secondary index, as key paths.
     static var indexes: [PartialKeyPath<Self> & Sendable] { get }
     /// Fields with a unique secondary index: no two objects may share a value. A field listed here
-    /// and in `indexes` has one index, the unique one.
+    /// and in `indexes` has one index, the unique one. Nil is a value too: at most one object
+    /// may have nil in a uniquely indexed optional field (SQL allows many `NULL`s).
     static var uniqueIndexes: [PartialKeyPath<Self> & Sendable] { get }
     /// Compound, collated and full-text indexes (see `IndexDescriptor`).
     static var indexDescriptors: [IndexDescriptor<Self>] { get }
