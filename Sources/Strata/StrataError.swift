@@ -15,7 +15,8 @@ public enum StrataError: Error, Equatable, Sendable, CustomStringConvertible {
     case migrationRequired([String])
     /// A model's type cannot be stored: which model, which field, and why.
     case unsupportedType(model: String, field: String, reason: String)
-    /// A stored record could not be decoded.
+    /// A stored record, index entry or schema catalog entry could not be decoded, or holds what
+    /// Strata never writes (a field id out of range, say): the file is damaged.
     case corruptRecord(String)
     /// The database was closed.
     case databaseClosed

@@ -42,6 +42,43 @@ struct DumpToolTests {
         #expect(try run(tool, ["dump", path, "--model", "Nope"]).status == 1)
     }
 
+    /// A stored schema the object layer refuses (a field id out of range, a name that is not its
+    /// catalog key) is a corrupt file to the tool: exit 4 from `schema` and `dump`, a problem
+    /// (exit 5) from `check`.
+    @Test func aDamagedStoredSchemaIsReportedAsCorrupt() throws {
+        guard let tool = toolPath() else {
+            Issue.record("the strata executable was not found next to the test bundle")
+            return
+        }
+        let edits: [(String, (inout StoredModelSchema) -> Void)] = [
+            ("id -1", { $0.object.fields[1].id = -1 }),
+            ("id Int.max", { $0.object.fields[1].id = Int.max }),
+            ("renamed", { $0.name = "Other" }),
+        ]
+        for (what, edit) in edits {
+            let path = databasePath()
+            do {
+                let db = try Database(path: path, models: [User.self])
+                try db.write { tx in try tx.insert(User(id: "u1", email: "ana@x", age: 30, status: .online, nickname: nil)) }
+                try db.store.write { txn in
+                    let schemas = try #require(try txn.tree(Catalog.schemaTree))
+                    let bytes = try #require(try schemas.get(Array("User".utf8)))
+                    var stored = try bytes.withUnsafeBytes { try Catalog.decode($0) }
+                    edit(&stored)
+                    try schemas.put(Array("User".utf8), try Catalog.encode(stored))
+                }
+            }
+            let schema = try run(tool, ["schema", path])
+            #expect(schema.status == 4, "\(what): \(schema.output)")
+            let dump = try run(tool, ["dump", path])
+            #expect(dump.status == 4, "\(what): \(dump.output)")
+            #expect(dump.output.contains("corrupt"), "\(what): \(dump.output)")
+            let check = try run(tool, ["check", path])
+            #expect(check.status == 5, "\(what): \(check.output)")
+            #expect(check.output.contains("schema catalog"), "\(what): \(check.output)")
+        }
+    }
+
     private func toolPath() -> String? {
         var directories: [URL] = []
         if let first = CommandLine.arguments.first {

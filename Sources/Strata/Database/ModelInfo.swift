@@ -288,7 +288,7 @@ extension Model {
             if stored.keyType != keyType {
                 change.differences.append("\(modelName).id: key type changed from \(stored.keyType) to \(keyType)")
             }
-            merged = mergeSchemas(stored: stored.object, current: current, path: modelName, differences: &change.differences, migrating: migrating)
+            merged = try mergeSchemas(stored: stored.object, current: current, model: modelName, differences: &change.differences, migrating: migrating)
             change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } }
             // An index whose tree a dropped index shared (a file written when one path could be
             // declared twice) is rebuilt after the drop.
@@ -362,33 +362,45 @@ struct SchemaChange {
 ///
 /// When `migrating`, a field whose type changed gets a new id (the old one is kept as removed, so a
 /// migration can still read it untyped) and new fields of any type are added.
-func mergeSchemas(stored: ObjectSchema, current: ObjectSchema, path: String, differences: inout [String], migrating: Bool = false) -> ObjectSchema {
+///
+/// `prefix` is the dotted path of the nested struct merged ("" for the model's own fields). Throws
+/// `unsupportedType` when a new field needs an id and the stored ones reach the largest
+/// (`FieldSchema.validIDs`): records could not hold the next.
+func mergeSchemas(
+    stored: ObjectSchema, current: ObjectSchema, model: String, prefix: String = "", differences: inout [String], migrating: Bool = false
+) throws -> ObjectSchema {
+    // Stored ids are in `FieldSchema.validIDs` (Catalog.decode), so this cannot overflow.
     var nextID = (stored.fields.map(\.id).max() ?? -1) + 1
+    func newID(for field: String) throws -> Int {
+        guard nextID <= FieldSchema.validIDs.upperBound else {
+            throw StrataError.unsupportedType(
+                model: model, field: prefix + field,
+                reason: "the stored schema has given out every field id up to \(FieldSchema.validIDs.upperBound), and a new field needs another")
+        }
+        defer { nextID += 1 }
+        return nextID
+    }
     var result: [FieldSchema] = []
     for field in current.fields {
-        let fieldPath = "\(path).\(field.name)"
+        let fieldPath = "\(model).\(prefix)\(field.name)"
         guard let old = stored.fields.first(where: { $0.name == field.name && !$0.removed }) else {
-            if field.type.isOptional {
-                result.append(FieldSchema(name: field.name, id: nextID, type: field.type))
-                nextID += 1
-            } else {
+            if !field.type.isOptional {
                 differences.append("\(fieldPath): new non-optional field \(field.type) (make it optional, or migrate)")
-                result.append(FieldSchema(name: field.name, id: nextID, type: field.type))
-                nextID += 1
             }
+            result.append(FieldSchema(name: field.name, id: try newID(for: field.name), type: field.type))
             continue
         }
         var type = field.type
         if case .object(let a) = old.type.unwrapped, case .object(let b) = field.type.unwrapped,
             old.type.isOptional == field.type.isOptional || field.type.isOptional
         {
-            let nested = FieldType.object(mergeSchemas(stored: a, current: b, path: fieldPath, differences: &differences, migrating: migrating))
+            let nested = FieldType.object(
+                try mergeSchemas(stored: a, current: b, model: model, prefix: prefix + field.name + ".", differences: &differences, migrating: migrating))
             type = field.type.isOptional ? .optional(nested) : nested
         } else if !compatible(stored: old.type, current: field.type) {
             differences.append("\(fieldPath): type changed from \(old.type) to \(field.type)")
             if migrating {
-                result.append(FieldSchema(name: field.name, id: nextID, type: field.type))
-                nextID += 1
+                result.append(FieldSchema(name: field.name, id: try newID(for: field.name), type: field.type))
                 continue
             }
         }

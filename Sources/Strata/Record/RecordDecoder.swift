@@ -275,7 +275,7 @@ struct FieldTable {
                 var total = 0
                 for i in 0..<table.count {
                     let header = try reader.varint()
-                    guard header >> 1 <= UInt64(Int32.max) else { throw StrataError.corruptRecord("field id out of range") }
+                    guard header >> 1 <= UInt64(FieldSchema.validIDs.upperBound) else { throw StrataError.corruptRecord("field id out of range") }
                     let length = try reader.length()
                     table[i] = Entry(id: Int(header >> 1), isNil: header & 1 == 1, start: total, end: total + length)
                     total += length

@@ -156,6 +156,8 @@ extension FieldType {
 /// storage for the next object.
 struct RecordFields {
     struct Span {
+        /// In `FieldSchema.validIDs` (stored schemas are checked when read, probed ones count from
+        /// 0), so `UInt64(id) << 1` below neither traps nor loses a bit.
         var id: Int
         var isNil: Bool
         var start: Int

@@ -7,10 +7,13 @@ enum RecordField {
         guard count <= UInt64(record.count) else { throw StrataError.corruptRecord("field count \(count) exceeds the record size") }
         var valueOffset = 0
         var found: (offset: Int, length: Int, isNil: Bool)?
+        // A negative id (never in a checked schema) becomes a value above any `header >> 1`, so
+        // it is a field no record has rather than a trap.
+        let wanted = UInt64(truncatingIfNeeded: id)
         for _ in 0..<Int(count) {
             let header = try reader.varint()
             let length = try reader.length()
-            if found == nil && header >> 1 == UInt64(id) { found = (valueOffset, length, header & 1 == 1) }
+            if found == nil && header >> 1 == wanted { found = (valueOffset, length, header & 1 == 1) }
             valueOffset += length
         }
         guard let found else { return nil }

@@ -105,6 +105,10 @@ public struct FieldSchema: Equatable, Sendable, Codable {
     public var type: FieldType
     /// A field the model no longer has: kept so old records stay readable and its id is not reused.
     public var removed: Bool = false
+
+    /// The ids a field may have: what a record's field table holds (FORMAT.md §8.2), with room to
+    /// shift an id into a table header (`id << 1 | isNil`) and to number the next field.
+    static let validIDs = 0...Int(Int32.max)
 }
 
 /// The fields of a model or a nested struct.
@@ -173,6 +177,47 @@ extension FieldType {
         case .object(let schema): return schema.hasRemovedFields
         case .optional(let t), .array(let t), .dictionary(let t), .enumeration(let t): return t.hasRemovedFields
         default: return false
+        }
+    }
+}
+
+/// Checks of a stored schema read from a file (`Catalog.decode`): every number the schema and
+/// record layers compute with must be one they can hold, so that a damaged or hostile catalog is
+/// refused as corrupt when read rather than trapping, or misreading records, later.
+extension ObjectSchema {
+    /// Throws `corruptRecord` naming the first field (as a dotted path from `path`) whose id is out
+    /// of range or taken by another field of the same struct, or whose type is not one Strata writes.
+    func validate(path: String) throws {
+        var seen = Set<Int>()
+        for field in fields {
+            let fieldPath = path + "." + field.name
+            guard FieldSchema.validIDs.contains(field.id) else {
+                throw StrataError.corruptRecord(
+                    "stored schema: field \(fieldPath) has id \(field.id), outside \(FieldSchema.validIDs.lowerBound)...\(FieldSchema.validIDs.upperBound)")
+            }
+            guard seen.insert(field.id).inserted else {
+                throw StrataError.corruptRecord("stored schema: field \(fieldPath) has id \(field.id), as another field of \(path) has")
+            }
+            try field.type.validate(path: fieldPath)
+        }
+    }
+}
+
+extension FieldType {
+    /// The widths `SchemaProbe` gives integer types; arithmetic on a width (range checks of
+    /// partial updates) assumes one of them.
+    static let integerWidths: Set<Int> = [8, 16, 32, 64]
+
+    /// Throws `corruptRecord` if this type, or one inside it, holds a number Strata never writes.
+    func validate(path: String) throws {
+        switch self {
+        case let .int(bits, _):
+            guard Self.integerWidths.contains(bits) else {
+                throw StrataError.corruptRecord("stored schema: field \(path) is an integer of \(bits) bits (only 8, 16, 32 and 64 are stored)")
+            }
+        case .optional(let inner), .array(let inner), .dictionary(let inner), .enumeration(let inner): try inner.validate(path: path)
+        case .object(let schema): try schema.validate(path: path)
+        case .bool, .double, .float, .string, .data, .date, .uuid, .decimal, .url, .reference: break
         }
     }
 }

@@ -39,6 +39,14 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
         return FieldType(primitiveTypeName: keyType)
     }
 
+    /// Throws `corruptRecord` saying what is wrong and where if a number in the schema is one
+    /// Strata never writes: a field id outside `FieldSchema.validIDs` or shared within one struct,
+    /// an integer width other than 8, 16, 32 or 64. (`schemaVersion` is any `Int` an open was given.)
+    func validate() throws {
+        try object.validate(path: name)
+        try key?.validate(path: name + ".id (the primary key)")
+    }
+
     init(name: String, keyType: String, keyField: String?, key: FieldType?, object: ObjectSchema, indexes: [IndexSchema], schemaVersion: Int) {
         self.name = name
         self.keyType = keyType
@@ -129,18 +137,28 @@ enum Catalog {
         guard let tree else { return result }
         try tree.makeCursor().forEach { key, value in
             let schema = try decode(value)
-            result[String(decoding: key, as: UTF8.self)] = schema
+            // Lookups by key (opening a model) and by name (dump, references) must find the same
+            // schema, or a model reads as missing under one and present under the other.
+            guard key.elementsEqual(schema.name.utf8) else {
+                throw StrataError.corruptRecord(
+                    "schema catalog entry \(jsonString(String(decoding: key, as: UTF8.self))) holds the schema of model \(jsonString(schema.name))")
+            }
+            result[schema.name] = schema
             return true
         }
         return result
     }
 
+    /// One catalog entry, decoded and validated (`StoredModelSchema.validate`).
     static func decode(_ bytes: UnsafeRawBufferPointer) throws -> StoredModelSchema {
+        let schema: StoredModelSchema
         do {
-            return try JSONDecoder().decode(StoredModelSchema.self, from: Data(bytes))
+            schema = try JSONDecoder().decode(StoredModelSchema.self, from: Data(bytes))
         } catch {
             throw StrataError.corruptRecord("schema catalog entry does not decode: \(error)")
         }
+        try schema.validate()
+        return schema
     }
 
     static func encode(_ schema: StoredModelSchema) throws -> [UInt8] {
