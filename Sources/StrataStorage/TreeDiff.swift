@@ -144,6 +144,9 @@ struct TreeDiff {
         let pages: PageMap
         private var frames: [Frame] = []
         private(set) var current: Item = .end
+        /// The last entry's key: each must be above it. In a damaged file whose branches reach one
+        /// page by two paths, entries would repeat, and with enough such pages the walk never ends.
+        private var lastKey: UnsafeRawBufferPointer?
 
         init(pages: PageMap, root: PageNo, pagesRead: inout Int) throws {
             self.pages = pages
@@ -213,6 +216,10 @@ struct TreeDiff {
             guard let top = frames.last else { current = .end; return }
             if top.node.isLeaf {
                 let entry = try top.node.leafEntry(top.index)
+                if let lastKey, compareBytes(entry.key, lastKey) <= 0 {
+                    throw StorageError.corrupt(page: top.node.pgno, reason: "keys out of order with those before them (a page reached by two paths?)")
+                }
+                lastKey = entry.key
                 current = .entry(entry.key, entry.value)
             } else {
                 let lower = top.index == 0 ? top.lower : try top.node.key(top.index)

@@ -110,6 +110,25 @@ import Foundation
         #expect(try !store.check().isOK)
     }
 
+    /// The same damage in a newer commit only: comparing the two snapshots (what observers of
+    /// other processes' commits do) walks the differing subtrees, and stops there too.
+    @Test func aPageReachedByTwoPathsStopsTheComparisonOfSnapshots() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Self.store(path)
+        let older = try store.beginRead()
+        defer { older.end() }
+        try store.write { txn in _ = try txn.createTree("t").put([0xFF], [1]) }
+        let root = try Self.root(path)
+        try Self.patchPage(path, root) { p in
+            let first = (try? Node(UnsafeRawPointer(p), pgno: root, pageSize: Self.pageSize).child(0)) ?? 0
+            let node = MutableNode(base: p, pageSize: Self.pageSize)
+            node.setChild(1, first)
+            node.setChild(2, first)
+        }
+        #expect(throws: StorageError.self) { _ = try store.read { try $0.changedKeys(in: "t", since: older) } }
+    }
+
     /// A leaf damaged after its commit wrote it: a write that would copy it into a new page (and
     /// seal it whole) throws instead, as does a compacting copy; `check` still sees the damage.
     @Test func aWriteNeverSealsADamagedPage() throws {
