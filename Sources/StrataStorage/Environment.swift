@@ -102,10 +102,7 @@ final class Environment: @unchecked Sendable {
             // A file this process has open read-write is found by name first, without opening
             // another descriptor of it (see PosixFile.lockCommands).
             if let identity = FileIdentity(path: path), let env = registry[identity]?.environment, !env.isReadOnly {
-                if let wanted = options.pageSize, wanted != env.pageSize {
-                    throw StorageError.pageSizeMismatch(path: path, found: env.pageSize, expected: wanted)
-                }
-                return env
+                return try env.shared(path: path, options: options)
             }
             // The file as it is, not created yet: a missing file with `createIfMissing` false must
             // not get a lock file, and a file this process has open must not have its lock file
@@ -115,16 +112,21 @@ final class Environment: @unchecked Sendable {
                 throw StorageError.io(operation: "open", path: path, errno: ENOENT)
             }
             if let existing, let env = registry[try existing.identity()]?.environment, !env.isReadOnly {
-                if let wanted = options.pageSize, wanted != env.pageSize {
-                    throw StorageError.pageSizeMismatch(path: path, found: env.pageSize, expected: wanted)
-                }
-                return env
+                return try env.shared(path: path, options: options)
             }
             let env = try openShared(path: path, existing: existing, options: options, wrap: wrap)
             registry = registry.filter { $0.value.environment != nil }
             if let identity = env.identity { registry[identity] = WeakEnvironment(environment: env) }
             return env
         }
+    }
+
+    /// This environment, for another handle opening `path` with `options`: their page size must be its.
+    func shared(path: String, options: StoreOptions) throws -> Environment {
+        if let wanted = options.pageSize, wanted != pageSize {
+            throw StorageError.pageSizeMismatch(path: path, found: pageSize, expected: wanted)
+        }
+        return self
     }
 
     /// An environment on an anonymous file, with the reader table in process memory.

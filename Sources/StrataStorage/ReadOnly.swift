@@ -93,19 +93,13 @@ extension Environment {
     /// open (its snapshots are then registered like any other).
     static func openReadOnly(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
         try registry.withLock { (registry) throws -> Environment in
-            func shared(_ env: Environment) throws -> Environment {
-                if let wanted = options.pageSize, wanted != env.pageSize {
-                    throw StorageError.pageSizeMismatch(path: path, found: env.pageSize, expected: wanted)
-                }
-                return env
-            }
             // Found by name before any descriptor is opened: one opened and closed again would, with
             // classic fcntl locks, drop the locks this process holds on the file (FileIO.swift).
-            if let identity = FileIdentity(path: path), let env = registry[identity]?.environment { return try shared(env) }
+            if let identity = FileIdentity(path: path), let env = registry[identity]?.environment { return try env.shared(path: path, options: options) }
             let posix = try PosixFile(path: path, mode: .readOnly)
             let status = try posix.status()
             let identity = FileIdentity(status)
-            if let env = registry[identity]?.environment { return try shared(env) }
+            if let env = registry[identity]?.environment { return try env.shared(path: path, options: options) }
             if status.st_mode & 0o170000 != 0o100000 {
                 throw StorageError.notAStrataFile(path: path, reason: "not a regular file")
             }
