@@ -101,10 +101,17 @@ final class PosixFile: FileIO {
 
     deinit { close(fd) }
 
+    /// The file's length, from `lseek(SEEK_END)` rather than `fstat`. On Linux 6.13 and later
+    /// (multigrain timestamps) reading a file's times makes its next write stamp a fine-grained
+    /// mtime, which dirties the inode, and then `fdatasync` writes the inode table block as a second
+    /// synchronous I/O after the data: a writer asks for the size at every transaction, so each
+    /// durable commit paid that second write. Measured on the project's machine (kernel 6.18,
+    /// ext4): 6 pages and a meta page written and synced took 225-306 µs, and 288-390 µs with an
+    /// fstat before each commit. `lseek` reads the size without the times.
     func size() throws -> UInt64 {
-        var st = stat()
-        if fstat(fd, &st) != 0 { throw StorageError.io(operation: "fstat", path: path, errno: errno) }
-        return UInt64(st.st_size)
+        let end = lseek(fd, 0, SEEK_END)
+        if end < 0 { throw StorageError.io(operation: "lseek", path: path, errno: errno) }
+        return UInt64(end)
     }
 
     /// Identifies the file across handles of one process, whatever path opened it.
