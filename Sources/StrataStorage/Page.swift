@@ -57,10 +57,21 @@ extension UnsafeMutableRawPointer {
     xxh64(UnsafeRawBufferPointer(start: page + 8, count: byteCount - 8))
 }
 
-/// Lexicographic byte order, shorter first on a common prefix (memcmp order).
+/// Lexicographic byte order, shorter first on a common prefix (memcmp order). Only the sign of
+/// the result means anything.
 @inline(__always) func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
     let n = min(a.count, b.count)
-    if n > 0 {
+    if n >= 8 {
+        // Most comparisons in a search are decided by the first eight bytes (integer keys, and
+        // strings that differ early): one big-endian load of each decides them without a call.
+        // A call to memcmp was the largest single cost of reading 50 objects through an index.
+        let x = readBigEndianU64(a.baseAddress!), y = readBigEndianU64(b.baseAddress!)
+        if x != y { return x < y ? -1 : 1 }
+        if n > 8 {
+            let c = memcmpRaw(a.baseAddress! + 8, b.baseAddress! + 8, n - 8)
+            if c != 0 { return Int(c) }
+        }
+    } else if n > 0 {
         let c = memcmpRaw(a.baseAddress!, b.baseAddress!, n)
         if c != 0 { return Int(c) }
     }
