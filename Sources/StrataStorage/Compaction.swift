@@ -35,10 +35,13 @@ public struct Compaction: Sendable, Equatable {
     /// Whether commits trim free pages off the end of the file and move pages to let them.
     public var isEnabled: Bool
     /// Reusable free pages, as a fraction of the file's pages, above which commits move live pages
-    /// from the end of the file into free pages nearer its start.
+    /// from the end of the file into free pages nearer its start: 0 to 1 (opening a store with
+    /// another value, NaN included, throws `StorageError.invalidOption`).
     public var freeFraction: Double
     /// Live pages a commit moves at most when it moves pages, or as many as it writes for itself
-    /// if that is more (up to 16 times this): its added cost stays proportional to its own.
+    /// if that is more (up to 16 times this): its added cost stays proportional to its own. At
+    /// least 1 (opening a store with less, or with more than `Int.max / 16`, throws
+    /// `StorageError.invalidOption`).
     public var pagesPerCommit: Int
 
     /// How long no commit must have been made through this process, after one that left more than
@@ -67,6 +70,9 @@ public struct Compaction: Sendable, Equatable {
         self.pagesPerCommit = pagesPerCommit
         self.idleDelay = idleDelay
     }
+
+    /// The largest `pagesPerCommit` a store accepts: 16 times it must not overflow.
+    static let maxPagesPerCommit = Int.max / 16
 
     /// The default: trim whenever the tail is free, move pages past an eighth free.
     public static let automatic = Compaction()

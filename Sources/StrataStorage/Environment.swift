@@ -97,6 +97,7 @@ final class Environment: @unchecked Sendable {
 
     /// The environment for the file at `path`, shared with other handles of this process.
     static func open(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)? = nil) throws -> Environment {
+        try options.validate()
         if options.readOnly { return try openReadOnly(path: path, options: options, wrap: wrap) }
         return try registry.withLock { (registry) throws -> Environment in
             // A file this process has open read-write is found by name first, without opening
@@ -131,6 +132,7 @@ final class Environment: @unchecked Sendable {
 
     /// An environment on an anonymous file, with the reader table in process memory.
     static func openAnonymous(options: StoreOptions) throws -> Environment {
+        try options.validate()
         let file = try PosixFile.anonymous()
         let pageSize = try chosenPageSize(options)
         try FileCreation.writeInitialPages(file, pageSize: pageSize)

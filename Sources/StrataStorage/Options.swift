@@ -34,7 +34,8 @@ public enum SyncMode: Sendable, Equatable {
 /// ```
 public struct StoreOptions: Sendable, Equatable {
     /// Page size for a new file (one of `Limits.pageSizes`); nil uses the default for new files
-    /// and whatever an existing file has.
+    /// and whatever an existing file has. Any other value makes opening throw
+    /// `StorageError.invalidOption`.
     public var pageSize: Int?
     /// Default durability of commits; `Store.write(durability:)` overrides it per transaction.
     public var durability: Durability = .full
@@ -42,7 +43,8 @@ public struct StoreOptions: Sendable, Equatable {
     public var syncMode: SyncMode = .single
     /// Create the file when it does not exist.
     public var createIfMissing = true
-    /// Reader slots in the lock file, for a file this process creates the lock file for.
+    /// Reader slots in the lock file, for a file this process creates the lock file for: 1 to
+    /// 1,048,576 (opening throws `StorageError.invalidOption` otherwise).
     public var readerSlots = LockLayout.defaultSlots
     /// Open an existing file for reading only, changing nothing on disk: the file is opened
     /// O_RDONLY and never created, grown or written, the lock file is never created or written
@@ -105,5 +107,31 @@ public struct StoreOptions: Sendable, Equatable {
         self.syncMode = syncMode
         self.createIfMissing = createIfMissing
         self.readOnly = readOnly
+    }
+}
+
+extension StoreOptions {
+    /// The most reader slots a lock file holds (64 bytes each: a 64 MiB lock file).
+    static let maxReaderSlots = 1 << 20
+
+    /// Throws `StorageError.invalidOption` for the first setting outside what the engine accepts,
+    /// before anything is opened: a value that would overflow or trap later (a NaN fraction, a slot
+    /// count whose lock file size overflows) is named here instead.
+    func validate() throws {
+        if let size = pageSize, !Limits.pageSizes.contains(size) {
+            let sizes = Limits.pageSizes.map(String.init).joined(separator: ", ")
+            throw StorageError.invalidOption(name: "pageSize", reason: "\(size) is not one of \(sizes) (or nil)")
+        }
+        if !(1...Self.maxReaderSlots).contains(readerSlots) {
+            throw StorageError.invalidOption(name: "readerSlots", reason: "\(readerSlots) is not in 1...\(Self.maxReaderSlots)")
+        }
+        if !(compaction.freeFraction.isFinite && (0...1).contains(compaction.freeFraction)) {
+            throw StorageError.invalidOption(
+                name: "compaction.freeFraction", reason: "\(compaction.freeFraction) is not a fraction in 0...1")
+        }
+        if !(1...Compaction.maxPagesPerCommit).contains(compaction.pagesPerCommit) {
+            throw StorageError.invalidOption(
+                name: "compaction.pagesPerCommit", reason: "\(compaction.pagesPerCommit) is not in 1...\(Compaction.maxPagesPerCommit)")
+        }
     }
 }

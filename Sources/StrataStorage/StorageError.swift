@@ -48,6 +48,9 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// twice while it was read, so the pages it read may have been reused (a read-only store
     /// cannot register its snapshots in the lock file). Nothing is wrong with the file: read again.
     case fileChangedDuringRead(path: String)
+    /// A setting of ``StoreOptions`` is outside what the engine accepts: which one (`pageSize`,
+    /// `readerSlots`, `compaction.freeFraction`, …) and the values it takes.
+    case invalidOption(name: String, reason: String)
     /// The invariant the engine checks failed; should never happen.
     case internalError(String)
 
@@ -94,6 +97,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
             return "\(path) is open read-only; it cannot be written"
         case let .fileChangedDuringRead(path):
             return "\(path) changed while it was read (a writer committed twice during a read-only snapshot); read again"
+        case let .invalidOption(name, reason):
+            return "invalid StoreOptions.\(name): \(reason)"
         case let .internalError(message):
             return "internal error: \(message)"
         }
