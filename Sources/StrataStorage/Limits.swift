@@ -13,10 +13,11 @@ public enum Limits {
     public static let maxValueSize = 1 << 30
 
     /// The largest leaf or branch entry kept in a page, so that every page holds at least four
-    /// and a split always succeeds.
-    public static func maxInlineEntry(pageSize: Int) -> Int { (pageSize - PageHeader.size) / 4 - 2 }
+    /// and a split always succeeds. 0 for a size too small to hold a page header (any `Int` is
+    /// taken; only `pageSizes` are page sizes of a file).
+    public static func maxInlineEntry(pageSize: Int) -> Int { Swift.max(0, (Swift.max(pageSize, PageHeader.size) - PageHeader.size) / 4 - 2) }
 
     /// The longest key: a leaf entry with the key and an overflow reference must fit inline.
-    /// 998 bytes with 4 KiB pages.
-    public static func maxKeySize(pageSize: Int) -> Int { maxInlineEntry(pageSize: pageSize) - LeafEntry.headerSize - 8 }
+    /// 998 bytes with 4 KiB pages; 0 for a size too small to hold one.
+    public static func maxKeySize(pageSize: Int) -> Int { Swift.max(0, maxInlineEntry(pageSize: pageSize) - LeafEntry.headerSize - 8) }
 }
