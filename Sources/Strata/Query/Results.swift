@@ -65,7 +65,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// ```
     public func filter(_ predicate: Predicate<M>) -> Results<M> { with { $0.filters.append(.predicate(predicate)) } }
 
-    /// Sorted by `descriptors`, the first deciding first; ties keep primary-key order.
+    /// Sorted by `descriptors`, the first deciding first; ties keep primary-key order. Replaces
+    /// any earlier sort, and orders the results before any `offset` or `prefix`, whichever was
+    /// called first.
     ///
     /// ```swift
     /// let byAge = db.objects(Person.self).sorted(by: [SortDescriptor(\.age, order: .reverse), SortDescriptor(\.name)])
@@ -85,6 +87,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>...) -> Results<M> { sorted(by: [descriptor] + more) }
 
     /// At most the first `count` objects (none for a negative `count`; `Int.max` for no limit).
+    /// The window applies after every filter, search, `distinct` and sort, whatever order they
+    /// were called in: `prefix(10).filter(p)` is the first ten matches of `p`.
     ///
     /// ```swift
     /// let youngest = db.objects(Person.self).sorted(by: SortDescriptor(\.age)).prefix(10)
@@ -97,7 +101,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     }
 
     /// Skips the first `count` objects (none for a negative `count`; any count, `Int.max`
-    /// included, and any number of offsets).
+    /// included, and any number of offsets). Like `prefix(_:)`, it applies after every filter,
+    /// search, `distinct` and sort, whatever order they were called in.
     ///
     /// ```swift
     /// let secondPage = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).offset(20).prefix(20)
