@@ -152,7 +152,7 @@ extension LiveObject {
     /// A live object updated on the main actor, for SwiftUI.
     ///
     /// ```swift
-    /// @MainActor let ana = LiveObject(Person.self, key: "u1", in: db)
+    /// let ana = LiveObject(Person.self, key: "u1", in: db)   // in main-actor code (a view model, a view)
     /// ```
     @MainActor
     public convenience init(_ type: M.Type, key: M.ID, in db: Database) {

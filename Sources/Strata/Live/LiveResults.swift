@@ -166,7 +166,7 @@ extension LiveResults {
     /// Live results updated on the main actor, for SwiftUI.
     ///
     /// ```swift
-    /// @MainActor let people = LiveResults(db.objects(Person.self).sorted(by: SortDescriptor(\.name)))
+    /// let people = LiveResults(db.objects(Person.self).sorted(by: SortDescriptor(\.name)))   // in main-actor code
     /// ```
     @MainActor
     public convenience init(_ results: Results<M>, keyPaths: [PartialKeyPath<M> & Sendable]? = nil) {

@@ -125,7 +125,7 @@ extension Results {
     /// once the database is closed).
     ///
     /// ```swift
-    /// for await change in db.objects(Person.self).changes { ... }
+    /// for await change in db.objects(Person.self).changes { print(change) }
     /// ```
     public var changes: AsyncStream<ResultsChange<M>> { changes(keyPaths: nil) }
 
