@@ -48,6 +48,41 @@ private struct DeepPrice: Model, Equatable {
         }
     }
 
+    /// A deeply nested `[String: Any]` or `[Any]` given as fields is refused at
+    /// `JSONParser.maxDepth`, on a 512 KiB stack too: the depth check used to come after casts to
+    /// `NSNull` and `NSNumber`, which bridge the whole nested value to Foundation first, recursively
+    /// (a stack overflow at a few hundred levels on such a stack, found by the documentation hunt).
+    @Test func deeplyNestedFieldsOnASmallStack() throws {
+        let db = try Database.inMemory(models: [DeepPrice.self])
+        try db.write { tx in try tx.insert(DeepPrice(id: "p", amount: 1, list: [])) }
+        let done = DispatchSemaphore(value: 0)
+        let outcomes = Mutex<[String]>([])
+        let thread = Thread {
+            for depth in [300, 1_000] {
+                var dictionary: Any = 1
+                var array: Any = [Int]()
+                for _ in 0..<depth {
+                    dictionary = ["a": dictionary]
+                    array = [array]
+                }
+                for (field, value) in [("amount", dictionary), ("list", array)] {
+                    do {
+                        try db.write { tx in _ = try tx.update(DeepPrice.self, key: "p", fields: [field: value]) }
+                        outcomes.withLock { $0.append("updated") }
+                    } catch {
+                        outcomes.withLock { $0.append("\(error)") }
+                    }
+                }
+            }
+            done.signal()
+        }
+        thread.stackSize = 512 * 1024
+        thread.start()
+        done.wait()
+        let seen = outcomes.withLock { $0 }
+        #expect(seen.count == 4 && seen.allSatisfy { $0.contains("nesting deeper than \(JSONParser.maxDepth)") }, "\(seen)")
+    }
+
     @Test func decimalsBeyondTheirRangeAreRejected() throws {
         let db = try Database.inMemory(models: [DeepPrice.self])
         try db.write { tx in try tx.insert(DeepPrice(id: "p", amount: 1, list: [])) }

@@ -22,53 +22,84 @@ extension StoredValue {
     /// Primitive types are matched by exact type first: `as?` casts bridge through `NSNumber`,
     /// where `1 as? Bool` and `true as? Int` both succeed.
     init(any value: Any, path: FieldPath) throws {
-        // A model nests far less deeply; hostile input must not overflow the stack. (A Foundation
-        // array that contains itself cannot be handled: on Linux, Foundation's own bridging of
-        // its elements recurses without end before a value reaches this code.)
+        // A model nests far less deeply; hostile input must not overflow the stack, a 512 KiB one
+        // (Darwin's secondary threads) in a debug build included: the recursion goes through this
+        // small frame only, the many casts of `Input.init` take theirs one level at a time. (A
+        // Foundation array that contains itself cannot be handled: on Linux, Foundation's own
+        // bridging of its elements recurses without end before a value reaches this code.)
         guard path.depth < JSONParser.maxDepth else {
             throw path.mismatch("nesting deeper than \(JSONParser.maxDepth) levels")
         }
-        let type = Swift.type(of: value)
-        if let optional = value as? any OptionalValue {
-            guard let wrapped = optional.wrappedAny else { self = .null; return }
-            self = try StoredValue(any: wrapped, path: path)
-            return
-        }
-        if type == Bool.self, let v = value as? Bool { self = .bool(v); return }
-        if let v = Self.nativeInteger(value, type: type) { self = v; return }
-        if type == Double.self, let v = value as? Double { self = Self.swiftDouble(v); return }
-        if type == Float.self, let v = value as? Float { self = Self.swiftDouble(Double(v)); return }
-        if type == String.self, let v = value as? String { self = .string(v); return }
-        if type == Substring.self, let v = value as? Substring { self = .string(String(v)); return }
-        if type == Date.self, let v = value as? Date { self = .date(v); return }
-        if type == Data.self, let v = value as? Data { self = .data(v); return }
-        if type == UUID.self, let v = value as? UUID { self = .uuid(v); return }
-        if type == URL.self, let v = value as? URL { self = .url(v.absoluteString); return }
-        if type == Decimal.self, let v = value as? Decimal { self = .decimal(v); return }
-        if let v = value as? JSONValue { self = StoredValue(v); return }
-        if value is NSNull { self = .null; return }
-        if let number = value as? NSNumber { self = Self.number(number); return }
-        if let v = value as? String { self = .string(v); return }  // NSString
-        if let v = value as? [String: Any] {
+        switch Input(value) {
+        case .value(let stored):
+            self = stored
+        case .wrapped(let inner):
+            self = try StoredValue(any: inner, path: path)
+        case .object(let dictionary):
             var fields: [String: StoredValue] = [:]
-            for (key, element) in v { fields[key] = try StoredValue(any: element, path: path.appending(key)) }
+            for (key, element) in dictionary { fields[key] = try StoredValue(any: element, path: path.appending(key)) }
             self = .object(fields)
-            return
+        case .array(let elements):
+            self = .array(try elements.enumerated().map { try StoredValue(any: $1, path: path.appending(index: $0)) })
+        case .unsupported(let type):
+            throw path.mismatch("a value of type \(type) cannot be given for a field")
         }
-        // Arrays, and sets and other collections given for array or set fields.
-        if let v = (value as? [Any]) ?? (value as? any Collection).map({ Self.elements($0) }) {
-            self = .array(try v.enumerated().map { try StoredValue(any: $1, path: path.appending(index: $0)) })
-            return
-        }
-        // Enum cases and references given as themselves stand for their raw value and key.
-        if let v = value as? any RawRepresentable { self = try StoredValue(any: v.rawValue, path: path); return }
-        if let v = value as? any ReferenceValue { self = try StoredValue(any: v.keyAny, path: path); return }
-        throw path.mismatch("a value of type \(type) cannot be given for a field")
     }
 
-    private static func elements<C: Collection>(_ collection: C) -> [Any] { collection.map { $0 } }
+    /// What a value from a `[String: Any]` is, found without recursing.
+    private enum Input {
+        /// A scalar, converted.
+        case value(StoredValue)
+        /// A value standing for another: an optional's wrapped value, an enum case's raw value,
+        /// a reference's key.
+        case wrapped(Any)
+        case object([String: Any])
+        /// Arrays, and sets and other collections given for array or set fields.
+        case array([Any])
+        case unsupported(Any.Type)
 
-    private static func nativeInteger(_ value: Any, type: Any.Type) -> StoredValue? {
+        @inline(never)
+        init(_ value: Any) {
+            let type = Swift.type(of: value)
+            if let optional = value as? any OptionalValue {
+                guard let wrapped = optional.wrappedAny else { self = .value(.null); return }
+                self = .wrapped(wrapped)
+                return
+            }
+            if type == Bool.self, let v = value as? Bool { self = .value(.bool(v)); return }
+            if let v = StoredValue.nativeInteger(value, type: type) { self = .value(v); return }
+            if type == Double.self, let v = value as? Double { self = .value(StoredValue.swiftDouble(v)); return }
+            if type == Float.self, let v = value as? Float { self = .value(StoredValue.swiftDouble(Double(v))); return }
+            if type == String.self, let v = value as? String { self = .value(.string(v)); return }
+            if type == Substring.self, let v = value as? Substring { self = .value(.string(String(v))); return }
+            if type == Date.self, let v = value as? Date { self = .value(.date(v)); return }
+            if type == Data.self, let v = value as? Data { self = .value(.data(v)); return }
+            if type == UUID.self, let v = value as? UUID { self = .value(.uuid(v)); return }
+            if type == URL.self, let v = value as? URL { self = .value(.url(v.absoluteString)); return }
+            if type == Decimal.self, let v = value as? Decimal { self = .value(.decimal(v)); return }
+            if let v = value as? JSONValue { self = .value(StoredValue(v)); return }
+            // Dictionaries and arrays before the casts to Foundation classes below: casting a
+            // Swift dictionary or array to `NSNull` or `NSNumber` bridges it to Foundation, every
+            // level at once and recursively, which overflows the stack on deep input before the
+            // depth check sees a level.
+            if let v = value as? [String: Any] { self = .object(v); return }
+            if let v = (value as? [Any]) ?? (value as? any Collection).map({ StoredValue.elements($0) }) {
+                self = .array(v)
+                return
+            }
+            if value is NSNull { self = .value(.null); return }
+            if let number = value as? NSNumber { self = .value(StoredValue.number(number)); return }
+            if let v = value as? String { self = .value(.string(v)); return }  // NSString
+            // Enum cases and references given as themselves stand for their raw value and key.
+            if let v = value as? any RawRepresentable { self = .wrapped(v.rawValue); return }
+            if let v = value as? any ReferenceValue { self = .wrapped(v.keyAny); return }
+            self = .unsupported(type)
+        }
+    }
+
+    fileprivate static func elements<C: Collection>(_ collection: C) -> [Any] { collection.map { $0 } }
+
+    fileprivate static func nativeInteger(_ value: Any, type: Any.Type) -> StoredValue? {
         switch value {
         case let v as Int where type == Int.self: return .int(Int64(v))
         case let v as Int8 where type == Int8.self: return .int(Int64(v))
@@ -87,7 +118,7 @@ extension StoredValue {
     /// `JSONSerialization` gives `NSNumber`s for numbers and for `true`/`false`; the booleans are
     /// instances of a class of their own (`__NSCFBoolean`, on Linux too), which is how they are told
     /// apart from 0 and 1.
-    private static func number(_ n: NSNumber) -> StoredValue {
+    fileprivate static func number(_ n: NSNumber) -> StoredValue {
         if Swift.type(of: n) == booleanClass { return .bool(n.boolValue) }
         switch String(cString: n.objCType) {
         case "f", "d": return swiftDouble(n.doubleValue)
@@ -101,7 +132,7 @@ extension StoredValue {
     /// whatever its size. (A `.double` from JSON text is only ever a fraction or beyond 64 bits:
     /// `JSONParser.wholeNumber`; above 2^53 an integer field refuses it.) Negative zero stays a
     /// `Double`, for a floating-point field.
-    private static func swiftDouble(_ d: Double) -> StoredValue {
+    fileprivate static func swiftDouble(_ d: Double) -> StoredValue {
         if d.isFinite, !(d == 0 && d.sign == .minus), let i = Int64(exactly: d) { return .int(i) }
         return .double(d)
     }
