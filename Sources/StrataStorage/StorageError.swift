@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Every error the storage engine throws. Each case says what was wrong and where.
 ///
 /// ```swift
@@ -105,20 +111,31 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
+/// The symbolic name of an errno value, by the platform's own constants (their numbers differ
+/// between Linux and Darwin).
 func errnoName(_ err: Int32) -> String {
     switch err {
-    case 2: return "ENOENT"
-    case 5: return "EIO"
-    case 9: return "EBADF"
-    case 11: return "EAGAIN"
-    case 12: return "ENOMEM"
-    case 13: return "EACCES"
-    case 17: return "EEXIST"
-    case 22: return "EINVAL"
-    case 27: return "EFBIG"
-    case 28: return "ENOSPC"
-    case 30: return "EROFS"
-    case 122: return "EDQUOT"
+    case EPERM: return "EPERM"
+    case ENOENT: return "ENOENT"
+    case EINTR: return "EINTR"
+    case EIO: return "EIO"
+    case EBADF: return "EBADF"
+    case EAGAIN: return "EAGAIN"
+    case ENOMEM: return "ENOMEM"
+    case EACCES: return "EACCES"
+    case EBUSY: return "EBUSY"
+    case EEXIST: return "EEXIST"
+    case ENOTDIR: return "ENOTDIR"
+    case EISDIR: return "EISDIR"
+    case EINVAL: return "EINVAL"
+    case ENFILE: return "ENFILE"
+    case EMFILE: return "EMFILE"
+    case EFBIG: return "EFBIG"
+    case ENOSPC: return "ENOSPC"
+    case EROFS: return "EROFS"
+    case ENAMETOOLONG: return "ENAMETOOLONG"
+    case ELOOP: return "ELOOP"
+    case EDQUOT: return "EDQUOT"
     default: return "errno \(err)"
     }
 }
