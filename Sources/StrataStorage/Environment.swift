@@ -98,6 +98,9 @@ final class Environment: @unchecked Sendable {
     /// The environment for the file at `path`, shared with other handles of this process.
     static func open(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)? = nil) throws -> Environment {
         try options.validate()
+        // No file has an empty name (open(2) says ENOENT); without this check the lock file
+        // "-lock" would be created in the working directory first.
+        if path.isEmpty { throw StorageError.io(operation: "open", path: path, errno: ENOENT) }
         if options.readOnly { return try openReadOnly(path: path, options: options, wrap: wrap) }
         return try registry.withLock { (registry) throws -> Environment in
             // A file this process has open read-write is found by name first, without opening

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 import StrataStorage
@@ -26,5 +27,20 @@ struct ErrnoNameTests {
     @Test func openingADirectorySaysSo() throws {
         let error = #expect(throws: StorageError.self) { try Store(path: "/tmp") }
         #expect(error?.description.contains("EISDIR") == true, "\(String(describing: error))")
+    }
+
+    /// An empty path is ENOENT, as open(2) says, and creates nothing: it used to create the lock
+    /// file "-lock" in the working directory before failing on a rename.
+    @Test func anEmptyPathCreatesNothing() throws {
+        let lock = FileManager.default.currentDirectoryPath + "/-lock"
+        let existed = FileManager.default.fileExists(atPath: lock)
+        #expect(throws: StorageError.io(operation: "open", path: "", errno: ENOENT)) { try Store(path: "") }
+        #expect(throws: StorageError.io(operation: "open", path: "", errno: ENOENT)) {
+            try Store(path: "", options: StoreOptions(readOnly: true))
+        }
+        let store = try Store.inMemory()
+        #expect(throws: StorageError.self) { try store.copy(to: "") }
+        #expect(throws: StorageError.self) { try store.copy(to: "", compacting: false) }
+        #expect(FileManager.default.fileExists(atPath: lock) == existed)
     }
 }
