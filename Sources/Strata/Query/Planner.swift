@@ -318,6 +318,13 @@ enum Planner {
                 // "e\u{301}" are neither <, == nor >), so no range of the index's (total) NFC
                 // order is sure to hold every string the predicate accepts: the predicate decides.
                 if fieldType.unwrapped == .string || fieldType.unwrapped == .url { return nil }
+                // A Decimal's key is the nearest Double as `NSDecimalNumber.doubleValue` computes
+                // it, which is neither exact (0.1 and 0.10000000000000000001 share a key) nor
+                // monotonic (0.21000000000000000000001 gets a smaller key than 0.21): no range of
+                // keys is sure to hold every decimal the predicate accepts. Equality keeps its
+                // prefix (equal decimals have one representation, so one key) and the residual
+                // filter decides.
+                if fieldType.unwrapped == .decimal { return nil }
                 switch op {
                 case .lt: ranges = [KeyRange(lower: notNil, upper: encoded)]
                 case .le: ranges = [KeyRange(lower: notNil, upper: successor(of: encoded))]
