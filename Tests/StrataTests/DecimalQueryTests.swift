@@ -2,7 +2,7 @@ import Testing
 import Foundation
 @testable import Strata
 
-// Decimal fields in indexes: their key is the nearest Double as
+// Decimal fields in indexes and `distinct`: their key is the nearest Double as
 // `NSDecimalNumber.doubleValue` computes it, which is neither exact nor monotonic, so no answer may
 // depend on the key's order or on two keys being different.
 
@@ -56,5 +56,13 @@ struct DecimalPrice: Model {
         let tenth = Decimal(sign: .plus, exponent: -21, significand: Decimal(string: "100000000000000000000")!)  // 0.1
         #expect(try db.objects(DecimalPrice.self).filter(#Predicate { $0.price == thirty }).fetch().map(\.id) == [5])
         #expect(try db.objects(DecimalPrice.self).filter(#Predicate { $0.price == tenth }).fetch().map(\.id) == [0])
+    }
+
+    @Test func distinctKeepsDecimalsThatShareANearestDouble() throws {
+        let db = try Self.database()
+        let kept = try db.objects(DecimalPrice.self).distinct(by: \.price).fetch().map(\.id)
+        #expect(kept == Array(Self.values.indices))
+        let optional: [Decimal?] = [nil, Self.values[0], Self.values[1], nil]
+        #expect(Distinct.firstOfEachGroup(optional, by: [\Decimal?.self]) == [0, 1, 2])
     }
 }

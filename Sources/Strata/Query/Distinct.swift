@@ -3,6 +3,8 @@
 /// their own `==`), with one exception Foundation leaves open: every NaN is one value, like every
 /// zero. Scalars compare by their key encoding, which makes exactly those identifications; other
 /// Hashable values by `AnyHashable`; anything else only Equatable by `==` against each group seen.
+/// A `Decimal` is not compared by its key encoding, which is the nearest Double and would make
+/// 0.1 and 0.10000000000000000001 one value.
 enum Distinct {
     /// Positions of the objects kept, in order.
     static func firstOfEachGroup<M>(_ objects: [M], by keyPaths: [PartialKeyPath<M> & Sendable]) -> [Int] {
@@ -25,7 +27,7 @@ enum Distinct {
         var signature: [AnyHashable] = []
         for value in values {
             var bytes: [UInt8] = []
-            if KeyEncoding.append(value, to: &bytes) {
+            if !isDecimal(value), KeyEncoding.append(value, to: &bytes) {
                 signature.append(AnyHashable(bytes))
             } else if let hashable = value as? any Hashable {
                 signature.append(AnyHashable(hashable))
@@ -34,6 +36,13 @@ enum Distinct {
             }
         }
         return signature
+    }
+
+    /// Whether `value` is a `Decimal`, or an optional of one that is not nil (nil has an exact key).
+    private static func isDecimal(_ value: Any) -> Bool {
+        if value is Decimal { return true }
+        if let optional = value as? any OptionalValue, let wrapped = optional.wrappedAny { return isDecimal(wrapped) }
+        return false
     }
 
     private static func equal(_ a: [Any], _ b: [Any]) -> Bool {
