@@ -155,7 +155,7 @@ enum Planner {
             guard paths.count >= sortPaths.count, Array(paths.suffix(sortPaths.count)) == sortPaths else { continue }
             // The sort's collation must be the index's for strings; other fields must be key-ordered.
             let walkable = sortPaths.allSatisfy { path in
-                guard let type = info.type(atPath: path) else { return false }
+                guard let type = info.type(atPath: path), !ResultOrder<M>.reachesThroughOptional(path, info: info) else { return false }
                 if case .array = type.unwrapped { return false }
                 if type.unwrapped == .string { return index.schema.collation != nil && index.schema.collation == query.collation }
                 return ResultOrder<M>.isKeyOrdered(type)

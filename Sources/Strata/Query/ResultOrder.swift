@@ -11,8 +11,11 @@ import Foundation
 /// Any other descriptor (strings without a collation, enums, nested values) is asked to compare.
 struct ResultOrder<M: Model> {
     private enum Part {
-        /// Key-encoded: compared as bytes, inverted for a reverse descriptor.
-        case encoded(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool, collation: StringCollation?)
+        /// Key-encoded: compared as bytes, inverted for a reverse descriptor. `tagged`: the path
+        /// reaches a non-optional value through an optional struct (`\.address?.zip`), so the
+        /// descriptor reads an optional, encoded with its tag (nil 0x00, else 0x01 then the value)
+        /// where an index holds the bare value (FORMAT.md §8.3).
+        case encoded(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool, collation: StringCollation?, tagged: Bool)
         case compared(SortDescriptor<M>)
     }
 
@@ -29,7 +32,7 @@ struct ResultOrder<M: Model> {
             {
                 return .encoded(
                     keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
-                    collation: type.unwrapped == .string ? collation : nil)
+                    collation: type.unwrapped == .string ? collation : nil, tagged: ResultOrder.reachesThroughOptional(path, info: info))
             }
             return .compared(descriptor)
         }
@@ -50,6 +53,23 @@ struct ResultOrder<M: Model> {
         isKeyOrdered(type) || (collation != nil && type.unwrapped == .string)
     }
 
+    /// Whether `path` reaches a value that is not optional through an optional struct
+    /// (`inner.n` with `inner: Inner?`, `n: Int`). A key path to it reads an optional (nil where
+    /// the struct is), so a sort on it orders nil first, as the tag of an optional's encoding
+    /// does; an index on it holds a nil struct as 0x00 and a value as its bare encoding, which
+    /// can begin with 0x00 too (an empty string, Int.min, -infinity), so it cannot be walked for
+    /// such a sort.
+    static func reachesThroughOptional(_ path: String, info: ModelInfo<M>) -> Bool {
+        let parts = path.split(separator: ".")
+        guard parts.count > 1, let leaf = info.type(atPath: path), !leaf.isOptional else { return false }
+        var prefix = ""
+        for part in parts.dropLast() {
+            prefix = prefix.isEmpty ? String(part) : prefix + "." + part
+            if info.type(atPath: prefix)?.isOptional == true { return true }
+        }
+        return false
+    }
+
     /// Whether every descriptor compares encodings: then `sortKey` alone decides the order (before
     /// the primary key), and an index on the field walks in this order.
     var isEncoded: Bool {
@@ -61,7 +81,7 @@ struct ResultOrder<M: Model> {
     func sortKey(_ object: M) throws -> [UInt8] {
         var key: [UInt8] = []
         for part in parts {
-            guard case let .encoded(keyPath, type, reverse, collation) = part else { continue }
+            guard case let .encoded(keyPath, type, reverse, collation, _) = part else { continue }
             try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, keyPath: keyPath, to: &key)
         }
         return key
@@ -72,12 +92,26 @@ struct ResultOrder<M: Model> {
     func sortKey(record: UnsafeRawBufferPointer, schema: ObjectSchema) throws -> [UInt8] {
         var key: [UInt8] = []
         for part in parts {
-            guard case let .encoded(keyPath, _, reverse, collation) = part, let path = fieldPath(of: keyPath) else { continue }
+            guard case let .encoded(keyPath, _, reverse, collation, tagged) = part, let path = fieldPath(of: keyPath) else { continue }
             let start = key.count
-            guard let value = try IndexEntries.fieldValues(record, schema: schema, path: path, collation: collation).first else {
-                throw StrataError.invalidQuery("cannot read the sort value of \(keyPath)")
+            if tagged {
+                // As `append` encodes the optional the key path reads.
+                switch try IndexEntries.leaf(record, schema: schema, path: path) {
+                case .absent: key.append(0)
+                case let .present(bytes, type):
+                    key.append(1)
+                    if let collation {
+                        collation.appendEncodedKey(String(decoding: bytes, as: UTF8.self), to: &key)
+                    } else {
+                        try RecordIndexKeys.append(bytes, as: type, to: &key)
+                    }
+                }
+            } else {
+                guard let value = try IndexEntries.fieldValues(record, schema: schema, path: path, collation: collation).first else {
+                    throw StrataError.invalidQuery("cannot read the sort value of \(keyPath)")
+                }
+                key.append(contentsOf: value)
             }
-            key.append(contentsOf: value)
             if reverse { for i in start..<key.count { key[i] = ~key[i] } }
         }
         return key
@@ -134,7 +168,7 @@ struct ResultOrder<M: Model> {
                 var row: [[UInt8]] = []
                 for part in parts {
                     var bytes: [UInt8] = []
-                    if case let .encoded(keyPath, type, reverse, collation) = part {
+                    if case let .encoded(keyPath, type, reverse, collation, _) = part {
                         try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, keyPath: keyPath, to: &bytes)
                     }
                     row.append(bytes)
