@@ -296,7 +296,9 @@ enum Planner {
         var ranges: [KeyRange] = []
         // Floating point and dates: NaN equals nothing and compares false with everything, while
         // its one encoding sorts above every number. So a NaN constant selects nothing, and a
-        // range open above stops before NaN: then the ranges hold exactly the matches.
+        // range open above stops before NaN: then the ranges hold exactly the matches. Except
+        // that `Date` defines only `<`, so its `<=` and `>=` are `!(b < a)` and `!(a < b)`: a
+        // date of NaN is `<=` and `>=` every date, and every date is `<=` and `>=` it.
         let floating: Bool
         switch fieldType.unwrapped {
         case .double, .float, .date: floating = true
@@ -305,10 +307,13 @@ enum Planner {
         switch condition {
         case let .compare(_, op, value):
             if isArray { return nil }
-            if floating && isNaN(value) { return op == .ne ? nil : [] }
+            let isDate = fieldType.unwrapped == .date
+            let inclusive = op == .le || op == .ge
+            if floating && isNaN(value) { return op == .ne || (isDate && inclusive) ? nil : [] }
             guard let encoded = encode(value, for: fieldType) else { return nil }
             let notNil: [UInt8]? = fieldType.isOptional ? [1] : nil
-            let top: [UInt8]? = floating ? (notNil ?? []) + nanKey : (fieldType.isOptional ? [2] : nil)
+            let end: [UInt8]? = fieldType.isOptional ? [2] : nil
+            let top: [UInt8]? = floating && !(isDate && inclusive) ? (notNil ?? []) + nanKey : end
             switch op {
             case .eq: ranges = [.prefix(encoded)]
             case .ne: return nil
@@ -327,7 +332,10 @@ enum Planner {
                 if fieldType.unwrapped == .decimal { return nil }
                 switch op {
                 case .lt: ranges = [KeyRange(lower: notNil, upper: encoded)]
-                case .le: ranges = [KeyRange(lower: notNil, upper: successor(of: encoded))]
+                case .le:
+                    ranges = [KeyRange(lower: notNil, upper: successor(of: encoded))]
+                    // The dates of NaN, above every other.
+                    if isDate { ranges.append(KeyRange(lower: (notNil ?? []) + nanKey, upper: end)) }
                 case .gt:
                     // Nothing sorts above a value whose encoding has no successor (the type's maximum).
                     guard let above = successor(of: encoded) else { ranges = []; break }
