@@ -36,6 +36,21 @@
 //       killed. Rounds continue from the one the store holds.
 //   StrataTestHelper objects-set-score FILE ID SCORE
 //       Sets the score of `SharedNote` ID (one transaction) and prints "done".
+//   StrataTestHelper objects-torture FILE WRITER SEED [--big N] [--idle-ms MS|off] [--memory BYTES]
+//       Opens FILE as a `Database` of `KillItem`s and `KillMeta`s (StrataTestWorkloads/
+//       KillWorkload.swift) with `.full` durability and the given transaction memory (default 0:
+//       the 64-page minimum, so big transactions spill) and idle-compaction delay (default 50 ms),
+//       checks that writer WRITER's objects give the digest its meta records, prints "resume WRITER
+//       SEQ", then commits the writer's seeded transactions SEQ+1, SEQ+2, ... until killed: through
+//       `write` (now and then `.noSync`), `run(DBWrite)` and batches of `writeAsync` (group commit);
+//       between them now and then `store.compact()`, an idle pause (background compaction) or a
+//       write that throws at its end. Prints "begin WRITER N" before transaction N (or before a
+//       batch ending at N) and "ack WRITER N DIGEST" once it returned; "mark big|compact|idle|async
+//       ..." before the moments worth a kill. Exits 3 when the store contradicts the workload.
+//   StrataTestHelper objects-migrate FILE VERSION
+//       Opens FILE with `KillWorkload.openMigrating` at schema VERSION (building or dropping two
+//       indexes, and migrating every `KillItem` when the stored version is below) and prints
+//       "opened VERSION".
 //   StrataTestHelper die-in-write FILE
 //       Begins a write transaction, puts keys "dead/0" ... "dead/9" in tree "w", prints "in-write"
 //       and waits inside the transaction until killed: a writer that dies mid-transaction.
@@ -85,6 +100,8 @@ func usage() -> Never {
                StrataTestHelper objects-set-score FILE ID SCORE
                StrataTestHelper objects-churn FILE
                StrataTestHelper check-loop FILE TARGET
+               StrataTestHelper objects-torture FILE WRITER SEED [--big N] [--idle-ms MS|off] [--memory BYTES]
+               StrataTestHelper objects-migrate FILE VERSION
         """)
 }
 
@@ -298,6 +315,140 @@ func objectsChurn(_ args: [String]) throws {
     }
 }
 
+/// The first error of a batch of async writes. `@unchecked Sendable`: every access holds `lock`.
+final class FirstError: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: (any Error)?
+    func record(_ error: any Error) {
+        lock.lock()
+        if stored == nil { stored = error }
+        lock.unlock()
+    }
+    var error: (any Error)? {
+        lock.lock()
+        defer { lock.unlock() }
+        return stored
+    }
+}
+
+func objectsTorture(_ args: [String]) throws {
+    guard args.count >= 3, let writer = Int(args[1]), let seed = UInt64(args[2]) else { usage() }
+    var bigSize = 400
+    var idleMs: Int? = 50
+    var memory = 0
+    var i = 3
+    while i + 1 < args.count {
+        switch args[i] {
+        case "--big": bigSize = Int(args[i + 1]) ?? bigSize
+        case "--idle-ms": idleMs = Int(args[i + 1])
+        case "--memory": memory = Int(args[i + 1]) ?? memory
+        default: usage()
+        }
+        i += 2
+    }
+    if i != args.count { usage() }
+    var options = StoreOptions(durability: .full)
+    options.transactionMemory = memory
+    options.compaction.idleDelay = idleMs.map { .milliseconds($0) }
+    let db = try Database(path: args[0], models: [KillItem.self, KillMeta.self], options: options)
+    var state: KillState
+    do {
+        state = try KillWorkload.load(db, writer: writer)
+    } catch let violation as KillViolation {
+        fail(3, violation.description)
+    }
+    say("resume \(writer) \(state.seq)")
+    let acks = DispatchQueue(label: "acks")
+    do {
+        while true {
+            let n = state.seq + 1
+            var exec = KillWorkload.random(seed: seed, writer: writer, seq: n, salt: 3)
+            if n > 1 && exec.percent(5) {
+                say("mark compact \(writer)")
+                _ = try db.store.compact()
+            }
+            if n > 1, let idleMs, exec.percent(4) {
+                say("mark idle \(writer)")
+                usleep(UInt32(idleMs + exec.below(200)) * 1_000)
+            }
+            if n > 1 && exec.percent(8) {
+                let ops = KillWorkload.abortedOps(seed: seed, state: state)
+                do {
+                    try db.write { tx in
+                        try KillWorkload.execute(ops, writer: writer, in: tx, db: db)
+                        throw KillAbort()
+                    }
+                } catch is KillAbort {}
+            }
+            let txn = KillWorkload.transaction(seed: seed, state: state, bigSize: bigSize)
+            let style = exec.below(100)
+            if txn.big || style < 55 {
+                say("begin \(writer) \(n)")
+                if txn.big { say("mark big \(writer) \(n) \(txn.ops.count)") }
+                try db.write(durability: exec.percent(20) ? .noSync : nil) { tx in try KillWorkload.perform(txn, in: tx, db: db) }
+                state.apply(txn)
+                say("ack \(writer) \(n) \(state.digest)")
+            } else if style < 72 {
+                say("begin \(writer) \(n)")
+                try db.run(DBWrite { tx in try KillWorkload.perform(txn, in: tx, db: db) })
+                state.apply(txn)
+                say("ack \(writer) \(n) \(state.digest)")
+            } else {
+                var batch = [txn]
+                var before = [state]  // the writer's state before each of the batch
+                var after = state
+                after.apply(txn)
+                let size = 2 + exec.below(5)
+                while batch.count < size {
+                    let next = KillWorkload.transaction(seed: seed, state: after, bigSize: bigSize)
+                    if next.big { break }
+                    batch.append(next)
+                    before.append(after)
+                    after.apply(next)
+                }
+                say("begin \(writer) \(batch[batch.count - 1].seq)")
+                say("mark async \(writer) \(n) \(batch.count)")
+                let group = DispatchGroup()
+                let failure = FirstError()
+                for (position, t) in batch.enumerated() {
+                    if exec.percent(25) {
+                        // A write of the group that throws: rolled back alone.
+                        let ops = KillWorkload.abortedOps(seed: seed &+ UInt64(position), state: before[position])
+                        group.enter()
+                        db.writeAsync(completionQueue: acks) { tx in
+                            try KillWorkload.execute(ops, writer: writer, in: tx, db: db)
+                            throw KillAbort()
+                        } completion: { result in
+                            if case .success = result { failure.record(KillViolation("a write that threw committed")) }
+                            if case .failure(let error) = result, !(error is KillAbort) { failure.record(error) }
+                            group.leave()
+                        }
+                    }
+                    group.enter()
+                    db.writeAsync(completionQueue: acks) { tx in
+                        try KillWorkload.perform(t, in: tx, db: db)
+                    } completion: { result in
+                        switch result {
+                        case .success: say("ack \(writer) \(t.seq) \(t.digestAfter)")
+                        case .failure(let error): failure.record(error)
+                        }
+                        group.leave()
+                    }
+                }
+                if exec.percent(20) {
+                    say("mark compact \(writer)")
+                    _ = try db.store.compact()  // while the group commits
+                }
+                group.wait()
+                if let error = failure.error { throw error }
+                state = after
+            }
+        }
+    } catch let violation as KillViolation {
+        fail(3, violation.description)
+    }
+}
+
 /// Exits once the test process that started this helper is gone (its parent then changes, to init
 /// or a subreaper): a test run that crashed or was killed must not leave helpers behind, writing
 /// or checking in a loop for hours and loading the machine every later measurement runs on.
@@ -322,6 +473,12 @@ do {
     case "objects-writer": try objectsWriter(Array(arguments.dropFirst()))
     case "objects-set-score": try objectsSetScore(Array(arguments.dropFirst()))
     case "objects-churn": try objectsChurn(Array(arguments.dropFirst()))
+    case "objects-torture": try objectsTorture(Array(arguments.dropFirst()))
+    case "objects-migrate":
+        let args = Array(arguments.dropFirst())
+        guard args.count == 2, let version = Int(args[1]) else { usage() }
+        _ = try KillWorkload.openMigrating(path: args[0], version: version, options: StoreOptions(durability: .full))
+        say("opened \(version)")
     default: usage()
     }
 } catch {
