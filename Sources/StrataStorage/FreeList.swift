@@ -116,10 +116,6 @@ final class FreePageAllocator {
     @exclusivity(unchecked) private var lowHeap: [Int] = []
     @exclusivity(unchecked) private var lowHeapValid = false
     private var lastLoadedKey: [UInt8]?
-    /// The oldest chunk `loadNewest` loaded from the newest end, and how many it loaded (the last
-    /// `tailCount` of `chunks`): loading in key order stops short of it, so no chunk loads twice.
-    private var tailStart: [UInt8]?
-    private var tailCount = 0
     /// Every page the loaded chunks list, with the key of the chunk that lists it. A page listed by
     /// two chunks is damage that reusing it would spread (two trees sharing a page), so loading
     /// refuses it. Not part of `State`: a chunk loaded again after a savepoint rolled back has the
@@ -147,8 +143,6 @@ final class FreePageAllocator {
         var readerIDs: [UInt64]?
         var chunks: [FreeChunk]
         var lastLoadedKey: [UInt8]?
-        var tailStart: [UInt8]?
-        var tailCount: Int
         var exhausted: Bool
         var allocations: Int
         var heldPrefixEnd: [UInt8]?
@@ -158,8 +152,7 @@ final class FreePageAllocator {
     var state: State {
         get {
             State(
-                readerIDs: readerIDs, chunks: chunks, lastLoadedKey: lastLoadedKey, tailStart: tailStart,
-                tailCount: tailCount, exhausted: exhausted,
+                readerIDs: readerIDs, chunks: chunks, lastLoadedKey: lastLoadedKey, exhausted: exhausted,
                 allocations: allocations, heldPrefixEnd: heldPrefixEnd, prefixStillHeld: prefixStillHeld)
         }
         set {
@@ -167,8 +160,6 @@ final class FreePageAllocator {
             chunks = newValue.chunks
             lowHeapValid = false
             lastLoadedKey = newValue.lastLoadedKey
-            tailStart = newValue.tailStart
-            tailCount = newValue.tailCount
             exhausted = newValue.exhausted
             allocations = newValue.allocations
             heldPrefixEnd = newValue.heldPrefixEnd
@@ -212,43 +203,6 @@ final class FreePageAllocator {
     func load(reusable count: Int) throws {
         var loaded = chunks.reduce(0) { $0 + $1.reusable.count }
         while loaded < count, try loadNextChunk() { loaded += chunks[chunks.count - 1].reusable.count }
-    }
-
-    /// Loads chunks from the newest end of the free list (the pages the latest commits freed) until
-    /// those loaded from there hold at least `count` reusable pages, `maxChunks` were loaded from
-    /// there (a long-held snapshot can hold every recent page), or the chunks loaded in key order
-    /// are reached. Placement looks here for a run: each commit frees the run the one before
-    /// it placed its hot pages in (Placement.swift), and a long free list keeps the newest chunks
-    /// out of reach of loading in key order.
-    func loadNewest(reusable count: Int, maxChunks: Int) throws {
-        if exhausted { return }
-        var loaded = chunks.suffix(tailCount).reduce(0) { $0 + $1.reusable.count }
-        if loaded >= count { return }
-        let cursor = Cursor(pages: pages, root: baseRoot, owner: pages)
-        var found: Bool
-        if let tailStart {
-            found = try cursor.seek(tailStart)
-            guard found, tailStart.withUnsafeBytes({ compareBytes(cursor.key, $0) }) == 0 else {
-                throw StorageError.internalError("free-list chunk loaded from the newest end is gone")
-            }
-            found = try cursor.prev()
-        } else {
-            found = try cursor.last()
-        }
-        while found && loaded < count && tailCount < maxChunks {
-            if let lastLoadedKey, lastLoadedKey.withUnsafeBytes({ compareBytes(cursor.key, $0) }) <= 0 {
-                exhausted = true  // met the chunks loaded in key order: every chunk is loaded
-                return
-            }
-            let chunk = try loadChunk(at: cursor)
-            chunks.insert(chunk, at: chunks.count - tailCount)
-            tailCount += 1
-            tailStart = chunk.key
-            lowHeapValid = false
-            loaded += chunk.reusable.count
-            found = try cursor.prev()
-        }
-        if !found { exhausted = true }  // reached the oldest chunk
     }
 
     /// Hands out exactly `taken`, which must all be reusable pages of the loaded chunks.
@@ -381,14 +335,12 @@ final class FreePageAllocator {
         } else {
             found = try cursor.first()
         }
-        if found, let tailStart, tailStart.withUnsafeBytes({ compareBytes(cursor.key, $0) }) >= 0 { found = false }
         if !found { exhausted = true; return false }
         let chunk = try loadChunk(at: cursor)
         if prefixStillHeld {
             if chunk.reusable.isEmpty { heldPrefixEnd = chunk.key } else { prefixStillHeld = false }
         }
-        // Before the chunks loaded from the newest end: oldest first, as `allocateOne` takes them.
-        chunks.insert(chunk, at: chunks.count - tailCount)
+        chunks.append(chunk)  // oldest first, as `allocateOne` takes them
         lowHeapValid = false
         lastLoadedKey = chunk.key
         return true
