@@ -78,6 +78,9 @@ extension StoredValue {
             if type == URL.self, let v = value as? URL { self = .value(.url(v.absoluteString)); return }
             if type == Decimal.self, let v = value as? Decimal { self = .value(.decimal(v)); return }
             if let v = value as? JSONValue { self = .value(StoredValue(v)); return }
+            // An NSString before the collections: it must not be taken for a collection of
+            // characters wherever the runtime would bridge it to one.
+            if let v = value as? String { self = .value(.string(v)); return }
             // Dictionaries and arrays before the casts to Foundation classes below: casting a
             // Swift dictionary or array to `NSNull` or `NSNumber` bridges it to Foundation, every
             // level at once and recursively, which overflows the stack on deep input before the
@@ -89,7 +92,6 @@ extension StoredValue {
             }
             if value is NSNull { self = .value(.null); return }
             if let number = value as? NSNumber { self = .value(StoredValue.number(number)); return }
-            if let v = value as? String { self = .value(.string(v)); return }  // NSString
             // Enum cases and references given as themselves stand for their raw value and key.
             if let v = value as? any RawRepresentable { self = .wrapped(v.rawValue); return }
             if let v = value as? any ReferenceValue { self = .wrapped(v.keyAny); return }
