@@ -11,9 +11,11 @@ enum Distinct {
         var seen = Set<[AnyHashable]>()
         var unhashable: [[Any]] = []  // one representative per group, when some value is not Hashable
         var kept: [Int] = []
+        // Decided once per key path, from its value type, not by casting every value.
+        let byEncoding = keyPaths.map { !holdsDecimal(type(of: $0).valueType) }
         for (i, object) in objects.enumerated() {
             let values = keyPaths.map { object[keyPath: $0] }
-            if let signature = hashableSignature(values) {
+            if let signature = hashableSignature(values, byEncoding: byEncoding) {
                 if seen.insert(signature).inserted { kept.append(i) }
             } else if !unhashable.contains(where: { equal($0, values) }) {
                 unhashable.append(values)
@@ -23,11 +25,11 @@ enum Distinct {
         return kept
     }
 
-    private static func hashableSignature(_ values: [Any]) -> [AnyHashable]? {
+    private static func hashableSignature(_ values: [Any], byEncoding: [Bool]) -> [AnyHashable]? {
         var signature: [AnyHashable] = []
-        for value in values {
+        for (value, byEncoding) in zip(values, byEncoding) {
             var bytes: [UInt8] = []
-            if !isDecimal(value), KeyEncoding.append(value, to: &bytes) {
+            if byEncoding, KeyEncoding.append(value, to: &bytes) {
                 signature.append(AnyHashable(bytes))
             } else if let hashable = value as? any Hashable {
                 signature.append(AnyHashable(hashable))
@@ -38,12 +40,14 @@ enum Distinct {
         return signature
     }
 
-    /// Whether `value` is a `Decimal`, or an optional of one that is not nil (nil has an exact key).
-    private static func isDecimal(_ value: Any) -> Bool {
-        if value is Decimal { return true }
-        if let optional = value as? any OptionalValue, let wrapped = optional.wrappedAny { return isDecimal(wrapped) }
-        return false
+    /// Whether values of `type` are `Decimal`s or optionals of them.
+    private static func holdsDecimal(_ type: Any.Type) -> Bool {
+        if type == Decimal.self { return true }
+        guard let optional = type as? any OptionalValue.Type else { return false }
+        return holdsDecimal(wrappedType(optional))
     }
+
+    private static func wrappedType<O: OptionalValue>(_: O.Type) -> Any.Type { O.Wrapped.self }
 
     private static func equal(_ a: [Any], _ b: [Any]) -> Bool {
         zip(a, b).allSatisfy { x, y in
