@@ -513,16 +513,19 @@ final class HelperProcess {
         try await waitForExit()
     }
 
-    /// SIGKILL after `milliseconds`, timed on a Dispatch queue so that the moment does not depend
-    /// on when this test's task next gets a thread of the (possibly busy) shared pool; then wait
-    /// until it is reaped.
+    /// SIGKILL after `milliseconds`, timed on a thread of its own so that the moment does not
+    /// depend on when this test's task next gets a thread of the (possibly busy) shared pool; then
+    /// wait until it is reaped. Not on Dispatch's global queue: on Linux that is the same pool,
+    /// and long synchronous tests on both cores once kept it busy for a minute.
     func kill(afterMilliseconds milliseconds: Int) async throws {
         killed = true
         let target = process
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+        let timer = Thread {
+            usleep(useconds_t(max(0, milliseconds) * 1_000))
             // It only exits by itself on a failure; do not signal a pid that may be reused.
             if target.isRunning { _ = systemKill(target.processIdentifier, SIGKILL) }
         }
+        timer.start()
         try await waitForExit(timeout: Double(milliseconds) / 1000 + 60)
     }
 

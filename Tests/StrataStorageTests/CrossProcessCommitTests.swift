@@ -33,7 +33,7 @@ final class EventLog: @unchecked Sendable {
     }
 
     /// Waits (polling) until the events cover every version up to `version`; false after `seconds`.
-    func waitForCoverage(from start: UInt64, to version: UInt64, seconds: Double = 30) async throws -> Bool {
+    func waitForCoverage(from start: UInt64, to version: UInt64, seconds: Double = 120) async throws -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while covered(from: start) < version {
             if Date() > deadline { return false }

@@ -35,7 +35,7 @@ private func consume<Element: Sendable>(_ stream: AsyncStream<Element>) -> (Coll
 }
 
 /// Polls `condition` for up to `seconds`.
-private func eventually(seconds: Double = 30, _ condition: () -> Bool) async throws -> Bool {
+private func eventually(seconds: Double = 120, _ condition: () -> Bool) async throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while !condition() {
         if Date() > deadline { return false }

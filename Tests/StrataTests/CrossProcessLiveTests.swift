@@ -198,7 +198,7 @@ final class XProcChild {
 }
 
 /// Waits (polling) until `condition` holds; false after `seconds`.
-private func eventually(seconds: Double = 30, _ condition: () -> Bool) async throws -> Bool {
+private func eventually(seconds: Double = 120, _ condition: () -> Bool) async throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while !condition() {
         if Date() > deadline { return false }

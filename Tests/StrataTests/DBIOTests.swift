@@ -252,7 +252,7 @@ struct DBIOTests {
                 outsideCount.set((try? db.run(DBRead.count(Member.self))) ?? -1)
                 done.signal()
             }.start()
-            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(done.wait(timeout: .now() + 120) == .success)
             #expect(outsideCount.value == 3)
         }
         #expect(try version(db) == before + 1)
@@ -308,12 +308,12 @@ struct DBIOTests {
                 inside.signal()
                 // The guard: a read that wrongly waited for the writer lock is freed after 10 s,
                 // so a bug fails the time check below instead of hanging the suite.
-                _ = release.wait(timeout: .now() + 10)
+                _ = release.wait(timeout: .now() + 120)
             }
             finished.signal()
         }
         writer.start()
-        #expect(inside.wait(timeout: .now() + 10) == .success)
+        #expect(inside.wait(timeout: .now() + 120) == .success)
 
         let start = Date()
         let io = DBRead.object(Member.self, key: "w")
@@ -327,7 +327,7 @@ struct DBIOTests {
         #expect(count == 3)  // the last commit is
         #expect(holdsWriter == false)
         #expect(try db.snapshot().version >= committed)
-        #expect(finished.wait(timeout: .now() + 10) == .success)
+        #expect(finished.wait(timeout: .now() + 120) == .success)
         #expect(try db.run(DBRead.count(Member.self)) == 4)
     }
 
@@ -343,7 +343,7 @@ struct DBIOTests {
                         done.signal()
                     }
                     other.start()
-                    return done.wait(timeout: .now() + 10) == .success
+                    return done.wait(timeout: .now() + 120) == .success
                 }
             )
             .zip(DBRead.count(Member.self))

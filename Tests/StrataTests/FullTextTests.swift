@@ -422,12 +422,12 @@ struct FullTextTests {
             delivered.signal()
         }
         defer { token.invalidate() }
-        #expect(delivered.wait(timeout: .now() + 10) == .success)
+        #expect(delivered.wait(timeout: .now() + 120) == .success)
         #expect(latest.withLock { $0 } == before)
         try db.write { tx in try tx.insert(FTPost(id: 3, board: 0, created: date, body: String(repeating: "y ", count: m), title: nil)) }
         let after = db.objects(FTPost.self).search(\.body, "apple", ranked: true).keys
         #expect(after == before.reversed(), "k \(k) m \(m): \(before) then \(after)")
-        #expect(delivered.wait(timeout: .now() + 10) == .success)
+        #expect(delivered.wait(timeout: .now() + 120) == .success)
         #expect(latest.withLock { $0 } == after)
     }
 

@@ -61,7 +61,7 @@ private func track(_ read: @escaping () -> Void) -> Fired {
 /// Waits until `count()` reaches `target`: registers for `read` first, so that an update applied
 /// in between is not missed, then waits for the announcement unless the count is there.
 private func waitForUpdates(_ count: @escaping () -> Int, reaching target: Int, read: @escaping () -> Void) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(10)
+    let deadline = Date().addingTimeInterval(120)
     while true {
         let fired = track(read)
         if count() >= target { return true }
@@ -74,7 +74,7 @@ private func waitForUpdates(_ count: @escaping () -> Int, reaching target: Int, 
     }
 }
 
-private func waitFor(_ fired: Fired, seconds: Double = 10) async throws -> Bool {
+private func waitFor(_ fired: Fired, seconds: Double = 120) async throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while fired.state.count == 0 {
         if Date() > deadline { return false }
@@ -96,7 +96,7 @@ private func waitFor(_ fired: Fired, seconds: Double = 10) async throws -> Bool 
         try await db.write { tx in for i in 0..<20 { try tx.insert(Self.item(i, score: Double(i))) } }
         try await Self.followUpdates(db)
         // Released (followUpdates kept the only reference): observation ends.
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(120)
         while db.observers.count > 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
         #expect(db.observers.count == 0)
     }
@@ -167,7 +167,7 @@ private func waitFor(_ fired: Fired, seconds: Double = 10) async throws -> Bool 
             try await db.write { tx in _ = try tx.update(Item.self, key: round % 50) { $0.score = Double(100 + round) } }
         }
         let last = db.store.latestVersion
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(120)
         while (await worker.sync(), live.results.version).1 != last && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
         #expect(live.results.version == last)
         // The results' snapshot, and the commit watcher's (this is a file other processes can write).

@@ -14,7 +14,7 @@ final class Inbox<T>: @unchecked Sendable {
 
     /// Waits (polling) until `condition` holds for the items, or `seconds` pass.
     @discardableResult
-    func wait(seconds: Double = 10, until condition: ([T]) -> Bool) -> Bool {
+    func wait(seconds: Double = 120, until condition: ([T]) -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if condition(all) { return true }
@@ -306,7 +306,7 @@ struct LiveResultsTests {
                 }
                 if isFirst { got.signal() }
             }
-            #expect(got.wait(timeout: .now() + 5) == .success)
+            #expect(got.wait(timeout: .now() + 120) == .success)
             if first.withLock({ $0 }) != true { wrongFirst += 1 }
             token.invalidate()
         }

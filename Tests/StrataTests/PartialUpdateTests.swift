@@ -637,7 +637,7 @@ struct PartialUpdateTests {
             }
         }
         defer { token.invalidate() }
-        let initial = try #require(deliveries.next(timeout: 10))
+        let initial = try #require(deliveries.next(timeout: 120))
         #expect(initial.initial && initial.names == ["Ana", "Ben", "Cid", "Dora"])
 
         let before = try version(db)
@@ -662,7 +662,7 @@ struct PartialUpdateTests {
         #expect(try version(db) == before + 1, "one commit for the batch")
         #expect(try db.object(PUCounter.self, key: 10)?.count == 1)
 
-        let update = try #require(deliveries.next(timeout: 10))
+        let update = try #require(deliveries.next(timeout: 120))
         #expect(!update.initial)
         #expect(update.names == ["Ana", "Ben", "Cid", "Eva"])
         #expect(update.deletions == [3])  // Dora, in the old results
@@ -674,7 +674,7 @@ struct PartialUpdateTests {
         #expect(idle.unchanged == 1)
         #expect(try version(db) == before + 1)
         try db.write { tx in try tx.update(PUPerson.self, key: "u3", json: json(#"{"nickname": "c"}"#)) }
-        let next = try #require(deliveries.next(timeout: 10))
+        let next = try #require(deliveries.next(timeout: 120))
         #expect(next.modifications == [2], "the next delivery is the later commit, not the idle batch")
     }
 
