@@ -73,6 +73,42 @@ struct QueryEdgeTests {
         #expect(inWrite == [1, 2, 3, 4])
     }
 
+    /// A descending index walk holds back each run of equal values to visit it in key order: runs
+    /// of hundreds of entries with long keys (past the run's first buffers), a run cut by the limit
+    /// or the offset, and runs of one, against `SortDescriptor.compare` with ties in key order.
+    @Test func longRunsOfTiesInADescendingWalk() throws {
+        struct Tied: Model, Equatable {
+            static let indexes: [PartialKeyPath<Tied> & Sendable] = [\.n]
+            var id: String
+            var n: Int
+        }
+        var rng = SeededRandom(seed: 20261202)
+        var objects: [Tied] = []
+        for i in 0..<700 {
+            let length = 1 + Int(rng.next() % 120)
+            let id = String((0..<length).map { _ in Character(Unicode.Scalar(UInt8(97 + rng.next() % 26))) }) + "\(i)"
+            // Mostly three big runs; every tenth object alone in its value.
+            objects.append(Tied(id: id, n: i % 10 == 0 ? 1_000 + i : Int(rng.next() % 3)))
+        }
+        let db = try Database.inMemory(models: [Tied.self])
+        try db.write { tx in try tx.insert(contentsOf: objects) }
+        let descriptor = SortDescriptor(\Tied.n, order: .reverse)
+        // ASCII ids: key order is String order.
+        let expected = objects.sorted { a, b in
+            let c = descriptor.compare(a, b)
+            return c == .orderedSame ? a.id < b.id : c == .orderedAscending
+        }.map(\.id)
+        let results = db.objects(Tied.self).sorted(by: descriptor)
+        #expect(results.explain().contains("descending"))
+        #expect(results.keys == expected, "seed 20261202")
+        #expect(results.map(\.id) == expected)
+        for (offset, limit) in [(0, 1), (0, 150), (3, 200), (250, 10), (0, 699), (690, 50)] {
+            let window = Array(expected.dropFirst(offset).prefix(limit))
+            #expect(results.offset(offset).prefix(limit).keys == window, "offset \(offset), limit \(limit)")
+            #expect(results.offset(offset).prefix(limit).map(\.id) == window, "offset \(offset), limit \(limit)")
+        }
+    }
+
     @Test func nanSortsAboveEveryNumberOnEveryPlan() throws {
         let values: [Double] = [.nan, 1, -.infinity, .infinity, -0.0, 0.0, .nan, -1]
         let objects = values.enumerated().map { Edge(id: $0.offset, n: 0, d: $0.element, e: $0.element, s: "x") }

@@ -186,6 +186,7 @@ enum QueryEngine {
             return
         }
         var run = EqualValueRun()
+        defer { run.release() }
         try Planner.scan(index, walk.range, reverse: true) { key, value in
             let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: false)
             let valueBytes = UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKey.count)])
@@ -197,43 +198,80 @@ enum QueryEngine {
     }
 
     /// The run of index entries with one value that a descending walk holds back to visit in
-    /// ascending key order. Its keys and value live in reused buffers: no allocation per entry.
-    /// A struct with methods, not a nested function capturing locals: captured locals are
-    /// checked for exclusive access at run time, several checks per entry.
+    /// ascending key order. The value and the keys live back to back in memory the run owns, grown
+    /// by doubling and freed by `release`: adding an entry is a length check and a copy. (Arrays
+    /// cost a uniqueness check, a generic append and a `removeAll` per entry, ten times the step
+    /// of the cursor; most runs hold one entry.) A struct with methods, not a nested function
+    /// capturing locals: captured locals are checked for exclusive access at run time.
     private struct EqualValueRun {
-        private var keys: [UInt8] = []
-        private var ends: [Int] = []
-        private var value: [UInt8] = []
+        /// The run's value, then each primary key.
+        private var bytes: UnsafeMutableRawPointer
+        private var byteCapacity = 256
+        private var used = 0
+        private var valueCount = 0
+        /// Where each primary key ends in `bytes`.
+        private var ends: UnsafeMutablePointer<Int>
+        private var endCapacity = 16
+        private var count = 0
+
+        init() {
+            bytes = .allocate(byteCount: byteCapacity, alignment: 8)
+            ends = .allocate(capacity: endCapacity)
+        }
+
+        func release() {
+            bytes.deallocate()
+            ends.deallocate()
+        }
 
         /// Whether `valueBytes` belongs to this run (an empty run holds any value).
         func holds(_ valueBytes: UnsafeRawBufferPointer) -> Bool {
-            ends.isEmpty || value.withUnsafeBytes { sameBytes($0, valueBytes) }
+            count == 0 || QueryEngine.sameBytes(UnsafeRawBufferPointer(start: bytes, count: valueCount), valueBytes)
         }
 
         mutating func add(_ primaryKey: UnsafeRawBufferPointer, value valueBytes: UnsafeRawBufferPointer) {
-            if ends.isEmpty {
-                value.removeAll(keepingCapacity: true)
-                value.append(contentsOf: valueBytes)
+            if count == 0 {
+                used = 0
+                append(valueBytes)
+                valueCount = used
             }
-            keys.append(contentsOf: primaryKey)
-            ends.append(keys.count)
+            append(primaryKey)
+            if count == endCapacity {
+                let grown = UnsafeMutablePointer<Int>.allocate(capacity: endCapacity * 2)
+                grown.moveInitialize(from: ends, count: count)
+                ends.deallocate()
+                ends = grown
+                endCapacity *= 2
+            }
+            ends[count] = used
+            count += 1
+        }
+
+        private mutating func append(_ source: UnsafeRawBufferPointer) {
+            if used + source.count > byteCapacity {
+                var capacity = byteCapacity * 2
+                while capacity < used + source.count { capacity *= 2 }
+                let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+                grown.copyMemory(from: bytes, byteCount: used)
+                bytes.deallocate()
+                bytes = grown
+                byteCapacity = capacity
+            }
+            if let from = source.baseAddress, source.count > 0 { (bytes + used).copyMemory(from: from, byteCount: source.count) }
+            used += source.count
         }
 
         /// Visits the run's keys in ascending order and empties it; false when `visit` stopped.
         mutating func flushReversed(_ visit: (UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
-            defer {
-                keys.removeAll(keepingCapacity: true)
-                ends.removeAll(keepingCapacity: true)
+            let n = count
+            count = 0
+            var i = n - 1
+            while i >= 0 {
+                let start = i == 0 ? valueCount : ends[i - 1]
+                if try !visit(UnsafeRawBufferPointer(start: bytes + start, count: ends[i] - start)) { return false }
+                i -= 1
             }
-            return try keys.withUnsafeBytes { all in
-                var i = ends.count - 1
-                while i >= 0 {
-                    let start = i == 0 ? 0 : ends[i - 1]
-                    if try !visit(UnsafeRawBufferPointer(rebasing: all[start..<ends[i]])) { return false }
-                    i -= 1
-                }
-                return true
-            }
+            return true
         }
     }
 
