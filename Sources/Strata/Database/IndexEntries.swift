@@ -22,14 +22,14 @@ final class IndexEntryPlan: Sendable {
 
     init(index: IndexSchema, schema: ObjectSchema) {
         self.index = index
-        textField = index.isFullText && !index.path.contains(".") ? schema.field(named: index.path)?.id : nil
+        textField = index.isFullText && !index.path.isNestedPath ? schema.field(named: index.path)?.id : nil
         guard index.kind == nil else {
             direct = nil
             return
         }
         var fields: [(id: Int, type: FieldType, collation: StringCollation?)] = []
         for path in index.paths {
-            guard !path.contains("."), let field = schema.field(named: path) else { break }
+            guard !path.isNestedPath, let field = schema.field(named: path) else { break }
             if case .array = field.type.unwrapped { break }
             fields.append((field.id, field.type, field.type.unwrapped == .string ? index.collation : nil))
         }

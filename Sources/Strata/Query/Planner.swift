@@ -210,7 +210,7 @@ enum Planner {
             return false
         }
         guard let type = info.type(atPath: path) else { return false }
-        if path.contains(".") { return false }
+        if path.isNestedPath { return false }
         switch type.unwrapped {
         case .int, .bool, .string, .uuid, .double, .float, .date: return true
         case .enumeration(let raw):
@@ -373,6 +373,11 @@ enum Planner {
 
     /// Whether a predicate constant is a floating-point or date NaN.
     static func isNaN(_ value: Any) -> Bool {
+        // The common constants told apart by their dynamic type first: the protocol cast below
+        // looks a conformance up, and the three casts after it cost as much again.
+        let dynamicType = type(of: value)
+        if dynamicType == Double.self, let v = value as? Double { return v.isNaN }
+        if KeyEncoding.isCommonPlainType(dynamicType) { return false }
         var value = value
         if let optional = value as? any OptionalValue {
             guard let wrapped = optional.wrappedAny else { return false }

@@ -493,7 +493,7 @@ enum QueryEngine {
     /// when the query needs no decoding (no predicate, or an exact one) and the field is stored.
     static func fieldValues<M: Model, V, S: TreeSource>(_ keyPath: KeyPath<M, V>, query: Query<M>, info: ModelInfo<M>, source: S) throws -> [V]? {
         guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil, query.ranking == nil,
-            let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.contains("."),
+            let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.isNestedPath,
             let field = info.stored.object.field(named: path),
             let records = try source.tree(named: info.recordTree)
         else { return nil }

@@ -36,7 +36,7 @@ struct RecordFilter: Sendable {
             guard let inner = compile(c, schema: schema) else { return nil }
             return { try !inner($0) }
         case let .isNil(path, isNil):
-            guard let field = schema.field(named: path), !path.contains("."), field.type.isOptional else { return nil }
+            guard let field = schema.field(named: path), !path.isNestedPath, field.type.isOptional else { return nil }
             let id = field.id
             return { record in
                 let stored = try RecordField.find(id, in: record)
@@ -44,7 +44,7 @@ struct RecordFilter: Sendable {
                 return isNil ? !present : present
             }
         case let .compare(path, op, value):
-            guard !path.contains("."), let field = schema.field(named: path) else { return nil }
+            guard !path.isNestedPath, let field = schema.field(named: path) else { return nil }
             let optional = field.type.isOptional
             if optional && op != .eq && op != .ne { return nil }
             var constant: Any? = value
@@ -68,7 +68,7 @@ struct RecordFilter: Sendable {
                 return try compare(bytes)
             }
         case let .inList(path, values):
-            guard !path.contains("."), let field = schema.field(named: path), !field.type.isOptional else { return nil }
+            guard !path.isNestedPath, let field = schema.field(named: path), !field.type.isOptional else { return nil }
             var tests: [@Sendable (UnsafeRawBufferPointer) throws -> Bool] = []
             for value in values {
                 guard let test = comparator(field.type, .eq, value) else { return nil }
@@ -82,21 +82,21 @@ struct RecordFilter: Sendable {
                 return false
             }
         case let .startsWith(path, prefix):
-            guard !path.contains("."), let field = schema.field(named: path), field.type == .string else { return nil }
+            guard !path.isNestedPath, let field = schema.field(named: path), field.type == .string else { return nil }
             let id = field.id
             return { record in
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
                 return PredicateSemantics.startsWith(String(decoding: bytes, as: UTF8.self), prefix)
             }
         case let .contains(path, substring):
-            guard !path.contains("."), let field = schema.field(named: path), field.type == .string else { return nil }
+            guard !path.isNestedPath, let field = schema.field(named: path), field.type == .string else { return nil }
             let id = field.id
             return { record in
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
                 return PredicateSemantics.contains(String(decoding: bytes, as: UTF8.self), substring)
             }
         case let .textSearch(path, search):
-            guard !path.contains("."), let field = schema.field(named: path), field.type.unwrapped == .string else { return nil }
+            guard !path.isNestedPath, let field = schema.field(named: path), field.type.unwrapped == .string else { return nil }
             let id = field.id
             return { record in
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }

@@ -60,6 +60,8 @@ struct ResultOrder<M: Model> {
     /// can begin with 0x00 too (an empty string, Int.min, -infinity), so it cannot be walked for
     /// such a sort.
     static func reachesThroughOptional(_ path: String, info: ModelInfo<M>) -> Bool {
+        // (A top-level field, the common case, without splitting by Character.)
+        guard path.isNestedPath else { return false }
         let parts = path.split(separator: ".")
         guard parts.count > 1, let leaf = info.type(atPath: path), !leaf.isOptional else { return false }
         var prefix = ""
