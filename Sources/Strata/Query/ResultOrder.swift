@@ -26,6 +26,7 @@ struct ResultOrder<M: Model> {
     }
 
     init(_ descriptors: [SortDescriptor<M>], collation: StringCollation?, info: ModelInfo<M>) {
+        var allEncoded = true
         parts = descriptors.map { descriptor in
             if let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
                 let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation)
@@ -34,8 +35,10 @@ struct ResultOrder<M: Model> {
                     keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
                     collation: type.unwrapped == .string ? collation : nil, tagged: ResultOrder.reachesThroughOptional(path, info: info))
             }
+            allEncoded = false
             return .compared(descriptor)
         }
+        isEncoded = allEncoded
     }
 
     /// Whether the key encoding of a stored type orders as `Comparable` does (with NaN above every
@@ -73,10 +76,10 @@ struct ResultOrder<M: Model> {
     }
 
     /// Whether every descriptor compares encodings: then `sortKey` alone decides the order (before
-    /// the primary key), and an index on the field walks in this order.
-    var isEncoded: Bool {
-        parts.allSatisfy { if case .encoded = $0 { return true } else { return false } }
-    }
+    /// the primary key), and an index on the field walks in this order. Decided once, in `init`:
+    /// a walk over `parts` is generic code over the model, compiled unspecialized, and cost as much
+    /// as building them.
+    let isEncoded: Bool
 
     /// The concatenated encodings of the encoded descriptors' values (each prefix-free, so
     /// comparing the concatenations compares them one by one).
