@@ -402,34 +402,24 @@ func strataTestHelperPath() throws -> String {
 /// A running helper process with pipes on its standard streams. Waiting is done with
 /// `Task.sleep`, so a test waiting on a helper does not hold a thread of the shared pool.
 final class HelperProcess {
-    let process = Process()
+    /// Spawned and reaped without Foundation's `Process`, whose death notice another test's child
+    /// can hold up (see SpawnedProcess.swift).
+    let process: SpawnedProcess
     let arguments: [String]
-    private let output = Pipe()
-    private let input = Pipe()
-    private let errors = Pipe()
     private var buffer: [UInt8] = []
     private var atEnd = false
     private var killed = false
 
     init(path: String, arguments: [String]) throws {
         self.arguments = arguments
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardInput = input
-        process.standardError = errors
-        try process.run()
+        process = try SpawnedProcess(executable: path, arguments: arguments)
     }
 
-    deinit {
-        if process.isRunning { _ = systemKill(pid, SIGKILL) }
-    }
-
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// The next line of its output; nil at the end. Throws after `timeout` seconds without one.
     func readLine(timeout: Double = 60) async throws -> String? {
-        let fd = output.fileHandleForReading.fileDescriptor
+        let fd = process.outputFD
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if let newline = buffer.firstIndex(of: 10) {
@@ -465,7 +455,7 @@ final class HelperProcess {
     /// Every line it printed that was not read yet; call once it has exited. Reads what the pipe
     /// holds without waiting for its end, which a descendant that inherited it could keep open.
     func remainingLines() throws -> [String] {
-        buffer.append(contentsOf: try HelperProcess.drain(output.fileHandleForReading.fileDescriptor))
+        buffer.append(contentsOf: try HelperProcess.drain(process.outputFD))
         atEnd = true
         var lines: [String] = []
         while let newline = buffer.firstIndex(of: 10) {
@@ -479,7 +469,7 @@ final class HelperProcess {
 
     /// What it wrote to standard error; call once it has exited.
     func errorOutput() -> String {
-        String(decoding: (try? HelperProcess.drain(errors.fileHandleForReading.fileDescriptor)) ?? [], as: UTF8.self)
+        String(decoding: (try? HelperProcess.drain(process.errorFD)) ?? [], as: UTF8.self)
     }
 
     /// The bytes a pipe holds now.
@@ -503,13 +493,22 @@ final class HelperProcess {
     }
 
     func send(_ line: String) {
-        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+        var bytes = Array((line + "\n").utf8)
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { write(process.inputFD, $0.baseAddress! + written, $0.count - written) }
+            if n > 0 {
+                written += n
+            } else if n < 0 && errno != EINTR {
+                return  // it has exited: what it reads no longer matters
+            }
+        }
     }
 
     /// SIGKILL, then wait until it is reaped (so that its pid no longer exists).
     func kill() async throws {
         killed = true
-        _ = systemKill(pid, SIGKILL)
+        process.send(SIGKILL)
         try await waitForExit()
     }
 
@@ -519,13 +518,8 @@ final class HelperProcess {
     /// and long synchronous tests on both cores once kept it busy for a minute.
     func kill(afterMilliseconds milliseconds: Int) async throws {
         killed = true
-        let target = process
-        let timer = Thread {
-            usleep(useconds_t(max(0, milliseconds) * 1_000))
-            // It only exits by itself on a failure; do not signal a pid that may be reused.
-            if target.isRunning { _ = systemKill(target.processIdentifier, SIGKILL) }
-        }
-        timer.start()
+        // (It only exits by itself on a failure; a reaped pid, which may be reused, is not signalled.)
+        process.kill(afterMicroseconds: max(0, milliseconds) * 1_000)
         try await waitForExit(timeout: Double(milliseconds) / 1000 + 60)
     }
 
@@ -535,34 +529,32 @@ final class HelperProcess {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning {
             if Date() > deadline {
-                _ = systemKill(pid, SIGKILL)
+                process.send(SIGKILL)
                 throw HelperProcessError(description: "helper \(arguments) did not exit within \(timeout) s")
             }
             try await Task.sleep(for: .milliseconds(2))
         }
-        return process.terminationStatus
+        return process.exitCode ?? process.terminatingSignal ?? -1
     }
 
     /// Whether it died of our SIGKILL (rather than exiting by itself first).
     var wasKilled: Bool {
-        killed && process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+        killed && process.terminatingSignal == SIGKILL
     }
 
     /// Whether it exited normally with status 0.
     var succeeded: Bool {
-        !process.isRunning && process.terminationReason == .exit && process.terminationStatus == 0
+        process.exitCode == 0
     }
 
     /// How it ended, for messages.
     var status: String {
-        process.isRunning ? "running" : "\(process.terminationReason == .exit ? "exit" : "signal") \(process.terminationStatus)"
+        process.statusDescription
     }
 }
 
 #if canImport(Glibc)
 private let systemRead = Glibc.read
-private let systemKill = Glibc.kill
 #elseif canImport(Darwin)
 private let systemRead = Darwin.read
-private let systemKill = Darwin.kill
 #endif

@@ -29,28 +29,19 @@ import StrataTestWorkloads
 /// A helper process whose output is read without blocking.
 private final class TortureChild {
     let writer: Int
-    let process = Process()
-    private let output = Pipe()
-    private let errors = Pipe()
+    let process: SpawnedProcess
     private var buffer: [UInt8] = []
     private(set) var lines: [String] = []
     private var killed = false
 
     init(writer: Int, arguments: [String]) throws {
         self.writer = writer
-        process.executableURL = URL(fileURLWithPath: try XProcChild.helperPath())
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try SpawnedProcess(executable: try XProcChild.helperPath(), arguments: arguments)
     }
-
-    deinit { if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) } }
 
     /// Reads what the pipe holds now into `lines`.
     func pump() {
-        let fd = output.fileHandleForReading.fileDescriptor
+        let fd = process.outputFD
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -67,25 +58,18 @@ private final class TortureChild {
 
     func kill() {
         killed = true
-        if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) }
+        process.send(SIGKILL)
     }
 
     func kill(afterMicroseconds delay: Int) {
         killed = true
-        let process = self.process
-        // Timed on a thread of its own: Dispatch's global queue is the pool that runs the tests'
-        // tasks on Linux, and long synchronous tests on both cores once kept it busy for a minute.
-        let timer = Thread {
-            usleep(useconds_t(max(0, delay)))
-            if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) }
-        }
-        timer.start()
+        process.kill(afterMicroseconds: delay)
     }
 
-    var wasKilled: Bool { killed && process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL }
-    var status: String { process.isRunning ? "running" : "\(process.terminationReason == .exit ? "exit" : "signal") \(process.terminationStatus)" }
+    var wasKilled: Bool { killed && process.terminatingSignal == SIGKILL }
+    var status: String { process.statusDescription }
     var errorText: String {
-        let fd = errors.fileHandleForReading.fileDescriptor
+        let fd = process.errorFD
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&p, 1, 0) > 0 else { return "" }
         var chunk = [UInt8](repeating: 0, count: 65_536)
