@@ -251,4 +251,23 @@ struct CloseTests {
         defer { reopened.close() }
         #expect(try reopened.objects(CLNote.self).fetch().map(\.id) == [1, 2, 3, 5])
     }
+
+    /// Results kept from before the close hold the newest commit's shared snapshot; reads begun
+    /// after the close must not be handed that snapshot (they answered as if still open).
+    @Test func readsAfterCloseThrowWhileEarlierResultsAreKept() async throws {
+        let path = databasePath()
+        let db = try openWithNotes(path)
+        let kept = db.objects(CLNote.self)
+        db.close()
+        #expect(kept.map(\.id) == [1, 2, 3])  // taken before the close: still readable
+        #expect(throws: StrataError.databaseClosed) { try db.object(CLNote.self, key: 1) }
+        #expect(throws: StrataError.databaseClosed) { try db.snapshot() }
+        #expect(throws: StrataError.databaseClosed) { try db.read { $0.objects(CLNote.self).count } }
+        #expect(throws: StrataError.databaseClosed) { try db.run(DBRead.count(CLNote.self)) }
+        await #expect(throws: StrataError.databaseClosed) { try await db.read { $0.objects(CLNote.self).count } }
+        let after = db.objects(CLNote.self)
+        #expect(after.isEmpty)
+        #expect(after.error == .databaseClosed)
+        withExtendedLifetime(kept) {}
+    }
 }

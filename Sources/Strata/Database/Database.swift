@@ -271,6 +271,9 @@ public final class Database: Sendable {
     /// assert(snapshot.objects(Person.self).count == before)   // the snapshot still sees its commit
     /// ```
     public func snapshot() throws -> Snapshot {
+        // A closed handle begins no read, even while results taken before the close keep the newest
+        // commit's shared snapshot alive: handing that out again would answer reads after close().
+        if store.isClosed { throw StrataError.databaseClosed }
         let latest = store.latestVersion
         // (Never an overtaken one: a read-only store's newest commit can be unreadable for a moment
         // while another process writes its meta page, and `latest` then falls back to the last seen.)
