@@ -795,3 +795,49 @@ struct NewcomerChatLiveTests {
         await MainActor.run { live.stop() }
     }
 }
+
+// MARK: - Errors name the field where it is
+
+struct NALine: Codable, Sendable, Equatable {
+    var name: String
+    var price: Decimal
+    var presence: NAPresence?
+}
+
+struct NAOrder: Model {
+    var id: Int
+    var lines: [NALine]
+}
+
+struct NAMoodBoard: Model {
+    var id: Int
+    var moods: [NAMood]
+}
+
+struct NewcomerErrorPathTests {
+    /// An element's index follows its collection in an error's field path, as partial updates
+    /// write it (`lines[1].price`); the record coders and the schema probe wrote `lines.[1].price`.
+    @Test func errorsNameElementsAsPartialUpdatesDo() throws {
+        let db = try Database.inMemory(models: [NAOrder.self])
+        let order = NAOrder(id: 1, lines: [NALine(name: "a", price: 1, presence: nil), NALine(name: "b", price: .nan, presence: nil)])
+        #expect {
+            try db.write { tx in try tx.insert(order) }
+        } throws: { error in
+            guard case StrataError.typeMismatch(_, let field, _) = error else { return false }
+            return field == "lines[1].price"
+        }
+        try db.write { tx in try tx.insert(NAOrder(id: 2, lines: [NALine(name: "a", price: 1, presence: .away)])) }
+        #expect {
+            try db.write { tx in try tx.update(NAOrder.self, key: 2, json: Data(#"{"lines": [{"name": "n", "price": 2, "presence": 9}]}"#.utf8)) }
+        } throws: { error in
+            guard case StrataError.typeMismatch(_, let field, _) = error else { return false }
+            return field == "lines[0].presence"
+        }
+        #expect {
+            _ = try Database.inMemory(models: [NAMoodBoard.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(_, let field, _) = error else { return false }
+            return field == "moods[]"
+        }
+    }
+}

@@ -39,13 +39,13 @@ enum RecordDecoding {
             if fieldType.unwrapped != kind { throw context.mismatch("stored as \(fieldType), read as \(T.self)") }
         }
         func fixed(_ count: Int) throws -> UInt64 {
-            try fixedWidthValue(bytes, count: count, place: "\(context.model).\(context.path.joined(separator: "."))")
+            try fixedWidthValue(bytes, count: count, place: "\(context.model).\(context.text)")
         }
         func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> T {
             guard case .int(_, let signed) = fieldType.unwrapped else { throw context.mismatch("stored as \(fieldType), read as \(I.self)") }
             var reader = ByteReader(bytes)
             let raw = try reader.varint()
-            if !reader.isAtEnd { throw StrataError.corruptRecord("\(context.model).\(context.path.joined(separator: ".")): integer has trailing bytes") }
+            if !reader.isAtEnd { throw StrataError.corruptRecord("\(context.model).\(context.text): integer has trailing bytes") }
             let result: I? = signed ? I(exactly: unzigzag(raw)) : I(exactly: raw)
             guard let result else { throw context.mismatch("stored value does not fit \(I.self)") }
             return unsafeBitCast(result, to: T.self)

@@ -118,6 +118,15 @@ extension Set: UnorderedCollection {}
 
 /// Where a value sits, for error messages. Cheap to extend by one key (no allocation for a
 /// model's own fields): the path is only assembled when an error is built.
+/// A field path as errors name it: fields joined by dots, an element's index (or `[]`, `[key]`)
+/// right after its collection: `parts[0].level`, as partial updates name it, not `parts.[0].level`.
+func dottedPath(_ parts: [String]) -> String {
+    parts.reduce(into: "") { text, part in
+        if !text.isEmpty && !part.hasPrefix("[") { text += "." }
+        text += part
+    }
+}
+
 struct EncodingContext {
     let model: String
     private let parent: [String]
@@ -139,8 +148,11 @@ struct EncodingContext {
 
     func appending(_ key: String) -> EncodingContext { EncodingContext(model: model, parent: path, leaf: key) }
 
+    /// The path as errors name it (`dottedPath`).
+    var text: String { dottedPath(path) }
+
     func mismatch(_ reason: String) -> StrataError {
-        .typeMismatch(model: model, field: path.isEmpty ? "(model)" : path.joined(separator: "."), reason: reason)
+        .typeMismatch(model: model, field: path.isEmpty ? "(model)" : text, reason: reason)
     }
 }
 

@@ -47,7 +47,7 @@ final class ProbeState {
     init(modelName: String) { self.modelName = modelName }
 
     func fail(_ path: [String], _ reason: String) -> ProbeFailure {
-        ProbeFailure(error: .unsupportedType(model: modelName, field: path.isEmpty ? "(model)" : path.joined(separator: "."), reason: reason))
+        ProbeFailure(error: .unsupportedType(model: modelName, field: path.isEmpty ? "(model)" : dottedPath(path), reason: reason))
     }
 
     /// The field type of `T` and a placeholder instance of it.
