@@ -841,3 +841,32 @@ struct NewcomerErrorPathTests {
         }
     }
 }
+
+// MARK: - Automatic keys at the end of their type
+
+struct NANoteU32: Model {
+    var id: UInt32?
+    var text: String
+}
+
+struct NANoteU64: Model {
+    var id: UInt64?
+    var text: String
+}
+
+struct NewcomerAutoKeyTests {
+    /// An unsigned optional id is an automatic key like `Int?`: the first insert of nil failed with
+    /// "1 does not fit UInt64", the key being written into the field as a signed Int64.
+    @Test func unsignedAutomaticKeys() throws {
+        let db = try Database.inMemory(models: [NANoteU64.self, NANoteU32.self])
+        let first = try db.write { tx in
+            (try tx.insert(NANoteU64(id: nil, text: "a")), try tx.insert(NANoteU64(id: nil, text: "b")), try tx.upsert(NANoteU32(id: nil, text: "c")))
+        }
+        #expect(first.0.id == 1 && first.1.id == 2 && first.2.id == 1)
+        let sync = try db.write { tx in try tx.upsert(NANoteU64.self, key: nil, json: Data(#"{"text": "d"}"#.utf8)).object }
+        #expect(sync.id == 3)
+        #expect(try db.run(DBWrite.insert(NANoteU64(id: nil, text: "e"))).id == 4)
+        #expect(db.objects(NANoteU64.self).map(\.text) == ["a", "b", "d", "e"])
+        #expect(try db.object(NANoteU64.self, key: 3)?.text == "d")
+    }
+}

@@ -204,7 +204,11 @@ public final class Transaction {
             guard let field = info.stored.object.field(named: info.keyPath) else {
                 throw StrataError.unsupportedType(model: info.name, field: "id", reason: "auto-increment needs the id stored as a field")
             }
-            record = try RecordPatch.setting(field, to: next, in: record, model: info.name)
+            // An unsigned id (UInt?, UInt64?, UInt32?) takes the key as an unsigned value: the
+            // record encoder stores an Int64 only in a signed field ("1 does not fit UInt64").
+            let value: Any
+            if case .int(bits: _, signed: false) = field.type.unwrapped, next >= 0 { value = UInt64(next) } else { value = next }
+            record = try RecordPatch.setting(field, to: value, in: record, model: info.name)
             object = try record.withUnsafeBytes { try info.decode($0) }
         }
         let key = try info.keyBytes(object.id)
