@@ -844,8 +844,18 @@ struct NewcomerErrorPathTests {
 
 // MARK: - Automatic keys at the end of their type
 
+struct NANote32: Model {
+    var id: Int32?
+    var text: String
+}
+
 struct NANoteU32: Model {
     var id: UInt32?
+    var text: String
+}
+
+struct NANote8: Model {
+    var id: Int8?
     var text: String
 }
 
@@ -868,5 +878,36 @@ struct NewcomerAutoKeyTests {
         #expect(try db.run(DBWrite.insert(NANoteU64(id: nil, text: "e"))).id == 4)
         #expect(db.objects(NANoteU64.self).map(\.text) == ["a", "b", "d", "e"])
         #expect(try db.object(NANoteU64.self, key: 3)?.text == "d")
+    }
+
+    /// Past the largest key an `Int32?` or `UInt32?` holds, an automatic key says the keys ran
+    /// out (as `Int?` does), not that "a stored value does not fit"; and an `Int8?` id, which is
+    /// no automatic key, is not refused with a message that recommends "an optional integer".
+    @Test func automaticKeysRunOutWithAClearError() throws {
+        let db = try Database.inMemory(models: [NANote32.self, NANoteU32.self])
+        try db.write { tx in
+            try tx.insert(NANote32(id: Int32.max - 1, text: "a"))
+            try tx.insert(NANoteU32(id: UInt32.max - 1, text: "a"))
+        }
+        #expect(try db.write { tx in try tx.insert(NANote32(id: nil, text: "b")).id } == Int32.max)
+        #expect(try db.write { tx in try tx.insert(NANoteU32(id: nil, text: "b")).id } == UInt32.max)
+        for insert in [
+            { try db.write { tx in _ = try tx.insert(NANote32(id: nil, text: "c")) } },
+            { try db.write { tx in _ = try tx.insert(NANoteU32(id: nil, text: "c")) } },
+        ] as [() throws -> Void] {
+            #expect {
+                try insert()
+            } throws: { error in
+                guard case StrataError.invalidQuery(let reason) = error else { return false }
+                return reason.contains("auto-increment key space exhausted")
+            }
+        }
+        #expect(db.objects(NANote32.self).count == 2)
+        #expect {
+            _ = try Database.inMemory(models: [NANote8.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(_, "id", let reason) = error else { return false }
+            return reason.contains("Int32") && !reason.contains("an optional integer")
+        }
     }
 }

@@ -237,7 +237,7 @@ extension Model {
             throw StrataError.unsupportedType(
                 model: modelName, field: "id",
                 reason:
-                    "\(ID.self) cannot be a primary key (use an integer, an optional integer for automatic keys, String, UUID, Date, Data, Bool, Double or an enum with such a raw value)"
+                    "\(ID.self) cannot be a primary key (use an integer, an optional Int, Int64, Int32, UInt, UInt64 or UInt32 for automatic keys, String, UUID, Date, Data, Bool, Double or an enum with such a raw value)"
             )
         }
         var indexes: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []

@@ -528,15 +528,23 @@ public final class Transaction {
         // Keys of an optional integer id: 0x01, then 8 bytes (KeyEncoding).
         guard cursor.key.count == 9, cursor.key[0] == 1 else { return 1 }
         var reader = KeyReader(bytes: UnsafeRawBufferPointer(rebasing: cursor.key[1...]))
+        // The largest key the id type holds: past it the next key would not fit the field, and
+        // the insert must say the keys ran out, not that a stored value does not fit (Int32?).
+        let largest: Int64 =
+            M.ID.self == Optional<Int32>.self ? Int64(Int32.max) : M.ID.self == Optional<UInt32>.self ? Int64(UInt32.max) : Int64.max
+        func exhausted(_ last: String) -> StrataError {
+            .invalidQuery("auto-increment key space exhausted: the largest \(info.name) key is \(last), the largest \(M.ID.self) holds")
+        }
         let last: Int64
         if M.ID.self == Optional<UInt64>.self || M.ID.self == Optional<UInt>.self || M.ID.self == Optional<UInt32>.self {
-            guard let u = reader.uint(), u < UInt64(Int64.max) else { throw StrataError.invalidQuery("auto-increment key space exhausted") }
+            guard let u = reader.uint() else { return 1 }
+            guard u < UInt64(largest) else { throw exhausted("\(u)") }
             last = Int64(u)
         } else {
             guard let i = reader.int() else { return 1 }
             last = i
         }
-        guard last < Int64.max else { throw StrataError.invalidQuery("auto-increment key space exhausted") }
+        guard last < largest else { throw exhausted("\(last)") }
         return Swift.max(last + 1, 1)
     }
 }
