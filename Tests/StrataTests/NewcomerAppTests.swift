@@ -911,3 +911,40 @@ struct NewcomerAutoKeyTests {
         }
     }
 }
+
+// MARK: - distinct(by:) and NaN, as documented
+
+struct NAPoint: Codable, Sendable, Hashable {
+    var x: Double
+}
+
+struct NAReading: Model {
+    var id: Int
+    var value: Double
+    var optional: Double?
+    var series: [Double]
+    var point: NAPoint
+}
+
+struct NewcomerDistinctTests {
+    /// A NaN field is one group with every NaN and -0.0 groups with 0.0; an array or struct holding
+    /// a NaN is unequal to everything by its own `==`, so each is a group of its own (Queries.md).
+    @Test func distinctGroupsNaNFieldsButNotNaNInsideCollections() throws {
+        let nan = Double("nan")!
+        let db = try Database.inMemory(models: [NAReading.self])
+        try db.write { tx in
+            try tx.insert(contentsOf: [
+                NAReading(id: 1, value: nan, optional: nil, series: [nan], point: NAPoint(x: nan)),
+                NAReading(id: 2, value: nan, optional: nan, series: [nan], point: NAPoint(x: nan)),
+                NAReading(id: 3, value: -0.0, optional: nan, series: [-0.0], point: NAPoint(x: -0.0)),
+                NAReading(id: 4, value: 0.0, optional: 0.0, series: [0.0], point: NAPoint(x: 0.0)),
+            ])
+        }
+        let all = db.objects(NAReading.self)
+        #expect(all.distinct(by: \.value).map(\.id) == [1, 3])
+        #expect(all.distinct(by: \.optional).map(\.id) == [1, 2, 4])
+        #expect(all.distinct(by: \.series).map(\.id) == [1, 2, 3])
+        #expect(all.distinct(by: \.point).map(\.id) == [1, 2, 3])
+        #expect(all.distinct(by: \.point.x).map(\.id) == [1, 3])
+    }
+}

@@ -119,7 +119,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// offset plus a limit never overflows however large the counts a caller gives.
     private static func clamped(_ count: Int) -> Int { Swift.min(Swift.max(0, count), 1 << 60) }
 
-    /// Keeps the first object of each distinct combination of values at `keyPaths`.
+    /// Keeps the first object of each distinct combination of values at `keyPaths`, values being
+    /// equal by `==`, except that a NaN `Double`, `Float` or `Date` field (or optional one) is
+    /// one group with every NaN; an array or struct holding a NaN equals nothing, as its `==` says.
     ///
     /// ```swift
     /// let onePerAge = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).distinct(by: \.age)
