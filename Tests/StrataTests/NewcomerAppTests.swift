@@ -948,3 +948,56 @@ struct NewcomerDistinctTests {
         #expect(all.distinct(by: \.point.x).map(\.id) == [1, 3])
     }
 }
+
+// MARK: - What a migration message names
+
+enum NAHomesV1 {
+    struct Address: Codable, Sendable {
+        var city: String
+        var zip: String
+    }
+    struct Person: Model {
+        static let modelName = "NAHomesPerson"
+        var id: Int
+        var homes: [Address]
+        var byName: [String: Address]
+    }
+}
+
+enum NAHomesV2 {
+    struct Address: Codable, Sendable {
+        var city: String
+        var zip: Int
+        var street: String?
+    }
+    struct Person: Model {
+        static let modelName = "NAHomesPerson"
+        var id: Int
+        var homes: [Address]
+        var byName: [String: Address]
+    }
+}
+
+struct NewcomerMigrationMessageTests {
+    /// A changed field inside an array or dictionary of structs is named ("homes[].zip: type
+    /// changed from String to Int64"), not the whole field, which read "[Address] to [Address]".
+    @Test func migrationRequiredNamesTheFieldInsideACollection() throws {
+        let path = naTemporaryPath("homes")
+        defer { naRemove(path) }
+        do {
+            let db = try Database(path: path, models: [NAHomesV1.Person.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in
+                try tx.insert(NAHomesV1.Person(id: 1, homes: [.init(city: "a", zip: "1")], byName: ["x": .init(city: "b", zip: "2")]))
+            }
+            db.close()
+        }
+        #expect {
+            _ = try Database(path: path, models: [NAHomesV2.Person.self])
+        } throws: { error in
+            guard case StrataError.migrationRequired(let differences) = error else { return false }
+            return differences.contains { $0.hasPrefix("NAHomesPerson.homes[].zip: type changed from String to Int64") }
+                && differences.contains { $0.hasPrefix("NAHomesPerson.byName[key].zip: type changed from String to Int64") }
+                && !differences.contains { $0.contains("[Address] to [Address]") }
+        }
+    }
+}

@@ -398,7 +398,15 @@ func mergeSchemas(
                 try mergeSchemas(stored: a, current: b, model: model, prefix: prefix + field.name + ".", differences: &differences, migrating: migrating))
             type = field.type.isOptional ? .optional(nested) : nested
         } else if !compatible(stored: old.type, current: field.type) {
-            differences.append("\(fieldPath): type changed from \(old.type) to \(field.type)")
+            // Name the fields inside arrays and dictionaries of structs that changed: the whole
+            // types read alike ("[Address] to [Address]") and do not say what to migrate.
+            let inner = incompatibilities(stored: old.type, current: field.type, path: field.name)
+            if inner.isEmpty {
+                differences.append("\(fieldPath): type changed from \(old.type) to \(field.type)")
+            }
+            for (path, was, now) in inner {
+                differences.append("\(model).\(prefix)\(path): type changed from \(was) to \(now)")
+            }
             if migrating {
                 result.append(FieldSchema(name: field.name, id: try newID(for: field.name), type: field.type))
                 continue
@@ -412,6 +420,24 @@ func mergeSchemas(
         result.append(kept)
     }
     return ObjectSchema(typeName: current.typeName, fields: result)
+}
+
+/// The innermost fields whose stored type `current` cannot read, below a field at `path`, through
+/// optionals, arrays (`homes[].zip`), dictionaries (`scores[key]`) and nested structs: the paths
+/// and types a migration message names.
+func incompatibilities(stored: FieldType, current: FieldType, path: String) -> [(String, FieldType, FieldType)] {
+    if compatible(stored: stored, current: current) { return [] }
+    switch (stored, current) {
+    case (.optional(let a), .optional(let b)): return incompatibilities(stored: a, current: b, path: path)
+    case (.array(let a), .array(let b)): return incompatibilities(stored: a, current: b, path: path + "[]")
+    case (.dictionary(let a), .dictionary(let b)): return incompatibilities(stored: a, current: b, path: path + "[key]")
+    case (.object(let a), .object(let b)):
+        return a.liveFields.flatMap { old -> [(String, FieldType, FieldType)] in
+            guard let new = b.field(named: old.name) else { return [] }
+            return incompatibilities(stored: old.type, current: new.type, path: path + "." + old.name)
+        }
+    default: return [(path, stored, current)]
+    }
 }
 
 /// Whether records written as `stored` read correctly as `current`.
