@@ -116,8 +116,6 @@ enum RecordEncoding {
 protocol UnorderedCollection {}
 extension Set: UnorderedCollection {}
 
-/// Where a value sits, for error messages. Cheap to extend by one key (no allocation for a
-/// model's own fields): the path is only assembled when an error is built.
 /// A field path as errors name it: fields joined by dots, an element's index (or `[]`, `[key]`)
 /// right after its collection: `parts[0].level`, as partial updates name it, not `parts.[0].level`.
 func dottedPath(_ parts: [String]) -> String {
@@ -127,6 +125,8 @@ func dottedPath(_ parts: [String]) -> String {
     }
 }
 
+/// Where a value sits, for error messages. Cheap to extend by one key (no allocation for a
+/// model's own fields): the path is only assembled when an error is built.
 struct EncodingContext {
     let model: String
     private let parent: [String]
