@@ -49,6 +49,10 @@ final class CommitWatch: Sendable {
         var closed = false
         /// Everything up to `base` has been reported (or was this process's own).
         var base: Pin?
+        /// Set while the watcher runs without a base because every reader slot was in use when it
+        /// started: the newest commit then, after which nothing is accounted for. The watcher pins
+        /// a base at a later look and reports everything since as changed anywhere.
+        var unpinnedSince: UInt64?
         var queue: [Segment] = []
         /// The watcher is reporting `queue[0]`: it must not be changed meanwhile.
         var busy = false
@@ -86,9 +90,18 @@ final class CommitWatch: Sendable {
     func start(_ env: Environment) {
         let started = state.withLock { s -> Bool in
             if s.running || s.closed { return false }
-            guard let base = try? pin(latestIn: env) else { return false }
-            s.base = base
             s.queue = []
+            if let base = try? pin(latestIn: env) {
+                s.base = base
+                s.unpinnedSince = nil
+            } else {
+                // Every reader slot is in use. Not watching at all would lose other processes'
+                // commits for as long as this listener lives (a listener's arrival is the only
+                // thing that starts the watcher): watch without a base and pin one at a later
+                // look, once a slot is free (`adoptBase`).
+                s.base = nil
+                s.unpinnedSince = readers.latest
+            }
             s.running = true
             readers.addWatcher()
             readers.setPublishHook { [weak env] txnid in
@@ -142,6 +155,7 @@ final class CommitWatch: Sendable {
         if let base = s.base { readers.release(base.slot) }
         for segment in s.queue { readers.release(segment.end.slot) }
         s.base = nil
+        s.unpinnedSince = nil
         s.queue = []
         s.busy = false
     }
@@ -252,26 +266,53 @@ final class CommitWatch: Sendable {
         let signal = env.readers.commitSignal
         if watch.stopIfIdle(listeners: env.commitListeners) { return nil }
         if !watch.paused.load(ordering: .sequentiallyConsistent) {
-            watch.noteOtherCommits(env)
+            if let catchUp = watch.noteOtherCommits(env) {
+                env.commitListeners.notify { catchUp }
+                watch.counters.withLock { $0.events += 1 }
+            }
             watch.report(env)
         }
         return (env.readers.commitSignalAddress, signal)
     }
 
     /// Queues the commits published since the last segment: none of them is this process's (its
-    /// commits are queued before they are published, under the same lock).
-    private func noteOtherCommits(_ env: Environment) {
+    /// commits are queued before they are published, under the same lock). For a watcher that
+    /// started without a base, pins one instead and returns the event to report for the commits
+    /// it could not account for.
+    private func noteOtherCommits(_ env: Environment) -> CommitEvent? {
         state.withLock { s in
-            guard s.running, !s.closed, let base = s.base else { return }
+            guard s.running, !s.closed else { return nil }
+            guard let base = s.base else { return adoptBase(env, &s) }
             let last = s.queue.last?.end.txnid ?? base.txnid
-            if readers.latest <= last { return }
-            guard let end = try? pin(latestIn: env) else { return }  // every slot in use: next time
+            if readers.latest <= last { return nil }
+            guard let end = try? pin(latestIn: env) else { return nil }  // every slot in use: next time
             if end.txnid > last {
                 append(.other, end, &s)
             } else {
                 readers.release(end.slot)
             }
+            return nil
         }
+    }
+
+    /// Pins the base of a watcher that started while every reader slot was in use (nil while they
+    /// still are). The commits since `unpinnedSince` cannot be compared (that version's pages may
+    /// have been reused): they are reported as one event that changed every tree of the new base
+    /// anywhere, so listeners look again. A tree dropped meanwhile is not named (its name is gone
+    /// with the old version); this process's own commits in the span are reported once more,
+    /// harmlessly, as seen from outside.
+    private func adoptBase(_ env: Environment, _ s: inout State) -> CommitEvent? {
+        guard let since = s.unpinnedSince, let base = try? pin(latestIn: env) else { return nil }
+        s.base = base
+        s.unpinnedSince = nil
+        if base.txnid <= since { return nil }
+        var names: [String] = []
+        if let map = try? env.maps.ensure(bytes: Int(base.meta.pageCount) * pageSize) {
+            let pages = PageMap(base: map.base, pageSize: pageSize, limit: base.meta.pageCount, isWrite: false)
+            names = (try? listTrees(pages: pages, catalogRoot: base.meta.catalog.root)) ?? []
+        }
+        return CommitEvent(
+            txnid: base.txnid, changedTrees: Set(names), changedKeys: [:], previousVersion: since, isFromOtherProcess: true)
     }
 
     /// Reports the queued segments in order.

@@ -1,0 +1,310 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Strata
+@testable import StrataStorage
+
+// Concurrency hunt: snapshots of many ages read on many threads while a writer commits, deletes
+// and compacts; reader slots filled and released; commit watching across processes with every
+// slot held. Sizes come from environment variables with small defaults, so that the suite runs in
+// seconds on 2 cores:
+//   STRATA_HUNT_SEED (default 20261202), STRATA_HUNT_COMMITS (default 120),
+//   STRATA_HUNT_READERS (reader threads, default 3).
+
+private enum Knob {
+    static func int(_ name: String, _ fallback: Int) -> Int {
+        Int(ProcessInfo.processInfo.environment[name] ?? "") ?? fallback
+    }
+    static var seed: UInt64 { UInt64(int("STRATA_HUNT_SEED", 20_261_202)) }
+    static var commits: Int { int("STRATA_HUNT_COMMITS", 120) }
+    static var readers: Int { int("STRATA_HUNT_READERS", 3) }
+}
+
+/// A small seeded generator (SplitMix64), so that a failing seed replays.
+private struct ConcRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+/// Runs `body` on a thread of its own (not the pool Swift Testing and `DispatchQueue.global()`
+/// share on Linux) and waits up to `seconds` for it; false when it did not finish in time.
+private func onThread(seconds: Double = 120, _ body: @escaping @Sendable () -> Void) -> Bool {
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        body()
+        done.signal()
+    }
+    thread.start()
+    return done.wait(timeout: .now() + seconds) == .success
+}
+
+/// Polls `condition` on the calling thread for up to `seconds`.
+private func waitUntil(seconds: Double = 120, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() > deadline { return false }
+        usleep(2_000)
+    }
+    return true
+}
+
+private func huntPath(_ name: String = #function) -> String { databasePath(name) }
+
+private func removeDatabase(_ path: String) {
+    try? FileManager.default.removeItem(atPath: path)
+    try? FileManager.default.removeItem(atPath: path + "-lock")
+}
+
+/// The model of one version of the engine workload: key → value of tree "t".
+private typealias Version = [[UInt8]: [UInt8]]
+
+@Suite struct ConcurrencyHuntTests {
+    // MARK: Snapshots against a writer that deletes and compacts
+
+    /// Reader threads each keep a few snapshots of different ages and re-read them in full while a
+    /// writer puts, deletes, drops trees, compacts explicitly and leaves room for idle compaction
+    /// (a short `idleDelay`). Every snapshot must keep giving exactly its version's data, its
+    /// tree count must match, and every slot must be free at the end.
+    @Test func snapshotsOfEveryAgeKeepTheirVersionThroughCompaction() throws {
+        let seed = Knob.seed
+        let commits = Knob.commits
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 8, idleDelay: .milliseconds(5))
+        let store = try Store(path: path, options: options)
+
+        // Versions committed so far, by txnid (written by the writer thread, read by readers).
+        let versions = XProcLocked<[UInt64: Version]>([:])
+        let initial = try store.read { $0.txnid }
+        versions.withLock { $0[initial] = [:] }
+        let problems = XProcLocked<[String]>([])
+        @Sendable func problem(_ text: String) { problems.withLock { if $0.count < 10 { $0.append("seed \(seed): \(text)") } } }
+        let stop = Atomic<Bool>(false)
+
+        let readerCount = Knob.readers
+        let readersDone = DispatchGroup()
+        for r in 0..<readerCount {
+            readersDone.enter()
+            let thread = Thread {
+                defer { readersDone.leave() }
+                var rng = ConcRandom(seed: seed &+ UInt64(r) &* 7919)
+                var held: [ReadTransaction] = []
+                while !stop.load(ordering: .relaxed) {
+                    do {
+                        if held.count < 4 || rng.below(3) == 0 {
+                            held.append(try store.beginRead())
+                        }
+                        if held.count > 6 || (!held.isEmpty && rng.below(4) == 0) {
+                            held.remove(at: rng.below(held.count)).end()
+                        }
+                        for txn in held {
+                            // Compaction commits change no data: a snapshot reads the newest data
+                            // commit at or below its own id.
+                            guard let want = versions.withLock({ v in v.keys.filter { $0 <= txn.txnid }.max().flatMap { v[$0] } }) else {
+                                problem("snapshot \(txn.txnid) of no committed version")
+                                continue
+                            }
+                            var got: Version = [:]
+                            let tree = try txn.tree("t")
+                            try tree?.cursor().forEach { key, value in
+                                got[Array(key)] = Array(value)
+                                return true
+                            }
+                            if got != want {
+                                problem("snapshot \(txn.txnid) reads \(got.count) entries, its version has \(want.count) (or different values)")
+                            }
+                            if (tree?.count ?? 0) != want.count {
+                                problem("snapshot \(txn.txnid) counts \(tree?.count ?? 0), its version has \(want.count)")
+                            }
+                        }
+                    } catch {
+                        problem("reader \(r): \(error)")
+                    }
+                }
+                for txn in held { txn.end() }
+            }
+            thread.start()
+        }
+
+        let writer = onThread {
+            var rng = ConcRandom(seed: seed)
+            var model: Version = [:]
+            for n in 0..<commits {
+                do {
+                    let action = rng.below(20)
+                    if action == 0 {
+                        _ = try store.compact()
+                        continue
+                    }
+                    if action == 1 {
+                        usleep(20_000)  // quiet: idle compaction may run now
+                        continue
+                    }
+                    var next = model
+                    try store.write { txn in
+                        let tree = try txn.createTree("t")
+                        if action == 2 {
+                            // Delete most: the file gets holes to compact.
+                            for key in next.keys where rng.below(10) < 8 {
+                                _ = try tree.delete(key)
+                                next[key] = nil
+                            }
+                        } else {
+                            for _ in 0..<(1 + rng.below(60)) {
+                                let key = Array("k\(rng.below(2_000))".utf8)
+                                if rng.below(4) == 0 {
+                                    _ = try tree.delete(key)
+                                    next[key] = nil
+                                } else {
+                                    let size = rng.below(10) == 0 ? 1_500 + rng.below(5_000) : 20 + rng.below(200)
+                                    let value = [UInt8](repeating: UInt8(truncatingIfNeeded: n), count: size)
+                                    try tree.put(key, value)
+                                    next[key] = value
+                                }
+                            }
+                        }
+                        // Noted before the commit publishes it, so that no reader finds it missing.
+                        let committed = next
+                        versions.withLock { $0[txn.txnid] = committed }
+                    }
+                    model = next
+                } catch {
+                    problem("writer: \(error)")
+                }
+            }
+        }
+        stop.store(true, ordering: .relaxed)
+        #expect(writer, "the writer did not finish within 120 s")
+        #expect(readersDone.wait(timeout: .now() + 120) == .success, "readers did not stop")
+        let report = problems.withLock { $0 }
+        #expect(report.isEmpty, "\(report)")
+        #expect(store.readers().isEmpty, "reader slots left held: \(store.readers())")
+        let check = try store.check()
+        #expect(check.isOK, "\(check.problems)")
+    }
+
+    // MARK: Reader slots
+
+    /// A commit listener added while every reader slot is held (the commit watcher cannot pin its
+    /// base then) must still hear another process's commits once slots are free again.
+    @Test func aListenerAddedWhileEverySlotIsHeldHearsOtherProcesses() async throws {
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.readerSlots = 4
+        options.compaction.idleDelay = nil
+        let store = try Store(path: path, options: options)
+        try store.write { txn in _ = try txn.createTree("c") }
+        var held: [ReadTransaction] = []
+        while let txn = try? store.beginRead() { held.append(txn) }
+        #expect(held.count == 4)
+        let heard = XProcLocked<[CommitEvent]>([])
+        let token = store.addCommitListener { event in heard.withLock { $0.append(event) } }
+        defer { token.invalidate() }
+        for txn in held { txn.end() }
+        held = []
+        let before = store.latestVersion
+        let child = try XProcChild(["writer", path, "x", "3"])
+        #expect(try await child.readLine() == "done x")
+        try await child.waitForExit()
+        #expect(store.latestVersion >= before + 3)
+        let deadline = Date().addingTimeInterval(120)
+        while !heard.withLock({ $0.contains { $0.isFromOtherProcess && $0.txnid >= before + 3 } }) && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let events = heard.withLock { $0 }
+        #expect(
+            events.contains { $0.isFromOtherProcess && $0.txnid >= before + 3 && $0.changedTrees.contains("c") },
+            "another process's commits were never reported: \(events)")
+    }
+
+    // MARK: Async writes racing close
+
+    /// Callback writes, async writes and synchronous writes from several threads race `close()`.
+    /// Every write must report exactly once (no hang); each wrote two objects, and after reopening
+    /// both are there for every write that succeeded and neither for one that failed.
+    @Test func writesRacingCloseAreAllOrNothingAndAllReported() async throws {
+        let seed = Knob.seed
+        for round in 0..<4 {
+            var rng = ConcRandom(seed: seed &+ UInt64(round))
+            let path = huntPath()
+            defer { removeDatabase(path) }
+            let db = try Database(path: path, models: [HuntPair.self], options: StoreOptions(durability: .noSync))
+            let outcomes = XProcLocked<[Int: Bool]>([:])
+            let total = 60 + rng.below(60)
+            let closeAfter = rng.below(total)
+            let completions = DispatchQueue(label: "hunt.completions")
+            let finished = onThread {
+                let group = DispatchGroup()
+                for i in 0..<total {
+                    if i == closeAfter {
+                        let closer = Thread { db.close() }
+                        closer.start()
+                    }
+                    let pair = [HuntPair(id: i, half: 0), HuntPair(id: i + 1_000_000, half: 1)]
+                    group.enter()
+                    switch i % 3 {
+                    case 0:
+                        db.writeAsync(completionQueue: completions) { tx in
+                            try tx.insert(contentsOf: pair)
+                        } completion: { result in
+                            outcomes.withLock { if case .success = result { $0[i] = true } else { $0[i] = false } }
+                            group.leave()
+                        }
+                    case 1:
+                        Task {
+                            do {
+                                try await db.write { tx in try tx.insert(contentsOf: pair) }
+                                outcomes.withLock { $0[i] = true }
+                            } catch {
+                                outcomes.withLock { $0[i] = false }
+                            }
+                            group.leave()
+                        }
+                    default:
+                        let thread = Thread {
+                            do {
+                                try db.write { tx in try tx.insert(contentsOf: pair) }
+                                outcomes.withLock { $0[i] = true }
+                            } catch {
+                                outcomes.withLock { $0[i] = false }
+                            }
+                            group.leave()
+                        }
+                        thread.start()
+                    }
+                }
+                _ = group.wait(timeout: .now() + 110)
+            }
+            #expect(finished)
+            let reported = outcomes.withLock { $0 }
+            #expect(reported.count == total, "seed \(seed) round \(round): \(total - reported.count) writes never reported")
+            db.close()
+            let reopened = try Database(path: path, models: [HuntPair.self])
+            let stored = Set(try reopened.objects(HuntPair.self).fetch().map(\.id))
+            for (i, ok) in reported {
+                let has = (stored.contains(i), stored.contains(i + 1_000_000))
+                if ok && has != (true, true) { Issue.record("seed \(seed) round \(round): write \(i) succeeded but stored \(has)") }
+                if !ok && has != (false, false) { Issue.record("seed \(seed) round \(round): write \(i) failed but stored \(has)") }
+            }
+            #expect(stored.count == 2 * reported.values.filter { $0 }.count)
+            reopened.close()
+        }
+    }
+}
+
+struct HuntPair: Model, Equatable {
+    var id: Int
+    var half: Int
+}
