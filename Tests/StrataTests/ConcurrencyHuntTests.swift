@@ -58,6 +58,16 @@ private func waitUntil(seconds: Double = 120, _ condition: () -> Bool) -> Bool {
     return true
 }
 
+/// `waitUntil` for async tests: sleeps without holding a thread of the shared pool.
+private func eventuallyAsync(seconds: Double = 120, _ condition: () -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() > deadline { return false }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+    return true
+}
+
 private func huntPath(_ name: String = #function) -> String { databasePath(name) }
 
 private func removeDatabase(_ path: String) {
@@ -302,9 +312,161 @@ private typealias Version = [[UInt8]: [UInt8]]
             reopened.close()
         }
     }
+
+    // MARK: Observers against a busy writer, compaction, cancellation and close
+
+    /// Observers of four query shapes on several queues (callbacks and async streams) while a
+    /// writer thread upserts, deletes, compacts and pauses for idle compaction; some tokens are
+    /// invalidated midway; at the end the database closes. Every update applied to the previous
+    /// delivery must give the new results, which must equal the query re-run on their own
+    /// snapshot; modifications must be exactly the kept objects whose value changed; nothing may be
+    /// delivered after `databaseClosed`, and every stream must finish.
+    @Test func observersDeliverExactChangesThroughCompactionAndClose() async throws {
+        let seed = Knob.seed
+        let commits = Knob.commits
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 8, idleDelay: .milliseconds(5))
+        let db = try Database(path: path, models: [HuntItem.self], options: options)
+        try await db.write { tx in try tx.insert(contentsOf: (0..<200).map { HuntItem(id: $0, score: $0 % 37, tag: $0 % 3, text: "t\($0)") }) }
+
+        let shapes: [(String, @Sendable (Results<HuntItem>) -> Results<HuntItem>, @Sendable ([HuntItem]) -> [HuntItem])] = [
+            ("by key", { $0 }, { $0.sorted { $0.id < $1.id } }),
+            (
+                "by score", { $0.sorted(by: SortDescriptor(\HuntItem.score)) },
+                { $0.sorted { $0.score != $1.score ? $0.score < $1.score : $0.id < $1.id } }
+            ),
+            (
+                "tag 1 by text", { $0.filter(#Predicate<HuntItem> { $0.tag == 1 }).sorted(by: SortDescriptor(\HuntItem.text)) },
+                { $0.filter { $0.tag == 1 }.sorted { $0.text != $1.text ? $0.text < $1.text : $0.id < $1.id } }
+            ),
+            (
+                "top 7 by score", { $0.sorted(by: SortDescriptor(\HuntItem.score, order: .reverse)).prefix(7) },
+                { Array($0.sorted { $0.score != $1.score ? $0.score > $1.score : $0.id < $1.id }.prefix(7)) }
+            ),
+        ]
+        final class Check: @unchecked Sendable {
+            let lock = NSLock()
+            let name: String
+            let plain: @Sendable ([HuntItem]) -> [HuntItem]
+            var previous: [HuntItem]?
+            var problems: [String] = []
+            var closed = false
+            var afterClose = 0
+            var updates = 0
+            init(_ name: String, _ plain: @escaping @Sendable ([HuntItem]) -> [HuntItem]) {
+                self.name = name
+                self.plain = plain
+            }
+            func take(_ change: ResultsChange<HuntItem>) {
+                lock.lock()
+                defer { lock.unlock() }
+                func problem(_ text: String) { if problems.count < 5 { problems.append("\(name): \(text)") } }
+                if closed { afterClose += 1 }
+                switch change {
+                case .initial(let results):
+                    previous = Array(results)
+                case .update(let results, let deletions, let insertions, let modifications):
+                    updates += 1
+                    let new = Array(results)
+                    guard let old = previous else { return problem("an update before the initial results") }
+                    if apply(old, deletions: deletions, insertions: insertions, new: new).map(\.id) != new.map(\.id) {
+                        problem("version \(results.version ?? 0): the change set does not turn the previous results into these")
+                    }
+                    let before = Dictionary(uniqueKeysWithValues: old.map { ($0.id, $0) })
+                    let kept = Set(new.indices).subtracting(insertions)
+                    let changed = Set(kept.filter { before[new[$0].id] != new[$0] })
+                    if Set(modifications) != changed {
+                        problem("version \(results.version ?? 0): modifications \(modifications), changed \(changed.sorted())")
+                    }
+                    if let snapshot = results.snapshot, plain(Array(snapshot.objects(HuntItem.self))) != new {
+                        problem("version \(results.version ?? 0): not the query re-run on its own snapshot")
+                    }
+                    previous = new
+                case .error(let error):
+                    if case .databaseClosed = error { closed = true } else { problem("error \(error)") }
+                }
+            }
+        }
+        var checks: [Check] = []
+        var tokens: [NotificationToken] = []
+        var streams: [Task<Void, Never>] = []
+        for (n, (name, build, plain)) in shapes.enumerated() {
+            for copy in 0..<2 {
+                let check = Check("\(name) #\(copy)", plain)
+                checks.append(check)
+                let results = build(db.objects(HuntItem.self))
+                if copy == 0 {
+                    tokens.append(results.observe(on: DispatchQueue(label: "hunt.observer.\(n)")) { check.take($0) })
+                } else {
+                    let stream = results.changes
+                    streams.append(Task.detached { for await change in stream { check.take(change) } })
+                }
+            }
+        }
+        let cancelled = Check("cancelled", { $0 })
+        let cancelledToken = db.objects(HuntItem.self).observe(on: DispatchQueue(label: "hunt.cancelled")) { cancelled.take($0) }
+        let writerDone = onThread {
+            var rng = ConcRandom(seed: seed)
+            for n in 0..<commits {
+                if n == commits / 2 { cancelledToken.invalidate() }
+                do {
+                    switch rng.below(25) {
+                    case 0: _ = try db.store.compact()
+                    case 1: usleep(15_000)
+                    case 2:
+                        try db.write { tx in _ = try tx.delete(HuntItem.self, where: #Predicate<HuntItem> { $0.score > 20 }) }
+                    default:
+                        try db.write { tx in
+                            for _ in 0..<(1 + rng.below(8)) {
+                                let id = rng.below(260)
+                                if rng.below(4) == 0 {
+                                    _ = try tx.delete(HuntItem.self, key: id)
+                                } else {
+                                    try tx.upsert(HuntItem(id: id, score: rng.below(37), tag: rng.below(3), text: "t\(rng.below(90))"))
+                                }
+                            }
+                        }
+                    }
+                } catch {
+                    Issue.record("seed \(seed): writer: \(error)")
+                }
+            }
+        }
+        #expect(writerDone)
+        // Let the last commits arrive: every callback observer's results equal the database's.
+        let finalItems = try db.objects(HuntItem.self).fetch()
+        let settled = try await eventuallyAsync {
+            zip(shapes, checks.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)).allSatisfy { shape, check in
+                check.lock.withLock { check.previous == shape.2(finalItems) }
+            }
+        }
+        #expect(settled, "seed \(seed): observers did not reach the final results")
+        db.close()
+        let ended = try await eventuallyAsync { checks.allSatisfy { c in c.lock.withLock { c.closed } } }
+        #expect(ended, "seed \(seed): not every observer heard databaseClosed")
+        for task in streams { _ = await task.value }
+        try await Task.sleep(for: .milliseconds(50))
+        for check in checks {
+            let (problems, afterClose) = check.lock.withLock { (check.problems, check.afterClose) }
+            #expect(problems.isEmpty, "seed \(seed): \(problems)")
+            #expect(afterClose == 0, "seed \(seed): \(check.name) got \(afterClose) deliveries after databaseClosed")
+        }
+        #expect(cancelled.lock.withLock { cancelled.problems.isEmpty })
+        _ = tokens
+    }
 }
 
 struct HuntPair: Model, Equatable {
     var id: Int
     var half: Int
+}
+
+struct HuntItem: Model, Equatable {
+    static let indexes: [PartialKeyPath<HuntItem> & Sendable] = [\.score, \.tag]
+    var id: Int
+    var score: Int
+    var tag: Int
+    var text: String
 }
