@@ -24,12 +24,14 @@
 //       Prints "ready", then checks snapshot after snapshot that "count", "hot" and tree "w" agree
 //       (`CounterWorkload.check`) until one shows TARGET commits; prints "checked N snapshots of
 //       M commits". Exits 1 at the first snapshot that disagrees.
-//   StrataTestHelper objects-writer FILE SEED COUNT [--gate]
+//   StrataTestHelper objects-writer FILE SEED COUNT [--gate] [--compacting]
 //       Opens FILE as a `Database` of `SharedNote`s (StrataTestWorkloads/ObjectWorkload.swift) and
 //       commits COUNT transactions of `ObjectWorkload.operations(seed: SEED, index: i, ...)`,
 //       generated from the notes with ids below 100,000 it finds at open and its own writes since
 //       (other processes may write notes from 100,000 up meanwhile). With --gate, prints "ready"
-//       and waits for a line on stdin first. Prints "done COUNT" at the end.
+//       and waits for a line on stdin first. With --compacting, compacts tightly, calls
+//       `store.compact()` every 10 transactions and pauses for idle compaction every 7. Prints
+//       "done COUNT" at the end.
 //   StrataTestHelper objects-churn FILE
 //       Opens FILE as a `Database` of `ChurnItem`s (StrataTestWorkloads/ChurnWorkload.swift), prints
 //       "ready", then commits round after round (`.noSync`), each rewriting every object, until
@@ -96,7 +98,7 @@ func usage() -> Never {
                StrataTestHelper writer FILE ID COUNT [--durable] [--gate]
                StrataTestHelper hold-reader FILE [--read-only]
                StrataTestHelper die-in-write FILE
-               StrataTestHelper objects-writer FILE SEED COUNT [--gate]
+               StrataTestHelper objects-writer FILE SEED COUNT [--gate] [--compacting]
                StrataTestHelper objects-set-score FILE ID SCORE
                StrataTestHelper objects-churn FILE
                StrataTestHelper check-loop FILE TARGET
@@ -281,7 +283,15 @@ func dieInWrite(_ args: [String]) throws {
 
 func objectsWriter(_ args: [String]) throws {
     guard args.count >= 3, let seed = UInt64(args[1]), let count = Int(args[2]) else { usage() }
-    let db = try Database(path: args[0], models: [SharedNote.self], options: .countingEveryCommit())
+    let flags = Set(args.dropFirst(3))
+    guard flags.isSubset(of: ["--gate", "--compacting"]) else { usage() }
+    let compacting = flags.contains("--compacting")
+    var options = StoreOptions.countingEveryCommit()
+    if compacting {
+        // Pages move all the time: tight automatic compaction, idle compaction after 5 ms.
+        options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 8, idleDelay: .milliseconds(5))
+    }
+    let db = try Database(path: args[0], models: [SharedNote.self], options: options)
     var present: [Int: SharedNote] = [:]
     for note in try db.objects(SharedNote.self).fetch() where note.id < 100_000 { present[note.id] = note }
     if args.dropFirst(3).contains("--gate") {
@@ -293,6 +303,8 @@ func objectsWriter(_ args: [String]) throws {
         try db.write { tx in try ObjectWorkload.apply(ops, in: tx) }
         ObjectWorkload.apply(ops, to: &present)
         if i % 8 == 0 { sched_yield() }
+        if compacting && i % 10 == 9 { _ = try db.store.compact() }
+        if compacting && i % 7 == 3 { usleep(20_000) }  // quiet: idle compaction runs
     }
     say("done \(count)")
 }

@@ -5,6 +5,7 @@ import Testing
 
 @testable import Strata
 @testable import StrataStorage
+import StrataTestWorkloads
 
 // Concurrency hunt: snapshots of many ages read on many threads while a writer commits, deletes
 // and compacts; reader slots filled and released; commit watching across processes with every
@@ -346,55 +347,12 @@ private typealias Version = [[UInt8]: [UInt8]]
                 { Array($0.sorted { $0.score != $1.score ? $0.score > $1.score : $0.id < $1.id }.prefix(7)) }
             ),
         ]
-        final class Check: @unchecked Sendable {
-            let lock = NSLock()
-            let name: String
-            let plain: @Sendable ([HuntItem]) -> [HuntItem]
-            var previous: [HuntItem]?
-            var problems: [String] = []
-            var closed = false
-            var afterClose = 0
-            var updates = 0
-            init(_ name: String, _ plain: @escaping @Sendable ([HuntItem]) -> [HuntItem]) {
-                self.name = name
-                self.plain = plain
-            }
-            func take(_ change: ResultsChange<HuntItem>) {
-                lock.lock()
-                defer { lock.unlock() }
-                func problem(_ text: String) { if problems.count < 5 { problems.append("\(name): \(text)") } }
-                if closed { afterClose += 1 }
-                switch change {
-                case .initial(let results):
-                    previous = Array(results)
-                case .update(let results, let deletions, let insertions, let modifications):
-                    updates += 1
-                    let new = Array(results)
-                    guard let old = previous else { return problem("an update before the initial results") }
-                    if apply(old, deletions: deletions, insertions: insertions, new: new).map(\.id) != new.map(\.id) {
-                        problem("version \(results.version ?? 0): the change set does not turn the previous results into these")
-                    }
-                    let before = Dictionary(uniqueKeysWithValues: old.map { ($0.id, $0) })
-                    let kept = Set(new.indices).subtracting(insertions)
-                    let changed = Set(kept.filter { before[new[$0].id] != new[$0] })
-                    if Set(modifications) != changed {
-                        problem("version \(results.version ?? 0): modifications \(modifications), changed \(changed.sorted())")
-                    }
-                    if let snapshot = results.snapshot, plain(Array(snapshot.objects(HuntItem.self))) != new {
-                        problem("version \(results.version ?? 0): not the query re-run on its own snapshot")
-                    }
-                    previous = new
-                case .error(let error):
-                    if case .databaseClosed = error { closed = true } else { problem("error \(error)") }
-                }
-            }
-        }
-        var checks: [Check] = []
+        var checks: [Check<HuntItem>] = []
         var tokens: [NotificationToken] = []
         var streams: [Task<Void, Never>] = []
         for (n, (name, build, plain)) in shapes.enumerated() {
             for copy in 0..<2 {
-                let check = Check("\(name) #\(copy)", plain)
+                let check = Check<HuntItem>("\(name) #\(copy)", plain)
                 checks.append(check)
                 let results = build(db.objects(HuntItem.self))
                 if copy == 0 {
@@ -405,7 +363,7 @@ private typealias Version = [[UInt8]: [UInt8]]
                 }
             }
         }
-        let cancelled = Check("cancelled", { $0 })
+        let cancelled = Check<HuntItem>("cancelled", { $0 })
         let cancelledToken = db.objects(HuntItem.self).observe(on: DispatchQueue(label: "hunt.cancelled")) { cancelled.take($0) }
         let writerDone = onThread {
             var rng = ConcRandom(seed: seed)
@@ -456,8 +414,139 @@ private typealias Version = [[UInt8]: [UInt8]]
         #expect(cancelled.lock.withLock { cancelled.problems.isEmpty })
         _ = tokens
     }
+
+    // MARK: Observers of another process that compacts
+
+    /// Another process writes `SharedNote`s with tight automatic compaction, explicit `compact()`
+    /// and idle compaction (pages move under every version), while this process writes notes of
+    /// its own (compacting too) and observes four query shapes and single objects. Every change
+    /// set must be exact, and once both are done every observer's results must equal the query.
+    @Test func observersOfAnotherProcessThatCompactsGetExactChanges() async throws {
+        let seed = Knob.seed
+        let count = Knob.int("STRATA_HUNT_XPROC_TXNS", 120)
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = Compaction(freeFraction: 0.05, pagesPerCommit: 8, idleDelay: .milliseconds(5))
+        let db = try Database(path: path, models: [SharedNote.self], options: options)
+        try await db.write { tx in try tx.insert(contentsOf: ObjectWorkload.initialNotes(seed: seed)) }
+        let byScore: @Sendable ([SharedNote]) -> [SharedNote] = { $0.sorted { $0.score != $1.score ? $0.score < $1.score : $0.id < $1.id } }
+        let shapes: [(String, @Sendable (Results<SharedNote>) -> Results<SharedNote>, @Sendable ([SharedNote]) -> [SharedNote])] = [
+            ("by key", { $0 }, { $0.sorted { $0.id < $1.id } }),
+            ("by score", { $0.sorted(by: SortDescriptor(\SharedNote.score)) }, byScore),
+            (
+                "category 2 by title",
+                { $0.filter(#Predicate<SharedNote> { $0.category == 2 }).sorted(by: SortDescriptor(\SharedNote.title)) },
+                { $0.filter { $0.category == 2 }.sorted { $0.title != $1.title ? $0.title < $1.title : $0.id < $1.id } }
+            ),
+            (
+                "top 10 by score", { $0.sorted(by: SortDescriptor(\SharedNote.score, order: .reverse)).prefix(10) },
+                { Array($0.sorted { $0.score != $1.score ? $0.score > $1.score : $0.id < $1.id }.prefix(10)) }
+            ),
+        ]
+        var checks: [Check<SharedNote>] = []
+        var tokens: [NotificationToken] = []
+        for (n, (name, build, plain)) in shapes.enumerated() {
+            let check = Check<SharedNote>(name, plain)
+            checks.append(check)
+            tokens.append(build(db.objects(SharedNote.self)).observe(on: DispatchQueue(label: "hunt.xproc.\(n)")) { check.take($0) })
+        }
+        let objects = XProcLocked<[Int: SharedNote?]>([:])
+        for id in 0..<6 {
+            tokens.append(
+                db.observe(SharedNote.self, key: id, on: DispatchQueue(label: "hunt.xproc.object")) { change in
+                    objects.withLock {
+                        switch change {
+                        case .changed(let note, _): $0[id] = .some(note)
+                        case .deleted: $0[id] = .some(nil)
+                        case .error: break
+                        }
+                    }
+                })
+        }
+        let initial = try await eventuallyAsync { checks.allSatisfy { c in c.lock.withLock { c.previous != nil } } }
+        #expect(initial)
+        let child = try XProcChild(["objects-writer", path, "\(seed)", "\(count)", "--gate", "--compacting"])
+        #expect(try await child.readLine() == "ready")
+        child.send("go")
+        // This process writes notes from 100,000 up meanwhile, and compacts now and then.
+        var rng = ConcRandom(seed: seed &+ 99)
+        for i in 0..<(count / 2) {
+            let id = 100_000 + rng.below(40)
+            if rng.below(3) == 0 {
+                try await db.write { tx in _ = try tx.delete(SharedNote.self, key: id) }
+            } else {
+                let note = SharedNote(id: id, title: "m\(rng.below(30))", category: rng.below(5), score: Double(rng.below(100)) / 10, tags: [], body: "")
+                try await db.write { tx in try tx.upsert(note) }
+            }
+            if i % 15 == 14 { _ = try db.store.compact() }
+        }
+        let line = try await child.readLine(timeout: 120)
+        #expect(line == "done \(count)", "\(child.errorText)")
+        try await child.waitForExit()
+        let final = try db.objects(SharedNote.self).fetch()
+        let settled = try await eventuallyAsync {
+            zip(shapes, checks).allSatisfy { shape, check in check.lock.withLock { check.previous == shape.2(final) } }
+        }
+        #expect(settled, "seed \(seed): observers did not reach the final results")
+        let byID = Dictionary(uniqueKeysWithValues: final.map { ($0.id, $0) })
+        let objectsSettled = try await eventuallyAsync {
+            objects.withLock { seen in seen.allSatisfy { id, note in note == byID[id] } }
+        }
+        #expect(objectsSettled, "seed \(seed): object observers: \(objects.withLock { $0 })")
+        for check in checks {
+            let problems = check.lock.withLock { check.problems }
+            #expect(problems.isEmpty, "seed \(seed): \(problems)")
+        }
+        #expect(try db.store.check().isOK)
+        _ = tokens
+    }
 }
 
+/// Checks one observer's deliveries as they come. `@unchecked Sendable`: every access holds `lock`.
+private final class Check<M: Model & Equatable>: @unchecked Sendable {
+    let lock = NSLock()
+    let name: String
+    let plain: @Sendable ([M]) -> [M]
+    var previous: [M]?
+    var problems: [String] = []
+    var closed = false
+    var afterClose = 0
+    var updates = 0
+    init(_ name: String, _ plain: @escaping @Sendable ([M]) -> [M]) {
+        self.name = name
+        self.plain = plain
+    }
+    func take(_ change: ResultsChange<M>) {
+        lock.lock()
+        defer { lock.unlock() }
+        func problem(_ text: String) { if problems.count < 5 { problems.append("\(name): \(text)") } }
+        if closed { afterClose += 1 }
+        switch change {
+        case .initial(let results):
+            previous = Array(results)
+        case .update(let results, let deletions, let insertions, let modifications):
+            updates += 1
+            let new = Array(results)
+            guard let old = previous else { return problem("an update before the initial results") }
+            if apply(old, deletions: deletions, insertions: insertions, new: new).map(\.id) != new.map(\.id) {
+                problem("version \(results.version ?? 0): the change set does not turn the previous results into these")
+            }
+            let before = Dictionary(uniqueKeysWithValues: old.map { ($0.id, $0) })
+            let kept = Set(new.indices).subtracting(insertions)
+            let changed = Set(kept.filter { before[new[$0].id] != new[$0] })
+            if Set(modifications) != changed {
+                problem("version \(results.version ?? 0): modifications \(modifications), changed \(changed.sorted())")
+            }
+            if let snapshot = results.snapshot, plain(Array(snapshot.objects(M.self))) != new {
+                problem("version \(results.version ?? 0): not the query re-run on its own snapshot")
+            }
+            previous = new
+        case .error(let error):
+            if case .databaseClosed = error { closed = true } else { problem("error \(error)") }
+        }
+    }
+}
 struct HuntPair: Model, Equatable {
     var id: Int
     var half: Int
