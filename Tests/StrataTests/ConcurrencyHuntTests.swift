@@ -240,6 +240,37 @@ private typealias Version = [[UInt8]: [UInt8]]
             "another process's commits were never reported: \(events)")
     }
 
+    /// Observers of every kind on a database that another process writes to hold reader slots
+    /// (their results, the commit watcher's pins); once the database is closed and the tokens
+    /// released, no slot of this process may stay held and no listener registered.
+    @Test func closingWithObserversLeavesNoSlotOrListener() async throws {
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        let db = try Database(path: path, models: [SharedNote.self], options: .countingEveryCommit())
+        try await db.write { tx in try tx.insert(contentsOf: ObjectWorkload.initialNotes(seed: 3)) }
+        var tokens: [NotificationToken] = []
+        let heard = XProcLocked(0)
+        tokens.append(db.objects(SharedNote.self).observe(on: DispatchQueue(label: "a")) { _ in heard.withLock { $0 += 1 } })
+        tokens.append(db.observe(SharedNote.self, key: 1, on: DispatchQueue(label: "b")) { _ in heard.withLock { $0 += 1 } })
+        tokens.append(db.observeCommits(on: DispatchQueue(label: "c")) { _ in heard.withLock { $0 += 1 } })
+        let stream = db.objects(SharedNote.self).sorted(by: SortDescriptor(\SharedNote.score)).changes
+        let consumer = Task.detached { for await _ in stream {} }
+        let child = try XProcChild(["objects-writer", path, "5", "20"])
+        #expect(try await child.readLine() == "done 20")
+        try await child.waitForExit()
+        try await db.write { tx in try tx.upsert(SharedNote(id: 1, title: "x", category: 1, score: 1, tags: [], body: "")) }
+        #expect(try await eventuallyAsync { heard.withLock { $0 } >= 4 })
+        db.close()
+        _ = await consumer.value
+        for token in tokens { token.invalidate() }
+        tokens.removeAll()
+        let mine = UInt64(getpid())
+        let clean = try await eventuallyAsync {
+            db.store.commitListenerCount == 0 && !db.store.readers().contains { $0.pid == mine }
+        }
+        #expect(clean, "listeners \(db.store.commitListenerCount), slots \(db.store.readers())")
+    }
+
     // MARK: Async writes racing close
 
     /// Callback writes, async writes and synchronous writes from several threads race `close()`.
