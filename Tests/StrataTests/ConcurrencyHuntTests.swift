@@ -240,6 +240,85 @@ private typealias Version = [[UInt8]: [UInt8]]
             "another process's commits were never reported: \(events)")
     }
 
+    /// Results made while every reader slot is held fail (`error` says why); observing them, with
+    /// a filter and a sort built on them, must report that error and go on, as the documentation
+    /// of `ResultsChange.error` says: the next commit evaluates the query again. A `changes` stream
+    /// of them must not finish.
+    @Test func resultsObservedWhileEverySlotIsHeldGoOnAtTheNextCommit() async throws {
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.readerSlots = 4
+        let db = try Database(path: path, models: [HuntItem.self], options: options)
+        try await db.write { tx in try tx.insert(contentsOf: (0..<20).map { HuntItem(id: $0, score: $0 % 5, tag: $0 % 2, text: "t\($0)") }) }
+        var held: [ReadTransaction] = []
+        while let txn = try? db.store.beginRead() { held.append(txn) }
+        let failed = db.objects(HuntItem.self).filter(#Predicate<HuntItem> { $0.tag == 1 }).sorted(by: SortDescriptor(\HuntItem.score))
+        #expect(failed.error != nil)
+        let deliveries = XProcLocked<[ResultsChange<HuntItem>]>([])
+        let token = failed.observe(on: DispatchQueue(label: "hunt.full.local")) { change in deliveries.withLock { $0.append(change) } }
+        defer { token.invalidate() }
+        let streamed = XProcLocked<(count: Int, finished: Bool)>((0, false))
+        let stream = failed.changes
+        let consumer = Task.detached {
+            for await _ in stream { streamed.withLock { $0.count += 1 } }
+            streamed.withLock { $0.finished = true }
+        }
+        defer { consumer.cancel() }
+        #expect(try await eventuallyAsync { deliveries.withLock { !$0.isEmpty } && streamed.withLock { $0.count } > 0 })
+        for txn in held { txn.end() }
+        held = []
+        try await db.write { tx in try tx.upsert(HuntItem(id: 3, score: 0, tag: 1, text: "moved")) }
+        let expected = try db.objects(HuntItem.self).fetch().filter { $0.tag == 1 }.sorted { $0.score != $1.score ? $0.score < $1.score : $0.id < $1.id }
+        let reached = try await eventuallyAsync {
+            deliveries.withLock { all in
+                if case .initial(let results)? = all.last { return Array(results) == expected }
+                return false
+            }
+        }
+        #expect(reached, "deliveries: \(deliveries.withLock { $0 })")
+        #expect(try await eventuallyAsync { streamed.withLock { $0.count >= 2 || $0.finished } }, "the stream: \(streamed.withLock { $0 })")
+        #expect(!streamed.withLock { $0.finished })
+    }
+
+    /// The same through the object layer: results observed while every slot is held report the
+    /// error, and then, once slots are free, another process's commits reach them.
+    @Test func resultsObservedWhileEverySlotIsHeldHearOtherProcesses() async throws {
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions.countingEveryCommit()
+        options.readerSlots = 8
+        let db = try Database(path: path, models: [SharedNote.self], options: options)
+        try await db.write { tx in try tx.insert(contentsOf: ObjectWorkload.initialNotes(seed: 9)) }
+        var held: [ReadTransaction] = []
+        while let txn = try? db.store.beginRead() { held.append(txn) }
+        let deliveries = XProcLocked<[ResultsChange<SharedNote>]>([])
+        let token = db.objects(SharedNote.self).observe(on: DispatchQueue(label: "hunt.full")) { change in
+            deliveries.withLock { $0.append(change) }
+        }
+        defer { token.invalidate() }
+        #expect(try await eventuallyAsync { deliveries.withLock { !$0.isEmpty } })
+        for txn in held { txn.end() }
+        held = []
+        let child = try XProcChild(["objects-writer", path, "9", "5"])
+        #expect(try await child.readLine() == "done 5")
+        try await child.waitForExit()
+        // The observer's results and the commit watcher's pins hold slots too: with eight, a read
+        // here may find them all in use for a moment.
+        var expected: [Int] = []
+        #expect(try await eventuallyAsync { (try? db.objects(SharedNote.self).fetch()).map { expected = $0.map(\.id) } != nil })
+        let reached = try await eventuallyAsync {
+            deliveries.withLock { all in
+                guard let last = all.last else { return false }
+                switch last {
+                case .initial(let results), .update(let results, _, _, _): return results.map(\.id) == expected
+                case .error: return false
+                }
+            }
+        }
+        #expect(reached, "deliveries: \(deliveries.withLock { $0.count }), last \(String(describing: deliveries.withLock { $0.last }))")
+    }
+
     /// Observers of every kind on a database that another process writes to hold reader slots
     /// (their results, the commit watcher's pins); once the database is closed and the tokens
     /// released, no slot of this process may stay held and no listener registered.

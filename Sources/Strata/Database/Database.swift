@@ -312,7 +312,10 @@ public final class Database: Sendable {
         do {
             return try snapshot().objects(type)
         } catch {
-            return Results(failed: error as? StrataError ?? .storage(.closed))
+            // Unless the database is closed, the failure may pass (every reader slot in use): the
+            // results keep the database, so that an observation of them still starts.
+            let failure = error as? StrataError ?? .storage(.closed)
+            return Results(failed: failure, database: failure == .databaseClosed ? nil : self)
         }
     }
 

@@ -93,12 +93,12 @@ extension Results {
         on queue: DispatchQueue, keyPaths: [PartialKeyPath<M> & Sendable]?,
         _ block: @escaping @Sendable (ResultsChange<M>, _ isLast: Bool) -> Void
     ) -> NotificationToken {
-        guard let snapshot else {
+        guard let db = observedDatabase else {
             let error = state.failure ?? .databaseClosed
             queue.async { block(.error(error), true) }
             return NotificationToken {}
         }
-        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, delivery: .queue(queue, block))
+        let observer = ResultsObserver(db: db, query: query, keyPaths: keyPaths, delivery: .queue(queue, block))
         observer.start()
         return NotificationToken { observer.invalidate() }
     }
@@ -111,11 +111,11 @@ extension Results {
         keyPaths: [PartialKeyPath<M> & Sendable]?,
         handoff: @escaping @Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void
     ) -> NotificationToken {
-        guard let snapshot else {
+        guard let db = observedDatabase else {
             handoff(.error(state.failure ?? .databaseClosed)) {}
             return NotificationToken {}
         }
-        let observer = ResultsObserver(db: snapshot.db, query: query, keyPaths: keyPaths, delivery: .handoff(handoff))
+        let observer = ResultsObserver(db: db, query: query, keyPaths: keyPaths, delivery: .handoff(handoff))
         observer.start()
         return NotificationToken { observer.invalidate() }
     }

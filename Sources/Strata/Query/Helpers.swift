@@ -51,10 +51,9 @@ public enum StringMatch: Sendable {
 /// ```
 extension Results {
     private func adding(_ test: FieldTest<M>) -> Results<M> {
-        guard let snapshot else { return self }
         var q = query
         q.filters.append(.test(test))
-        return Results(snapshot: snapshot, query: q)
+        return rebuilt(q)
     }
 
     /// Objects whose string field matches, optionally ignoring case and diacritics.

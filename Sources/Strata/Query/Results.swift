@@ -19,11 +19,18 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     let snapshot: Snapshot?
     let query: Query<M>
     let state: ResultsState<M>
+    /// For results that failed before binding to a snapshot for a reason that passes (every reader
+    /// slot in use, a read-only store overtaken too often): the database they are of, so that
+    /// building on them keeps the query and observing them still starts an observation, which
+    /// evaluates again at the next commit as the documentation promises. Nil otherwise (results
+    /// bound to a snapshot, or failed for good: a closed database, an invalid query).
+    let database: Database?
 
     init(snapshot: Snapshot, query: Query<M>) {
         self.snapshot = snapshot
         self.query = query
         self.state = ResultsState()
+        self.database = nil
     }
 
     /// The commit these results see (nil when they failed before binding to a snapshot).
@@ -39,19 +46,33 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
         self.snapshot = snapshot
         self.query = query
         self.state = ResultsState(objects: objects, info: try? snapshot.db.info(M.self))
+        self.database = nil
     }
 
-    init(failed error: StrataError) {
+    /// Results that failed before binding to a snapshot; `database` when the failure may pass
+    /// (see `database`).
+    init(failed error: StrataError, database: Database? = nil, query: Query<M> = Query()) {
         self.snapshot = nil
-        self.query = Query()
+        self.query = query
         self.state = ResultsState(failure: error)
+        self.database = database
+    }
+
+    /// The database these results are of, bound or not: what an observation of them watches.
+    var observedDatabase: Database? { snapshot?.db ?? database }
+
+    /// These results with the query `query`: on the same snapshot, or failed as these are (keeping
+    /// the query only for results that can still be observed).
+    func rebuilt(_ query: Query<M>) -> Results<M> {
+        if let snapshot { return Results(snapshot: snapshot, query: query) }
+        guard let database, let failure = state.failure else { return self }
+        return Results(failed: failure, database: database, query: query)
     }
 
     private func with(_ change: (inout Query<M>) -> Void) -> Results<M> {
-        guard let snapshot else { return self }
         var q = query
         change(&q)
-        return Results(snapshot: snapshot, query: q)
+        return rebuilt(q)
     }
 
     // MARK: Building

@@ -183,11 +183,10 @@ extension Results {
     ///     .objects(in: 500..<550)
     /// ```
     public func sorted(by descriptors: [SortDescriptor<M>], collation: StringCollation) -> Results<M> {
-        guard let snapshot else { return self }
         var q = query
         q.sort = descriptors
         q.collation = collation
-        return Results(snapshot: snapshot, query: q)
+        return rebuilt(q)
     }
 
     /// Sorted by one or more descriptors, comparing `String` fields in `collation`.

@@ -38,7 +38,7 @@ extension Results {
         _ keyPath: KeyPath<M, S> & Sendable, _ search: TextSearch, ranked: Bool,
         _ text: @escaping @Sendable (S) -> String?
     ) -> Results<M> {
-        guard let snapshot else { return self }
+        if snapshot == nil && database == nil { return self }
         let parsed = ParsedSearch(search)
         let path = fieldPath(of: keyPath as PartialKeyPath<M>)
         var q = query
@@ -53,6 +53,6 @@ extension Results {
             }
             q.ranking = TextRanking(path: path, search: parsed)
         }
-        return Results(snapshot: snapshot, query: q)
+        return rebuilt(q)
     }
 }
