@@ -281,6 +281,47 @@ private typealias Version = [[UInt8]: [UInt8]]
         #expect(!streamed.withLock { $0.finished })
     }
 
+    /// An object observed while every reader slot is held reports the error; its next change must
+    /// still arrive, as `ObjectChange.error` promises ("the next commit that changes it reads it
+    /// again"): an update as `.changed`, a deletion as `.deleted` (ending the stream).
+    @Test func objectsObservedWhileEverySlotIsHeldStillReportTheirNextChange() async throws {
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.readerSlots = 4
+        let db = try Database(path: path, models: [HuntItem.self], options: options)
+        try await db.write { tx in try tx.insert(contentsOf: (0..<4).map { HuntItem(id: $0, score: $0, tag: 0, text: "t\($0)") }) }
+        var held: [ReadTransaction] = []
+        while let txn = try? db.store.beginRead() { held.append(txn) }
+        let updated = XProcLocked<[ObjectChange<HuntItem>]>([])
+        let token = db.observe(HuntItem.self, key: 1, on: DispatchQueue(label: "hunt.object.1")) { change in updated.withLock { $0.append(change) } }
+        defer { token.invalidate() }
+        let deleted = XProcLocked<(changes: [ObjectChange<HuntItem>], finished: Bool)>(([], false))
+        let stream = db.changes(HuntItem.self, key: 2)
+        let consumer = Task.detached {
+            for await change in stream { deleted.withLock { $0.changes.append(change) } }
+            deleted.withLock { $0.finished = true }
+        }
+        defer { consumer.cancel() }
+        #expect(try await eventuallyAsync { !updated.withLock { $0.isEmpty } && !deleted.withLock { $0.changes.isEmpty } })
+        for txn in held { txn.end() }
+        held = []
+        try await db.write { tx in
+            try tx.update(HuntItem.self, key: 1) { $0.score = 100 }
+            try tx.delete(HuntItem.self, key: 2)
+        }
+        let sawUpdate = try await eventuallyAsync {
+            updated.withLock { all in
+                if case .changed(let item, _)? = all.last { return item.score == 100 }
+                return false
+            }
+        }
+        #expect(sawUpdate, "object 1: \(updated.withLock { $0 })")
+        let sawDeletion = try await eventuallyAsync { deleted.withLock { $0.finished } }
+        #expect(sawDeletion, "object 2: \(deleted.withLock { $0 })")
+        if case .deleted? = deleted.withLock({ $0.changes.last }) {} else { Issue.record("object 2's stream did not end with .deleted") }
+    }
+
     /// The same through the object layer: results observed while every slot is held report the
     /// error, and then, once slots are free, another process's commits reach them.
     @Test func resultsObservedWhileEverySlotIsHeldHearOtherProcesses() async throws {

@@ -166,6 +166,13 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     private let reading = Atomic<Bool>(false)
     /// Field id → hash of its stored bytes (nil when the object does not exist).
     private var last: [Int: Int]?
+    /// A read has succeeded, so `last` is what the object was (worker only). Until then (the first
+    /// read failed: every reader slot in use, say) `last` says nothing, and the next read reports
+    /// what it finds as the change the failed read left unseen.
+    private var known = false
+    /// A commit listed this object's key since the last read began: set by the listener, taken
+    /// by `refresh`. An object found missing after a failed first read was deleted only then.
+    private let keyListed = Atomic<Bool>(false)
     /// Reads in a row thrown away because a writer in another process overtook a read-only
     /// store's snapshot (worker only).
     private var changedReads = 0
@@ -197,6 +204,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         let token = db.store.addCommitListener { [weak self] event in
             guard let self, event.changedTrees.contains(tree) else { return }
             if let keyBytes, let changed = event.changedKeys[tree], !changed.contains(keyBytes), !self.mayHide(event) { return }
+            if let keyBytes, event.changedKeys[tree]?.contains(keyBytes) == true { self.keyListed.store(true, ordering: .sequentiallyConsistent) }
             if self.pending.exchange(true, ordering: .sequentiallyConsistent) { return }
             self.worker.async {
                 self.pending.store(false, ordering: .sequentiallyConsistent)
@@ -229,6 +237,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
         reading.store(true, ordering: .sequentiallyConsistent)
         defer { reading.store(false, ordering: .sequentiallyConsistent) }
+        let listed = keyListed.exchange(false, ordering: .sequentiallyConsistent)
         var read: Snapshot?
         do {
             let info = try db.info(M.self)
@@ -239,11 +248,14 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let record = try wrapStorage { try snapshot.txn.tree(info.recordTree)?.view(keyBytes) }
             guard let record else {
                 try snapshot.validate()  // a read-only store's snapshot may have been overtaken
-                if !initial && last != nil {
+                // Deleted: it was there at the last read, or, when no read succeeded yet, a
+                // commit listed its key since (it was there before that commit).
+                if !initial && (last != nil || (!known && listed)) {
                     if self.initial == nil { end(.deleted) } else { deliver(.deleted) }
                 }
                 if initial { deliverInitial(nil) }
                 last = nil
+                known = true
                 return
             }
             var fields: [Int: Int] = [:]
@@ -255,6 +267,8 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             }
             try snapshot.validate()
             changedReads = 0
+            let wasKnown = known
+            known = true
             let decoded = { try snapshot.checked { try info.decode(record) } }
             defer { last = fields }
             if initial {
@@ -262,8 +276,10 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 return
             }
             guard let previous = last else {
-                // It appeared: only a live object reports that (with every field).
-                if self.initial != nil {
+                // It appeared: only a live object reports that (with every field). Or no read
+                // succeeded before, so what changed is unknown: every field, as the change the
+                // `.error` of the failed read promised.
+                if self.initial != nil || !wasKnown {
                     deliver(.changed(try decoded(), fields: info.stored.object.fields.filter { !$0.removed }.map(\.name)))
                 }
                 return
@@ -283,6 +299,8 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 return refresh(initial: initial)
             }
             changedReads = 0
+            // The listing is still news for the next read, while no read has succeeded.
+            if listed && !known { keyListed.store(true, ordering: .sequentiallyConsistent) }
             deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
         }
     }
