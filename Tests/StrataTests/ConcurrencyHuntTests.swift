@@ -8,18 +8,21 @@ import Testing
 import StrataTestWorkloads
 
 // Concurrency hunt: snapshots of many ages read on many threads while a writer commits, deletes
-// and compacts; reader slots filled and released; commit watching across processes with every
-// slot held. Sizes come from environment variables with small defaults, so that the suite runs in
+// and compacts; observers (callbacks, streams, objects) against a writer that compacts, another
+// process that compacts, cancellation and close; writes of every kind racing close; and what
+// happens while every reader slot is held (commit watching, results and objects observed then).
+// Sizes come from environment variables with small defaults, so that the suite runs in about ten
 // seconds on 2 cores:
-//   STRATA_HUNT_SEED (default 20261202), STRATA_HUNT_COMMITS (default 120),
-//   STRATA_HUNT_READERS (reader threads, default 3).
+//   STRATA_HUNT_SEED (default 20261202), STRATA_HUNT_COMMITS (default 400),
+//   STRATA_HUNT_READERS (reader threads, default 3), STRATA_HUNT_XPROC_TXNS (the other
+//   process's transactions, default 300).
 
 private enum Knob {
     static func int(_ name: String, _ fallback: Int) -> Int {
         Int(ProcessInfo.processInfo.environment[name] ?? "") ?? fallback
     }
     static var seed: UInt64 { UInt64(int("STRATA_HUNT_SEED", 20_261_202)) }
-    static var commits: Int { int("STRATA_HUNT_COMMITS", 120) }
+    static var commits: Int { int("STRATA_HUNT_COMMITS", 400) }
     static var readers: Int { int("STRATA_HUNT_READERS", 3) }
 }
 
@@ -574,7 +577,7 @@ private typealias Version = [[UInt8]: [UInt8]]
     /// set must be exact, and once both are done every observer's results must equal the query.
     @Test func observersOfAnotherProcessThatCompactsGetExactChanges() async throws {
         let seed = Knob.seed
-        let count = Knob.int("STRATA_HUNT_XPROC_TXNS", 120)
+        let count = Knob.int("STRATA_HUNT_XPROC_TXNS", 300)
         let path = huntPath()
         defer { removeDatabase(path) }
         var options = StoreOptions(durability: .noSync)
