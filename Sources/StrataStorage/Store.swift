@@ -67,8 +67,16 @@ public final class Store: Sendable {
 
     /// The format-2 → 3 upgrade (Upgrade.swift), when the newest commit is older than format 3.
     /// The writer lock makes two processes opening one old file upgrade it once.
+    /// The version is read from the newest meta page, not through a snapshot: opening must not
+    /// need a reader slot (every one may be held, by this process or others, and reads are what
+    /// should fail then, not the open). A meta page a writer in another process is overwriting
+    /// meanwhile is left to the write, which looks again under the writer lock and changes
+    /// nothing on a format-3 file.
     private func upgradeIfNeeded() throws {
-        if try isReadOnly || read({ $0.meta.formatVersion }) >= 3 { return }
+        if isReadOnly { return }
+        let latest = env.readers.latest
+        let meta = Meta.fields(env.maps.current.base + Int(latest % 2) * env.pageSize)
+        if meta.txnid == latest && meta.formatVersion >= 3 { return }
         try write(durability: .full) { txn in try txn.upgradeToCountedBranches() }
     }
 

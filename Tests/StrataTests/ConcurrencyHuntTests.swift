@@ -325,6 +325,24 @@ private typealias Version = [[UInt8]: [UInt8]]
         if case .deleted? = deleted.withLock({ $0.changes.last }) {} else { Issue.record("object 2's stream did not end with .deleted") }
     }
 
+    /// Opening a database is not a read: with every reader slot held (by this process or others),
+    /// another handle must still open, and write; only its reads fail until a slot is free.
+    @Test func aDatabaseOpensWhileEverySlotIsHeld() throws {
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.readerSlots = 4
+        let first = try Database(path: path, models: [HuntItem.self], options: options)
+        try first.write { tx in try tx.insert(HuntItem(id: 1, score: 1, tag: 1, text: "a")) }
+        var held: [ReadTransaction] = []
+        while let txn = try? first.store.beginRead() { held.append(txn) }
+        let second = try Database(path: path, models: [HuntItem.self], options: options)
+        try second.write { tx in try tx.insert(HuntItem(id: 2, score: 2, tag: 2, text: "b")) }
+        #expect(throws: StrataError.self) { try second.objects(HuntItem.self).fetch() }
+        for txn in held { txn.end() }
+        #expect(try second.objects(HuntItem.self).fetch().map(\.id) == [1, 2])
+    }
+
     /// The same through the object layer: results observed while every slot is held report the
     /// error, and then, once slots are free, another process's commits reach them.
     @Test func resultsObservedWhileEverySlotIsHeldHearOtherProcesses() async throws {
