@@ -74,10 +74,16 @@ public final class Store: Sendable {
     /// nothing on a format-3 file.
     private func upgradeIfNeeded() throws {
         if isReadOnly { return }
+        if let meta = newestMetaFields(), meta.formatVersion >= 3 { return }
+        try write(durability: .full) { txn in try txn.upgradeToCountedBranches() }
+    }
+
+    /// The fields of the newest commit's meta page, read without a snapshot (so without a reader
+    /// slot); nil when a writer in another process is overwriting that page (two commits later).
+    func newestMetaFields() -> Meta? {
         let latest = env.readers.latest
         let meta = Meta.fields(env.maps.current.base + Int(latest % 2) * env.pageSize)
-        if meta.txnid == latest && meta.formatVersion >= 3 { return }
-        try write(durability: .full) { txn in try txn.upgradeToCountedBranches() }
+        return meta.txnid == latest ? meta : nil
     }
 
     /// An in-memory store: the same engine on an anonymous memory-backed file that vanishes when

@@ -339,6 +339,10 @@ private typealias Version = [[UInt8]: [UInt8]]
         let second = try Database(path: path, models: [HuntItem.self], options: options)
         try second.write { tx in try tx.insert(HuntItem(id: 2, score: 2, tag: 2, text: "b")) }
         #expect(throws: StrataError.self) { try second.objects(HuntItem.self).fetch() }
+        // Compacting is writing: it must not fail for want of a slot either.
+        try second.write { tx in _ = try tx.deleteAll(HuntItem.self) }
+        #expect(throws: Never.self) { _ = try second.store.compact() }
+        try second.write { tx in try tx.insert(contentsOf: [HuntItem(id: 1, score: 1, tag: 1, text: "a"), HuntItem(id: 2, score: 2, tag: 2, text: "b")]) }
         for txn in held { txn.end() }
         #expect(try second.objects(HuntItem.self).fetch().map(\.id) == [1, 2])
     }
