@@ -52,6 +52,28 @@ private func onThread(seconds: Double = 120, _ body: @escaping @Sendable () -> V
     return done.wait(timeout: .now() + seconds) == .success
 }
 
+/// `onThread` for async tests: awaits the thread without blocking a thread of the shared pool (a
+/// blocked pool thread can starve the very tasks and queues the body waits for).
+private func onThreadAsync(seconds: Double = 120, _ body: @escaping @Sendable () -> Void) async -> Bool {
+    final class Once: Sendable {
+        let resumed = Atomic<Bool>(false)
+    }
+    let once = Once()
+    return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        let worker = Thread {
+            body()
+            if !once.resumed.exchange(true, ordering: .sequentiallyConsistent) { continuation.resume(returning: true) }
+        }
+        let timer = Thread {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline && !once.resumed.load(ordering: .sequentiallyConsistent) { usleep(10_000) }
+            if !once.resumed.exchange(true, ordering: .sequentiallyConsistent) { continuation.resume(returning: false) }
+        }
+        worker.start()
+        timer.start()
+    }
+}
+
 /// Polls `condition` on the calling thread for up to `seconds`.
 private func waitUntil(seconds: Double = 120, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
@@ -432,7 +454,7 @@ private typealias Version = [[UInt8]: [UInt8]]
             let total = 60 + rng.below(60)
             let closeAfter = rng.below(total)
             let completions = DispatchQueue(label: "hunt.completions")
-            let finished = onThread {
+            let finished = await onThreadAsync {
                 let group = DispatchGroup()
                 for i in 0..<total {
                     if i == closeAfter {
@@ -476,7 +498,10 @@ private typealias Version = [[UInt8]: [UInt8]]
             }
             #expect(finished)
             let reported = outcomes.withLock { $0 }
-            #expect(reported.count == total, "seed \(seed) round \(round): \(total - reported.count) writes never reported")
+            let missing = (0..<total).filter { reported[$0] == nil }
+            #expect(
+                missing.isEmpty,
+                "seed \(seed) round \(round): writes \(missing) never reported (kind i % 3: 0 writeAsync, 1 async, 2 sync), close after \(closeAfter)")
             db.close()
             let reopened = try Database(path: path, models: [HuntPair.self])
             let stored = Set(try reopened.objects(HuntPair.self).fetch().map(\.id))
@@ -541,7 +566,7 @@ private typealias Version = [[UInt8]: [UInt8]]
         }
         let cancelled = Check<HuntItem>("cancelled", { $0 })
         let cancelledToken = db.objects(HuntItem.self).observe(on: DispatchQueue(label: "hunt.cancelled")) { cancelled.take($0) }
-        let writerDone = onThread {
+        let writerDone = await onThreadAsync {
             var rng = ConcRandom(seed: seed)
             for n in 0..<commits {
                 if n == commits / 2 { cancelledToken.invalidate() }
