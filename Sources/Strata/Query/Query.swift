@@ -524,9 +524,12 @@ enum QueryEngine {
 
         /// Appends the record's value; false when it cannot be read as `V` without decoding.
         mutating func read(_ record: UnsafeRawBufferPointer) throws -> Bool {
-            // A missing field (added after this record was written) reads as nil, like a stored nil.
+            // A missing field (added after this record was written) reads as nil, like a stored nil;
+            // except that a stored nil in a double optional is its inner nil (`.some(nil)`), which
+            // decoding makes.
             guard let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil else {
-                guard let none = (V.self as? any OptionalValue.Type)?.noneAny as? V else { return false }
+                guard let none = nilValue(of: V.self) else { return false }
+                if try RecordField.find(field.id, in: record) != nil, (V.self as? any OptionalValue.Type)?.wrapsOptional == true { return false }
                 values.append(none)
                 return true
             }

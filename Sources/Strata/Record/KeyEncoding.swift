@@ -211,7 +211,7 @@ struct KeyReader {
                 guard offset < bytes.count else { return nil }
                 let tag = bytes[offset]
                 offset += 1
-                if tag == 0 { return optional.noneAny as? T }
+                if tag == 0 { return optional.none(as: T.self) }
                 return readSome(optional) as? T
             }
             if let raw = T.self as? any RawRepresentable.Type { return readRaw(raw) as? T }
@@ -237,7 +237,10 @@ struct KeyReader {
 protocol OptionalValue {
     associatedtype Wrapped
     var wrappedAny: Any? { get }
-    static var noneAny: Any { get }
+    /// This type's nil as a `T`, when `T` is this type. (Not `Optional<Wrapped>.none as Any as? T`:
+    /// casting an `Any` that holds `Int??.none` to `Int??` gives `.some(nil)`, so a nil double
+    /// optional would read back as a present inner nil.)
+    static func none<T>(as type: T.Type) -> T?
     static func wrapping(_ value: Wrapped) -> Self
     /// Whether the wrapped type is an optional too (`Int??`).
     static var wrapsOptional: Bool { get }
@@ -246,8 +249,17 @@ protocol OptionalValue {
 extension Optional: OptionalValue {
     var wrappedAny: Any? { self.map { $0 as Any } }
     static var wrapsOptional: Bool { Wrapped.self is any OptionalValue.Type }
-    static var noneAny: Any { Optional<Wrapped>.none as Any }
+    static func none<T>(as type: T.Type) -> T? {
+        guard T.self == Self.self else { return nil }
+        // (T is exactly this type, so the bit cast is an identity.)
+        return unsafeBitCast(Self.none, to: T.self)
+    }
     static func wrapping(_ value: Wrapped) -> Wrapped? { .some(value) }
+}
+
+/// The nil of `T` when `T` is an optional type; nil when it is not.
+func nilValue<T>(of type: T.Type) -> T? {
+    (T.self as? any OptionalValue.Type)?.none(as: T.self)
 }
 
 /// `Ref` seen through `Any`.

@@ -252,7 +252,7 @@ extension ObjectDecodingState {
         }
         guard at.entry >= 0, !entry(at.entry).isNil else {
             // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
-            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            if let none = nilValue(of: T.self) { return none }
             throw missing(name)
         }
         return try general(T.self, at.field, name, slice(entry(at.entry)))
@@ -263,7 +263,7 @@ extension ObjectDecodingState {
         let e = entry(at.entry)
         if e.isNil {
             // A stored nil inside a present field: `.some(nil)` for a double optional, nil otherwise.
-            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return .some(none) }
+            if let none = nilValue(of: T.self) { return .some(none) }
             return nil
         }
         if T.self == String.self, layout.kinds[at.field] == .string { return unsafeBitCast(String(decoding: slice(e), as: UTF8.self), to: T.self) }
@@ -300,7 +300,7 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
         let item = items[currentIndex]
         currentIndex += 1
         if item.isNil {
-            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            if let none = nilValue(of: T.self) { return none }
             throw context.mismatch("nil element read as \(T.self)")
         }
         return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending("[\(currentIndex - 1)]"))
@@ -332,7 +332,7 @@ struct DictionaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         guard let entry = entries[key.stringValue] else { throw context.appending(key.stringValue).mismatch("no such key") }
         if entry.isNil {
-            if let none = (T.self as? any OptionalValue.Type)?.noneAny as? T { return none }
+            if let none = nilValue(of: T.self) { return none }
             throw context.appending(key.stringValue).mismatch("nil read as \(T.self)")
         }
         return try RecordDecoding.decodeValue(T.self, as: element, bytes: entry.bytes, context: context.appending(key.stringValue))
