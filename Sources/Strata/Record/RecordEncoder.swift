@@ -222,12 +222,31 @@ struct RecordFields {
 
     /// The spans by ascending id, the values, and the size of the record they make.
     private func withOrder<R>(_ body: (UnsafeBufferPointer<Span>, UnsafeBufferPointer<UInt8>, Int) -> R) -> R {
-        let order = spans.isSorted(by: { $0.id < $1.id }) ? spans : spans.sorted { $0.id < $1.id }
+        let order = spans.isSorted(by: { $0.id < $1.id }) ? spans : Self.ordered(spans)
         var size = varintSize(UInt64(order.count))
         for span in order {
             size += varintSize(UInt64(span.id) << 1 | (span.isNil ? 1 : 0)) + varintSize(UInt64(span.end - span.start)) + (span.end - span.start)
         }
         return order.withUnsafeBufferPointer { order in buffer.withUnsafeBufferPointer { values in body(order, values, size) } }
+    }
+
+    /// Spans written out of schema order (a hand-written `encode(to:)`), by ascending id. A field
+    /// encoded more than once keeps its last value, as JSONEncoder's keyed containers do: the
+    /// table must name each field once (a reader finds the first entry of an id, so a repeated
+    /// field would read back its first value, and its other bytes would be dead weight).
+    private static func ordered(_ spans: [Span]) -> [Span] {
+        // By id, then by when it was written (sorted by position too: `sort` is not documented stable).
+        let sorted = spans.indices.sorted { spans[$0].id != spans[$1].id ? spans[$0].id < spans[$1].id : $0 < $1 }
+        var order: [Span] = []
+        order.reserveCapacity(spans.count)
+        for i in sorted {
+            if let last = order.last, last.id == spans[i].id {
+                order[order.count - 1] = spans[i]
+            } else {
+                order.append(spans[i])
+            }
+        }
+        return order
     }
 
     /// Writes the record of `order` to `p`, which has room for the size `withOrder` computed from
