@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Testing
 
@@ -248,10 +249,15 @@ struct CHWrapped<V: Codable & Sendable & Hashable>: Codable, Sendable, Hashable 
         try c.encode(value)
     }
 }
+extension CHWrapped: Comparable where V: Comparable {
+    static func < (a: Self, b: Self) -> Bool { a.value < b.value }
+}
+
 struct CHWrappers: Model, Equatable {
+    static let indexes: [PartialKeyPath<CHWrappers> & Sendable] = [\.date, \.uuid, \.decimal, \.url, \.int, \.dates]
     var id: Int
     var date: CHWrapped<Date>
-    var data: CHWrapped<Data>
+    var data: CHWrapped<String>
     var uuid: CHWrapped<UUID>
     var decimal: CHWrapped<Decimal>
     var url: CHWrapped<URL>
@@ -451,6 +457,68 @@ struct CodableHuntTests {
         #expect(try db.objects(CHTwice.self).filter(#Predicate { $0.name == "placeholder" }).fetchCount() == 0)
         let record = try RecordEncoding.encode(value, schema: try SchemaProbe.schema(of: CHTwice.self, modelName: "CHTwice"), model: "CHTwice")
         #expect(try record.withUnsafeBytes { try FieldTable($0).entries.map(\.id) } == [0, 1])
+    }
+
+    /// Single-value wrappers (tagged identifiers, property wrappers) of Date, Data, UUID, Decimal
+    /// and URL: the probe accepted them, and every write was then refused ("expected Date, found
+    /// CHWrapped<Date>"), where wrappers of numbers and strings were stored.
+    @Test func wrappersOfFoundationTypesAreStoredIndexedAndSorted() throws {
+        let db = try Database.inMemory(models: [CHWrappers.self])
+        var rng = SeededRandom(seed: Self.seed)
+        let dates: [Date] = [.distantPast, .distantFuture, Date(timeIntervalSinceReferenceDate: -0.5), Date(timeIntervalSinceReferenceDate: 0)]
+        let uuids = (0..<3).map { UUID(uuid: (UInt8($0), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF)) }
+        let decimals = ["1.0", "1.00", "-2.5", "0.1"].map { Decimal(string: $0, locale: Locale(identifier: "en_US_POSIX"))! }
+        let urls = ["https://a.b/c", "file:///x%20y", "mailto:a@b"].map { URL(string: $0)! }
+        let objects = (0..<24).map { i in
+            CHWrappers(
+                id: i, date: .init(dates[rng.below(dates.count)]), data: .init("d\(i % 3)"), uuid: .init(uuids[rng.below(uuids.count)]),
+                decimal: .init(decimals[rng.below(decimals.count)]), url: .init(urls[rng.below(urls.count)]), string: .init("é"),
+                int: .init(rng.below(5) - 2), dates: (0..<rng.below(3)).map { _ in .init(dates[rng.below(dates.count)]) },
+                maybeUUID: rng.below(2) == 0 ? nil : .init(uuids[rng.below(uuids.count)]))
+        }
+        try db.write { tx in try tx.insert(contentsOf: objects) }
+        #expect(try db.objects(CHWrappers.self).fetch() == objects)
+        #expect(try objects.map { try chJSONRoundTrip($0) } == objects)
+        func check(_ predicate: Predicate<CHWrappers>, _ text: String) throws {
+            let expected = try objects.filter { try predicate.evaluate($0) }.map(\.id)
+            let results = db.objects(CHWrappers.self).filter(predicate)
+            #expect(try results.fetch().map(\.id) == expected, "seed \(Self.seed) \(text): \(results.explain())")
+            #expect(try results.fetchCount() == expected.count, "seed \(Self.seed) \(text)")
+        }
+        for d in dates {
+            let w = CHWrapped(d)
+            try check(#Predicate { $0.date == w }, "date == \(d)")
+            try check(#Predicate { $0.date < w }, "date < \(d)")
+            try check(#Predicate { $0.dates.contains(w) }, "dates contains \(d)")
+        }
+        for u in uuids {
+            let w = CHWrapped(u)
+            let m: CHWrapped<UUID>? = w
+            try check(#Predicate { $0.uuid == w }, "uuid == \(u)")
+            try check(#Predicate { $0.maybeUUID == m }, "maybeUUID == \(u)")
+        }
+        for d in decimals {
+            let w = CHWrapped(d)
+            try check(#Predicate { $0.decimal == w }, "decimal == \(d)")
+        }
+        for u in urls {
+            let w = CHWrapped(u)
+            try check(#Predicate { $0.url == w }, "url == \(u)")
+        }
+        for order in [SortOrder.forward, .reverse] {
+            for descriptor in [SortDescriptor(\CHWrappers.date, order: order), SortDescriptor(\CHWrappers.int, order: order)] {
+                let sorted = try db.objects(CHWrappers.self).sorted(by: descriptor).fetch()
+                // Ties in primary-key order.
+                let expected = objects.sorted { a, b in
+                    switch descriptor.compare(a, b) {
+                    case .orderedAscending: return true
+                    case .orderedDescending: return false
+                    case .orderedSame: return a.id < b.id
+                    }
+                }
+                #expect(sorted.map(\.id) == expected.map(\.id), "seed \(Self.seed) sort \(descriptor)")
+            }
+        }
     }
 
     /// A nil element of `[Int??]` (or value of `[String: String??]`, or a nil `Int??` read with

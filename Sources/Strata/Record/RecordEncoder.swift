@@ -56,21 +56,21 @@ enum RecordEncoding {
             guard let v = value as? String else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             out.append(contentsOf: v.utf8)
         case .data:
-            guard let v = value as? Data else { throw context.mismatch("expected Data, found \(Swift.type(of: value))") }
+            guard let v = value as? Data else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             out.append(contentsOf: v)
         case .date:
-            guard let v = value as? Date else { throw context.mismatch("expected Date, found \(Swift.type(of: value))") }
+            guard let v = value as? Date else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             withUnsafeBytes(of: v.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { out.append(contentsOf: $0) }
         case .uuid:
-            guard let v = value as? UUID else { throw context.mismatch("expected UUID, found \(Swift.type(of: value))") }
+            guard let v = value as? UUID else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             withUnsafeBytes(of: v.uuid) { out.append(contentsOf: $0) }
         case .decimal:
-            guard let v = value as? Decimal else { throw context.mismatch("expected Decimal, found \(Swift.type(of: value))") }
+            guard let v = value as? Decimal else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             // NaN's text ("NaN") does not read back as a Decimal: refuse it here, not at every read.
             guard !v.isNaN else { throw context.mismatch("Decimal NaN cannot be stored (a stored Decimal is a number); store nil instead") }
             out.append(contentsOf: v.description.utf8)
         case .url:
-            guard let v = value as? URL else { throw context.mismatch("expected URL, found \(Swift.type(of: value))") }
+            guard let v = value as? URL else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             out.append(contentsOf: v.absoluteString.utf8)
         case .enumeration(let raw):
             guard let v = value as? any RawRepresentable else { return try encodeThroughSingleValue(value, as: raw, into: &out, context: context) }
@@ -99,7 +99,9 @@ enum RecordEncoding {
         }
     }
 
-    /// A wrapper type (an enum, a custom single-value type) encodes itself into one primitive.
+    /// A wrapper type (an enum, a custom single-value type such as a property wrapper or a tagged
+    /// identifier) encodes itself into one primitive: the schema probe took the field's type from
+    /// the value its `init(from:)` decodes, so every stored type falls back to this.
     private static func encodeThroughSingleValue(_ value: Any, as type: FieldType, into out: inout [UInt8], context: EncodingContext) throws {
         guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
         let capture = SingleValueCapture(context: context)
