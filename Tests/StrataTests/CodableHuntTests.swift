@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Strata
@@ -296,6 +297,26 @@ struct CHDoubleNil: Model, Equatable {
     }
 }
 
+/// A single-value wrapper of an Int whose order is not the Int's: higher priorities first.
+struct CHPriority: Codable, Sendable, Hashable, Comparable {
+    var level: Int
+    init(_ level: Int) { self.level = level }
+    init(from decoder: any Decoder) throws { level = try decoder.singleValueContainer().decode(Int.self) }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(level)
+    }
+    static func < (a: Self, b: Self) -> Bool { a.level > b.level }
+}
+
+struct CHTask: Model, Equatable {
+    static let indexes: [PartialKeyPath<CHTask> & Sendable] = [\.priority, \.due]
+    var id: Int
+    var priority: CHPriority
+    var due: CHWrapped<Date>
+    var maybe: CHPriority?
+}
+
 // MARK: Helpers
 
 func chJSONRoundTrip<T: Codable>(_ value: T) throws -> T {
@@ -518,6 +539,68 @@ struct CodableHuntTests {
                 }
                 #expect(sorted.map(\.id) == expected.map(\.id), "seed \(Self.seed) sort \(descriptor)")
             }
+        }
+    }
+
+    /// A sort on a single-value wrapper (stored as the value it wraps) ordered by the wrapped
+    /// value's key encoding, and walked its index so: wrong for a wrapper with its own `<`
+    /// (CHPriority sorts higher levels first), and a live result sorted on any wrapper failed
+    /// with "cannot encode the sort value" (the object's value is not a type keys know).
+    @Test func sortsOnWrappersFollowTheWrappersOwnOrder() throws {
+        let db = try Database.inMemory(models: [CHTask.self])
+        var rng = SeededRandom(seed: Self.seed)
+        let objects = (0..<30).map { i in
+            CHTask(
+                id: i, priority: CHPriority(rng.below(5) - 2), due: CHWrapped(Date(timeIntervalSinceReferenceDate: Double(rng.below(4)))),
+                maybe: rng.below(3) == 0 ? nil : CHPriority(rng.below(3)))
+        }
+        try db.write { tx in try tx.insert(contentsOf: objects) }
+        func expected(_ descriptors: [SortDescriptor<CHTask>], _ objects: [CHTask]) -> [Int] {
+            objects.sorted { a, b in
+                for d in descriptors {
+                    switch d.compare(a, b) {
+                    case .orderedAscending: return true
+                    case .orderedDescending: return false
+                    case .orderedSame: continue
+                    }
+                }
+                return a.id < b.id
+            }.map(\.id)
+        }
+        let low = CHPriority(2)
+        for order in [SortOrder.forward, .reverse] {
+            let sorts: [[SortDescriptor<CHTask>]] = [
+                [SortDescriptor(\.priority, order: order)], [SortDescriptor(\.maybe, order: order)],
+                [SortDescriptor(\.due, order: order), SortDescriptor(\.priority, order: order)],
+            ]
+            for descriptors in sorts {
+                let all = db.objects(CHTask.self).sorted(by: descriptors)
+                #expect(try all.fetch().map(\.id) == expected(descriptors, objects), "seed \(Self.seed) \(descriptors): \(all.explain())")
+                #expect(try all.prefix(4).fetch().map(\.id) == Array(expected(descriptors, objects).prefix(4)), "seed \(Self.seed) \(descriptors) prefix")
+                let some = db.objects(CHTask.self).filter(#Predicate { $0.priority != low }).sorted(by: descriptors)
+                let filtered = objects.filter { $0.priority != low }
+                #expect(try some.fetch().map(\.id) == expected(descriptors, filtered), "seed \(Self.seed) \(descriptors) filtered: \(some.explain())")
+            }
+        }
+        // Live results sorted on a wrapper: the initial result and the one after a write.
+        let descriptors = [SortDescriptor(\CHTask.due), SortDescriptor(\CHTask.priority)]
+        let deliveries = Mutex<[Result<[Int], StrataError>]>([])
+        let token = db.objects(CHTask.self).sorted(by: descriptors).observe(on: DispatchQueue(label: "CodableHuntTests.live")) { change in
+            switch change {
+            case .initial(let r), .update(let r, _, _, _): deliveries.withLock { $0.append(.success(Array(r).map(\.id))) }
+            case .error(let error): deliveries.withLock { $0.append(.failure(error)) }
+            }
+        }
+        defer { token.invalidate() }
+        let added = CHTask(id: 99, priority: CHPriority(9), due: CHWrapped(Date(timeIntervalSinceReferenceDate: 1)), maybe: nil)
+        try db.write { tx in try tx.insert(added) }
+        let deadline = Date().addingTimeInterval(30)
+        while deliveries.withLock({ $0.count }) < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        let seen = deliveries.withLock { $0 }
+        #expect(seen.count >= 1)
+        if case .failure(let error)? = seen.first { Issue.record("live: \(error)") }
+        if let last = seen.last, case .success(let ids) = last, seen.count >= 2 {
+            #expect(ids == expected(descriptors, objects + [added]), "seed \(Self.seed) live")
         }
     }
 

@@ -142,7 +142,9 @@ enum Planner {
         guard let first = query.sort.first else { return nil }
         var sortPaths: [String] = []
         for descriptor in query.sort {
-            guard descriptor.order == first.order, let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath) else { return nil }
+            guard descriptor.order == first.order, let keyPath = descriptor.keyPath, ResultOrder<M>.readsKeyOrderedType(keyPath),
+                let path = fieldPath(of: keyPath)
+            else { return nil }
             sortPaths.append(path)
         }
         let reverse = query.sort[0].order == .reverse

@@ -8,7 +8,8 @@ import Foundation
 /// order exactly as `SortDescriptor.compare` does, and also where Foundation has no order: NaN
 /// sorts above every number (and equals NaN), and -0.0 equals 0.0. So does a descriptor on a
 /// stored `String` under a collation (`sorted(by:collation:)`), which is defined by its sort key.
-/// Any other descriptor (strings without a collation, enums, nested values) is asked to compare.
+/// Any other descriptor (strings without a collation, enums, nested values, and values of types
+/// that wrap a stored number or date) is asked to compare.
 struct ResultOrder<M: Model> {
     private enum Part {
         /// Key-encoded: compared as bytes, inverted for a reverse descriptor. `tagged`: the path
@@ -28,7 +29,7 @@ struct ResultOrder<M: Model> {
     init(_ descriptors: [SortDescriptor<M>], collation: StringCollation?, info: ModelInfo<M>) {
         var allEncoded = true
         parts = descriptors.map { descriptor in
-            if let keyPath = descriptor.keyPath, let path = fieldPath(of: keyPath),
+            if let keyPath = descriptor.keyPath, ResultOrder.readsKeyOrderedType(keyPath), let path = fieldPath(of: keyPath),
                 let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation)
             {
                 return .encoded(
@@ -50,6 +51,19 @@ struct ResultOrder<M: Model> {
         default: return false
         }
     }
+
+    /// Whether a key path reads a value of a Swift type whose `<` is what `isKeyOrdered` vouches
+    /// for (a number, a date, a bool, or a string under a collation), or an optional of one. The
+    /// stored type alone does not say: a single-value wrapper (a tagged identifier, a property
+    /// wrapper) is stored as the value it wraps, but sorts by its own `<`, which may be another
+    /// order, and its values are not ones `KeyEncoding` encodes.
+    static func readsKeyOrderedType(_ keyPath: AnyKeyPath) -> Bool {
+        var valueType = type(of: keyPath).valueType
+        while let optional = valueType as? any OptionalValue.Type { valueType = wrappedType(optional) }
+        return resultOrderKeyOrderedTypes.contains(ObjectIdentifier(valueType))
+    }
+
+    private static func wrappedType<O: OptionalValue>(_: O.Type) -> Any.Type { O.Wrapped.self }
 
     /// `isKeyOrdered`, or a `String` ordered by a collation's sort keys.
     static func isKeyOrdered(_ type: FieldType, collation: StringCollation?) -> Bool {
@@ -203,3 +217,11 @@ struct ResultOrder<M: Model> {
         keys = order.map { keys[$0] }
     }
 }
+
+/// The Swift types `ResultOrder.readsKeyOrderedType` accepts (a static of a generic type cannot be stored).
+private let resultOrderKeyOrderedTypes: Set<ObjectIdentifier> = [
+    ObjectIdentifier(Int.self), ObjectIdentifier(Int8.self), ObjectIdentifier(Int16.self), ObjectIdentifier(Int32.self),
+    ObjectIdentifier(Int64.self), ObjectIdentifier(UInt.self), ObjectIdentifier(UInt8.self), ObjectIdentifier(UInt16.self),
+    ObjectIdentifier(UInt32.self), ObjectIdentifier(UInt64.self), ObjectIdentifier(Double.self), ObjectIdentifier(Float.self),
+    ObjectIdentifier(Date.self), ObjectIdentifier(Bool.self), ObjectIdentifier(String.self),
+]
