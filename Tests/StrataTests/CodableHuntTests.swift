@@ -235,9 +235,48 @@ enum CHNamedLevel: Int, Codable, Sendable, CaseIterable {
         try c.encode("\(self)")
     }
 }
+
+/// An enum with a String raw value that codes itself as a keyed container.
+enum CHKeyedMood: String, Codable, Sendable, CaseIterable {
+    case calm, angry
+    enum CodingKeys: String, CodingKey { case mood }
+    init(from decoder: any Decoder) throws {
+        let name = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .mood)
+        guard let mood = Self(rawValue: name) else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: name)) }
+        self = mood
+    }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(rawValue, forKey: .mood)
+    }
+}
+
 struct CHNamedLevelModel: Model, Equatable {
+    static let indexes: [PartialKeyPath<CHNamedLevelModel> & Sendable] = [\.level]
     var id: Int
     var level: CHNamedLevel
+    var levels: [CHNamedLevel]
+    var maybe: CHNamedLevel?
+    var wrapped: CHWrapped<CHNamedLevel>
+    var mood: CHKeyedMood
+}
+
+/// A resilient enum: its init(from:) reads the raw value and maps any it does not know to
+/// `.unknown`. Strata must keep calling it (not read the raw value itself).
+enum CHResilient: String, Codable, Sendable, CaseIterable {
+    case happy, unknown
+    init(from decoder: any Decoder) throws { self = Self(rawValue: try decoder.singleValueContainer().decode(String.self)) ?? .unknown }
+}
+enum CHResilientOld: String, Codable, Sendable, CaseIterable { case happy, legacy }
+struct CHResilientModel: Model {
+    static let modelName = "CHResilient"
+    var id: Int
+    var mood: CHResilient
+}
+struct CHResilientOldModel: Model {
+    static let modelName = "CHResilient"
+    var id: Int
+    var mood: CHResilientOld
 }
 
 /// Single-value wrappers of Foundation types (Tagged-style identifiers, property wrappers).
@@ -602,6 +641,32 @@ struct CodableHuntTests {
         if let last = seen.last, case .success(let ids) = last, seen.count >= 2 {
             #expect(ids == expected(descriptors, objects + [added]), "seed \(Self.seed) live")
         }
+    }
+
+    /// A raw-value enum whose own Codable is another shape (its case name, a keyed container):
+    /// writes store the raw value (never calling its encode(to:)) and reads called its
+    /// init(from:), which cannot read a raw value, so every object was stored unreadable ("stored
+    /// as Int64, read as String"). The raw value now names the case when init(from:) fails.
+    @Test func rawValueEnumsWithTheirOwnCodingReadBack() throws {
+        let db = try Database.inMemory(models: [CHNamedLevelModel.self])
+        let objects = [
+            CHNamedLevelModel(id: 1, level: .high, levels: [.low, .high], maybe: nil, wrapped: CHWrapped(.low), mood: .angry),
+            CHNamedLevelModel(id: 2, level: .low, levels: [], maybe: .high, wrapped: CHWrapped(.high), mood: .calm),
+        ]
+        try db.write { tx in try tx.insert(contentsOf: objects) }
+        #expect(try db.objects(CHNamedLevelModel.self).fetch() == objects)
+        #expect(try objects.map { try chJSONRoundTrip($0) } == objects)
+        let high = CHNamedLevel.high
+        #expect(try db.objects(CHNamedLevelModel.self).filter(#Predicate { $0.level == high }).fetch().map(\.id) == [1])
+        #expect(try db.objects(CHNamedLevelModel.self).filter(#Predicate { $0.maybe == high }).fetch().map(\.id) == [2])
+        // A resilient enum's own init(from:) still decides: a raw value it does not know is `.unknown`.
+        let path = databasePath()
+        do {
+            let old = try Database(path: path, models: [CHResilientOldModel.self], options: StoreOptions(durability: .noSync))
+            try old.write { tx in try tx.insert(CHResilientOldModel(id: 1, mood: .legacy)) }
+        }
+        let new = try Database(path: path, models: [CHResilientModel.self], options: StoreOptions(durability: .noSync))
+        #expect(try new.object(CHResilientModel.self, key: 1)?.mood == .unknown)
     }
 
     /// A nil element of `[Int??]` (or value of `[String: String??]`, or a nil `Int??` read with

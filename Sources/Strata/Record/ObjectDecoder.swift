@@ -356,7 +356,10 @@ struct SingleValueDecoding: SingleValueDecodingContainer {
         let stored = decoder.fieldType
         switch stored.unwrapped {
         case .enumeration(let raw):
-            return try RecordDecoding.decodeValue(T.self, as: raw, bytes: decoder.bytes, context: decoder.context)
+            // The raw value itself, or an enum (inside a wrapper) read as one, by its own
+            // init(from:) or else by its raw value (RecordDecoding.decodeValue).
+            if RecordDecoding.isPrimitive(T.self) { return try RecordDecoding.primitive(T.self, as: raw, bytes: decoder.bytes, context: decoder.context) }
+            return try RecordDecoding.decodeValue(T.self, as: .enumeration(raw), bytes: decoder.bytes, context: decoder.context)
         case .reference:
             guard let value = KeyEncoding.decode(T.self, from: decoder.bytes) else {
                 throw decoder.context.mismatch("stored reference key does not decode as \(T.self)")

@@ -14,11 +14,27 @@ enum RecordDecoding {
         let decoder = ValueDecoder(fieldType: stored, bytes: bytes, isNil: false, context: context)
         do {
             return try T(from: decoder)
-        } catch let error as StrataError {
-            throw error
         } catch {
+            // An enum is stored as its raw value: RecordEncoding writes `rawValue`, never the
+            // enum's own encode(to:). An init(from:) that reads another shape (the case's name
+            // for an Int enum, a keyed container) cannot read that back, and the object would be
+            // stored unreadable: the raw value names the case it was written from.
+            if case .enumeration(let raw) = stored, let value = rawCase(T.self, raw: raw, bytes: bytes, context: context) { return value }
+            if let error = error as? StrataError { throw error }
             throw context.mismatch("\(T.self).init(from:) failed: \(error)")
         }
+    }
+
+    /// The case of a raw-value type whose raw value is stored in `bytes`; nil when `T` has no raw
+    /// value of a stored primitive type, or the stored one names no case.
+    private static func rawCase<T>(_ type: T.Type, raw: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) -> T? {
+        guard let representable = T.self as? any RawRepresentable.Type else { return nil }
+        return rawCase(representable, raw: raw, bytes: bytes, context: context) as? T
+    }
+
+    private static func rawCase<R: RawRepresentable>(_ type: R.Type, raw: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) -> R? {
+        guard isPrimitive(R.RawValue.self), let rawValue = try? primitive(R.RawValue.self, as: raw, bytes: bytes, context: context) else { return nil }
+        return R(rawValue: rawValue)
     }
 
     /// Whether `primitive` decodes values of `type` (a type read from the record's bytes itself,

@@ -73,8 +73,12 @@ enum RecordEncoding {
             guard let v = value as? URL else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             out.append(contentsOf: v.absoluteString.utf8)
         case .enumeration(let raw):
-            guard let v = value as? any RawRepresentable else { return try encodeThroughSingleValue(value, as: raw, into: &out, context: context) }
-            try encodeValue(v.rawValue, as: raw, into: &out, context: context)
+            if let v = value as? any RawRepresentable { return try encodeValue(v.rawValue, as: raw, into: &out, context: context) }
+            // The raw value itself (what a wrapper of the enum may encode), or a wrapper of the
+            // enum, whose single value is encoded as above: its raw value, never what the enum's
+            // own encode(to:) writes (the case's name, say), which would not fit the raw type.
+            if RecordDecoding.isPrimitive(Swift.type(of: value)) { return try encodeValue(value, as: raw, into: &out, context: context) }
+            try encodeThroughSingleValue(value, as: type, into: &out, context: context)
         case .reference:
             guard let v = value as? any ReferenceValue, let key = KeyEncoding.encode(v.keyAny) else {
                 throw context.mismatch("expected a Ref with a storable key, found \(Swift.type(of: value))")
