@@ -356,6 +356,15 @@ struct CHTask: Model, Equatable {
     var maybe: CHPriority?
 }
 
+/// A model keyed by any comparable type, with the key also in an indexed field and an indexed
+/// optional copy.
+struct CHKeyed<K: Codable & Sendable & Hashable & Comparable>: Model {
+    static var indexes: [PartialKeyPath<CHKeyed<K>> & Sendable] { [\.value, \.maybe] }
+    var id: K
+    var value: K
+    var maybe: K?
+}
+
 // MARK: Helpers
 
 func chJSONRoundTrip<T: Codable>(_ value: T) throws -> T {
@@ -667,6 +676,95 @@ struct CodableHuntTests {
         }
         let new = try Database(path: path, models: [CHResilientModel.self], options: StoreOptions(durability: .noSync))
         #expect(try new.object(CHResilientModel.self, key: 1)?.mood == .unknown)
+    }
+
+    /// Keys and indexed values at the edges of their types: the stored order is Swift's `<`, and
+    /// equality and ranges on the key, an index and an optional index select what
+    /// `Predicate.evaluate` selects, before and after updates, deletes and reopening.
+    func checkKeys<K: Codable & Sendable & Hashable & Comparable>(_ keys: [K], probes: [K]) throws {
+        let path = databasePath("keys")
+        var rng = SeededRandom(seed: Self.seed &+ UInt64(keys.count))
+        var objects = keys.map { CHKeyed(id: $0, value: $0, maybe: rng.below(3) == 0 ? nil : $0) }
+        func check(_ db: Database, _ stage: String) throws {
+            let all = try db.objects(CHKeyed<K>.self).fetch()
+            let sorted = objects.sorted { $0.id < $1.id }
+            #expect(all.map(\.id) == sorted.map(\.id), "seed \(Self.seed) \(K.self) \(stage): key order \(all.map(\.id))")
+            for order in [SortOrder.forward, .reverse] {
+                for descriptor in [SortDescriptor(\CHKeyed<K>.value, order: order), SortDescriptor(\CHKeyed<K>.maybe, order: order)] {
+                    let got = try db.objects(CHKeyed<K>.self).sorted(by: descriptor).fetch().map(\.id)
+                    let want = objects.sorted { a, b in
+                        switch descriptor.compare(a, b) {
+                        case .orderedAscending: return true
+                        case .orderedDescending: return false
+                        case .orderedSame: return a.id < b.id
+                        }
+                    }.map(\.id)
+                    #expect(got == want, "seed \(Self.seed) \(K.self) \(stage): sort \(descriptor)")
+                }
+            }
+            for c in probes {
+                let m: K? = c
+                let predicates: [(String, Predicate<CHKeyed<K>>)] = [
+                    ("id ==", #Predicate { $0.id == c }), ("id <", #Predicate { $0.id < c }), ("id <=", #Predicate { $0.id <= c }),
+                    ("id >", #Predicate { $0.id > c }), ("id >=", #Predicate { $0.id >= c }), ("id !=", #Predicate { $0.id != c }),
+                    ("value ==", #Predicate { $0.value == c }), ("value <", #Predicate { $0.value < c }),
+                    ("value >=", #Predicate { $0.value >= c }), ("maybe ==", #Predicate { $0.maybe == m }),
+                    ("maybe == nil", #Predicate { $0.maybe == nil }), ("maybe != nil && maybe! > c", #Predicate { $0.maybe != nil && $0.maybe! > c }),
+                    ("list", #Predicate { [c].contains($0.value) }),
+                ]
+                for (text, predicate) in predicates {
+                    let want = try sorted.filter { try predicate.evaluate($0) }.map(\.id)
+                    let results = db.objects(CHKeyed<K>.self).filter(predicate)
+                    #expect(try results.fetch().map(\.id) == want, "seed \(Self.seed) \(K.self) \(stage): \(text) \(c): \(results.explain())")
+                    #expect(try results.fetchCount() == want.count, "seed \(Self.seed) \(K.self) \(stage): count \(text) \(c)")
+                }
+                #expect(
+                    try db.object(CHKeyed<K>.self, key: c)?.id == objects.first { $0.id == c }?.id, "seed \(Self.seed) \(K.self) \(stage): object(key: \(c))")
+            }
+        }
+        do {
+            let db = try Database(path: path, models: [CHKeyed<K>.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(contentsOf: objects) }
+            try check(db, "inserted")
+            // Swap values around, drop a third, then reopen.
+            try db.write { tx in
+                for i in objects.indices where rng.below(3) == 0 {
+                    let other = objects[rng.below(objects.count)].value
+                    objects[i].value = other
+                    objects[i].maybe = rng.below(2) == 0 ? nil : other
+                    try tx.upsert(objects[i])
+                }
+                for i in objects.indices.reversed() where rng.below(3) == 0 {
+                    try tx.delete(CHKeyed<K>.self, key: objects[i].id)
+                    objects.remove(at: i)
+                }
+            }
+            try check(db, "updated")
+        }
+        try check(try Database(path: path, models: [CHKeyed<K>.self], options: StoreOptions(durability: .noSync)), "reopened")
+    }
+
+    @Test func keysAndIndexesAtTheEdgesOfTheirTypes() throws {
+        try checkKeys([Int8.min, -1, 0, 1, Int8.max], probes: [Int8.min, -2, 0, Int8.max])
+        try checkKeys([Int16.min, -300, 0, 255, 256, Int16.max], probes: [Int16.min, 255, Int16.max])
+        try checkKeys([UInt32.min, 1, 255, 256, UInt32.max], probes: [0, 256, UInt32.max])
+        try checkKeys([0, 1, UInt64(Int64.max), UInt64(Int64.max) + 1, UInt64.max], probes: [0, UInt64(Int64.max), UInt64.max])
+        try checkKeys([Int.min, -1, 0, 1, Int.max], probes: [Int.min, 0, Int.max])
+        try checkKeys(
+            [-Double.infinity, -.greatestFiniteMagnitude, -1, -.leastNonzeroMagnitude, 0, .leastNonzeroMagnitude, .leastNormalMagnitude, 1, .infinity],
+            probes: [-.infinity, -0.0, 0, .leastNonzeroMagnitude, .nan, .infinity, -.leastNonzeroMagnitude * 3])
+        try checkKeys(
+            [
+                Date.distantPast, Date(timeIntervalSinceReferenceDate: -0.5), Date(timeIntervalSinceReferenceDate: 0),
+                Date(timeIntervalSinceReferenceDate: 1e-9), .distantFuture,
+            ],
+            probes: [Date(timeIntervalSinceReferenceDate: -0.0), .distantFuture, Date(timeIntervalSinceReferenceDate: 5e-10)])
+        try checkKeys(
+            ["", "\u{0}", "\u{0}\u{0}", "a", "a\u{0}", "a\u{0}b", "a\u{1}", "\u{E9}", "q\u{301}", "z", "\u{FFFF}", "\u{10FFFF}", "👩‍👩‍👧", "Å"],
+            probes: ["", "e\u{301}", "\u{E9}", "q", "q\u{301}", "A\u{30A}", "\u{212B}", "a\u{0}", "\u{0}"])
+        try checkKeys(
+            (0..<5).map { UUID(uuid: (UInt8($0 * 60), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(255 - $0))) },
+            probes: [UUID(uuid: (60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 254))])
     }
 
     /// A nil element of `[Int??]` (or value of `[String: String??]`, or a nil `Int??` read with
