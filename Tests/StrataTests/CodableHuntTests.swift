@@ -42,7 +42,7 @@ struct CHLevel2: Codable, Sendable, Equatable { var l3: CHLevel3 }
 struct CHLevel1: Codable, Sendable, Equatable { var l2: CHLevel2; var d: Date }
 
 struct CHOdd: Model, Equatable {
-    static let indexes: [PartialKeyPath<CHOdd> & Sendable] = [\.level, \.text, \.double, \.date]
+    static let indexes: [PartialKeyPath<CHOdd> & Sendable] = [\.level, \.text, \.double, \.date, \.flags]
     var id: Int
     var doubleOptional: Int??
     var optionals: [Int?]
@@ -363,6 +363,15 @@ struct CHKeyed<K: Codable & Sendable & Hashable & Comparable>: Model {
     var id: K
     var value: K
     var maybe: K?
+}
+
+/// Two fields of one OptionSet type, one renamed, both indexed.
+struct CHPermissions: Model, Equatable {
+    static let indexes: [PartialKeyPath<CHPermissions> & Sendable] = [\.granted, \.denied]
+    var id: Int
+    var granted: CHFlags
+    var denied: CHFlags
+    enum CodingKeys: String, CodingKey { case id, granted = "g", denied }
 }
 
 // MARK: Helpers
@@ -765,6 +774,26 @@ struct CodableHuntTests {
         try checkKeys(
             (0..<5).map { UUID(uuid: (UInt8($0 * 60), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(255 - $0))) },
             probes: [UUID(uuid: (60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 254))])
+    }
+
+    /// An index on an OptionSet field (a raw-value struct) was refused when the database opened,
+    /// as if it were "two renamed fields of one enum type": the probe gave every such value the
+    /// same placeholder, so no key path could be matched to its stored field.
+    @Test func optionSetFieldsAreIndexedByKeyPath() throws {
+        let db = try Database.inMemory(models: [CHPermissions.self])
+        let objects = [
+            CHPermissions(id: 1, granted: .a, denied: .b), CHPermissions(id: 2, granted: [.a, .b], denied: []),
+            CHPermissions(id: 3, granted: .b, denied: .a),
+        ]
+        try db.write { tx in try tx.insert(contentsOf: objects) }
+        #expect(fieldPath(of: \CHPermissions.granted as PartialKeyPath<CHPermissions>) == "g")
+        #expect(fieldPath(of: \CHPermissions.denied as PartialKeyPath<CHPermissions>) == "denied")
+        for value in [CHFlags(), .a, .b, [.a, .b]] {
+            for predicate in [#Predicate<CHPermissions> { $0.granted == value }, #Predicate<CHPermissions> { $0.denied == value }] {
+                let results = db.objects(CHPermissions.self).filter(predicate)
+                #expect(try results.fetch() == objects.filter { try predicate.evaluate($0) }, "\(value): \(results.explain())")
+            }
+        }
     }
 
     /// A nil element of `[Int??]` (or value of `[String: String??]`, or a nil `Int??` read with

@@ -67,7 +67,15 @@ final class ProbeState {
             return (.reference(reference.targetModelName), value)
         }
         if let (raw, value) = try enumPlaceholder(T.self, path: path) {
-            marking?.record(value, at: path)
+            if let marking {
+                // An enum is told by its case. A raw-value struct (an OptionSet) is a struct to
+                // the walk of the decoded instance (FieldNames), which finds its raw value inside.
+                if Mirror(reflecting: value).displayStyle == .enum {
+                    marking.record(value, at: path)
+                } else if let representable = value as? any RawRepresentable {
+                    marking.record(representable.rawValue, at: path)
+                }
+            }
             return (.enumeration(raw), value)
         }
         if T.self is any AnyDictionary.Type && !(T.self is any StringKeyedDictionary.Type) {
@@ -156,6 +164,9 @@ final class ProbeState {
             return (rawType, first)
         }
         if _isPOD(T.self) && !(T.self is AnyClass) && MemoryLayout<T>.size <= 8 {
+            // A raw-value struct (an OptionSet) takes any raw value: when marking, a telltale one,
+            // so that FieldNames can tell which property it is.
+            if let marking, let value = telltale(raw, marking) as? T, Mirror(reflecting: value).displayStyle != .enum { return (rawType, value) }
             // A payload-free enum is a bare tag; all-zero bytes are its first case.
             let storage = UnsafeMutableRawPointer.allocate(byteCount: max(MemoryLayout<T>.size, 1), alignment: max(MemoryLayout<T>.alignment, 1))
             defer { storage.deallocate() }
@@ -163,6 +174,11 @@ final class ProbeState {
             return (rawType, storage.load(as: T.self))
         }
         return nil
+    }
+
+    /// A value made from the marking's next telltale raw value; nil when `R` has no such value.
+    private func telltale<R: RawRepresentable>(_ type: R.Type, _ marking: ProbeMarking) -> R? {
+        marking.value(R.RawValue.self).flatMap { R(rawValue: $0) }
     }
 
     private func firstCase<C: CaseIterable>(_ type: C.Type) -> Any? { C.allCases.first }
