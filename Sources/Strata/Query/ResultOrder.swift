@@ -59,8 +59,14 @@ struct ResultOrder<M: Model> {
     /// order, and its values are not ones `KeyEncoding` encodes.
     static func readsKeyOrderedType(_ keyPath: AnyKeyPath) -> Bool {
         var valueType = type(of: keyPath).valueType
-        while let optional = valueType as? any OptionalValue.Type { valueType = wrappedType(optional) }
-        return resultOrderKeyOrderedTypes.contains(ObjectIdentifier(valueType))
+        // (The common case, a plain number, date or string, before the protocol cast: it looks a
+        // conformance up, on every query with a sort.)
+        if resultOrderKeyOrderedTypes.contains(ObjectIdentifier(valueType)) { return true }
+        while let optional = valueType as? any OptionalValue.Type {
+            valueType = wrappedType(optional)
+            if resultOrderKeyOrderedTypes.contains(ObjectIdentifier(valueType)) { return true }
+        }
+        return false
     }
 
     private static func wrappedType<O: OptionalValue>(_: O.Type) -> Any.Type { O.Wrapped.self }
