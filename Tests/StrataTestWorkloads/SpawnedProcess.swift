@@ -33,6 +33,7 @@ public final class SpawnedProcess: @unchecked Sendable {
     public let inputFD: Int32
     private let lock = NSLock()
     private var waitStatus: Int32?
+    private var signalledAt: Date?
 
     /// A write to the stdin of a child that has exited fails with EPIPE instead of killing this
     /// process with SIGPIPE (set once, for the whole test process).
@@ -166,7 +167,30 @@ public final class SpawnedProcess: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         poll()
-        if waitStatus == nil { Foundation.kill(pid, signal) }
+        if waitStatus == nil {
+            Foundation.kill(pid, signal)
+            if signalledAt == nil { signalledAt = Date() }
+        }
+    }
+
+    /// When it was first sent a signal (nil: never).
+    public var firstSignal: Date? {
+        lock.lock()
+        defer { lock.unlock() }
+        return signalledAt
+    }
+
+    /// What the kernel says it is doing, for a message about a child that does not end: its
+    /// state (R running, S sleeping, D in an uninterruptible wait, Z dead and not reaped) and the
+    /// kernel function it waits in.
+    public var kernelState: String {
+        func read(_ path: String) -> String {
+            (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+        }
+        let stat = read("/proc/\(pid)/stat")
+        // "pid (comm) S ...": the state follows the command's closing parenthesis.
+        let state = stat.lastIndex(of: ")").map { String(stat[stat.index(after: $0)...].prefix(3)).trimmingCharacters(in: .whitespaces) } ?? stat
+        return "state \(state), waiting in \(read("/proc/\(pid)/wchan"))"
     }
 
     /// SIGKILL after `microseconds`, timed on a thread of its own: a test's task and Dispatch's

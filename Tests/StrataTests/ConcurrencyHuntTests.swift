@@ -454,7 +454,7 @@ private typealias Version = [[UInt8]: [UInt8]]
             let total = 60 + rng.below(60)
             let closeAfter = rng.below(total)
             let completions = DispatchQueue(label: "hunt.completions")
-            let finished = await onThreadAsync {
+            let finished = await onThreadAsync(seconds: 700) {
                 let group = DispatchGroup()
                 for i in 0..<total {
                     if i == closeAfter {
@@ -494,7 +494,10 @@ private typealias Version = [[UInt8]: [UInt8]]
                         thread.start()
                     }
                 }
-                _ = group.wait(timeout: .now() + 110)
+                // Long: the `Task` writes run on the shared pool, which the suite's long
+                // synchronous tests can keep busy for minutes on 2 cores (110 s was too short in a
+                // full run); a write that is never reported still fails the test, after this.
+                _ = group.wait(timeout: .now() + 600)
             }
             #expect(finished)
             let reported = outcomes.withLock { $0 }

@@ -78,6 +78,16 @@ private final class TortureChild {
     }
 }
 
+/// The children of one cycle, handed to the thread that supervises them.
+///
+/// `@unchecked Sendable`: the test's task creates the children, passes them here and awaits the
+/// supervising thread before it touches them again (`supervise`), so one thread at a time uses
+/// them; the await orders the thread's work before the task's.
+private struct TortureChildren: @unchecked Sendable {
+    let children: [TortureChild]
+    init(_ children: [TortureChild]) { self.children = children }
+}
+
 private struct TortureFailure: Error, CustomStringConvertible {
     let description: String
 }
@@ -224,6 +234,61 @@ private final class TortureRun {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// Waits for the moment to kill the first child, kills the children, and waits until they
+    /// have ended, on a thread of its own: the test's task and Dispatch's global queue share one
+    /// pool on Linux, and long synchronous tests on both cores kept it busy for a minute, so that
+    /// a child meant to die 6 s in ran for 60 (CI). Returns the moment's label (with "(not seen)"
+    /// when the child did not announce it within 6 s), notes about children slow to end, and
+    /// whether one still ran after 300 s.
+    private static func supervise(
+        _ box: TortureChildren, moment: String, delay: Int, secondDelay: Int?, context: String
+    ) async -> (label: String, notes: [String], timedOut: Bool) {
+        await withCheckedContinuation { continuation in
+            let thread = Thread {
+                let children = box.children
+                let first = children[0]
+                let started = Date()
+                var label = moment
+                if moment != "early" && moment != "any" {
+                    // Wait for the announcement (at most a few seconds), then kill soon after it.
+                    var seen = false
+                    while !seen && Date().timeIntervalSince(started) < 6 && first.process.isRunning {
+                        for child in children { child.pump() }
+                        seen = first.lines.contains { $0.hasPrefix("mark \(moment) ") }
+                        if !seen { usleep(1_000) }
+                    }
+                    if !seen { label = "\(moment) (not seen)" }
+                }
+                first.kill(afterMicroseconds: delay)
+                if let secondDelay { children[1].kill(afterMicroseconds: secondDelay) }
+                var notes: [String] = []
+                var timedOut = false
+                while children.contains(where: { $0.process.isRunning }) {
+                    for child in children { child.pump() }
+                    let waited = Date().timeIntervalSince(started)
+                    if waited > 60 && notes.isEmpty {
+                        // A child sent SIGKILL dies when it leaves the kernel: one blocked in a
+                        // sync behind other tests' writes on a slow disk may take a while. Say
+                        // what each was doing, and fail only if it does not end even then.
+                        for child in children {
+                            let sent = child.process.firstSignal.map { "SIGKILL sent \(Int(Date().timeIntervalSince($0))) s ago" } ?? "no signal sent"
+                            notes.append(
+                                "ObjectKillTests: writer \(child.writer) still running after 60 s (\(sent); \(child.process.kernelState)) — \(context)")
+                        }
+                        for child in children { child.kill() }
+                    }
+                    if waited > 300 {
+                        timedOut = true
+                        break
+                    }
+                    usleep(2_000)
+                }
+                continuation.resume(returning: (label, notes, timedOut))
+            }
+            thread.start()
+        }
+    }
+
     @Test func killedObjectWritersLoseNothingAndIndexesStayWhole() async throws {
         let environment = ProcessInfo.processInfo.environment
         let kills = Int(environment["STRATA_OBJECT_KILLS"] ?? "") ?? 10
@@ -262,46 +327,26 @@ private final class TortureRun {
                         "\(memory)",
                     ])
             }
-            // When to kill the first child: a moment it announces, then a delay.
+            // When to kill the first child: a moment it announces, then a delay (drawn here, in
+            // the seed's order; the moment is waited for on a thread of its own).
             let moment = ["any", "early", "big", "compact", "idle", "async"][rng.below(6)]
-            let first = children[0]
-            let started = Date()
-            var label = moment
-            if moment == "early" {
-                first.kill(afterMicroseconds: rng.below(60_000))
-            } else if moment == "any" {
-                first.kill(afterMicroseconds: 20_000 + rng.below(900_000))
-            } else {
-                // Wait for the announcement (at most a few seconds), then kill soon after it.
-                var seen = false
-                while !seen && Date().timeIntervalSince(started) < 6 && first.process.isRunning {
-                    for child in children { child.pump() }
-                    seen = first.lines.contains { $0.hasPrefix("mark \(moment) ") }
-                    if !seen { try await Task.sleep(for: .milliseconds(1)) }
+            let delay =
+                switch moment {
+                case "early": rng.below(60_000)
+                case "any": 20_000 + rng.below(900_000)
+                case "big": rng.below(1_500_000)
+                case "compact": rng.below(40_000)
+                case "idle": (idle ?? 0) * 1_000 + rng.below(150_000)
+                default: rng.below(30_000)
                 }
-                if !seen { label = "\(moment) (not seen)" }
-                let delay =
-                    switch moment {
-                    case "big": rng.below(1_500_000)
-                    case "compact": rng.below(40_000)
-                    case "idle": (idle ?? 0) * 1_000 + rng.below(150_000)
-                    default: rng.below(30_000)
-                    }
-                first.kill(afterMicroseconds: delay)
-            }
+            // The other writer goes on a little longer, alone with the dead one's leftovers.
+            let secondDelay = twoWriters ? 50_000 + rng.below(500_000) : nil
+            let outcome = await Self.supervise(
+                TortureChildren(children), moment: moment, delay: delay, secondDelay: secondDelay, context: context)
+            for line in outcome.notes { print(line) }
+            if outcome.timedOut { Issue.record("a child was still running after 300 s — \(context)") }
+            let label = outcome.label
             moments[label, default: 0] += 1
-            if twoWriters {
-                // The other writer goes on a little longer, alone with the dead one's leftovers.
-                children[1].kill(afterMicroseconds: 50_000 + rng.below(500_000))
-            }
-            while children.contains(where: { $0.process.isRunning }) {
-                for child in children { child.pump() }
-                if Date().timeIntervalSince(started) > 60 {
-                    for child in children { child.kill() }
-                    Issue.record("a child was still running after 60 s — \(context)")
-                }
-                try await Task.sleep(for: .milliseconds(2))
-            }
             var bounds: [Int: (acked: Int?, begun: Int?)] = [:]
             for child in children {
                 child.pump()
