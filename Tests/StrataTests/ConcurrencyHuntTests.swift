@@ -27,18 +27,7 @@ private enum Knob {
 }
 
 /// A small seeded generator (SplitMix64), so that a failing seed replays.
-private struct ConcRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
+private typealias ConcRandom = KillRandom
 
 /// Runs `body` on a thread of its own (not the pool Swift Testing and `DispatchQueue.global()`
 /// share on Linux) and waits up to `seconds` for it; false when it did not finish in time.

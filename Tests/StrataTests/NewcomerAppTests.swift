@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import Dispatch
+import StrataTestWorkloads
 @testable import Strata
 
 // Small apps written from the documentation alone, as a newcomer would: a chat app with references,
@@ -58,16 +59,10 @@ struct NAMessage: Model {
 
 /// A deterministic generator (splitmix64), so every run sees the same data; tests print the seed.
 struct NARandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    private var base: KillRandom
+    init(seed: UInt64) { base = KillRandom(seed: seed) }
+    mutating func next() -> UInt64 { base.next() }
+    mutating func below(_ n: Int) -> Int { base.below(n) }
     mutating func pick<T>(_ items: [T]) -> T { items[below(items.count)] }
     mutating func uuid() -> UUID {
         let a = next()
