@@ -44,10 +44,8 @@ enum Distinct {
     private static func holdsDecimal(_ type: Any.Type) -> Bool {
         if type == Decimal.self { return true }
         guard let optional = type as? any OptionalValue.Type else { return false }
-        return holdsDecimal(wrappedType(optional))
+        return holdsDecimal(optional.wrappedType)
     }
-
-    private static func wrappedType<O: OptionalValue>(_: O.Type) -> Any.Type { O.Wrapped.self }
 
     private static func equal(_ a: [Any], _ b: [Any]) -> Bool {
         zip(a, b).allSatisfy { x, y in

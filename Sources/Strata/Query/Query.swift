@@ -521,15 +521,19 @@ enum QueryEngine {
         let field: FieldSchema
         let context: EncodingContext
         var values: [V] = []
+        /// `V`'s nil (none when `V` is not optional) and whether `V` is a double optional: decided
+        /// once, not by casts on every record that holds a nil.
+        let none: V? = nilValue(of: V.self)
+        let isDoubleOptional = (V.self as? any OptionalValue.Type)?.wrapsOptional == true
 
         /// Appends the record's value; false when it cannot be read as `V` without decoding.
         mutating func read(_ record: UnsafeRawBufferPointer) throws -> Bool {
-            // A missing field (added after this record was written) reads as nil, like a stored nil;
-            // except that a stored nil in a double optional is its inner nil (`.some(nil)`), which
-            // decoding makes.
-            guard let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil else {
-                guard let none = nilValue(of: V.self) else { return false }
-                if try RecordField.find(field.id, in: record) != nil, (V.self as? any OptionalValue.Type)?.wrapsOptional == true { return false }
+            let found = try RecordField.find(field.id, in: record)
+            guard let (bytes, isNil) = found, !isNil else {
+                // A missing field (added after this record was written) reads as nil, like a
+                // stored nil; except that a stored nil in a double optional is its inner nil
+                // (`.some(nil)`), which decoding makes.
+                guard let none, found == nil || !isDoubleOptional else { return false }
                 values.append(none)
                 return true
             }

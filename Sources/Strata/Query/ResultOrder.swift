@@ -63,13 +63,11 @@ struct ResultOrder<M: Model> {
         // conformance up, on every query with a sort.)
         if resultOrderKeyOrderedTypes.contains(ObjectIdentifier(valueType)) { return true }
         while let optional = valueType as? any OptionalValue.Type {
-            valueType = wrappedType(optional)
+            valueType = optional.wrappedType
             if resultOrderKeyOrderedTypes.contains(ObjectIdentifier(valueType)) { return true }
         }
         return false
     }
-
-    private static func wrappedType<O: OptionalValue>(_: O.Type) -> Any.Type { O.Wrapped.self }
 
     /// `isKeyOrdered`, or a `String` ordered by a collation's sort keys.
     static func isKeyOrdered(_ type: FieldType, collation: StringCollation?) -> Bool {

@@ -244,11 +244,14 @@ protocol OptionalValue {
     static func wrapping(_ value: Wrapped) -> Self
     /// Whether the wrapped type is an optional too (`Int??`).
     static var wrapsOptional: Bool { get }
+    /// The wrapped type, for code that looks through optional metatypes (`Int??` → `Int?`).
+    static var wrappedType: Any.Type { get }
 }
 
 extension Optional: OptionalValue {
     var wrappedAny: Any? { self.map { $0 as Any } }
     static var wrapsOptional: Bool { Wrapped.self is any OptionalValue.Type }
+    static var wrappedType: Any.Type { Wrapped.self }
     static func none<T>(as type: T.Type) -> T? {
         guard T.self == Self.self else { return nil }
         // (T is exactly this type, so the bit cast is an identity.)
