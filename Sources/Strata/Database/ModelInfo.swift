@@ -397,6 +397,17 @@ func mergeSchemas(
             let nested = FieldType.object(
                 try mergeSchemas(stored: a, current: b, model: model, prefix: prefix + field.name + ".", differences: &differences, migrating: migrating))
             type = field.type.isOptional ? .optional(nested) : nested
+        } else if let (aligned, inner) = try mergeElementStructs(stored: old.type, current: field.type, model: model, path: prefix + field.name) {
+            // Structs inside arrays and dictionaries: their fields keep their stored ids too, or
+            // old elements would be read by the new type's positions.
+            type = aligned
+            if !inner.isEmpty {
+                differences += inner
+                if migrating {
+                    result.append(FieldSchema(name: field.name, id: try newID(for: field.name), type: field.type))
+                    continue
+                }
+            }
         } else if !compatible(stored: old.type, current: field.type) {
             // Name the fields inside arrays and dictionaries of structs that changed: the whole
             // types read alike ("[Address] to [Address]") and do not say what to migrate.
@@ -420,6 +431,39 @@ func mergeSchemas(
         result.append(kept)
     }
     return ObjectSchema(typeName: current.typeName, fields: result)
+}
+
+/// `current` with every struct inside its arrays and dictionaries (through optionals) merged into
+/// the stored struct at the same place (`mergeSchemas`: fields keep their ids, new ones get new
+/// ids, removed ones stay marked), and the differences that merge found that need a migration
+/// (named `path[].field`, `path[key].field`); nil unless both types are such collections of
+/// structs. A field made optional (`[Stop]` to `[Stop]?`) merges as well.
+func mergeElementStructs(stored: FieldType, current: FieldType, model: String, path: String) throws -> (FieldType, [String])? {
+    func elements(_ stored: FieldType, _ current: FieldType, _ path: String) throws -> (FieldType, [String])? {
+        switch (stored, current) {
+        case let (.object(a), .object(b)):
+            var differences: [String] = []
+            let merged = try mergeSchemas(stored: a, current: b, model: model, prefix: path + ".", differences: &differences)
+            return (.object(merged), differences)
+        case let (.optional(a), .optional(b)):
+            return try elements(a, b, path).map { (.optional($0.0), $0.1) }
+        case let (.array(a), .array(b)):
+            return try elements(a, b, path + "[]").map { (.array($0.0), $0.1) }
+        case let (.dictionary(a), .dictionary(b)):
+            return try elements(a, b, path + "[key]").map { (.dictionary($0.0), $0.1) }
+        default:
+            return nil
+        }
+    }
+    func collection(_ stored: FieldType, _ current: FieldType) throws -> (FieldType, [String])? {
+        switch (stored, current) {
+        case (.array, .array), (.dictionary, .dictionary): return try elements(stored, current, path)
+        default: return nil
+        }
+    }
+    if case .optional(let a) = stored, case .optional(let b) = current { return try collection(a, b).map { (.optional($0.0), $0.1) } }
+    if !stored.isOptional, case .optional(let b) = current { return try collection(stored, b).map { (.optional($0.0), $0.1) } }
+    return try collection(stored, current)
 }
 
 /// The innermost fields whose stored type `current` cannot read, below a field at `path`, through
