@@ -522,6 +522,51 @@ enum MHErrorsV2 {
         #expect(text?.contains("MHRoute.stops[].street") == true, "\(text ?? "opened")")
     }
 
+    /// Indexed fields made optional (no migration): the indexes must still find the old objects.
+    @Test func indexedFieldsMadeOptional() throws {
+        let path = databasePath()
+        var random = KillRandom(seed: H.seed &+ 3)
+        let v1 = (0..<200).map { i in
+            MHOptionalV1.Card(
+                id: i, owner: "o\(random.below(6))", size: Int32(random.below(10)), label: ["Ab", "ab", "AB", "cd", "Cd"][random.below(5)], code: "k\(i)")
+        }
+        do {
+            let db = try Database(path: path, models: [MHOptionalV1.Card.self])
+            try db.write { tx in for card in v1 { try tx.insert(card) } }
+        }
+        var plain = v1.map { MHOptionalV2.Card(id: $0.id, owner: $0.owner, size: Int64($0.size), label: $0.label, code: $0.code) }
+        let db = try Database(path: path, models: [MHOptionalV2.Card.self])
+        try db.write { tx in
+            for i in 200..<210 {
+                let card = MHOptionalV2.Card(
+                    id: i, owner: i % 2 == 0 ? nil : "o1", size: i % 3 == 0 ? nil : 4, label: i % 4 == 0 ? nil : "ab", code: i == 200 ? nil : "k\(i)")
+                plain.append(card)
+                try tx.insert(card)
+            }
+        }
+        let all = db.objects(MHOptionalV2.Card.self)
+        let o1: String? = "o1"
+        let four: Int64? = 4
+        try H.check(all, plain, "owner == o1", where: #Predicate { $0.owner == o1 })
+        try H.check(all, plain, "owner == nil", where: #Predicate { $0.owner == nil })
+        try H.check(all, plain, "size == 4", where: #Predicate { $0.size == four })
+        try H.check(all, plain, "owner == o1 && size == 4", where: #Predicate { $0.owner == o1 && $0.size == four })
+        try H.check(all, plain, "code == k17", where: #Predicate { $0.code == "k17" })
+        try H.check(all, plain, "sorted by size", sort: [SortDescriptor(\.size), SortDescriptor(\.id, order: .reverse)])
+        let folded = all.filter(\.label, matching: .equals("ab"), options: [.caseInsensitive])
+        let want = plain.filter { $0.label?.lowercased() == "ab" }.map(\.id)
+        #expect(try folded.fetch().map(\.id) == want, "seed \(H.seed); plan: \(folded.explain())")
+        // The unique index still rejects an old code.
+        #expect(throws: StrataError.self) {
+            try db.write { tx in try tx.insert(MHOptionalV2.Card(id: 999, owner: nil, size: nil, label: nil, code: "k5")) }
+        }
+        let check = try StoredObjects.check(in: db.store)
+        #expect(check.problems.isEmpty, "\(check.problems)")
+        // Required again: a migration, which the error names.
+        let text = H.message { _ = try Database(path: path, models: [MHOptionalV3.Card.self]) }
+        #expect(text?.contains("MHCard.owner: type changed from String? to String") == true, "\(text ?? "opened")")
+    }
+
     /// The same data under four index sets: after each reopen, every query (plain, compound,
     /// collated, full-text, unique) answers as the plain model does.
     @Test func indexesComeAndGoAcrossVersions() throws {

@@ -289,7 +289,14 @@ extension Model {
                 change.differences.append("\(modelName).id: key type changed from \(stored.keyType) to \(keyType)")
             }
             merged = try mergeSchemas(stored: stored.object, current: current, model: modelName, differences: &change.differences, migrating: migrating)
-            change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } }
+            // An index kept over a field whose stored type changed (made optional, widened) is
+            // rebuilt as well: its entries are the values' key encodings, which the type decides
+            // (an optional's carry a tag byte, FORMAT.md §8.1), and entries written under the old
+            // type would not be found by the new one.
+            let retyped = stored.indexes.filter { index in
+                indexes.contains { $0.0 == index } && index.paths.contains { stored.object.type(atPath: $0) != merged.type(atPath: $0) }
+            }
+            change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } } + retyped
             // An index whose tree a dropped index shared (a file written when one path could be
             // declared twice) is rebuilt after the drop.
             let droppedPaths = Set(change.droppedIndexes.map(\.path))
