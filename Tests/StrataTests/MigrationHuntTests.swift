@@ -479,6 +479,48 @@ enum MHErrorsV2 {
         #expect(all.filter(#Predicate { $0.level == 3 }).count == plain.filter { $0.level == 3 }.count, "\(label) (seed \(H.seed))")
     }
 
+    @Test func fieldsEvolveAcrossVersions() throws {
+        let path = databasePath()
+        let v1 = Self.tasksV1(300, seed: H.seed)
+        do {
+            let db = try Database(path: path, models: [MHFieldsV1.Task.self])
+            try db.write { tx in for task in v1 { try tx.insert(task) } }
+            try H.checkAll(db, v1, "v1")
+        }
+        // Version 2: only changes that apply by themselves.
+        var plain = v1.map(MHFieldsV2.Task.init(v1:))
+        do {
+            let db = try Database(path: path, models: [MHFieldsV2.Task.self])
+            try Self.checkTasks(db, plain, "v2 right after reopen")
+            var random = KillRandom(seed: H.seed &+ 1)
+            try db.write { tx in
+                for i in stride(from: 0, to: plain.count, by: 7) {
+                    plain[i].note = "n\(i)"
+                    plain[i].level = random.below(6)
+                    plain[i].status = .blocked
+                    plain[i].labels = ["a", "b\(i % 3)"]
+                    plain[i].extra = MHFieldsV2.Extra(color: "red", weight: Double(i) / 4)
+                    plain[i].home.zip = "z\(i)"
+                    plain[i].visits.append(MHFieldsV2.Visit(rating: 5, place: "new"))
+                    if i % 2 == 0 { plain[i].owner = nil }
+                    try tx.upsert(plain[i])
+                }
+                for i in 300..<320 {
+                    let task = MHFieldsV2.Task(
+                        done: false, id: i, priority: Int64(Int32.max) + Int64(i), owner: i % 3 == 0 ? nil : "o2", heading: "task \(i)", note: nil,
+                        level: 3, status: .open, labels: [], home: MHFieldsV2.Home(city: "c1", zip: nil), extra: nil, visits: [])
+                    plain.append(task)
+                    try tx.insert(task)
+                }
+            }
+            try Self.checkTasks(db, plain, "v2 after writes")
+        }
+        let db = try Database(path: path, models: [MHFieldsV2.Task.self])
+        try Self.checkTasks(db, plain, "v2 reopened")
+        let check = try StoredObjects.check(in: db.store)
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+
     /// A struct inside an array, an optional array or a dictionary evolves as a nested struct
     /// does: fields removed, added and reordered, and old elements still read their own values.
     @Test func elementStructsEvolve() throws {
@@ -520,6 +562,40 @@ enum MHErrorsV2 {
         // required: that needs a migration, which must say where.
         let text = H.message { _ = try Database(path: path, models: [MHElementsV1.Route.self]) }
         #expect(text?.contains("MHRoute.stops[].street") == true, "\(text ?? "opened")")
+    }
+
+    /// A field new in this version whose `init(from:)` reads a missing value as a default: old
+    /// objects decode with the default, and queries, sorts and aggregates must agree.
+    @Test func defaultedFieldsQueryAsDecoded() throws {
+        let path = databasePath()
+        let v1 = (0..<60).map { MHDefaultV1.Item(id: $0, name: "item \($0)") }
+        do {
+            let db = try Database(path: path, models: [MHDefaultV1.Item.self])
+            try db.write { tx in for item in v1 { try tx.insert(item) } }
+        }
+        var plain = v1.map { MHDefaultV2.Item(id: $0.id, name: $0.name, level: 3, kind: .open) }
+        let db = try Database(path: path, models: [MHDefaultV2.Item.self])
+        try db.write { tx in
+            for i in stride(from: 0, to: 60, by: 4) {
+                plain[i].level = i % 8 == 0 ? 3 : 5
+                plain[i].kind = i % 8 == 0 ? .open : .closed
+                try tx.upsert(plain[i])
+            }
+        }
+        try H.checkAll(db, plain, "defaults")
+        let all = db.objects(MHDefaultV2.Item.self)
+        let open = MHStatus.open
+        try H.check(all, plain, "level == 3", where: #Predicate { $0.level == 3 })
+        try H.check(all, plain, "level != 5", where: #Predicate { $0.level != 5 })
+        try H.check(all, plain, "level >= 3", where: #Predicate { $0.level >= 3 })
+        try H.check(all, plain, "kind == open", where: #Predicate { $0.kind == open })
+        let levels = [3, 4]
+        try H.check(all, plain, "level in list", where: #Predicate { levels.contains($0.level) })
+        try H.check(all, plain, "sorted by level", sort: [SortDescriptor(\.level, order: .reverse)], limit: 10)
+        #expect(all.sum(of: \.level) == plain.reduce(0) { $0 + $1.level }, "seed \(H.seed)")
+        #expect(all.min(of: \.level) == plain.map(\.level).min(), "seed \(H.seed)")
+        #expect(all.filter(#Predicate { $0.level == 3 }).count == plain.filter { $0.level == 3 }.count)
+        #expect(try db.snapshot().objects(MHDefaultV2.Item.self).filter(\.level, equals: 3).fetchCount() == plain.filter { $0.level == 3 }.count)
     }
 
     /// Indexed fields made optional (no migration): the indexes must still find the old objects.

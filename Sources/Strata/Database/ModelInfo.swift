@@ -242,7 +242,9 @@ extension Model {
         }
         var indexes: [(IndexSchema, [PartialKeyPath<Self> & Sendable])] = []
         func path(of keyPath: PartialKeyPath<Self> & Sendable) throws -> String {
-            guard let path = fieldPath(of: keyPath) else {
+            // The stored field, even one whose missing values `init(from:)` fills with a default
+            // (FieldNames.Table.defaulted): its index is kept, and queries do not read it.
+            guard let path = FieldNames.storedPath(of: keyPath) else {
                 throw StrataError.unsupportedType(
                     model: modelName, field: String(describing: keyPath),
                     reason: "an index must name a stored field by key path, and Strata could not tell which stored field this is "

@@ -87,9 +87,20 @@ private struct SharedKeyPath: Hashable, @unchecked Sendable {
 }
 
 enum FieldNames {
-    /// Property path → stored path, per type; nil when the type could not be probed.
-    private static let tables = Mutex<[ObjectIdentifier: [String: String]?]>([:])
+    /// What probing a type tells about its properties.
+    struct Table {
+        /// Property path → stored path.
+        var stored: [String: String] = [:]
+        /// Property paths whose value a stored nil does not give: the property is not optional,
+        /// but `init(from:)` reads its field (or a struct holding it) with `decodeIfPresent` and
+        /// puts a value of its own where the record has none (`?? 3`).
+        var defaulted: Set<String> = []
+    }
+
+    /// The table per type; nil when the type could not be probed.
+    private static let tables = Mutex<[ObjectIdentifier: Table?]>([:])
     private static let paths = Mutex<[SharedKeyPath: String?]>([:])
+    private static let queryPaths = Mutex<[SharedKeyPath: String?]>([:])
 
     /// The stored (coding-key) path a key path reads, e.g. `\Message.roomId` → "rid",
     /// `\Message.author?.name` → "author.name"; nil when it reads no stored field (a computed
@@ -102,12 +113,34 @@ enum FieldNames {
         return resolved
     }
 
+    /// The stored path a query may read for a key path in place of the property: `storedPath(of:)`,
+    /// except nil (evaluate on decoded objects) when the property's value is not what the record
+    /// holds where the record holds nothing, a default `init(from:)` supplies (`Table.defaulted`):
+    /// objects written before the field existed read the default, and their records, index
+    /// entries and sort keys say nil.
+    static func queryPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
+        let key = SharedKeyPath(keyPath: keyPath)
+        if let known = queryPaths.withLock({ $0[key] }) { return known }
+        var resolved = storedPath(of: keyPath)
+        if resolved != nil, let property = propertyPath(of: keyPath), let decodable = Root.self as? any Decodable.Type,
+            let table = table(for: decodable)
+        {
+            var prefix = ""
+            for part in property.split(separator: ".") {
+                prefix = prefix.isEmpty ? String(part) : prefix + "." + part
+                if table.defaulted.contains(prefix) { resolved = nil }
+            }
+        }
+        queryPaths.withLock { $0[key] = resolved }
+        return resolved
+    }
+
     private static func resolve<Root>(_ keyPath: PartialKeyPath<Root>) -> String? {
         guard let property = propertyPath(of: keyPath) else { return nil }
         guard let decodable = Root.self as? any Decodable.Type, let table = table(for: decodable) else {
             return property  // not probed: the names are the best guess
         }
-        if let stored = table[property] { return stored }
+        if let stored = table.stored[property] { return stored }
         // `id` on an Identifiable type is the identity whether stored or computed.
         if property == "id", Root.self is any Identifiable.Type { return primaryKeyPath }
         return nil
@@ -121,7 +154,7 @@ enum FieldNames {
     /// describe itself by name, so this asks by the property's name.)
     static func keyPath<M: Model>(of type: M.Type) -> String {
         guard let table = table(for: M.self) else { return "id" }
-        return table["id"] ?? primaryKeyPath
+        return table.stored["id"] ?? primaryKeyPath
     }
 
     /// The dotted property names of a key path: `\Person.address?.city` → "address.city".
@@ -140,7 +173,7 @@ enum FieldNames {
         return path
     }
 
-    private static func table(for type: any Decodable.Type) -> [String: String]? {
+    private static func table(for type: any Decodable.Type) -> Table? {
         let id = ObjectIdentifier(type)
         if let known = tables.withLock({ $0[id] }) { return known }
         let built = build(type)
@@ -148,21 +181,24 @@ enum FieldNames {
         return built
     }
 
-    private static func build<T: Decodable>(_ type: T.Type) -> [String: String]? {
+    private static func build<T: Decodable>(_ type: T.Type) -> Table? {
         var stored: [[String: Set<String>]] = []
         var properties: [[String: Set<String>]] = []
+        var schema: ObjectSchema?
+        var optionalProperties = Set<String>()
         for run in 0..<ProbeMarking.runs {
             let marking = ProbeMarking(run: run)
             let state = ProbeState(modelName: String(describing: T.self))
             state.marking = marking
-            guard let (_, instance) = try? state.probe(T.self, path: [], depth: 0) else { return nil }
+            guard let (fieldType, instance) = try? state.probe(T.self, path: [], depth: 0) else { return nil }
+            if case .object(let object) = fieldType { schema = object }
             stored.append(marking.tokens)
             var found: [String: Set<String>] = [:]
-            _ = walk(instance, path: "", record: true, into: &found)
+            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionalProperties)
             properties.append(found)
         }
         guard let first = properties.first else { return nil }
-        var table: [String: String] = [:]
+        var table = Table()
         for property in first.keys {
             let depth = property.split(separator: ".").count
             let candidates = stored[0].keys.filter { path in
@@ -173,35 +209,45 @@ enum FieldNames {
                     }
             }
             if candidates.count == 1 {
-                table[property] = candidates[0]
+                table.stored[property] = candidates[0]
             } else if candidates.contains(property) {
-                table[property] = property  // indistinguishable values (two enums stuck on one case): the same name decides
+                table.stored[property] = property  // indistinguishable values (two enums stuck on one case): the same name decides
             }
+        }
+        // A stored optional read into a property that is not optional: a default fills the nil.
+        for (property, path) in table.stored where schema?.type(atPath: path)?.isOptional == true && !optionalProperties.contains(property) {
+            table.defaulted.insert(property)
         }
         return table
     }
 
-    /// Collects the tokens beneath `value`, recording them per property path when `record`.
-    private static func walk(_ value: Any, path: String, record: Bool, into found: inout [String: Set<String>]) -> Set<String> {
+    /// Collects the tokens beneath `value`, recording them per property path when `record`, and
+    /// the paths of the properties whose type is optional in `optionals`.
+    private static func walk(
+        _ value: Any, path: String, record: Bool, into found: inout [String: Set<String>], optionals: inout Set<String>
+    ) -> Set<String> {
         if let token = token(value) { return [token] }
         let mirror = Mirror(reflecting: value)
         var tokens = Set<String>()
         switch mirror.displayStyle {
         case .optional:
-            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: record, into: &found)) }
+            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: record, into: &found, optionals: &optionals)) }
         case .collection, .set:
-            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: false, into: &found)) }
+            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: false, into: &found, optionals: &optionals)) }
         case .dictionary:
             for child in mirror.children {
                 let pair = Mirror(reflecting: child.value).children.map(\.value)
-                if pair.count == 2 { tokens.formUnion(walk(pair[1], path: path, record: false, into: &found)) }
+                if pair.count == 2 { tokens.formUnion(walk(pair[1], path: path, record: false, into: &found, optionals: &optionals)) }
             }
         case .struct:
             for child in mirror.children {
                 guard let label = child.label else { continue }
                 let childPath = path.isEmpty ? label : path + "." + label
-                let beneath = walk(child.value, path: childPath, record: record, into: &found)
-                if record { found[childPath] = beneath }
+                let beneath = walk(child.value, path: childPath, record: record, into: &found, optionals: &optionals)
+                if record {
+                    found[childPath] = beneath
+                    if Mirror(reflecting: child.value).displayStyle == .optional { optionals.insert(childPath) }
+                }
                 tokens.formUnion(beneath)
             }
         default:

@@ -171,7 +171,7 @@ enum Catalog {
 /// The stored field path a key path reads: coding keys, not property names (`\Message.roomId`
 /// with `case roomId = "rid"` → "rid"; `\Person.address?.city` → "address.city"). See FieldNames.
 func fieldPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
-    FieldNames.storedPath(of: keyPath)
+    FieldNames.queryPath(of: keyPath)
 }
 
 extension ObjectSchema {
