@@ -1003,3 +1003,90 @@ enum MHErrorsV2 {
         #expect(try db.object(MHErrorsV1.Thing.self, key: 1)?.visits.first?.minutes == 3)
     }
 }
+
+enum MHNestV1 {
+    struct Home: Codable, Sendable, Equatable {
+        var street: String
+        var city: String
+    }
+    struct Stop: Codable, Sendable, Equatable {
+        var place: String
+        var minutes: Int
+    }
+    struct Person: Model, Equatable {
+        static let modelName = "MHPerson"
+        var id: Int
+        var home: Home
+        var stops: [Stop]
+    }
+}
+
+enum MHNestV2 {
+    /// `street` removed, `city` an Int now, `zip` new and required.
+    struct Home: Codable, Sendable, Equatable {
+        var city: Int
+        var zip: String
+    }
+    /// `minutes` a String now.
+    struct Stop: Codable, Sendable, Equatable {
+        var place: String
+        var minutes: String
+    }
+    struct Person: Model, Equatable {
+        static let modelName = "MHPerson"
+        static let indexes: [PartialKeyPath<Person> & Sendable] = [\.home.city]
+        var id: Int
+        var home: Home
+        var stops: [Stop]
+    }
+}
+
+extension MigrationHuntTests {
+    /// A migration that rewrites nested structs the way the docs show: read the old struct's
+    /// fields, change what changed, store it back.
+    @Test func migrationRewritesNestedStructs() throws {
+        let path = databasePath()
+        let v1 = (0..<30).map { i in
+            MHNestV1.Person(
+                id: i, home: MHNestV1.Home(street: "street \(i)", city: String(repeating: "c", count: i % 4 + 1)),
+                stops: (0..<i % 3).map { MHNestV1.Stop(place: "p\($0)", minutes: i + $0) })
+        }
+        do {
+            let db = try Database(path: path, models: [MHNestV1.Person.self])
+            try db.write { tx in for person in v1 { try tx.insert(person) } }
+        }
+        func stops(_ old: Migration.OldObject) -> StoredValue {
+            .array(
+                (old["stops"]?.arrayValue ?? []).map { stop in
+                    var fields = stop.objectValue ?? [:]
+                    fields["minutes"] = .string("\(fields["minutes"]?.intValue ?? -1)m")
+                    return .object(fields)
+                })
+        }
+        // Forgetting the nested struct whose field changed type: the error names the field.
+        let forgot = H.message {
+            _ = try Database(path: path, models: [MHNestV2.Person.self], schemaVersion: 1) { migration in
+                try migration.enumerateObjects("MHPerson") { old, new in new["stops"] = stops(old) }
+            }
+        }
+        #expect(forgot?.contains("home.city") == true || forgot?.contains("home.zip") == true, "\(forgot ?? "opened")")
+        let db = try Database(path: path, models: [MHNestV2.Person.self], schemaVersion: 1) { migration in
+            try migration.enumerateObjects("MHPerson") { old, new in
+                var home = old["home"]?.objectValue ?? [:]
+                home["city"] = .int(Int64(home["city"]?.stringValue?.count ?? -1))
+                home["zip"] = .string("z\(old.key.intValue ?? -1)")
+                new["home"] = .object(home)
+                new["stops"] = stops(old)
+            }
+        }
+        let plain = v1.map { p in
+            MHNestV2.Person(
+                id: p.id, home: MHNestV2.Home(city: p.home.city.count, zip: "z\(p.id)"),
+                stops: p.stops.map { MHNestV2.Stop(place: $0.place, minutes: "\($0.minutes)m") })
+        }
+        try H.checkAll(db, plain, "nested structs migrated")
+        try H.check(db.objects(MHNestV2.Person.self), plain, "home.city == 2", where: #Predicate { $0.home.city == 2 })
+        let check = try StoredObjects.check(in: db.store)
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+}

@@ -14,6 +14,10 @@ struct PatchEncoder {
     var unknown: [String] = []
     /// Dotted paths of required fields that neither the stored record nor the patch gives.
     var missing: [String] = []
+    /// Whether a struct below the top level may name fields its schema has removed, which are then
+    /// left out: a migration storing back a nested struct it read from the old record (whose
+    /// fields the new type dropped are in it). At the top level such a name stays unknown.
+    var skipsRemovedNestedFields = false
 
     init(model: String, options: PartialUpdateOptions, registry: ModelRegistry) {
         self.model = model
@@ -41,6 +45,7 @@ struct PatchEncoder {
             guard let value = patch[name] else { continue }
             let fieldPath = path.appending(name)
             guard let field = schema.field(named: name) else {
+                if skipsRemovedNestedFields, path.depth > 0, schema.fields.contains(where: { $0.removed && $0.name == name }) { continue }
                 unknown.append(fieldPath.text)
                 continue
             }
