@@ -1090,3 +1090,94 @@ extension MigrationHuntTests {
         #expect(check.problems.isEmpty, "\(check.problems)")
     }
 }
+
+enum MHDefaultNestV1 {
+    struct Box: Codable, Sendable, Equatable {
+        var color: String
+    }
+    struct Parcel: Model, Equatable {
+        static let modelName = "MHParcel"
+        static let indexes: [PartialKeyPath<Parcel> & Sendable] = [\.nick]
+        var id: Int
+        var nick: String?
+        var box: Box
+    }
+}
+
+enum MHDefaultNestV2 {
+    /// `size` new, read as 1 when missing.
+    struct Box: Codable, Sendable, Equatable {
+        var color: String
+        var size: Int
+        enum CodingKeys: String, CodingKey { case color, size }
+        init(color: String, size: Int) {
+            self.color = color
+            self.size = size
+        }
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            color = try c.decode(String.self, forKey: .color)
+            size = try c.decodeIfPresent(Int.self, forKey: .size) ?? 1
+        }
+    }
+    struct Label: Codable, Sendable, Equatable {
+        var text: String
+    }
+    /// `nick` no longer optional (a missing one reads as ""), `label` a new struct read as a
+    /// default one when missing.
+    struct Parcel: Model, Equatable {
+        static let modelName = "MHParcel"
+        static let indexes: [PartialKeyPath<Parcel> & Sendable] = [\.nick, \.box.size]
+        var id: Int
+        var nick: String
+        var box: Box
+        var label: Label
+        enum CodingKeys: String, CodingKey { case id, nick, box, label }
+        init(id: Int, nick: String, box: Box, label: Label) {
+            self.id = id
+            self.nick = nick
+            self.box = box
+            self.label = label
+        }
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            id = try c.decode(Int.self, forKey: .id)
+            nick = try c.decodeIfPresent(String.self, forKey: .nick) ?? ""
+            box = try c.decode(Box.self, forKey: .box)
+            label = try c.decodeIfPresent(Label.self, forKey: .label) ?? Label(text: "none")
+        }
+    }
+}
+
+extension MigrationHuntTests {
+    /// Defaults inside nested structs, a defaulted struct, and an optional field made required
+    /// with a default: queries answer as the decoded objects do.
+    @Test func defaultsNestedAndOnceOptional() throws {
+        let path = databasePath()
+        let v1 = (0..<40).map { MHDefaultNestV1.Parcel(id: $0, nick: $0 % 3 == 0 ? nil : "n\($0 % 2)", box: MHDefaultNestV1.Box(color: "c\($0 % 4)")) }
+        do {
+            let db = try Database(path: path, models: [MHDefaultNestV1.Parcel.self])
+            try db.write { tx in for parcel in v1 { try tx.insert(parcel) } }
+        }
+        var plain = v1.map {
+            MHDefaultNestV2.Parcel(
+                id: $0.id, nick: $0.nick ?? "", box: MHDefaultNestV2.Box(color: $0.box.color, size: 1), label: MHDefaultNestV2.Label(text: "none"))
+        }
+        let db = try Database(path: path, models: [MHDefaultNestV2.Parcel.self])
+        try db.write { tx in
+            for i in stride(from: 1, to: 40, by: 5) {
+                plain[i].box.size = 2
+                plain[i].label.text = "l\(i % 2)"
+                try tx.upsert(plain[i])
+            }
+        }
+        try H.checkAll(db, plain, "nested defaults")
+        let all = db.objects(MHDefaultNestV2.Parcel.self)
+        try H.check(all, plain, "nick empty", where: #Predicate { $0.nick == "" })
+        try H.check(all, plain, "nick n1", where: #Predicate { $0.nick == "n1" })
+        try H.check(all, plain, "box.size == 1", where: #Predicate { $0.box.size == 1 })
+        try H.check(all, plain, "label none", where: #Predicate { $0.label.text == "none" })
+        try H.check(all, plain, "sorted by nick", sort: [SortDescriptor(\.nick), SortDescriptor(\.id, order: .reverse)])
+        #expect(all.sum(of: \.box.size) == plain.reduce(0) { $0 + $1.box.size })
+    }
+}
