@@ -1181,3 +1181,66 @@ extension MigrationHuntTests {
         #expect(all.sum(of: \.box.size) == plain.reduce(0) { $0 + $1.box.size })
     }
 }
+
+enum MHKeyV1 {
+    struct Doc: Model, Equatable {
+        static let modelName = "MHDoc"
+        var id: String
+        var body: String
+    }
+}
+
+enum MHKeyV2 {
+    /// The key an Int now, and the body searchable.
+    struct Doc: Model, Equatable {
+        static let modelName = "MHDoc"
+        static let indexDescriptors: [IndexDescriptor<Doc>] = [.fullText(\.body)]
+        var id: Int
+        var body: String
+    }
+}
+
+extension MigrationHuntTests {
+    /// A migration stopped through `withProgress` changes nothing; one that changes the key type
+    /// and adds a full-text index answers searches right after.
+    @Test func cancelledAndKeyChangingMigrations() throws {
+        let path = databasePath()
+        let n = max(H.count, 1_500)
+        let words = ["red", "green", "blue", "cyan"]
+        let v1 = (0..<n).map { MHKeyV1.Doc(id: "k\($0)", body: "\(words[$0 % 4]) \(words[($0 / 4) % 4]) item") }
+        do {
+            let db = try Database(path: path, models: [MHKeyV1.Doc.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in for doc in v1 { try tx.insert(doc) } }
+        }
+        func migrate(_ migration: Migration) throws {
+            try migration.enumerateObjects("MHDoc") { old, new in
+                new["id"] = .int(Int64(old.key.stringValue?.dropFirst() ?? "") ?? -1)
+            }
+        }
+        var furthest = 0
+        #expect(throws: CancellationError.self) {
+            try withProgress(
+                every: 100,
+                { progress in
+                    furthest = max(furthest, progress.completed)
+                    return progress.completed < n / 2
+                }
+            ) {
+                _ = try Database(path: path, models: [MHKeyV2.Doc.self], schemaVersion: 1, migration: migrate)
+            }
+        }
+        #expect(furthest >= n / 2 && furthest < n, "stopped at \(furthest) of \(n)")
+        do {
+            let db = try Database(path: path, models: [MHKeyV1.Doc.self])
+            try H.checkAll(db, v1.sorted { $0.id < $1.id }, "v1 after the cancelled migration")
+        }
+        let db = try Database(path: path, models: [MHKeyV2.Doc.self], schemaVersion: 1, migration: migrate)
+        let plain = v1.map { MHKeyV2.Doc(id: Int($0.id.dropFirst()) ?? -1, body: $0.body) }
+        try H.checkAll(db, plain, "keys migrated")
+        try H.check(db.objects(MHKeyV2.Doc.self), plain, "id range", where: #Predicate { $0.id >= 10 && $0.id < 20 })
+        let found = db.objects(MHKeyV2.Doc.self).search(\.body, "red blue").sorted(by: SortDescriptor(\.id))
+        let want = plain.filter { $0.body.hasPrefix("red blue") || $0.body.hasPrefix("blue red") }.map(\.id)
+        #expect(try found.fetch().map(\.id) == want, "plan \(found.explain())")
+        #expect(found.explain().contains("body"), "\(found.explain())")
+    }
+}
