@@ -94,7 +94,7 @@ extension Results {
         _ block: @escaping @Sendable (ResultsChange<M>, _ isLast: Bool) -> Void
     ) -> NotificationToken {
         guard let db = observedDatabase else {
-            let error = state.failure ?? .databaseClosed
+            let error = state.failure(M.self) ?? .databaseClosed
             queue.async { block(.error(error), true) }
             return NotificationToken {}
         }
@@ -112,7 +112,7 @@ extension Results {
         handoff: @escaping @Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void
     ) -> NotificationToken {
         guard let db = observedDatabase else {
-            handoff(.error(state.failure ?? .databaseClosed)) {}
+            handoff(.error(state.failure(M.self) ?? .databaseClosed)) {}
             return NotificationToken {}
         }
         let observer = ResultsObserver(db: db, query: query, keyPaths: keyPaths, delivery: .handoff(handoff))

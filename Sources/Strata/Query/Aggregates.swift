@@ -11,10 +11,10 @@ import Foundation
 extension Results {
     /// The values of `keyPath` over the matching objects, in result order.
     func values<V>(_ keyPath: KeyPath<M, V>) throws -> [V] {
-        if let error = state.cached?.error { throw error }
+        if let error = state.cached(M.self)?.error { throw error }
         // Objects already decoded are read as they are; otherwise one field of each record.
         let decoded: Bool
-        if case .objects? = state.cached?.rows { decoded = true } else { decoded = false }
+        if case .objects? = state.cached(M.self)?.rows { decoded = true } else { decoded = false }
         if !decoded, let snapshot,
             let fast = try snapshot.checked({
                 try QueryEngine.fieldValues(keyPath, query: query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn))

@@ -18,7 +18,7 @@ import Synchronization
 public struct Results<M: Model>: RandomAccessCollection, Sendable {
     let snapshot: Snapshot?
     let query: Query<M>
-    let state: ResultsState<M>
+    let state: ResultsState
     /// For results that failed before binding to a snapshot for a reason that passes (every reader
     /// slot in use, a read-only store overtaken too often): the database they are of, so that
     /// building on them keeps the query and observing them still starts an observation, which
@@ -54,7 +54,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     init(failed error: StrataError, database: Database? = nil, query: Query<M> = Query()) {
         self.snapshot = nil
         self.query = query
-        self.state = ResultsState(failure: error)
+        self.state = ResultsState(failure: error, as: M.self)
         self.database = database
     }
 
@@ -65,7 +65,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// the query only for results that can still be observed).
     func rebuilt(_ query: Query<M>) -> Results<M> {
         if let snapshot { return Results(snapshot: snapshot, query: query) }
-        guard let database, let failure = state.failure else { return self }
+        guard let database, let failure = state.failure(M.self) else { return self }
         return Results(failed: failure, database: database, query: query)
     }
 
@@ -205,7 +205,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// The count from the trees alone, when the results are not evaluated yet and the query needs
     /// no evaluation to be counted; nil otherwise (evaluation then counts, and reports errors).
     private func countWithoutEvaluating() -> Int? {
-        guard state.cached == nil, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
+        guard !state.isEvaluated, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
         let counted = try? snapshot.checked { try wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) } }
         if let counted { state.noteCount(counted) }
         return counted
@@ -260,7 +260,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// ```
     public struct Iterator: IteratorProtocol {
         let outcome: ResultsOutcome<M>
-        let state: ResultsState<M>
+        let state: ResultsState
         var position = 0
         var cursor: Cursor?
 
@@ -279,7 +279,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// // index i:User:age for age == 30: 1 range(s) ...
     /// ```
     public func explain() -> String {
-        guard let snapshot else { return "failed: \(state.failure.map { "\($0)" } ?? "unknown")" }
+        guard let snapshot else { return "failed: \(state.failure(M.self).map { "\($0)" } ?? "unknown")" }
         do {
             return try snapshot.checked { try QueryEngine.explain(query, info: try snapshot.db.info(M.self), source: SnapshotTrees(txn: snapshot.txn)) }
         } catch {
@@ -369,7 +369,7 @@ final class ResultsOutcome<M: Model>: Sendable {
     /// The object under a stored key, or the placeholder (noting why) when it cannot be read.
     /// Returns `M`, never `M?`: this runs once per element, compiled unspecialized (the model is
     /// the caller's type), and every use of `M?` there asks the runtime for Optional<M>'s metadata.
-    private func decode(key: UnsafeRawBufferPointer, _ info: ModelInfo<M>, _ state: ResultsState<M>) -> M {
+    private func decode(key: UnsafeRawBufferPointer, _ info: ModelInfo<M>, _ state: ResultsState) -> M {
         do {
             return try trustedRead(validating) {
                 guard let record = try records?.get(key) else {
@@ -383,7 +383,7 @@ final class ResultsOutcome<M: Model>: Sendable {
         }
     }
 
-    private func keyList(_ state: ResultsState<M>) -> KeyList {
+    private func keyList(_ state: ResultsState) -> KeyList {
         switch rows {
         case .keys(let list): return list
         case let .scan(offset, count):
@@ -409,7 +409,7 @@ final class ResultsOutcome<M: Model>: Sendable {
 
     /// Element `i`. An index outside `0..<count` is a programming error, as for any collection;
     /// inside it, a record that cannot be read gives the placeholder and notes the error.
-    func object(at i: Int, _ state: ResultsState<M>) -> M {
+    func object(at i: Int, _ state: ResultsState) -> M {
         if case .objects(let objects) = rows { return objects[i] }
         precondition(i >= 0 && i < count, "Results index \(i) out of range 0..<\(count)")
         guard let info else { preconditionFailure("Results index \(i) out of range") }  // count is 0 without info
@@ -435,7 +435,7 @@ final class ResultsOutcome<M: Model>: Sendable {
     }
 
     /// Element `i` while iterating: a `scan` walks its own cursor instead of the key list.
-    func next(_ i: Int, cursor: inout Cursor?, _ state: ResultsState<M>) -> M {
+    func next(_ i: Int, cursor: inout Cursor?, _ state: ResultsState) -> M {
         guard case let .scan(offset, _) = rows, let records, let info else { return object(at: i, state) }
         do {
             return try trustedRead(validating) {
@@ -485,7 +485,7 @@ final class ResultsOutcome<M: Model>: Sendable {
         }
     }
 
-    func ids(_ state: ResultsState<M>) -> [M.ID] {
+    func ids(_ state: ResultsState) -> [M.ID] {
         if case .objects(let objects) = rows { return objects.map(\.id) }
         let list = keyList(state)
         var ids: [M.ID] = []
@@ -508,9 +508,16 @@ final class KeyListBox: Sendable {
 }
 
 /// Holds a `Results`' outcome. The first access computes it under a lock; later ones only load an
-/// atomic reference, so iterating and indexing cost no lock per element.
-final class ResultsState<M: Model>: Sendable {
-    private let outcome = AtomicLazyReference<ResultsOutcome<M>>()
+/// atomic word, so iterating and indexing cost no lock per element.
+///
+/// Not generic over the model: every builder step (`filter`, `sorted`, `prefix`…) makes a state,
+/// and a generic class's fields are created and destroyed by unspecialized code that looks up
+/// their generic metadata each time (an `AtomicLazyReference<ResultsOutcome<M>>` cost ~2,700
+/// instructions to destroy, four times per small query). The outcome is kept as a retained
+/// object pointer in an `Atomic<Int>` instead; only `resolve` names its type.
+final class ResultsState: Sendable {
+    /// The outcome's object pointer, retained by this state (0 until computed); set once.
+    private let outcome = Atomic<Int>(0)
     private let computing = Mutex<Void>(())
     /// The first error an element read lazily hit (the element read as a placeholder).
     private let late = Mutex<StrataError?>(nil)
@@ -519,17 +526,47 @@ final class ResultsState<M: Model>: Sendable {
 
     func noteCount(_ count: Int) { counted.store(count, ordering: .relaxed) }
 
-    init(failure: StrataError? = nil) {
-        if let failure { _ = outcome.storeIfNil(ResultsOutcome(error: failure)) }
+    init() {}
+
+    init<M: Model>(failure: StrataError, as model: M.Type) {
+        store(ResultsOutcome<M>(error: failure))
     }
 
-    init(objects: [M], info: ModelInfo<M>?) {
-        _ = outcome.storeIfNil(ResultsOutcome(rows: .objects(objects), info: info, records: nil))
+    init<M: Model>(objects: [M], info: ModelInfo<M>?) {
+        store(ResultsOutcome(rows: .objects(objects), info: info, records: nil))
     }
+
+    deinit {
+        let bits = outcome.load(ordering: .acquiring)
+        if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) { Unmanaged<AnyObject>.fromOpaque(pointer).release() }
+    }
+
+    /// Publishes `computed` unless an outcome is there already; returns the one that stays.
+    @discardableResult
+    private func store<M: Model>(_ computed: ResultsOutcome<M>) -> ResultsOutcome<M> {
+        let bits = Int(bitPattern: Unmanaged.passRetained(computed as AnyObject).toOpaque())
+        let (exchanged, original) = outcome.compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing)
+        if exchanged { return computed }
+        Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).release()
+        return object(original)
+    }
+
+    /// The outcome at `bits` (never 0). Only `store` puts one there, of the model its `Results` has.
+    private func object<M: Model>(_ bits: Int) -> ResultsOutcome<M> {
+        unsafeDowncast(Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).takeUnretainedValue(), to: ResultsOutcome<M>.self)
+    }
+
+    /// The outcome, if computed.
+    func cached<M: Model>(_ model: M.Type = M.self) -> ResultsOutcome<M>? {
+        let bits = outcome.load(ordering: .acquiring)
+        return bits == 0 ? nil : object(bits)
+    }
+
+    /// Whether the outcome was computed.
+    var isEvaluated: Bool { outcome.load(ordering: .acquiring) != 0 }
 
     /// The evaluation's error, if it failed before anything else.
-    var failure: StrataError? { outcome.load()?.error }
-    var cached: ResultsOutcome<M>? { outcome.load() }
+    func failure<M: Model>(_ model: M.Type) -> StrataError? { cached(M.self)?.error }
     var lateError: StrataError? { late.withLock { $0 } }
 
     func note(_ error: any Error) {
@@ -537,10 +574,10 @@ final class ResultsState<M: Model>: Sendable {
         late.withLock { if $0 == nil { $0 = converted } }
     }
 
-    func resolve(info: () -> ModelInfo<M>?, _ compute: () throws -> ResultsOutcome<M>) -> ResultsOutcome<M> {
-        if let done = outcome.load() { return done }
+    func resolve<M: Model>(info: () -> ModelInfo<M>?, _ compute: () throws -> ResultsOutcome<M>) -> ResultsOutcome<M> {
+        if let done = cached(M.self) { return done }
         return computing.withLock { _ in
-            if let done = outcome.load() { return done }
+            if let done = cached(M.self) { return done }
             let result: ResultsOutcome<M>
             do {
                 result = try compute()
@@ -549,7 +586,7 @@ final class ResultsState<M: Model>: Sendable {
                 let reported = counted.load(ordering: .relaxed)
                 result = ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported))
             }
-            return outcome.storeIfNil(result)
+            return store(result)
         }
     }
 }
