@@ -97,7 +97,9 @@ struct IndexMatch {
                 guard let wrapped = optional.wrappedAny else { return type.isOptional ? [0] : nil }
                 constant = wrapped
             }
-            guard let string = constant as? String else { return nil }
+            // A string whose equal spellings may have other keys cannot be looked up by its
+            // own: the index is not used for it (the predicate still decides, on every object).
+            guard let string = constant as? String, collation.keyIsCanonical(string) else { return nil }
             var out: [UInt8] = type.isOptional ? [1] : []
             collation.appendEncodedKey(string, to: &out)
             return out

@@ -118,12 +118,42 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
         return x.lexicographicallyPrecedes(y) ? .orderedAscending : .orderedDescending
     }
 
-    /// The sort key of `s`: comparing keys as bytes compares the strings in this collation
-    /// (FORMAT.md §8.4).
-    func key(_ s: String) -> [UInt8] {
+    /// What `key` folds with: Foundation's options for the collation's.
+    private var folding: String.CompareOptions {
         var folding: String.CompareOptions = []
         if options.contains(.caseInsensitive) { folding.insert(.caseInsensitive) }
         if options.contains(.diacriticInsensitive) { folding.insert(.diacriticInsensitive) }
+        return folding
+    }
+
+    /// Whether every string Swift's `==` equals to `s` (every canonically equivalent spelling)
+    /// has `s`'s key, so that an index in this collation holds all of them under that key.
+    ///
+    /// A key folds before it normalizes (FORMAT.md §8.4), and Foundation's folding does not keep
+    /// canonical equivalence for a few characters: `.caseInsensitive` turns U+0345 (combining
+    /// ypogegrammeni) into ι, a letter, so its place among its letter's other marks changes the
+    /// key (`"α\u{345}\u{301}" == "α\u{301}\u{345}"`, keys `αί` and `άι`); `.diacriticInsensitive`
+    /// keeps some precomposed symbols whose decompositions lose their mark (`"∉"` stays `∉`,
+    /// `"∈\u{338}"` folds to `∈`). False when the decomposed string holds a mark that folds into
+    /// something other than itself or nothing, or when its composed and decomposed forms have
+    /// other keys than it.
+    func keyIsCanonical(_ s: String) -> Bool {
+        let folding = self.folding
+        // Without folding the key is the NFC form, the same for every spelling; ASCII has no marks.
+        if folding.isEmpty || s.utf8.allSatisfy({ $0 < 0x80 }) { return true }
+        let decomposed = s.decomposedStringWithCanonicalMapping
+        for scalar in decomposed.unicodeScalars where scalar.properties.canonicalCombiningClass.rawValue != 0 {
+            let folded = String(scalar).folding(options: folding, locale: nil).unicodeScalars
+            if !folded.isEmpty && !folded.elementsEqual(CollectionOfOne(scalar)) { return false }
+        }
+        let own = key(s)
+        return key(decomposed) == own && key(s.precomposedStringWithCanonicalMapping) == own
+    }
+
+    /// The sort key of `s`: comparing keys as bytes compares the strings in this collation
+    /// (FORMAT.md §8.4).
+    func key(_ s: String) -> [UInt8] {
+        let folding = self.folding
         let folded: String
         if folding.isEmpty {
             folded = s
