@@ -1433,6 +1433,7 @@ enum THText {
             "alpha'beta", "\u{3B1}lpha beta", "beta", "", "gamma",
             String(repeating: "beta ", count: 4000) + "gamma", "alpha " + String(repeating: "x ", count: 2000) + "beta",
         ]
+        var texts2 = texts
         try db.write { tx in
             for (i, t) in texts.enumerated() {
                 let d = THDoc(id: i + 1, group: 0, rank: 0, body: t, title: nil)
@@ -1447,24 +1448,43 @@ enum THText {
             .phrase("x beta"), .phrase("alpha x"),
         ]
         var failures = 0
-        for s in searches {
-            // The terms as the reference reads them: the words, each followed by `*` a prefix.
-            var pieces: [(text: String, star: Bool)] = []
-            for part in s.text.split(separator: " ") {
-                let t = String(part)
-                pieces.append(t.hasSuffix("*") ? (String(t.dropLast()), true) : (t, false))
+        // Twice: as inserted, then with the same words in other orders and cases (the same index
+        // keys with other positions) and other texts swapped.
+        for round in 0..<2 {
+            if round == 1 {
+                texts2[0] = "Gamma BETA alpha"
+                texts2[2] = "alpha beta gamma"
+                texts2[3] = "beta alpha alpha"
+                texts2[4] = "beta beta"
+                texts2[9] = "beta gamma"
+                try db.write { tx in
+                    for i in [0, 2, 3, 4, 9] {
+                        let d = THDoc(id: i + 1, group: 0, rank: 0, body: texts2[i], title: nil)
+                        try tx.upsert(d)
+                        try tx.upsert(THDocBare(d))
+                    }
+                }
             }
-            let reference = THSearch.make(pieces, mode: s.mode)
-            let want = texts.indices.filter { reference.matches(THWords.words(texts[$0])) }.map { $0 + 1 }
-            for (kind, got) in [("indexed", db.objects(THDoc.self).search(\.body, s).keys), ("bare", db.objects(THDocBare.self).search(\.body, s).keys)]
-            where got != want {
-                failures += 1
-                Issue.record("\(s) \(kind): got \(got), want \(want)")
+            for s in searches {
+                // The terms as the reference reads them: the words, each followed by `*` a prefix.
+                var pieces: [(text: String, star: Bool)] = []
+                for part in s.text.split(separator: " ") {
+                    let t = String(part)
+                    pieces.append(t.hasSuffix("*") ? (String(t.dropLast()), true) : (t, false))
+                }
+                let reference = THSearch.make(pieces, mode: s.mode)
+                let want = texts2.indices.filter { reference.matches(THWords.words(texts2[$0])) }.map { $0 + 1 }
+                for (kind, got) in [("indexed", db.objects(THDoc.self).search(\.body, s).keys), ("bare", db.objects(THDocBare.self).search(\.body, s).keys)]
+                where got != want {
+                    failures += 1
+                    Issue.record("round \(round) \(s) \(kind): got \(got), want \(want)")
+                }
+                let count = db.objects(THDoc.self).search(\.body, s).count
+                if count != want.count { Issue.record("round \(round) \(s): count \(count), want \(want.count)") }
             }
-            let count = db.objects(THDoc.self).search(\.body, s).count
-            if count != want.count { Issue.record("\(s): count \(count), want \(want.count)") }
         }
         #expect(failures == 0)
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
     }
 
     /// A live search (filtered, sorted, windowed) equals the query re-run after each commit, and
