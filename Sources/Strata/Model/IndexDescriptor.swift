@@ -67,8 +67,12 @@ public struct IndexDescriptor<M: Model>: Sendable {
         IndexDescriptor(keyPaths: [field] + more, kind: .values(unique: true, collation: collation))
     }
 
-    /// A full-text index on the words of a string field, for `search(_:_:)`: words split on
-    /// Unicode word boundaries, folded for case and diacritics (FORMAT.md §8.5).
+    /// A full-text index on the words of a string field, for `search(_:_:)`: the text folded for
+    /// case, diacritics and width, then split into runs of letters, marks, digits and `_` (an
+    /// apostrophe, a full stop or a digit-group comma inside a run joins it; each ideograph and
+    /// Hiragana character is a word of its own; emoji and other symbols are no words), a fixed,
+    /// simplified form of Unicode's word boundaries (FORMAT.md §8.5). A script written without
+    /// spaces, such as Thai or Katakana, gives one word per run: find its parts with a prefix.
     ///
     /// ```swift
     /// static let indexDescriptors: [IndexDescriptor<Message>] = [.fullText(\.text)]
