@@ -687,11 +687,15 @@ enum MHErrorsV2 {
         let before = try H.storedSchema(path, "MHNote")
         var failure: (any Error)?
         do { _ = try Database(path: path, models: [MHNote<MHNoteV4>.self]) } catch { failure = error }
-        guard case StrataError.uniqueViolation(let model, let field, _)? = failure as? StrataError else {
+        guard case StrataError.uniqueViolation(let model, let field, let value)? = failure as? StrataError else {
             Issue.record("expected a unique violation, got \(String(describing: failure))")
             return
         }
         #expect(model == "MHNote" && field.contains("author"), "\(String(describing: failure))")
+        // It names the repeated value, and that the index was being built at open.
+        let repeated = Dictionary(grouping: plain1, by: \.author).filter { $0.value.count > 1 }.keys
+        #expect(repeated.contains { value.hasPrefix("\"\($0)\" (held by ") }, "\(value)")
+        #expect(value.contains("found building the new unique index"), "\(value)")
         #expect(try H.storedSchema(path, "MHNote") == before)
         let db = try Database(path: path, models: [MHNote<MHNoteV3>.self])
         try Self.checkNotes(db, plain1.map { $0.converted(to: MHNoteV3.self) }, "v3 after the failed v4", seed: H.seed &+ 20)

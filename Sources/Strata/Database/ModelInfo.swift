@@ -178,8 +178,14 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                     for pair in pairs {
                         if built[i].unique {
                             if try !trees[i].insert(pair.key, pair.value) {
+                                let other = try trees[i].get(pair.key).map { $0.withUnsafeBytes { describeStoredKey($0) } } ?? "another object"
+                                let this = primaryKey.withUnsafeBytes { describeStoredKey($0) }
+                                let record = try records.get(primaryKey)
+                                let value = record.flatMap { $0.withUnsafeBytes { describeFields(built[i].paths, of: $0) } }
                                 throw StrataError.uniqueViolation(
-                                    model: name, field: built[i].summary, value: "that of " + primaryKey.withUnsafeBytes { describeStoredKey($0) })
+                                    model: name, field: built[i].summary,
+                                    value: "\(value ?? "the value of \(this)") (held by \(other) and \(this)); found building the new unique index as the "
+                                        + "database opened, which keeps its stored schema")
                             }
                         } else {
                             try trees[i].put(pair.key, pair.value)
@@ -193,6 +199,20 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         for (i, index) in built.enumerated() where index.isFullText {
             try trees[i].put(TextPostingValue.statsKey, TextPostingValue.stats(documents: stats[i].documents, words: stats[i].words))
         }
+    }
+
+    /// The values at `paths` (dotted, as an index names them) in a stored record, as text for
+    /// messages, comma-separated; nil when the record does not decode.
+    func describeFields(_ paths: [String], of record: UnsafeRawBufferPointer) -> String? {
+        guard let fields = try? UntypedDecoding(schemas: [stored]).decode(record, schema: stored.object) else { return nil }
+        return paths.map { path in
+            var value: StoredValue? = .object(fields)
+            for part in path.split(separator: ".") {
+                guard case .object(let inner)? = value else { value = nil; break }
+                value = inner[String(part)]
+            }
+            return value.map { $0.json } ?? "nil"
+        }.joined(separator: ", ")
     }
 
     /// A stored key as text for messages, read as the model's key type.
