@@ -56,6 +56,11 @@
 //   StrataTestHelper die-in-write FILE
 //       Begins a write transaction, puts keys "dead/0" ... "dead/9" in tree "w", prints "in-write"
 //       and waits inside the transaction until killed: a writer that dies mid-transaction.
+//   StrataTestHelper damage-probe FILE kv|objects
+//       Runs `DamageWorkload.probe` on a (damaged) file: opens it read-only and read-write, reads
+//       every tree both ways, queries the object layer (objects), writes, compacts; prints one
+//       "step NAME ok|error ..." line per step and "done". Exits 0 whatever the steps threw: the
+//       damage fuzz test (DamageFuzzTests.swift) wants it to end by itself, never by a signal.
 //   StrataTestHelper hold-reader FILE [--read-only]
 //       Begins a read snapshot and prints "snapshot TXNID CHECKSUM PID"; waits for a line on
 //       stdin, re-reads everything through the same snapshot and prints "recheck CHECKSUM"; exits
@@ -104,6 +109,7 @@ func usage() -> Never {
                StrataTestHelper check-loop FILE TARGET
                StrataTestHelper objects-torture FILE WRITER SEED [--big N] [--idle-ms MS|off] [--memory BYTES]
                StrataTestHelper objects-migrate FILE VERSION
+               StrataTestHelper damage-probe FILE kv|objects
         """)
 }
 
@@ -486,6 +492,10 @@ do {
     case "objects-set-score": try objectsSetScore(Array(arguments.dropFirst()))
     case "objects-churn": try objectsChurn(Array(arguments.dropFirst()))
     case "objects-torture": try objectsTorture(Array(arguments.dropFirst()))
+    case "damage-probe":
+        let args = Array(arguments.dropFirst())
+        guard args.count == 2, ["kv", "objects"].contains(args[1]) else { usage() }
+        DamageWorkload.probe(path: args[0], objects: args[1] == "objects")
     case "objects-migrate":
         let args = Array(arguments.dropFirst())
         guard args.count == 2, let version = Int(args[1]) else { usage() }
