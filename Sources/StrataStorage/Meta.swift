@@ -148,11 +148,25 @@ struct TreeInfo: Equatable, Sendable {
         return bytes
     }
 
-    static func decode(_ bytes: UnsafeRawBufferPointer, name: String) throws -> TreeInfo {
+    /// Decodes a catalog entry. With `pageCount` (the snapshot's), a count more entries than that
+    /// many pages can hold is corrupt: callers size loops and buffers by it, and add it up.
+    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, pageCount: UInt64? = nil, pageSize: Int = 0) throws -> TreeInfo {
         guard bytes.count == encodedSize, let p = bytes.baseAddress else {
             throw StorageError.corrupt(page: 0, reason: "catalog entry for tree '\(name)' has \(bytes.count) bytes, expected \(encodedSize)")
         }
-        return TreeInfo(root: p.u64(0), count: p.u64(8))
+        let info = TreeInfo(root: p.u64(0), count: p.u64(8))
+        if let pageCount, info.count > maxEntries(pageCount: pageCount, pageSize: pageSize) {
+            throw StorageError.corrupt(
+                page: info.root, reason: "catalog entry for tree '\(name)' records \(info.count) entries, more than \(pageCount) pages can hold")
+        }
+        return info
+    }
+
+    /// The most entries a tree can have in a file of `pageCount` pages: every page but the meta
+    /// pages a leaf of the smallest entries (8-byte header, 1-byte key, empty value, 2-byte slot).
+    /// At most 2^40 × 2^15 / 11: no overflow.
+    static func maxEntries(pageCount: UInt64, pageSize: Int) -> UInt64 {
+        (pageCount &- min(pageCount, 2)) * UInt64(max(0, pageSize - PageHeader.size) / (LeafEntry.headerSize + 1 + 2))
     }
 }
 

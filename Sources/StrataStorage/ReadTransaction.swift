@@ -147,7 +147,7 @@ public final class ReadTransaction: Sendable {
         guard let bytes = try name.withUTF8({ (k) throws in try pages.get(root: meta.catalog.root, key: UnsafeRawBufferPointer(k)) }) else {
             return nil
         }
-        return ReadTree(txn: self, name: name, info: try TreeInfo.decode(bytes, name: name))
+        return ReadTree(txn: self, name: name, info: try TreeInfo.decode(bytes, name: name, pageCount: meta.pageCount, pageSize: meta.pageSize))
     }
 
     /// The names of every tree, in byte order.

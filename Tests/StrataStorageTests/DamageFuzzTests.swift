@@ -131,6 +131,47 @@ import Darwin
     }
 }
 
+extension DamageFuzzTests {
+    /// A file of `shape` whose catalog entry for `tree` records `count` entries (resealed, so that
+    /// the newest commit still verifies): the count is what readers trust without a walk.
+    static func fileWithCatalogCount(_ shape: DamageWorkload.Shape, tree: String, count: UInt64) throws -> String {
+        let dir = temporaryPath("damage-catalog-count")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let path = dir + "/file.strata"
+        try DamageWorkload.build(shape, path: path) {}
+        var image = DamageImage(bytes: try readFileBytes(path), pageSize: shape.pageSize)
+        let (page, entry) = try #require(image.catalogEntry(tree), "no catalog entry for \(tree)")
+        image.set(entry + 8, count, width: 8)  // root u64, then count u64
+        image.reseal(page)
+        try writeFileBytes(path, image.bytes)
+        return path
+    }
+
+    /// `strata compact` summed the trees' recorded counts (for its progress) with a trapping `+=`.
+    @Test(arguments: [UInt64.max, 1 << 63, 1 << 62])
+    func hugeCatalogCountIsCorruptNotATrap(count: UInt64) throws {
+        let path = try Self.fileWithCatalogCount(.kv, tree: "alpha", count: count)
+        defer { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
+        let tool = try #require(strataToolPath())
+        let compact = runChild(tool, ["compact", path, path + "-out"], timeout: 60)
+        #expect(compact.status == "exit 4", "\(compact)")
+        let store = try Store(path: path, options: StoreOptions(readOnly: true))
+        #expect(throws: StorageError.self) { try store.read { _ = try $0.tree("alpha") } }
+        #expect(try store.read { try $0.tree("beta")?.count } ?? 0 > 0)
+    }
+
+    /// An object database whose record tree's catalog count is huge: `fetch()` reserved that many
+    /// objects (an allocation that fails, and traps), and iterating gave that many placeholders.
+    @Test func hugeRecordCountIsCorruptNotATrap() throws {
+        let path = try Self.fileWithCatalogCount(.objects, tree: "m:DamageNote", count: 1 << 40)
+        defer { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
+        let probe = runChild(try strataTestHelperPath(), ["damage-probe", path, "objects"], timeout: 60)
+        let report = DamageProbe(probe.stdout)
+        #expect(probe.status == "exit 0" && report.done && report.untyped.isEmpty, "\(probe)")
+        #expect(report.outcomes.contains { $0.step == "ro-db-query" && $0.category.hasSuffix("corrupt") }, "\(probe)")
+    }
+}
+
 // MARK: Running a child
 
 struct ChildResult: CustomStringConvertible {
