@@ -60,6 +60,12 @@ extension Store {
                         try control?.step()
                         try cursor.verifySealed(leafToo: cursor.leafPage != verifiedLeaf)
                         verifiedLeaf = cursor.leafPage
+                        // A key no writer makes (a damaged leaf whose checksum was made to
+                        // match) is the source's damage, not the caller's bad key.
+                        if cursor.key.isEmpty || cursor.key.count > maxKeySize {
+                            throw StorageError.corrupt(
+                                page: cursor.leafPage ?? 0, reason: "tree '\(name)' holds a key of \(cursor.key.count) bytes, outside 1...\(maxKeySize)")
+                        }
                         try tree.put(cursor.key, cursor.value)
                         bytes += cursor.key.count + cursor.value.count
                         more = try cursor.next()

@@ -160,6 +160,28 @@ extension DamageFuzzTests {
         #expect(try store.read { try $0.tree("beta")?.count } ?? 0 > 0)
     }
 
+    /// `strata compact` of a file whose first leaf holds an empty key (resealed damage: every
+    /// checksum matches) failed with `invalidKey`, which the tool reports as an I/O error (exit 6)
+    /// naming no page; it is the file's damage: corrupt, exit 4.
+    @Test func emptyKeyInACopiedLeafIsCorrupt() throws {
+        let dir = temporaryPath("damage-empty-key")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/file.strata"
+        try DamageWorkload.build(.kv, path: path) {}
+        var image = DamageImage(bytes: try readFileBytes(path), pageSize: 4096)
+        let (_, value) = try #require(image.catalogEntry("alpha"))
+        var page = Int(image.u64(value))
+        while image.bytes[page * 4096 + PageHeader.type] != PageType.leaf.rawValue {
+            page = Int(image.u64(page * 4096 + image.u16(page * 4096 + PageHeader.size)))  // child 0
+        }
+        image.set(page * 4096 + image.u16(page * 4096 + PageHeader.size), 0, width: 2)  // entry 0's keyLength
+        image.reseal(page)
+        try writeFileBytes(path, image.bytes)
+        let result = runChild(try #require(strataToolPath()), ["compact", path, path + "-out"], timeout: 60)
+        #expect(result.status == "exit 4" && result.stderr.contains("page \(page)"), "\(result)")
+    }
+
     /// An object database whose record tree's catalog count is huge: `fetch()` reserved that many
     /// objects (an allocation that fails, and traps), and iterating gave that many placeholders.
     @Test func hugeRecordCountIsCorruptNotATrap() throws {
