@@ -155,8 +155,9 @@ public final class WriteTransaction {
         try validateTreeName(name)
         let key = Array(name.utf8)
         guard let bytes = try key.withUnsafeBytes({ (k) throws in try pages.get(root: catalog.root, key: k) }) else { return nil }
-        // The committed catalog: its counts are bounded by the committed page count.
-        let info = try TreeInfo.decode(bytes, name: name, pageCount: pages.limit, pageSize: pageSize)
+        // Its counts are bounded by the pages the file (or this transaction, which may have
+        // written the catalog already: compaction, a savepoint's restart) can hold.
+        let info = try TreeInfo.decode(bytes, name: name, pageCount: max(pages.limit, pageCount), pageSize: pageSize)
         let state = TreeState(name: name, info: info, tracksKeys: tracksChangedKeys)
         trees[name] = state
         return state
