@@ -461,7 +461,9 @@ final class ResultsOutcome<M: Model>: Sendable {
         case .scan, .keys:
             guard let info, let records else { return [] }
             var out: [M] = []
-            out.reserveCapacity(count)
+            // A scan's count is the tree's, read from the file (bounded by its size, not by what
+            // its records hold): reserve a slice of it and let the array grow past that.
+            if case .keys = rows { out.reserveCapacity(count) } else { out.reserveCapacity(Swift.min(count, 1 << 16)) }
             if case let .scan(offset, count) = rows {
                 let cursor = records.cursor()
                 var more = try wrapStorage { try cursor.seek(toPosition: offset) }
