@@ -47,7 +47,7 @@ enum IndexEntries {
     ) throws -> (pairs: [IndexPair], words: Int) {
         if let textField = plan.textField {
             guard let (bytes, isNil) = try RecordField.find(textField, in: record), !isNil else { return ([], 0) }
-            let words = WordTokenizer.words(utf8: bytes)
+            let words = WordTokenizer.wordList(utf8: bytes)
             return (TextPostingValue.pairs(words: words, primaryKey: primaryKey), words.count)
         }
         guard let direct = plan.direct else { return try entries(record, schema: schema, index: plan.index, primaryKey: primaryKey) }
@@ -79,7 +79,7 @@ enum IndexEntries {
     ) throws -> (pairs: [IndexPair], words: Int) {
         if index.isFullText {
             guard case .present(let bytes, _) = try leaf(record, schema: schema, path: index.path) else { return ([], 0) }
-            let words = WordTokenizer.words(utf8: bytes)
+            let words = WordTokenizer.wordList(utf8: bytes)
             return (TextPostingValue.pairs(words: words, primaryKey: primaryKey), words.count)
         }
         // One list of encodings per field (an array field gives one per element), combined.
@@ -156,31 +156,35 @@ enum TextPostingValue {
     /// Equal words are grouped by sorting their positions by (word, position), not through a
     /// dictionary keyed by the words: hashing a byte array feeds every byte through `Hasher`, and
     /// that was the largest single cost of indexing a text.
-    static func pairs(words: [[UInt8]], primaryKey: [UInt8]) -> [IndexPair] {
-        let order = words.indices.sorted { a, b in
-            let c = words[a].withUnsafeBytes { x in words[b].withUnsafeBytes { y in KeyEncoding.compare(x, y) } }
-            return c != 0 ? c < 0 : a < b
-        }
-        var pairs: [IndexPair] = []
-        pairs.reserveCapacity(words.count)
-        var positions: [Int] = []
-        var i = 0
-        while i < order.count {
-            let word = words[order[i]]
-            positions.removeAll(keepingCapacity: true)
-            var j = i
-            while j < order.count && words[order[j]] == word {
-                positions.append(order[j])
-                j += 1
+    static func pairs(words: WordList, primaryKey: [UInt8]) -> [IndexPair] {
+        words.bytes.withUnsafeBytes { bytes in
+            func word(_ i: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bytes[words.range(i)]) }
+            var order = Array(0..<words.count)
+            order.sort { a, b in
+                let c = KeyEncoding.compare(word(a), word(b))
+                return c != 0 ? c < 0 : a < b
             }
-            var key: [UInt8] = []
-            key.reserveCapacity(word.count + 2 + primaryKey.count)
-            KeyEncoding.appendBytes(word, to: &key)
-            key.append(contentsOf: primaryKey)
-            pairs.append(IndexPair(key: key, value: value(primaryKey: primaryKey, words: words.count, positions: positions)))
-            i = j
+            var pairs: [IndexPair] = []
+            pairs.reserveCapacity(words.count)
+            var positions: [Int] = []
+            var i = 0
+            while i < order.count {
+                let current = word(order[i])
+                positions.removeAll(keepingCapacity: true)
+                var j = i
+                while j < order.count && KeyEncoding.compare(word(order[j]), current) == 0 {
+                    positions.append(order[j])
+                    j += 1
+                }
+                var key: [UInt8] = []
+                key.reserveCapacity(current.count + 2 + primaryKey.count)
+                KeyEncoding.appendBytes(current, to: &key)
+                key.append(contentsOf: primaryKey)
+                pairs.append(IndexPair(key: key, value: value(primaryKey: primaryKey, words: words.count, positions: positions)))
+                i = j
+            }
+            return pairs
         }
-        return pairs
     }
 
     static func value(primaryKey: [UInt8], words: Int, positions: [Int]) -> [UInt8] {

@@ -49,6 +49,18 @@ enum KeyEncoding {
         out.append(0)
     }
 
+    /// `appendBytes` of bytes in memory: bytes without a 0x00 (every full-text word, most
+    /// strings) are copied in one piece rather than one append per byte.
+    static func appendBytes(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard let start = bytes.baseAddress, memchr(start, 0, bytes.count) == nil else {
+            appendBytes(bytes.lazy, to: &out)
+            return
+        }
+        out.append(contentsOf: bytes)
+        out.append(0)
+        out.append(0)
+    }
+
     /// Swift compares strings by canonical equivalence; keys compare bytes. NFC makes the two agree
     /// (equal strings get equal bytes, and byte order is Unicode scalar order).
     static func normalized(_ s: String) -> String {

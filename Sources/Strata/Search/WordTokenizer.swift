@@ -31,17 +31,22 @@ enum WordTokenizer {
         for byte in text.utf8 where byte >= 0x80 { isASCII = false; break }
         if isASCII {
             var text = text
-            return text.withUTF8 { asciiWords(UnsafeRawBufferPointer($0)) }
+            return text.withUTF8 { asciiWords(UnsafeRawBufferPointer($0)) }.arrays
         }
         return generalWords(text)
     }
 
     /// The words of UTF-8 text (a record's string bytes).
-    static func words(utf8: UnsafeRawBufferPointer) -> [[UInt8]] {
+    static func words(utf8: UnsafeRawBufferPointer) -> [[UInt8]] { wordList(utf8: utf8).arrays }
+
+    /// The words of UTF-8 text in one buffer: what indexing a text reads, without an array per word.
+    static func wordList(utf8: UnsafeRawBufferPointer) -> WordList {
         var isASCII = true
         for byte in utf8 where byte >= 0x80 { isASCII = false; break }
         if isASCII { return asciiWords(utf8) }
-        return generalWords(String(decoding: utf8, as: UTF8.self))
+        var list = WordList()
+        for word in generalWords(String(decoding: utf8, as: UTF8.self)) { list.append(word) }
+        return list
     }
 
     // MARK: ASCII
@@ -60,11 +65,12 @@ enum WordTokenizer {
         return table
     }()
 
-    private static func asciiWords(_ bytes: UnsafeRawBufferPointer) -> [[UInt8]] {
+    private static func asciiWords(_ bytes: UnsafeRawBufferPointer) -> WordList {
         // A word is a run of the text's bytes (letters, digits and the joiners between them), so
-        // it is found first and copied once, lowercased, into an array of its exact size.
-        var words: [[UInt8]] = []
-        words.reserveCapacity(16)
+        // it is found first and copied once, lowercased, to the end of the list's buffer.
+        var words = WordList()
+        words.bytes.reserveCapacity(bytes.count)
+        words.ends.reserveCapacity(16)
         var start = -1  // where the word being read began; -1: none
         var lastIsDigit = false
         var i = 0
@@ -95,17 +101,14 @@ enum WordTokenizer {
 
     /// Appends the word at `start..<end` of `bytes` (none when `start` is -1), lowercased and cut
     /// to `maxWordBytes`.
-    private static func appendWord(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, to words: inout [[UInt8]]) {
+    private static func appendWord(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, to words: inout WordList) {
         guard start >= 0, end > start else { return }
         let count = min(end - start, maxWordBytes)
-        words.append(
-            [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
-                for k in 0..<count {
-                    let byte = bytes[start + k]
-                    out[k] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
-                }
-                initialized = count
-            })
+        for k in 0..<count {
+            let byte = bytes[start + k]
+            words.bytes.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+        }
+        words.ends.append(words.bytes.count)
     }
 
     // MARK: Any text
@@ -196,4 +199,23 @@ enum WordTokenizer {
         while end > 0 && word[end] & 0xC0 == 0x80 { end -= 1 }
         return Array(word[..<end])
     }
+}
+
+/// The words of one text, back to back in one buffer: word `i` is `bytes[range(i)]`.
+struct WordList {
+    var bytes: [UInt8] = []
+    /// Where each word ends in `bytes`.
+    var ends: [Int] = []
+
+    var count: Int { ends.count }
+
+    func range(_ i: Int) -> Range<Int> { (i == 0 ? 0 : ends[i - 1])..<ends[i] }
+
+    mutating func append(_ word: [UInt8]) {
+        bytes.append(contentsOf: word)
+        ends.append(bytes.count)
+    }
+
+    /// One array per word.
+    var arrays: [[UInt8]] { (0..<count).map { Array(bytes[range($0)]) } }
 }
