@@ -1,9 +1,28 @@
 import Foundation
 
-/// One entry of an index tree.
+/// One entry of an index tree: its key, then its value, in one array. A write builds an entry
+/// per index and per word of a text for every object, so two arrays each would double the
+/// allocations of the write path.
 struct IndexPair: Hashable {
-    var key: [UInt8]
-    var value: [UInt8]
+    private let bytes: [UInt8]
+    private let keyCount: Int
+
+    /// An entry of `bytes`' first `keyCount` bytes as its key and the rest as its value.
+    init(bytes: [UInt8], keyCount: Int) {
+        self.bytes = bytes
+        self.keyCount = keyCount
+    }
+
+    var key: ArraySlice<UInt8> { bytes[..<keyCount] }
+    var value: ArraySlice<UInt8> { bytes[keyCount...] }
+
+    func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<keyCount])) }
+    }
+
+    func withKeyAndValue<R>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<keyCount]), UnsafeRawBufferPointer(rebasing: $0[keyCount...])) }
+    }
 }
 
 /// An index resolved against the stored schema once per model, for the write path: an index whose
@@ -54,7 +73,7 @@ enum IndexEntries {
         // `fieldValues` for each top-level field (its encoding or collation key, or 0x00 for nil
         // or absent), one after another: the one combination `entries` would build.
         var key: [UInt8] = []
-        key.reserveCapacity(24 * direct.count + primaryKey.count)
+        key.reserveCapacity(24 * direct.count + 2 * primaryKey.count + 2)
         for field in direct {
             if let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil {
                 if let collation = field.collation {
@@ -68,7 +87,9 @@ enum IndexEntries {
             }
         }
         if !plan.index.unique { key.append(contentsOf: primaryKey) }
-        return ([IndexPair(key: key, value: IndexEntry.value(primaryKey: primaryKey, unique: plan.index.unique))], 0)
+        let keyCount = key.count
+        IndexEntry.appendValue(primaryKey: primaryKey, unique: plan.index.unique, to: &key)
+        return ([IndexPair(bytes: key, keyCount: keyCount)], 0)
     }
 
     /// The entries of `index` for `record`, and the number of words the record's text has (full
@@ -94,10 +115,11 @@ enum IndexEntries {
         var seen = Set<[UInt8]>()
         var pairs: [IndexPair] = []
         for value in combined where seen.insert(value).inserted {
-            pairs.append(
-                IndexPair(
-                    key: index.unique ? value : value + primaryKey,
-                    value: IndexEntry.value(primaryKey: primaryKey, unique: index.unique)))
+            var bytes = value
+            if !index.unique { bytes += primaryKey }
+            let keyCount = bytes.count
+            IndexEntry.appendValue(primaryKey: primaryKey, unique: index.unique, to: &bytes)
+            pairs.append(IndexPair(bytes: bytes, keyCount: keyCount))
         }
         return (pairs, 0)
     }
@@ -176,20 +198,21 @@ enum TextPostingValue {
                     positions.append(order[j])
                     j += 1
                 }
-                var key: [UInt8] = []
-                key.reserveCapacity(current.count + 2 + primaryKey.count)
-                KeyEncoding.appendBytes(current, to: &key)
-                key.append(contentsOf: primaryKey)
-                pairs.append(IndexPair(key: key, value: value(primaryKey: primaryKey, words: words.count, positions: positions)))
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(current.count + 2 + primaryKey.count + 6 + 2 * positions.count)
+                KeyEncoding.appendBytes(current, to: &bytes)
+                bytes.append(contentsOf: primaryKey)
+                let keyCount = bytes.count
+                appendValue(primaryKey: primaryKey, words: words.count, positions: positions, to: &bytes)
+                pairs.append(IndexPair(bytes: bytes, keyCount: keyCount))
                 i = j
             }
             return pairs
         }
     }
 
-    static func value(primaryKey: [UInt8], words: Int, positions: [Int]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(6 + 2 * positions.count)  // varints: short counts, small position gaps
+    /// Appends an entry's value to `out` (varints: short counts, small position gaps).
+    static func appendValue(primaryKey: [UInt8], words: Int, positions: [Int], to out: inout [UInt8]) {
         appendVarint(UInt64(primaryKey.count), to: &out)
         appendVarint(UInt64(words), to: &out)
         appendVarint(UInt64(positions.count), to: &out)
@@ -198,7 +221,6 @@ enum TextPostingValue {
             appendVarint(UInt64(position - last), to: &out)
             last = position
         }
-        return out
     }
 
     /// A value read back: the text's word count and the word's positions.

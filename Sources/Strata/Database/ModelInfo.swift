@@ -177,8 +177,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                 for (i, pairs) in perIndex.enumerated() {
                     for pair in pairs {
                         if built[i].unique {
-                            if try !trees[i].insert(pair.key, pair.value) {
-                                let other = try trees[i].get(pair.key).map { $0.withUnsafeBytes { describeStoredKey($0) } } ?? "another object"
+                            if try !pair.withKeyAndValue({ try trees[i].insert($0, $1) }) {
+                                let other = try pair.withKey { try trees[i].get($0) }.map { describeStoredKey($0) } ?? "another object"
                                 let this = primaryKey.withUnsafeBytes { describeStoredKey($0) }
                                 let record = try records.get(primaryKey)
                                 let value = record.flatMap { $0.withUnsafeBytes { describeFields(built[i].paths, of: $0) } }
@@ -188,7 +188,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                                         + "database opened, which keeps its stored schema")
                             }
                         } else {
-                            try trees[i].put(pair.key, pair.value)
+                            try pair.withKeyAndValue { _ = try trees[i].put($0, $1) }
                         }
                     }
                 }
@@ -353,11 +353,10 @@ extension Model {
 /// Index entries. Unique: key = value encoding, value = primary key. Otherwise: key = value
 /// encoding + primary key (so equal values sort by key), value = varint length of the primary key.
 enum IndexEntry {
-    static func value(primaryKey: [UInt8], unique: Bool) -> [UInt8] {
-        if unique { return primaryKey }
-        var out: [UInt8] = []
-        appendVarint(UInt64(primaryKey.count), to: &out)
-        return out
+    /// Appends an entry's value to `out`: a unique index's value is the primary key; any other
+    /// index's key ends with it, and the value says how long it is.
+    static func appendValue(primaryKey: [UInt8], unique: Bool, to out: inout [UInt8]) {
+        if unique { out += primaryKey } else { appendVarint(UInt64(primaryKey.count), to: &out) }
     }
 
     /// The primary key an index entry points at.

@@ -108,10 +108,11 @@ private struct ObjectCheck {
                 do {
                     let (pairs, words) = try IndexEntries.entries(record, schema: schema.object, index: index, primaryKey: Array(key))
                     for pair in pairs {
-                        if let other = expected[i][pair.key], index.unique, other != pair.value {
+                        let key = Array(pair.key), value = Array(pair.value)
+                        if let other = expected[i][key], index.unique, other != value {
                             problem("\(model) \(keyText): its \(index.path) value is also another object's, in a unique index")
                         }
-                        expected[i][pair.key] = pair.value
+                        expected[i][key] = value
                     }
                     if words > 0 {
                         textStats[i].documents += 1

@@ -477,7 +477,7 @@ public final class Transaction {
         for i in info.uniqueIndexPositions {
             let tree = try indexTree(info, i)
             for pair in entries[i].pairs {
-                if let owner = try wrapStorage({ try tree.view(pair.key) }), !owner.elementsEqual(key) {
+                if let owner = try wrapStorage({ try pair.withKey { try tree.get($0) } }), !owner.elementsEqual(key) {
                     let paths = info.indexKeyPaths[i]
                     var value = paths.map { describeValue(object[keyPath: $0]) }.joined(separator: ", ")
                     if let collation = info.indexSchemas[i].collation {
@@ -506,13 +506,13 @@ public final class Transaction {
             let tree = try indexTree(info, i)
             if before.pairs.isEmpty || after.pairs.isEmpty {
                 // An insert or a delete: nothing to keep (and no sets to build, on every write).
-                for pair in before.pairs { try tree.delete(pair.key) }
-                for pair in after.pairs { try tree.put(pair.key, pair.value) }
+                for pair in before.pairs { _ = try pair.withKey { try tree.delete($0) } }
+                for pair in after.pairs { _ = try pair.withKeyAndValue { try tree.put($0, $1) } }
             } else {
                 let freshKeys = Set(after.pairs.map(\.key))
                 let kept = Set(before.pairs)
-                for pair in before.pairs where !freshKeys.contains(pair.key) { try tree.delete(pair.key) }
-                for pair in after.pairs where !kept.contains(pair) { try tree.put(pair.key, pair.value) }
+                for pair in before.pairs where !freshKeys.contains(pair.key) { _ = try pair.withKey { try tree.delete($0) } }
+                for pair in after.pairs where !kept.contains(pair) { _ = try pair.withKeyAndValue { try tree.put($0, $1) } }
             }
             if info.indexSchemas[i].isFullText && before.words != after.words {
                 let (documents, words) = try TextPostingValue.readStats(try tree.view(TextPostingValue.statsKey))
