@@ -7,6 +7,16 @@ struct KeyList: Sendable {
 
     var count: Int { ends.count }
 
+    init() {}
+
+    /// An empty list with room for a window of `keys` keys (of a typical key size), so that
+    /// filling a page of results does not regrow its arrays at every doubling.
+    init(reservingKeys keys: Int) {
+        let keys = Swift.min(keys, 4_096)
+        bytes.reserveCapacity(16 * keys)
+        ends.reserveCapacity(keys)
+    }
+
     mutating func append(_ key: UnsafeRawBufferPointer) {
         bytes.append(contentsOf: key)
         ends.append(bytes.count)

@@ -303,7 +303,7 @@ enum QueryEngine {
         if let walk = plan.walk, walk.exact {
             // The walked range holds exactly the matches, in order: no record is read, and the
             // offset is skipped on the index alone.
-            var found = KeyList()
+            var found = query.limit.map { KeyList(reservingKeys: $0) } ?? KeyList()
             var skipped = 0
             if query.limit == 0 { return found }
             try walkKeys(walk, info: info, source: source) { primaryKey in
@@ -324,7 +324,7 @@ enum QueryEngine {
             filter = compiled
         }
         let canStopEarly = !sortInMemory && plan.accesses.isEmpty
-        var found = KeyList()
+        var found = canStopEarly ? window.map { KeyList(reservingKeys: $0) } ?? KeyList() : KeyList()
         var sortKeys: [[UInt8]] = []
         try forEachCandidate(plan, info: info, source: source, records: records) { key, record in
             if let filter, try !filter.matches(record) { return true }
@@ -429,7 +429,7 @@ enum QueryEngine {
     /// into the list (no copy per key) and stops at the limit.
     static func exactKeyList<M: Model, S: TreeSource>(_ plan: Plan, info: ModelInfo<M>, source: S, offset: Int, limit: Int?) throws -> KeyList? {
         guard plan.accesses.count == 1, plan.walk == nil, plan.exact else { return nil }
-        var found = KeyList()
+        var found = limit.map { KeyList(reservingKeys: $0) } ?? KeyList()
         if case let .text(i, search) = plan.accesses[0].source {
             guard let tree = try source.tree(named: info.indexTreeNames[i]), limit != 0 else { return found }
             var skipped = 0
