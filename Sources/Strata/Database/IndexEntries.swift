@@ -181,21 +181,30 @@ enum TextPostingValue {
     static func pairs(words: WordList, primaryKey: [UInt8]) -> [IndexPair] {
         words.bytes.withUnsafeBytes { bytes in
             func word(_ i: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bytes[words.range(i)]) }
-            var order = Array(0..<words.count)
+            // Most words differ in their first eight bytes: compared as one big-endian integer
+            // (zero-padded, and a word holds no 0x00, so a shorter word still sorts first), they
+            // are ordered without a call per comparison.
+            func prefix(_ word: UnsafeRawBufferPointer) -> UInt64 {
+                var value: UInt64 = 0
+                for k in 0..<8 { value = value << 8 | (k < word.count ? UInt64(word[k]) : 0) }
+                return value
+            }
+            var order = (0..<words.count).map { (prefix: prefix(word($0)), index: $0) }
             order.sort { a, b in
-                let c = KeyEncoding.compare(word(a), word(b))
-                return c != 0 ? c < 0 : a < b
+                if a.prefix != b.prefix { return a.prefix < b.prefix }
+                let c = KeyEncoding.compare(word(a.index), word(b.index))
+                return c != 0 ? c < 0 : a.index < b.index
             }
             var pairs: [IndexPair] = []
             pairs.reserveCapacity(words.count)
             var positions: [Int] = []
             var i = 0
             while i < order.count {
-                let current = word(order[i])
+                let current = word(order[i].index)
                 positions.removeAll(keepingCapacity: true)
                 var j = i
-                while j < order.count && KeyEncoding.compare(word(order[j]), current) == 0 {
-                    positions.append(order[j])
+                while j < order.count && order[j].prefix == order[i].prefix && KeyEncoding.compare(word(order[j].index), current) == 0 {
+                    positions.append(order[j].index)
                     j += 1
                 }
                 var bytes: [UInt8] = []
