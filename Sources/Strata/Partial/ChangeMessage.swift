@@ -157,8 +157,9 @@ extension Transaction {
     /// name. `added` upserts from the fields (creating needs a complete object), `changed` updates
     /// (throws `notFound` for a missing key), `removed` deletes. Objects whose stored value ends up
     /// as it was are not written, so observers hear only of real changes. Throws `invalidInput` for
-    /// a model name the database was not opened with, and what partial updates throw; the caller's
-    /// transaction then rolls everything back.
+    /// a model name the database was not opened with, and what partial updates throw; then none of
+    /// the batch is written (it runs as a savepoint), and the rest of the transaction goes on if the
+    /// caller catches the error.
     ///
     /// ```swift
     /// try db.write { tx in
@@ -168,15 +169,20 @@ extension Transaction {
     /// ```
     @discardableResult
     public func apply(_ messages: [ChangeMessage], options: PartialUpdateOptions = PartialUpdateOptions()) throws -> ChangeSummary {
-        var summary = ChangeSummary()
-        for message in messages {
-            guard let info = db.byName[message.model] as? any ChangeApplying else {
-                throw StrataError.invalidInput(
-                    "change message for \(jsonString(message.model)): no model of that name (known: \(db.byName.keys.sorted().joined(separator: ", ")))")
+        // A savepoint: a batch is all or nothing here too. Each message is a complete write of its
+        // own, so without it a caller that catches the error of message k and goes on would commit
+        // messages 0..<k.
+        try savepoint {
+            var summary = ChangeSummary()
+            for message in messages {
+                guard let info = db.byName[message.model] as? any ChangeApplying else {
+                    throw StrataError.invalidInput(
+                        "change message for \(jsonString(message.model)): no model of that name (known: \(db.byName.keys.sorted().joined(separator: ", ")))")
+                }
+                try info.apply(message, in: self, options: options, summary: &summary)
             }
-            try info.apply(message, in: self, options: options, summary: &summary)
+            return summary
         }
-        return summary
     }
 }
 
