@@ -56,3 +56,300 @@ private func appHuntSize(_ fallback: Int) -> Int {
         #expect(try db.object(AHPerson.self, key: "d") != nil)
     }
 }
+
+enum AHShade: String, Codable, Sendable { case light, dark }
+enum AHRank: Int, Codable, Sendable { case one = 1, two = 2 }
+
+struct AHPoint: Codable, Sendable, Equatable {
+    var x: Int
+    var y: Int?
+    var tag: String
+    enum CodingKeys: String, CodingKey { case x = "X", y, tag = "t" }
+}
+
+struct AHRich: Model, Equatable {
+    var id: Int
+    var points: [AHPoint]
+    var byNumber: [String: String]
+    var byShade: [String: Int]?
+    var set: Set<String>
+    var shade: AHShade?
+    var rank: AHRank
+    var blob: Data?
+    var uuid: UUID?
+    var url: URL?
+    var price: Decimal?
+    var nested: [[Int]]
+    var opt: AHPoint?
+    var u8: UInt8
+    var f: Float
+}
+
+/// An error of the test's own, thrown midway through compositions and background writes.
+private struct AHAbort: Error, Equatable {}
+
+/// Deliveries and problems, shared with observer queues. `@unchecked Sendable`: every access holds
+/// `lock`.
+private final class AHMirror: @unchecked Sendable {
+    private let lock = NSLock()
+    private var mirror: [AHPerson] = []
+    private var delivered: [AHPerson] = []
+    private var problems: [String] = []
+    private var count = 0
+
+    func receive(_ change: ResultsChange<AHPerson>) {
+        lock.withLock {
+            count += 1
+            switch change {
+            case .initial(let results):
+                mirror = Array(results)
+                delivered = mirror
+            case .update(let results, let deletions, let insertions, let modifications):
+                let new = Array(results)
+                var copy = mirror
+                for i in deletions.reversed() {
+                    guard copy.indices.contains(i) else { problems.append("deletion \(i) out of range"); return }
+                    copy.remove(at: i)
+                }
+                for i in insertions {
+                    guard i <= copy.count, new.indices.contains(i) else { problems.append("insertion \(i) out of range"); return }
+                    copy.insert(new[i], at: i)
+                }
+                for i in modifications {
+                    guard copy.indices.contains(i), new.indices.contains(i) else { problems.append("modification \(i) out of range"); return }
+                    copy[i] = new[i]
+                }
+                if copy != new {
+                    problems.append("change set d\(deletions) i\(insertions) m\(modifications) gives \(copy.map(\.id)), results are \(new.map(\.id))")
+                }
+                // A kept row whose value changed must be listed as modified.
+                if !deletions.isEmpty || !insertions.isEmpty || !modifications.isEmpty {} else { problems.append("empty update") }
+                mirror = new
+                delivered = new
+            case .error(let error):
+                problems.append("error \(error)")
+            }
+        }
+    }
+
+    var state: (delivered: [AHPerson], problems: [String], count: Int) { lock.withLock { (delivered, problems, count) } }
+}
+
+/// Completion calls of background writes, by write number.
+private final class AHCompletions: @unchecked Sendable {
+    private let lock = NSLock()
+    private var calls: [Int: [Result<Int, AHAbort>]] = [:]
+    private var wrongQueue = 0
+    func record(_ n: Int, _ result: Result<Int, any Error>, onQueue: Bool) {
+        lock.withLock {
+            if !onQueue { wrongQueue += 1 }
+            calls[n, default: []].append(result.mapError { _ in AHAbort() })
+        }
+    }
+    var state: (calls: [Int: [Result<Int, AHAbort>]], wrongQueue: Int) { lock.withLock { (calls, wrongQueue) } }
+}
+
+@Suite struct AppHuntRandomWrites {
+    static let names = ["Ana", "Ben", "Cy", "Dee", "Eve", "Fay"]
+
+    /// Random sync writes, composed writes that may fail midway, background writes (some
+    /// failing) and change-message batches (some bad), against a dictionary; an observer of a
+    /// filtered, sorted, limited query applies every change set to its copy and must get the
+    /// delivered results, and ends on the query's final answer.
+    @Test func writesOfEveryKindMatchAPlainDictionary() async throws {
+        let seed: UInt64 = ProcessInfo.processInfo.environment["STRATA_APPHUNT_SEED"].flatMap { UInt64($0) } ?? 0xA11_5EED
+        let steps = appHuntSize(300)
+        var rng = SeededRandom(seed: seed)
+        let db = try Database.inMemory(models: [AHPerson.self])
+        var model: [String: AHPerson] = [:]
+        let shape: @Sendable (Results<AHPerson>) -> Results<AHPerson> = {
+            $0.filter(#Predicate { $0.age >= 20 }).sorted(by: SortDescriptor(\.age, order: .reverse), SortDescriptor(\.name)).prefix(5)
+        }
+        let query = shape(db.objects(AHPerson.self))
+        let whole = db.objects(AHPerson.self).sorted(by: SortDescriptor(\.name))
+        let mirror = AHMirror()
+        let wholeMirror = AHMirror()
+        let token = query.observe(on: DispatchQueue(label: "ah.observer")) { mirror.receive($0) }
+        let wholeToken = whole.observe(on: DispatchQueue(label: "ah.observer2")) { wholeMirror.receive($0) }
+        let completionQueue = DispatchQueue(label: "ah.completions")
+        let queueKey = DispatchSpecificKey<Int>()
+        completionQueue.setSpecific(key: queueKey, value: 7)
+        let completions = AHCompletions()
+        var expectedAsync: [Int: Result<Int, AHAbort>] = [:]
+        var asyncIssued = 0
+
+        func randomPerson() -> AHPerson {
+            let id = "k\(rng.below(12))"
+            let name = Self.names[rng.below(Self.names.count)]
+            let nick: String? = rng.below(3) == 0 ? nil : "n\(rng.below(3))"
+            return AHPerson(id: id, name: name, email: "\(name)\(rng.below(4))@x", age: rng.below(40), nick: nick)
+        }
+        /// Applies an upsert to `m` as the database would: nil when it violates the unique email.
+        func upserted(_ p: AHPerson, in m: [String: AHPerson]) -> [String: AHPerson]? {
+            if m.values.contains(where: { $0.email == p.email && $0.id != p.id }) { return nil }
+            var m = m
+            m[p.id] = p
+            return m
+        }
+        func waitForBackground() async throws {
+            let deadline = Date().addingTimeInterval(120)
+            while completions.state.calls.count < asyncIssued && Date() < deadline { try await Task.sleep(nanoseconds: 2_000_000) }
+        }
+
+        for step in 0..<steps {
+            let kind = rng.below(5)
+            switch kind {
+            case 0:  // a sync write of one to three upserts and deletes
+                await Task.yield()
+                try await waitForBackground()
+                var next: [String: AHPerson]? = model
+                var ops: [(AHPerson?, String)] = []
+                for _ in 0..<(1 + rng.below(3)) {
+                    if rng.below(4) == 0 {
+                        let id = "k\(rng.below(12))"
+                        ops.append((nil, id))
+                        next?[id] = nil
+                    } else {
+                        let p = randomPerson()
+                        ops.append((p, p.id))
+                        next = next.flatMap { upserted(p, in: $0) }
+                    }
+                }
+                do {
+                    let writeSync: () throws -> Void = {
+                        try db.write { tx in
+                            for (p, id) in ops {
+                                if let p { try tx.upsert(p) } else { try tx.delete(AHPerson.self, key: id) }
+                            }
+                        }
+                    }
+                    try writeSync()
+                    #expect(next != nil, "seed \(seed) step \(step): the write should have failed")
+                } catch {
+                    #expect(next == nil, "seed \(seed) step \(step): \(error)")
+                }
+                if let next { model = next }
+            case 1:  // a composed write, maybe failing midway with an error of its own
+                try await waitForBackground()
+                let a = randomPerson()
+                let b = randomPerson()
+                let fail = rng.below(3) == 0
+                var next = upserted(a, in: model).flatMap { upserted(b, in: $0) }
+                let read = DBRead.count(AHPerson.self)
+                let io = DBWrite.upsert(a).flatMap { _ in read }.flatMap { n -> DBWrite<Int> in
+                    if fail { return DBWrite { _ in throw AHAbort() } }
+                    return DBWrite.upsert(b).map { _ in n }
+                }
+                if fail { next = nil }
+                do {
+                    let runSync: () throws -> Int = { try db.run(io) }
+                    let counted = try runSync()
+                    #expect(next != nil, "seed \(seed) step \(step): the composition should have failed")
+                    // The read inside the write sees the write's own upsert of a.
+                    if let afterA = upserted(a, in: model) { #expect(counted == afterA.count, "seed \(seed) step \(step)") }
+                } catch {
+                    #expect(next == nil, "seed \(seed) step \(step): \(error)")
+                }
+                if let next { model = next }
+            case 2, 3:  // background writes, issued together; they run in order
+                for _ in 0..<(1 + rng.below(4)) {
+                    let p = randomPerson()
+                    let fail = rng.below(4) == 0
+                    let n = asyncIssued
+                    asyncIssued += 1
+                    if !fail, let next = upserted(p, in: model) {
+                        model = next
+                        expectedAsync[n] = .success(n)
+                    } else {
+                        expectedAsync[n] = .failure(AHAbort())
+                    }
+                    db.writeAsync(completionQueue: completionQueue) { tx in
+                        try tx.upsert(p)
+                        if fail { throw AHAbort() }
+                        return n
+                    } completion: { result in
+                        completions.record(n, result, onQueue: DispatchQueue.getSpecific(key: queueKey) == 7)
+                    }
+                }
+            default:  // a change-message batch, maybe with a bad message
+                try await waitForBackground()
+                var next: [String: AHPerson]? = model
+                var batch: [ChangeMessage] = []
+                for _ in 0..<(1 + rng.below(4)) {
+                    let p = randomPerson()
+                    switch rng.below(4) {
+                    case 0:
+                        batch.append(ChangeMessage(.removed, model: "AHPerson", key: .string(p.id)))
+                        next?[p.id] = nil
+                    case 1:
+                        batch.append(ChangeMessage(.changed, model: "AHPerson", key: .string(p.id), fields: ["age": .int(Int64(p.age))]))
+                        if var old = next?[p.id] {
+                            old.age = p.age
+                            next?[p.id] = old
+                        } else {
+                            next = nil
+                        }
+                    case 2:
+                        batch.append(ChangeMessage(.changed, model: "AHPerson", key: .string(p.id), fields: ["name": .string(p.name)], cleared: ["nick"]))
+                        if var old = next?[p.id] {
+                            old.name = p.name
+                            old.nick = nil
+                            next?[p.id] = old
+                        } else {
+                            next = nil
+                        }
+                    default:
+                        var fields: [String: JSONValue] = ["name": .string(p.name), "email": .string(p.email), "age": .int(Int64(p.age))]
+                        if let nick = p.nick { fields["nick"] = .string(nick) }
+                        batch.append(ChangeMessage(.added, model: "AHPerson", key: .string(p.id), fields: fields))
+                        if let old = next?[p.id] {
+                            var merged = p
+                            if p.nick == nil { merged.nick = old.nick }  // not given: kept
+                            next = next.flatMap { upserted(merged, in: $0) }
+                        } else {
+                            next = next.flatMap { upserted(p, in: $0) }
+                        }
+                    }
+                }
+                do {
+                    let applySync: () throws -> Void = { try db.write { tx in _ = try tx.apply(batch) } }
+                    try applySync()
+                    #expect(next != nil, "seed \(seed) step \(step): the batch should have failed")
+                } catch {
+                    #expect(next == nil, "seed \(seed) step \(step): \(error)")
+                }
+                if let next { model = next }
+            }
+            let stored = try db.objects(AHPerson.self).fetch()
+            if kind != 2 && kind != 3 {
+                let expected = model.values.sorted { $0.id < $1.id }
+                #expect(stored.sorted { $0.id < $1.id } == expected, "seed \(seed) step \(step) kind \(kind)")
+                if stored.sorted(by: { $0.id < $1.id }) != expected { break }
+            }
+        }
+        try await waitForBackground()
+        let (calls, wrongQueue) = completions.state
+        #expect(wrongQueue == 0, "seed \(seed)")
+        for n in 0..<asyncIssued {
+            #expect(calls[n]?.count == 1, "seed \(seed): background write \(n) completed \(calls[n]?.count ?? 0) times")
+            #expect(calls[n]?.first == expectedAsync[n], "seed \(seed): background write \(n)")
+        }
+        let expected = model.values.sorted { $0.id < $1.id }
+        #expect(try db.objects(AHPerson.self).fetch().sorted { $0.id < $1.id } == expected, "seed \(seed)")
+        // (`query` and `whole` answer for the empty database they were made on.)
+        let finalQuery = try shape(db.objects(AHPerson.self)).fetch()
+        let finalWhole = try db.objects(AHPerson.self).sorted(by: SortDescriptor(\.name)).fetch()
+        let deadline = Date().addingTimeInterval(120)
+        while (mirror.state.delivered != finalQuery || wholeMirror.state.delivered != finalWhole) && Date() < deadline {
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        #expect(mirror.state.delivered == finalQuery, "seed \(seed)")
+        #expect(wholeMirror.state.delivered == finalWhole, "seed \(seed)")
+        #expect(mirror.state.problems.isEmpty, "seed \(seed): \(mirror.state.problems.prefix(5))")
+        #expect(wholeMirror.state.problems.isEmpty, "seed \(seed): \(wholeMirror.state.problems.prefix(5))")
+        print(
+            "AppHunt random writes: seed \(seed), \(steps) steps, \(asyncIssued) background writes, \(mirror.state.count)+\(wholeMirror.state.count) deliveries"
+        )
+        _ = (token, wholeToken)
+    }
+}
