@@ -353,3 +353,55 @@ private final class AHCompletions: @unchecked Sendable {
         _ = (token, wholeToken)
     }
 }
+
+@Suite struct AppHuntComposition {
+    /// A composition folded from many parts nests as deep as it has parts: running it must not
+    /// recurse once per part (a closure per level overflowed the stack at about 30,000 parts).
+    @Test func compositionsFoldedFromManyPartsRun() throws {
+        let n = appHuntSize(50_000)
+        let db = try Database.inMemory(models: [AHPerson.self])
+        // Left-nested: io = io.then(next), as a loop over rows builds it.
+        var io = DBWrite<Int>.just(0)
+        for i in 0..<n { io = io.then(DBWrite.insert(person("k\(i)", "N\(i % 7)", age: i % 90))).map { _ in i } }
+        #expect(try db.run(io) == n - 1)
+        #expect(try db.objects(AHPerson.self).count == n)
+        // Right-nested through flatMap, with reads joined to the write.
+        var counting = DBRead<Int>.just(0)
+        for _ in 0..<n { counting = counting.flatMap { v in DBRead.just(v + 1) } }
+        #expect(try db.run(counting) == n)
+        // (A composition captured by a closure of the caller's own nests through those closures,
+        // which Swift releases one level per call: kept shallow here.)
+        var nested = DBWrite<Int>.just(0)
+        for _ in 0..<min(n, 1_000) {
+            let inner = nested
+            nested = DBRead<Int>.just(1).flatMap { one in inner.map { $0 + one } }
+        }
+        #expect(try db.run(nested) == min(n, 1_000))
+        // zip chains and sequence.
+        var zipped = DBRead<Int>.just(0)
+        for i in 0..<n { zipped = zipped.zip(DBRead.just(i)).map { $0 + $1 } }
+        #expect(try db.run(zipped) == (0..<n).reduce(0, +))
+        let all = DBRead.sequence((0..<n).map { DBRead.just($0) })
+        #expect(try db.run(all) == Array(0..<n))
+    }
+
+    /// Results of every shape come back through the composition as they were made: optionals
+    /// (nested ones too), tuples, Void, existentials.
+    @Test func resultsKeepTheirExactValues() throws {
+        let db = try Database.inMemory(models: [AHPerson.self])
+        try db.write { tx in try tx.insert(person("a", "Ana")) }
+        let doubleNil: Int?? = .some(nil)
+        #expect(try db.run(DBRead.just(doubleNil)) == .some(nil))
+        #expect(try db.run(DBRead<Int??>.just(nil)) == nil)
+        #expect(try db.run(DBRead.just(doubleNil).map { $0 }) == .some(nil))
+        let missing = try db.run(DBRead.object(AHPerson.self, key: "zz").zip(DBRead.object(AHPerson.self, key: "a")))
+        #expect(missing.0 == nil && missing.1?.name == "Ana")
+        let any: any Sendable = 5
+        #expect(try db.run(DBRead.just(any).map { $0 as? Int }) == 5)
+        let triple = try db.run(DBRead.zip(DBRead.just(1), DBRead.just("b"), DBRead.count(AHPerson.self)))
+        #expect(triple == (1, "b", 1))
+        try db.run(DBWrite.insert(person("b", "Ben")).discardingResult())
+        #expect(try db.run(DBRead.sequence([DBRead<Int>]())) == [])
+        #expect(try db.run(DBRead.count(AHPerson.self)) == 2)
+    }
+}
