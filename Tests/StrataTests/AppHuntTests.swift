@@ -405,3 +405,121 @@ private final class AHCompletions: @unchecked Sendable {
         #expect(try db.run(DBRead.count(AHPerson.self)) == 2)
     }
 }
+
+struct AHTicket: Model, Equatable {
+    var id: Int?
+    var title: String
+    var note: String?
+}
+
+struct AHUnder: Model, Equatable {
+    var id: String
+    var name: String
+    var inner: AHPoint?
+    enum CodingKeys: String, CodingKey { case id = "_id", name, inner }
+}
+
+/// Deliveries after an observer's own block invalidated its token.
+private final class AHSelfStop: @unchecked Sendable {
+    private let lock = NSLock()
+    var token: NotificationToken?
+    private var deliveries = 0
+    private var afterStop = 0
+    private var stopped = false
+    func receive(stopAfter: Int) {
+        let stopNow: NotificationToken? = lock.withLock {
+            if stopped { afterStop += 1; return nil }
+            deliveries += 1
+            guard deliveries >= stopAfter else { return nil }
+            stopped = true
+            let t = token
+            token = nil
+            return t
+        }
+        // Invalidated (and released) inside its own block.
+        stopNow?.invalidate()
+    }
+    var state: (deliveries: Int, afterStop: Int, stopped: Bool) { lock.withLock { (deliveries, afterStop, stopped) } }
+}
+
+@Suite struct AppHuntObserverChurn {
+    /// Observers of several shapes start and stop (some from inside their own block) while a
+    /// writer thread commits: every change set of every observer rebuilds its results, no block
+    /// runs after its token was invalidated, and the observers still running end on the query's
+    /// final answer.
+    @Test func observersComeAndGoWhileWritesHappen() async throws {
+        let seed: UInt64 = ProcessInfo.processInfo.environment["STRATA_APPHUNT_SEED"].flatMap { UInt64($0) } ?? 0xC0FFEE
+        let writes = appHuntSize(300)
+        let db = try Database.inMemory(models: [AHPerson.self])
+        let shapes: [@Sendable (Results<AHPerson>) -> Results<AHPerson>] = [
+            { $0.sorted(by: SortDescriptor(\.name)) },
+            { $0.filter(#Predicate { $0.age >= 20 }).sorted(by: SortDescriptor(\.age, order: .reverse), SortDescriptor(\.name)).prefix(4) },
+            { $0.sorted(by: SortDescriptor(\.age)).offset(2).prefix(3) },
+            { $0.filter(#Predicate { $0.nick != nil }) },
+            { $0.sorted(by: SortDescriptor(\.name)).distinct(by: \.name) },
+            { $0.sorted(by: SortDescriptor(\.email, order: .reverse)) },
+        ]
+        let writerDone = DispatchSemaphore(value: 0)
+        let writer = Thread {
+            var rng = SeededRandom(seed: seed)
+            for _ in 0..<writes {
+                _ = try? db.write { tx in
+                    for _ in 0..<(1 + rng.below(3)) {
+                        let id = "k\(rng.below(15))"
+                        if rng.below(4) == 0 {
+                            try tx.delete(AHPerson.self, key: id)
+                        } else {
+                            let name = AppHuntRandomWrites.names[rng.below(AppHuntRandomWrites.names.count)]
+                            let p = AHPerson(id: id, name: name, email: "\(id)-\(rng.below(3))@x", age: rng.below(40), nick: rng.below(2) == 0 ? nil : "n")
+                            try tx.upsert(p)
+                        }
+                    }
+                }
+                if rng.below(10) == 0 { usleep(200) }
+            }
+            writerDone.signal()
+        }
+        writer.start()
+        var rng = SeededRandom(seed: seed ^ 0xFF)
+        var live: [(shape: Int, mirror: AHMirror, token: NotificationToken)] = []
+        var retired: [AHMirror] = []
+        var selfStopping: [AHSelfStop] = []
+        var rounds = 0
+        while writerDone.wait(timeout: .now()) == .timedOut {
+            rounds += 1
+            let shape = rng.below(shapes.count)
+            let mirror = AHMirror()
+            let queue = DispatchQueue(label: "ah.churn.\(rounds)")
+            live.append((shape, mirror, shapes[shape](db.objects(AHPerson.self)).observe(on: queue) { mirror.receive($0) }))
+            if rng.below(3) == 0, !live.isEmpty {
+                let gone = live.remove(at: rng.below(live.count))
+                gone.token.invalidate()
+                retired.append(gone.mirror)
+            }
+            if rng.below(4) == 0 {
+                let stopper = AHSelfStop()
+                let stopAfter = 1 + rng.below(3)
+                stopper.token = shapes[rng.below(shapes.count)](db.objects(AHPerson.self)).observe(on: queue) { _ in stopper.receive(stopAfter: stopAfter) }
+                selfStopping.append(stopper)
+            }
+            try await Task.sleep(nanoseconds: UInt64(200_000 + rng.below(2_000_000)))
+        }
+        let deadline = Date().addingTimeInterval(120)
+        for (shape, mirror, _) in live {
+            let expected = try shapes[shape](db.objects(AHPerson.self)).fetch()
+            while mirror.state.delivered != expected && Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
+            #expect(mirror.state.delivered == expected, "seed \(seed) shape \(shape)")
+        }
+        for mirror in live.map(\.mirror) + retired {
+            let problems = mirror.state.problems
+            #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(3))")
+        }
+        // Let queued blocks run, then no self-stopped observer may have run after its stop.
+        try await Task.sleep(nanoseconds: 50_000_000)
+        for stopper in selfStopping {
+            #expect(stopper.state.afterStop == 0, "seed \(seed)")
+        }
+        print("AppHunt observer churn: seed \(seed), \(writes) writes, \(rounds) rounds, \(live.count) live, \(retired.count) retired, \(selfStopping.filter { $0.state.stopped }.count)/\(selfStopping.count) stopped themselves")
+        _ = live.map(\.token)
+    }
+}
