@@ -205,7 +205,11 @@ public final class WriteTransaction {
         try checkOpen()
         if let existing = try state(name) { return WriteTree(txn: self, state: existing) }
         try validateTreeName(name)
-        let state = TreeState(name: name, info: .empty, tracksKeys: tracksChangedKeys)
+        // A tree dropped earlier in this transaction and made again lost every key it had: the
+        // new state must not list its keys (an empty list would tell listeners that nothing of
+        // it changed, and `deleteAll` would reach no observer).
+        let droppedHere = trees[name]?.dropped == true
+        let state = TreeState(name: name, info: .empty, tracksKeys: tracksChangedKeys && !droppedHere)
         state.modified = true
         trees[name] = state
         return WriteTree(txn: self, state: state)

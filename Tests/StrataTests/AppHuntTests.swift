@@ -519,7 +519,54 @@ private final class AHSelfStop: @unchecked Sendable {
         for stopper in selfStopping {
             #expect(stopper.state.afterStop == 0, "seed \(seed)")
         }
-        print("AppHunt observer churn: seed \(seed), \(writes) writes, \(rounds) rounds, \(live.count) live, \(retired.count) retired, \(selfStopping.filter { $0.state.stopped }.count)/\(selfStopping.count) stopped themselves")
+        print(
+            "AppHunt observer churn: seed \(seed), \(writes) writes, \(rounds) rounds, \(live.count) live, \(retired.count) retired, \(selfStopping.filter { $0.state.stopped }.count)/\(selfStopping.count) stopped themselves"
+        )
         _ = live.map(\.token)
+    }
+}
+
+private final class AHLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func add(_ s: String) { lock.withLock { lines.append(s) } }
+    var all: [String] { lock.withLock { lines } }
+}
+
+@Suite struct AppHuntDeleteAll {
+    /// `deleteAll` drops the model's trees and makes them again: its commit must still reach
+    /// observers of the model's results and objects as the deletions it is.
+    @Test func observersHearDeleteAll() async throws {
+        let db = try Database.inMemory(models: [AHPerson.self])
+        let seed: () throws -> Void = { try db.write { tx in _ = try tx.insert(contentsOf: [person("a", "Ana"), person("b", "Ben", age: 10)]) } }
+        try seed()
+        let log = AHLog()
+        let queue = DispatchQueue(label: "ah.deleteAll")
+        let mirror = AHMirror()
+        let sorted = db.objects(AHPerson.self).sorted(by: SortDescriptor(\.name))
+        let windowMirror = AHMirror()
+        let window = db.objects(AHPerson.self).filter(#Predicate { $0.age > 5 }).sorted(by: SortDescriptor(\.name)).prefix(5)
+        let results = sorted.observe(on: queue) { mirror.receive($0) }
+        let windowed = window.observe(on: queue) { windowMirror.receive($0) }
+        let object = db.observe(AHPerson.self, key: "a", on: queue) { change in
+            if case .deleted = change { log.add("deleted") }
+        }
+        // Each observer has its initial state before the write.
+        let start = Date()
+        while (mirror.state.count == 0 || windowMirror.state.count == 0) && Date().timeIntervalSince(start) < 120 {
+            try await Task.sleep(nanoseconds: 2_000_000)
+        }
+        db.observerQueue.sync {}
+        let deleteAll: () throws -> Int = { try db.write { tx in try tx.deleteAll(AHPerson.self) } }
+        #expect(try deleteAll() == 2)
+        let deadline = Date().addingTimeInterval(120)
+        while (!mirror.state.delivered.isEmpty || !windowMirror.state.delivered.isEmpty || log.all.isEmpty) && Date() < deadline {
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        #expect(mirror.state.delivered.isEmpty, "the sorted results never heard deleteAll")
+        #expect(windowMirror.state.delivered.isEmpty, "the window never heard deleteAll")
+        #expect(log.all == ["deleted"], "the object observer never heard deleteAll")
+        #expect(mirror.state.problems.isEmpty && windowMirror.state.problems.isEmpty)
+        _ = (results, windowed, object)
     }
 }
