@@ -385,6 +385,40 @@ private final class AHCompletions: @unchecked Sendable {
         #expect(try db.run(all) == Array(0..<n))
     }
 
+    /// A composition is a value: one built once runs on many threads at once, each run on its own
+    /// snapshot, while copies of it are made and released.
+    @Test func oneCompositionRunsOnManyThreadsAtOnce() async throws {
+        let db = try Database.inMemory(models: [AHPerson.self])
+        let fill: () throws -> Void = { try db.write { tx in _ = try tx.insert(contentsOf: (0..<50).map { person("k\($0)", "N\($0 % 5)", age: $0) }) } }
+        try fill()
+        var io = DBRead.count(AHPerson.self).zip(DBRead.object(AHPerson.self, key: "k7")).map { $0 + ($1?.age ?? 0) }
+        for _ in 0..<200 { io = io.flatMap { v in DBRead.just(v).map { $0 } } }
+        let shared = io
+        let rounds = appHuntSize(300)
+        let threads = 4
+        let finished = DispatchSemaphore(value: 0)
+        let wrong = Atomic<Int>(0)
+        for _ in 0..<threads {
+            Thread {
+                for _ in 0..<rounds {
+                    var copy: DBRead<Int>? = shared.map { $0 }
+                    if (try? db.run(shared)) != 57 { wrong.add(1, ordering: .relaxed) }
+                    if let c = copy, (try? db.run(c)) != 57 { wrong.add(1, ordering: .relaxed) }
+                    copy = nil
+                    _ = copy
+                }
+                finished.signal()
+            }.start()
+        }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread {
+                for _ in 0..<threads { finished.wait() }
+                done.resume()
+            }.start()
+        }
+        #expect(wrong.load(ordering: .relaxed) == 0)
+    }
+
     /// Results of every shape come back through the composition as they were made: optionals
     /// (nested ones too), tuples, Void, existentials.
     @Test func resultsKeepTheirExactValues() throws {
