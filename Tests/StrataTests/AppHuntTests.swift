@@ -604,3 +604,99 @@ private final class AHLog: @unchecked Sendable {
         _ = (results, windowed, object)
     }
 }
+
+@Suite struct AppHuntSlowStream {
+    /// A `for await` loop slower than the writer: commits that land while it is busy merge into
+    /// its next change, as they do for a slow `observe` block. Buffering a change per commit held
+    /// a snapshot per commit, until every reader slot of the file was taken and every read of the
+    /// database failed.
+    @Test func aSlowStreamConsumerHoldsOneChange() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ah-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var options = StoreOptions(durability: .noSync)
+        options.readerSlots = 32
+        let db = try Database(path: dir.appendingPathComponent("db.strata").path, models: [AHPerson.self], options: options)
+        let sorted: @Sendable (Results<AHPerson>) -> Results<AHPerson> = { $0.sorted(by: SortDescriptor(\.age)) }
+        var iterator = sorted(db.objects(AHPerson.self)).changes.makeAsyncIterator()
+        let mirror = AHMirror()
+        if let first = await iterator.next() { mirror.receive(first) }
+        let writes = appHuntSize(200)
+        // Commits land one by one while the consumer is busy, each after the observer took in the one before.
+        for i in 0..<writes {
+            let write: () throws -> Void = { try db.write { tx in _ = try tx.upsert(person("k\(i % 20)", "N\(i)", age: (i * 7) % 50)) } }
+            try write()
+            if i % 10 == 0 { db.observerQueue.sync {} }
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        db.observerQueue.sync {}
+        let expected = try sorted(db.objects(AHPerson.self)).fetch()  // fails when the stream holds every slot
+        var deliveries = 0
+        while mirror.state.delivered != expected, deliveries < writes + 1, let change = await iterator.next() {
+            mirror.receive(change)
+            deliveries += 1
+        }
+        #expect(mirror.state.delivered == expected)
+        #expect(mirror.state.problems.isEmpty, "\(mirror.state.problems.prefix(3))")
+        #expect(deliveries <= 3, "\(deliveries) changes were buffered for a consumer that was busy for \(writes) commits")
+    }
+}
+
+extension AppHuntSlowStream {
+    /// A stream's observation ends when its consuming task is cancelled (while it waits for a
+    /// change, or before it asks), when the stream is dropped unconsumed, and after the close's
+    /// `databaseClosed`, which is its last element.
+    @Test func streamObservationsEnd() async throws {
+        let db = try Database.inMemory(models: [AHPerson.self])
+        func waitForObservers(_ n: Int) async throws {
+            for _ in 0..<12_000 where db.observers.count != n { try await Task.sleep(nanoseconds: 10_000_000) }
+            #expect(db.observers.count == n)
+        }
+        // Cancelled while waiting.
+        let waiting = Task {
+            var count = 0
+            for await _ in db.objects(AHPerson.self).changes { count += 1 }
+            return count
+        }
+        try await waitForObservers(1)
+        try await Task.sleep(nanoseconds: 50_000_000)
+        waiting.cancel()
+        #expect(await waiting.value == 1)  // the initial results, then nothing
+        try await waitForObservers(0)
+        // Dropped without being consumed.
+        var dropped: AsyncStream<ResultsChange<AHPerson>>? = db.objects(AHPerson.self).changes
+        try await waitForObservers(1)
+        dropped = nil
+        _ = dropped
+        try await waitForObservers(0)
+        // Cancelled before asking.
+        let stream = db.objects(AHPerson.self).changes
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            var count = 0
+            for await _ in stream { count += 1 }
+            return count
+        }
+        #expect(await early.value == 0)
+        try await waitForObservers(0)
+        // Closed: databaseClosed is the last element.
+        let closing = Task {
+            var last: ResultsChange<AHPerson>?
+            var count = 0
+            for await change in db.objects(AHPerson.self).sorted(by: SortDescriptor(\.age)).changes {
+                last = change
+                count += 1
+            }
+            if case .error(.databaseClosed)? = last { return count }
+            return -1
+        }
+        try await waitForObservers(1)
+        let write: () throws -> Void = { try db.write { tx in _ = try tx.insert(person("a", "Ana")) } }
+        try write()
+        try await Task.sleep(nanoseconds: 50_000_000)
+        db.close()
+        let count = await closing.value
+        #expect(count >= 2, "initial, maybe the insert, then databaseClosed")
+        try await waitForObservers(0)
+    }
+}

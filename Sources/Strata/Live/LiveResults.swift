@@ -103,7 +103,7 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     /// ```
     public init(_ results: Results<M>, keyPaths: [PartialKeyPath<M> & Sendable]? = nil, updatingOn actor: any Actor) {
         state = Mutex(State(results: results, lastChange: nil, error: results.error))
-        let observation = results.observe(keyPaths: keyPaths) { [weak self] change, done in
+        let observation = results.observe(keyPaths: keyPaths) { [weak self] change, _, done in
             guard let self else { return done() }
             Task {
                 await runIsolated(to: actor) { self.apply(change) }

@@ -106,13 +106,13 @@ extension Results {
     /// `observe`, delivering through `handoff`, which must call `done` once the change has been
     /// taken in (on whatever thread or actor it hands it to): until then, later commits merge
     /// into the next change, so a slow consumer holds one change and one snapshot at most. On a
-    /// failed query `handoff` gets the error at once.
+    /// failed query `handoff` gets the error at once. `isLast` says the observation has ended.
     func observe(
         keyPaths: [PartialKeyPath<M> & Sendable]?,
-        handoff: @escaping @Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void
+        handoff: @escaping @Sendable (ResultsChange<M>, _ isLast: Bool, _ done: @escaping @Sendable () -> Void) -> Void
     ) -> NotificationToken {
         guard let db = observedDatabase else {
-            handoff(.error(state.failure(M.self) ?? .databaseClosed)) {}
+            handoff(.error(state.failure(M.self) ?? .databaseClosed), true) {}
             return NotificationToken {}
         }
         let observer = ResultsObserver(db: db, query: query, keyPaths: keyPaths, delivery: .handoff(handoff))
@@ -122,7 +122,8 @@ extension Results {
 
     /// The same as `observe`, as an `AsyncSequence`; cancelling the consuming task ends the
     /// observation. The stream finishes after an error that ends the observation (`databaseClosed`
-    /// once the database is closed).
+    /// once the database is closed). Commits that land while the loop is busy merge into its next
+    /// change, so a slow loop holds one waiting change (and its snapshot) at most.
     ///
     /// ```swift
     /// for await change in db.objects(Person.self).changes { print(change) }
@@ -137,13 +138,15 @@ extension Results {
     /// }
     /// ```
     public func changes(keyPaths: [PartialKeyPath<M> & Sendable]?) -> AsyncStream<ResultsChange<M>> {
-        AsyncStream { continuation in
-            let token = observe(on: DispatchQueue(label: "strata.changes"), keyPaths: keyPaths) { change, isLast in
-                continuation.yield(change)
-                if isLast { continuation.finish() }
-            }
-            continuation.onTermination = { _ in token.invalidate() }
+        // Pulled through a one-change mailbox rather than pushed into the stream's buffer: a
+        // change is taken in only when the loop asks for the next one (see `ChangeMailbox`).
+        let mailbox = ChangeMailbox<ResultsChange<M>>()
+        let token = observe(keyPaths: keyPaths) { [weak mailbox] change, isLast, done in
+            guard let mailbox else { return done() }
+            mailbox.put(change, isLast: isLast, done: done)
         }
+        mailbox.keep(token)
+        return AsyncStream(unfolding: { await mailbox.next() }, onCancel: { mailbox.cancel() })
     }
 }
 
@@ -165,7 +168,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
     /// with each (`LiveResults`).
     enum Delivery {
         case queue(DispatchQueue, @Sendable (ResultsChange<M>, _ isLast: Bool) -> Void)
-        case handoff(@Sendable (ResultsChange<M>, _ done: @escaping @Sendable () -> Void) -> Void)
+        case handoff(@Sendable (ResultsChange<M>, _ isLast: Bool, _ done: @escaping @Sendable () -> Void) -> Void)
     }
 
     private let db: Database
@@ -251,7 +254,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             let error = StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
             switch delivery {
             case .queue(let queue, let block): queue.async { block(.error(error), true) }
-            case .handoff(let handoff): handoff(.error(error)) {}
+            case .handoff(let handoff): handoff(.error(error), true) {}
             }
             return
         }
@@ -261,7 +264,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         lifecycle.endWhenClosed(db.store, on: worker) { [self] in
             switch delivery {
             case .queue(let queue, let block): queue.async { [self] in if lifecycle.isWanted { block(.error(.databaseClosed), true) } }
-            case .handoff(let handoff): handoff(.error(.databaseClosed)) {}
+            case .handoff(let handoff): handoff(.error(.databaseClosed), true) {}
             }
         }
         worker.async { self.refresh(initial: true) }
@@ -632,7 +635,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
                 done()
             }
         case .handoff(let handoff):
-            if isLive { handoff(change, done) } else { done() }
+            if isLive { handoff(change, false, done) } else { done() }
         }
     }
 }
