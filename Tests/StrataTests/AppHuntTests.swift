@@ -188,7 +188,10 @@ private final class AHCompletions: @unchecked Sendable {
                 var next: [String: AHPerson]? = model
                 var ops: [(AHPerson?, String)] = []
                 for _ in 0..<(1 + rng.below(3)) {
-                    if rng.below(4) == 0 {
+                    if rng.below(25) == 0 {
+                        ops.append((nil, ""))  // deleteAll
+                        next = next.map { _ in [:] }
+                    } else if rng.below(4) == 0 {
                         let id = "k\(rng.below(12))"
                         ops.append((nil, id))
                         next?[id] = nil
@@ -202,7 +205,13 @@ private final class AHCompletions: @unchecked Sendable {
                     let writeSync: () throws -> Void = {
                         try db.write { tx in
                             for (p, id) in ops {
-                                if let p { try tx.upsert(p) } else { try tx.delete(AHPerson.self, key: id) }
+                                if let p {
+                                    try tx.upsert(p)
+                                } else if id.isEmpty {
+                                    try tx.deleteAll(AHPerson.self)
+                                } else {
+                                    try tx.delete(AHPerson.self, key: id)
+                                }
                             }
                         }
                     }
