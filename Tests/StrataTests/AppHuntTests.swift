@@ -356,7 +356,7 @@ private final class AHCompletions: @unchecked Sendable {
         var io = DBWrite<Int>.just(0)
         for i in 0..<n { io = io.then(DBWrite.insert(person("k\(i)", "N\(i % 7)", age: i % 90))).map { _ in i } }
         #expect(try db.run(io) == n - 1)
-        #expect(try db.objects(AHPerson.self).count == n)
+        #expect(db.objects(AHPerson.self).count == n)
         // Right-nested through flatMap, with reads joined to the write.
         var counting = DBRead<Int>.just(0)
         for _ in 0..<n { counting = counting.flatMap { v in DBRead.just(v + 1) } }
