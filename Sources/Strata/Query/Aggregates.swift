@@ -118,12 +118,19 @@ extension Results {
     /// let years = try db.objects(Person.self).fetchSum(of: \.age)
     /// ```
     public func fetchSum<V: FixedWidthInteger>(of keyPath: KeyPath<M, V>) throws -> V {
+        // The values come in key order or in result order, and a partial sum may pass V's bounds
+        // when the whole sum does not (Int.max, 1, -1): an overflow on the way is no error. The
+        // wrapping sum is exact modulo 2^bitWidth, so counting the wraps up and down tells whether
+        // the true sum fits (no net wrap) and, when it does, the wrapping sum is it.
         var total = V.zero
+        var wraps = 0
         for value in try values(keyPath) {
             let (sum, overflow) = total.addingReportingOverflow(value)
-            if overflow { throw StrataError.invalidQuery("the sum of \(keyPath) does not fit in \(V.self)") }
+            // Adding a negative value can only wrap downwards, a positive one upwards.
+            if overflow { wraps += value < .zero ? -1 : 1 }
             total = sum
         }
+        if wraps != 0 { throw StrataError.invalidQuery("the sum of \(keyPath) does not fit in \(V.self)") }
         return total
     }
 
