@@ -252,6 +252,28 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// ```
     public func makeIterator() -> Iterator { Iterator(outcome: outcome, state: state) }
 
+    // Under `withProgress` (an async read included) the iterator ends early once the operation is
+    // stopped, so it may yield fewer than `count` elements; `withProgress` then throws away what
+    // the body made. The standard library's default copies trust a collection's count and trap
+    // when the iterator falls short (`Array(results)`: "invalid Collection: less than 'count'
+    // elements"; `append(contentsOf:)`: "underestimatedCount was an overestimate"). These two
+    // let such a copy end short instead.
+
+    /// `count`, except 0 while an operation that can stop iterating early is running on this
+    /// thread (then the elements iterated may be fewer).
+    public var underestimatedCount: Int { OperationControl.current == nil ? count : 0 }
+
+    /// The elements in order, as iterating gives them (fewer than `count` when stopped midway).
+    public func _copyToContiguousArray() -> ContiguousArray<M> {
+        var out = ContiguousArray<M>()
+        // A count read from the trees is bounded by the file's size, not by what its records hold
+        // (see `fetch`): reserve a slice of it and let the array grow past that.
+        out.reserveCapacity(Swift.min(count, 1 << 16))
+        var iterator = makeIterator()
+        while let object = iterator.next() { out.append(object) }
+        return out
+    }
+
     /// Iterates `Results`, decoding each object when it is reached.
     ///
     /// ```swift
