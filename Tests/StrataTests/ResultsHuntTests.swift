@@ -843,4 +843,43 @@ struct RHTextual: Model, Equatable {
             #expect(results.underestimatedCount == n)
         }
     }
+
+    /// Results first read inside an operation that was stopped are not that stop's forever: read
+    /// again afterwards (they are `Sendable` and may be shared) they give the query's answer and
+    /// no error. Evaluation stopped midway kept the stop as the results' failure (empty results
+    /// whose error is the cancellation), and an element read as the stop came kept it as `error`.
+    @Test func resultsReadWhileStoppedAnswerAfterwards() throws {
+        typealias I = RHItem<RHIndexed>
+        let db = try Database.inMemory(models: [I.self, RHItem<RHPlain>.self])
+        var r = RHRandom(rng: SeededRandom(seed: 4))
+        let objects = (0..<3_000).map { RHValues.item(&r, id: $0, nan: false) }
+        try db.write { tx in for o in objects { try tx.insert(o) } }
+        let lab = "a"
+        let shapes: [(String, Results<I>, [Int])] = [
+            ("scan", db.objects(I.self), objects.map(\.id)),
+            ("decoded filter", db.objects(I.self).filter(#Predicate { $0.label.contains(lab) }), objects.filter { $0.label.contains(lab) }.map(\.id)),
+            (
+                "record filter, sorted", db.objects(I.self).filter(#Predicate { $0.amount > 0 }).sorted(by: SortDescriptor(\.amount)),
+                objects.filter { $0.amount > 0 }.sorted { ($0.amount, $0.id) < ($1.amount, $1.id) }.map(\.id)
+            ),
+            (
+                "sorted by label", db.objects(I.self).sorted(by: SortDescriptor(\.label)),
+                try RHCase(text: "", predicate: nil, plainPredicate: nil, sorts: [(RHSort.all[3], .forward)]).expected(objects).map(\.id)
+            ),
+        ]
+        for (name, results, ids) in shapes {
+            #expect(throws: CancellationError.self, "\(name)") {
+                try withProgress(every: 100, { $0.completed < 300 }) { () -> Int in
+                    var n = 0
+                    for _ in results { n += 1 }
+                    return n
+                }
+            }
+            #expect(results.error == nil, "\(name): \(results.error.map { "\($0)" } ?? "")")
+            #expect(results.count == ids.count, "\(name)")
+            #expect(results.keys == ids, "\(name)")
+            #expect(try results.fetch().map(\.id) == ids, "\(name)")
+            #expect(Array(results).map(\.id) == ids, "\(name)")
+        }
+    }
 }

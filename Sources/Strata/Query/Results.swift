@@ -290,7 +290,9 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
             // A cancelled read (or a stopped withProgress) ends the iteration (Progress.swift).
             guard position < outcome.count, !OperationControl.shouldStop else { return nil }
             defer { position += 1 }
-            return outcome.next(position, cursor: &cursor, state)
+            let object = outcome.next(position, cursor: &cursor, state)
+            // Stopped while reading this one: it is the placeholder, not an element to hand out.
+            return OperationControl.shouldStop ? nil : object
         }
     }
 
@@ -594,9 +596,16 @@ final class ResultsState: Sendable {
     var lateError: StrataError? { late.withLock { $0 } }
 
     func note(_ error: any Error) {
+        // An element read as the operation was stopped is not damaged: that stop is the
+        // operation's (withProgress throws it), not these results' error for every later reader.
+        if ResultsState.stopped(by: error) { return }
         let converted = (error as? StrataError) ?? (error as? StorageError).map(StrataError.init) ?? .invalidQuery("\(error)")
         late.withLock { if $0 == nil { $0 = converted } }
     }
+
+    /// Whether `error` comes from stopping the operation running on this thread rather than from
+    /// the query or the file.
+    static func stopped(by error: any Error) -> Bool { error is CancellationError || OperationControl.shouldStop }
 
     func resolve<M: Model>(info: () -> ModelInfo<M>?, _ compute: () throws -> ResultsOutcome<M>) -> ResultsOutcome<M> {
         if let done = cached(M.self) { return done }
@@ -608,7 +617,12 @@ final class ResultsState: Sendable {
             } catch {
                 let converted = (error as? StrataError) ?? (error as? StorageError).map(StrataError.init) ?? .invalidQuery("\(error)")
                 let reported = counted.load(ordering: .relaxed)
-                result = ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported))
+                let failed = ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported))
+                // An evaluation stopped midway (withProgress, a cancelled read) is not the query's
+                // answer: the operation that stopped gets the failure, and these results, which
+                // may be shared, evaluate again when read next.
+                if ResultsState.stopped(by: error) { return failed }
+                result = failed
             }
             return store(result)
         }
