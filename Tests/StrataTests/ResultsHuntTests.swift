@@ -883,3 +883,161 @@ struct RHTextual: Model, Equatable {
         }
     }
 }
+
+struct RHKeyed<K: Codable & Sendable & Hashable & Comparable>: Model {
+    static var indexes: [PartialKeyPath<RHKeyed<K>> & Sendable] { [\.n] }
+    var id: K
+    var n: Int
+    var label: String
+}
+
+@Suite struct ResultsHuntKeyTypes {
+    /// For each key type: the unsorted results are in key order (Swift's `<` on the keys), and
+    /// every position, reverse sort with ties, sort by key and window agree with the array.
+    func check<K: Codable & Sendable & Hashable & Comparable>(_ keys: [K], line: Int = #line) throws {
+        typealias M = RHKeyed<K>
+        let db = try Database.inMemory(models: [M.self])
+        var r = RHRandom(rng: SeededRandom(seed: UInt64(line)))
+        var objects: [M] = []
+        var shuffled = keys
+        for i in shuffled.indices.reversed() { shuffled.swapAt(i, r.below(i + 1)) }
+        for key in shuffled where !objects.contains(where: { $0.id == key }) {
+            objects.append(M(id: key, n: r.below(3), label: ["b", "a", ""][r.below(3)]))
+        }
+        try db.write { tx in for o in objects { try tx.insert(o) } }
+        let byKey = objects.sorted { $0.id < $1.id }
+        func tied(_ a: M, _ b: M, _ x: Int, _ y: Int) -> Bool { x != y ? x < y : a.id < b.id }
+        let cases: [(String, Results<M>, [M])] = [
+            ("all", db.objects(M.self), byKey),
+            ("n reverse", db.objects(M.self).sorted(by: SortDescriptor(\.n, order: .reverse)), byKey.sorted { tied($0, $1, -$0.n, -$1.n) }),
+            ("n == 1", db.objects(M.self).filter(#Predicate { $0.n == 1 }), byKey.filter { $0.n == 1 }),
+            ("id reverse", db.objects(M.self).sorted(by: SortDescriptor(\.id, order: .reverse)), byKey.reversed()),
+            (
+                "label, id reverse", db.objects(M.self).sorted(by: SortDescriptor(\.label), SortDescriptor(\.id, order: .reverse)),
+                byKey.sorted { $0.label != $1.label ? $0.label < $1.label : $1.id < $0.id }
+            ),
+            ("all offset 1 prefix 3", db.objects(M.self).offset(1).prefix(3), Array(byKey.dropFirst(1).prefix(3))),
+            (
+                "n reverse offset 2", db.objects(M.self).sorted(by: SortDescriptor(\.n, order: .reverse)).offset(2),
+                Array(byKey.sorted { tied($0, $1, -$0.n, -$1.n) }.dropFirst(2))
+            ),
+        ]
+        for (name, results, expected) in cases {
+            let ids = expected.map(\.id)
+            #expect(results.count == ids.count, "\(K.self) \(name) line \(line)")
+            #expect((0..<min(results.count, ids.count)).map { results[$0].id } == ids, "\(K.self) \(name) line \(line)")
+            #expect(results.keys == ids, "\(K.self) \(name) line \(line)")
+            #expect(results.last?.id == ids.last, "\(K.self) \(name) line \(line)")
+            #expect(results.min(of: \.id) == ids.min() && results.max(of: \.id) == ids.max(), "\(K.self) \(name) line \(line)")
+            #expect(results.objects(in: 1..<(ids.count + 3)).map(\.id) == Array(ids.dropFirst(1)), "\(K.self) \(name) line \(line)")
+        }
+    }
+
+    @Test func everyKeyType() throws {
+        try check([Int.min, -1, 0, 1, Int.max, 42, -42])
+        try check([Int8.min, -1, 0, 1, Int8.max])
+        try check([Int16.min, -300, 0, 300, Int16.max])
+        try check([Int32.min, -1, 0, 1, Int32.max])
+        try check([UInt8.min, 1, 200, UInt8.max])
+        try check([UInt16.min, 1, 40_000, UInt16.max])
+        try check([UInt32.min, 1, 3_000_000_000, UInt32.max])
+        try check([UInt64.min, 1, 1 << 63, (1 << 63) - 1, UInt64.max])
+        try check([UInt.min, 1, 1 << 63, UInt.max])
+        try check([-Double.infinity, -1e300, -1, -Double.leastNonzeroMagnitude, 0, Double.leastNonzeroMagnitude, 1, 1e300, .infinity])
+        try check([Date.distantPast, Date(timeIntervalSinceReferenceDate: -0.5), Date(timeIntervalSinceReferenceDate: 0), .distantFuture])
+        try check(["", "a", "B", "Ärger", "\u{0}", "a\u{0}", "a\u{0}b", "😀", "z", "éa", "ea", "ẞ", "\u{10FFFF}"])
+        try check([
+            UUID(uuidString: "00000000-0000-0000-0000-000000000000")!, UUID(uuidString: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF")!,
+            UUID(uuidString: "80000000-0000-0000-0000-000000000001")!, UUID(uuidString: "7FFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF")!,
+            UUID(uuidString: "00000000-0000-0000-0000-000000000001")!,
+        ])
+    }
+}
+
+extension ResultsHuntDifferential {
+    /// Counts and queries inside a write after savepoints that throw (undone) and that succeed
+    /// (kept), nested, with deletes by predicate: each equals the model's; the commit equals it.
+    @Test func countsAcrossSavepoints() throws {
+        typealias I = RHItem<RHIndexed>
+        let seed = UInt64(Self.env("STRATA_RESHUNT_SEED") ?? 11)
+        var r = RHRandom(rng: SeededRandom(seed: seed))
+        let db = try Database.inMemory(models: [I.self, RHItem<RHPlain>.self])
+        var items: [Int: I] = [:]
+        for id in 0..<400 { items[id] = RHValues.item(&r, id: id, nan: false) }
+        let initial = items
+        try db.write { tx in for o in initial.values { try tx.insert(o) } }
+        var problems: [String] = []
+        struct Undo: Error {}
+        func mutate(_ tx: Transaction, _ model: inout [Int: I], _ r: inout RHRandom) throws {
+            for _ in 0..<(5 + r.below(60)) {
+                switch r.below(4) {
+                case 0:
+                    let id = 400 + r.below(400)
+                    let t = RHValues.item(&r, id: id, nan: false)
+                    model[id] = t
+                    try tx.upsert(t)
+                case 1:
+                    guard let id = model.keys.sorted().dropFirst(r.below(max(1, model.count))).first else { continue }
+                    model[id] = nil
+                    _ = try tx.delete(I.self, key: id)
+                case 2:
+                    let g = r.below(6)
+                    let removed = model.values.filter { $0.group == g }.count
+                    model = model.filter { $0.value.group != g }
+                    let n = try tx.delete(I.self, where: #Predicate { $0.group == g })
+                    if n != removed { problems.append("delete(where: group == \(g)) removed \(n), expected \(removed)") }
+                default:
+                    guard let id = model.keys.sorted().dropFirst(r.below(max(1, model.count))).first else { continue }
+                    let t = RHValues.item(&r, id: id, nan: false)
+                    model[id] = t
+                    try tx.update(I.self, key: id) { $0 = t }
+                }
+            }
+        }
+        func compare(_ tx: Transaction, _ model: [Int: I], _ r: inout RHRandom, _ at: String) throws {
+            let now = model.values.sorted { $0.id < $1.id }
+            for _ in 0..<4 {
+                let c = RHCase.make(&r)
+                let want = try now.filter { try c.predicate?.evaluate($0) ?? true }.count
+                let got = try tx.count(I.self, where: c.predicate)
+                if got != want { problems.append("\(at) \(c.text): count \(got), expected \(want)") }
+            }
+        }
+        try db.write { tx in
+            for round in 0..<12 {
+                var inner = items
+                let undo = r.chance(50)
+                do {
+                    try tx.savepoint {
+                        try mutate(tx, &inner, &r)
+                        try compare(tx, inner, &r, "round \(round) inside")
+                        if r.chance(50) {
+                            var nested = inner
+                            let undoNested = r.chance(50)
+                            do {
+                                try tx.savepoint {
+                                    try mutate(tx, &nested, &r)
+                                    try compare(tx, nested, &r, "round \(round) nested")
+                                    if undoNested { throw Undo() }
+                                }
+                            } catch is Undo {}
+                            if !undoNested { inner = nested }
+                            try compare(tx, inner, &r, "round \(round) after nested \(undoNested ? "undone" : "kept")")
+                        }
+                        if undo { throw Undo() }
+                    }
+                } catch is Undo {}
+                if !undo { items = inner }
+                try compare(tx, items, &r, "round \(round) after \(undo ? "undone" : "kept")")
+            }
+        }
+        let committed = items.values.sorted { $0.id < $1.id }
+        for _ in 0..<10 {
+            let c = RHCase.make(&r)
+            var p: [String] = []
+            Self.check({ c.results(db.objects(I.self)) }, expected: try c.expected(committed), r: &r, &p)
+            if !p.isEmpty { problems.append("after commit \(c.description)\n" + p.joined(separator: "\n")) }
+        }
+        #expect(problems.isEmpty, "seed \(seed): \(problems.count) problems; first: \(problems.prefix(5))")
+    }
+}
