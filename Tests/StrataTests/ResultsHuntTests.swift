@@ -1041,3 +1041,112 @@ extension ResultsHuntDifferential {
         #expect(problems.isEmpty, "seed \(seed): \(problems.count) problems; first: \(problems.prefix(5))")
     }
 }
+
+struct RHCounted: Model {
+    static let indexes: [PartialKeyPath<RHCounted> & Sendable] = [\.group, \.score]
+    static let indexDescriptors: [IndexDescriptor<RHCounted>] = [.on(\.group, \.score)]
+    var id: Int
+    var group: Int
+    var score: Double
+    var pad: String
+}
+
+@Suite struct ResultsHuntTreeCounts {
+    /// Range counts read from the counted trees of a many-level index (tens of thousands of
+    /// entries), before any evaluation, after bulk deletes, moves between ranges and inserts over
+    /// several commits, and on an old snapshot: each equals the model's count, and the element at a
+    /// random position equals the model's.
+    @Test func rangeCountsOverDeepTrees() throws {
+        let n = (ResultsHuntDifferential.env("STRATA_RESHUNT_N") ?? 40) * 125
+        var r = RHRandom(rng: SeededRandom(seed: 77))
+        let db = try Database.inMemory(models: [RHCounted.self])
+        var items: [Int: RHCounted] = [:]
+        func make(_ id: Int) -> RHCounted {
+            RHCounted(id: id, group: r.below(50), score: Double(r.below(1000)) / 4, pad: String(repeating: "x", count: r.below(40)))
+        }
+        try db.write { tx in
+            for id in 0..<n {
+                let o = make(id)
+                items[id] = o
+                try tx.insert(o)
+            }
+        }
+        var problems: [String] = []
+        var old: (Snapshot, [RHCounted])?
+        for round in 0..<5 {
+            let all = items.values.sorted { $0.id < $1.id }
+            for _ in 0..<12 {
+                let g = r.below(52) - 1, g2 = g + r.below(10)
+                let s = Double(r.below(1000)) / 4, s2 = s + Double(r.below(200)) / 4
+                let lo = r.below(n), hi = lo + r.below(n / 2)
+                let checks: [(String, Results<RHCounted>, (RHCounted) -> Bool)] = [
+                    (
+                        "group >= \(g) && group < \(g2)", db.objects(RHCounted.self).filter(#Predicate { $0.group >= g && $0.group < g2 }),
+                        { $0.group >= g && $0.group < g2 }
+                    ),
+                    (
+                        "score > \(s) && score <= \(s2)", db.objects(RHCounted.self).filter(#Predicate { $0.score > s && $0.score <= s2 }),
+                        { $0.score > s && $0.score <= s2 }
+                    ),
+                    (
+                        "group == \(g) && score < \(s)", db.objects(RHCounted.self).filter(#Predicate { $0.group == g && $0.score < s }),
+                        { $0.group == g && $0.score < s }
+                    ),
+                    ("id in \(lo)..<\(hi)", db.objects(RHCounted.self).filter(#Predicate { $0.id >= lo && $0.id < hi }), { $0.id >= lo && $0.id < hi }),
+                ]
+                for (name, results, matches) in checks {
+                    let expected = all.filter(matches)
+                    let counted = results.count
+                    if counted != expected.count { problems.append("round \(round) \(name): count \(counted), expected \(expected.count)") }
+                    if !expected.isEmpty, counted == expected.count {
+                        let i = r.below(expected.count)
+                        let sorted = results.sorted(by: SortDescriptor(\.score, order: .reverse))
+                        let want = expected.sorted { $0.score != $1.score ? $0.score > $1.score : $0.id < $1.id }
+                        if results[i].id != expected[i].id { problems.append("round \(round) \(name): [\(i)] \(results[i].id), expected \(expected[i].id)") }
+                        if sorted[i].id != want[i].id {
+                            problems.append("round \(round) \(name) by score reverse: [\(i)] \(sorted[i].id), expected \(want[i].id)")
+                        }
+                        let page = sorted.offset(i).prefix(3).map(\.id)
+                        if page != want.dropFirst(i).prefix(3).map(\.id) { problems.append("round \(round) \(name) page at \(i)") }
+                    }
+                }
+            }
+            if let (snapshot, before) = old {
+                let g = r.below(50)
+                let got = snapshot.objects(RHCounted.self).filter(#Predicate { $0.group <= g }).count
+                let want = before.filter { $0.group <= g }.count
+                if got != want { problems.append("round \(round) old snapshot group <= \(g): \(got), expected \(want)") }
+            }
+            old = (try db.snapshot(), all)
+            // Bulk deletes of a key range and a group, moves between groups, inserts.
+            try db.write { tx in
+                let from = r.below(n), to = from + r.below(n / 5)
+                for id in from..<to where items[id] != nil {
+                    items[id] = nil
+                    _ = try tx.delete(RHCounted.self, key: id)
+                }
+                let g = r.below(50)
+                let removed = try tx.delete(RHCounted.self, where: #Predicate { $0.group == g })
+                let wanted = items.values.filter { $0.group == g }.count
+                if removed != wanted { problems.append("round \(round) delete(where: group == \(g)): \(removed), expected \(wanted)") }
+                items = items.filter { $0.value.group != g }
+                for id in items.keys.sorted() where r.chance(10) {
+                    let group = r.below(50), score = Double(r.below(1000)) / 4
+                    items[id]?.group = group
+                    items[id]?.score = score
+                    try tx.update(RHCounted.self, key: id) {
+                        $0.group = group
+                        $0.score = score
+                    }
+                }
+                for _ in 0..<(n / 10) {
+                    let id = n + r.below(n)
+                    let o = make(id)
+                    items[id] = o
+                    try tx.upsert(o)
+                }
+            }
+        }
+        #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(8))")
+    }
+}
