@@ -1,5 +1,6 @@
 import Testing
 import Foundation
+import Synchronization
 @testable import Strata
 
 // A model-based hunt over Results' positional access, windows and aggregates: random writes in
@@ -1148,5 +1149,50 @@ struct RHCounted: Model {
             }
         }
         #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(8))")
+    }
+}
+
+extension ResultsHuntDifferential {
+    /// One lazy `Results` value read from many threads at once, each read first by a different
+    /// API (count from the trees, an element, keys, iteration, a page, an aggregate): every thread
+    /// sees the plain array's answers.
+    @Test func sharedResultsReadConcurrently() throws {
+        typealias I = RHItem<RHIndexed>
+        let db = try Database.inMemory(models: [I.self, RHItem<RHPlain>.self])
+        var r = RHRandom(rng: SeededRandom(seed: 21))
+        let objects = (0..<2_000).map { RHValues.item(&r, id: $0, nan: false) }
+        try db.write { tx in for o in objects { try tx.insert(o) } }
+        let lab = "a"
+        let shapes: [(Results<I>, [Int])] = [
+            (db.objects(I.self).offset(7), objects.dropFirst(7).map(\.id)),
+            (db.objects(I.self).filter(#Predicate { $0.group == 2 }), objects.filter { $0.group == 2 }.map(\.id)),
+            (
+                db.objects(I.self).filter(#Predicate { $0.amount > 0 }).sorted(by: SortDescriptor(\.amount, order: .reverse)).prefix(500),
+                Array(objects.filter { $0.amount > 0 }.sorted { $0.amount != $1.amount ? $0.amount > $1.amount : $0.id < $1.id }.prefix(500).map(\.id))
+            ),
+            (db.objects(I.self).filter(#Predicate { $0.label.contains(lab) }), objects.filter { $0.label.contains(lab) }.map(\.id)),
+        ]
+        let failures = Mutex<[String]>([])
+        for (round, (_, ids)) in shapes.enumerated() {
+            for _ in 0..<3 {
+                let shared = shapes[round].0.filter(#Predicate { _ in true })  // a fresh, unevaluated value
+                DispatchQueue.concurrentPerform(iterations: 8) { t in
+                    var problems: [String] = []
+                    switch t % 6 {
+                    case 0: if shared.count != ids.count { problems.append("count") }
+                    case 1: if !ids.isEmpty, shared[ids.count - 1].id != ids.last { problems.append("last element") }
+                    case 2: if shared.keys != ids { problems.append("keys") }
+                    case 3: if shared.map(\.id) != ids { problems.append("map") }
+                    case 4: if shared.objects(in: 3..<40).map(\.id) != Array(ids[min(3, ids.count)..<min(40, ids.count)]) { problems.append("page") }
+                    default: if shared.sum(of: \.group) != objects.filter({ ids.contains($0.id) }).reduce(0, { $0 + $1.group }) { problems.append("sum") }
+                    }
+                    if Array(shared).map(\.id) != ids { problems.append("array after") }
+                    if shared.error != nil { problems.append("error \(shared.error.map { "\($0)" } ?? "")") }
+                    if !problems.isEmpty { failures.withLock { $0.append("shape \(round) thread \(t): \(problems)") } }
+                }
+            }
+        }
+        let found = failures.withLock { $0 }
+        #expect(found.isEmpty, "\(found.prefix(5))")
     }
 }
