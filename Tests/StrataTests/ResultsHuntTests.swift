@@ -1196,3 +1196,38 @@ extension ResultsHuntDifferential {
         #expect(found.isEmpty, "\(found.prefix(5))")
     }
 }
+
+struct RHAuto: Model {
+    static let indexes: [PartialKeyPath<RHAuto> & Sendable] = [\.n]
+    var id: Int?
+    var n: Int
+}
+
+extension ResultsHuntDifferential {
+    /// Automatic keys (an optional `Int` id): positions, keys, sorts by the id, aggregates of it
+    /// and counts, after deletes, agree with the array.
+    @Test func automaticKeys() throws {
+        let db = try Database.inMemory(models: [RHAuto.self])
+        var r = RHRandom(rng: SeededRandom(seed: 31))
+        var stored: [RHAuto] = []
+        try db.write { tx in for _ in 0..<300 { stored.append(try tx.insert(RHAuto(id: nil, n: r.below(4)))) } }
+        let deleted = Set(stored.compactMap(\.id).filter { _ in r.chance(30) })
+        try db.write { tx in for id in deleted { _ = try tx.delete(RHAuto.self, key: id) } }
+        try db.write { tx in for _ in 0..<50 { stored.append(try tx.insert(RHAuto(id: nil, n: r.below(4)))) } }
+        let all = stored.filter { !deleted.contains($0.id ?? -1) }.sorted { ($0.id ?? 0) < ($1.id ?? 0) }
+        let ids = all.map(\.id)
+        let results = db.objects(RHAuto.self)
+        #expect(results.count == all.count)
+        #expect(results.keys == ids)
+        #expect((0..<results.count).map { results[$0].id } == ids)
+        #expect(results.sorted(by: SortDescriptor(\.id, order: .reverse)).map(\.id) == ids.reversed())
+        #expect(results.min(of: \.id) == ids.first! && results.max(of: \.id) == ids.last!)
+        let k = 150
+        let above = results.filter(#Predicate { $0.id != nil && $0.id! > k })
+        #expect(above.count == all.filter { ($0.id ?? 0) > k }.count)
+        #expect(above.keys == all.filter { ($0.id ?? 0) > k }.map(\.id))
+        let two = results.filter(#Predicate { $0.n == 2 }).sorted(by: SortDescriptor(\.id, order: .reverse)).offset(3).prefix(5)
+        #expect(two.map(\.id) == Array(all.filter { $0.n == 2 }.reversed().dropFirst(3).prefix(5)).map(\.id))
+        #expect(results.sum(of: \.n) == all.reduce(0) { $0 + $1.n })
+    }
+}
