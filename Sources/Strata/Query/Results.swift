@@ -261,9 +261,19 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
 
     /// `count`, except 0 while an operation that can stop iterating early is running on this
     /// thread (then the elements iterated may be fewer).
+    ///
+    /// ```swift
+    /// var all: [Person] = []
+    /// all.reserveCapacity(db.objects(Person.self).underestimatedCount)
+    /// ```
     public var underestimatedCount: Int { OperationControl.current == nil ? count : 0 }
 
-    /// The elements in order, as iterating gives them (fewer than `count` when stopped midway).
+    /// The elements in order, as iterating gives them (fewer than `count` when stopped midway):
+    /// what `Array(results)` calls.
+    ///
+    /// ```swift
+    /// let people = Array(db.objects(Person.self))   // ends short, not a trap, if stopped midway
+    /// ```
     public func _copyToContiguousArray() -> ContiguousArray<M> {
         var out = ContiguousArray<M>()
         // A count read from the trees is bounded by the file's size, not by what its records hold
