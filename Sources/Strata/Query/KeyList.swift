@@ -12,7 +12,7 @@ struct KeyList: Sendable {
     /// An empty list with room for a window of `keys` keys (of a typical key size), so that
     /// filling a page of results does not regrow its arrays at every doubling.
     init(reservingKeys keys: Int) {
-        let keys = Swift.min(keys, 4_096)
+        let keys = Swift.max(0, Swift.min(keys, 4_096))
         bytes.reserveCapacity(16 * keys)
         ends.reserveCapacity(keys)
     }
