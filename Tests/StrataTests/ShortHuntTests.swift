@@ -1,0 +1,181 @@
+import Testing
+import Foundation
+import Dispatch
+@testable import Strata
+
+struct SHItem: Model, Equatable {
+    static let indexes: [PartialKeyPath<SHItem> & Sendable] = [\.group, \.score]
+    var id: Int
+    var group: Int
+    var score: Int
+    var name: String
+}
+
+private actor SHUpdater { func sync() {} }
+
+private struct SHRandom {
+    var state: UInt64
+    mutating func next() -> UInt64 { state &+= 0x9E3779B97F4A7C15; var z = state; z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) &* 0x94D049BB133111EB; return z ^ (z >> 31) }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+/// Runs `body` on a dedicated thread and returns when it has finished.
+private func onThread(_ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+        let t = Thread { body(); c.resume() }
+        t.start()
+    }
+}
+
+private func shPath() -> String { NSTemporaryDirectory() + "strata-shorthunt-\(UUID().uuidString).strata" }
+
+struct ShortHuntLiveWindowTests {
+    typealias Shape = (String, @Sendable (Results<SHItem>) -> Results<SHItem>)
+    static let shapes: [Shape] = [
+        ("score rev prefix 5", { $0.sorted(by: SortDescriptor(\.score, order: .reverse)).prefix(5) }),
+        ("group rev offset 3 prefix 4", { $0.sorted(by: SortDescriptor(\.group, order: .reverse)).offset(3).prefix(4) }),
+        ("group rev, score rev offset 2 prefix 6", { $0.sorted(by: SortDescriptor(\.group, order: .reverse), SortDescriptor(\.score, order: .reverse)).offset(2).prefix(6) }),
+        ("filter score>=5 sort group prefix 3", { $0.filter(#Predicate { $0.score >= 5 }).sorted(by: SortDescriptor(\.group)).prefix(3) }),
+        ("filter group==1 offset 2", { $0.filter(#Predicate { $0.group == 1 }).offset(2) }),
+        ("unsorted prefix 4", { $0.prefix(4) }),
+        ("unsorted offset 5 prefix 3", { $0.offset(5).prefix(3) }),
+        ("name rev prefix 7", { $0.sorted(by: SortDescriptor(\.name, order: .reverse)).prefix(7) }),
+        ("filter group!=0 sort score rev offset 1 prefix 2", { $0.filter(#Predicate { $0.group != 0 }).sorted(by: SortDescriptor(\.score, order: .reverse)).offset(1).prefix(2) }),
+        ("prefix 0", { $0.prefix(0) }),
+        ("offset 1000", { $0.offset(1000) }),
+    ]
+
+    static func ids(_ r: Results<SHItem>) -> [Int] { r.map(\.id) }
+
+    @Test(arguments: [false, true]) func windowsSettleOnTheFreshQuery(onDisk: Bool) async throws {
+        let path = shPath()
+        defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
+        let db = onDisk ? try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync)) : try Database.inMemory(models: [SHItem.self])
+        try await db.write { tx in for i in 0..<20 { try tx.insert(SHItem(id: i, group: i % 3, score: i % 7, name: "n\(i % 5)")) } }
+        let updater = SHUpdater()
+        let lives = Self.shapes.map { LiveResults($0.1(db.objects(SHItem.self)), updatingOn: updater) }
+
+        func settle(_ phase: String) async throws {
+            for (k, shape) in Self.shapes.enumerated() {
+                let deadline = Date().addingTimeInterval(60)
+                var expected = Self.ids(shape.1(db.objects(SHItem.self)))
+                while true {
+                    await updater.sync()
+                    let shown = Self.ids(lives[k].results)
+                    expected = Self.ids(shape.1(db.objects(SHItem.self)))
+                    if shown == expected { break }
+                    if Date() > deadline {
+                        Issue.record("\(phase) \(shape.0): live \(shown) fresh \(expected) error \(String(describing: lives[k].error))")
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                #expect(lives[k].error == nil, "\(phase) \(shape.0)")
+            }
+        }
+        try await settle("initial")
+        for round in 0..<6 {
+            await onThread {
+                var rng = SHRandom(state: UInt64(round * 7919 + (onDisk ? 1 : 0)))
+                for _ in 0..<15 {
+                    try! db.write { tx in
+                        for _ in 0..<(1 + rng.below(4)) {
+                            let id = rng.below(40)
+                            switch rng.below(3) {
+                            case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: "n\(rng.below(5))"))
+                            case 1:
+                                let (sc, g) = (rng.below(10), rng.below(3))
+                                if try tx.object(SHItem.self, key: id) != nil { _ = try tx.update(SHItem.self, key: id) { $0.score = sc; $0.group = g } }
+                            default: _ = try tx.delete(SHItem.self, key: id)
+                            }
+                        }
+                    }
+                }
+            }
+            try await settle("round \(round)")
+        }
+        await onThread { _ = try! db.write { tx in try tx.deleteAll(SHItem.self) } }
+        try await settle("deleteAll")
+        for (k, shape) in Self.shapes.enumerated() { #expect(Self.ids(lives[k].results).isEmpty, "after deleteAll \(shape.0)") }
+        await onThread { try! db.write { tx in for i in 0..<12 { try tx.insert(SHItem(id: 100 + i, group: i % 2, score: 9 - i % 4, name: "z")) } } }
+        try await settle("refill")
+        let before = lives.map { Self.ids($0.results) }
+        db.close()
+        for (k, shape) in Self.shapes.enumerated() {
+            let deadline = Date().addingTimeInterval(60)
+            while lives[k].error != .databaseClosed && Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(lives[k].error == .databaseClosed, "\(shape.0) after close: \(String(describing: lives[k].error))")
+            #expect(Self.ids(lives[k].results) == before[k], "\(shape.0) after close changed what it showed")
+        }
+        for l in lives { l.stop() }
+    }
+}
+
+private final class SHStop: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stopped = false
+    var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
+    func stop() { lock.lock(); stopped = true; lock.unlock() }
+}
+
+struct ShortHuntReadOnlyTests {
+    static let n = 40
+
+    /// Every object of one round: ids 0..<n, score == round for all, name "r<round>-<id>".
+    static func check(_ objects: [SHItem], _ what: String) {
+        #expect(objects.count == n, "\(what): \(objects.count) objects")
+        let rounds = Set(objects.map(\.score))
+        #expect(rounds.count <= 1, "\(what): rounds \(rounds.sorted().prefix(5))")
+        #expect(objects.allSatisfy { $0.name == "r\($0.score)-\($0.id)" && $0.group == ($0.id + $0.score) % 4 }, "\(what): mixed object")
+    }
+
+    static func round(_ r: Int, in tx: Transaction) throws {
+        for i in 0..<n { _ = try tx.upsert(SHItem(id: i, group: (i + r) % 4, score: r, name: "r\(r)-\(i)")) }
+    }
+
+    @Test func readOnlyBesideAWriterInTheSameProcess() async throws {
+        let path = shPath()
+        defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
+        let writer = try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync))
+        try await writer.write { tx in try Self.round(0, in: tx) }
+        let ro = try Database(path: path, models: [SHItem.self], options: StoreOptions(readOnly: true))
+        let stop = SHStop()
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            var r = 1
+            while !stop.isStopped {
+                try! writer.write { tx in try Self.round(r, in: tx) }
+                r += 1
+            }
+            done.signal()
+        }.start()
+        defer { stop.stop(); done.wait() }
+        var changed = 0
+        var seen = Set<Int>()
+        for i in 0..<300 {
+            let all = try await ro.read { s in try s.objects(SHItem.self).fetch() }
+            Self.check(all, "read \(i)")
+            seen.insert(all.first?.score ?? -1)
+            let (g, r) = try await ro.read { s in
+                let a = try s.objects(SHItem.self).fetch()
+                return (try s.objects(SHItem.self).filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.id, order: .reverse)).fetch(), a.first?.score ?? -1)
+            }
+            #expect(g.count == Self.n / 4 && g.allSatisfy { $0.score == r && $0.group == 2 } && g.map(\.id) == g.map(\.id).sorted(by: >), "grouped read \(i) round \(r): \(g.map(\.id)) \(Set(g.map(\.score)))")
+            if let one = try ro.object(SHItem.self, key: i % Self.n) { #expect(one.name == "r\(one.score)-\(one.id)") } else { Issue.record("object \(i) missing") }
+            let kept = ro.objects(SHItem.self).filter(#Predicate { $0.group == 1 }).sorted(by: SortDescriptor(\.score)).prefix(5)
+            let c = kept.count
+            usleep(UInt32(i % 3) * 2000)
+            let objs = Array(kept)
+            if kept.error?.isFileChangedDuringRead ?? false { changed += 1 } else {
+                #expect(kept.error == nil, "kept \(i): \(String(describing: kept.error))")
+                #expect(c == 5 && objs.count == 5 && objs.allSatisfy { $0.group == 1 && $0.name == "r\($0.score)-\($0.id)" } && Set(objs.map(\.score)).count == 1, "kept \(i): \(objs)")
+            }
+            do {
+                let cnt = try ro.objects(SHItem.self).filter(#Predicate { $0.score >= 0 }).fetchCount()
+                #expect(cnt == Self.n, "count \(i) = \(cnt)")
+            } catch let e as StrataError where e.isFileChangedDuringRead { changed += 1 }
+        }
+        print("ShortHunt read-only: \(changed) reported file changes, \(seen.count) rounds seen, writer at \(writer.store.latestVersion)")
+        #expect(seen.count > 5)
+    }
+}
