@@ -179,3 +179,88 @@ struct ShortHuntReadOnlyTests {
         #expect(seen.count > 5)
     }
 }
+
+private actor SHProbe {
+    func read<T: Sendable>(_ body: @Sendable () -> T) -> T { body() }
+}
+
+struct ShortHuntLiveChangeSetTests {
+    /// Read on the actor the LiveResults update on, so that results, lastChange and updateCount
+    /// are of one update; consecutive updates: the change set turns the old window into the new.
+    @Test func windowChangeSetsTurnTheOldWindowIntoTheNew() async throws {
+        let db = try Database.inMemory(models: [SHItem.self])
+        try await db.write { tx in for i in 0..<20 { try tx.insert(SHItem(id: i, group: i % 3, score: i % 7, name: "n\(i % 5)")) } }
+        let probe = SHProbe()
+        let lives = ShortHuntLiveWindowTests.shapes.map { LiveResults($0.1(db.objects(SHItem.self)), updatingOn: probe) }
+        let stop = SHStop()
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            var rng = SHRandom(state: 42)
+            for _ in 0..<300 {
+                try! db.write { tx in
+                    for _ in 0..<(1 + rng.below(3)) {
+                        let id = rng.below(30)
+                        switch rng.below(3) {
+                        case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: "n\(rng.below(5))"))
+                        case 1:
+                            let (sc, g) = (rng.below(10), rng.below(3))
+                            if try tx.object(SHItem.self, key: id) != nil { _ = try tx.update(SHItem.self, key: id) { $0.score = sc; $0.group = g } }
+                        default: _ = try tx.delete(SHItem.self, key: id)
+                        }
+                    }
+                }
+                usleep(300)
+            }
+            stop.stop()
+            done.signal()
+        }.start()
+        var last: [(Int, [Int])] = Array(repeating: (-1, []), count: lives.count)
+        var checked = 0
+        while !stop.isStopped {
+            for (k, live) in lives.enumerated() {
+                let (n, ids, change) = await probe.read { (live.updateCount, live.results.map(\.id), live.lastChange) }
+                if n == last[k].0 + 1, last[k].0 >= 1, let change {
+                    checked += 1
+                    var a = last[k].1
+                    for i in change.deletions.sorted(by: >) { if i < a.count { a.remove(at: i) } else { Issue.record("\(ShortHuntLiveWindowTests.shapes[k].0): deletion \(i) out of \(a.count)") } }
+                    for j in change.insertions.sorted() { if j <= a.count && j < ids.count { a.insert(ids[j], at: j) } else { Issue.record("\(ShortHuntLiveWindowTests.shapes[k].0): insertion \(j)") } }
+                    #expect(a == ids, "\(ShortHuntLiveWindowTests.shapes[k].0): old \(last[k].1) + \(change) = \(a), new \(ids)")
+                    #expect(change.modifications.allSatisfy { $0 < ids.count }, "\(ShortHuntLiveWindowTests.shapes[k].0): \(change)")
+                }
+                last[k] = (n, ids)
+            }
+        }
+        done.wait()
+        print("ShortHunt change sets checked: \(checked)")
+        for l in lives { l.stop() }
+    }
+
+    /// LiveResults over a read-only database beside a writer: what it shows is one commit exactly.
+    @Test func liveResultsOnAReadOnlyDatabaseShowOneCommit() async throws {
+        let path = shPath()
+        defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
+        let writer = try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync))
+        try await writer.write { tx in try ShortHuntReadOnlyTests.round(0, in: tx) }
+        let stop = SHStop()
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            var r = 1
+            while !stop.isStopped { try! writer.write { tx in try ShortHuntReadOnlyTests.round(r, in: tx) }; r += 1 }
+            done.signal()
+        }.start()
+        defer { stop.stop(); done.wait() }
+        let probe = SHProbe()
+        for i in 0..<30 {
+            let ro = try Database(path: path, models: [SHItem.self], options: StoreOptions(readOnly: true))
+            let live = LiveResults(ro.objects(SHItem.self).sorted(by: SortDescriptor(\.score, order: .reverse)).prefix(10), updatingOn: probe)
+            let deadline = Date().addingTimeInterval(60)
+            while await probe.read({ live.updateCount }) < 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+            let (objs, err) = await probe.read { (Array(live.results), live.results.error ?? live.error) }
+            if let err { #expect(err.isFileChangedDuringRead, "ro live \(i): \(err)") } else {
+                #expect(objs.count == 10 && Set(objs.map(\.score)).count == 1 && objs.allSatisfy { $0.name == "r\($0.score)-\($0.id)" }, "ro live \(i): \(objs)")
+            }
+            live.stop()
+            ro.close()
+        }
+    }
+}
