@@ -264,3 +264,43 @@ struct ShortHuntLiveChangeSetTests {
         }
     }
 }
+
+struct ShortHuntWindowChainTests {
+    @Test func randomWindowChainsMatchArrayWindows() async throws {
+        let db = try Database.inMemory(models: [SHItem.self])
+        try await db.write { tx in for i in 0..<37 { try tx.insert(SHItem(id: i * 2 - 20, group: i % 3, score: (i * 7) % 5, name: "n\(i % 4)")) } }
+        var rng = SHRandom(state: 7)
+        let counts = [-5, -1, 0, 1, 2, 3, 5, 8, 36, 37, 38, 100, Int.max, Int.min, Int.max - 1]
+        let bases: [(String, Results<SHItem>)] = [
+            ("all", db.objects(SHItem.self)),
+            ("score rev", db.objects(SHItem.self).sorted(by: SortDescriptor(\.score, order: .reverse))),
+            ("group,name rev", db.objects(SHItem.self).sorted(by: SortDescriptor(\.group), SortDescriptor(\.name, order: .reverse))),
+            ("filter score<3 sorted group rev", db.objects(SHItem.self).filter(#Predicate { $0.score < 3 }).sorted(by: SortDescriptor(\.group, order: .reverse))),
+            ("filter group==2", db.objects(SHItem.self).filter(#Predicate { $0.group == 2 })),
+        ]
+        for _ in 0..<400 {
+            let (name, base) = bases[rng.below(bases.count)]
+            var expected = try base.fetch().map(\.id)
+            var r = base
+            var desc = name
+            for _ in 0..<(1 + rng.below(4)) {
+                let n = counts[rng.below(counts.count)]
+                if rng.below(2) == 0 {
+                    r = r.prefix(n); desc += ".prefix(\(n))"
+                    expected = Array(expected.prefix(max(n, 0)))
+                } else {
+                    r = r.offset(n); desc += ".offset(\(n))"
+                    expected = Array(expected.dropFirst(max(n, 0)))
+                }
+            }
+            #expect(try r.fetch().map(\.id) == expected, "\(desc)")
+            #expect(r.count == expected.count, "\(desc) count")
+            #expect(try r.fetchCount() == expected.count, "\(desc) fetchCount")
+            #expect(r.map(\.id) == expected, "\(desc) iteration")
+            #expect(r.first?.id == expected.first, "\(desc) first")
+            #expect(r.last?.id == expected.last, "\(desc) last")
+            #expect(r.isEmpty == expected.isEmpty, "\(desc) isEmpty")
+            if !expected.isEmpty { let k = rng.below(expected.count); #expect(r[k].id == expected[k], "\(desc)[\(k)]") }
+        }
+    }
+}
