@@ -304,3 +304,34 @@ struct ShortHuntWindowChainTests {
         }
     }
 }
+
+struct ShortHuntWindowOrderTests {
+    /// Windows apply after filter and sort whatever the call order.
+    @Test func windowsBeforeFilterAndSortApplyAfterThem() async throws {
+        let db = try Database.inMemory(models: [SHItem.self])
+        try await db.write { tx in for i in 0..<30 { try tx.insert(SHItem(id: i, group: i % 3, score: (i * 7) % 5, name: "n\(i % 4)")) } }
+        let p = #Predicate<SHItem> { $0.group != 1 }
+        let s = SortDescriptor(\SHItem.score, order: .reverse)
+        let full = try db.objects(SHItem.self).filter(p).sorted(by: s).fetch().map(\.id)
+        for a in [0, 1, 4, 9, 25] {
+            for b in [0, 2, 7] {
+                let expected = Array(full.prefix(a).dropFirst(b))
+                let variants: [(String, Results<SHItem>)] = [
+                    ("p s w", db.objects(SHItem.self).filter(p).sorted(by: s).prefix(a).offset(b)),
+                    ("w p s", db.objects(SHItem.self).prefix(a).offset(b).filter(p).sorted(by: s)),
+                    ("p w s", db.objects(SHItem.self).filter(p).prefix(a).sorted(by: s).offset(b)),
+                    ("s w p", db.objects(SHItem.self).sorted(by: s).prefix(a).filter(p).offset(b)),
+                ]
+                for (name, r) in variants {
+                    #expect(try r.fetch().map(\.id) == expected, "\(name) a=\(a) b=\(b)")
+                    #expect(r.count == expected.count, "\(name) a=\(a) b=\(b) count")
+                }
+                let live = LiveResults(db.objects(SHItem.self).prefix(a).filter(p).offset(b).sorted(by: s), updatingOn: SHProbe())
+                let deadline = Date().addingTimeInterval(60)
+                while live.updateCount < 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+                #expect(live.results.map(\.id) == expected, "live a=\(a) b=\(b)")
+                live.stop()
+            }
+        }
+    }
+}
