@@ -335,3 +335,50 @@ struct ShortHuntWindowOrderTests {
         }
     }
 }
+
+struct ShortHuntKeyPathWindowTests {
+    /// keyPaths name only other fields of the objects; a change of a sort or filter field that
+    /// moves objects into or out of the window still changes the results, so it must be delivered.
+    @Test func membershipChangesReachKeyPathFilteredLiveResults() async throws {
+        let db = try Database.inMemory(models: [SHItem.self])
+        try await db.write { tx in for i in 0..<10 { try tx.insert(SHItem(id: i, group: i % 3, score: i, name: "n\(i)")) } }
+        let probe = SHProbe()
+        let shapes: [(String, Results<SHItem>)] = [
+            ("score prefix 3", db.objects(SHItem.self).sorted(by: SortDescriptor(\.score)).prefix(3)),
+            ("score rev offset 2 prefix 3", db.objects(SHItem.self).sorted(by: SortDescriptor(\.score, order: .reverse)).offset(2).prefix(3)),
+            ("filter score>=5", db.objects(SHItem.self).filter(#Predicate { $0.score >= 5 })),
+            ("filter group==0 prefix 2", db.objects(SHItem.self).filter(#Predicate { $0.group == 0 }).prefix(2)),
+        ]
+        let lives = shapes.map { LiveResults($0.1, keyPaths: [\SHItem.name], updatingOn: probe) }
+        let steps: [@Sendable (Transaction) throws -> Void] = [
+            { tx in _ = try tx.update(SHItem.self, key: 9) { $0.score = -1 } },  // last moves to first
+            { tx in _ = try tx.update(SHItem.self, key: 0) { $0.score = 100 } },
+            { tx in _ = try tx.update(SHItem.self, key: 3) { $0.group = 1 } },
+            { tx in _ = try tx.update(SHItem.self, key: 4) { $0.group = 0; $0.score = 6 } },
+        ]
+        for (s, step) in steps.enumerated() {
+            try await db.write(step)
+            for (k, shape) in shapes.enumerated() {
+                let fresh = try shape.1.fetch()  // results are snapshots: query again
+                _ = fresh
+                let expected = try await db.read { snap in
+                    switch k {
+                    case 0: return try snap.objects(SHItem.self).sorted(by: SortDescriptor(\.score)).prefix(3).fetch().map(\.id)
+                    case 1: return try snap.objects(SHItem.self).sorted(by: SortDescriptor(\.score, order: .reverse)).offset(2).prefix(3).fetch().map(\.id)
+                    case 2: return try snap.objects(SHItem.self).filter(#Predicate { $0.score >= 5 }).fetch().map(\.id)
+                    default: return try snap.objects(SHItem.self).filter(#Predicate { $0.group == 0 }).prefix(2).fetch().map(\.id)
+                    }
+                }
+                let deadline = Date().addingTimeInterval(20)
+                var shown: [Int] = []
+                while true {
+                    shown = await probe.read { lives[k].results.map(\.id) }
+                    if shown == expected || Date() > deadline { break }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                #expect(shown == expected, "step \(s) \(shape.0)")
+            }
+        }
+        for l in lives { l.stop() }
+    }
+}
