@@ -382,3 +382,43 @@ struct ShortHuntKeyPathWindowTests {
         for l in lives { l.stop() }
     }
 }
+
+struct ShortHuntCloseRaceTests {
+    /// Closing while a writer thread commits: every LiveResults ends with databaseClosed and keeps
+    /// a window that was exactly some commit's (here: every commit keeps ids 0..<20 with one score).
+    @Test func closeDuringCommitsLeavesExactWindowsAndTheError() async throws {
+        for attempt in 0..<15 {
+            let path = shPath()
+            defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
+            let db = try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync))
+            try await db.write { tx in for i in 0..<20 { try tx.insert(SHItem(id: i, group: i % 3, score: 0, name: "r0-\(i)")) } }
+            let probe = SHProbe()
+            let lives = [
+                LiveResults(db.objects(SHItem.self).sorted(by: SortDescriptor(\.group, order: .reverse)).offset(3).prefix(5), updatingOn: probe),
+                LiveResults(db.objects(SHItem.self).filter(#Predicate { $0.group == 1 }).prefix(4), updatingOn: probe),
+                LiveResults(db.objects(SHItem.self), updatingOn: probe),
+            ]
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                var r = 1
+                while true {
+                    do { try db.write { tx in for i in 0..<20 { _ = try tx.upsert(SHItem(id: i, group: i % 3, score: r, name: "r\(r)-\(i)")) } } } catch { break }
+                    r += 1
+                }
+                done.signal()
+            }.start()
+            try await Task.sleep(for: .milliseconds(UInt64(5 + attempt * 3)))
+            db.close()
+            done.wait()
+            for (k, live) in lives.enumerated() {
+                let deadline = Date().addingTimeInterval(60)
+                while await probe.read({ live.error }) != .databaseClosed && Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+                let (err, objs) = await probe.read { (live.error, Array(live.results)) }
+                #expect(err == .databaseClosed, "attempt \(attempt) live \(k): \(String(describing: err))")
+                #expect(Set(objs.map(\.score)).count == 1 && objs.allSatisfy { $0.name == "r\($0.score)-\($0.id)" }, "attempt \(attempt) live \(k): \(objs)")
+                #expect(objs.count == [5, 4, 20][k], "attempt \(attempt) live \(k) count \(objs.count)")
+                live.stop()
+            }
+        }
+    }
+}
