@@ -422,3 +422,50 @@ struct ShortHuntCloseRaceTests {
         }
     }
 }
+
+struct ShortHuntReadOnlyGrowthTests {
+    /// The writer grows the file well past what the read-only store mapped at open, then shrinks
+    /// the data (deleteAll): reads are exact for some commit or say the file changed, never trap.
+    @Test func readOnlyFollowsAFileThatGrows() async throws {
+        let path = shPath()
+        defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
+        let writer = try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync))
+        try await writer.write { tx in try tx.insert(SHItem(id: 0, group: 0, score: 1, name: "b0" + String(repeating: "x", count: 3000))) }
+        let ro = try Database(path: path, models: [SHItem.self], options: StoreOptions(readOnly: true))
+        let stop = SHStop()
+        let done = DispatchSemaphore(value: 0)
+        let big = String(repeating: "x", count: 3000)
+        Thread {
+            // Batch b holds ids 0..<(b*50), each named "b<b>" + big padding; every 8th batch clears all.
+            var b = 1
+            while !stop.isStopped && b < 120 {
+                try! writer.write { tx in
+                    if b % 8 == 0 { _ = try tx.deleteAll(SHItem.self) }
+                    let n = (b % 8) * 50 + 1
+                    for i in 0..<n { _ = try tx.upsert(SHItem(id: i, group: b, score: n, name: "b\(b)" + big)) }
+                    // ids above n from earlier batches: delete
+                    _ = try tx.delete(SHItem.self, where: #Predicate { $0.id >= n })
+                }
+                b += 1
+            }
+            stop.stop()
+            done.signal()
+        }.start()
+        var reads = 0, changed = 0
+        while !stop.isStopped {
+            reads += 1
+            do {
+                let all = try await ro.read { s in try s.objects(SHItem.self).sorted(by: SortDescriptor(\.id, order: .reverse)).fetch() }
+                let n = all.first?.score ?? -1
+                #expect(all.count == n && Set(all.map(\.group)).count == 1 && all.map(\.id) == Array((0..<n).reversed()), "read \(reads): \(all.count) objects, n \(n), groups \(Set(all.map(\.group)).sorted().prefix(4))")
+                let kept = ro.objects(SHItem.self).filter(#Predicate { $0.id >= 10 }).prefix(20)
+                let objs = Array(kept)
+                if kept.error?.isFileChangedDuringRead ?? false { changed += 1 } else {
+                    #expect(kept.error == nil && Set(objs.map(\.group)).count <= 1 && objs.allSatisfy { $0.name.count == big.count + "b\($0.group)".count }, "kept \(reads): \(String(describing: kept.error))")
+                }
+            } catch let e as StrataError where e.isFileChangedDuringRead { changed += 1 }
+        }
+        done.wait()
+        print("ShortHunt growth: \(reads) reads, \(changed) file changes, file \( (try? FileManager.default.attributesOfItem(atPath: path)[.size]) ?? 0)")
+    }
+}
