@@ -42,6 +42,9 @@ struct ShortHuntLiveWindowTests {
         ("name rev prefix 7", { $0.sorted(by: SortDescriptor(\.name, order: .reverse)).prefix(7) }),
         ("filter group!=0 sort score rev offset 1 prefix 2", { $0.filter(#Predicate { $0.group != 0 }).sorted(by: SortDescriptor(\.score, order: .reverse)).offset(1).prefix(2) }),
         ("prefix 0", { $0.prefix(0) }),
+        ("name caseInsensitive rev offset 1 prefix 5", { $0.sorted(by: SortDescriptor(\.name, order: .reverse), collation: .caseInsensitive).offset(1).prefix(5) }),
+        ("filter group==2 name natural offset 1", { $0.filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.name), collation: .natural).offset(1) }),
+        ("score, name natural rev prefix 6", { $0.sorted(by: [SortDescriptor(\.score), SortDescriptor(\.name, order: .reverse)], collation: .natural).prefix(6) }),
         ("offset 1000", { $0.offset(1000) }),
     ]
 
@@ -82,7 +85,7 @@ struct ShortHuntLiveWindowTests {
                         for _ in 0..<(1 + rng.below(4)) {
                             let id = rng.below(40)
                             switch rng.below(3) {
-                            case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: "n\(rng.below(5))"))
+                            case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: ["n\(rng.below(5))", "N\(rng.below(12))", "n\(rng.below(12))x", "É\(rng.below(3))", "e"][rng.below(5)]))
                             case 1:
                                 let (sc, g) = (rng.below(10), rng.below(3))
                                 if try tx.object(SHItem.self, key: id) != nil { _ = try tx.update(SHItem.self, key: id) { $0.score = sc; $0.group = g } }
@@ -201,7 +204,7 @@ struct ShortHuntLiveChangeSetTests {
                     for _ in 0..<(1 + rng.below(3)) {
                         let id = rng.below(30)
                         switch rng.below(3) {
-                        case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: "n\(rng.below(5))"))
+                        case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: ["n\(rng.below(5))", "N\(rng.below(12))", "n\(rng.below(12))x", "É\(rng.below(3))", "e"][rng.below(5)]))
                         case 1:
                             let (sc, g) = (rng.below(10), rng.below(3))
                             if try tx.object(SHItem.self, key: id) != nil { _ = try tx.update(SHItem.self, key: id) { $0.score = sc; $0.group = g } }
