@@ -483,3 +483,24 @@ struct ShortHuntReadOnlyGrowthTests {
         print("ShortHunt growth: \(reads) reads, \(changed) file changes, file \( (try? FileManager.default.attributesOfItem(atPath: path)[.size]) ?? 0)")
     }
 }
+
+struct ShortHuntAfterCloseTests {
+    /// LiveResults made from results taken before the close, and made after it: they show what the
+    /// results held (or nothing) and report databaseClosed, never trap or hang.
+    @Test func liveResultsMadeAroundTheClose() async throws {
+        let db = try Database.inMemory(models: [SHItem.self])
+        try await db.write { tx in for i in 0..<8 { try tx.insert(SHItem(id: i, group: i % 2, score: i, name: "n")) } }
+        let before = db.objects(SHItem.self).sorted(by: SortDescriptor(\.score, order: .reverse)).prefix(3)
+        db.close()
+        let probe = SHProbe()
+        let lives = [LiveResults(before, updatingOn: probe), LiveResults(db.objects(SHItem.self).offset(2), updatingOn: probe)]
+        for (k, live) in lives.enumerated() {
+            let deadline = Date().addingTimeInterval(60)
+            while await probe.read({ live.error }) == nil && Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            let err = await probe.read { live.error }
+            #expect(err == .databaseClosed, "live \(k): \(String(describing: err))")
+            live.stop()
+        }
+        #expect(lives[0].results.map(\.id) == [7, 6, 5] || lives[0].results.isEmpty)
+    }
+}
