@@ -15,7 +15,7 @@ struct IndexMatch {
     let index: Int
     let ranges: [KeyRange]
     /// The consumed conditions, for `explain()`.
-    let conditions: [String]
+    let conditions: [Condition]
     let exact: Bool
     /// How many leading fields equalities fixed.
     let fixed: Int
@@ -83,7 +83,7 @@ struct IndexMatch {
                 upper: upper.map { prefix + $0 } ?? successor(of: prefix))
         }
         return IndexMatch(
-            index: i, ranges: ranges, conditions: consumed.sorted().map { leaves[$0].description },
+            index: i, ranges: ranges, conditions: consumed.sorted().map { leaves[$0] },
             exact: exact && consumed.count == leaves.count, fixed: k)
     }
 

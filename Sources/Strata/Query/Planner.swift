@@ -42,7 +42,9 @@ enum AccessSource {
 struct Access {
     var source: AccessSource
     var ranges: [KeyRange]
-    var conditions: [String]
+    /// The conditions the ranges stand for, described only by `explain()` (describing a
+    /// condition formats its constants: thousands of instructions on every planned query).
+    var conditions: [Condition]
 }
 
 /// An index walked in order for the sort: the entries of `range`, ascending unless `reverse`.
@@ -51,7 +53,7 @@ struct OrderedWalk {
     var reverse: Bool
     var range: KeyRange
     /// The conditions the range stands for, for `explain()`.
-    var conditions: [String]
+    var conditions: [Condition]
     /// The range holds exactly the matches (every condition consumed exactly): no record needs
     /// reading to filter.
     var exact: Bool
@@ -174,7 +176,9 @@ enum Planner {
         // conditions: walk without estimating.
         if plan.accesses.isEmpty && candidates.count == 1 { return candidates[0] }
         if plan.accesses.count == 1, case .index(let i) = plan.accesses[0].source,
-            let same = candidates.first(where: { $0.index == i && Set($0.conditions).isSuperset(of: plan.accesses[0].conditions) })
+            let same = candidates.first(where: { walk in
+                walk.index == i && plan.accesses[0].conditions.allSatisfy { c in walk.conditions.contains { $0.isSame(as: c) } }
+            })
         {
             return same
         }
@@ -252,7 +256,7 @@ enum Planner {
             guard let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
                 try source.tree(named: info.indexTreeNames[i]) != nil
             else { return nil }
-            return Choice(accesses: [Access(source: .text(i, search), ranges: [], conditions: [condition.description])], estimate: nil)
+            return Choice(accesses: [Access(source: .text(i, search), ranges: [], conditions: [condition])], estimate: nil)
         default:
             guard let access = access(for: condition, info: info) else { return nil }
             return Choice(accesses: [access], estimate: nil)
@@ -286,7 +290,7 @@ enum Planner {
         guard let ranges = ranges(for: condition, fieldType: fieldType, isIndex: { if case .index = source { return true } else { return false } }()) else {
             return nil
         }
-        return Access(source: source, ranges: ranges, conditions: [condition.description])
+        return Access(source: source, ranges: ranges, conditions: [condition])
     }
 
     /// The key ranges of one leaf condition on a field stored as `fieldType` (in the field's own
@@ -454,7 +458,7 @@ enum Planner {
             let schema = info.indexes[walk.index].schema
             let sorted = query.sort.compactMap { $0.keyPath.flatMap(fieldPath(of:)) }.joined(separator: ", ")
             var line = "scan index \(schema.treeName(model: info.name)) in \(walk.reverse ? "descending" : "ascending") order (sort by \(sorted))"
-            if !walk.conditions.isEmpty { line += " within \(walk.conditions.joined(separator: ", "))" }
+            if !walk.conditions.isEmpty { line += " within \(walk.conditions.map(\.description).joined(separator: ", "))" }
             lines.append(line + ", stopping when the window is full")
             if walk.exact { lines.append("no residual filter: the walked range holds exactly the matches") }
         } else if plan.accesses.isEmpty {
@@ -463,17 +467,17 @@ enum Planner {
             for access in plan.accesses {
                 switch access.source {
                 case .primary:
-                    lines.append("primary key \(access.conditions.joined(separator: ", ")): \(access.ranges.count) range(s) of \(info.recordTree)")
+                    lines.append("primary key \(access.conditions.map(\.description).joined(separator: ", ")): \(access.ranges.count) range(s) of \(info.recordTree)")
                 case .index(let i):
                     let name = info.indexes[i].schema.treeName(model: info.name)
                     let kind = info.indexes[i].schema.fields != nil ? "compound " : ""
                     lines.append(
-                        "index \(name) \(kind)\(info.indexes[i].schema.unique ? "(unique) " : "")for \(access.conditions.joined(separator: ", ")): \(access.ranges.count) range(s)"
+                        "index \(name) \(kind)\(info.indexes[i].schema.unique ? "(unique) " : "")for \(access.conditions.map(\.description).joined(separator: ", ")): \(access.ranges.count) range(s)"
                     )
                 case .text(let i, _):
                     let name = info.indexes[i].schema.treeName(model: info.name)
                     lines.append(
-                        "index \(name) (full text) for \(access.conditions.joined(separator: ", ")): the words' entries, intersected in primary-key order")
+                        "index \(name) (full text) for \(access.conditions.map(\.description).joined(separator: ", ")): the words' entries, intersected in primary-key order")
                 }
             }
             if plan.accesses.count > 1 { lines.append("union of the accesses above, duplicates removed") }

@@ -109,6 +109,26 @@ indirect enum Condition: CustomStringConvertible {
     }
 }
 
+extension Condition {
+    /// Whether two conditions say the same (as their descriptions would, without formatting
+    /// them whole: the planner compares the conditions of two ways to one index on every query).
+    func isSame(as other: Condition) -> Bool {
+        switch (self, other) {
+        case let (.compare(p, o, v), .compare(q, r, w)): return p == q && o == r && show(v) == show(w)
+        case let (.isNil(p, a), .isNil(q, b)): return p == q && a == b
+        case let (.inList(p, a), .inList(q, b)):
+            return p == q && a.count == b.count && zip(a, b).allSatisfy { show($0) == show($1) }
+        case let (.startsWith(p, a), .startsWith(q, b)), let (.contains(p, a), .contains(q, b)): return p == q && a == b
+        case let (.arrayContains(p, v), .arrayContains(q, w)): return p == q && show(v) == show(w)
+        case let (.textSearch(p, a), .textSearch(q, b)): return p == q && a == b
+        case let (.and(a, b), .and(c, d)), let (.or(a, b), .or(c, d)): return a.isSame(as: c) && b.isSame(as: d)
+        case let (.not(a), .not(b)): return a.isSame(as: b)
+        case (.unknown, .unknown), (.opaque, .opaque), (.unknown, .opaque), (.opaque, .unknown): return true
+        default: return false
+        }
+    }
+}
+
 func show(_ value: Any) -> String {
     // The common constants first, told by their dynamic type: the protocol casts below each look
     // a conformance up, and every planned query describes its conditions.

@@ -73,6 +73,9 @@ struct ParsedSearch: Sendable, Hashable, CustomStringConvertible {
     let mode: TextSearch.Mode
     /// In the order written (repeats kept: a phrase may repeat a word).
     let terms: [SearchTerm]
+    /// Each term once, in first-seen order (what relevance adds up): kept, since every plan and
+    /// every read of the index asks for it.
+    let distinctTerms: [SearchTerm]
 
     init(_ search: TextSearch) {
         mode = search.mode
@@ -89,12 +92,10 @@ struct ParsedSearch: Sendable, Hashable, CustomStringConvertible {
             }
         }
         self.terms = terms
-    }
-
-    /// Each term once, in first-seen order (what relevance adds up).
-    var distinctTerms: [SearchTerm] {
-        var seen = Set<SearchTerm>()
-        return terms.filter { seen.insert($0).inserted }
+        // (A search has a few terms: comparing them beats hashing them.)
+        var distinct: [SearchTerm] = []
+        for term in terms where !distinct.contains(term) { distinct.append(term) }
+        distinctTerms = distinct
     }
 
     /// Whether a text with these words matches.
