@@ -15,14 +15,18 @@ private actor SHUpdater { func sync() {} }
 
 private struct SHRandom {
     var state: UInt64
-    mutating func next() -> UInt64 { state &+= 0x9E3779B97F4A7C15; var z = state; z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) &* 0x94D049BB133111EB; return z ^ (z >> 31) }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E3779B97F4A7C15; var z = state; z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) &* 0x94D049BB133111EB; return z ^ (z >> 31)
+    }
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 }
 
 /// Runs `body` on a dedicated thread and returns when it has finished.
 private func onThread(_ body: @escaping @Sendable () -> Void) async {
     await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-        let t = Thread { body(); c.resume() }
+        let t = Thread {
+            body(); c.resume()
+        }
         t.start()
     }
 }
@@ -34,13 +38,19 @@ struct ShortHuntLiveWindowTests {
     static let shapes: [Shape] = [
         ("score rev prefix 5", { $0.sorted(by: SortDescriptor(\.score, order: .reverse)).prefix(5) }),
         ("group rev offset 3 prefix 4", { $0.sorted(by: SortDescriptor(\.group, order: .reverse)).offset(3).prefix(4) }),
-        ("group rev, score rev offset 2 prefix 6", { $0.sorted(by: SortDescriptor(\.group, order: .reverse), SortDescriptor(\.score, order: .reverse)).offset(2).prefix(6) }),
+        (
+            "group rev, score rev offset 2 prefix 6",
+            { $0.sorted(by: SortDescriptor(\.group, order: .reverse), SortDescriptor(\.score, order: .reverse)).offset(2).prefix(6) }
+        ),
         ("filter score>=5 sort group prefix 3", { $0.filter(#Predicate { $0.score >= 5 }).sorted(by: SortDescriptor(\.group)).prefix(3) }),
         ("filter group==1 offset 2", { $0.filter(#Predicate { $0.group == 1 }).offset(2) }),
         ("unsorted prefix 4", { $0.prefix(4) }),
         ("unsorted offset 5 prefix 3", { $0.offset(5).prefix(3) }),
         ("name rev prefix 7", { $0.sorted(by: SortDescriptor(\.name, order: .reverse)).prefix(7) }),
-        ("filter group!=0 sort score rev offset 1 prefix 2", { $0.filter(#Predicate { $0.group != 0 }).sorted(by: SortDescriptor(\.score, order: .reverse)).offset(1).prefix(2) }),
+        (
+            "filter group!=0 sort score rev offset 1 prefix 2",
+            { $0.filter(#Predicate { $0.group != 0 }).sorted(by: SortDescriptor(\.score, order: .reverse)).offset(1).prefix(2) }
+        ),
         ("prefix 0", { $0.prefix(0) }),
         ("prefix Int.max offset 3 score rev", { $0.prefix(Int.max).offset(3).sorted(by: SortDescriptor(\.score, order: .reverse)) }),
         ("offset -4 prefix -1", { $0.offset(-4).prefix(-1) }),
@@ -49,10 +59,22 @@ struct ShortHuntLiveWindowTests {
         ("score rev distinct group", { $0.sorted(by: SortDescriptor(\.score, order: .reverse)).distinct(by: \.group) }),
         ("distinct score offset 1 prefix 3", { $0.distinct(by: \.score).offset(1).prefix(3) }),
         ("group rev distinct name,group prefix 4", { $0.sorted(by: SortDescriptor(\.group, order: .reverse)).distinct(by: \.name, \.group).prefix(4) }),
-        ("filter score<8 distinct name sorted name natural rev", { $0.filter(#Predicate { $0.score < 8 }).distinct(by: \.name).sorted(by: SortDescriptor(\.name, order: .reverse), collation: .natural).offset(2) }),
-        ("name caseInsensitive rev offset 1 prefix 5", { $0.sorted(by: SortDescriptor(\.name, order: .reverse), collation: .caseInsensitive).offset(1).prefix(5) }),
-        ("filter group==2 name natural offset 1", { $0.filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.name), collation: .natural).offset(1) }),
-        ("score, name natural rev prefix 6", { $0.sorted(by: [SortDescriptor(\.score), SortDescriptor(\.name, order: .reverse)], collation: .natural).prefix(6) }),
+        (
+            "filter score<8 distinct name sorted name natural rev",
+            { $0.filter(#Predicate { $0.score < 8 }).distinct(by: \.name).sorted(by: SortDescriptor(\.name, order: .reverse), collation: .natural).offset(2) }
+        ),
+        (
+            "name caseInsensitive rev offset 1 prefix 5",
+            { $0.sorted(by: SortDescriptor(\.name, order: .reverse), collation: .caseInsensitive).offset(1).prefix(5) }
+        ),
+        (
+            "filter group==2 name natural offset 1",
+            { $0.filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.name), collation: .natural).offset(1) }
+        ),
+        (
+            "score, name natural rev prefix 6",
+            { $0.sorted(by: [SortDescriptor(\.score), SortDescriptor(\.name, order: .reverse)], collation: .natural).prefix(6) }
+        ),
         ("offset 1000", { $0.offset(1000) }),
     ]
 
@@ -61,7 +83,8 @@ struct ShortHuntLiveWindowTests {
     @Test(arguments: [false, true]) func windowsSettleOnTheFreshQuery(onDisk: Bool) async throws {
         let path = shPath()
         defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
-        let db = onDisk ? try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync)) : try Database.inMemory(models: [SHItem.self])
+        let db =
+            onDisk ? try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync)) : try Database.inMemory(models: [SHItem.self])
         try await db.write { tx in for i in 0..<20 { try tx.insert(SHItem(id: i, group: i % 3, score: i % 7, name: "n\(i % 5)")) } }
         let updater = SHUpdater()
         let lives = Self.shapes.map { LiveResults($0.1(db.objects(SHItem.self)), updatingOn: updater) }
@@ -93,10 +116,18 @@ struct ShortHuntLiveWindowTests {
                         for _ in 0..<(1 + rng.below(4)) {
                             let id = rng.below(40)
                             switch rng.below(3) {
-                            case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: ["n\(rng.below(5))", "N\(rng.below(12))", "n\(rng.below(12))x", "É\(rng.below(3))", "e"][rng.below(5)]))
+                            case 0:
+                                try tx.upsert(
+                                    SHItem(
+                                        id: id, group: rng.below(3), score: rng.below(10),
+                                        name: ["n\(rng.below(5))", "N\(rng.below(12))", "n\(rng.below(12))x", "É\(rng.below(3))", "e"][rng.below(5)]))
                             case 1:
                                 let (sc, g) = (rng.below(10), rng.below(3))
-                                if try tx.object(SHItem.self, key: id) != nil { _ = try tx.update(SHItem.self, key: id) { $0.score = sc; $0.group = g } }
+                                if try tx.object(SHItem.self, key: id) != nil {
+                                    _ = try tx.update(SHItem.self, key: id) {
+                                        $0.score = sc; $0.group = g
+                                    }
+                                }
                             default: _ = try tx.delete(SHItem.self, key: id)
                             }
                         }
@@ -169,17 +200,30 @@ struct ShortHuntReadOnlyTests {
             seen.insert(all.first?.score ?? -1)
             let (g, r) = try await ro.read { s in
                 let a = try s.objects(SHItem.self).fetch()
-                return (try s.objects(SHItem.self).filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.id, order: .reverse)).fetch(), a.first?.score ?? -1)
+                return (
+                    try s.objects(SHItem.self).filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.id, order: .reverse)).fetch(),
+                    a.first?.score ?? -1
+                )
             }
-            #expect(g.count == Self.n / 4 && g.allSatisfy { $0.score == r && $0.group == 2 } && g.map(\.id) == g.map(\.id).sorted(by: >), "grouped read \(i) round \(r): \(g.map(\.id)) \(Set(g.map(\.score)))")
-            if let one = try ro.object(SHItem.self, key: i % Self.n) { #expect(one.name == "r\(one.score)-\(one.id)") } else { Issue.record("object \(i) missing") }
+            #expect(
+                g.count == Self.n / 4 && g.allSatisfy { $0.score == r && $0.group == 2 } && g.map(\.id) == g.map(\.id).sorted(by: >),
+                "grouped read \(i) round \(r): \(g.map(\.id)) \(Set(g.map(\.score)))")
+            if let one = try ro.object(SHItem.self, key: i % Self.n) {
+                #expect(one.name == "r\(one.score)-\(one.id)")
+            } else {
+                Issue.record("object \(i) missing")
+            }
             let kept = ro.objects(SHItem.self).filter(#Predicate { $0.group == 1 }).sorted(by: SortDescriptor(\.score)).prefix(5)
             let c = kept.count
             usleep(UInt32(i % 3) * 2000)
             let objs = Array(kept)
-            if kept.error?.isFileChangedDuringRead ?? false { changed += 1 } else {
+            if kept.error?.isFileChangedDuringRead ?? false {
+                changed += 1
+            } else {
                 #expect(kept.error == nil, "kept \(i): \(String(describing: kept.error))")
-                #expect(c == 5 && objs.count == 5 && objs.allSatisfy { $0.group == 1 && $0.name == "r\($0.score)-\($0.id)" } && Set(objs.map(\.score)).count == 1, "kept \(i): \(objs)")
+                #expect(
+                    c == 5 && objs.count == 5 && objs.allSatisfy { $0.group == 1 && $0.name == "r\($0.score)-\($0.id)" } && Set(objs.map(\.score)).count == 1,
+                    "kept \(i): \(objs)")
             }
             do {
                 let cnt = try ro.objects(SHItem.self).filter(#Predicate { $0.score >= 0 }).fetchCount()
@@ -212,10 +256,18 @@ struct ShortHuntLiveChangeSetTests {
                     for _ in 0..<(1 + rng.below(3)) {
                         let id = rng.below(30)
                         switch rng.below(3) {
-                        case 0: try tx.upsert(SHItem(id: id, group: rng.below(3), score: rng.below(10), name: ["n\(rng.below(5))", "N\(rng.below(12))", "n\(rng.below(12))x", "É\(rng.below(3))", "e"][rng.below(5)]))
+                        case 0:
+                            try tx.upsert(
+                                SHItem(
+                                    id: id, group: rng.below(3), score: rng.below(10),
+                                    name: ["n\(rng.below(5))", "N\(rng.below(12))", "n\(rng.below(12))x", "É\(rng.below(3))", "e"][rng.below(5)]))
                         case 1:
                             let (sc, g) = (rng.below(10), rng.below(3))
-                            if try tx.object(SHItem.self, key: id) != nil { _ = try tx.update(SHItem.self, key: id) { $0.score = sc; $0.group = g } }
+                            if try tx.object(SHItem.self, key: id) != nil {
+                                _ = try tx.update(SHItem.self, key: id) {
+                                    $0.score = sc; $0.group = g
+                                }
+                            }
                         default: _ = try tx.delete(SHItem.self, key: id)
                         }
                     }
@@ -233,8 +285,16 @@ struct ShortHuntLiveChangeSetTests {
                 if n == last[k].0 + 1, last[k].0 >= 1, let change {
                     checked += 1
                     var a = last[k].1
-                    for i in change.deletions.sorted(by: >) { if i < a.count { a.remove(at: i) } else { Issue.record("\(ShortHuntLiveWindowTests.shapes[k].0): deletion \(i) out of \(a.count)") } }
-                    for j in change.insertions.sorted() { if j <= a.count && j < ids.count { a.insert(ids[j], at: j) } else { Issue.record("\(ShortHuntLiveWindowTests.shapes[k].0): insertion \(j)") } }
+                    for i in change.deletions.sorted(by: >) {
+                        if i < a.count { a.remove(at: i) } else { Issue.record("\(ShortHuntLiveWindowTests.shapes[k].0): deletion \(i) out of \(a.count)") }
+                    }
+                    for j in change.insertions.sorted() {
+                        if j <= a.count && j < ids.count {
+                            a.insert(ids[j], at: j)
+                        } else {
+                            Issue.record("\(ShortHuntLiveWindowTests.shapes[k].0): insertion \(j)")
+                        }
+                    }
                     #expect(a == ids, "\(ShortHuntLiveWindowTests.shapes[k].0): old \(last[k].1) + \(change) = \(a), new \(ids)")
                     #expect(change.modifications.allSatisfy { $0 < ids.count }, "\(ShortHuntLiveWindowTests.shapes[k].0): \(change)")
                 }
@@ -267,8 +327,11 @@ struct ShortHuntLiveChangeSetTests {
             let deadline = Date().addingTimeInterval(60)
             while await probe.read({ live.updateCount }) < 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
             let (objs, err) = await probe.read { (Array(live.results), live.results.error ?? live.error) }
-            if let err { #expect(err.isFileChangedDuringRead, "ro live \(i): \(err)") } else {
-                #expect(objs.count == 10 && Set(objs.map(\.score)).count == 1 && objs.allSatisfy { $0.name == "r\($0.score)-\($0.id)" }, "ro live \(i): \(objs)")
+            if let err {
+                #expect(err.isFileChangedDuringRead, "ro live \(i): \(err)")
+            } else {
+                #expect(
+                    objs.count == 10 && Set(objs.map(\.score)).count == 1 && objs.allSatisfy { $0.name == "r\($0.score)-\($0.id)" }, "ro live \(i): \(objs)")
             }
             live.stop()
             ro.close()
@@ -286,7 +349,10 @@ struct ShortHuntWindowChainTests {
             ("all", db.objects(SHItem.self)),
             ("score rev", db.objects(SHItem.self).sorted(by: SortDescriptor(\.score, order: .reverse))),
             ("group,name rev", db.objects(SHItem.self).sorted(by: SortDescriptor(\.group), SortDescriptor(\.name, order: .reverse))),
-            ("filter score<3 sorted group rev", db.objects(SHItem.self).filter(#Predicate { $0.score < 3 }).sorted(by: SortDescriptor(\.group, order: .reverse))),
+            (
+                "filter score<3 sorted group rev",
+                db.objects(SHItem.self).filter(#Predicate { $0.score < 3 }).sorted(by: SortDescriptor(\.group, order: .reverse))
+            ),
             ("filter group==2", db.objects(SHItem.self).filter(#Predicate { $0.group == 2 })),
         ]
         for _ in 0..<400 {
@@ -365,7 +431,11 @@ struct ShortHuntKeyPathWindowTests {
             { tx in _ = try tx.update(SHItem.self, key: 9) { $0.score = -1 } },  // last moves to first
             { tx in _ = try tx.update(SHItem.self, key: 0) { $0.score = 100 } },
             { tx in _ = try tx.update(SHItem.self, key: 3) { $0.group = 1 } },
-            { tx in _ = try tx.update(SHItem.self, key: 4) { $0.group = 0; $0.score = 6 } },
+            { tx in
+                _ = try tx.update(SHItem.self, key: 4) {
+                    $0.group = 0; $0.score = 6
+                }
+            },
         ]
         for (s, step) in steps.enumerated() {
             try await db.write(step)
@@ -413,7 +483,9 @@ struct ShortHuntCloseRaceTests {
             Thread {
                 var r = 1
                 while true {
-                    do { try db.write { tx in for i in 0..<20 { _ = try tx.upsert(SHItem(id: i, group: i % 3, score: r, name: "r\(r)-\(i)")) } } } catch { break }
+                    do { try db.write { tx in for i in 0..<20 { _ = try tx.upsert(SHItem(id: i, group: i % 3, score: r, name: "r\(r)-\(i)")) } } } catch {
+                        break
+                    }
                     r += 1
                 }
                 done.signal()
@@ -468,7 +540,9 @@ struct ShortHuntReadOnlyGrowthTests {
             do {
                 let all = try await ro.read { s in try s.objects(SHItem.self).sorted(by: SortDescriptor(\.id, order: .reverse)).fetch() }
                 let n = all.first?.score ?? -1
-                #expect(all.count == n && Set(all.map(\.group)).count == 1 && all.map(\.id) == Array((0..<n).reversed()), "read \(reads): \(all.count) objects, n \(n), groups \(Set(all.map(\.group)).sorted().prefix(4))")
+                #expect(
+                    all.count == n && Set(all.map(\.group)).count == 1 && all.map(\.id) == Array((0..<n).reversed()),
+                    "read \(reads): \(all.count) objects, n \(n), groups \(Set(all.map(\.group)).sorted().prefix(4))")
                 let kept = ro.objects(SHItem.self).filter(#Predicate { $0.id >= 10 }).prefix(20)
                 let c = kept.count
                 if reads % 4 == 0 {
@@ -478,8 +552,12 @@ struct ShortHuntReadOnlyGrowthTests {
                 }
                 let objs = Array(kept)
                 #expect(objs.count == c || (kept.error?.isFileChangedDuringRead ?? false), "kept \(reads): count \(c) vs \(objs.count)")
-                if kept.error?.isFileChangedDuringRead ?? false { changed += 1 } else {
-                    #expect(kept.error == nil && Set(objs.map(\.group)).count <= 1 && objs.allSatisfy { $0.name.count == big.count + "b\($0.group)".count }, "kept \(reads): \(String(describing: kept.error))")
+                if kept.error?.isFileChangedDuringRead ?? false {
+                    changed += 1
+                } else {
+                    #expect(
+                        kept.error == nil && Set(objs.map(\.group)).count <= 1 && objs.allSatisfy { $0.name.count == big.count + "b\($0.group)".count },
+                        "kept \(reads): \(String(describing: kept.error))")
                 }
             } catch let e as StrataError where e.isFileChangedDuringRead { changed += 1 }
         }

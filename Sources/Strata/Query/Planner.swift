@@ -467,7 +467,8 @@ enum Planner {
             for access in plan.accesses {
                 switch access.source {
                 case .primary:
-                    lines.append("primary key \(access.conditions.map(\.description).joined(separator: ", ")): \(access.ranges.count) range(s) of \(info.recordTree)")
+                    lines.append(
+                        "primary key \(access.conditions.map(\.description).joined(separator: ", ")): \(access.ranges.count) range(s) of \(info.recordTree)")
                 case .index(let i):
                     let name = info.indexes[i].schema.treeName(model: info.name)
                     let kind = info.indexes[i].schema.fields != nil ? "compound " : ""
@@ -477,7 +478,8 @@ enum Planner {
                 case .text(let i, _):
                     let name = info.indexes[i].schema.treeName(model: info.name)
                     lines.append(
-                        "index \(name) (full text) for \(access.conditions.map(\.description).joined(separator: ", ")): the words' entries, intersected in primary-key order")
+                        "index \(name) (full text) for \(access.conditions.map(\.description).joined(separator: ", ")): the words' entries, intersected in primary-key order"
+                    )
                 }
             }
             if plan.accesses.count > 1 { lines.append("union of the accesses above, duplicates removed") }
