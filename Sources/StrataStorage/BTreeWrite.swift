@@ -140,6 +140,14 @@ extension WriteTransaction {
             return true
         }
         let (pgno, page) = try touchPath(&tree, key: key)
+        return try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page)
+    }
+
+    /// The rest of `put` once the leaf `pgno` is writable and `path` leads to it.
+    @inline(__always)
+    private func putInLeaf(
+        _ tree: inout TreeInfo, entry: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, pgno: PageNo, page: UnsafeMutableRawPointer
+    ) throws -> Bool {
         let leaf = try Node(page, pgno: pgno, pageSize: pageSize)
         let (index, found) = try leaf.leafSearch(key)
         if found {
@@ -152,6 +160,68 @@ extension WriteTransaction {
         }
         try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
         return !found
+    }
+
+    // MARK: Deferred writes, applied in key order (DeferredWrites.swift)
+
+    /// Applies `deferred` in key order. A put whose key falls in the leaf the previous put went
+    /// to (below the leaf's upper bound, which its path gives) goes straight there, without a
+    /// descent: the recorded path stays right until a split or a merge changes the tree's shape,
+    /// a spill writes its pages out, or another descent (a delete) overwrites it.
+    func applySorted(_ tree: inout TreeInfo, _ deferred: DeferredWrites) throws {
+        let order = deferred.sortedOrder()
+        let maxKey = Limits.maxKeySize(pageSize: pageSize)
+        var finger: PageNo = 0  // the leaf of the last put, 0 for none
+        var upper: [UInt8]? = nil  // that leaf's exclusive upper bound; nil: the rightmost leaf
+        try deferred.bytes.withUnsafeBytes { all in
+            for i in order {
+                let write = deferred.writes[i]
+                let key = UnsafeRawBufferPointer(rebasing: all[write.start..<(write.start + write.keyLength)])
+                let shape = shapeChanges, spilled = spills
+                if write.isDelete {
+                    _ = try delete(&tree, key: key)
+                    finger = 0
+                } else {
+                    let value = UnsafeRawBufferPointer(rebasing: all[(write.start + write.keyLength)..<(write.start + write.keyLength + write.valueLength)])
+                    if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
+                    let inFinger: Bool
+                    if finger == 0 {
+                        inFinger = false
+                    } else if let upper {
+                        inFinger = upper.withUnsafeBytes { compareBytes(key, $0) < 0 }
+                    } else {
+                        inFinger = true
+                    }
+                    if inFinger {
+                        pages.version &+= 1
+                        let entry = try makeLeafEntry(key: key, value: value)
+                        _ = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: try dirtyPage(finger))
+                    } else if tree.root == 0 {
+                        _ = try put(&tree, key: key, value: value)
+                        finger = 0
+                    } else {
+                        pages.version &+= 1
+                        let entry = try makeLeafEntry(key: key, value: value)
+                        let (pgno, page) = try touchPath(&tree, key: key)
+                        _ = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page)
+                        finger = pgno
+                        upper = try upperBoundOfPath()
+                    }
+                }
+                try spillIfNeeded()
+                if shapeChanges != shape || spills != spilled { finger = 0 }
+            }
+        }
+    }
+
+    /// The smallest key above the leaf `path` leads to: the separator right of the deepest step
+    /// that has a sibling to its right; nil for the rightmost leaf.
+    private func upperBoundOfPath() throws -> [UInt8]? {
+        for step in path.reversed() {
+            let node = try Node(try dirtyPage(step.pgno), pgno: step.pgno, pageSize: pageSize)
+            if step.index + 1 < node.count { return Array(try node.key(step.index + 1)) }
+        }
+        return nil
     }
 
     /// `put` without overwriting, in one descent: the search goes down once, reading only and
@@ -245,6 +315,7 @@ extension WriteTransaction {
             return
         }
         let lastInsert = env.insertHints[pgno].map(Int.init)
+        shapeChanges &+= 1
 
         // Split. Work from a copy so entries can be rebuilt into the original page.
         splitScratch.copyMemory(from: page, byteCount: pageSize)
@@ -400,6 +471,7 @@ extension WriteTransaction {
     /// Merges an underfull page with a sibling when both fit in one page, then looks at the parent.
     /// A root branch left with one child is replaced by that child; an empty root leaf empties the tree.
     private func rebalance(level: Int, pgno: PageNo, tree: inout TreeInfo) throws {
+        shapeChanges &+= 1
         let page = try dirtyPage(pgno)
         let node = try Node(page, pgno: pgno, pageSize: pageSize)
         if level == 0 {

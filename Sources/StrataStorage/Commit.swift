@@ -12,6 +12,7 @@ extension WriteTransaction {
     func commit() throws {
         try checkOpen()
         if !savepoints.isEmpty { throw StorageError.savepointOpen }
+        try applyAllDeferred()
         finish()
         defer { releaseBuffers() }
 

@@ -67,6 +67,12 @@ public final class Cursor {
 
     deinit { frames.deallocate() }
 
+    /// Before positioning: a write transaction's deferred writes to this tree applied
+    /// (DeferredWrites.swift), so that the cursor starts from the tree as it is.
+    @inline(__always) private func settle() throws {
+        if let tree = liveTree, !tree.deferred.isEmpty, let txn = owner as? WriteTransaction { try txn.applyDeferred(tree) }
+    }
+
     @inline(__always) private func push(_ pgno: PageNo, _ index: Int) throws {
         if depth > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
         frames[depth] = Frame(pgno: pgno, index: index)
@@ -80,6 +86,7 @@ public final class Cursor {
     /// ```
     @discardableResult
     public func first() throws -> Bool {
+        try settle()
         reset()
         if root == 0 { return false }
         return try descendEdge(from: root, first: true)
@@ -92,6 +99,7 @@ public final class Cursor {
     /// ```
     @discardableResult
     public func last() throws -> Bool {
+        try settle()
         reset()
         if root == 0 { return false }
         return try descendEdge(from: root, first: false)
@@ -100,6 +108,7 @@ public final class Cursor {
     /// Moves to the first key ≥ `target`. Returns false when every key is smaller.
     @discardableResult
     public func seek(_ target: UnsafeRawBufferPointer) throws -> Bool {
+        try settle()
         reset()
         if root == 0 { return false }
         return try descend(from: root, to: target)
@@ -193,6 +202,7 @@ public final class Cursor {
     /// ```
     @discardableResult
     public func seek(toPosition position: Int) throws -> Bool {
+        try settle()
         reset()
         if root == 0 || position < 0 { return false }
         var remaining = UInt64(position)

@@ -61,6 +61,9 @@ extension WriteTransaction {
 
     func beginSavepoint() throws {
         try checkOpen()
+        // Applied now, so that the pages hold everything from before, and all that a rollback
+        // finds deferred was written inside.
+        try applyAllDeferred()
         var saved: [String: SavedTree] = [:]
         for (name, state) in trees {
             saved[name] = SavedTree(
@@ -84,6 +87,8 @@ extension WriteTransaction {
     /// Undoes everything since the innermost savepoint began, and closes it.
     func rollbackSavepoint() {
         guard let savepoint = savepoints.popLast() else { return }
+        discardAllDeferred()
+        if let failure = deferredFailure, failure.depth > savepoints.count { deferredFailure = nil }  // undone with the rest
         for (_, buffer) in pages.dirty { buffer.deallocate() }
         pages.dirty.removeAll(keepingCapacity: true)
         for pgno in savepoint.frozenHere {

@@ -44,6 +44,15 @@ public final class WriteTransaction {
     /// some back) must delete the chunks past its own count, or their stale entries stay listed.
     var ownFreeChunks = 0
     @exclusivity(unchecked) var path: [PathStep] = []
+    /// Counts splits and merges: a path recorded before one may no longer lead where it did.
+    @exclusivity(unchecked) var shapeChanges = 0
+    /// The error of an application of deferred writes that failed halfway, and how many
+    /// savepoints were open then: the transaction refuses to commit, and to apply deferred
+    /// writes, until a rollback below that depth undoes it (DeferredWrites.swift).
+    @exclusivity(unchecked) var deferredFailure: (error: any Error, depth: Int)?
+    /// About what the deferred writes of every tree hold (not lowered when one tree's are applied
+    /// alone: reaching the limit early is harmless).
+    @exclusivity(unchecked) var deferredMemory = 0
     @exclusivity(unchecked) var fileSize: UInt64
     /// The base commit's record run, freed if this transaction commits anything.
     var previousRecordRun: (PageNo, Int)?
@@ -224,6 +233,7 @@ public final class WriteTransaction {
     public func dropTree(_ name: String) throws -> Bool {
         try checkOpen()
         guard let state = try state(name) else { return false }
+        state.deferred = DeferredWrites()  // (nothing of the tree is left for them to change)
         try freeTree(state.info.root)
         state.info = .empty
         state.dropped = true
@@ -287,10 +297,18 @@ public struct WriteTree {
         if state.dropped { throw StorageError.treeNotFound(state.name) }
     }
 
+    /// `check`, then the deferred writes applied: what every read and every ordinary write of
+    /// the tree starts with.
+    @inline(__always)
+    private func settle() throws {
+        try check()
+        try txn.applyDeferred(state)
+    }
+
     /// Stores `value` under `key`, replacing any value there. Returns true when the key is new.
     @discardableResult
     public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
-        try check()
+        try settle()
         state.modified = true
         state.noteChange(key)
         let added = try txn.put(&state.info, key: key, value: value)
@@ -312,7 +330,7 @@ public struct WriteTree {
 
     /// Stores `value` only if `key` is absent. Returns false (and changes nothing) when it exists.
     public func insert(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
-        try check()
+        try settle()
         let inserted = try txn.put(&state.info, key: key, value: value, overwrite: false)
         if inserted { try wrote(key) }
         return inserted
@@ -341,7 +359,7 @@ public struct WriteTree {
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
-        try check()
+        try settle()
         let deleted = try txn.delete(&state.info, key: key)
         if deleted { try wrote(key) }
         return deleted
@@ -362,7 +380,7 @@ public struct WriteTree {
     /// ```
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer, inspectingValue inspect: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
-        try check()
+        try settle()
         guard let (leaf, index) = try txn.findForDelete(state.info.root, key: key) else { return false }
         // Shown before anything is written, and outside any access to the tree's state: `inspect`
         // may read this tree, or even write to the transaction, which makes the recorded path stale.
@@ -387,7 +405,7 @@ public struct WriteTree {
 
     /// The value under `key`, as a view valid until the next write in this transaction.
     public func get(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
-        try check()
+        try settle()
         return try txn.pages.get(root: state.info.root, key: key)
     }
 
@@ -414,14 +432,14 @@ public struct WriteTree {
     /// }
     /// ```
     public func cursor() throws -> Cursor {
-        try check()
+        try settle()
         return Cursor(pages: txn.pages, tree: state, owner: txn)
     }
 
     /// Replaces the tree's root and count (the format upgrade rebuilds its branches; its entries
     /// do not change).
     func replaceInfo(_ change: (TreeInfo) throws -> TreeInfo) throws {
-        try check()
+        try settle()
         let updated = try change(state.info)
         if updated != state.info {
             txn.pages.version &+= 1
@@ -431,12 +449,62 @@ public struct WriteTree {
     }
 }
 
+extension WriteTree {
+    /// Stores `value` under `key` later, in key order with the tree's other deferred writes
+    /// (DeferredWrites.swift): before anything reads the tree, writes it otherwise, opens a
+    /// savepoint or commits. For many writes in random key order (index entries). Until then
+    /// `count` leaves them out. A key or value over the limits throws now, as `put` would.
+    package func putLater(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        try check()
+        let maxKey = txn.maxKeySize
+        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
+        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
+        state.deferred.put(key, value)
+        try deferred(key, memory: DeferredWrites.memory(key: key.count, value: value.count))
+    }
+
+    /// Removes `key` (if there) later, as `putLater` stores.
+    package func deleteLater(_ key: UnsafeRawBufferPointer) throws {
+        try check()
+        if key.count == 0 { return }  // (no such key can be stored)
+        state.deferred.delete(key)
+        try deferred(key, memory: DeferredWrites.memory(key: key.count, value: 0))
+    }
+
+    private func deferred(_ key: UnsafeRawBufferPointer, memory: Int) throws {
+        // A write for cursors and value views as much as one applied now.
+        txn.pages.version &+= 1
+        state.modified = true
+        state.noteChange(key)
+        txn.deferredMemory += memory
+        if txn.deferredMemory > DeferredWrites.limit { try txn.applyAllDeferred() }
+    }
+
+    /// `get`, leaving the deferred writes deferred: the caller vouches that none is for `key`.
+    package func getBesideDeferred(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+        try check()
+        return try txn.pages.get(root: state.info.root, key: key)
+    }
+
+    /// `put`, leaving the deferred writes deferred: the caller vouches that none is for `key`
+    /// (the two commute then).
+    package func putBesideDeferred(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        try check()
+        state.modified = true
+        state.noteChange(key)
+        _ = try txn.put(&state.info, key: key, value: value)
+        try txn.spillIfNeeded()
+    }
+}
+
 /// A tree's state inside a write transaction.
 final class TreeState {
     let name: String
     // Unchecked for the reason given on WriteTransaction's state: only its thread touches it.
     @exclusivity(unchecked) var info: TreeInfo
     @exclusivity(unchecked) var modified = false
+    /// Writes kept back to be applied in key order (DeferredWrites.swift).
+    @exclusivity(unchecked) var deferred = DeferredWrites()
     var dropped = false {
         didSet { if dropped { changedKeys = nil } }
     }

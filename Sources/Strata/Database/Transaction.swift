@@ -504,20 +504,38 @@ public final class Transaction {
             let after: (pairs: [IndexPair], words: Int) = i < new.count ? new[i] : ([], 0)
             if before.pairs == after.pairs { continue }
             let tree = try indexTree(info, i)
+            // A plain index's entries go in later, in key order (StrataStorage's deferred writes:
+            // one descent per leaf rather than per entry); a unique index's now, since the next
+            // write's check reads them.
+            let later = !info.indexSchemas[i].unique
+            func remove(_ pair: IndexPair) throws {
+                try pair.withKey { key in
+                    if later { try tree.deleteLater(key) } else { _ = try tree.delete(key) }
+                }
+            }
+            func add(_ pair: IndexPair) throws {
+                try pair.withKeyAndValue { key, value in
+                    if later { try tree.putLater(key, value) } else { _ = try tree.put(key, value) }
+                }
+            }
             if before.pairs.isEmpty || after.pairs.isEmpty {
                 // An insert or a delete: nothing to keep (and no sets to build, on every write).
-                for pair in before.pairs { _ = try pair.withKey { try tree.delete($0) } }
-                for pair in after.pairs { _ = try pair.withKeyAndValue { try tree.put($0, $1) } }
+                for pair in before.pairs { try remove(pair) }
+                for pair in after.pairs { try add(pair) }
             } else {
                 let freshKeys = Set(after.pairs.map(\.key))
                 let kept = Set(before.pairs)
-                for pair in before.pairs where !freshKeys.contains(pair.key) { _ = try pair.withKey { try tree.delete($0) } }
-                for pair in after.pairs where !kept.contains(pair) { _ = try pair.withKeyAndValue { try tree.put($0, $1) } }
+                for pair in before.pairs where !freshKeys.contains(pair.key) { try remove(pair) }
+                for pair in after.pairs where !kept.contains(pair) { try add(pair) }
             }
             if info.indexSchemas[i].isFullText && before.words != after.words {
-                let (documents, words) = try TextPostingValue.readStats(try tree.view(TextPostingValue.statsKey))
+                // The statistics key is never deferred (no posting has its key), so it is read and
+                // written beside the deferred postings without applying them.
+                let stats = try TextPostingValue.statsKey.withUnsafeBytes { try tree.getBesideDeferred($0) }
+                let (documents, words) = try TextPostingValue.readStats(stats)
                 let documentDelta = (after.words > 0 ? 1 : 0) - (before.words > 0 ? 1 : 0)
-                try tree.put(TextPostingValue.statsKey, TextPostingValue.stats(documents: documents + documentDelta, words: words + after.words - before.words))
+                let value = TextPostingValue.stats(documents: documents + documentDelta, words: words + after.words - before.words)
+                try TextPostingValue.statsKey.withUnsafeBytes { k in try value.withUnsafeBytes { v in try tree.putBesideDeferred(k, v) } }
             }
         }
     }

@@ -1,0 +1,225 @@
+// Deferred writes: puts and deletes to one tree kept back and applied later in key order.
+//
+// An index takes its entries in the order objects arrive, which is random in its own key order:
+// every entry is a descent from the root to a different leaf. Kept back and applied sorted, the
+// entries of one leaf arrive one after another, and all but the first go straight to the leaf the
+// previous one went to (`BTreeWrite.applySorted`). Full-text postings are the extreme case: a
+// message adds an entry to each of its words' runs.
+//
+// Nothing can tell the difference. Writes to different keys commute, and writes to one key keep
+// their order (the sort is stable). Every read of the tree, and every write that does not ask to
+// be deferred, applies the deferred writes first (`WriteTree`, `Cursor`); so do savepoints (a
+// rollback then discards exactly what was deferred inside) and the commit. Only the tree's
+// `count` lags until then: it is not read for answers in a write transaction.
+
+/// The deferred writes of one tree, in arrival order.
+struct DeferredWrites {
+    /// Every key, then its value, back to back.
+    private(set) var bytes: [UInt8] = []
+    /// Where each write's key and value sit in `bytes`; a delete has no value (`valueLength` -1).
+    private(set) var writes: [Write] = []
+
+    struct Write {
+        var start: Int
+        var keyLength: Int
+        var valueLength: Int
+        var isDelete: Bool { valueLength < 0 }
+    }
+
+    /// Memory the deferred writes of a transaction may hold (all trees together): past it they
+    /// are all applied, so that a transaction's memory stays bounded (the pages they make are
+    /// bounded by spilling).
+    static let limit = 8 << 20
+
+    var isEmpty: Bool { writes.isEmpty }
+    /// What a write costs against `limit`.
+    static func memory(key: Int, value: Int) -> Int { key + max(0, value) + MemoryLayout<Write>.stride }
+
+    mutating func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        writes.append(Write(start: bytes.count, keyLength: key.count, valueLength: value.count))
+        bytes.append(contentsOf: key)
+        bytes.append(contentsOf: value)
+    }
+
+    mutating func delete(_ key: UnsafeRawBufferPointer) {
+        writes.append(Write(start: bytes.count, keyLength: key.count, valueLength: -1))
+        bytes.append(contentsOf: key)
+    }
+
+    /// The writes in key order, writes to one key in arrival order.
+    func sortedOrder() -> [Int] {
+        // Ordered by the keys' first sixteen bytes as two integers, then (rarely) by whole keys,
+        // by an introsort of plain values: the comparison runs n log n times, and the standard
+        // library's sort with a closure reading the buffer cost as much as applying the writes.
+        bytes.withUnsafeBytes { all -> [Int] in
+            guard let base = all.baseAddress else { return Array(writes.indices) }
+            return writes.withUnsafeBufferPointer { writes -> [Int] in
+                var items: [SortItem] = []
+                items.reserveCapacity(writes.count)
+                for (i, w) in writes.enumerated() {
+                    let key = UnsafeRawBufferPointer(start: base + w.start, count: w.keyLength)
+                    items.append(SortItem(high: key.bigEndianWord(at: 0), low: key.bigEndianWord(at: 8), write: i))
+                }
+                items.withUnsafeMutableBufferPointer { items in
+                    var sorter = Introsort(items: items, base: base, writes: writes)
+                    sorter.sort()
+                }
+                return items.map(\.write)
+            }
+        }
+    }
+}
+
+/// A write's place in the sort: its key's first sixteen bytes (zero-padded) and its number.
+private struct SortItem {
+    var high: UInt64
+    var low: UInt64
+    var write: Int
+}
+
+extension UnsafeRawBufferPointer {
+    /// Eight bytes from `offset` as a big-endian integer, zeros past the end.
+    fileprivate func bigEndianWord(at offset: Int) -> UInt64 {
+        if offset + 8 <= count { return UInt64(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+        var value: UInt64 = 0
+        for j in offset..<(offset + 8) { value = value << 8 | UInt64(j < count ? self[j] : 0) }
+        return value
+    }
+}
+
+/// Quicksort (median of three, insertion sort for short runs) falling back to heapsort when the
+/// partitions go bad, over `SortItem`s compared without a closure.
+private struct Introsort {
+    let items: UnsafeMutableBufferPointer<SortItem>
+    let base: UnsafeRawPointer
+    let writes: UnsafeBufferPointer<DeferredWrites.Write>
+
+    @inline(__always) func less(_ a: SortItem, _ b: SortItem) -> Bool {
+        if a.high != b.high { return a.high < b.high }
+        if a.low != b.low { return a.low < b.low }
+        let x = writes[a.write], y = writes[b.write]
+        if x.keyLength > 16 || y.keyLength > 16 {
+            let c = compareBytes(
+                UnsafeRawBufferPointer(start: base + x.start, count: x.keyLength), UnsafeRawBufferPointer(start: base + y.start, count: y.keyLength))
+            if c != 0 { return c < 0 }
+        } else if x.keyLength != y.keyLength {
+            return x.keyLength < y.keyLength  // equal up to the shorter (the zero padding)
+        }
+        return a.write < b.write
+    }
+
+    mutating func sort() {
+        guard items.count > 1 else { return }
+        var depth = 0
+        var n = items.count
+        while n > 0 { depth += 2; n >>= 1 }
+        sort(0, items.count, depth)
+    }
+
+    private func sort(_ start: Int, _ end: Int, _ depth: Int) {
+        var start = start
+        var depth = depth
+        while end - start > 16 {
+            if depth == 0 { heapSort(start, end); return }
+            depth -= 1
+            let p = partition(start, end)
+            // Recurse into the smaller side, loop on the larger: the stack stays O(log n).
+            if p - start < end - p - 1 {
+                sort(start, p, depth)
+                start = p + 1
+            } else {
+                sort(p + 1, end, depth)
+                return sort(start, p, depth)
+            }
+        }
+        insertionSort(start, end)
+    }
+
+    /// Partitions around the median of the first, middle and last items; returns the pivot's place.
+    private func partition(_ start: Int, _ end: Int) -> Int {
+        let mid = start + (end - start) / 2
+        if less(items[mid], items[start]) { items.swapAt(mid, start) }
+        if less(items[end - 1], items[start]) { items.swapAt(end - 1, start) }
+        if less(items[end - 1], items[mid]) { items.swapAt(end - 1, mid) }
+        items.swapAt(mid, end - 1)
+        let pivot = items[end - 1]
+        var store = start
+        for i in start..<(end - 1) where less(items[i], pivot) {
+            items.swapAt(i, store)
+            store += 1
+        }
+        items.swapAt(store, end - 1)
+        return store
+    }
+
+    private func insertionSort(_ start: Int, _ end: Int) {
+        guard end - start > 1 else { return }
+        for i in (start + 1)..<end {
+            let item = items[i]
+            var j = i
+            while j > start && less(item, items[j - 1]) {
+                items[j] = items[j - 1]
+                j -= 1
+            }
+            items[j] = item
+        }
+    }
+
+    private func heapSort(_ start: Int, _ end: Int) {
+        let n = end - start
+        func siftDown(_ root: Int, _ limit: Int) {
+            var root = root
+            while true {
+                var child = 2 * root + 1
+                if child >= limit { return }
+                if child + 1 < limit && less(items[start + child], items[start + child + 1]) { child += 1 }
+                if !less(items[start + root], items[start + child]) { return }
+                items.swapAt(start + root, start + child)
+                root = child
+            }
+        }
+        for root in stride(from: n / 2 - 1, through: 0, by: -1) { siftDown(root, n) }
+        for last in stride(from: n - 1, to: 0, by: -1) {
+            items.swapAt(start, start + last)
+            siftDown(0, last)
+        }
+    }
+}
+
+extension WriteTransaction {
+    /// Applies `state`'s deferred writes (a no-op when there are none). After an application
+    /// failed halfway, throws its error: the tree holds part of them.
+    @inline(__always)
+    func applyDeferred(_ state: TreeState) throws {
+        if let deferredFailure { throw deferredFailure.error }
+        if !state.deferred.isEmpty { try applyDeferredNow(state) }
+    }
+
+    private func applyDeferredNow(_ state: TreeState) throws {
+        let deferred = state.deferred
+        state.deferred = DeferredWrites()
+        if state.dropped { return }
+        do {
+            try applySorted(&state.info, deferred)
+        } catch {
+            // Some writes are in and the rest are gone: whoever caught the error (a read of the
+            // tree triggered this) must not commit, unless a savepoint undoes them all.
+            deferredFailure = (error, savepoints.count)
+            throw error
+        }
+    }
+
+    /// Applies every tree's deferred writes: before a savepoint or the commit, and when they
+    /// hold more than `DeferredWrites.limit`.
+    func applyAllDeferred() throws {
+        for state in trees.values { try applyDeferred(state) }
+        deferredMemory = 0
+    }
+
+    /// Drops every tree's deferred writes: a savepoint's rollback (its start applied the earlier
+    /// ones, so all that are left were made inside it).
+    func discardAllDeferred() {
+        for state in trees.values where !state.deferred.isEmpty { state.deferred = DeferredWrites() }
+        deferredMemory = 0
+    }
+}
