@@ -105,6 +105,14 @@ public struct ChangeMessage: Sendable, Equatable {
             guard !parts.contains(where: \.isEmpty) else {
                 throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(jsonString(path)) is not a field path")
             }
+            // Each part is a level of the patch built below, and `setNull` recurses once per part:
+            // a path of 100,000 parts (one short JSON string, which the parser's depth bound does
+            // not see) overflowed the stack. No model nests as deeply as the parser allows.
+            guard parts.count <= JSONParser.maxDepth else {
+                let shown = path.count > 60 ? "\(path.prefix(60))…" : path
+                throw StrataError.invalidInput(
+                    "\(model) \(key.summary): cleared field \(jsonString(shown)) is nested \(parts.count) levels deep, deeper than the \(JSONParser.maxDepth) allowed")
+            }
             try Self.setNull(at: parts[...], in: &patch, message: self)
         }
         return patch
