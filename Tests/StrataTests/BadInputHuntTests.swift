@@ -81,3 +81,29 @@ func biOutcome<T>(_ body: () throws -> T) -> String {
         #expect(outcome == "error unknown fields for BIThing: address.address", "\(outcome.prefix(300))")
     }
 }
+
+extension BadInputHuntChangeMessages {
+    /// A `JSONValue` built in code is not bounded by the parser. Its conversion for a patch
+    /// recursed once per level without a bound, and at 1,000 levels overflowed a 512 KiB stack
+    /// (SIGSEGV) in a change message's fields, in its key, and as a value of `fields: [String: Any]`,
+    /// where the value itself was made and freed on that stack without trouble.
+    @Test func deepJSONValuesBuiltInCodeAreAnError() throws {
+        let db = try Self.database()
+        let outcomes = Mutex<[String]>([])
+        biOnSmallStack {
+            var deep = JSONValue.int(1)
+            for _ in 0..<1000 { deep = .array([deep]) }
+            let inFields = biOutcome { try db.apply([ChangeMessage(.changed, model: "BIThing", key: .string("a"), fields: ["name": deep])]) }
+            let asKey = biOutcome { try db.apply([ChangeMessage(.changed, model: "BIThing", key: deep)]) }
+            let inDictionary = biOutcome { try db.write { tx in try tx.update(BIThing.self, key: "a", fields: ["name": deep]).object } }
+            outcomes.withLock { $0 = [inFields, asKey, inDictionary] }
+        }
+        let seen = outcomes.withLock { $0 }
+        let prefixes = ["error type mismatch in BIThing.name[0][0]", "error type mismatch in BIThing.id[0][0]", "error type mismatch in BIThing.name[0][0]"]
+        #expect(seen.count == 3)
+        for (outcome, prefix) in zip(seen, prefixes) {
+            #expect(outcome.hasPrefix(prefix) && outcome.hasSuffix(": nesting deeper than \(JSONParser.maxDepth) levels"), "\(outcome.prefix(200))")
+        }
+        #expect(try db.object(BIThing.self, key: "a")?.name == "A")
+    }
+}

@@ -99,7 +99,9 @@ public struct ChangeMessage: Sendable, Equatable {
 
     /// `fields` with every `cleared` path set to null, nested paths as nested objects.
     func patch() throws -> [String: StoredValue] {
-        var patch = fields.mapValues(StoredValue.init)
+        var patch: [String: StoredValue] = [:]
+        let root = FieldPath(model: model)
+        for (name, value) in fields { patch[name] = try StoredValue(json: value, path: root.appending(name)) }
         for path in cleared {
             let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             guard !parts.contains(where: \.isEmpty) else {
@@ -235,7 +237,8 @@ extension ModelInfo: ChangeApplying {
         }
         let keyName = stored.keyFieldSchema?.name ?? "id"
         var encoder = PatchEncoder(model: name, options: options, registry: registry)
-        let bytes = try encoder.encode(StoredValue(json), as: keyType, path: FieldPath(model: name, text: keyName))
+        let path = FieldPath(model: name, text: keyName)
+        let bytes = try encoder.encode(try StoredValue(json: json, path: path), as: keyType, path: path)
         return try bytes.withUnsafeBytes {
             try RecordDecoding.decodeValue(M.ID.self, as: keyType, bytes: $0, context: EncodingContext(model: name, path: [keyName]))
         }

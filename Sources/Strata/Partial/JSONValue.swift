@@ -39,5 +39,13 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 
     /// A short description of the value's kind and, for scalars, the value: for error messages.
-    var summary: String { StoredValue(self).summary }
+    var summary: String {
+        switch self {
+        // Said without converting the elements: a key built in code may nest deeper than a
+        // conversion can recurse (`StoredValue.init(json:path:)`).
+        case .array: return "an array"
+        case .object: return "an object"
+        default: return StoredValue(self).summary
+        }
+    }
 }

@@ -17,6 +17,27 @@ extension StoredValue {
         }
     }
 
+    /// Converts a `JSONValue` a caller built (a change message's fields or key, a value in a
+    /// `[String: Any]`). Parsed JSON is bounded by the parser, but one built in code may nest as
+    /// deeply as its builder likes, and the plain conversion recurses once per level: at 1,000
+    /// levels it overflowed a 512 KiB stack in a debug build, where the value itself was still
+    /// made and freed without trouble. `path` names it in errors.
+    init(json: JSONValue, path: FieldPath) throws {
+        guard path.depth < JSONParser.maxDepth else {
+            throw path.mismatch("nesting deeper than \(JSONParser.maxDepth) levels")
+        }
+        switch json {
+        case .array(let values):
+            self = .array(try values.enumerated().map { try StoredValue(json: $1, path: path.appending(index: $0)) })
+        case .object(let members):
+            var fields: [String: StoredValue] = [:]
+            for (key, member) in members { fields[key] = try StoredValue(json: member, path: path.appending(key)) }
+            self = .object(fields)
+        default:
+            self = StoredValue(json)
+        }
+    }
+
     /// Converts a value from a `[String: Any]`. `path` names it in errors.
     ///
     /// Primitive types are matched by exact type first: `as?` casts bridge through `NSNumber`,
@@ -33,6 +54,8 @@ extension StoredValue {
         switch Input(value) {
         case .value(let stored):
             self = stored
+        case .json(let json):
+            self = try StoredValue(json: json, path: path)
         case .wrapped(let inner):
             self = try StoredValue(any: inner, path: path)
         case .object(let dictionary):
@@ -50,6 +73,8 @@ extension StoredValue {
     private enum Input {
         /// A scalar, converted.
         case value(StoredValue)
+        /// A `JSONValue`, converted with its depth bounded.
+        case json(JSONValue)
         /// A value standing for another: an optional's wrapped value, an enum case's raw value,
         /// a reference's key.
         case wrapped(Any)
@@ -77,7 +102,7 @@ extension StoredValue {
             if type == UUID.self, let v = value as? UUID { self = .value(.uuid(v)); return }
             if type == URL.self, let v = value as? URL { self = .value(.url(v.absoluteString)); return }
             if type == Decimal.self, let v = value as? Decimal { self = .value(.decimal(v)); return }
-            if let v = value as? JSONValue { self = .value(StoredValue(v)); return }
+            if let v = value as? JSONValue { self = .json(v); return }
             // An NSString before the collections: it must not be taken for a collection of
             // characters wherever the runtime would bridge it to one.
             if let v = value as? String { self = .value(.string(v)); return }
