@@ -290,3 +290,166 @@ func biSize(_ fallback: Int) -> Int {
         }
     }
 }
+
+// MARK: Partial updates of every field kind against JSONDecoder
+
+enum BILevel: Int, Codable, Sendable { case low = -3, mid = 0, high = 7 }
+
+struct BIMixed: Model, Equatable {
+    var id: String
+    var set: Set<String>
+    var opts: [Int?]
+    var grid: [[Int]]
+    var dict: [String: [Int?]]
+    var places: [BIAddress]
+    var data: Data
+    var uuid: UUID
+    var url: URL?
+    var dec: Decimal
+    var i16: Int16
+    var u32: UInt32
+    var u8: UInt8?
+    var level: BILevel
+    var f: Float
+    var d: Double?
+    var when: Date?
+    var address: BIAddress?
+    var flag: Bool?
+}
+
+@Suite struct BadInputHuntPartialUpdates {
+    /// Patch values per field, as JSON text: valid ones, ones at and beyond the type's edges, and
+    /// ones of the wrong kind. Decimal strings and `{"$date": …}`, which Strata reads and
+    /// JSONDecoder does not (documented), are left out.
+    static let pools: [String: [String]] = [
+        "set": [#"[]"#, #"["a","a"]"#, #"["b","a"]"#, #"[null]"#, #"[1]"#, #""a""#, "null", "{}"],
+        "opts": ["[]", "[null,1,null]", "[1.0, 2e0]", "[1.5]", #"["1"]"#, "null", "[9223372036854775807, -9223372036854775808]", "[9223372036854775808]", "[-0]"],
+        "grid": ["[[]]", "[[1],[2,3]]", "[1]", "[[null]]", "[]", "[[1e2]]", "[[]]"],
+        "dict": ["{}", #"{"a":[null,1]}"#, #"{"":[]}"#, #"{"a":null}"#, #"{"a":[1],"b":[]}"#, "[]", #"{"x":["1"]}"#, #"{"a.b":[2]}"#],
+        "places": ["[]", #"[{"city":"P"}]"#, #"[{"city":"P","zip":null}]"#, #"[{"zip":"1"}]"#, #"[{"city":"P","extra":1}]"#, "[null]", #"[{"city":"P"},{"city":"Q","zip":"2"}]"#],
+        "data": [#""""#, #""AQID""#, #""AQI=""#, #""AQI""#, #""*""#, "1", "null", #""AQID\n""#, #""A Q I D""#],
+        "uuid": [#""E621E1F8-C36C-495A-93FC-0C247A3E6E5F""#, #""e621e1f8-c36c-495a-93fc-0c247a3e6e5f""#, #""E621E1F8C36C495A93FC0C247A3E6E5F""#, #""""#, "null", "5"],
+        "url": [#""https://x.org/a?b=c#d""#, #""""#, #""a b""#, #""/rel""#, "null", #""http://[::1]:80/""#, #""mailto:a@b""#],
+        "dec": ["0", "-0", "1.5", "1e2", "123456789012345", "-123.25", "1e-5", "true", "null", "18446744073709551615", "-9223372036854775808", "1e38", "0.1"],
+        "i16": ["32767", "-32768", "32768", "1e2", "-0", "1.0", "1.5", #""1""#, "null", "true", "-32769", "3.2767e4"],
+        "u32": ["4294967295", "4294967296", "-1", "0", "4.294967295e9", "-0.0", "1e0"],
+        "u8": ["255", "256", "null", "-0", "2.55e2", "-1"],
+        "level": ["-3", "0", "7", "1", #""low""#, "null", "7.0", "-3e0"],
+        "f": ["3.4028235e38", "3.5e38", "1e-45", "1e-46", "-0", "0.1", "16777217", "null", "-3.4028235e38", "1.17549435e-38"],
+        "d": ["1.7976931348623157e308", "5e-324", "-0", "null", "1e308", "2.2250738585072014e-308", #""nan""#, "123456789012345678"],
+        "when": [#""2024-01-01T00:00:00Z""#, #""2024-01-01T00:00:00+01:30""#, "null", "0", #""1999-12-31T23:59:59-05:00""#, #""2024-01-01""#],
+        "address": ["null", "{}", #"{"city":"L"}"#, #"{"zip":null}"#, #"{"city":null}"#, #"{"zip":"9"}"#, "[]", #"{"city":"L","zip":"1"}"#, #"{"town":"x"}"#],
+        "flag": ["true", "false", "null", "0", #""true""#],
+    ]
+
+    static func base(_ i: Int) -> BIMixed {
+        BIMixed(
+            id: "m\(i)", set: i == 0 ? [] : ["a", "z"], opts: i == 1 ? [nil] : [1, nil, 3], grid: i == 2 ? [] : [[1, 2], []],
+            dict: i == 0 ? [:] : ["k": [nil, 4]], places: i == 1 ? [] : [BIAddress(city: "Faro", zip: nil)], data: Data([0, 1, 2, UInt8(i)]),
+            uuid: UUID(uuidString: "00000000-0000-0000-0000-00000000000\(i)")!, url: i == 2 ? nil : URL(string: "https://e.org/\(i)"),
+            dec: Decimal(i) + Decimal(string: "0.25")!, i16: Int16(i - 1), u32: UInt32(i * 1000), u8: i == 0 ? nil : UInt8(i),
+            level: i == 1 ? .low : .high, f: Float(i) / 2, d: i == 2 ? nil : Double(i) * 1.5, when: i == 0 ? nil : Date(timeIntervalSince1970: 1_700_000_000 + Double(i)),
+            address: i == 2 ? nil : BIAddress(city: "Lisbon", zip: i == 0 ? nil : "1100"), flag: i == 1 ? nil : true)
+    }
+
+    /// The JSON members of `object` as text, as JSONEncoder writes them (dates as ISO 8601).
+    static func members(_ object: BIMixed) throws -> [String: String] {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        let value = try JSONSerialization.jsonObject(with: try encoder.encode(object)) as? [String: Any] ?? [:]
+        var out: [String: String] = [:]
+        for (key, _) in value {
+            // Each member re-encoded from the typed value, so that numbers keep their exact text.
+            out[key] = try Self.memberText(object, key, encoder)
+        }
+        return out
+    }
+
+    static func memberText(_ o: BIMixed, _ key: String, _ e: JSONEncoder) throws -> String {
+        func t<T: Encodable>(_ v: T) throws -> String { String(decoding: try e.encode(v), as: UTF8.self) }
+        switch key {
+        case "id": return try t(o.id)
+        case "set": return try t(o.set)
+        case "opts": return try t(o.opts)
+        case "grid": return try t(o.grid)
+        case "dict": return try t(o.dict)
+        case "places": return try t(o.places)
+        case "data": return try t(o.data)
+        case "uuid": return try t(o.uuid)
+        case "url": return try t(o.url)
+        case "dec": return try t(o.dec)
+        case "i16": return try t(o.i16)
+        case "u32": return try t(o.u32)
+        case "u8": return try t(o.u8)
+        case "level": return try t(o.level)
+        case "f": return try t(o.f)
+        case "d": return try t(o.d)
+        case "when": return try t(o.when)
+        case "address": return try t(o.address)
+        case "flag": return try t(o.flag)
+        default: return "null"
+        }
+    }
+
+    /// RFC 7396 on the top level, and one level down in `address` (a struct, which merges);
+    /// every other member is replaced whole, as documented.
+    static func merged(_ stored: [String: String], _ patch: [(String, String)]) throws -> String {
+        var doc = stored
+        for (key, text) in patch {
+            if key == "address", text.hasPrefix("{"), let current = doc[key], current.hasPrefix("{") {
+                var fields = try JSONSerialization.jsonObject(with: Data(current.utf8)) as? [String: Any] ?? [:]
+                let changes = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
+                for (k, v) in changes { if v is NSNull { fields[k] = nil } else { fields[k] = v } }
+                doc[key] = String(decoding: try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]), as: UTF8.self)
+            } else if text == "null" {
+                doc[key] = nil
+            } else {
+                doc[key] = text
+            }
+        }
+        return "{" + doc.sorted { $0.key < $1.key }.map { "\(jsonString($0.key)): \($0.value)" }.joined(separator: ", ") + "}"
+    }
+
+    /// Random patches of every field kind, through `update(_:key:json:)` with unknown fields
+    /// ignored (as JSONDecoder ignores them): the stored object must be what JSONDecoder makes of
+    /// the merged document, and a document JSONDecoder refuses must throw a typed error and
+    /// change nothing.
+    @Test func everyFieldKindMatchesJSONDecoder() throws {
+        let seed = ProcessInfo.processInfo.environment["STRATA_BADINPUT_SEED"].flatMap(UInt64.init) ?? 0xB1D_0002
+        var rng = BIRandom(state: seed)
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let db = try Database.inMemory(models: [BIMixed.self])
+        try db.write { tx in for i in 0..<3 { try tx.insert(Self.base(i)) } }
+        let names = Self.pools.keys.sorted()
+        var accepted = 0
+        for case_ in 0..<biSize(300) {
+            let key = "m\(Int.random(in: 0..<3, using: &rng))"
+            let before = try #require(try db.object(BIMixed.self, key: key))
+            var patch: [(String, String)] = []
+            for name in names.shuffled(using: &rng).prefix(Int.random(in: 1...3, using: &rng)) {
+                patch.append((name, Self.pools[name]!.randomElement(using: &rng)!))
+            }
+            let patchText = "{" + patch.map { "\(jsonString($0.0)): \($0.1)" }.joined(separator: ", ") + "}"
+            let document = try Self.merged(try Self.members(before), patch)
+            let expected = try? decoder.decode(BIMixed.self, from: Data(document.utf8))
+            let context = "seed \(seed) case \(case_): \(key) ← \(patchText)\n merged: \(document)"
+            do {
+                let result = try db.write { tx in
+                    try tx.update(BIMixed.self, key: key, json: Data(patchText.utf8), options: PartialUpdateOptions(unknownFields: .ignore))
+                }
+                accepted += 1
+                #expect(expected != nil, "Strata accepted what JSONDecoder refuses: \(context)\n got: \(result.object)")
+                if let expected {
+                    #expect(result.object == expected, "\(context)\n got:      \(result.object)\n expected: \(expected)")
+                    #expect(try db.object(BIMixed.self, key: key) == expected, "\(context)")
+                }
+            } catch let error as StrataError {
+                #expect(expected == nil, "Strata refused what JSONDecoder reads: \(context)\n error: \(error)")
+                #expect(try db.object(BIMixed.self, key: key) == before, "\(context)")
+            }
+        }
+        #expect(accepted > 10)
+        print("BadInputHunt partial updates: \(accepted) accepted of \(biSize(300))")
+    }
+}
