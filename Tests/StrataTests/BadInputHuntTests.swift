@@ -453,3 +453,49 @@ struct BIMixed: Model, Equatable {
         print("BadInputHunt partial updates: \(accepted) accepted of \(biSize(300))")
     }
 }
+
+// MARK: Aggregates over stored values
+
+struct BISums: Model {
+    var id: Int
+    var n: Int
+    var small: Int8
+    var u: UInt64
+    var price: Decimal
+}
+
+/// A sum written once for any numeric field, as an app's reporting helper would be: generic code
+/// that knows only `AdditiveArithmetic` gets that overload of `fetchSum` and `sum`, integers too.
+func biGenericSum<M: Model, V: AdditiveArithmetic>(_ results: Results<M>, _ keyPath: KeyPath<M, V>) throws -> V {
+    try results.fetchSum(of: keyPath)
+}
+
+func biGenericLenientSum<M: Model, V: AdditiveArithmetic>(_ results: Results<M>, _ keyPath: KeyPath<M, V>) -> V {
+    results.sum(of: keyPath)
+}
+
+@Suite struct BadInputHuntAggregates {
+    /// Integers whose sum overflows, summed through the `AdditiveArithmetic` overload (generic
+    /// code): `reduce(.zero, +)` trapped on the overflow (SIGILL), where the integer overload
+    /// throws `invalidQuery` and `sum` gives 0, as documented. A sum that fits only in the end
+    /// (Int.max, 1, -1) is exact either way.
+    @Test func integerSumsThroughGenericCodeDoNotTrap() throws {
+        let db = try Database.inMemory(models: [BISums.self])
+        try db.write { tx in
+            try tx.insert(BISums(id: 1, n: .max, small: 127, u: .max, price: 1))
+            try tx.insert(BISums(id: 2, n: 1, small: 1, u: 1, price: 2))
+        }
+        let all = db.objects(BISums.self)
+        #expect(throws: StrataError.invalidQuery("the sum of \(\BISums.n) does not fit in Int")) { try biGenericSum(all, \.n) }
+        #expect(throws: StrataError.self) { try biGenericSum(all, \.small) }
+        #expect(throws: StrataError.self) { try biGenericSum(all, \.u) }
+        #expect(biGenericLenientSum(all, \.n) == 0)
+        #expect(biGenericLenientSum(all, \.small) == 0)
+        #expect(try biGenericSum(all, \.price) == 3)
+        try db.write { tx in try tx.insert(BISums(id: 3, n: -1, small: -1, u: 0, price: 0)) }
+        #expect(try biGenericSum(db.objects(BISums.self), \.n) == .max)
+        #expect(try biGenericSum(db.objects(BISums.self), \.small) == 127)
+        let direct = try db.objects(BISums.self).fetchSum(of: \.n)
+        #expect(try biGenericSum(db.objects(BISums.self), \.n) == direct)
+    }
+}

@@ -109,7 +109,18 @@ extension Results {
     /// let total = try db.objects(Item.self).fetchSum(of: \.score)
     /// ```
     public func fetchSum<V: AdditiveArithmetic>(of keyPath: KeyPath<M, V>) throws -> V {
-        try values(keyPath).reduce(.zero, +)
+        let values = try values(keyPath)
+        // Generic code that knows only `AdditiveArithmetic` calls this overload for an integer
+        // field too, where `+` traps when values read from the file overflow: sum those as the
+        // integer overload does.
+        if let integer = V.self as? any FixedWidthInteger.Type {
+            func checked<I: FixedWidthInteger>(_: I.Type) throws -> V? {
+                guard let integers = values as? [I] else { return nil }
+                return try Self.checkedSum(integers, of: keyPath) as? V
+            }
+            if let sum = try checked(integer) { return sum }
+        }
+        return values.reduce(.zero, +)
     }
 
     /// The sum of an integer field, throwing `invalidQuery` when it does not fit in `V`.
@@ -118,13 +129,18 @@ extension Results {
     /// let years = try db.objects(Person.self).fetchSum(of: \.age)
     /// ```
     public func fetchSum<V: FixedWidthInteger>(of keyPath: KeyPath<M, V>) throws -> V {
+        try Self.checkedSum(try values(keyPath), of: keyPath)
+    }
+
+    /// The sum of integers, throwing `invalidQuery` when it does not fit in `V`.
+    static func checkedSum<V: FixedWidthInteger>(_ values: [V], of keyPath: AnyKeyPath) throws -> V {
         // The values come in key order or in result order, and a partial sum may pass V's bounds
         // when the whole sum does not (Int.max, 1, -1): an overflow on the way is no error. The
         // wrapping sum is exact modulo 2^bitWidth, so counting the wraps up and down tells whether
         // the true sum fits (no net wrap) and, when it does, the wrapping sum is it.
         var total = V.zero
         var wraps = 0
-        for value in try values(keyPath) {
+        for value in values {
             let (sum, overflow) = total.addingReportingOverflow(value)
             // Adding a negative value can only wrap downwards, a positive one upwards.
             if overflow { wraps += value < .zero ? -1 : 1 }
