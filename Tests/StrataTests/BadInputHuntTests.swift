@@ -499,3 +499,22 @@ func biGenericLenientSum<M: Model, V: AdditiveArithmetic>(_ results: Results<M>,
         #expect(try biGenericSum(db.objects(BISums.self), \.n) == direct)
     }
 }
+
+// MARK: Models a newcomer writes
+
+struct BIComputedIndex: Model {
+    static let indexes: [PartialKeyPath<BIComputedIndex> & Sendable] = [\.upper]
+    var id: Int
+    var name: String
+    var upper: String { name.uppercased() }
+}
+
+@Suite struct BadInputHuntNewcomerModels {
+    /// An index on a computed property is refused at open; the reason used to be advice about
+    /// renamed enum fields, which has nothing to do with it.
+    @Test func anIndexOnAComputedPropertySaysSo() {
+        let outcome = biOutcome { try Database.inMemory(models: [BIComputedIndex.self]) }
+        #expect(outcome.hasPrefix("error unsupported type in BIComputedIndex.\\BIComputedIndex.<computed "), "\(outcome)")
+        #expect(outcome.hasSuffix("an index must name a stored field by key path, and this one reads a computed property, which is not stored; index the stored fields it is computed from"), "\(outcome)")
+    }
+}

@@ -265,8 +265,17 @@ extension Model {
             // The stored field, even one whose missing values `init(from:)` fills with a default
             // (FieldNames.Table.defaulted): its index is kept, and queries do not read it.
             guard let path = FieldNames.storedPath(of: keyPath) else {
+                let described = String(describing: keyPath)
+                // Swift describes a key path to a computed property as `\T.<computed 0x… (String)>`:
+                // the advice about enums would send a newcomer who indexed one the wrong way.
+                if described.contains("<computed ") {
+                    throw StrataError.unsupportedType(
+                        model: modelName, field: described,
+                        reason: "an index must name a stored field by key path, and this one reads a computed property, "
+                            + "which is not stored; index the stored fields it is computed from")
+                }
                 throw StrataError.unsupportedType(
-                    model: modelName, field: String(describing: keyPath),
+                    model: modelName, field: described,
                     reason: "an index must name a stored field by key path, and Strata could not tell which stored field this is "
                         + "(two renamed fields of one enum type that is not CaseIterable look alike: make the enum CaseIterable)")
             }
