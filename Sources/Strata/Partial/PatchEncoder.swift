@@ -98,7 +98,15 @@ struct PatchEncoder {
             withUnsafeBytes(of: d.bitPattern.littleEndian) { out.append(contentsOf: $0) }
         case .float:
             let d = try double(value, type: type, path: path)
-            let f = Float(d)
+            let f: Float
+            switch value {
+            // An integer goes to Float directly, rounded once, as JSONDecoder rounds it: through a
+            // Double it was rounded twice, and one above 2^53 could land a step off
+            // (9007199791611905 became 9007199254740992 instead of 9007200328482816).
+            case .int(let i): f = Float(i)
+            case .uint(let u): f = Float(u)
+            default: f = Float(d)
+            }
             // Too large, or too small to be anything but zero: out of range, as JSONDecoder has it.
             if (f.isInfinite && d.isFinite) || (f == 0 && d != 0) { throw path.mismatch("\(value.summary) is out of range for Float") }
             withUnsafeBytes(of: f.bitPattern.littleEndian) { out.append(contentsOf: $0) }
