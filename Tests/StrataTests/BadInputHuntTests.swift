@@ -82,7 +82,43 @@ func biOutcome<T>(_ body: () throws -> T) -> String {
     }
 }
 
+struct BICollections: Model, Equatable {
+    var id: String
+    var labels: [String: String?]
+    var counts: [String: Int]
+    var places: [BIAddress]
+    var address: BIAddress?
+}
+
 extension BadInputHuntChangeMessages {
+    /// A dotted `cleared` path reaches into nested structs, which merge. Into a dictionary the
+    /// nested null replaced the whole dictionary: `labels.home` on `["home": "h", "work": "w"]`
+    /// left `["home": nil]`, losing "work" without a word. Through a dictionary, an array or a
+    /// scalar it is now an error naming the field, and nothing changes.
+    @Test func aClearedPathThroughACollectionIsAnErrorNotALoss() throws {
+        let db = try Database.inMemory(models: [BICollections.self])
+        let start = BICollections(
+            id: "a", labels: ["home": "h", "work": "w"], counts: ["x": 1, "y": 2], places: [BIAddress(city: "P", zip: "1")],
+            address: BIAddress(city: "L", zip: "2"))
+        try db.write { tx in try tx.insert(start) }
+        let refused: [(String, String)] = [
+            ("labels.home", "labels, which is [String: String?]"), ("counts.x", "counts, which is [String: Int64]"),
+            ("places.zip", "places, which is [BIAddress]"), ("address.zip.more", "zip, which is String?"),
+        ]
+        for (path, what) in refused {
+            let outcome = biOutcome { try db.apply([ChangeMessage(.changed, model: "BICollections", key: .string("a"), cleared: [path])]) }
+            #expect(
+                outcome == "error invalid input: BICollections the string \"a\": cleared field \"\(path)\" reaches into \(what), not a nested struct; "
+                    + "a dotted path reaches only into nested structs (give \(what.prefix { $0 != "," }) whole in the fields instead)", "\(outcome)")
+            #expect(try db.object(BICollections.self, key: "a") == start, "\(path)")
+        }
+        // Into a nested struct it still merges.
+        try db.apply(try ChangeMessage.decode(json: Data(#"{"msg": "changed", "collection": "BICollections", "id": "a", "cleared": ["address.zip"]}"#.utf8)))
+        var expected = start
+        expected.address?.zip = nil
+        #expect(try db.object(BICollections.self, key: "a") == expected)
+    }
+
     /// A `JSONValue` built in code is not bounded by the parser. Its conversion for a patch
     /// recursed once per level without a bound, and at 1,000 levels overflowed a 512 KiB stack
     /// (SIGSEGV) in a change message's fields, in its key, and as a value of `fields: [String: Any]`,
@@ -534,3 +570,4 @@ struct BIComputedIndex: Model {
         #expect(outcome.hasSuffix("an index must name a stored field by key path, and this one reads a computed property, which is not stored; index the stored fields it is computed from"), "\(outcome)")
     }
 }
+

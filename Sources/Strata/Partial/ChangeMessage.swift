@@ -97,8 +97,9 @@ public struct ChangeMessage: Sendable, Equatable {
         self.init(kind, model: model, key: key, fields: fields, cleared: cleared)
     }
 
-    /// `fields` with every `cleared` path set to null, nested paths as nested objects.
-    func patch() throws -> [String: StoredValue] {
+    /// `fields` with every `cleared` path set to null, nested paths as nested objects. `schema`,
+    /// the model's, is what a dotted path must reach through (`checkReachesStructs`).
+    func patch(schema: ObjectSchema? = nil) throws -> [String: StoredValue] {
         var patch: [String: StoredValue] = [:]
         let root = FieldPath(model: model)
         for (name, value) in fields { patch[name] = try StoredValue(json: value, path: root.appending(name)) }
@@ -115,9 +116,28 @@ public struct ChangeMessage: Sendable, Equatable {
                 throw StrataError.invalidInput(
                     "\(model) \(key.summary): cleared field \(jsonString(shown)) is nested \(parts.count) levels deep, deeper than the \(JSONParser.maxDepth) allowed")
             }
+            try Self.checkReachesStructs(parts, of: path, schema: schema, message: self)
             try Self.setNull(at: parts[...], in: &patch, message: self)
         }
         return patch
+    }
+
+    /// A dotted path may only go through nested structs, which merge field by field. Through a
+    /// dictionary (or an array, or a scalar) the nested null replaced the whole value:
+    /// `labels.home` on a `[String: String?]` left `["home": nil]` and silently lost every other
+    /// entry. A part the schema does not have is left to the update, which reports it as an
+    /// unknown field.
+    private static func checkReachesStructs(_ parts: [String], of path: String, schema: ObjectSchema?, message: ChangeMessage) throws {
+        var schema = schema
+        for part in parts.dropLast() {
+            guard let field = schema?.field(named: part) else { return }
+            guard case .object(let nested) = field.type.unwrapped else {
+                throw StrataError.invalidInput(
+                    "\(message.model) \(message.key.summary): cleared field \(jsonString(path)) reaches into \(part), which is \(field.type), "
+                        + "not a nested struct; a dotted path reaches only into nested structs (give \(part) whole in the fields instead)")
+            }
+            schema = nested
+        }
     }
 
     private static func setNull(at parts: ArraySlice<String>, in patch: inout [String: StoredValue], message: ChangeMessage) throws {
@@ -222,7 +242,7 @@ extension ModelInfo: ChangeApplying {
         case .removed:
             if try tx.delete(M.self, key: key) { summary.removed += 1 } else { summary.unchanged += 1 }
         case .added, .changed:
-            let result = try tx.applyPatch(M.self, key: key, patch: try message.patch(), options: options, mayCreate: message.kind == .added)
+            let result = try tx.applyPatch(M.self, key: key, patch: try message.patch(schema: stored.object), options: options, mayCreate: message.kind == .added)
             if result.created { summary.added += 1 } else if result.changed { summary.changed += 1 } else { summary.unchanged += 1 }
             summary.ignoredFields += result.ignoredFields.map { "\(name) \(describeValue(key)): \($0)" }
         }
