@@ -206,7 +206,12 @@ final class ProbeDecoder: Decoder {
     let path: [String]
     let depth: Int
     var shape: Shape = .none
-    var fields: [(name: String, type: FieldType)] = []
+    /// The fields asked for, in order, each once (`addField`, `removeField` keep `positions`).
+    private(set) var fields: [(name: String, type: FieldType)] = []
+    /// Where each name is in `fields`: a model with thousands of fields (a hand-written coder
+    /// with computed keys) was probed in quadratic time by searching `fields` for every key,
+    /// 16 s to open one of 4,000 Int fields in a debug build.
+    private var positions: [String: Int] = [:]
     var elementType: FieldType?
     var singleType: FieldType?
     var dictionaryMode = false
@@ -221,12 +226,31 @@ final class ProbeDecoder: Decoder {
     }
 
     func record(_ name: String, _ type: FieldType) {
-        if let i = fields.firstIndex(where: { $0.name == name }) {
+        if let i = positions[name] {
             // Asked twice (decodeNil then decode): keep the optional-ness learnt first.
             if case .optional = fields[i].type, !type.isOptional { fields[i].type = .optional(type) } else { fields[i].type = type }
         } else {
-            fields.append((name, type))
+            addField(name, type)
         }
+    }
+
+    /// The position of field `name` in `fields`, if it was asked for.
+    func position(of name: String) -> Int? { positions[name] }
+
+    /// Sets the type of the field at `position`.
+    func setType(_ type: FieldType, at position: Int) { fields[position].type = type }
+
+    /// Appends a field not asked for before.
+    func addField(_ name: String, _ type: FieldType) {
+        positions[name] = fields.count
+        fields.append((name, type))
+    }
+
+    /// Removes field `name`, if it was asked for; the fields after it move up.
+    func removeField(_ name: String) {
+        guard let i = positions.removeValue(forKey: name) else { return }
+        fields.remove(at: i)
+        for j in i..<fields.count { positions[fields[j].name] = j }
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -258,8 +282,8 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func contains(_ key: Key) -> Bool { true }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        if !decoder.dictionaryMode, !decoder.fields.contains(where: { $0.name == key.stringValue }) {
-            decoder.fields.append((key.stringValue, .optional(.bool)))  // type filled in by the decode that follows
+        if !decoder.dictionaryMode, decoder.position(of: key.stringValue) == nil {
+            decoder.addField(key.stringValue, .optional(.bool))  // type filled in by the decode that follows
         }
         return false
     }
@@ -271,8 +295,8 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let (fieldType, value) = try decoder.state.probe(T.self, path: path(key), depth: decoder.depth)
         if decoder.dictionaryMode {
             decoder.dictionaryValueType = fieldType
-        } else if let i = decoder.fields.firstIndex(where: { $0.name == key.stringValue }), case .optional = decoder.fields[i].type {
-            decoder.fields[i].type = fieldType.isOptional ? fieldType : .optional(fieldType)
+        } else if let i = decoder.position(of: key.stringValue), case .optional = decoder.fields[i].type {
+            decoder.setType(fieldType.isOptional ? fieldType : .optional(fieldType), at: i)
         } else {
             decoder.record(key.stringValue, fieldType)
         }
@@ -284,8 +308,8 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         if decoder.dictionaryMode {
             decoder.dictionaryValueType = .optional(fieldType)
         } else {
-            decoder.fields.removeAll { $0.name == key.stringValue }
-            decoder.fields.append((key.stringValue, fieldType.isOptional ? fieldType : .optional(fieldType)))
+            decoder.removeField(key.stringValue)
+            decoder.addField(key.stringValue, fieldType.isOptional ? fieldType : .optional(fieldType))
         }
         return value
     }
