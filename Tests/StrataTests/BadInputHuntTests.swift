@@ -462,6 +462,23 @@ struct BIMixed: Model, Equatable {
         #expect(fromDictionary == Float(9_007_199_791_611_905 as Int))
     }
 
+    /// A whole number is read from its digits however it is written (documented), but the
+    /// exponent was capped at 10^6: a number written with over a million digits and an exponent
+    /// that cancels them became a Double, so 9007199254740993 written that way was refused by an
+    /// Int field and rounded to ...992 in a Decimal one. (1,000,001 zeros: just past that cap.)
+    @Test func wholeNumbersWithMillionsOfDigitsStayExact() throws {
+        let zeros = 1_000_001
+        let text = "9007199254740993" + String(repeating: "0", count: zeros) + "e-\(zeros)"
+        #expect(try JSONValue(parsing: Data(text.utf8)) == .int(9_007_199_254_740_993))
+        // Digits and exponent that leave a fraction are still a Double.
+        let fraction = "1" + String(repeating: "0", count: zeros) + "1e-\(zeros + 1)"
+        #expect(try JSONValue(parsing: Data(fraction.utf8)) == .double(1))
+        let db = try Database.inMemory(models: [BIMixed.self])
+        try db.write { tx in try tx.insert(Self.base(0)) }
+        let updated = try db.write { tx in try tx.update(BIMixed.self, key: "m0", json: Data(#"{"dec": \#(text)}"#.utf8)).object }
+        #expect(updated.dec == Decimal(string: "9007199254740993"))
+    }
+
     /// Random patches of every field kind, through `update(_:key:json:)` with unknown fields
     /// ignored (as JSONDecoder ignores them): the stored object must be what JSONDecoder makes of
     /// the merged document, and a document JSONDecoder refuses must throw a typed error and
@@ -615,5 +632,6 @@ struct BIWide: Model, Equatable {
         #expect(outcome.hasSuffix("an index must name a stored field by key path, and this one reads a computed property, which is not stored; index the stored fields it is computed from"), "\(outcome)")
     }
 }
+
 
 

@@ -143,6 +143,10 @@ struct JSONParser {
         var exponent = 0
         var exponentNegative = false
         var part = 0  // 0: integer part, 1: fraction, 2: exponent
+        // An exponent beyond the number of digits + 20 leaves a value beyond 64 bits or with a
+        // fraction, whatever the digits; a fixed bound (it was 10^6) misread a whole number
+        // written with more digits than that (1 and 4,000,000 zeros, e-4000000) as a Double.
+        let exponentBound = number.count + 20
         for b in number {
             switch b {
             case UInt8(ascii: "-") where part == 0: negative = true
@@ -153,7 +157,7 @@ struct JSONParser {
             default:
                 let digit = Int(b) - 48
                 if part == 2 {
-                    if exponent <= 1_000_000 { exponent = exponent * 10 + digit }
+                    if exponent <= exponentBound { exponent = exponent * 10 + digit }
                 } else {
                     if part == 1 { fractionDigits += 1 }
                     if digit != 0 || !digits.isEmpty { digits.append(b) } else if part == 1 { continue }
@@ -161,8 +165,7 @@ struct JSONParser {
             }
         }
         if digits.isEmpty { return negative ? nil : .int(0) }  // zero; negative zero stays a Double
-        // Past 10^6 the value is fractional or beyond 64 bits, whatever the digits.
-        if exponent > 1_000_000 { return nil }
+        if exponent > exponentBound { return nil }
         // The value is digits × 10^scale (leading zeros, left out of `digits`, change nothing).
         let scale = (exponentNegative ? -exponent : exponent) - fractionDigits
         var whole = digits
