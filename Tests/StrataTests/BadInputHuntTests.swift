@@ -607,6 +607,19 @@ struct BIWide: Model, Equatable {
     }
 }
 
+struct BICollatedOddly: Model {
+    static let indexDescriptors: [IndexDescriptor<BICollatedOddly>] = [.on(\.name, collation: StringCollation(.init(rawValue: 8)))]
+    var id: Int
+    var name: String
+}
+
+struct BICollatedPlainly: Model {
+    static var modelName: String { "BICollatedOddly" }
+    static let indexDescriptors: [IndexDescriptor<BICollatedPlainly>] = [.on(\.name, collation: .caseInsensitive)]
+    var id: Int
+    var name: String
+}
+
 @Suite struct BadInputHuntNewcomerModels {
     /// Opening a model of thousands of fields took time growing faster than the square of the
     /// width (4,000 fields: 9 to 16 s in a debug build; 10,000: over a minute): the schema probe
@@ -622,6 +635,26 @@ struct BIWide: Model, Equatable {
         #expect(updated.values.first == 7 && updated.values.last == -1 && updated.values[1..<9999] == wide.values[1..<9999])
         let elapsed = ContinuousClock.now - start
         #expect(elapsed < .seconds(20), "\(elapsed)")
+    }
+
+    /// A collation made from option bits that name no option was accepted, and the file
+    /// recorded it by its name, "": the next open failed with "corrupt record: schema catalog
+    /// entry does not decode … unknown string collation", and `strata check` called the file
+    /// corrupt. It is now refused when the database opens, and nothing is written.
+    @Test func aCollationWithUnknownOptionBitsIsRefusedBeforeItBricksTheFile() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let outcome = biOutcome { try Database(path: path, models: [BICollatedOddly.self]) }
+        #expect(
+            outcome == "error unsupported type in BICollatedOddly.name: the collation's options (raw value 8) have bits that name no option; "
+                + "use caseInsensitive, diacriticInsensitive and numeric", "\(outcome)")
+        let db = try Database(path: path, models: [BICollatedPlainly.self])
+        try db.write { tx in try tx.insert(BICollatedPlainly(id: 1, name: "Ana")) }
+        db.close()
+        let again = try Database(path: path, models: [BICollatedPlainly.self])
+        #expect(try again.object(BICollatedPlainly.self, key: 1)?.name == "Ana")
+        #expect(try StoredObjects.check(in: again.store).problems.isEmpty)
+        again.close()
     }
 
     /// An index on a computed property is refused at open; the reason used to be advice about
@@ -681,3 +714,5 @@ enum BIModuleB {
         first.close()
     }
 }
+
+

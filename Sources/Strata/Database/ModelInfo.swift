@@ -579,6 +579,15 @@ extension IndexSchema {
                 throw StrataError.unsupportedType(
                     model: model, field: paths.joined(separator: ","), reason: "a collation orders String fields, and this index has none")
             }
+            // The file records a collation by its name, which names only the known options: one
+            // with other bits (`StringCollation(.init(rawValue: 8))`) was written as "", and the
+            // file then failed to open ("unknown string collation").
+            if let collation, StringCollation(name: collation.description) != collation {
+                throw StrataError.unsupportedType(
+                    model: model, field: paths.joined(separator: ","),
+                    reason: "the collation's options (raw value \(collation.options.rawValue)) have bits that name no option; "
+                        + "use caseInsensitive, diacriticInsensitive and numeric")
+            }
             return IndexSchema(paths: paths, unique: unique, collation: collation, kind: nil)
         }
     }
