@@ -620,6 +620,17 @@ struct BICollatedPlainly: Model {
     var name: String
 }
 
+/// A server's flattened key as a stored name.
+struct BIDottedIndex: Model, Equatable {
+    static let indexes: [PartialKeyPath<BIDottedIndex> & Sendable] = [\.userName]
+    enum CodingKeys: String, CodingKey {
+        case id
+        case userName = "user.name"
+    }
+    var id: Int
+    var userName: String
+}
+
 @Suite struct BadInputHuntNewcomerModels {
     /// Opening a model of thousands of fields took time growing faster than the square of the
     /// width (4,000 fields: 9 to 16 s in a debug build; 10,000: over a minute): the schema probe
@@ -655,6 +666,17 @@ struct BICollatedPlainly: Model {
         #expect(try again.object(BICollatedPlainly.self, key: 1)?.name == "Ana")
         #expect(try StoredObjects.check(in: again.store).problems.isEmpty)
         again.close()
+    }
+
+    /// An index on a field stored under a name with a dot is refused at open (the name reads
+    /// as a nested path), but the reason given was only the advice about renamed enum fields.
+    @Test func anIndexOnADottedStoredNameSaysWhy() {
+        let outcome = biOutcome { try Database.inMemory(models: [BIDottedIndex.self]) }
+        #expect(
+            outcome == "error unsupported type in BIDottedIndex.\\BIDottedIndex.userName: an index must name a stored field by key path, "
+                + "and Strata could not tell which stored field this is (a stored name containing '.', such as \"user.name\", reads as a "
+                + "nested path: rename it in CodingKeys; or two renamed fields of one enum type that is not CaseIterable look alike: "
+                + "make the enum CaseIterable)", "\(outcome)")
     }
 
     /// An index on a computed property is refused at open; the reason used to be advice about
@@ -714,5 +736,6 @@ enum BIModuleB {
         first.close()
     }
 }
+
 
 

@@ -274,10 +274,16 @@ extension Model {
                         reason: "an index must name a stored field by key path, and this one reads a computed property, "
                             + "which is not stored; index the stored fields it is computed from")
                 }
+                // A stored name with a dot (`case userName = "user.name"`) reads as a nested path,
+                // so no key path reaches it: say so when there is one, rather than only the enum
+                // advice, which sent the owner of such a field looking in the wrong place.
+                let dotted = Self.dottedName(in: current).map {
+                    "a stored name containing '.', such as \(jsonString($0)), reads as a nested path: rename it in CodingKeys; or "
+                } ?? ""
                 throw StrataError.unsupportedType(
                     model: modelName, field: described,
                     reason: "an index must name a stored field by key path, and Strata could not tell which stored field this is "
-                        + "(two renamed fields of one enum type that is not CaseIterable look alike: make the enum CaseIterable)")
+                        + "(\(dotted)two renamed fields of one enum type that is not CaseIterable look alike: make the enum CaseIterable)")
             }
             guard current.type(atPath: path) != nil else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
@@ -548,6 +554,17 @@ extension KeyEncoding {
 func isAutoIncrementKey(_ type: Any.Type) -> Bool {
     type == Optional<Int>.self || type == Optional<Int64>.self || type == Optional<Int32>.self
         || type == Optional<UInt64>.self || type == Optional<UInt>.self || type == Optional<UInt32>.self
+}
+
+extension Model {
+    /// The first stored field name, here or in a nested struct, that contains a '.'.
+    static func dottedName(in schema: ObjectSchema) -> String? {
+        for field in schema.liveFields {
+            if field.name.contains(".") { return field.name }
+            if case .object(let nested) = field.type.unwrapped, let name = dottedName(in: nested) { return name }
+        }
+        return nil
+    }
 }
 
 extension IndexSchema {
