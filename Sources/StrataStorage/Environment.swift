@@ -101,6 +101,9 @@ final class Environment: @unchecked Sendable {
         // No file has an empty name (open(2) says ENOENT); without this check the lock file
         // "-lock" would be created in the working directory first.
         if path.isEmpty { throw StorageError.io(operation: "open", path: path, errno: ENOENT) }
+        // A path with a NUL byte reaches the system cut short at it: "dir/x\0y.strata" opened, and
+        // created a lock file named, "dir/x".
+        if path.utf8.contains(0) { throw StorageError.io(operation: "open (the path contains a NUL byte)", path: path, errno: EINVAL) }
         if options.readOnly { return try openReadOnly(path: path, options: options, wrap: wrap) }
         return try registry.withLock { (registry) throws -> Environment in
             // A file this process has open read-write is found by name first, without opening
@@ -112,6 +115,12 @@ final class Environment: @unchecked Sendable {
             // not get a lock file, and a file this process has open must not have its lock file
             // opened a second time (closing that descriptor would drop this process's fcntl locks).
             let existing = try PosixFile.openExisting(path, mode: .readWrite)
+            // Only a regular file holds a database. A device or a FIFO has size 0 and was taken
+            // for an empty file to initialise: "/dev/null" was replaced by a regular file (as
+            // root), after a lock file "/dev/null-lock" had been made beside it.
+            if let existing, try existing.status().st_mode & 0o170000 != 0o100000 {
+                throw StorageError.notAStrataFile(path: path, reason: "not a regular file")
+            }
             if existing == nil && !options.createIfMissing {
                 throw StorageError.io(operation: "open", path: path, errno: ENOENT)
             }

@@ -739,3 +739,34 @@ enum BIModuleB {
 
 
 
+
+// MARK: Paths
+
+@Suite struct BadInputHuntPaths {
+    /// A FIFO (or a device: "/dev/null") has size 0, and opening it read-write took it for an
+    /// empty file to initialise: the name was replaced by a new regular file holding a database
+    /// (as root, "/dev/null" itself), after a lock file had been made beside it. Only a regular
+    /// file is opened now; anything else is `notAStrataFile`, and nothing is made or replaced.
+    @Test func aPathThatIsNotARegularFileIsRefusedAndLeftAlone() throws {
+        let path = databasePath()
+        #expect(mkfifo(path, 0o600) == 0)
+        defer { unlink(path) }
+        let outcome = biOutcome { try Database(path: path, models: [BISums.self]) }
+        #expect(outcome == "error not a Strata file: \(path) (not a regular file)", "\(outcome)")
+        var status = stat()
+        #expect(lstat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO, "the FIFO was replaced")
+        #expect(access(path + "-lock", F_OK) != 0, "a lock file was made")
+        unlink(path + "-lock")
+    }
+
+    /// A path with a NUL byte reached the system cut short at the NUL: "dir/x\0y.strata" opened
+    /// (and made a lock file at) "dir/x". It is refused now, and nothing is made.
+    @Test func aPathWithANulByteIsRefused() throws {
+        let path = databasePath()
+        let outcome = biOutcome { try Database(path: path + "\u{0}tail.strata", models: [BISums.self]) }
+        #expect(outcome.hasPrefix("error I/O error: open (the path contains a NUL byte) on "), "\(outcome)")
+        #expect(access(path, F_OK) != 0 && access(path + "-lock", F_OK) != 0, "a file was made at the cut path")
+        unlink(path)
+        unlink(path + "-lock")
+    }
+}
