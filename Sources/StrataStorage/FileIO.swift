@@ -55,6 +55,8 @@ final class PosixFile: FileIO {
 
     /// Opens the file at `path` as `mode` says.
     init(path: String, mode: OpenMode) throws {
+        // open(2) would see the path cut short at a NUL byte, and open (or create) another file.
+        if path.utf8.contains(0) { throw StorageError.io(operation: "open (the path contains a NUL byte)", path: path, errno: EINVAL) }
         self.path = path
         var flags = O_CLOEXEC
         var permissions: UInt32 = 0o644

@@ -769,4 +769,18 @@ enum BIModuleB {
         unlink(path)
         unlink(path + "-lock")
     }
+
+    /// A copy (`Store.copy(to:compacting: false)`) to a path with a NUL byte was written to the
+    /// path cut short at the NUL. It is refused now, and nothing is written.
+    @Test func aCopyToAPathWithANulByteIsRefused() throws {
+        let db = try Database.inMemory(models: [BISums.self])
+        try db.write { tx in try tx.insert(BISums(id: 1, n: 1, small: 1, u: 1, price: 1)) }
+        let path = databasePath()
+        defer { unlink(path) }
+        for compacting in [false, true] {
+            let outcome = biOutcome { try db.store.copy(to: path + "\u{0}tail.strata", compacting: compacting) }
+            #expect(outcome.hasPrefix("error I/O error: open (the path contains a NUL byte) on "), "\(outcome)")
+            #expect(access(path, F_OK) != 0, "a copy was written at the cut path")
+        }
+    }
 }
