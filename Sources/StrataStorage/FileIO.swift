@@ -68,8 +68,12 @@ final class PosixFile: FileIO {
             flags |= O_RDWR | O_CREAT | O_EXCL
             permissions = bits
         }
-        let fd = open(path, flags, mode_t(permissions))
+        // Non-blocking for the open only: opening a FIFO to read waits for a writer, so a FIFO
+        // given as a database (read-only, or to `strata info`) hung the caller before anything
+        // could see it is not a regular file. Regular files are read and written blocking.
+        let fd = open(path, flags | O_NONBLOCK, mode_t(permissions))
         if fd < 0 { throw StorageError.io(operation: "open", path: path, errno: errno) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         self.fd = fd
         self.isReadOnly = { if case .readOnly = mode { return true } else { return false } }()
     }

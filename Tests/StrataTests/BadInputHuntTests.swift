@@ -759,6 +759,33 @@ enum BIModuleB {
         unlink(path + "-lock")
     }
 
+    /// Opening a FIFO read-only (a read-only `Database`, `strata info`) waited for a writer to
+    /// open its other end, forever, holding the lock that every open in the process takes. It
+    /// now fails at once: not a regular file.
+    @Test func aFIFOOpenedReadOnlyIsRefusedWithoutWaiting() throws {
+        let path = databasePath()
+        #expect(mkfifo(path, 0o600) == 0)
+        defer { unlink(path) }
+        let outcome = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            let result = biOutcome { try Database(path: path, models: [BISums.self], options: StoreOptions(readOnly: true)) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        thread.start()
+        if done.wait(timeout: .now() + 10) == .timedOut {
+            Issue.record("opening a FIFO read-only blocked")
+            // Let the blocked open go on (a writer at the other end), so the process is not left
+            // holding the open lock.
+            let writer = open(path, O_WRONLY | O_NONBLOCK)
+            done.wait()
+            if writer >= 0 { close(writer) }
+        }
+        let seen = outcome.withLock { $0 } ?? "-"
+        #expect(seen == "error not a Strata file: \(path) (not a regular file)", "\(seen)")
+    }
+
     /// A path with a NUL byte reached the system cut short at the NUL: "dir/x\0y.strata" opened
     /// (and made a lock file at) "dir/x". It is refused now, and nothing is made.
     @Test func aPathWithANulByteIsRefused() throws {
