@@ -104,8 +104,8 @@ struct ResultOrder<M: Model> {
     func sortKey(_ object: M) throws -> [UInt8] {
         var key: [UInt8] = []
         for part in parts {
-            guard case let .encoded(keyPath, type, reverse, collation, _) = part else { continue }
-            try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, keyPath: keyPath, to: &key)
+            guard case let .encoded(keyPath, type, reverse, collation, tagged) = part else { continue }
+            try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, tagged: tagged, keyPath: keyPath, to: &key)
         }
         return key
     }
@@ -140,11 +140,25 @@ struct ResultOrder<M: Model> {
         return key
     }
 
-    private static func append(_ value: Any, type: FieldType, reverse: Bool, collation: StringCollation?, keyPath: PartialKeyPath<M>, to key: inout [UInt8])
-        throws
-    {
+    private static func append(
+        _ value: Any, type: FieldType, reverse: Bool, collation: StringCollation?, tagged: Bool, keyPath: PartialKeyPath<M>, to key: inout [UInt8]
+    ) throws {
         let start = key.count
-        if let collation {
+        if tagged && collation == nil {
+            // The optional the key path reads, with its tag as `sortKey(record:)` writes it: the
+            // stored type is not optional, and `KeyEncoding.append(_:as:)` would unwrap a value
+            // into its bare encoding, which can begin with 0x00 as nil's does (-infinity,
+            // Int.min, an empty string) and then sort by whatever follows it in the key.
+            let optional = value as? any OptionalValue
+            if let optional, optional.wrappedAny == nil {
+                key.append(0)
+            } else {
+                key.append(1)
+                guard KeyEncoding.append(optional?.wrappedAny ?? value, as: type, to: &key) else {
+                    throw StrataError.invalidQuery("cannot encode the sort value of \(keyPath)")
+                }
+            }
+        } else if let collation {
             // As an index in the collation holds it (IndexEntries.fieldValues): nil 0x00, a
             // present optional 0x01 then the key.
             if let optional = value as? any OptionalValue {
@@ -191,8 +205,9 @@ struct ResultOrder<M: Model> {
                 var row: [[UInt8]] = []
                 for part in parts {
                     var bytes: [UInt8] = []
-                    if case let .encoded(keyPath, type, reverse, collation, _) = part {
-                        try Self.append(object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, keyPath: keyPath, to: &bytes)
+                    if case let .encoded(keyPath, type, reverse, collation, tagged) = part {
+                        try Self.append(
+                            object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, tagged: tagged, keyPath: keyPath, to: &bytes)
                     }
                     row.append(bytes)
                 }
