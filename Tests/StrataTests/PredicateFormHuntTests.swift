@@ -852,7 +852,9 @@ enum PHCheck {
                 if missing.isEmpty && extra.isEmpty, let k = Array(zip(got, ids)).firstIndex(where: { $0 != $1 }) {
                     detail += "\n    at \(k): expected \(byId[ids[k]]!.text)\n    got \(byId[got[k]]!.text)"
                 }
-                if !missing.isEmpty { detail += "\n    missing \(missing.count): " + missing.prefix(2).map { byId[$0]!.text }.joined(separator: "\n      ") }
+                if !missing.isEmpty {
+                    detail += "\n    missing \(missing.count): " + missing.prefix(2).map { byId[$0]!.text }.joined(separator: "\n      ")
+                }
                 if !extra.isEmpty {
                     detail += "\n    extra \(extra.count): " + extra.prefix(2).map { byId[$0].map(\.text) ?? "\($0)" }.joined(separator: "\n      ")
                 }
@@ -1049,6 +1051,163 @@ struct PHWorld {
         }
         log.report("predhunt combinations")
         #expect(log.failures.isEmpty, "seed \(seed): \(log.failures.count) failing, first: \(log.failures.first ?? "")")
+    }
+}
+
+extension PHSpecs {
+    /// Queries an index may answer by walking in the sort's order (compound, collated), with windows.
+    static func walkCase(_ r: inout PHRandom, _ all: [M]) -> PHCase<M> {
+        var c = PHCase<M>()
+        let order: SortOrder = r.chance(50) ? .forward : .reverse
+        switch r.below(6) {
+        case 0:
+            let s = r.pick(PHStatus.allCases)
+            c.forms = [PHForm(text: "$0.status == .\(s)", predicate: #Predicate<M> { $0.status == s })]
+            c.sort = [(sort("n", \.n), order)]
+        case 1:
+            let k = r.pick(PHPools.users)
+            let ref = Ref<PHUser>(k)
+            c.forms = [PHForm(text: "$0.author == Ref(\(genDescribe(k)))", predicate: #Predicate<M> { $0.author == ref })]
+            c.sort = [(sort("date", \.date), order)]
+        case 2:
+            let o: PHStatus? = r.chance(30) ? nil : r.pick(PHStatus.allCases)
+            c.forms = [PHForm(text: "$0.ostatus == \(o as Any)", predicate: #Predicate<M> { $0.ostatus == o })]
+            c.sort = [(sort("od", \.od), order)]
+        case 3:
+            let p = r.pick(PHPrio.allCases)
+            let i = r.r.int8()
+            c.forms = [PHForm(text: "$0.prio == .\(p) && $0.i8 >= \(i)", predicate: #Predicate<M> { $0.prio == p && $0.i8 >= i })]
+            c.sort = [(sort("i8", \.i8), order)]
+        case 4:
+            let city: String? = r.chance(20) ? nil : r.pick(PHPools.cities)
+            c.forms = [PHForm(text: "$0.prev?.city == \(genDescribe(city as Any))", predicate: #Predicate<M> { $0.prev?.city == city })]
+            c.sort = [(sort("m", \.m), order)]
+        default:
+            c.sort = [(sort("nick", \.nick), order)]
+            c.collation = .caseInsensitive
+            if r.chance(50) {
+                let k = r.small()
+                c.forms = [PHForm(text: "$0.n > \(k)", predicate: #Predicate<M> { $0.n > k })]
+            }
+        }
+        if r.chance(30) { c.sort.append((sort("id", \.id), r.chance(50) ? .forward : .reverse)) }
+        c.window = (0..<(1 + r.below(2))).map { _ in
+            let k = r.below(all.count / 3 + 3)
+            return r.chance(40) ? .offset(k) : .prefix(k)
+        }
+        return c
+    }
+}
+
+extension PredHuntFormTests {
+    /// Ordered index walks (compound, collated) with windows, after writes.
+    @Test func walksMatchEvaluate() throws {
+        let seed = Self.seed &+ 2
+        var world = PHWorld(random: PHRandom(seed: seed))
+        var log = PHLog(seed: seed)
+        let db = try Database.inMemory(models: [PHItem<PHIndexed>.self, PHItem<PHScanned>.self, PHUser.self])
+        try db.write { tx in try world.writes(tx, count: 50 * Self.size, insertOnly: true) }
+        for round in 0..<3 {
+            if round > 0 { try db.write { tx in try world.writes(tx, count: 20 * Self.size) } }
+            let all = world.indexed, plain = world.scanned
+            for _ in 0..<(30 * Self.size) {
+                let state = world.random
+                var r1 = state, r2 = state
+                let c1 = PHSpecs<PHIndexed>.walkCase(&r1, all)
+                let c2 = PHSpecs<PHScanned>.walkCase(&r2, plain)
+                world.random = r1
+                PHCheck.run(c1, db: db, all: all, aggregates: [], log: &log)
+                PHCheck.run(c2, db: db, all: plain, aggregates: [], log: &log)
+            }
+        }
+        log.report("predhunt walks")
+        #expect(log.failures.isEmpty, "seed \(seed): \(log.failures.count) failing, first: \(log.failures.first ?? "")")
+    }
+
+    /// Observers of random form queries: each delivered change set, applied to the previous
+    /// results, gives the query re-run after random inserts, updates and deletes.
+    @Test func liveChangeSetsRebuildTheQuery() throws {
+        typealias M = PHItem<PHIndexed>
+        let seed = Self.seed &+ 3
+        var world = PHWorld(random: PHRandom(seed: seed))
+        let db = try Database.inMemory(models: [PHItem<PHIndexed>.self, PHItem<PHScanned>.self, PHUser.self])
+        try db.write { tx in try world.writes(tx, count: 40, insertOnly: true) }
+        var cases: [PHCase<M>] = []
+        for k in 0..<(10 * Self.size) {
+            cases.append(k % 3 == 0 ? PHSpecs<PHIndexed>.walkCase(&world.random, world.indexed) : PHSpecs<PHIndexed>.makeCase(&world.random, world.indexed))
+        }
+        let sinks = cases.map { _ in HuntDeliveries<M>() }
+        var tokens: [NotificationToken] = []
+        for (k, c) in cases.enumerated() {
+            let sink = sinks[k]
+            tokens.append(
+                c.results(db.objects(M.self)).observe(on: DispatchQueue(label: "predhunt.live.\(k)")) { change in sink.changes.withLock { $0.append(change) } })
+        }
+        defer { for token in tokens { token.invalidate() } }
+        var previous: [[M]?] = cases.map { _ in nil }
+        var failures: [String] = []
+        func ids(_ objects: [M]) -> [Int] { objects.map(\.id) }
+        for round in 0...(12 * Self.size) {
+            if round > 0 { try db.write { tx in try world.writes(tx, count: 1 + world.random.below(4)) } }
+            let all = world.indexed
+            let version = db.objects(M.self).version
+            for (k, c) in cases.enumerated() {
+                let expected = (try? c.expected(all)) ?? []
+                let start = Date()
+                let unchanged = previous[k].map { ids($0) == ids(expected) } ?? false
+                var latest: [ResultsChange<M>] = []
+                while Date().timeIntervalSince(start) < (unchanged ? 0.005 : 10) {
+                    latest = sinks[k].changes.withLock { $0 }
+                    if let last = latest.last {
+                        let v: UInt64?
+                        switch last {
+                        case .initial(let r), .update(let r, _, _, _): v = r.version
+                        case .error: v = version
+                        }
+                        if v == version { break }
+                    }
+                    Thread.sleep(forTimeInterval: 0.002)
+                }
+                sinks[k].changes.withLock { $0.removeFirst(latest.count) }
+                for change in latest {
+                    switch change {
+                    case .error(let error):
+                        failures.append("observer \(k) \(c.text): error \(error)")
+                    case .initial(let r):
+                        previous[k] = (try? r.fetch()) ?? []
+                    case .update(let r, let deletions, let insertions, _):
+                        let new = (try? r.fetch()) ?? []
+                        guard let old = previous[k] else {
+                            failures.append("observer \(k): an update before the initial results")
+                            continue
+                        }
+                        var applied = old
+                        var ok = deletions.allSatisfy { $0 < old.count } && Set(deletions).count == deletions.count
+                        if ok { for i in deletions.sorted(by: >) { applied.remove(at: i) } }
+                        for j in insertions.sorted() where ok {
+                            guard j <= applied.count, j < new.count else {
+                                ok = false
+                                break
+                            }
+                            applied.insert(new[j], at: j)
+                        }
+                        if !ok || ids(applied) != ids(new) {
+                            failures.append(
+                                "observer \(k) \(c.text) round \(round): change set does not rebuild: old \(ids(old)) new \(ids(new)) deletions \(deletions) insertions \(insertions)"
+                            )
+                        }
+                        previous[k] = new
+                    }
+                }
+                if let now = previous[k], ids(now) != ids(expected) {
+                    failures.append("observer \(k) \(c.text) round \(round): delivered \(ids(now).prefix(20)), expected \(ids(expected).prefix(20))")
+                    previous[k] = expected
+                }
+            }
+        }
+        print("predhunt live: seed \(seed), \(cases.count) observers, \(failures.count) failures")
+        for f in failures.prefix(20) { print(f) }
+        #expect(failures.isEmpty, "seed \(seed): \(failures.first ?? "")")
     }
 }
 
