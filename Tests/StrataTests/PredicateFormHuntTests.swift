@@ -1243,3 +1243,48 @@ struct PHPlace: Model {
         }
     }
 }
+
+/// A model whose `init(from:)` normalizes what it reads, as apps do for emails and counters.
+struct PHMember: Model {
+    static let indexes: [PartialKeyPath<PHMember> & Sendable] = [\.email]
+    var id: Int
+    var email: String
+    var handle: String
+    var visits: Int
+}
+
+extension PHMember {
+    enum CodingKeys: String, CodingKey { case id, email, handle, visits }
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(Int.self, forKey: .id)
+        email = try c.decode(String.self, forKey: .email).lowercased()
+        handle = try c.decode(String.self, forKey: .handle).trimmingCharacters(in: .whitespaces)
+        visits = max(0, try c.decode(Int.self, forKey: .visits))
+    }
+}
+
+extension PredHuntReducedTests {
+    /// Queries mean the predicate on the objects the database gives back, which is what the
+    /// type's `init(from:)` makes of the record, not the record's own values.
+    @Test func predicatesSeeWhatInitFromDecodes() throws {
+        let db = try Database.inMemory(models: [PHMember.self])
+        try db.write { tx in
+            try tx.insert(PHMember(id: 1, email: "Ana@Example.com", handle: " ana ", visits: -3))
+            try tx.insert(PHMember(id: 2, email: "bob@example.com", handle: "bob", visits: 2))
+        }
+        let stored = try db.objects(PHMember.self).fetch()
+        #expect(stored.map(\.email) == ["ana@example.com", "bob@example.com"])
+        let email = "ana@example.com"
+        let byEmail = db.objects(PHMember.self).filter(#Predicate { $0.email == email })
+        #expect(byEmail.map(\.id) == stored.filter { $0.email == email }.map(\.id))
+        #expect(byEmail.count == 1)
+        let handle = "ana"
+        let byHandle = db.objects(PHMember.self).filter(#Predicate { $0.handle == handle })
+        #expect(byHandle.map(\.id) == [1])
+        let byVisits = db.objects(PHMember.self).filter(#Predicate { $0.visits == 0 })
+        #expect(byVisits.map(\.id) == [1])
+        let sorted = db.objects(PHMember.self).sorted(by: SortDescriptor(\.visits, order: .reverse))
+        #expect(sorted.map(\.id) == [2, 1])
+    }
+}

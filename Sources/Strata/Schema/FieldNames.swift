@@ -16,28 +16,35 @@ final class ProbeMarking {
     /// Runs give Bools and enums one bit of their leaf number each.
     static let runs = 7
     let run: Int
+    /// Telltales an `init(from:)` that normalizes what it reads would change: strings with
+    /// spaces around them and letters in both cases, negative numbers (see `Table.transformed`).
+    let decorated: Bool
     private var leaf = 0
     /// Stored path (dotted, cut before any array element or dictionary value) → tokens beneath.
     private(set) var tokens: [String: Set<String>] = [:]
 
-    init(run: Int) { self.run = run }
+    init(run: Int, decorated: Bool = false) {
+        self.run = run
+        self.decorated = decorated
+    }
 
     /// The next leaf's telltale value of a primitive type (nil: keep the placeholder).
     func value<T>(_ type: T.Type) -> T? {
         leaf += 1
         let n = leaf
         let bit = (n >> run) & 1 == 1
+        let sign = decorated ? -1 : 1
         let value: Any?
         switch T.self {
         case is Bool.Type: value = bit
-        case is String.Type: value = "\u{1}\(n)"
-        case is Double.Type: value = Double(n) + 0.5
-        case is Float.Type: value = Float(n) + 0.5
-        case is Int.Type: value = n
-        case is Int8.Type: value = Int8(n % 127)
-        case is Int16.Type: value = Int16(truncatingIfNeeded: n)
-        case is Int32.Type: value = Int32(truncatingIfNeeded: n)
-        case is Int64.Type: value = Int64(n)
+        case is String.Type: value = decorated ? " \u{1}Ab\(n) " : "\u{1}\(n)"
+        case is Double.Type: value = Double(sign) * (Double(n) + 0.5)
+        case is Float.Type: value = Float(sign) * (Float(n) + 0.5)
+        case is Int.Type: value = sign * n
+        case is Int8.Type: value = Int8(sign * (n % 127))
+        case is Int16.Type: value = Int16(truncatingIfNeeded: sign * n)
+        case is Int32.Type: value = Int32(truncatingIfNeeded: sign * n)
+        case is Int64.Type: value = Int64(sign * n)
         case is UInt.Type: value = UInt(n)
         case is UInt8.Type: value = UInt8(n % 255)
         case is UInt16.Type: value = UInt16(truncatingIfNeeded: n)
@@ -95,6 +102,12 @@ enum FieldNames {
         /// but `init(from:)` reads its field (or a struct holding it) with `decodeIfPresent` and
         /// puts a value of its own where the record has none (`?? 3`).
         var defaulted: Set<String> = []
+        /// Property paths whose value is not the one their stored field holds: `init(from:)`
+        /// normalizes it (`.lowercased()`, trimming, `max(0, …)`), so the record, its index
+        /// entries and sort keys do not say what the property reads. Found by a run with
+        /// decorated telltales (`ProbeMarking.decorated`); a type whose `init(from:)` rejects
+        /// those is taken at its word, as before.
+        var transformed: Set<String> = []
     }
 
     /// The table per type; nil when the type could not be probed.
@@ -115,9 +128,10 @@ enum FieldNames {
 
     /// The stored path a query may read for a key path in place of the property: `storedPath(of:)`,
     /// except nil (evaluate on decoded objects) when the property's value is not what the record
-    /// holds where the record holds nothing, a default `init(from:)` supplies (`Table.defaulted`):
+    /// holds: where the record holds nothing, a default `init(from:)` supplies (`Table.defaulted`):
     /// objects written before the field existed read the default, and their records, index
-    /// entries and sort keys say nil.
+    /// entries and sort keys say nil; or where `init(from:)` normalizes the value it reads
+    /// (`Table.transformed`).
     static func queryPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
         let key = SharedKeyPath(keyPath: keyPath)
         if let known = queryPaths.withLock({ $0[key] }) { return known }
@@ -128,7 +142,7 @@ enum FieldNames {
             var prefix = ""
             for part in property.split(separator: ".") {
                 prefix = prefix.isEmpty ? String(part) : prefix + "." + part
-                if table.defaulted.contains(prefix) { resolved = nil }
+                if table.defaulted.contains(prefix) || table.transformed.contains(prefix) { resolved = nil }
             }
         }
         queryPaths.withLock { $0[key] = resolved }
@@ -217,6 +231,20 @@ enum FieldNames {
         // A stored optional read into a property that is not optional: a default fills the nil.
         for (property, path) in table.stored where schema?.type(atPath: path)?.isOptional == true && !optionalProperties.contains(property) {
             table.defaulted.insert(property)
+        }
+        // Once more with decorated telltales: a property that does not read back what its field
+        // received is one `init(from:)` changes. (An `init(from:)` that throws on them, say one
+        // that validates, keeps the mapping the plain runs found.)
+        let marking = ProbeMarking(run: ProbeMarking.runs, decorated: true)
+        let state = ProbeState(modelName: String(describing: T.self))
+        state.marking = marking
+        if let (_, instance) = try? state.probe(T.self, path: [], depth: 0) {
+            var found: [String: Set<String>] = [:]
+            var optionals = Set<String>()
+            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals)
+            for (property, path) in table.stored where found[property] != marking.tokens[path] {
+                table.transformed.insert(property)
+            }
         }
         return table
     }
