@@ -1284,7 +1284,64 @@ extension PredHuntReducedTests {
         #expect(byHandle.map(\.id) == [1])
         let byVisits = db.objects(PHMember.self).filter(#Predicate { $0.visits == 0 })
         #expect(byVisits.map(\.id) == [1])
+        try db.write { tx in try tx.insert(PHMember(id: 3, email: "c@example.com", handle: "c", visits: -1)) }
+        // Visits -3 and -1 both read 0: a tie, in key order.
         let sorted = db.objects(PHMember.self).sorted(by: SortDescriptor(\.visits, order: .reverse))
-        #expect(sorted.map(\.id) == [2, 1])
+        #expect(sorted.map(\.id) == [2, 1, 3])
+        #expect(db.objects(PHMember.self).min(of: \.visits) == 0)
+        #expect(db.objects(PHMember.self).filter(\.email, equals: "ana@example.com").count == 1)
+    }
+}
+
+/// An enum that reads raw values it does not know as `.other`, and the next version of it.
+enum PHKindV1: String, Codable, Sendable, CaseIterable {
+    case a, b, other
+    init(from decoder: any Decoder) throws {
+        self = PHKindV1(rawValue: try decoder.singleValueContainer().decode(String.self)) ?? .other
+    }
+}
+
+enum PHKindV2: String, Codable, Sendable, CaseIterable { case a, b, other, c }
+
+struct PHTicketV1: Model {
+    static var modelName: String { "PHTicket" }
+    static let indexes: [PartialKeyPath<PHTicketV1> & Sendable] = [\.kind]
+    var id: Int
+    var kind: PHKindV1
+    var note: String
+}
+
+struct PHTicketV2: Model {
+    static var modelName: String { "PHTicket" }
+    static let indexes: [PartialKeyPath<PHTicketV2> & Sendable] = [\.kind]
+    var id: Int
+    var kind: PHKindV2
+    var note: String
+}
+
+extension PredHuntReducedTests {
+    /// A case a newer app wrote reads as the fallback case `init(from:)` maps it to, and
+    /// predicates on the enum see that case.
+    @Test func predicatesSeeAnEnumsFallbackCase() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [PHTicketV2.self])
+            try db.write { tx in
+                try tx.insert(PHTicketV2(id: 1, kind: .c, note: ""))
+                try tx.insert(PHTicketV2(id: 2, kind: .a, note: ""))
+                try tx.insert(PHTicketV2(id: 3, kind: .other, note: ""))
+            }
+            db.close()
+        }
+        let db = try Database(path: path, models: [PHTicketV1.self])
+        defer { db.close() }
+        let stored = try db.objects(PHTicketV1.self).fetch()
+        #expect(stored.map(\.kind) == [.other, .a, .other])
+        let other = PHKindV1.other, a = PHKindV1.a
+        #expect(db.objects(PHTicketV1.self).filter(#Predicate { $0.kind == other }).map(\.id) == [1, 3])
+        #expect(db.objects(PHTicketV1.self).filter(#Predicate { $0.kind != a }).map(\.id) == [1, 3])
+        #expect(db.objects(PHTicketV1.self).filter(#Predicate { $0.kind == other && $0.note == "" }).count == 2)
+        #expect(db.objects(PHTicketV1.self).filter(\.kind, equals: .other).count == 2)
     }
 }

@@ -72,6 +72,11 @@ final class ProbeState {
                 // the walk of the decoded instance (FieldNames), which finds its raw value inside.
                 if Mirror(reflecting: value).displayStyle == .enum {
                     marking.record(value, at: path)
+                    // An `init(from:)` that reads a raw value no case has as some case (a
+                    // fallback for values a newer app wrote) reads another value than the
+                    // record and the index hold: one more token here tells FieldNames that the
+                    // property does not read what its field holds (`Table.transformed`).
+                    if marking.decorated && readsUnknownRawValues(T.self) { marking.record("\u{1}fallback", at: path) }
                 } else if let representable = value as? any RawRepresentable {
                     marking.record(representable.rawValue, at: path)
                 }
@@ -174,6 +179,18 @@ final class ProbeState {
             return (rawType, storage.load(as: T.self))
         }
         return nil
+    }
+
+    /// Whether `T.init(from:)` gives a case for a raw value that is not that case's own (a
+    /// decorated telltale, which no case is likely to have).
+    private func readsUnknownRawValues<T: Decodable>(_ type: T.Type) -> Bool {
+        let trial = ProbeState(modelName: modelName)
+        let marking = ProbeMarking(run: 0, decorated: true)
+        trial.marking = marking
+        guard let value = try? T(from: ProbeDecoder(state: trial, path: [], depth: 1)), let raw = value as? any RawRepresentable,
+            let token = FieldNames.token(raw.rawValue)
+        else { return false }
+        return marking.tokens[""]?.contains(token) != true
     }
 
     /// A value made from the marking's next telltale raw value; nil when `R` has no such value.
