@@ -1345,3 +1345,37 @@ extension PredHuntReducedTests {
         #expect(db.objects(PHTicketV1.self).filter(\.kind, equals: .other).count == 2)
     }
 }
+
+struct PHPrice: Model {
+    static let indexes: [PartialKeyPath<PHPrice> & Sendable] = [\.amount]
+    var id: Int
+    var amount: Decimal
+}
+
+extension PredHuntReducedTests {
+    /// Equal decimals written differently (trailing zeros, exponents, arithmetic results) are one
+    /// value to `==`, whichever of them is stored and whichever is asked for.
+    @Test func equalDecimalsWrittenDifferentlyMatch() throws {
+        let spellings: [[String]] = [
+            ["12345678901234567", "12345678901234567.0", "12345678901234567.00"],
+            ["123456789012345678901", "123456789012345678901.0000"], ["0.3", "0.30", "0.300000"], ["1000", "1e3", "1000.000"],
+            ["9007199254740993", "9007199254740993.0"], ["0.1234567890123456789", "0.12345678901234567890"],
+        ]
+        let posix = Locale(identifier: "en_US_POSIX")
+        var values: [Decimal] = []
+        for group in spellings { for s in group { if let d = Decimal(string: s, locale: posix) { values.append(d) } } }
+        values.append(Decimal(string: "12345678901234567", locale: posix)! * 10 / 10)
+        values.append(Decimal(1) / Decimal(3) * Decimal(3))
+        let db = try Database.inMemory(models: [PHPrice.self])
+        try db.write { tx in for (k, v) in values.enumerated() { try tx.insert(PHPrice(id: k, amount: v)) } }
+        let stored = try db.objects(PHPrice.self).fetch()
+        for c in values {
+            let expected = stored.filter { $0.amount == c }.map(\.id)
+            let got = db.objects(PHPrice.self).filter(#Predicate { $0.amount == c }).map(\.id)
+            #expect(got == expected, "amount == \(c)")
+            let list = [c]
+            let inList = db.objects(PHPrice.self).filter(#Predicate { list.contains($0.amount) }).map(\.id)
+            #expect(inList == expected, "[\(c)].contains(amount)")
+        }
+    }
+}
