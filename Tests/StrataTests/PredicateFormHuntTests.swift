@@ -1379,3 +1379,67 @@ extension PredHuntReducedTests {
         }
     }
 }
+
+struct PHNote: Model {
+    var id: Int?
+    var rank: Int
+}
+
+struct PHReading: Model {
+    var id: Double
+    var v: Int
+}
+
+extension PredHuntReducedTests {
+    /// Predicates and sorts on auto-increment (`Int?`) and `Double` primary keys, against
+    /// `evaluate` (NaN sorts above every number, -0.0 is 0.0).
+    @Test func primaryKeyFormsMatchEvaluate() throws {
+        let db = try Database.inMemory(models: [PHNote.self, PHReading.self])
+        var notes: [PHNote] = []
+        try db.write { tx in
+            for k in 0..<12 { notes.append(try tx.insert(PHNote(id: nil, rank: k % 4))) }
+            for id in [-Double.infinity, -1.5, 0.0, 1, 2.5, .greatestFiniteMagnitude, .infinity, .nan] { try tx.insert(PHReading(id: id, v: 1)) }
+        }
+        _ = try db.write { tx in try tx.delete(PHNote.self, key: 12) }
+        notes.removeLast()
+        var problems: [String] = []
+        for c in [-1, 0, 1, 5, 11, 12, Int.max] {
+            let oc: Int? = c
+            let list: [Int?] = [c, nil, 3]
+            let forms: [(String, Predicate<PHNote>)] = [
+                ("id == \(c)", #Predicate { $0.id == oc }), ("id != \(c)", #Predicate { $0.id != oc }), ("id == nil", #Predicate { $0.id == nil }),
+                ("id != nil && id! > \(c)", #Predicate { $0.id != nil && $0.id! > c }), ("(id ?? 0) >= \(c)", #Predicate { ($0.id ?? 0) >= c }),
+                ("list.contains(id)", #Predicate { list.contains($0.id) }),
+                ("id != nil && id! <= \(c) && rank == 1", #Predicate { $0.id != nil && $0.id! <= c && $0.rank == 1 }),
+            ]
+            for (text, p) in forms {
+                for order in [SortOrder.forward, .reverse] {
+                    let expected = try notes.filter { try p.evaluate($0) }.sorted { order == .forward ? $0.id! < $1.id! : $0.id! > $1.id! }.map(\.id)
+                    let results = db.objects(PHNote.self).filter(p).sorted(by: SortDescriptor(\.id, order: order))
+                    if results.map(\.id) != expected { problems.append("notes \(text) \(order): expected \(expected), got \(results.map(\.id))") }
+                    if results.prefix(2).map(\.id) != Array(expected.prefix(2)) { problems.append("notes \(text) \(order) prefix 2") }
+                    if results.count != expected.count { problems.append("notes \(text) count") }
+                }
+            }
+        }
+        let readings = try db.objects(PHReading.self).fetch()
+        func rank(_ d: Double) -> (Int, Double) { d.isNaN ? (1, 0) : (0, d) }
+        for c in [-Double.infinity, -1.5, -0.0, 0.0, 1, .infinity, .nan, .greatestFiniteMagnitude] {
+            let forms: [(String, Predicate<PHReading>)] = [
+                ("id > \(c)", #Predicate { $0.id > c }), ("id >= \(c)", #Predicate { $0.id >= c }), ("id < \(c)", #Predicate { $0.id < c }),
+                ("id <= \(c)", #Predicate { $0.id <= c }), ("id == \(c)", #Predicate { $0.id == c }), ("id != \(c)", #Predicate { $0.id != c }),
+            ]
+            for (text, p) in forms {
+                for order in [SortOrder.forward, .reverse] {
+                    var expected = try readings.filter { try p.evaluate($0) }
+                    expected.sort { order == .forward ? rank($0.id) < rank($1.id) : rank($0.id) > rank($1.id) }
+                    let got = db.objects(PHReading.self).filter(p).sorted(by: SortDescriptor(\.id, order: order)).map(\.id)
+                    if got.map(\.bitPattern) != expected.map(\.id.bitPattern) {
+                        problems.append("readings \(text) \(order): expected \(expected.map(\.id)), got \(got)")
+                    }
+                }
+            }
+        }
+        #expect(problems.isEmpty, "\(problems.count): \(problems.prefix(8).joined(separator: "\n"))")
+    }
+}
