@@ -1377,6 +1377,12 @@ extension PredHuntReducedTests {
             let inList = db.objects(PHPrice.self).filter(#Predicate { list.contains($0.amount) }).map(\.id)
             #expect(inList == expected, "[\(c)].contains(amount)")
         }
+        // distinct(by:) keeps the first of each group equal by `==`.
+        var kept: [PHPrice] = []
+        for p in stored where !kept.contains(where: { $0.amount == p.amount }) { kept.append(p) }
+        #expect(db.objects(PHPrice.self).distinct(by: \.amount).map(\.id) == kept.map(\.id))
+        let sortedKept = db.objects(PHPrice.self).sorted(by: SortDescriptor(\.amount)).distinct(by: \.amount).count
+        #expect(sortedKept == kept.count)
     }
 }
 
