@@ -1449,3 +1449,48 @@ extension PredHuntReducedTests {
         #expect(problems.isEmpty, "\(problems.count): \(problems.prefix(8).joined(separator: "\n"))")
     }
 }
+
+/// Normalizations that leave ordinary values alone: an empty title, a zero or a huge quantity.
+struct PHTask: Model {
+    static let indexes: [PartialKeyPath<PHTask> & Sendable] = [\.title, \.quantity]
+    var id: Int
+    var title: String
+    var quantity: Int
+    var rating: Double
+}
+
+extension PHTask {
+    enum CodingKeys: String, CodingKey { case id, title, quantity, rating }
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(Int.self, forKey: .id)
+        let title = try c.decode(String.self, forKey: .title)
+        self.title = title.isEmpty ? "Untitled" : title
+        quantity = min(1000, max(1, try c.decode(Int.self, forKey: .quantity)))
+        rating = min(5, try c.decode(Double.self, forKey: .rating))
+    }
+}
+
+extension PredHuntReducedTests {
+    @Test func predicatesSeeDefaultsForEmptyAndOutOfRangeValues() throws {
+        let db = try Database.inMemory(models: [PHTask.self])
+        try db.write { tx in
+            try tx.insert(PHTask(id: 1, title: "", quantity: 0, rating: 9))
+            try tx.insert(PHTask(id: 2, title: "Buy", quantity: 5_000, rating: 4))
+            try tx.insert(PHTask(id: 3, title: "Untitled", quantity: 1, rating: 5))
+        }
+        let stored = try db.objects(PHTask.self).fetch()
+        let untitled = "Untitled"
+        let forms: [(String, Predicate<PHTask>)] = [
+            ("title == Untitled", #Predicate { $0.title == untitled }), ("quantity == 1", #Predicate { $0.quantity == 1 }),
+            ("quantity <= 1000", #Predicate { $0.quantity <= 1000 }), ("rating == 5", #Predicate { $0.rating == 5 }),
+            ("rating > 4.5", #Predicate { $0.rating > 4.5 }),
+        ]
+        for (text, p) in forms {
+            let expected = try stored.filter { try p.evaluate($0) }.map(\.id)
+            #expect(db.objects(PHTask.self).filter(p).map(\.id) == expected, "\(text)")
+        }
+        #expect(db.objects(PHTask.self).max(of: \.quantity) == 1000)
+        #expect(db.objects(PHTask.self).sorted(by: SortDescriptor(\.rating), SortDescriptor(\.id, order: .reverse)).map(\.id) == [2, 3, 1])
+    }
+}

@@ -16,16 +16,29 @@ final class ProbeMarking {
     /// Runs give Bools and enums one bit of their leaf number each.
     static let runs = 7
     let run: Int
-    /// Telltales an `init(from:)` that normalizes what it reads would change: strings with
-    /// spaces around them and letters in both cases, negative numbers (see `Table.transformed`).
-    let decorated: Bool
+
+    /// Telltales an `init(from:)` that normalizes what it reads would change (see
+    /// `Table.transformed`); strings and numbers differ, other leaves are the plain ones.
+    enum Variant: CaseIterable {
+        /// Distinct per leaf, to tell fields apart.
+        case plain
+        /// Strings with spaces around them and letters in both cases, negative numbers.
+        case decorated
+        /// Empty strings and zeros.
+        case blank
+        /// Long strings and each type's largest numbers.
+        case large
+    }
+
+    let variant: Variant
+    var decorated: Bool { variant == .decorated }
     private var leaf = 0
     /// Stored path (dotted, cut before any array element or dictionary value) → tokens beneath.
     private(set) var tokens: [String: Set<String>] = [:]
 
-    init(run: Int, decorated: Bool = false) {
+    init(run: Int, variant: Variant = .plain) {
         self.run = run
-        self.decorated = decorated
+        self.variant = variant
     }
 
     /// The next leaf's telltale value of a primitive type (nil: keep the placeholder).
@@ -33,6 +46,7 @@ final class ProbeMarking {
         leaf += 1
         let n = leaf
         let bit = (n >> run) & 1 == 1
+        if let value = variantValue(T.self, n) { return value }
         let sign = decorated ? -1 : 1
         let value: Any?
         switch T.self {
@@ -66,6 +80,28 @@ final class ProbeMarking {
         default: value = nil
         }
         return value as? T
+    }
+
+    /// The telltale of a blank or large run, for strings and numbers.
+    private func variantValue<T>(_ type: T.Type, _ n: Int) -> T? {
+        func pick<V>(_ blank: V, _ large: V) -> T? { (variant == .blank ? blank : large) as? T }
+        guard variant == .blank || variant == .large else { return nil }
+        switch T.self {
+        case is String.Type: return pick("", String(repeating: "\u{1}\(n)", count: 200))
+        case is Double.Type: return pick(0.0, Double.greatestFiniteMagnitude)
+        case is Float.Type: return pick(Float(0), Float.greatestFiniteMagnitude)
+        case is Int.Type: return pick(0, Int.max)
+        case is Int8.Type: return pick(Int8(0), Int8.max)
+        case is Int16.Type: return pick(Int16(0), Int16.max)
+        case is Int32.Type: return pick(Int32(0), Int32.max)
+        case is Int64.Type: return pick(Int64(0), Int64.max)
+        case is UInt.Type: return pick(UInt(0), UInt.max)
+        case is UInt8.Type: return pick(UInt8(0), UInt8.max)
+        case is UInt16.Type: return pick(UInt16(0), UInt16.max)
+        case is UInt32.Type: return pick(UInt32(0), UInt32.max)
+        case is UInt64.Type: return pick(UInt64(0), UInt64.max)
+        default: return nil
+        }
     }
 
     /// For an enum leaf: whether to take its second case this run.
@@ -103,10 +139,10 @@ enum FieldNames {
         /// puts a value of its own where the record has none (`?? 3`).
         var defaulted: Set<String> = []
         /// Property paths whose value is not the one their stored field holds: `init(from:)`
-        /// normalizes it (`.lowercased()`, trimming, `max(0, …)`), so the record, its index
-        /// entries and sort keys do not say what the property reads. Found by a run with
-        /// decorated telltales (`ProbeMarking.decorated`); a type whose `init(from:)` rejects
-        /// those is taken at its word, as before.
+        /// normalizes it (`.lowercased()`, trimming, `max(0, …)`, `isEmpty ? "Untitled" : s`),
+        /// so the record, its index entries and sort keys do not say what the property reads.
+        /// Found by runs with unusual telltales (`ProbeMarking.Variant`); a type whose
+        /// `init(from:)` rejects those is taken at its word.
         var transformed: Set<String> = []
     }
 
@@ -232,13 +268,14 @@ enum FieldNames {
         for (property, path) in table.stored where schema?.type(atPath: path)?.isOptional == true && !optionalProperties.contains(property) {
             table.defaulted.insert(property)
         }
-        // Once more with decorated telltales: a property that does not read back what its field
-        // received is one `init(from:)` changes. (An `init(from:)` that throws on them, say one
-        // that validates, keeps the mapping the plain runs found.)
-        let marking = ProbeMarking(run: ProbeMarking.runs, decorated: true)
-        let state = ProbeState(modelName: String(describing: T.self))
-        state.marking = marking
-        if let (_, instance) = try? state.probe(T.self, path: [], depth: 0) {
+        // Once more with each kind of unusual telltale: a property that does not read back what
+        // its field received is one `init(from:)` changes. (An `init(from:)` that throws on them,
+        // say one that validates, keeps the mapping the plain runs found.)
+        for variant in ProbeMarking.Variant.allCases where variant != .plain {
+            let marking = ProbeMarking(run: ProbeMarking.runs, variant: variant)
+            let state = ProbeState(modelName: String(describing: T.self))
+            state.marking = marking
+            guard let (_, instance) = try? state.probe(T.self, path: [], depth: 0) else { continue }
             var found: [String: Set<String>] = [:]
             var optionals = Set<String>()
             _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals)

@@ -185,7 +185,7 @@ final class ProbeState {
     /// decorated telltale, which no case is likely to have).
     private func readsUnknownRawValues<T: Decodable>(_ type: T.Type) -> Bool {
         let trial = ProbeState(modelName: modelName)
-        let marking = ProbeMarking(run: 0, decorated: true)
+        let marking = ProbeMarking(run: 0, variant: .decorated)
         trial.marking = marking
         guard let value = try? T(from: ProbeDecoder(state: trial, path: [], depth: 1)), let raw = value as? any RawRepresentable,
             let token = FieldNames.token(raw.rawValue)
