@@ -1541,3 +1541,47 @@ extension PredHuntReducedTests {
         #expect(db.objects(PHShop.self).min(of: \.home.city) == "aachen")
     }
 }
+
+/// An `Int` enum with a case at -1 that reads unknown raw values as `.unknown`.
+enum PHLevelV1: Int, Codable, Sendable, CaseIterable {
+    case unknown = -1, low = 1, high = 2
+    init(from decoder: any Decoder) throws {
+        self = PHLevelV1(rawValue: try decoder.singleValueContainer().decode(Int.self)) ?? .unknown
+    }
+}
+
+enum PHLevelV2: Int, Codable, Sendable, CaseIterable { case unknown = -1, low = 1, high = 2, top = 3 }
+
+struct PHAlarmV1: Model {
+    static var modelName: String { "PHAlarm" }
+    static let indexes: [PartialKeyPath<PHAlarmV1> & Sendable] = [\.level]
+    var id: Int
+    var level: PHLevelV1
+}
+
+struct PHAlarmV2: Model {
+    static var modelName: String { "PHAlarm" }
+    static let indexes: [PartialKeyPath<PHAlarmV2> & Sendable] = [\.level]
+    var id: Int
+    var level: PHLevelV2
+}
+
+extension PredHuntReducedTests {
+    @Test func predicatesSeeAnIntEnumsFallbackCase() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [PHAlarmV2.self])
+            try db.write { tx in
+                try tx.insert(PHAlarmV2(id: 1, level: .top))
+                try tx.insert(PHAlarmV2(id: 2, level: .low))
+            }
+            db.close()
+        }
+        let db = try Database(path: path, models: [PHAlarmV1.self])
+        defer { db.close() }
+        let unknown = PHLevelV1.unknown
+        #expect(try db.objects(PHAlarmV1.self).fetch().map(\.level) == [.unknown, .low])
+        #expect(db.objects(PHAlarmV1.self).filter(#Predicate { $0.level == unknown }).map(\.id) == [1])
+    }
+}

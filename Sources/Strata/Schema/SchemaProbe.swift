@@ -182,15 +182,17 @@ final class ProbeState {
     }
 
     /// Whether `T.init(from:)` gives a case for a raw value that is not that case's own (a
-    /// decorated telltale, which no case is likely to have).
+    /// decorated or a largest telltale, which a case may have, but hardly both).
     private func readsUnknownRawValues<T: Decodable>(_ type: T.Type) -> Bool {
-        let trial = ProbeState(modelName: modelName)
-        let marking = ProbeMarking(run: 0, variant: .decorated)
-        trial.marking = marking
-        guard let value = try? T(from: ProbeDecoder(state: trial, path: [], depth: 1)), let raw = value as? any RawRepresentable,
-            let token = FieldNames.token(raw.rawValue)
-        else { return false }
-        return marking.tokens[""]?.contains(token) != true
+        [ProbeMarking.Variant.decorated, .large].contains { variant in
+            let trial = ProbeState(modelName: modelName)
+            let marking = ProbeMarking(run: 0, variant: variant)
+            trial.marking = marking
+            guard let value = try? T(from: ProbeDecoder(state: trial, path: [], depth: 1)), let raw = value as? any RawRepresentable,
+                let token = FieldNames.token(raw.rawValue)
+            else { return false }
+            return marking.tokens[""]?.contains(token) != true
+        }
     }
 
     /// A value made from the marking's next telltale raw value; nil when `R` has no such value.
