@@ -1585,3 +1585,45 @@ extension PredHuntReducedTests {
         #expect(db.objects(PHAlarmV1.self).filter(#Predicate { $0.level == unknown }).map(\.id) == [1])
     }
 }
+
+/// Amounts rounded to cents when read.
+struct PHInvoice: Model {
+    static let indexes: [PartialKeyPath<PHInvoice> & Sendable] = [\.total, \.weight]
+    var id: Int
+    var total: Decimal
+    var weight: Double
+}
+
+extension PHInvoice {
+    enum CodingKeys: String, CodingKey { case id, total, weight }
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(Int.self, forKey: .id)
+        var raw = try c.decode(Decimal.self, forKey: .total)
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &raw, 2, .plain)
+        total = rounded
+        weight = (try c.decode(Double.self, forKey: .weight) * 100).rounded() / 100
+    }
+}
+
+extension PredHuntReducedTests {
+    @Test func predicatesSeeRoundedValues() throws {
+        let db = try Database.inMemory(models: [PHInvoice.self])
+        let posix = Locale(identifier: "en_US_POSIX")
+        try db.write { tx in
+            try tx.insert(PHInvoice(id: 1, total: Decimal(string: "1.005", locale: posix)!, weight: 2.004))
+            try tx.insert(PHInvoice(id: 2, total: Decimal(string: "1.01", locale: posix)!, weight: 2.0))
+        }
+        let stored = try db.objects(PHInvoice.self).fetch()
+        let cents = Decimal(string: "1.01", locale: posix)!
+        let forms: [(String, Predicate<PHInvoice>)] = [
+            ("total == 1.01", #Predicate { $0.total == cents }), ("weight == 2", #Predicate { $0.weight == 2 }),
+            ("weight <= 2", #Predicate { $0.weight <= 2 }),
+        ]
+        for (text, p) in forms {
+            let expected = try stored.filter { try p.evaluate($0) }.map(\.id)
+            #expect(db.objects(PHInvoice.self).filter(p).map(\.id) == expected, "\(text)")
+        }
+    }
+}

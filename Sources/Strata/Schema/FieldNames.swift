@@ -22,7 +22,8 @@ final class ProbeMarking {
     enum Variant: CaseIterable {
         /// Distinct per leaf, to tell fields apart.
         case plain
-        /// Strings with spaces around them and letters in both cases, negative numbers.
+        /// Strings with spaces around them and letters in both cases, negative numbers with
+        /// many fractional digits.
         case decorated
         /// Empty strings and zeros.
         case blank
@@ -48,12 +49,13 @@ final class ProbeMarking {
         let bit = (n >> run) & 1 == 1
         if let value = variantValue(T.self, n) { return value }
         let sign = decorated ? -1 : 1
+        let fraction = decorated ? 0.123456789 : 0.5
         let value: Any?
         switch T.self {
         case is Bool.Type: value = bit
         case is String.Type: value = decorated ? " \u{1}Ab\(n) " : "\u{1}\(n)"
-        case is Double.Type: value = Double(sign) * (Double(n) + 0.5)
-        case is Float.Type: value = Float(sign) * (Float(n) + 0.5)
+        case is Double.Type: value = Double(sign) * (Double(n) + fraction)
+        case is Float.Type: value = Float(sign) * (Float(n) + Float(fraction))
         case is Int.Type: value = sign * n
         case is Int8.Type: value = Int8(sign * (n % 127))
         case is Int16.Type: value = Int16(truncatingIfNeeded: sign * n)
@@ -75,7 +77,7 @@ final class ProbeMarking {
                     bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
                 ))
         case is Data.Type: value = Data("\u{1}\(n)".utf8)
-        case is Decimal.Type: value = Decimal(n)
+        case is Decimal.Type: value = decorated ? -(Decimal(n) + Decimal(123_456_789) / Decimal(1_000_000_000)) : Decimal(n)
         case is URL.Type: value = URL(string: "strata:probe/\(n)")
         default: value = nil
         }
@@ -100,6 +102,7 @@ final class ProbeMarking {
         case is UInt16.Type: return pick(UInt16(0), UInt16.max)
         case is UInt32.Type: return pick(UInt32(0), UInt32.max)
         case is UInt64.Type: return pick(UInt64(0), UInt64.max)
+        case is Decimal.Type: return pick(Decimal(0), Decimal.greatestFiniteMagnitude)
         default: return nil
         }
     }
