@@ -194,7 +194,8 @@ func biSize(_ fallback: Int) -> Int {
         BIStored(
             id: "k\(i)", name: i % 3 == 0 ? "Ana" : "bo\(i)", n: i * 7 - 20, code: i, when: Date(timeIntervalSinceReferenceDate: Double(i) * 1e6),
             price: Decimal(i) / 4, ratio: i % 2 == 0 ? nil : Double(i) / 3, tags: Array(["x", "y", "z\(i)"].prefix(i % 4)),
-            text: "word\(i) common text", blob: Data(repeating: UInt8(i % 256), count: i % 5), meta: BIMeta(kind: i % 2 == 0 ? .on : .off, score: i, labels: ["a": i]),
+            text: "word\(i) common text", blob: Data(repeating: UInt8(i % 256), count: i % 5),
+            meta: BIMeta(kind: i % 2 == 0 ? .on : .off, score: i, labels: ["a": i]),
             parent: i > 0 ? Ref("k\(i - 1)") : nil, status: i % 2 == 0 ? .on : .off, small: Int8(i % 100))
     }
 
@@ -245,7 +246,9 @@ func biSize(_ fallback: Int) -> Int {
         }
         _ = try? db.object(BIStored.self, key: damagedKey)
         _ = try? db.snapshot().backlinks(BIStored.self, via: \.parent, to: damagedKey)
-        _ = try? StoredObjects.forEach(in: db.store, model: "BIStored") { _, fields in _ = fields.count; return true }
+        _ = try? StoredObjects.forEach(in: db.store, model: "BIStored") { _, fields in
+            _ = fields.count; return true
+        }
         _ = try? StoredObjects.check(in: db.store)
         _ = try? db.store.check()
     }
@@ -256,7 +259,9 @@ func biSize(_ fallback: Int) -> Int {
             { tx in _ = try tx.update(BIStored.self, key: k, json: Data(#"{"name": "Eva", "meta": {"score": 3}}"#.utf8)) },
             { tx in _ = try tx.update(BIStored.self, key: k) { $0.n += 1 } },
             { tx in _ = try tx.upsert(Self.object(999)) },
-            { tx in var o = Self.object(3); o.id = k; _ = try tx.upsert(o) },
+            { tx in
+                var o = Self.object(3); o.id = k; _ = try tx.upsert(o)
+            },
             { tx in _ = try tx.delete(BIStored.self, key: k) },
             { tx in _ = try tx.delete(BIStored.self, where: #Predicate { $0.n > 10 }) },
             { tx in _ = try tx.apply([ChangeMessage(.changed, model: "BIStored", key: .string(k), fields: ["n": .int(5)], cleared: ["ratio"])]) },
@@ -359,12 +364,19 @@ struct BIMixed: Model, Equatable {
     /// JSONDecoder does not (documented), are left out.
     static let pools: [String: [String]] = [
         "set": [#"[]"#, #"["a","a"]"#, #"["b","a"]"#, #"[null]"#, #"[1]"#, #""a""#, "null", "{}"],
-        "opts": ["[]", "[null,1,null]", "[1.0, 2e0]", "[1.5]", #"["1"]"#, "null", "[9223372036854775807, -9223372036854775808]", "[9223372036854775808]", "[-0]"],
+        "opts": [
+            "[]", "[null,1,null]", "[1.0, 2e0]", "[1.5]", #"["1"]"#, "null", "[9223372036854775807, -9223372036854775808]", "[9223372036854775808]", "[-0]",
+        ],
         "grid": ["[[]]", "[[1],[2,3]]", "[1]", "[[null]]", "[]", "[[1e2]]", "[[]]"],
         "dict": ["{}", #"{"a":[null,1]}"#, #"{"":[]}"#, #"{"a":null}"#, #"{"a":[1],"b":[]}"#, "[]", #"{"x":["1"]}"#, #"{"a.b":[2]}"#],
-        "places": ["[]", #"[{"city":"P"}]"#, #"[{"city":"P","zip":null}]"#, #"[{"zip":"1"}]"#, #"[{"city":"P","extra":1}]"#, "[null]", #"[{"city":"P"},{"city":"Q","zip":"2"}]"#],
+        "places": [
+            "[]", #"[{"city":"P"}]"#, #"[{"city":"P","zip":null}]"#, #"[{"zip":"1"}]"#, #"[{"city":"P","extra":1}]"#, "[null]",
+            #"[{"city":"P"},{"city":"Q","zip":"2"}]"#,
+        ],
         "data": [#""""#, #""AQID""#, #""AQI=""#, #""AQI""#, #""*""#, "1", "null", #""AQID\n""#, #""A Q I D""#],
-        "uuid": [#""E621E1F8-C36C-495A-93FC-0C247A3E6E5F""#, #""e621e1f8-c36c-495a-93fc-0c247a3e6e5f""#, #""E621E1F8C36C495A93FC0C247A3E6E5F""#, #""""#, "null", "5"],
+        "uuid": [
+            #""E621E1F8-C36C-495A-93FC-0C247A3E6E5F""#, #""e621e1f8-c36c-495a-93fc-0c247a3e6e5f""#, #""E621E1F8C36C495A93FC0C247A3E6E5F""#, #""""#, "null", "5",
+        ],
         "url": [#""https://x.org/a?b=c#d""#, #""""#, #""a b""#, #""/rel""#, "null", #""http://[::1]:80/""#, #""mailto:a@b""#],
         "dec": ["0", "-0", "1.5", "1e2", "123456789012345", "-123.25", "1e-5", "true", "null", "18446744073709551615", "-9223372036854775808", "1e38", "0.1"],
         "i16": ["32767", "-32768", "32768", "1e2", "-0", "1.0", "1.5", #""1""#, "null", "true", "-32769", "3.2767e4"],
@@ -384,7 +396,8 @@ struct BIMixed: Model, Equatable {
             dict: i == 0 ? [:] : ["k": [nil, 4]], places: i == 1 ? [] : [BIAddress(city: "Faro", zip: nil)], data: Data([0, 1, 2, UInt8(i)]),
             uuid: UUID(uuidString: "00000000-0000-0000-0000-00000000000\(i)")!, url: i == 2 ? nil : URL(string: "https://e.org/\(i)"),
             dec: Decimal(i) + Decimal(string: "0.25")!, i16: Int16(i - 1), u32: UInt32(i * 1000), u8: i == 0 ? nil : UInt8(i),
-            level: i == 1 ? .low : .high, f: Float(i) / 2, d: i == 2 ? nil : Double(i) * 1.5, when: i == 0 ? nil : Date(timeIntervalSince1970: 1_700_000_000 + Double(i)),
+            level: i == 1 ? .low : .high, f: Float(i) / 2, d: i == 2 ? nil : Double(i) * 1.5,
+            when: i == 0 ? nil : Date(timeIntervalSince1970: 1_700_000_000 + Double(i)),
             address: i == 2 ? nil : BIAddress(city: "Lisbon", zip: i == 0 ? nil : "1100"), flag: i == 1 ? nil : true)
     }
 
@@ -684,12 +697,12 @@ struct BIDottedIndex: Model, Equatable {
     @Test func anIndexOnAComputedPropertySaysSo() {
         let outcome = biOutcome { try Database.inMemory(models: [BIComputedIndex.self]) }
         #expect(outcome.hasPrefix("error unsupported type in BIComputedIndex.\\BIComputedIndex.<computed "), "\(outcome)")
-        #expect(outcome.hasSuffix("an index must name a stored field by key path, and this one reads a computed property, which is not stored; index the stored fields it is computed from"), "\(outcome)")
+        #expect(
+            outcome.hasSuffix(
+                "an index must name a stored field by key path, and this one reads a computed property, which is not stored; index the stored fields it is computed from"
+            ), "\(outcome)")
     }
 }
-
-
-
 
 // MARK: Two handles, two shapes of one model
 
@@ -736,9 +749,6 @@ enum BIModuleB {
         first.close()
     }
 }
-
-
-
 
 // MARK: Paths
 

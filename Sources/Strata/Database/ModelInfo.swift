@@ -277,9 +277,10 @@ extension Model {
                 // A stored name with a dot (`case userName = "user.name"`) reads as a nested path,
                 // so no key path reaches it: say so when there is one, rather than only the enum
                 // advice, which sent the owner of such a field looking in the wrong place.
-                let dotted = Self.dottedName(in: current).map {
-                    "a stored name containing '.', such as \(jsonString($0)), reads as a nested path: rename it in CodingKeys; or "
-                } ?? ""
+                let dotted =
+                    Self.dottedName(in: current).map {
+                        "a stored name containing '.', such as \(jsonString($0)), reads as a nested path: rename it in CodingKeys; or "
+                    } ?? ""
                 throw StrataError.unsupportedType(
                     model: modelName, field: described,
                     reason: "an index must name a stored field by key path, and Strata could not tell which stored field this is "

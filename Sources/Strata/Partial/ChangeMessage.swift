@@ -114,7 +114,8 @@ public struct ChangeMessage: Sendable, Equatable {
             guard parts.count <= JSONParser.maxDepth else {
                 let shown = path.count > 60 ? "\(path.prefix(60))…" : path
                 throw StrataError.invalidInput(
-                    "\(model) \(key.summary): cleared field \(jsonString(shown)) is nested \(parts.count) levels deep, deeper than the \(JSONParser.maxDepth) allowed")
+                    "\(model) \(key.summary): cleared field \(jsonString(shown)) is nested \(parts.count) levels deep, deeper than the \(JSONParser.maxDepth) allowed"
+                )
             }
             try Self.checkReachesStructs(parts, of: path, schema: schema, message: self)
             try Self.setNull(at: parts[...], in: &patch, message: self)
@@ -242,7 +243,8 @@ extension ModelInfo: ChangeApplying {
         case .removed:
             if try tx.delete(M.self, key: key) { summary.removed += 1 } else { summary.unchanged += 1 }
         case .added, .changed:
-            let result = try tx.applyPatch(M.self, key: key, patch: try message.patch(schema: stored.object), options: options, mayCreate: message.kind == .added)
+            let result = try tx.applyPatch(
+                M.self, key: key, patch: try message.patch(schema: stored.object), options: options, mayCreate: message.kind == .added)
             if result.created { summary.added += 1 } else if result.changed { summary.changed += 1 } else { summary.unchanged += 1 }
             summary.ignoredFields += result.ignoredFields.map { "\(name) \(describeValue(key)): \($0)" }
         }
