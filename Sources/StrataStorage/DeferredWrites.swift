@@ -209,6 +209,14 @@ extension WriteTransaction {
         }
     }
 
+    /// Applies every tree's deferred writes, as a savepoint's start does: for a reader about to
+    /// hold cursors on several trees (applying one tree's deferred writes is a write, which
+    /// invalidates the cursors on all of them).
+    package func applyDeferredWrites() throws {
+        try checkOpen()
+        try applyAllDeferred()
+    }
+
     /// Applies every tree's deferred writes: before a savepoint or the commit, and when they
     /// hold more than `DeferredWrites.limit`.
     func applyAllDeferred() throws {

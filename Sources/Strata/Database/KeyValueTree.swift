@@ -27,6 +27,14 @@ struct SnapshotTrees: TreeSource {
 
 struct WriteTrees: TreeSource {
     let txn: StrataStorage.WriteTransaction
+
+    /// Applies the transaction's deferred index entries first, all at once: applied one tree at
+    /// a time as a query opens them, they would invalidate a cursor the query holds on another.
+    init(txn: StrataStorage.WriteTransaction) throws {
+        self.txn = txn
+        try txn.applyDeferredWrites()
+    }
+
     func tree(named name: String) throws -> WriteTree? { try txn.tree(name) }
 }
 

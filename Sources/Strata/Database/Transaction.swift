@@ -142,7 +142,7 @@ public final class Transaction {
     /// `object(_:key:)` without an `M?` in unspecialized code (ModelInfo.readObject).
     @usableFromInline
     func readObject<M: Model>(key: M.ID, _ found: (M) -> Void) throws {
-        try db.info(M.self).readObject(key: key, in: WriteTrees(txn: txn), found)
+        try db.info(M.self).readObject(key: key, in: try wrapStorage { try WriteTrees(txn: txn) }, found)
     }
 
     /// The objects matching `predicate` (all when nil), sorted, as this transaction sees them.
@@ -158,7 +158,9 @@ public final class Transaction {
         var query = Query<M>()
         if let predicate { query.filters.append(.predicate(predicate)) }
         query.sort = sort
-        return try wrapStorage { try QueryEngine.matches(query, info: try queryInfo(db.info(M.self)), source: WriteTrees(txn: txn), needKeys: false).objects }
+        return try wrapStorage {
+            try QueryEngine.matches(query, info: try queryInfo(db.info(M.self)), source: try WriteTrees(txn: txn), needKeys: false).objects
+        }
     }
 
     /// The number of objects matching `predicate` (all when nil), as this transaction sees them.
@@ -169,7 +171,7 @@ public final class Transaction {
     public func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil) throws -> Int {
         var query = Query<M>()
         if let predicate { query.filters.append(.predicate(predicate)) }
-        return try wrapStorage { try QueryEngine.count(query, info: try queryInfo(db.info(M.self)), source: WriteTrees(txn: txn)) }
+        return try wrapStorage { try QueryEngine.count(query, info: try queryInfo(db.info(M.self)), source: try WriteTrees(txn: txn)) }
     }
 
     /// The model's info for planning a query: without its indexes where this transaction does
@@ -390,7 +392,7 @@ public final class Transaction {
         let info = try db.info(M.self)
         var query = Query<M>()
         query.filters = [.predicate(predicate)]
-        let found = try wrapStorage { try QueryEngine.matches(query, info: queryInfo(info), source: WriteTrees(txn: txn), needKeys: true) }
+        let found = try wrapStorage { try QueryEngine.matches(query, info: queryInfo(info), source: try WriteTrees(txn: txn), needKeys: true) }
         for key in found.keys { _ = try delete(info, keyBytes: key) }
         return found.objects.count
     }
