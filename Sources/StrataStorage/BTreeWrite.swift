@@ -170,7 +170,6 @@ extension WriteTransaction {
     /// a spill writes its pages out, or another descent (a delete) overwrites it.
     func applySorted(_ tree: inout TreeInfo, _ deferred: DeferredWrites) throws {
         let order = deferred.sortedOrder()
-        let maxKey = Limits.maxKeySize(pageSize: pageSize)
         var finger: PageNo = 0  // the leaf of the last put, 0 for none
         var upper: [UInt8]? = nil  // that leaf's exclusive upper bound; nil: the rightmost leaf
         try deferred.bytes.withUnsafeBytes { all in
@@ -183,29 +182,21 @@ extension WriteTransaction {
                     finger = 0
                 } else {
                     let value = UnsafeRawBufferPointer(rebasing: all[(write.start + write.keyLength)..<(write.start + write.keyLength + write.valueLength)])
-                    if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
-                    let inFinger: Bool
-                    if finger == 0 {
-                        inFinger = false
-                    } else if let upper {
-                        inFinger = upper.withUnsafeBytes { compareBytes(key, $0) < 0 }
-                    } else {
-                        inFinger = true
-                    }
-                    if inFinger {
-                        pages.version &+= 1
-                        let entry = try makeLeafEntry(key: key, value: value)
-                        _ = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: try dirtyPage(finger))
-                    } else if tree.root == 0 {
+                    // (Keys and values were checked against the limits when deferred.)
+                    if tree.root == 0 {
                         _ = try put(&tree, key: key, value: value)
                         finger = 0
                     } else {
                         pages.version &+= 1
                         let entry = try makeLeafEntry(key: key, value: value)
-                        let (pgno, page) = try touchPath(&tree, key: key)
-                        _ = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page)
-                        finger = pgno
-                        upper = try upperBoundOfPath()
+                        if finger != 0, upper.map({ $0.withUnsafeBytes { compareBytes(key, $0) < 0 } }) ?? true {
+                            _ = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: try dirtyPage(finger))
+                        } else {
+                            let (pgno, page) = try touchPath(&tree, key: key)
+                            _ = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page)
+                            finger = pgno
+                            upper = try upperBoundOfPath()
+                        }
                     }
                 }
                 try spillIfNeeded()

@@ -7,7 +7,7 @@
 // message adds an entry to each of its words' runs.
 //
 // Nothing can tell the difference. Writes to different keys commute, and writes to one key keep
-// their order (the sort is stable). Every read of the tree, and every write that does not ask to
+// their order (the sort breaks ties by arrival). Every read of the tree, and every write that does not ask to
 // be deferred, applies the deferred writes first (`WriteTree`, `Cursor`); so do savepoints (a
 // rollback then discards exactly what was deferred inside) and the commit. Only the tree's
 // `count` lags until then: it is not read for answers in a write transaction.
