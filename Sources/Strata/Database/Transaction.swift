@@ -156,7 +156,7 @@ public final class Transaction {
     /// ```
     public func objects<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil, sortedBy sort: [SortDescriptor<M>] = []) throws -> [M] {
         var query = Query<M>()
-        if let predicate { query.filters.append(.predicate(predicate)) }
+        if let predicate { query.filters.append(.predicate(PredicateFilter(predicate))) }
         query.sort = sort
         return try wrapStorage {
             try QueryEngine.matches(query, info: try queryInfo(db.info(M.self)), source: try WriteTrees(txn: txn), needKeys: false).objects
@@ -170,7 +170,7 @@ public final class Transaction {
     /// ```
     public func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>? = nil) throws -> Int {
         var query = Query<M>()
-        if let predicate { query.filters.append(.predicate(predicate)) }
+        if let predicate { query.filters.append(.predicate(PredicateFilter(predicate))) }
         return try wrapStorage { try QueryEngine.count(query, info: try queryInfo(db.info(M.self)), source: try WriteTrees(txn: txn)) }
     }
 
@@ -391,7 +391,7 @@ public final class Transaction {
     private func deleteMatches<M: Model>(_ type: M.Type, where predicate: Predicate<M>) throws -> Int {
         let info = try db.info(M.self)
         var query = Query<M>()
-        query.filters = [.predicate(predicate)]
+        query.filters = [.predicate(PredicateFilter(predicate))]
         let found = try wrapStorage { try QueryEngine.matches(query, info: queryInfo(info), source: try WriteTrees(txn: txn), needKeys: true) }
         for key in found.keys { _ = try delete(info, keyBytes: key) }
         return found.objects.count

@@ -28,7 +28,7 @@ struct Query<M: Model>: Sendable {
         all.reserveCapacity(filters.count)
         for filter in filters {
             switch filter {
-            case .predicate(let predicate): all.append(predicate.condition)
+            case .predicate(let predicate): all.append(predicate.predicate.condition)
             case .test(let test): all.append(test.condition)
             }
         }
@@ -58,7 +58,7 @@ struct Query<M: Model>: Sendable {
 /// One condition of a query: a `#Predicate`, or one of the library's helpers (key-path
 /// equality, backlinks, string matching, a search).
 enum QueryFilter<M: Model>: Sendable {
-    case predicate(Predicate<M>)
+    case predicate(PredicateFilter<M>)
     case test(FieldTest<M>)
 }
 

@@ -84,7 +84,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// let adults = db.objects(Person.self).filter(#Predicate { $0.age >= minAge })
     /// let anas = adults.filter(#Predicate { $0.name == "Ana" })   // both must hold
     /// ```
-    public func filter(_ predicate: Predicate<M>) -> Results<M> { with { $0.filters.append(.predicate(predicate)) } }
+    public func filter(_ predicate: Predicate<M>) -> Results<M> { with { $0.filters.append(.predicate(PredicateFilter(predicate))) } }
 
     /// Sorted by `descriptors`, the first deciding first; ties keep primary-key order. Replaces
     /// any earlier sort, and orders the results before any `offset` or `prefix`, whichever was
