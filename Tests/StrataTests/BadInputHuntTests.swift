@@ -726,12 +726,14 @@ enum BIModuleB {
 }
 
 @Suite struct BadInputHuntTwoHandles {
-    /// Found, not fixed: a handle keeps the schema and index plans it read at open. Another
-    /// handle of the same file (here in the same process) opened with a shape of the model
-    /// that drops the index (an additive change, applied without a migration) drops the index
-    /// tree, and the first handle's index queries then silently find nothing: [] where the
-    /// objects 0, 2 and 4 match. Recorded as a known issue until handles notice a changed
-    /// stored schema.
+    /// A handle keeps the schema and index plans it read at open. Another handle of the same
+    /// file (here in the same process) opened with a shape of the model that drops the index (an
+    /// additive change, applied without a migration) dropped the index tree, and the first
+    /// handle's index queries then silently found nothing: [] where the objects 0, 2 and 4 match.
+    /// Each new snapshot and write transaction now compares the stored schemas with the ones the
+    /// handle opened with, and the first handle's reads and writes fail with `migrationRequired`
+    /// naming the model, until the file is opened again. A handle opened with the same shape
+    /// changes nothing and disturbs nobody.
     @Test func aHandleOutlivingASchemaChangeByAnotherHandle() throws {
         let path = databasePath()
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -740,13 +742,30 @@ enum BIModuleB {
         let wanted = "n0"
         let query = #Predicate<BIModuleA.Doc> { $0.name == wanted }
         #expect(first.objects(BIModuleA.Doc.self).filter(query).map(\.id) == [0, 2, 4])
+        let before = try first.snapshot()  // a snapshot of the commit before the change stays readable
+        let same = try Database(path: path, models: [BIModuleA.Doc.self], options: StoreOptions(durability: .noSync))
+        try same.write { tx in try tx.insert(BIModuleA.Doc(id: 5, name: "n1")) }
+        #expect(first.objects(BIModuleA.Doc.self).filter(query).map(\.id) == [0, 2, 4], "a handle of the same shape disturbed the first")
+        same.close()
+
         let second = try Database(path: path, models: [BIModuleB.Doc.self], options: StoreOptions(durability: .noSync))
-        withKnownIssue("a handle does not notice another handle's schema change; its index query finds nothing") {
-            let found = first.objects(BIModuleA.Doc.self).filter(query)
-            #expect(found.map(\.id) == [0, 2, 4] || found.error != nil, "\(found.map(\.id)) \(found.explain())")
+        let found = first.objects(BIModuleA.Doc.self).filter(query)
+        guard case .migrationRequired(let reasons)? = found.error else {
+            Issue.record("the stale handle answered \(found.map(\.id)) (\(found.explain()))")
+            return
         }
+        #expect(reasons.count == 1 && reasons[0].hasPrefix("BIDoc: its stored schema was changed by another Database handle"), "\(reasons)")
+        #expect(throws: StrataError.self) { try first.write { tx in try tx.insert(BIModuleA.Doc(id: 9, name: "n0")) } }
+        #expect(throws: StrataError.self) { try first.object(BIModuleA.Doc.self, key: 0) }
+        #expect(before.objects(BIModuleA.Doc.self).filter(query).map(\.id) == [0, 2, 4])
+        // The second handle reads and writes as its shape says, and nothing the first tried landed.
+        try second.write { tx in try tx.insert(BIModuleB.Doc(id: 7, other: "x")) }
+        #expect(second.objects(BIModuleB.Doc.self).map(\.id) == [0, 1, 2, 3, 4, 5, 7])
         second.close()
+        // Opened again with its shape, the first handle's model is told what changed: the file's
+        // `Doc` lost `name`, which the old shape requires.
         first.close()
+        #expect(throws: StrataError.self) { try Database(path: path, models: [BIModuleA.Doc.self]) }
     }
 }
 

@@ -82,7 +82,7 @@ public final class Database: Sendable {
         self.observers = ObserverHub(worker: observerQueue)
         var infos: [ObjectIdentifier: any AnyModelInfo] = [:]
         var byName: [String: any AnyModelInfo] = [:]
-        var opened: ModelRegistry?
+        var stored: [String: [UInt8]] = [:]
         if store.isReadOnly {
             // Nothing may be written: the stored schemas must already be what these types need.
             try wrapStorage {
@@ -111,9 +111,10 @@ public final class Database: Sendable {
                         }
                     }
                     if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
+                    stored = try ModelRegistry.storedSchemas(of: Array(byName.keys), in: try txn.tree(Catalog.schemaTree))
                 }
             }
-            self.registry = ModelRegistry(byType: infos, byName: byName)
+            self.registry = ModelRegistry(byType: infos, byName: byName, storedSchemas: stored)
             return
         }
         try wrapStorage {
@@ -149,8 +150,7 @@ public final class Database: Sendable {
                     byName[info.name] = info
                     pending.append((info, change))
                 }
-                let registry = ModelRegistry(byType: infos, byName: byName)
-                opened = registry
+                let registry = ModelRegistry(byType: infos, byName: byName, storedSchemas: [:])
                 let schemaTree = try txn.createTree(Catalog.schemaTree)
                 for (info, change) in pending where change.changed {
                     try schemaTree.put(Array(info.name.utf8), try Catalog.encode(info.stored))
@@ -170,9 +170,10 @@ public final class Database: Sendable {
                         try info.buildIndexes(info.stored.indexes, in: txn)
                     }
                 }
+                stored = try ModelRegistry.storedSchemas(of: Array(byName.keys), in: schemaTree)
             }
         }
-        self.registry = opened ?? ModelRegistry(byType: infos, byName: byName)
+        self.registry = ModelRegistry(byType: infos, byName: byName, storedSchemas: stored)
     }
 
     /// Opens (or creates) the database at `path`, migrating it with `migration` when the stored
@@ -216,6 +217,7 @@ public final class Database: Sendable {
         }
         return try wrapStorage {
             try store.write(durability: durability) { txn in
+                try registry.checkStoredSchemas(in: txn.tree(Catalog.schemaTree))
                 let tx = Transaction(registry: registry, txn: txn)
                 return try withOpenTransaction(tx) {
                     let result = try body(tx)
@@ -278,7 +280,14 @@ public final class Database: Sendable {
         // (Never an overtaken one: a read-only store's newest commit can be unreadable for a moment
         // while another process writes its meta page, and `latest` then falls back to the last seen.)
         if let shared = newestSnapshot.withLock({ $0?.snapshot }), shared.version == latest, shared.txn.isValid { return shared }
-        let fresh = Snapshot(db: self, txn: try wrapStorage { try store.beginRead() })
+        let txn = try wrapStorage { try store.beginRead() }
+        do {
+            try registry.checkStoredSchemas(in: wrapStorage { try txn.tree(Catalog.schemaTree) })
+        } catch {
+            txn.end()
+            throw error
+        }
+        let fresh = Snapshot(db: self, txn: txn)
         newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
         return fresh
     }
@@ -343,10 +352,46 @@ extension Model {
 final class ModelRegistry: Sendable {
     let byType: [ObjectIdentifier: any AnyModelInfo]
     let byName: [String: any AnyModelInfo]
+    /// Each model's stored schema as this handle opened the file, byte for byte. The models'
+    /// infos (fields, indexes, the plans they make) were derived from it and stay true only while
+    /// the file keeps it; another handle can change it (opened with another shape of a model).
+    let storedSchemas: [String: [UInt8]]
 
-    init(byType: [ObjectIdentifier: any AnyModelInfo], byName: [String: any AnyModelInfo]) {
+    init(byType: [ObjectIdentifier: any AnyModelInfo], byName: [String: any AnyModelInfo], storedSchemas: [String: [UInt8]]) {
         self.byType = byType
         self.byName = byName
+        self.storedSchemas = storedSchemas
+    }
+
+    static func storedSchemas(of names: [String], in tree: (some KeyValueTree)?) throws -> [String: [UInt8]] {
+        var schemas: [String: [UInt8]] = [:]
+        for name in names { schemas[name] = try storedSchema(name, in: tree) }
+        return schemas
+    }
+
+    private static func storedSchema(_ name: String, in tree: (some KeyValueTree)?) throws -> [UInt8]? {
+        guard let tree else { return nil }
+        return try Array(name.utf8).withUnsafeBytes { try tree.get($0).map { Array($0) } }
+    }
+
+    /// Throws `migrationRequired` when a commit's stored schema of one of this handle's models is
+    /// no longer the one it opened with: its infos could then read fields or indexes that are
+    /// gone (an index dropped by another handle would answer its queries with nothing) and write
+    /// what the stored schema no longer describes. A comparison of bytes, one lookup per model,
+    /// for each new snapshot and write transaction.
+    func checkStoredSchemas(in tree: (some KeyValueTree)?) throws {
+        var changed: [String] = []
+        for (name, bytes) in storedSchemas {
+            var key = name
+            let same = try key.withUTF8 { key in
+                try tree?.get(UnsafeRawBufferPointer(key)).map { $0.elementsEqual(bytes) } ?? false
+            }
+            if same { continue }
+            changed.append(
+                "\(name): its stored schema was changed by another Database handle (another process, or another open of the file with a different shape of the model) after this handle opened the file; open the file again with the model as it is now"
+            )
+        }
+        if !changed.isEmpty { throw StrataError.migrationRequired(changed.sorted()) }
     }
 
     func info<M: Model>(_ type: M.Type) throws -> ModelInfo<M> {

@@ -108,6 +108,7 @@ final class WriteQueue: Sendable {
         var resolved = 0  // entries before this index have a report or were failed
         do {
             try db.store.write(durability: durability) { txn in
+                try db.registry.checkStoredSchemas(in: txn.tree(Catalog.schemaTree))
                 for entry in group {
                     let tx = Transaction(registry: db.registry, txn: txn)
                     do {
