@@ -222,6 +222,54 @@ struct CollationTests {
         #expect(failures == 0, "seed \(seed): \(failures) failures")
     }
 
+    /// A descriptor that reads a `String` no stored field holds under that path (a reference's
+    /// key, `\.owner.id`) was compared by `SortDescriptor` itself, in code-point order, whatever
+    /// the collation; it now sorts in the collation, and beside other descriptors.
+    @Test func aReferenceKeySortsInTheCollation() throws {
+        let db = try Database.inMemory(models: [CollationOwner.self, CollationPet.self])
+        let owners = ["b", "B", "a", "\u{C4}rger", "room10", "room9", "Zed", ""]
+        try db.write { tx in
+            for (i, owner) in owners.enumerated() {
+                try tx.insert(CollationPet(id: i, owner: Ref(owner), maybe: i % 3 == 0 ? nil : Ref(owner), rank: i % 2))
+            }
+        }
+        var rng = SeededRandom(seed: Self.seed)
+        for collation in CollationData.collations {
+            for reverse in [false, true] {
+                let order: SortOrder = reverse ? .reverse : .forward
+                func expected(_ byRankFirst: Bool, optional: Bool) -> [Int] {
+                    let all = try! db.objects(CollationPet.self).fetch()
+                    return all.sorted { a, b in
+                        if byRankFirst && a.rank != b.rank { return a.rank < b.rank }
+                        var o: ComparisonResult
+                        if optional {
+                            switch (a.maybe?.id, b.maybe?.id) {
+                            case (nil, nil): o = .orderedSame
+                            case (nil, _): o = .orderedAscending
+                            case (_, nil): o = .orderedDescending
+                            case let (x?, y?): o = oracleCollate(x, y, collation.options)
+                            }
+                        } else {
+                            o = oracleCollate(a.owner.id, b.owner.id, collation.options)
+                        }
+                        if o == .orderedSame { return a.id < b.id }
+                        return (o == .orderedAscending) != reverse
+                    }.map(\.id)
+                }
+                let text = "seed \(Self.seed) \(collation)\(reverse ? " reverse" : "")"
+                let byOwner = db.objects(CollationPet.self).sorted(by: SortDescriptor(\.owner.id, order: order), collation: collation)
+                #expect(byOwner.map(\.id) == expected(false, optional: false), "\(text)")
+                let byMaybe = db.objects(CollationPet.self).sorted(by: SortDescriptor(\.maybe?.id, order: order), collation: collation)
+                #expect(byMaybe.map(\.id) == expected(false, optional: true), "\(text), optional")
+                let skip = rng.below(3)
+                let mixed = db.objects(CollationPet.self)
+                    .sorted(by: [SortDescriptor(\.rank), SortDescriptor(\.owner.id, order: order)], collation: collation)
+                    .offset(skip).prefix(5)
+                #expect(mixed.map(\.id) == Array(expected(true, optional: false).dropFirst(skip).prefix(5)), "\(text), mixed, offset \(skip)")
+            }
+        }
+    }
+
     @Test func equalityOnACollatedIndexAndUniquenessInTheCollation() throws {
         let db = try Database.inMemory(models: [Contact.self])
         try db.write { tx in
@@ -280,4 +328,15 @@ struct CollatedUniqueMessageTests {
             try db.write { tx in try tx.insert(XUniq(id: 2, b: "b")) }
         }
     }
+}
+
+struct CollationOwner: Model {
+    var id: String
+}
+
+struct CollationPet: Model {
+    var id: Int
+    var owner: Ref<CollationOwner>
+    var maybe: Ref<CollationOwner>?
+    var rank: Int
 }

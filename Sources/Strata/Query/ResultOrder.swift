@@ -18,6 +18,9 @@ struct ResultOrder<M: Model> {
         /// where an index holds the bare value (FORMAT.md §8.3).
         case encoded(keyPath: PartialKeyPath<M>, type: FieldType, reverse: Bool, collation: StringCollation?, tagged: Bool)
         case compared(SortDescriptor<M>)
+        /// A `String` the key path reads but that no stored field holds (a reference's key,
+        /// `\.author.id`), ordered by the query's collation: encoded from the object alone.
+        case collated(keyPath: PartialKeyPath<M>, reverse: Bool, collation: StringCollation)
     }
 
     private let parts: [Part]
@@ -37,6 +40,9 @@ struct ResultOrder<M: Model> {
                     collation: type.unwrapped == .string ? collation : nil, tagged: ResultOrder.reachesThroughOptional(path, info: info))
             }
             allEncoded = false
+            if let collation, let keyPath = descriptor.keyPath, ResultOrder.readsString(keyPath) {
+                return .collated(keyPath: keyPath, reverse: descriptor.order == .reverse, collation: collation)
+            }
             return .compared(descriptor)
         }
         isEncoded = allEncoded
@@ -67,6 +73,13 @@ struct ResultOrder<M: Model> {
             if resultOrderKeyOrderedTypes.contains(ObjectIdentifier(valueType)) { return true }
         }
         return false
+    }
+
+    /// Whether a key path reads a `String` or an optional of one.
+    static func readsString(_ keyPath: AnyKeyPath) -> Bool {
+        var valueType = type(of: keyPath).valueType
+        while let optional = valueType as? any OptionalValue.Type { valueType = optional.wrappedType }
+        return valueType == String.self
     }
 
     /// `isKeyOrdered`, or a `String` ordered by a collation's sort keys.
@@ -205,9 +218,15 @@ struct ResultOrder<M: Model> {
                 var row: [[UInt8]] = []
                 for part in parts {
                     var bytes: [UInt8] = []
-                    if case let .encoded(keyPath, type, reverse, collation, tagged) = part {
+                    switch part {
+                    case let .encoded(keyPath, type, reverse, collation, tagged):
                         try Self.append(
                             object[keyPath: keyPath], type: type, reverse: reverse, collation: collation, tagged: tagged, keyPath: keyPath, to: &bytes)
+                    case let .collated(keyPath, reverse, collation):
+                        try Self.append(
+                            object[keyPath: keyPath], type: .string, reverse: reverse, collation: collation, tagged: false, keyPath: keyPath, to: &bytes)
+                    case .compared:
+                        break
                     }
                     row.append(bytes)
                 }
@@ -218,7 +237,7 @@ struct ResultOrder<M: Model> {
                 if let leading, leading[a] != leading[b] { return leading[a].lexicographicallyPrecedes(leading[b]) }
                 for (p, part) in parts.enumerated() {
                     switch part {
-                    case .encoded:
+                    case .encoded, .collated:
                         let x = encoded[a][p], y = encoded[b][p]
                         if x != y { return x.lexicographicallyPrecedes(y) }
                     case .compared(let descriptor):
