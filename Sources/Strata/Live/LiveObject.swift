@@ -24,6 +24,8 @@ public final class LiveObject<M: Model>: Observable, Sendable {
         var error: StrataError?
         /// Events applied (for tests).
         var updates = 0
+        /// `stop()` was called: events already on their way to the actor are dropped there.
+        var stopped = false
     }
 
     /// What the observer reports, in order, to the consumer that applies it on the actor.
@@ -107,12 +109,15 @@ public final class LiveObject<M: Model>: Observable, Sendable {
     /// person.stop()   // the object stays as it is; no more updates
     /// ```
     public func stop() {
+        state.withLock { $0.stopped = true }
         token.withLock { $0 }?.invalidate()
         events.finish()
     }
 
     /// On the chosen actor.
     private func apply(_ event: Event) {
+        // Events buffered or handed over before `stop()` reach the actor after it: the values stay.
+        if state.withLock({ $0.stopped }) { return }
         switch event {
         case .initial(let object):
             set(object, fields: [], error: nil)

@@ -51,6 +51,8 @@ public final class LiveResults<M: Model>: Observable, Sendable {
         var error: StrataError?
         /// Updates applied (for tests).
         var updates = 0
+        /// `stop()` was called: changes already on their way to the actor are dropped there.
+        var stopped = false
     }
 
     private let state: Mutex<State>
@@ -119,11 +121,14 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     /// people.stop()   // results stay as they are; no more updates
     /// ```
     public func stop() {
+        state.withLock { $0.stopped = true }
         token.withLock { $0 }?.invalidate()
     }
 
     /// On the chosen actor.
     private func apply(_ change: ResultsChange<M>) {
+        // A change handed over before `stop()` reaches the actor after it: the values stay.
+        if state.withLock({ $0.stopped }) { return }
         switch change {
         case .initial(let results):
             replace(results, change: nil)
