@@ -1224,3 +1224,137 @@ private func alApplyMessages(_ db: Database, _ messages: [ChangeMessage]) throws
         #expect(slow == 0, "\(slow) reads waited over half a second (worst \(worst) s)")
     }
 }
+
+// MARK: - Object observers' changed fields
+
+/// Deliveries of one object observer: every `.changed` must name exactly the stored fields that
+/// differ from the object delivered before it.
+final class ALObjectLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var last: ALItem?
+    private var problems: [String] = []
+    private var deleted = false
+    private var deliveries = 0
+    let key: String
+    init(key: String, initial: ALItem?) {
+        self.key = key
+        last = initial
+    }
+
+    static func differing(_ a: ALItem, _ b: ALItem) -> Set<String> {
+        var names: Set<String> = []
+        if !alBytes(a.id, b.id) { names.insert("_id") }
+        if !alBytes(a.title, b.title) { names.insert("t") }
+        if a.rank != b.rank { names.insert("r") }
+        if !alBits(a.score, b.score) { names.insert("s") }
+        if !alBytes(a.code, b.code) { names.insert("code") }
+        if !alBytes(a.note, b.note) { names.insert("n") }
+        if (a.place == nil) != (b.place == nil) || !alBytes(a.place?.city, b.place?.city) || !alBytes(a.place?.zip, b.place?.zip) {
+            names.insert("p")
+        }
+        return names
+    }
+
+    func receive(_ change: ObjectChange<ALItem>) {
+        lock.withLock {
+            deliveries += 1
+            if deleted { problems.append("\(key.debugDescription): a delivery after .deleted") }
+            switch change {
+            case .changed(let object, let fields):
+                if let last {
+                    let expected = Self.differing(last, object)
+                    if Set(fields) != expected || fields.count != expected.count {
+                        problems.append("\(key.debugDescription): fields \(fields), the objects differ in \(expected.sorted())")
+                    }
+                    if expected.isEmpty { problems.append("\(key.debugDescription): a change that changed nothing") }
+                }
+                last = object
+            case .deleted:
+                deleted = true
+                last = nil
+            case .error(let error):
+                problems.append("\(key.debugDescription): error \(error)")
+            }
+        }
+    }
+
+    var state: (last: ALItem?, deleted: Bool, problems: [String], deliveries: Int) { lock.withLock { (last, deleted, problems, deliveries) } }
+}
+
+@Suite struct AppLayerHuntObjectObservers {
+    /// Random updates (edge values, canonically equal spellings, -0.0 and NaN scores) of a few
+    /// objects from a writer thread, some through partial JSON and change messages: each object
+    /// observer's `.changed` names exactly the fields that differ from its previous delivery, it
+    /// ends on the stored object, and `.deleted` is its last delivery.
+    @Test func changedFieldsAreExactlyTheFieldsThatDiffer() async throws {
+        let seed = alSeed(0x0B5E7)
+        let steps = alEnv("STRATA_ALHUNT_N", 40) * 5
+        print("AppLayerHunt object observers: seed \(seed), \(steps) writes")
+        let db = try Database.inMemory(models: [ALItem.self])
+        let keys = ["o-a", "o-é", "o-x\u{0}y", "o-"]
+        var gen = ALGen(seed: seed, owner: "o-")
+        var initial: [ALItem] = []
+        for (i, key) in keys.enumerated() {
+            var item = gen.item()
+            item.id = key
+            item.code = "o-code\(i)"
+            initial.append(item)
+        }
+        try alWrite(db) { tx in for item in initial { try tx.insert(item) } }
+        let logs = zip(keys, initial).map { ALObjectLog(key: $0, initial: $1) }
+        let tokens = zip(keys, logs).map { key, log in
+            db.observe(ALItem.self, key: key, on: DispatchQueue(label: "al.object.\(key)")) { log.receive($0) }
+        }
+        // Each observer has read its object before the writes begin.
+        db.observerQueue.sync {}
+        try await Task.sleep(nanoseconds: 20_000_000)
+        db.observerQueue.sync {}
+        let done = Atomic<Bool>(false)
+        let writerSeed = seed
+        Thread {
+            var gen = ALGen(seed: writerSeed &+ 1, owner: "o-")
+            for step in 0..<steps {
+                let key = keys[gen.rng.below(keys.count)]
+                let index = keys.firstIndex(of: key)!
+                _ = try? db.write { tx in
+                    switch gen.rng.below(6) {
+                    case 0:
+                        var item = gen.item()
+                        item.id = key == "o-é" && gen.rng.below(2) == 0 ? "o-e\u{301}" : key
+                        item.code = "o-code\(index)"
+                        try tx.upsert(item)
+                    case 1:
+                        try tx.update(ALItem.self, key: key) { $0.score = gen.pick(ALGen.scores) }
+                    case 2:
+                        try tx.update(ALItem.self, key: key, json: alPatchJSON(title: gen.pick(ALGen.titles), note: gen.rng.below(2) == 0 ? nil : "n"))
+                    case 3:
+                        try tx.apply([
+                            ChangeMessage(.changed, model: "ALItem", key: .string(key), fields: ["r": .int(Int64(gen.pick(ALGen.ranks)))], cleared: ["p"])
+                        ])
+                    case 4:
+                        try tx.update(ALItem.self, key: key) { $0.place = ALPlace(city: gen.pick(["", "Porto"]), zip: nil) }
+                    default:
+                        if step > steps * 3 / 4 && gen.rng.below(4) == 0 { try tx.delete(ALItem.self, key: key) }
+                    }
+                }
+                if gen.rng.below(8) == 0 { usleep(300) }
+            }
+            done.store(true, ordering: .sequentiallyConsistent)
+        }.start()
+        #expect(try await alWait(seconds: 120) { done.load(ordering: .sequentiallyConsistent) }, "seed \(seed)")
+        for (key, log) in zip(keys, logs) {
+            let stored = try db.object(ALItem.self, key: key)
+            let settled = try await alWait {
+                let state = log.state
+                // `.deleted` ends the observation (the key may have been written again since).
+                if state.deleted { return true }
+                if let stored { return state.last.map { alSame($0, stored) } ?? false }
+                return false
+            }
+            #expect(
+                settled, "seed \(seed): \(key.debugDescription) ended on \(log.state.last.map(alDescribe) ?? "nil"), stored \(stored.map(alDescribe) ?? "nil")")
+            #expect(log.state.problems.isEmpty, "seed \(seed): \(log.state.problems.prefix(4))")
+        }
+        _ = tokens
+    }
+}
