@@ -2241,3 +2241,372 @@ extension Results {
         return r
     }
 }
+
+// MARK: - Primary keys at the edges (ModelsAndSchema.md "Primary keys", Queries.md "The primary key")
+
+struct DCStringKeyed: Model {
+    var id: String
+    var n: Int
+}
+
+struct DCDoubleKeyed: Model {
+    var id: Double
+    var n: Int
+}
+
+struct DCDateKeyed: Model {
+    var id: Date
+    var n: Int
+}
+
+struct DocClaimsHuntKeyTests {
+    @Test func stringKeysAnswerAsThePredicate() throws {
+        let db = try Database.inMemory(models: [DCStringKeyed.self])
+        let ids = ["e\u{301}x", "éa", "é", "b", "", "Z", "a", "éb", "e", "ex", "\u{1F600}", "A\u{30A}", "Å"]
+        var stored: [String] = []
+        try db.write { tx in
+            for (n, id) in ids.enumerated() {
+                do {
+                    try tx.insert(DCStringKeyed(id: id, n: n))
+                    stored.append(id)
+                } catch {
+                    print("DocClaimsHunt: string key \(id.unicodeScalars.map { $0.value }) refused: \(error)")
+                }
+            }
+        }
+        var predicates: [(String, Predicate<DCStringKeyed>)] = []
+        for t in ids {
+            let label = t.unicodeScalars.map { String($0.value, radix: 16) }.joined(separator: " ")
+            predicates.append(("id == \(label)", #Predicate { $0.id == t }))
+            predicates.append(("id < \(label)", #Predicate { $0.id < t }))
+            predicates.append(("id >= \(label)", #Predicate { $0.id >= t }))
+            predicates.append(("id starts \(label)", #Predicate { $0.id.starts(with: t) }))
+            let list = [t, "b"]
+            predicates.append(("id in [\(label), b]", #Predicate { list.contains($0.id) }))
+        }
+        let all = try db.objects(DCStringKeyed.self).fetch()
+        for (label, p) in predicates {
+            let expected = try all.filter { try p.evaluate($0) }.map(\.n)
+            let results = db.objects(DCStringKeyed.self).filter(p)
+            #expect(try results.fetch().map(\.n) == expected, "\(label)\n\(results.explain())")
+            #expect(results.count == expected.count, "count \(label)")
+        }
+        for order in [SortOrder.forward, .reverse] {
+            let expected = dcSorted(all, [dcKey(\DCStringKeyed.id, order)], key: \.n).map(\.n)
+            // Ties (canonically equal ids) go by key; the reference breaks them by n, so compare
+            // the ids only.
+            let got = db.objects(DCStringKeyed.self).sorted(by: SortDescriptor(\.id, order: order))
+            #expect(got.map(\.id) == expected.map { ids[$0] }, "sorted by id \(order)\n\(got.explain())")
+            #expect(got.prefix(3).map(\.id) == Array(expected.prefix(3)).map { ids[$0] }, "sorted by id \(order) prefix")
+        }
+        // The key lookup and the == predicate.
+        for t in ids {
+            let byPredicate = try all.filter { $0.id == t }
+            let looked = try db.object(DCStringKeyed.self, key: t)
+            if byPredicate.count == 1 { #expect(looked?.n == byPredicate[0].n || looked?.id.unicodeScalars.elementsEqual(t.unicodeScalars) == true) }
+        }
+    }
+
+    @Test func doubleAndDateKeysAnswerAsThePredicate() throws {
+        let db = try Database.inMemory(models: [DCDoubleKeyed.self, DCDateKeyed.self])
+        let doubles: [Double] = [-.infinity, -1, -0.0, 0, .leastNonzeroMagnitude, 1.5, .infinity, .nan, -.nan]
+        var n = 0
+        try db.write { tx in
+            for d in doubles {
+                do { try tx.insert(DCDoubleKeyed(id: d, n: n)) } catch { print("DocClaimsHunt: Double key \(d) (sign \(d.sign)) refused: \(error)") }
+                do { try tx.insert(DCDateKeyed(id: Date(timeIntervalSinceReferenceDate: d), n: n)) } catch {
+                    print("DocClaimsHunt: Date key \(d) refused: \(error)")
+                }
+                n += 1
+            }
+        }
+        let all = try db.objects(DCDoubleKeyed.self).fetch()
+        let allDates = try db.objects(DCDateKeyed.self).fetch()
+        var predicates: [(String, Predicate<DCDoubleKeyed>)] = []
+        var datePredicates: [(String, Predicate<DCDateKeyed>)] = []
+        for t in doubles {
+            predicates.append(("id == \(t)", #Predicate { $0.id == t }))
+            predicates.append(("id < \(t)", #Predicate { $0.id < t }))
+            predicates.append(("id >= \(t)", #Predicate { $0.id >= t }))
+            let list = [t, 1.5]
+            predicates.append(("id in [\(t), 1.5]", #Predicate { list.contains($0.id) }))
+            let d = Date(timeIntervalSinceReferenceDate: t)
+            datePredicates.append(("date id == \(t)", #Predicate { $0.id == d }))
+            datePredicates.append(("date id <= \(t)", #Predicate { $0.id <= d }))
+            datePredicates.append(("date id > \(t)", #Predicate { $0.id > d }))
+        }
+        for (label, p) in predicates {
+            let expected = try all.filter { try p.evaluate($0) }.map(\.n)
+            let results = db.objects(DCDoubleKeyed.self).filter(p)
+            #expect(try results.fetch().map(\.n) == expected, "\(label)\n\(results.explain())")
+            #expect(results.count == expected.count, "count \(label)")
+        }
+        for (label, p) in datePredicates {
+            let expected = try allDates.filter { try p.evaluate($0) }.map(\.n)
+            let results = db.objects(DCDateKeyed.self).filter(p)
+            #expect(try results.fetch().map(\.n) == expected, "\(label)\n\(results.explain())")
+            #expect(results.count == expected.count, "count \(label)")
+        }
+        for order in [SortOrder.forward, .reverse] {
+            let expected = dcSorted(all, [dcKey(\DCDoubleKeyed.id, order)], key: { x in all.firstIndex { $0.n == x.n }! }).map(\.n)
+            #expect(db.objects(DCDoubleKeyed.self).sorted(by: SortDescriptor(\.id, order: order)).map(\.n) == expected, "double \(order)")
+            let expectedDates = dcSorted(allDates, [dcKey(\DCDateKeyed.id, order)], key: { x in allDates.firstIndex { $0.n == x.n }! }).map(\.n)
+            #expect(db.objects(DCDateKeyed.self).sorted(by: SortDescriptor(\.id, order: order)).map(\.n) == expectedDates, "date \(order)")
+        }
+    }
+}
+
+// MARK: - Unique indexes, savepoints and reads inside one transaction (TransactionsAndConcurrency.md)
+
+struct DocClaimsHuntSavepointTests {
+    /// Inside one transaction: upserts, JSON updates and deletes, some breaking the unique index
+    /// (which must throw uniqueViolation and change nothing), some in savepoints that throw
+    /// (undone alone); reads through indexes see exactly the transaction's own writes.
+    @Test(arguments: [1, 2, 3])
+    func uniqueViolationsAndSavepointsKeepIndexesExact(seedOffset: Int) throws {
+        let seed = UInt64(9_000 + seedOffset)
+        var rng = DCRandom(seed: seed)
+        let db = try Database.inMemory(models: [DCContact.self])
+        var model: [String: DCContact] = [:]
+        let emails = ["a@x", "b@x", "c@x", "d@x", "e@x", "f@x"]
+        func randomContact(_ id: String) -> DCContact {
+            var c = dcContact(id, email: rng.pick(emails))
+            c.roomId = rng.below(3)
+            c.status = rng.chance(50) ? .online : .away
+            return c
+        }
+        func violates(_ c: DCContact, in m: [String: DCContact]) -> Bool {
+            m.values.contains { $0.id != c.id && $0.email == c.email }
+        }
+        func check(_ tx: Transaction, _ m: [String: DCContact], _ context: String) throws {
+            for r in 0..<3 {
+                let got = try tx.objects(DCContact.self, where: #Predicate { $0.roomId == r }).map(\.id)
+                #expect(got == m.values.filter { $0.roomId == r }.map(\.id).sorted(), "\(context): rid \(r)")
+            }
+            for e in emails {
+                let got = try tx.objects(DCContact.self, where: #Predicate { $0.email == e }).map(\.id)
+                #expect(got == m.values.filter { $0.email == e }.map(\.id).sorted(), "\(context): email \(e)")
+            }
+            let away = DCStatus.away
+            #expect(try tx.count(DCContact.self, where: #Predicate { $0.status == away }) == m.values.filter { $0.status == .away }.count, "\(context): away")
+            let sorted = try tx.objects(DCContact.self, where: nil, sortedBy: [SortDescriptor(\.roomId, order: .reverse)]).map(\.id)
+            #expect(sorted == dcSorted(Array(m.values), [dcKey(\DCContact.roomId, .reverse)], key: { Int($0.id.dropFirst())! }).map(\.id), "\(context): sorted")
+        }
+        for txn in 0..<4 {
+            try db.write { tx in
+                for step in 0..<40 {
+                    let context = "seed \(seed) txn \(txn) step \(step)"
+                    let id = "u\(rng.below(8))"
+                    switch rng.below(6) {
+                    case 0:
+                        let existed = model.removeValue(forKey: id) != nil
+                        #expect(try tx.delete(DCContact.self, key: id) == existed, "\(context): delete")
+                    case 1:
+                        // A JSON update of the email or the room.
+                        guard let current = model[id] else { continue }
+                        var next = current
+                        let json: String
+                        if rng.chance(50) {
+                            next.email = rng.pick(emails)
+                            json = #"{"email": "\#(next.email)"}"#
+                        } else {
+                            next.roomId = rng.below(3)
+                            json = #"{"rid": \#(next.roomId)}"#
+                        }
+                        do {
+                            let r = try tx.update(DCContact.self, key: id, json: Data(json.utf8))
+                            #expect(!violates(next, in: model), "\(context): a violating JSON update was accepted")
+                            #expect(r.changed == (next != current), "\(context): changed")
+                            model[id] = next
+                        } catch StrataError.uniqueViolation {
+                            #expect(violates(next, in: model), "\(context): uniqueViolation without a duplicate")
+                        }
+                    case 2, 3:
+                        let c = randomContact(id)
+                        do {
+                            try tx.upsert(c)
+                            #expect(!violates(c, in: model), "\(context): a violating upsert was accepted")
+                            model[id] = c
+                        } catch StrataError.uniqueViolation {
+                            #expect(violates(c, in: model), "\(context): uniqueViolation without a duplicate")
+                        }
+                    default:
+                        // A savepoint with a few writes; it throws half the time.
+                        var inner = model
+                        let fails = rng.chance(50)
+                        do {
+                            try tx.savepoint {
+                                for _ in 0..<3 {
+                                    let sid = "u\(rng.below(8))"
+                                    if rng.chance(30) {
+                                        _ = try tx.delete(DCContact.self, key: sid)
+                                        inner[sid] = nil
+                                    } else {
+                                        let c = randomContact(sid)
+                                        if violates(c, in: inner) { continue }
+                                        try tx.upsert(c)
+                                        inner[sid] = c
+                                    }
+                                }
+                                try check(tx, inner, "\(context) inside a savepoint")
+                                if fails { throw DCBoom() }
+                            }
+                            model = inner
+                        } catch is DCBoom {}
+                    }
+                    try check(tx, model, context)
+                }
+            }
+            let committed = try db.objects(DCContact.self).fetch()
+            #expect(committed.map(\.id) == model.keys.sorted(), "seed \(seed) txn \(txn): committed keys")
+            #expect(committed == model.keys.sorted().map { model[$0]! }, "seed \(seed) txn \(txn): committed values")
+            for e in emails {
+                #expect(
+                    db.objects(DCContact.self).filter(#Predicate { $0.email == e }).count == model.values.filter { $0.email == e }.count,
+                    "seed \(seed) txn \(txn): \(e)")
+            }
+        }
+    }
+}
+
+// MARK: - More migration shapes (Migrations.md)
+
+struct DCPartV1: Codable, Sendable {
+    var a: String
+    var gone: Int
+}
+
+struct DCPartV2: Codable, Sendable, Equatable {
+    var a: String
+    var b: Int?
+}
+
+enum DCMig3V1 {
+    struct Box: Model {
+        static var modelName: String { "DCBox" }
+        var id: Int
+        var parts: [DCPartV1]
+        var named: [String: DCPartV1]
+        var count: Int
+        var small: Int16
+    }
+}
+
+enum DCMig3V2 {
+    struct Box: Model {
+        static var modelName: String { "DCBox" }
+        var id: Int
+        var parts: [DCPartV2]
+        var named: [String: DCPartV2]
+        var count: Int
+        var small: Int32
+    }
+}
+
+enum DCMig3V3 {
+    struct Box: Model {
+        static var modelName: String { "DCBox" }
+        var id: Int
+        var parts: [DCPartV2]
+        var named: [String: DCPartV2]
+        var count: UInt
+        var small: Int32
+    }
+}
+
+enum DCMig3V4 {
+    struct Box: Model {
+        static var modelName: String { "DCBox" }
+        var id: String
+        var parts: [DCPartV2]
+        var named: [String: DCPartV2]
+        var count: Int
+        var small: Int32
+    }
+}
+
+enum DCMig3V5 {
+    struct Box: Model {
+        static var modelName: String { "DCBox" }
+        var id: Int
+        var parts: [DCPartV2]
+        var named: [String: DCPartV2]
+        var count: Int
+        var small: Int8
+    }
+}
+
+struct DocClaimsHuntMigration3Tests {
+    @Test func nestedStructsInCollectionsEvolveAndOtherChangesNeedAMigration() throws {
+        let path = databasePath()
+        do {
+            let db = try Database(path: path, models: [DCMig3V1.Box.self])
+            try db.write { tx in
+                try tx.insert(
+                    DCMig3V1.Box(
+                        id: 1, parts: [DCPartV1(a: "x", gone: 1), DCPartV1(a: "y", gone: 2)], named: ["k": DCPartV1(a: "z", gone: 3)], count: 5, small: -7))
+            }
+            db.close()
+        }
+        do {
+            let db = try Database(path: path, models: [DCMig3V2.Box.self])
+            let box = try db.object(DCMig3V2.Box.self, key: 1)
+            #expect(box?.parts == [DCPartV2(a: "x", b: nil), DCPartV2(a: "y", b: nil)])
+            #expect(box?.named == ["k": DCPartV2(a: "z", b: nil)])
+            #expect(box?.small == -7)
+            try db.write { tx in try tx.update(DCMig3V2.Box.self, key: 1) { $0.parts.append(DCPartV2(a: "w", b: 4)) } }
+            #expect(try db.object(DCMig3V2.Box.self, key: 1)?.parts.last == DCPartV2(a: "w", b: 4))
+            db.close()
+        }
+        for (label, open) in [
+            ("Int to UInt", { _ = try Database(path: path, models: [DCMig3V3.Box.self]) }),
+            ("a changed key type", { _ = try Database(path: path, models: [DCMig3V4.Box.self]) }),
+            ("Int32 narrowed to Int8", { _ = try Database(path: path, models: [DCMig3V5.Box.self]) }),
+        ] as [(String, () throws -> Void)] {
+            do {
+                try open()
+                Issue.record("\(label) opened without a migration")
+            } catch let error as StrataError {
+                guard case .migrationRequired = error else { Issue.record("\(label): \(error)"); continue }
+            }
+        }
+        let db = try Database(path: path, models: [DCMig3V2.Box.self])
+        #expect(db.objects(DCMig3V2.Box.self).count == 1)
+    }
+}
+
+// MARK: - Partial updates of defaulted and transformed fields, cleared required fields
+
+struct DocClaimsHuntPartial2Tests {
+    @Test func defaultedFieldsAreOptionalToUpsertsAndClearingARequiredFieldFails() throws {
+        let db = try Database.inMemory(models: [DCMigV2.Person.self, DCLower.self, DCContact.self])
+        // `level` is read with `decodeIfPresent ?? 7`: an upsert may leave it out.
+        let created = try db.write { tx in try tx.upsert(DCMigV2.Person.self, key: "p", json: Data(#"{"age": 3}"#.utf8)) }
+        #expect(created.created && created.object.level == 7 && created.object.name == nil)
+        #expect(db.objects(DCMigV2.Person.self).filter(#Predicate { $0.level == 7 }).map(\.id) == ["p"])
+        // A transformed field takes the value as written; reads see it transformed.
+        try db.write { tx in try tx.insert(DCLower(id: 1, name: "ana", count: 1)) }
+        let r = try db.write { tx in try tx.update(DCLower.self, key: 1, json: Data(#"{"name": "ANA", "count": -4}"#.utf8)) }
+        #expect(r.changed && r.object.name == "ana" && r.object.count == 0)
+        #expect(db.objects(DCLower.self).filter(#Predicate { $0.count == 0 }).map(\.id) == [1])
+        // `cleared` on a field that is not optional cannot set it to nil: the batch fails whole.
+        try db.write { tx in try tx.insert(dcContact("u1")) }
+        #expect(throws: StrataError.self) {
+            try db.apply([
+                ChangeMessage(.changed, model: "DCContact", key: .string("u1"), fields: ["name": .string("new")]),
+                ChangeMessage(.changed, model: "DCContact", key: .string("u1"), cleared: ["email"]),
+            ])
+        }
+        #expect(try db.object(DCContact.self, key: "u1") == dcContact("u1"))
+        // `null` for a required field in JSON is refused too.
+        #expect(throws: StrataError.self) {
+            try db.write { tx in _ = try tx.update(DCContact.self, key: "u1", json: Data(#"{"email": null}"#.utf8)) }
+        }
+        #expect(try db.object(DCContact.self, key: "u1") == dcContact("u1"))
+        // The key given in the JSON must agree with `key` for upserts too.
+        #expect(throws: StrataError.self) {
+            try db.write { tx in _ = try tx.upsert(DCContact.self, key: "u1", json: Data(#"{"id": "u2", "name": "x"}"#.utf8)) }
+        }
+        #expect(try db.object(DCContact.self, key: "u2") == nil)
+    }
+}
