@@ -34,12 +34,20 @@ public final class Cursor {
     /// The leaf of the top frame, validated once when the cursor arrives on it.
     @exclusivity(unchecked) private var leaf: Node?
     @exclusivity(unchecked) private var version: UInt64
+    // What the cursor is on, behind getters: a client module that reads a public stored
+    // property directly (cross-module optimization lays the class out for it) does not see
+    // `@exclusivity(unchecked)` and checks each read at run time, ~100 instructions a time on
+    // every step of a zig-zag or a scan.
+    @exclusivity(unchecked) private var currentKey = UnsafeRawBufferPointer(start: nil, count: 0)
+    @exclusivity(unchecked) private var currentValue = UnsafeRawBufferPointer(start: nil, count: 0)
+    @exclusivity(unchecked) private var positioned = false
+
     /// The key at the cursor. Empty when the cursor is not positioned.
-    @exclusivity(unchecked) public private(set) var key = UnsafeRawBufferPointer(start: nil, count: 0)
+    public var key: UnsafeRawBufferPointer { currentKey }
     /// The value at the cursor. Empty when the cursor is not positioned.
-    @exclusivity(unchecked) public private(set) var value = UnsafeRawBufferPointer(start: nil, count: 0)
+    public var value: UnsafeRawBufferPointer { currentValue }
     /// Whether the cursor is on an entry.
-    @exclusivity(unchecked) public private(set) var isPositioned = false
+    public var isPositioned: Bool { positioned }
 
     private struct Frame {
         var pgno: PageNo
@@ -150,14 +158,20 @@ public final class Cursor {
         }
         // The deepest level whose page's range holds the target: every page on the path holds the
         // current key (≤ target); child i of a branch holds keys below its entry i + 1 (the last
-        // child: below its branch's own bound), so walk down from the root while that bound is
-        // above the target.
-        var deepest = 0
-        for level in 0..<(depth - 1) {
+        // child: below its branch's own bound). Those bounds nest, so the nearest one above the
+        // leaf decides: walk up from the leaf's parent, and stop at the first bound above the
+        // target (when it is near, the leaf's parent says so: one page, one comparison). Every
+        // bound passed that the target reaches moves the answer up to that level's page.
+        var deepest = depth - 1
+        var level = depth - 2
+        while level >= 0 {
             let frame = frames[level]
             let branch = try pages.node(frame.pgno)
-            if frame.index + 1 < branch.count, compareBytes(target, try branch.key(frame.index + 1)) >= 0 { break }
-            deepest = level + 1
+            if frame.index + 1 < branch.count {
+                if compareBytes(target, try branch.key(frame.index + 1)) < 0 { break }
+                deepest = level
+            }
+            level -= 1
         }
         if deepest == depth - 1 {
             let (index, _) = try node.leafSearch(target)
@@ -386,21 +400,21 @@ public final class Cursor {
 
     @inline(__always) private func load(_ node: Node, _ index: Int) throws -> Bool {
         let entry = try node.leafEntry(index)
-        key = entry.key
+        currentKey = entry.key
         switch entry.value {
-        case .inline(let bytes): value = bytes
-        case .overflow(let page, let length): value = try pages.overflow(page, length: length)
+        case .inline(let bytes): currentValue = bytes
+        case .overflow(let page, let length): currentValue = try pages.overflow(page, length: length)
         }
-        isPositioned = true
+        positioned = true
         return true
     }
 
     private func reset() {
         depth = 0
         leaf = nil
-        isPositioned = false
-        key = UnsafeRawBufferPointer(start: nil, count: 0)
-        value = UnsafeRawBufferPointer(start: nil, count: 0)
+        positioned = false
+        currentKey = UnsafeRawBufferPointer(start: nil, count: 0)
+        currentValue = UnsafeRawBufferPointer(start: nil, count: 0)
         version = pages.version
     }
 }

@@ -55,6 +55,56 @@ struct Query<M: Model>: Sendable {
     }
 }
 
+/// The candidates of a query that match, in the order visited. A struct with a method, not a
+/// nested function mutating captured locals: those are boxed and checked for exclusive access at
+/// run time on every row.
+private struct MatchCollector<M: Model> {
+    let query: Query<M>
+    let info: ModelInfo<M>
+    let keepKeys: Bool
+    /// Where the scan may stop (offset plus limit), when it may stop early.
+    let window: Int?
+    let filter: RecordFilter?
+    /// (Checked once: even an empty test list costs a generic metadata lookup per object.)
+    let testsObjects: Bool
+    var keys: [[UInt8]] = []
+    var objects: [M] = []
+
+    init(query: Query<M>, info: ModelInfo<M>, keepKeys: Bool, window: Int?, filter: RecordFilter?) {
+        self.query = query
+        self.info = info
+        self.keepKeys = keepKeys
+        self.window = window
+        self.filter = filter
+        testsObjects = query.hasConditions
+    }
+
+    /// The matches, leaving the collector empty (so that the caller's arrays are the only
+    /// references, and sort in place).
+    mutating func take() -> (keys: [[UInt8]], objects: [M]) {
+        defer {
+            keys = []
+            objects = []
+        }
+        return (keys, objects)
+    }
+
+    /// Takes the candidate in if it matches; false when the window is full.
+    mutating func consider(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer) throws -> Bool {
+        if let filter {
+            guard try filter.matches(record) else { return true }
+            objects.append(try info.decode(record))
+        } else {
+            let object = try info.decode(record)
+            if testsObjects { guard try query.matches(object) else { return true } }
+            objects.append(object)
+        }
+        if keepKeys { keys.append(Array(key)) }
+        if let window, objects.count >= window { return false }
+        return true
+    }
+}
+
 /// One condition of a query: a `#Predicate`, or one of the library's helpers (key-path
 /// equality, backlinks, string matching, a search).
 enum QueryFilter<M: Model>: Sendable {
@@ -89,37 +139,20 @@ enum QueryEngine {
         let conditions = query.conditions
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
         let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty || query.ranking != nil
-        var keys: [[UInt8]] = []
-        var objects: [M] = []
-        // Without in-memory sorting or de-duplication, the window can stop the scan early.
-        let window: Int? = query.limit.map { query.offset + $0 }
         // A predicate that may throw is evaluated on every candidate, as Foundation would, even
-        // past the window.
+        // past the window; without in-memory sorting or de-duplication, the window can stop the
+        // scan early.
         let canStopEarly =
             (query.sort.isEmpty || plan.walk != nil) && query.distinct.isEmpty && plan.accesses.isEmpty && query.ranking == nil
             && !conditions.contains { $0.mayThrow }
-
-        // A predicate that compiles to record tests needs no decoding to reject a row.
-        let filter = conditions.isEmpty ? nil : RecordFilter.compile(conditions, schema: info.stored.object)
-        // (Checked once: even an empty test list costs a generic metadata lookup per object.)
-        let testsObjects = query.hasConditions
-        func consider(key: @autoclosure () -> [UInt8], record: UnsafeRawBufferPointer) throws -> Bool {
-            if let filter {
-                guard try filter.matches(record) else { return true }
-                objects.append(try info.decode(record))
-            } else {
-                let object = try info.decode(record)
-                if testsObjects { guard try query.matches(object) else { return true } }
-                objects.append(object)
-            }
-            if keepKeys { keys.append(key()) }
-            if canStopEarly, let window, objects.count >= window { return false }
-            return true
-        }
-
+        var collector = MatchCollector(
+            query: query, info: info, keepKeys: keepKeys, window: canStopEarly ? query.limit.map { query.offset + $0 } : nil,
+            // A predicate that compiles to record tests needs no decoding to reject a row.
+            filter: conditions.isEmpty ? nil : RecordFilter.compile(conditions, schema: info.stored.object))
         try forEachCandidate(plan, info: info, source: source, records: records) { key, record in
-            try consider(key: Array(key), record: record)
+            try collector.consider(key: key, record: record)
         }
+        var (keys, objects) = collector.take()
 
         if let ranking = query.ranking {
             let leading = try ranking.scores(for: keys, info: info, source: source).map(TextRanking.sortKey)

@@ -178,7 +178,20 @@ private struct ZigZag {
     }
 
     /// Whether cursor `i` is on an entry of its word.
-    private func at(_ i: Int) -> Bool { cursors[i].key.starts(with: prefixes[i]) }
+    private func at(_ i: Int) -> Bool {
+        let key = cursors[i].key
+        return prefixes[i].withUnsafeBytes { prefix in
+            guard key.count >= prefix.count else { return false }
+            guard let k = key.baseAddress, let p = prefix.baseAddress else { return prefix.isEmpty }
+            return memcmp(k, p, prefix.count) == 0
+        }
+    }
+
+    /// Makes cursor `i`'s key, without its word's prefix, the target.
+    private mutating func takeTarget(from i: Int) {
+        target.removeAll(keepingCapacity: true)
+        target.append(contentsOf: UnsafeRawBufferPointer(rebasing: cursors[i].key[prefixes[i].count...]))
+    }
 
     /// Cursor `i`'s key (without its word's prefix) compared with the target: <0, 0, >0.
     private func order(_ i: Int) -> Int {
@@ -211,16 +224,14 @@ private struct ZigZag {
         }
         guard at(i) else { return nil }
         if order(i) == 0 { return true }
-        target.removeAll(keepingCapacity: true)
-        target.append(contentsOf: cursor.key[prefixes[i].count...])
+        takeTarget(from: i)
         return false
     }
 
     /// Moves the first cursor to its next text, which becomes the target; false at its end.
     mutating func advanceFirst() throws -> Bool {
         guard try cursors[0].next(), at(0) else { return false }
-        target.removeAll(keepingCapacity: true)
-        target.append(contentsOf: cursors[0].key[prefixes[0].count...])
+        takeTarget(from: 0)
         return true
     }
 }
