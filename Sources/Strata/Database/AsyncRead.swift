@@ -57,12 +57,19 @@ final class ReadPool: Sendable {
     private func work() {
         Thread.current.threadDictionary[ReadPool.marker] = true
         while true {
-            let job = state.withLock { s -> (@Sendable () -> Void)? in s.jobs.isEmpty ? nil : s.jobs.removeFirst() }
+            // Finding no job and counting itself as sleeping in one step: a job queued between the
+            // two (with every thread started) would find no sleeper to wake and wait for the timeout.
+            let job = state.withLock { s -> (@Sendable () -> Void)? in
+                if s.jobs.isEmpty {
+                    s.sleeping += 1
+                    return nil
+                }
+                return s.jobs.removeFirst()
+            }
             if let job {
                 job()
                 continue
             }
-            state.withLock { $0.sleeping += 1 }
             let timedOut = available.wait(timeout: .now() + .seconds(1)) == .timedOut
             let done = state.withLock { s -> Bool in
                 s.sleeping -= 1
