@@ -155,7 +155,9 @@ public final class LiveResults<M: Model>: Observable, Sendable {
             defer {
                 state.results = results
                 state.lastChange = change
-                state.error = nil
+                // The close's error is final: it reaches the actor in a task of its own, which
+                // may run before the last change's.
+                if state.error != .databaseClosed { state.error = nil }
                 state.updates += 1
             }
             return state.results
