@@ -249,6 +249,15 @@ private struct ArithRandom: RandomNumberGenerator {
         #expect(try room.fetch().map(\.id).sorted() == [12, 15, 18, 21, 24, 27])
         let guarded = db.objects(ArithItem.self).filter(#Predicate { $0.b != 0 && $0.a / $0.b == 1 })
         #expect(try guarded.fetch().map(\.id).sorted() == [1, 2, 3])
+        // A window does not keep the overflowing object (id 4) from failing the query, whatever
+        // the plan: the unsorted scan could stop at the first match, the sorted one cannot.
+        let unsorted = db.objects(ArithItem.self).filter(#Predicate { $0.a + 1 > 0 }).prefix(1)
+        #expect(throws: StrataError.self) { try unsorted.fetch() }
+        let sorted = db.objects(ArithItem.self).filter(#Predicate { $0.a + 1 > 0 }).sorted(by: SortDescriptor(\.b)).prefix(1)
+        #expect(throws: StrataError.self) { try sorted.fetch() }
+        #expect(unsorted.first == nil && unsorted.error != nil)
+        // Double arithmetic cannot trap: the window still stops the scan.
+        #expect(try db.objects(ArithItem.self).filter(#Predicate { $0.x * 2 >= 0 }).prefix(1).fetch().map(\.id) == [0])
         // Observers see the error as a failed evaluation, not a crash.
         let live = db.objects(ArithItem.self).filter(#Predicate { $0.a * 2 > 0 })
         #expect(throws: StrataError.self) { try live.fetch() }

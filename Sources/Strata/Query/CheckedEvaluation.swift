@@ -54,7 +54,7 @@ private struct CheckedBox: @unchecked Sendable {
 }
 
 extension CheckedExpression {
-    fileprivate var mayTrap: Bool { Self.mayTrap }
+    var mayTrap: Bool { Self.mayTrap }
 }
 
 // MARK: - Where Foundation traps

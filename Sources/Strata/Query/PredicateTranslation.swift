@@ -175,8 +175,11 @@ private func condition(of expression: Any, in scope: TranslationScope) -> Condit
 /// Whether evaluating `expression` may throw, read from its type, which names the type of every
 /// expression inside it: Foundation's expressions throw on a nil force unwrap, a failed force
 /// cast and an index outside a collection; division and nested predicates are counted in too
-/// (the latter's own expression is not in the type).
+/// (the latter's own expression is not in the type). So is integer arithmetic, which the checked
+/// evaluation (CheckedEvaluation.swift) makes throw where Foundation's would trap: a window must
+/// not keep it off objects past the first matches, or the answer would depend on the plan.
 private func mayThrow(_ expression: Any) -> Bool {
+    if let checked = expression as? any CheckedExpression, checked.mayTrap { return true }
     let name = String(reflecting: type(of: expression))
     return throwingExpressionNames.contains { name.contains($0) }
 }
