@@ -2301,7 +2301,7 @@ struct DocClaimsHuntKeyTests {
         }
         // The key lookup and the == predicate.
         for t in ids {
-            let byPredicate = try all.filter { $0.id == t }
+            let byPredicate = all.filter { $0.id == t }
             let looked = try db.object(DCStringKeyed.self, key: t)
             if byPredicate.count == 1 { #expect(looked?.n == byPredicate[0].n || looked?.id.unicodeScalars.elementsEqual(t.unicodeScalars) == true) }
         }

@@ -718,21 +718,14 @@ enum PHSpecs<I: PHIndexing> {
         return spec
     }
 
-    /// A string that is not a stored `String` field (a `Ref`'s key): a collation does not apply.
-    static func unstored(_ spec: HuntSortSpec<M>) -> HuntSortSpec<M> {
-        var spec = spec
-        spec.string = nil
-        return spec
-    }
-
     static var sorts: [HuntSortSpec<M>] {
         [
             sort("id", \.id), sort("name", \.name), sort("nick", \.nick), sort("n", \.n), sort("m", \.m), sort("on", \.on), sort("big", \.big),
             sort("i8", \.i8), sort("u64", \.u64), sort("d", \.d), sort("od", \.od), sort("date", \.date), sort("odate", \.odate),
             sort("dec", \.dec), sort("uuid", \.uuid), sort("prio", \.prio), sort("address.city", \.address.city),
             sort("address.zip", \.address.zip), sort("address.geo?.lat", \.address.geo?.lat), sort("prev?.city", \.prev?.city),
-            sort("prev?.zip", \.prev?.zip), sort("prev?.geo?.label", \.prev?.geo?.label), unstored(sort("author.id", \.author.id)),
-            unstored(sort("reviewer?.id", \.reviewer?.id)),
+            sort("prev?.zip", \.prev?.zip), sort("prev?.geo?.label", \.prev?.geo?.label), sort("author.id", \.author.id),
+            sort("reviewer?.id", \.reviewer?.id),
         ]
     }
 

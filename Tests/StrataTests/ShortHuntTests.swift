@@ -450,7 +450,7 @@ struct ShortHuntKeyPathWindowTests {
                     default: return try snap.objects(SHItem.self).filter(#Predicate { $0.group == 0 }).prefix(2).fetch().map(\.id)
                     }
                 }
-                let deadline = Date().addingTimeInterval(20)
+                let deadline = Date().addingTimeInterval(120)
                 var shown: [Int] = []
                 while true {
                     shown = await probe.read { lives[k].results.map(\.id) }
