@@ -394,6 +394,41 @@ private final class TortureRun {
         #expect(run.acknowledged > kills, "too few acknowledged transactions to prove anything — \(path)")
     }
 
+    /// Another process that migrates the file (a newer version of the app, say) changes the
+    /// stored schema under this process's open handle: the handle's next read and write fail
+    /// with `migrationRequired` naming the model, instead of planning with what it read at open.
+    @Test func aMigrationInAnotherProcessStopsThisProcessHandle() async throws {
+        let path = NSTemporaryDirectory() + "strata-objschema-\(UUID().uuidString).strata"
+        defer {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: path + "-lock")
+        }
+        let db = try KillWorkload.openMigrating(path: path, version: 1, options: StoreOptions(durability: .noSync))
+        defer { db.close() }
+        #expect(db.objects(KillItemMore.self).error == nil)
+        let before = try db.snapshot()
+        let child = try TortureChild(writer: 0, arguments: ["objects-migrate", path, "2"])
+        let started = Date()
+        while child.process.isRunning {
+            child.pump()
+            if Date().timeIntervalSince(started) > 120 {
+                child.kill()
+                Issue.record("the migrating process did not end in 120 s")
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        child.pump()
+        #expect(child.lines.contains("opened 2"), "\(child.status): \(child.errorText)")
+        guard case .migrationRequired(let reasons)? = db.objects(KillItemMore.self).error else {
+            Issue.record("the handle read on after another process migrated the file")
+            return
+        }
+        #expect(reasons.first?.hasPrefix("KillItem: its stored schema was changed by another Database handle") == true, "\(reasons)")
+        #expect(throws: StrataError.self) { try db.write { tx in try tx.deleteAll(KillItemMore.self) } }
+        // What was read before the migration still reads.
+        #expect(before.objects(KillItemMore.self).error == nil)
+    }
+
     /// Opening a file migrates it (every object's rank and tag change) and builds or drops two
     /// indexes, in the opening transaction; the opening process is killed at a random moment of
     /// it. Reopened at the same version, the file must hold every object migrated exactly as
