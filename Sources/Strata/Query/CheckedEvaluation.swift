@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // Foundation's `Predicate.evaluate` computes integer arithmetic with Swift's operators, which stop
 // the process on overflow (`$0.count + 1` on `Int.max`), on division by zero (`$0.total /
@@ -32,7 +33,7 @@ struct PredicateFilter<M>: Sendable {
 
     init(_ predicate: Predicate<M>) {
         self.predicate = predicate
-        if let expression = predicate.expression as? any CheckedExpression<Bool>, expression.mayTrap {
+        if expressionMayTrap(predicate.expression), let expression = predicate.expression as? any CheckedExpression<Bool> {
             checked = CheckedBox(expression: expression)
         } else {
             checked = nil
@@ -56,6 +57,20 @@ private struct CheckedBox: @unchecked Sendable {
 extension CheckedExpression {
     var mayTrap: Bool { Self.mayTrap }
 }
+
+/// Whether `expression` is one this file evaluates and Foundation's evaluation of it could trap,
+/// remembered per expression type: the conformance check of a nested generic expression type
+/// costs ~15,000 instructions (every query's `filter` asked it), and an app's predicates are a
+/// few types asked again and again.
+func expressionMayTrap(_ expression: Any) -> Bool {
+    let type = ObjectIdentifier(Swift.type(of: expression))
+    if let known = trapsByType.withLock({ $0[type] }) { return known }
+    let traps = (expression as? any CheckedExpression)?.mayTrap ?? false
+    trapsByType.withLock { $0[type] = traps }
+    return traps
+}
+
+private let trapsByType = Mutex<[ObjectIdentifier: Bool]>([:])
 
 // MARK: - Where Foundation traps
 

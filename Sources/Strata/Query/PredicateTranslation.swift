@@ -179,7 +179,7 @@ private func condition(of expression: Any, in scope: TranslationScope) -> Condit
 /// evaluation (CheckedEvaluation.swift) makes throw where Foundation's would trap: a window must
 /// not keep it off objects past the first matches, or the answer would depend on the plan.
 private func mayThrow(_ expression: Any) -> Bool {
-    if let checked = expression as? any CheckedExpression, checked.mayTrap { return true }
+    if expressionMayTrap(expression) { return true }
     let name = String(reflecting: type(of: expression))
     return throwingExpressionNames.contains { name.contains($0) }
 }
