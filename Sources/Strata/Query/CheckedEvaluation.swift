@@ -58,6 +58,18 @@ extension CheckedExpression {
     var mayTrap: Bool { Self.mayTrap }
 }
 
+extension CheckedExpression where Output == Bool {
+    /// This test of one element, bound to `variable` (the closure of `contains(where:)`,
+    /// `allSatisfy` and `filter` in a predicate).
+    func elementTest<T>(_ variable: PredicateExpressions.Variable<T>, _ bindings: PredicateBindings) -> (T) throws -> Bool {
+        var inner = bindings
+        return { element in
+            inner[variable] = element
+            return try self.checkedEvaluate(inner)
+        }
+    }
+}
+
 /// Whether `expression` is one this file evaluates and Foundation's evaluation of it could trap,
 /// remembered per expression type: the conformance check of a nested generic expression type
 /// costs ~15,000 instructions (every query's `filter` asked it), and an app's predicates are a
@@ -334,33 +346,21 @@ extension PredicateExpressions.SequenceContains: CheckedExpression where LHS: Ch
 extension PredicateExpressions.SequenceContainsWhere: CheckedExpression where LHS: CheckedExpression, RHS: CheckedExpression {
     static var mayTrap: Bool { LHS.mayTrap || RHS.mayTrap }
     func checkedEvaluate(_ bindings: PredicateBindings) throws -> Bool {
-        var inner = bindings
-        return try sequence.checkedEvaluate(bindings).contains {
-            inner[variable] = $0
-            return try test.checkedEvaluate(inner)
-        }
+        try sequence.checkedEvaluate(bindings).contains(where: test.elementTest(variable, bindings))
     }
 }
 
 extension PredicateExpressions.SequenceAllSatisfy: CheckedExpression where LHS: CheckedExpression, RHS: CheckedExpression {
     static var mayTrap: Bool { LHS.mayTrap || RHS.mayTrap }
     func checkedEvaluate(_ bindings: PredicateBindings) throws -> Bool {
-        var inner = bindings
-        return try sequence.checkedEvaluate(bindings).allSatisfy {
-            inner[variable] = $0
-            return try test.checkedEvaluate(inner)
-        }
+        try sequence.checkedEvaluate(bindings).allSatisfy(test.elementTest(variable, bindings))
     }
 }
 
 extension PredicateExpressions.Filter: CheckedExpression where LHS: CheckedExpression, RHS: CheckedExpression {
     static var mayTrap: Bool { LHS.mayTrap || RHS.mayTrap }
     func checkedEvaluate(_ bindings: PredicateBindings) throws -> Output {
-        var inner = bindings
-        return try sequence.checkedEvaluate(bindings).filter {
-            inner[variable] = $0
-            return try filter.checkedEvaluate(inner)
-        }
+        try sequence.checkedEvaluate(bindings).filter(filter.elementTest(variable, bindings))
     }
 }
 
