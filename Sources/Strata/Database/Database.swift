@@ -365,13 +365,14 @@ final class ModelRegistry: Sendable {
 
     static func storedSchemas(of names: [String], in tree: (some KeyValueTree)?) throws -> [String: [UInt8]] {
         var schemas: [String: [UInt8]] = [:]
-        for name in names { schemas[name] = try storedSchema(name, in: tree) }
+        for name in names { schemas[name] = try withStoredSchema(name, in: tree) { $0.map { Array($0) } } }
         return schemas
     }
 
-    private static func storedSchema(_ name: String, in tree: (some KeyValueTree)?) throws -> [UInt8]? {
-        guard let tree else { return nil }
-        return try Array(name.utf8).withUnsafeBytes { try tree.get($0).map { Array($0) } }
+    /// `body` on the stored schema of model `name` as the tree holds it (nil when it has none).
+    private static func withStoredSchema<R>(_ name: String, in tree: (some KeyValueTree)?, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        var key = name
+        return try key.withUTF8 { key in try body(tree?.get(UnsafeRawBufferPointer(key))) }
     }
 
     /// Throws `migrationRequired` when a commit's stored schema of one of this handle's models is
@@ -382,11 +383,7 @@ final class ModelRegistry: Sendable {
     func checkStoredSchemas(in tree: (some KeyValueTree)?) throws {
         var changed: [String] = []
         for (name, bytes) in storedSchemas {
-            var key = name
-            let same = try key.withUTF8 { key in
-                try tree?.get(UnsafeRawBufferPointer(key)).map { $0.elementsEqual(bytes) } ?? false
-            }
-            if same { continue }
+            if try Self.withStoredSchema(name, in: tree, { $0?.elementsEqual(bytes) ?? false }) { continue }
             changed.append(
                 "\(name): its stored schema was changed by another Database handle (another process, or another open of the file with a different shape of the model) after this handle opened the file; open the file again with the model as it is now"
             )

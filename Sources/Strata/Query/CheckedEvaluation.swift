@@ -158,7 +158,7 @@ extension PredicateExpressions.IntDivision: CheckedExpression where LHS: Checked
     func checkedEvaluate(_ bindings: PredicateBindings) throws -> Output {
         let a = try lhs.checkedEvaluate(bindings)
         let b = try rhs.checkedEvaluate(bindings)
-        return try checkedInteger(a, .divide, b) ?? a / b
+        return try checkedInteger(a, .divide, b as Any)
     }
 }
 
@@ -168,7 +168,7 @@ extension PredicateExpressions.IntRemainder: CheckedExpression where LHS: Checke
     func checkedEvaluate(_ bindings: PredicateBindings) throws -> Output {
         let a = try lhs.checkedEvaluate(bindings)
         let b = try rhs.checkedEvaluate(bindings)
-        return try checkedInteger(a, .remainder, b) ?? a % b
+        return try checkedInteger(a, .remainder, b as Any)
     }
 }
 
