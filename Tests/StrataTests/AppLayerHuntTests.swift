@@ -119,7 +119,8 @@ private func alDescribe(_ item: ALItem) -> String {
     "\(item.id.debugDescription) t=\(item.title.debugDescription) r=\(item.rank) s=\(String(describing: item.score)) c=\(item.code.debugDescription) n=\(String(describing: item.note))"
 }
 
-/// Problems found on other threads, reported by the test at the end.
+/// Problems found on other threads, reported by the test at the end. `@unchecked Sendable`:
+/// `lines`, its only mutable state, is read and written only under `lock`.
 final class ALLog: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
@@ -128,6 +129,7 @@ final class ALLog: @unchecked Sendable {
 }
 
 /// Applies every change set of a results observer to a copy and checks it against the results.
+/// `@unchecked Sendable`: every mutable property is read and written only under `lock`.
 final class ALMirror: @unchecked Sendable {
     private let lock = NSLock()
     private var mirror: [ALItem] = []
@@ -493,7 +495,8 @@ private func alSyncWriter(db: Database, owner: String, seed: UInt64, steps: Int,
     return model
 }
 
-/// Completions of background writes, by number.
+/// Completions of background writes, by number. `@unchecked Sendable`: `calls` is read and
+/// written only under `lock`.
 final class ALCompletions: @unchecked Sendable {
     private let lock = NSLock()
     private var calls: [Int: [Result<Int, any Error>]] = [:]
@@ -1231,7 +1234,8 @@ private func alApplyMessages(_ db: Database, _ messages: [ChangeMessage]) throws
 // MARK: - Object observers' changed fields
 
 /// Deliveries of one object observer: every `.changed` must name exactly the stored fields that
-/// differ from the object delivered before it.
+/// differ from the object delivered before it. `@unchecked Sendable`: every mutable property is
+/// read and written only under `lock`.
 final class ALObjectLog: @unchecked Sendable {
     private let lock = NSLock()
     private var last: ALItem?

@@ -25,6 +25,7 @@ struct DCRandom {
     mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
 }
 
+/// `@unchecked Sendable`: `items` is read and written only under `lock`.
 final class DCInbox<T>: @unchecked Sendable {
     private let lock = NSLock()
     private var items: [T] = []
@@ -1152,6 +1153,8 @@ struct DocClaimsHuntMigrationTests {
             guard case .migrationRequired = error else { Issue.record("\(error)"); return }
         }
         // With a version and closure it runs; the closure sees the version it came from.
+        // `@unchecked Sendable`: written only by migration closures, which run synchronously inside
+        // each `Database` init on this thread, and read after the init returns.
         final class Seen: @unchecked Sendable { var versions: [(Int, Int)] = [] }
         let seen = Seen()
         do {
@@ -1833,6 +1836,8 @@ struct DocClaimsHuntMigration2Tests {
             let db = try Database(path: path, models: [DCMig2V1.Thing.self])
             db.close()
         }
+        // `@unchecked Sendable`: written only by the migration and its progress closure, which run
+        // synchronously inside the `Database` init on this thread, and read after it returns.
         final class Log: @unchecked Sendable {
             var progress: [String] = []
             var olds: [Int: String] = [:]

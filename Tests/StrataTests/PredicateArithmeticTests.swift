@@ -32,10 +32,10 @@ private enum Outcome: Equatable {
     case throwsError
 }
 
-private struct ArithCase: @unchecked Sendable {  // (test data only, used on one task)
+private struct ArithCase: Sendable {
     let name: String
     let predicate: Predicate<ArithItem>
-    let reference: (ArithItem) -> Outcome
+    let reference: @Sendable (ArithItem) -> Outcome
 }
 
 private func add(_ x: Int, _ y: Int) -> Int? {
