@@ -213,12 +213,7 @@ actor ALActor {
 
 /// Waits (without blocking a pool thread) until `done()` or the deadline; returns `done()`.
 private func alWait(seconds: Double = 120, _ done: () throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while try !done() {
-        if Date() > deadline { return false }
-        try await Task.sleep(nanoseconds: 3_000_000)
-    }
-    return true
+    try await poolEventually(seconds: seconds, done)
 }
 
 /// Synchronous write, also from async code.

@@ -36,12 +36,7 @@ private func consume<Element: Sendable>(_ stream: AsyncStream<Element>) -> (Coll
 
 /// Polls `condition` for up to `seconds`.
 private func eventually(seconds: Double = 120, _ condition: () -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() > deadline { return false }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-    return true
+    try await poolEventually(seconds: seconds, condition)
 }
 
 private actor Updater {}

@@ -75,12 +75,7 @@ private func waitUntil(seconds: Double = 120, _ condition: () -> Bool) -> Bool {
 
 /// `waitUntil` for async tests: sleeps without holding a thread of the shared pool.
 private func eventuallyAsync(seconds: Double = 120, _ condition: () -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() > deadline { return false }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-    return true
+    try await poolEventually(seconds: seconds, condition)
 }
 
 private func huntPath(_ name: String = #function) -> String { databasePath(name) }
@@ -443,7 +438,7 @@ private typealias Version = [[UInt8]: [UInt8]]
             let total = 60 + rng.below(60)
             let closeAfter = rng.below(total)
             let completions = DispatchQueue(label: "hunt.completions")
-            let finished = await onThreadAsync(seconds: 700) {
+            let finished = await onThreadAsync(seconds: 3_600) {
                 let group = DispatchGroup()
                 for i in 0..<total {
                     if i == closeAfter {
@@ -483,10 +478,11 @@ private typealias Version = [[UInt8]: [UInt8]]
                         thread.start()
                     }
                 }
-                // Long: the `Task` writes run on the shared pool, which the suite's long
-                // synchronous tests can keep busy for minutes on 2 cores (110 s was too short in a
-                // full run); a write that is never reported still fails the test, after this.
-                _ = group.wait(timeout: .now() + 600)
+                // The `Task` writes run on the shared pool, which the suite's long synchronous
+                // tests can keep busy for minutes on 2 cores: past 120 s the wait goes on only
+                // while the pool shows it has caught up (PoolPatience.swift). A write that is
+                // never reported still fails the test, after this.
+                _ = waitForPoolWork(group, seconds: 120)
             }
             #expect(finished)
             let reported = outcomes.withLock { $0 }

@@ -199,12 +199,7 @@ final class XProcChild {
 
 /// Waits (polling) until `condition` holds; false after `seconds`.
 private func eventually(seconds: Double = 120, _ condition: () -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() > deadline { return false }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    return true
+    try await poolEventually(seconds: seconds, condition)
 }
 
 @Suite struct CrossProcessLiveTests {

@@ -61,26 +61,17 @@ private func track(_ read: @escaping () -> Void) -> Fired {
 /// Waits until `count()` reaches `target`: registers for `read` first, so that an update applied
 /// in between is not missed, then waits for the announcement unless the count is there.
 private func waitForUpdates(_ count: @escaping () -> Int, reaching target: Int, read: @escaping () -> Void) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(120)
     while true {
         let fired = track(read)
         if count() >= target { return true }
         // Observation announces a change before it is made (willSet): the count may rise just after
         // the announcement, with no further one to wait for. So the count is watched too.
-        while fired.state.count == 0 && count() < target {
-            if Date() > deadline { return false }
-            try await Task.sleep(for: .milliseconds(2))
-        }
+        guard try await poolEventually({ fired.state.count > 0 || count() >= target }) else { return false }
     }
 }
 
 private func waitFor(_ fired: Fired, seconds: Double = 120) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while fired.state.count == 0 {
-        if Date() > deadline { return false }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-    return true
+    try await poolEventually(seconds: seconds) { fired.state.count > 0 }
 }
 
 @Suite(.serialized) struct LiveObservationTests {
