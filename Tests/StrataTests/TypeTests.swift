@@ -50,6 +50,20 @@ struct WithPayloadEnum: Model {
     var shape: Shape
 }
 
+struct With128: Model { var id: Int; var big: Int128 }
+struct WithOptional128: Model { var id: Int; var big: UInt128? }
+struct With128Array: Model { var id: Int; var bigs: [UInt128] }
+/// A wrapper that decodes itself as one 128-bit value (a single-value container).
+struct Wide: Codable, Sendable {
+    var value: Int128
+    init(from decoder: any Decoder) throws { value = try decoder.singleValueContainer().decode(Int128.self) }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(value)
+    }
+}
+struct WithWide: Model { var id: Int; var wide: Wide }
+
 struct TypeTests {
     static func extremes(_ i: Int) -> Everything {
         Everything(
@@ -99,6 +113,34 @@ struct TypeTests {
             guard case .unsupportedType(let model, let field, _) = error else { Issue.record("\(error)"); return }
             #expect(model == "WithPayloadEnum" && field == "shape")
         }
+    }
+
+    /// The reason names what cannot be stored and what to do instead, wherever the type sits (a
+    /// field, an optional, an array element, a single-value wrapper), not the standard library's
+    /// "Decoder has not implemented support for Int128" or "Invalid number of keys found".
+    @Test func rejectionsSayWhy() throws {
+        func reason(_ model: any Model.Type) -> (field: String, reason: String)? {
+            do {
+                _ = try Database.inMemory(models: [model])
+            } catch StrataError.unsupportedType(_, let field, let reason) {
+                return (field, reason)
+            } catch {
+                Issue.record("\(model): \(error)")
+            }
+            return nil
+        }
+        let wide: [(any Model.Type, String, String)] = [
+            (With128.self, "big", "Int128"), (WithOptional128.self, "big", "UInt128"),
+            (With128Array.self, "bigs[]", "UInt128"), (WithWide.self, "wide", "Int128"),
+        ]
+        for (model, field, type) in wide {
+            let got = reason(model)
+            #expect(got?.field == field, "\(model)")
+            #expect(got?.reason.hasPrefix("\(type) is not supported (stored integers have at most 64 bits)") == true, "\(model): \(got?.reason ?? "accepted")")
+        }
+        let payload = reason(WithPayloadEnum.self)
+        #expect(payload?.reason.contains("enum with associated values") == true, "\(payload?.reason ?? "accepted")")
+        #expect(payload?.reason.contains("Shape.init(from:)") == true, "\(payload?.reason ?? "accepted")")
     }
 
     @Test func closedDatabaseThrows() throws {

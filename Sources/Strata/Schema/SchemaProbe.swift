@@ -130,6 +130,14 @@ final class ProbeState {
         } catch let failure as ProbeFailure {
             throw failure
         } catch {
+            if decoder.askedForKeys {
+                // The keys name what the value is (an enum's case): no schema can be derived
+                // from the type alone, so the field could hold values no stored schema describes.
+                throw fail(
+                    path,
+                    "\(T.self).init(from:) reads which keys the data holds (allKeys), as the Codable an enum with associated values gets does; "
+                        + "such a type cannot be stored: use a raw-value enum for the case and optional fields (or a nested struct) for its values")
+            }
             throw fail(path, "\(T.self).init(from:) failed on placeholder values: \(error)")
         }
     }
@@ -235,6 +243,9 @@ final class ProbeDecoder: Decoder {
     var singleType: FieldType?
     var dictionaryMode = false
     var dictionaryValueType: FieldType?
+    /// The type asked its keyed container which keys the data holds (outside a dictionary): the
+    /// `Codable` Swift synthesizes for an enum with associated values does, to learn the case.
+    var askedForKeys = false
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -295,6 +306,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     var allKeys: [Key] {
         // Only dictionaries enumerate keys; one placeholder key reveals the value type.
         if decoder.dictionaryMode, let key = Key(stringValue: "k") { return [key] }
+        decoder.askedForKeys = true
         return []
     }
 
@@ -341,6 +353,13 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         throw decoder.state.fail(decoder.path + [key.stringValue], "nested containers inside init(from:) are not supported; decode an array instead")
     }
 
+    // 128-bit integers: stored integers are 64 bits (FORMAT.md), so the field is refused here
+    // with a reason, not by the standard library's "has not implemented support" default.
+    func decode(_ type: Int128.Type, forKey key: Key) throws -> Int128 { throw decoder.state.fail(path(key), unsupported128(type)) }
+    func decode(_ type: UInt128.Type, forKey key: Key) throws -> UInt128 { throw decoder.state.fail(path(key), unsupported128(type)) }
+    func decodeIfPresent(_ type: Int128.Type, forKey key: Key) throws -> Int128? { throw decoder.state.fail(path(key), unsupported128(type)) }
+    func decodeIfPresent(_ type: UInt128.Type, forKey key: Key) throws -> UInt128? { throw decoder.state.fail(path(key), unsupported128(type)) }
+
     func superDecoder() throws -> any Decoder { throw decoder.state.fail(decoder.path, "superDecoder is not supported") }
     func superDecoder(forKey key: Key) throws -> any Decoder { throw decoder.state.fail(decoder.path, "superDecoder is not supported") }
 }
@@ -374,6 +393,11 @@ struct ProbeUnkeyedContainer: UnkeyedDecodingContainer {
         throw decoder.state.fail(decoder.path, "nested containers inside arrays are not supported")
     }
     mutating func superDecoder() throws -> any Decoder { throw decoder.state.fail(decoder.path, "superDecoder is not supported") }
+
+    mutating func decode(_ type: Int128.Type) throws -> Int128 { throw decoder.state.fail(decoder.path + ["[]"], unsupported128(type)) }
+    mutating func decode(_ type: UInt128.Type) throws -> UInt128 { throw decoder.state.fail(decoder.path + ["[]"], unsupported128(type)) }
+    mutating func decodeIfPresent(_ type: Int128.Type) throws -> Int128? { throw decoder.state.fail(decoder.path + ["[]"], unsupported128(type)) }
+    mutating func decodeIfPresent(_ type: UInt128.Type) throws -> UInt128? { throw decoder.state.fail(decoder.path + ["[]"], unsupported128(type)) }
 }
 
 struct ProbeSingleValueContainer: SingleValueDecodingContainer {
@@ -396,4 +420,12 @@ struct ProbeSingleValueContainer: SingleValueDecodingContainer {
         }
         return value
     }
+
+    func decode(_ type: Int128.Type) throws -> Int128 { throw decoder.state.fail(decoder.path, unsupported128(type)) }
+    func decode(_ type: UInt128.Type) throws -> UInt128 { throw decoder.state.fail(decoder.path, unsupported128(type)) }
+}
+
+/// Why a 128-bit integer field is refused.
+private func unsupported128(_ type: Any.Type) -> String {
+    "\(type) is not supported (stored integers have at most 64 bits); store it as a String or Data, or as two 64-bit fields"
 }
