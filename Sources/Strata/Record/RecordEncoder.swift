@@ -216,14 +216,15 @@ struct RecordFields {
         }
     }
 
-    /// The record as a new array of exactly its size.
+    /// The record as a new array of its size.
     func record() -> [UInt8] {
-        withOrder { order, values, size in
-            [UInt8](unsafeUninitializedCapacity: size) { out, count in
-                if let base = out.baseAddress { Self.write(order, values, to: base) }
-                count = size
-            }
-        }
+        // Grown by appending, not made with `init(unsafeUninitializedCapacity:)` or
+        // `init(repeating:count:)`: those reach the standard library's unspecialized allocation,
+        // which looks up the storage class's generic metadata (~200 instructions) on every
+        // object encoded; growth by append is specialized in this module.
+        var out: [UInt8] = []
+        serialize(into: &out)
+        return out
     }
 
     /// The spans by ascending id, the values, and the size of the record they make.
