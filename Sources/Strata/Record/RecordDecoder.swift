@@ -290,9 +290,20 @@ struct FieldTable {
             try entries.withUnsafeMutableBufferPointer { table in
                 var total = 0
                 for i in 0..<table.count {
-                    let header = try reader.varint()
-                    guard header >> 1 <= UInt64(FieldSchema.validIDs.upperBound) else { throw StrataError.corruptRecord("field id out of range") }
-                    let length = try reader.length()
+                    // Nearly every header and length is one byte (ids below 64, values below 128
+                    // bytes): read those without the general varint loop.
+                    let header: UInt64
+                    let length: Int
+                    if reader.offset + 1 < bytes.count, bytes[reader.offset] < 0x80, bytes[reader.offset + 1] < 0x80 {
+                        header = UInt64(bytes[reader.offset])
+                        length = Int(bytes[reader.offset + 1])
+                        reader.offset += 2
+                        guard length <= bytes.count - reader.offset else { throw StrataError.corruptRecord("length \(length) runs past the end of the record") }
+                    } else {
+                        header = try reader.varint()
+                        guard header >> 1 <= UInt64(FieldSchema.validIDs.upperBound) else { throw StrataError.corruptRecord("field id out of range") }
+                        length = try reader.length()
+                    }
                     table[i] = Entry(id: Int(header >> 1), isNil: header & 1 == 1, start: total, end: total + length)
                     total += length
                 }
