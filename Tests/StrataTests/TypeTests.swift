@@ -64,6 +64,13 @@ struct Wide: Codable, Sendable {
 }
 struct WithWide: Model { var id: Int; var wide: Wide }
 
+struct NestedOptionals: Model, Equatable {
+    var id: Int
+    var field: String??
+    var list: [String??]
+    var map: [String: Int??]
+}
+
 struct TypeTests {
     static func extremes(_ i: Int) -> Everything {
         Everything(
@@ -141,6 +148,34 @@ struct TypeTests {
         let payload = reason(WithPayloadEnum.self)
         #expect(payload?.reason.contains("enum with associated values") == true, "\(payload?.reason ?? "accepted")")
         #expect(payload?.reason.contains("Shape.init(from:)") == true, "\(payload?.reason ?? "accepted")")
+    }
+
+    /// A field keeps a nested optional's inner nil; an array element or dictionary value has one
+    /// nil flag, so storing `.some(nil)` there is refused with a reason (not "nil where a value is
+    /// required"), and nothing of the object is stored.
+    @Test func nestedOptionalsKeepTheirInnerNilOrSayWhyNot() throws {
+        let db = try Database.inMemory(models: [NestedOptionals.self])
+        let kept = [
+            NestedOptionals(id: 1, field: .some(nil), list: [nil, "a"], map: ["n": nil, "v": 2]),
+            NestedOptionals(id: 2, field: nil, list: [], map: [:]),
+            NestedOptionals(id: 3, field: "s", list: ["b"], map: ["v": 3]),
+        ]
+        try db.write { tx in for object in kept { try tx.insert(object) } }
+        for object in kept { #expect(try db.object(NestedOptionals.self, key: object.id) == object) }
+        let refused: [(NestedOptionals, String)] = [
+            (NestedOptionals(id: 4, field: nil, list: ["x", .some(nil)], map: [:]), "list[1]"),
+            (NestedOptionals(id: 5, field: nil, list: [], map: ["k": .some(nil)]), "map.k"),
+        ]
+        for (object, field) in refused {
+            do {
+                try db.write { tx in try tx.insert(object) }
+                Issue.record("\(object) was stored")
+            } catch StrataError.typeMismatch(let model, let at, let reason) {
+                #expect(model == "NestedOptionals" && at == field)
+                #expect(reason.contains("inner nil of a nested optional"), "\(reason)")
+            }
+            #expect(try db.object(NestedOptionals.self, key: object.id) == nil)
+        }
     }
 
     @Test func closedDatabaseThrows() throws {

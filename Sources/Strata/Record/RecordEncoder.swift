@@ -28,6 +28,12 @@ enum RecordEncoding {
             guard let wrapped = optional.wrappedAny else {
                 throw context.mismatch("nil where a value is required")
             }
+            // The inner nil of a nested optional (`String??.some(nil)`): an element or a value
+            // has one nil flag, which cannot tell it from the outer nil.
+            if let inner = wrapped as? any OptionalValue, inner.wrappedAny == nil {
+                throw context.mismatch(
+                    "the inner nil of a nested optional (.some(nil)) cannot be stored in an array element or dictionary value, which keep one level of nil")
+            }
             return try encodeValue(wrapped, as: type.isOptional ? type.unwrappedOnce : type, into: &out, context: context)
         }
         switch type {
