@@ -135,6 +135,10 @@ struct CHTwice: Model, Equatable {
 struct CHNestedContainer: Model {
     var id: Int
     var x: Int
+    init(id: Int, x: Int) {
+        self.id = id
+        self.x = x
+    }
     enum CodingKeys: String, CodingKey { case id, box }
     enum BoxKeys: String, CodingKey { case x }
     init(from decoder: any Decoder) throws {
@@ -492,10 +496,14 @@ struct CodableHuntTests {
                 return "untyped: \(error)"
             }
         }
-        for type in [CHNestedContainer.self, CHSuper.self, CHEnumKeyed.self, CHIntKeyed.self, CHPayloadModel.self] as [any Model.Type] {
+        for type in [CHSuper.self, CHEnumKeyed.self, CHIntKeyed.self, CHPayloadModel.self] as [any Model.Type] {
             let outcome = refused(type)
             #expect(outcome?.hasPrefix("unsupported type in ") == true, "\(type): \(outcome ?? "accepted")")
         }
+        // A keyed container nested under a key is stored as a nested struct (NestedContainerTests).
+        let db = try Database.inMemory(models: [CHNestedContainer.self])
+        try db.write { tx in try tx.insert(CHNestedContainer(id: 1, x: -7)) }
+        #expect(try db.object(CHNestedContainer.self, key: 1)?.x == -7)
     }
 
     @Test func handWrittenCodersRoundTrip() throws {

@@ -19,6 +19,9 @@ final class ObjectDecodingState {
         var table = FieldTable()
         var nextField = 0
         var nextEntry = 0
+        /// The states of keyed containers nested under a field, and the boxes handed out (to tell
+        /// whether the type kept one): alive until the next record.
+        var nested: [(state: ObjectDecodingState, box: AnyObject?)] = []
     }
 
     /// A located field: its index in the layout, and its entry in the record's table (-1: absent).
@@ -45,8 +48,18 @@ final class ObjectDecodingState {
     }
 
     deinit {
+        releaseNested()
         hot.deinitialize(count: 1)
         hot.deallocate()
+    }
+
+    /// Nested containers' states go; one whose container the type kept lives on for good (the
+    /// container refers to it unretained).
+    private func releaseNested() {
+        for i in hot.pointee.nested.indices where hot.pointee.nested[i].box != nil && !isKnownUniquelyReferenced(&hot.pointee.nested[i].box) {
+            keepForever(hot.pointee.nested[i].state)
+        }
+        hot.pointee.nested.removeAll()
     }
 
     var bytes: UnsafeRawBufferPointer { hot.pointee.bytes }
@@ -54,6 +67,7 @@ final class ObjectDecodingState {
 
     /// Points this state at another record, keeping its storage.
     func reset(_ bytes: UnsafeRawBufferPointer) throws {
+        if !hot.pointee.nested.isEmpty { releaseNested() }
         hot.pointee.bytes = bytes
         hot.pointee.nextField = 0
         hot.pointee.nextEntry = 0
@@ -152,7 +166,7 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        throw with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported")
+        try with { try $0.nested(NestedKey.self, key.stringValue) }
     }
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
         throw with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported")
@@ -208,6 +222,24 @@ extension ObjectDecodingState {
             throw context.appending(name).mismatch("stored value does not fit \(I.self)")
         }
         return value
+    }
+
+    /// A keyed container nested under field `name`: the field holds a nested struct's record.
+    func nested<NestedKey: CodingKey>(_ type: NestedKey.Type, _ name: String) throws -> KeyedDecodingContainer<NestedKey> {
+        let (f, bytes) = try present(name)
+        guard case .object(let schema) = field(f).type.unwrapped else {
+            throw context.appending(name).mismatch("stored as \(field(f).type), read as a nested container")
+        }
+        let state = try ObjectDecodingState(schema: schema, bytes: bytes, context: context.appending(name))
+        let made = KeyedDecodingContainer(ObjectKeyedDecoding<NestedKey>(state: state))
+        var box: AnyObject?
+        if MemoryLayout<KeyedDecodingContainer<NestedKey>>.size == MemoryLayout<AnyObject>.size {
+            box = unsafeBitCast(made, to: AnyObject.self)
+        } else {
+            keepForever(state)
+        }
+        hot.pointee.nested.append((state, box))
+        return made
     }
 
     func string(_ name: String) throws -> String {

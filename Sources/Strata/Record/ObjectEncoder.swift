@@ -83,6 +83,17 @@ final class ObjectEncoding {
         var storage = RecordFields()
         /// The field expected next: synthesized encoders go in declaration order, which is schema order.
         var next = 0
+        /// Keyed containers nested under a field (`nestedContainer(keyedBy:forKey:)`), written
+        /// into as the type goes on: serialized into their fields when the record is.
+        var nested: [Nested] = []
+    }
+
+    /// A nested container's field, its state, and the box handed out (to tell whether the type
+    /// kept it).
+    struct Nested {
+        var field: Int
+        var state: ObjectEncoding
+        var box: AnyObject?
     }
 
     init(layout: DecodingLayout, context: EncodingContext) {
@@ -93,6 +104,7 @@ final class ObjectEncoding {
     }
 
     deinit {
+        releaseNested()
         hot.deinitialize(count: 1)
         hot.deallocate()
     }
@@ -104,13 +116,64 @@ final class ObjectEncoding {
     func reset() {
         hot.pointee.storage.removeAll()
         hot.pointee.next = 0
+        if !hot.pointee.nested.isEmpty { releaseNested() }
     }
 
     /// The record of the fields encoded so far, appended to `out`.
-    func serialize(into out: inout [UInt8]) { hot.pointee.storage.serialize(into: &out) }
+    func serialize(into out: inout [UInt8]) {
+        if !hot.pointee.nested.isEmpty { flushNested() }
+        hot.pointee.storage.serialize(into: &out)
+    }
 
     /// The record of the fields encoded so far.
-    func record() -> [UInt8] { hot.pointee.storage.record() }
+    func record() -> [UInt8] {
+        if !hot.pointee.nested.isEmpty { flushNested() }
+        return hot.pointee.storage.record()
+    }
+
+    /// A keyed container nested under field `name`, stored as a nested struct would be.
+    func nested<NestedKey: CodingKey>(_ type: NestedKey.Type, _ name: String) -> KeyedEncodingContainer<NestedKey> {
+        let f: Int
+        do {
+            f = try field(name)
+        } catch {
+            return KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: error as? StrataError ?? context.appending(name).mismatch("\(error)")))
+        }
+        guard case .object(let schema) = schema.fields[f].type.unwrapped else {
+            return KeyedEncodingContainer(
+                FailingKeyedEncoding<NestedKey>(error: context.appending(name).mismatch("stored as \(schema.fields[f].type), written as a nested container")))
+        }
+        let state = ObjectEncoding(layout: DecodingLayout(schema), context: context.appending(name))
+        let made = KeyedEncodingContainer(ObjectKeyedEncoding<NestedKey>(encoder: state))
+        var box: AnyObject?
+        if MemoryLayout<KeyedEncodingContainer<NestedKey>>.size == MemoryLayout<AnyObject>.size {
+            box = unsafeBitCast(made, to: AnyObject.self)
+        } else {
+            keepForever(state)
+        }
+        hot.pointee.nested.append(Nested(field: f, state: state, box: box))
+        return made
+    }
+
+    /// Writes each nested container's fields into its field, then lets them go.
+    private func flushNested() {
+        // (By index: a copy of the array would hold a second reference to every box.)
+        for i in hot.pointee.nested.indices {
+            var bytes: [UInt8] = []
+            hot.pointee.nested[i].state.serialize(into: &bytes)
+            hot.pointee.storage.append(id: layout.ids[hot.pointee.nested[i].field], isNil: false, bytes: bytes)
+        }
+        releaseNested()
+    }
+
+    /// The nested containers go; one the type kept past its `encode(to:)` keeps its state alive
+    /// for good (it refers to it unretained, as `ObjectKeyedEncoding` does).
+    private func releaseNested() {
+        for i in hot.pointee.nested.indices where hot.pointee.nested[i].box != nil && !isKnownUniquelyReferenced(&hot.pointee.nested[i].box) {
+            keepForever(hot.pointee.nested[i].state)
+        }
+        hot.pointee.nested.removeAll()
+    }
 
     /// The layout index of the live field named `name`.
     @inline(__always)
@@ -242,9 +305,7 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(
-            FailingKeyedEncoding<NestedKey>(
-                error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode a nested struct")))
+        with { $0.nested(NestedKey.self, key.stringValue) }
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {

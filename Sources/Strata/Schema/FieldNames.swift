@@ -265,6 +265,20 @@ enum FieldNames {
                 table.stored[property] = candidates[0]
             } else if candidates.contains(property) {
                 table.stored[property] = property  // indistinguishable values (two enums stuck on one case): the same name decides
+            } else if candidates.isEmpty {
+                // A property read from a keyed container nested under a key
+                // (`nestedContainer(keyedBy:forKey:)`) sits deeper in the record than in the type:
+                // one deeper stored path holding exactly its values in every run is its field.
+                // (The path must lead through the schema's nested objects: a stored name that
+                // itself contains a dot, "user.name", only looks deeper.)
+                let deeper = stored[0].keys.filter { path in
+                    path.split(separator: ".").count > depth && schema?.type(atPath: path) != nil
+                        && (0..<ProbeMarking.runs).allSatisfy { run in
+                            guard let mine = properties[run][property], !mine.isEmpty else { return false }
+                            return stored[run][path] == mine
+                        }
+                }
+                if deeper.count == 1 { table.stored[property] = deeper[0] }
             }
         }
         // A stored optional read into a property that is not optional: a default fills the nil.

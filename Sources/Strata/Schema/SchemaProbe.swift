@@ -99,11 +99,7 @@ final class ProbeState {
         case .keyed:
             return (
                 .object(
-                    ObjectSchema(
-                        typeName: String(describing: T.self),
-                        fields: decoder.fields.enumerated().map {
-                            FieldSchema(name: $0.element.name, id: $0.offset, type: $0.element.type)
-                        })), value
+                    ObjectSchema(typeName: String(describing: T.self), fields: decoder.resolvedFields())), value
             )
         case .unkeyed:
             guard let element = decoder.elementType else { throw fail(path, "could not determine the element type of \(T.self)") }
@@ -243,6 +239,9 @@ final class ProbeDecoder: Decoder {
     var singleType: FieldType?
     var dictionaryMode = false
     var dictionaryValueType: FieldType?
+    /// Decoders of the keyed containers nested under a key (`nestedContainer(keyedBy:forKey:)`), by
+    /// field name: their fields are known only after the type's `init(from:)` has returned.
+    var nested: [String: ProbeDecoder] = [:]
     /// The type asked its keyed container which keys the data holds (outside a dictionary): the
     /// `Codable` Swift synthesizes for an enum with associated values does, to learn the case.
     var askedForKeys = false
@@ -269,6 +268,20 @@ final class ProbeDecoder: Decoder {
 
     /// Sets the type of the field at `position`.
     func setType(_ type: FieldType, at position: Int) { fields[position].type = type }
+
+    /// The fields asked for, a nested container's as the struct it is stored as.
+    func resolvedFields() -> [FieldSchema] {
+        fields.enumerated().map { i, field in
+            guard let child = nested[field.name] else { return FieldSchema(name: field.name, id: i, type: field.type) }
+            let object = FieldType.object(ObjectSchema(typeName: child.nestedTypeName, fields: child.resolvedFields()))
+            return FieldSchema(name: field.name, id: i, type: optionalNested.contains(field.name) ? .optional(object) : object)
+        }
+    }
+
+    /// For a nested container's decoder: the coding-key type it was asked with, as its type's name.
+    var nestedTypeName = ""
+    /// Nested containers whose key the type first asked about with `decodeNil(forKey:)`: optional.
+    var optionalNested = Set<String>()
 
     /// Appends a field not asked for before.
     func addField(_ name: String, _ type: FieldType) {
@@ -323,6 +336,9 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private func path(_ key: Key) -> [String] { decoder.path + [decoder.dictionaryMode ? "[key]" : key.stringValue] }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if decoder.nested[key.stringValue] != nil {
+            throw decoder.state.fail(path(key), "\(key.stringValue) is read both as a value and as a nested container")
+        }
         let (fieldType, value) = try decoder.state.probe(T.self, path: path(key), depth: decoder.depth)
         if decoder.dictionaryMode {
             decoder.dictionaryValueType = fieldType
@@ -335,6 +351,9 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        if decoder.nested[key.stringValue] != nil {
+            throw decoder.state.fail(path(key), "\(key.stringValue) is read both as a value and as a nested container")
+        }
         let (fieldType, value) = try decoder.state.probe(T.self, path: path(key), depth: decoder.depth)
         if decoder.dictionaryMode {
             decoder.dictionaryValueType = .optional(fieldType)
@@ -345,8 +364,38 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return value
     }
 
+    /// A keyed container nested under `key` is stored as a nested struct would be: a field of
+    /// object type, whose fields are what the type decodes from the container.
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        throw decoder.state.fail(decoder.path + [key.stringValue], "nested containers inside init(from:) are not supported; decode a nested struct instead")
+        let name = key.stringValue
+        if decoder.dictionaryMode {
+            throw decoder.state.fail(path(key), "nested containers inside a dictionary are not supported; decode a nested struct instead")
+        }
+        if decoder.depth + 1 > SchemaProbe.maxDepth {
+            throw decoder.state.fail(path(key), "nesting deeper than \(SchemaProbe.maxDepth) levels")
+        }
+        let child: ProbeDecoder
+        if let known = decoder.nested[name] {
+            child = known
+        } else {
+            child = ProbeDecoder(state: decoder.state, path: path(key), depth: decoder.depth + 1)
+            child.shape = .keyed
+            child.nestedTypeName = String(describing: NestedKey.self)
+            let placeholder = FieldType.object(ObjectSchema(typeName: child.nestedTypeName, fields: []))
+            if let i = decoder.position(of: name) {
+                // Asked `decodeNil(forKey:)` first (which records a Bool? to be refined): a
+                // container that may be absent. Read as a value too, it is a type error.
+                guard decoder.fields[i].type == .optional(.bool) else {
+                    throw decoder.state.fail(path(key), "\(name) is read both as a value and as a nested container")
+                }
+                decoder.optionalNested.insert(name)
+                decoder.setType(.optional(placeholder), at: i)
+            } else {
+                decoder.addField(name, placeholder)
+            }
+            decoder.nested[name] = child
+        }
+        return KeyedDecodingContainer(ProbeKeyedContainer<NestedKey>(decoder: child))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
