@@ -806,7 +806,7 @@ struct NAOrder: Model {
 
 struct NAMoodBoard: Model {
     var id: Int
-    var moods: [NAMood]
+    var moods: [UInt128]
 }
 
 struct NewcomerErrorPathTests {

@@ -4,6 +4,9 @@ import Foundation
 protocol AnyModelInfo: AnyObject, Sendable {
     var name: String { get }
     var stored: StoredModelSchema { get }
+    /// Dotted paths of fields whose type reads its case from the keys present (a payload enum):
+    /// a partial update replaces such a field's object instead of merging into it.
+    var caseKeyedPaths: Set<String> { get }
     /// Rebuilds secondary indexes that the stored schema did not have.
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws
     /// Decodes every record as the model's type; throws `migrationRequired` naming the first that fails.
@@ -62,8 +65,11 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         return ModelInfo(stored: schema, indexes: [], placeholder: placeholder)
     }
 
+    let caseKeyedPaths: Set<String>
+
     init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder
+        self.caseKeyedPaths = SchemaProbe.caseKeyedPaths(of: M.self)
         self.hasRemovedFields = stored.object.hasRemovedFields
         self.name = stored.name
         self.stored = stored
@@ -273,6 +279,14 @@ extension Model {
                         model: modelName, field: described,
                         reason: "an index must name a stored field by key path, and this one reads a computed property, "
                             + "which is not stored; index the stored fields it is computed from")
+                }
+                // An enum with associated values is stored as an object naming its case: no one
+                // field holds its value, so no index key can be made of it.
+                if let property = FieldNames.propertyPath(of: keyPath), SchemaProbe.caseKeyedPaths(of: Self.self).contains(property) {
+                    throw StrataError.unsupportedType(
+                        model: modelName, field: described,
+                        reason: "an enum with associated values (or without raw values) is stored as an object naming its case, and cannot be indexed; "
+                            + "index a raw-value enum or another field, or query it without an index")
                 }
                 // A stored name with a dot (`case userName = "user.name"`) reads as a nested path,
                 // so no key path reaches it: say so when there is one, rather than only the enum

@@ -56,7 +56,10 @@ struct PatchEncoder {
             }
             if case .object(let nestedSchema) = field.type.unwrapped, case .object(let nestedPatch) = value {
                 var current: [UInt8]?
-                if let existing = entries[field.id], !existing.isNil { current = existing.bytes }
+                // A payload enum's object names its case by the one key it holds: a patch gives
+                // the whole value (merged into another case, it would hold two).
+                let replaces = registry.byName[model]?.caseKeyedPaths.contains(fieldPath.text) == true
+                if !replaces, let existing = entries[field.id], !existing.isNil { current = existing.bytes }
                 let merged = try current.withUnsafeBytesIfPresent { bytes in
                     try merge(nestedPatch, into: bytes, schema: nestedSchema, path: fieldPath)
                 }

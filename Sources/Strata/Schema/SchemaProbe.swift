@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // Derives a schema from a Decodable type by decoding one instance from a probe that answers every
 // request with a placeholder and records what was asked for: field names in the order the type
@@ -16,9 +17,22 @@ enum SchemaProbe {
         try schemaAndPlaceholder(of: T.self, modelName: modelName).schema
     }
 
+    /// Per probed type: the dotted paths of fields whose type reads its case from the keys present
+    /// (a payload enum), which a partial update replaces rather than merges into.
+    private static let caseKeyed = Mutex<[ObjectIdentifier: Set<String>]>([:])
+
+    /// The case-keyed field paths of `type`, found when it was last probed.
+    static func caseKeyedPaths(of type: Any.Type) -> Set<String> {
+        caseKeyed.withLock { $0[ObjectIdentifier(type)] } ?? []
+    }
+
     /// The schema, and the instance the probe decoded (every field a placeholder value).
     static func schemaAndPlaceholder<T: Decodable>(of type: T.Type, modelName: String) throws -> (schema: ObjectSchema, placeholder: T) {
         let probe = ProbeState(modelName: modelName)
+        defer {
+            let paths = probe.caseKeyedPaths
+            caseKeyed.withLock { $0[ObjectIdentifier(T.self)] = paths }
+        }
         let fieldType: FieldType
         let instance: T
         do {
@@ -43,6 +57,8 @@ final class ProbeState {
     let modelName: String
     /// Set when probing for field names (`FieldNames`): leaves get telltale values.
     var marking: ProbeMarking?
+    /// Dotted paths of fields whose type was probed once per case of its keys.
+    var caseKeyedPaths = Set<String>()
 
     init(modelName: String) { self.modelName = modelName }
 
@@ -95,6 +111,21 @@ final class ProbeState {
         }
         let decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
         let value = try decodeReporting(T.self, from: decoder, path: path)
+        if decoder.askedForKeys, let count = decoder.caseCount {
+            // One probe per case of the keys; a field not every case reads is optional (a
+            // payload enum's record holds its own case's field alone).
+            var seen: [String: Int] = [:]
+            for field in decoder.fields { seen[field.name, default: 0] += 1 }
+            for index in 1..<max(count, 1) {
+                let other = ProbeDecoder(state: self, path: path, depth: depth + 1)
+                other.caseIndex = index
+                _ = try decodeReporting(T.self, from: other, path: path)
+                for field in other.fields { seen[field.name, default: 0] += 1 }
+                decoder.merge(other)
+            }
+            for (name, runs) in seen where runs < count { decoder.makeOptional(name) }
+            caseKeyedPaths.insert(dottedPath(path))
+        }
         switch decoder.shape {
         case .keyed:
             return (
@@ -126,13 +157,13 @@ final class ProbeState {
         } catch let failure as ProbeFailure {
             throw failure
         } catch {
-            if decoder.askedForKeys {
-                // The keys name what the value is (an enum's case): no schema can be derived
-                // from the type alone, so the field could hold values no stored schema describes.
+            if decoder.askedForKeys && decoder.caseCount == nil {
+                // The keys name what the value is, and they cannot be listed (not an enum of
+                // cases, as an enum's synthesized keys are): no schema follows from the type.
                 throw fail(
                     path,
-                    "\(T.self).init(from:) reads which keys the data holds (allKeys), as the Codable an enum with associated values gets does; "
-                        + "such a type cannot be stored: use a raw-value enum for the case and optional fields (or a nested struct) for its values")
+                    "\(T.self).init(from:) reads which keys the data holds (allKeys), and its coding keys are not an enum whose cases can be listed, "
+                        + "so no schema follows from the type: decode fixed keys (an enum of coding keys), or store a [String: T] dictionary")
             }
             throw fail(path, "\(T.self).init(from:) failed on placeholder values: \(error)")
         }
@@ -282,6 +313,29 @@ final class ProbeDecoder: Decoder {
     var nestedTypeName = ""
     /// Nested containers whose key the type first asked about with `decodeNil(forKey:)`: optional.
     var optionalNested = Set<String>()
+    /// Which of its coding keys' cases `allKeys` answers with (a payload enum is probed once per
+    /// case), and how many cases there are (nil until asked, or when the keys cannot be listed).
+    var caseIndex = 0
+    var caseCount: Int?
+
+    /// Adds the fields another probe of the same type found (another case of a payload enum).
+    func merge(_ other: ProbeDecoder) {
+        for field in other.fields where position(of: field.name) == nil {
+            addField(field.name, field.type)
+            if let child = other.nested[field.name] { nested[field.name] = child }
+            if other.optionalNested.contains(field.name) { optionalNested.insert(field.name) }
+        }
+    }
+
+    /// Makes field `name` optional (a case of a payload enum, absent from the other cases' records).
+    func makeOptional(_ name: String) {
+        guard let i = position(of: name) else { return }
+        if nested[name] != nil {
+            optionalNested.insert(name)
+        } else if !fields[i].type.isOptional {
+            fields[i].type = .optional(fields[i].type)
+        }
+    }
 
     /// Appends a field not asked for before.
     func addField(_ name: String, _ type: FieldType) {
@@ -319,8 +373,12 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     var allKeys: [Key] {
         // Only dictionaries enumerate keys; one placeholder key reveals the value type.
         if decoder.dictionaryMode, let key = Key(stringValue: "k") { return [key] }
+        // A type that learns what it holds from the keys present (the Codable of an enum with
+        // associated values names its case this way): one case per probe, each probed in turn.
         decoder.askedForKeys = true
-        return []
+        guard let cases = CodingKeyCases.cases(of: Key.self), decoder.caseIndex < cases.count else { return [] }
+        decoder.caseCount = cases.count
+        return [cases[decoder.caseIndex]]
     }
 
     func contains(_ key: Key) -> Bool { true }
@@ -477,4 +535,37 @@ struct ProbeSingleValueContainer: SingleValueDecodingContainer {
 /// Why a 128-bit integer field is refused.
 private func unsupported128(_ type: Any.Type) -> String {
     "\(type) is not supported (stored integers have at most 64 bits); store it as a String or Data, or as two 64-bit fields"
+}
+
+/// The cases of a coding-key type that is an enum without payloads (as Swift synthesizes for
+/// `CodingKeys` and for a payload enum's case keys), in declaration order; nil for any other key
+/// type. Such an enum is a bare tag: no bytes for one case, else one byte holding the case's
+/// index, whose unused values are its spare bit patterns, the first of them (the case count) being
+/// `Optional.none`'s. Each case built from its tag is checked to name itself.
+enum CodingKeyCases {
+    static func cases<Key: CodingKey>(of type: Key.Type) -> [Key]? {
+        guard _isPOD(Key.self), !(Key.self is AnyClass) else { return nil }
+        let count: Int
+        switch MemoryLayout<Key>.size {
+        case 0:
+            count = 1
+        case 1:
+            guard MemoryLayout<Key?>.size == 1 else { return nil }  // every byte value is taken: not a small enum
+            count = withUnsafeBytes(of: Key?.none) { Int($0[0]) }
+        default:
+            return nil
+        }
+        guard count >= 1 else { return nil }
+        var keys: [Key] = []
+        var names = Set<String>()
+        for tag in 0..<count {
+            let key = withUnsafeBytes(of: UInt8(tag)) { $0.load(as: Key.self) }
+            let name = key.stringValue
+            guard let again = Key(stringValue: name), bytes(of: again) == bytes(of: key), names.insert(name).inserted else { return nil }
+            keys.append(key)
+        }
+        return keys
+    }
+
+    private static func bytes<Key>(of key: Key) -> [UInt8] { withUnsafeBytes(of: key) { Array($0) } }
 }
