@@ -1955,9 +1955,16 @@ struct DocClaimsHuntAsyncTests {
         try await db.write { tx in _ = try tx.delete(DCRoom.self, key: "r1") }
         try await Task.sleep(for: .milliseconds(100))
         db.close()
+        // Commits that land while a consumer has not taken the last change merge into the next
+        // (ObservingChanges.md), and on a loaded machine the sleeps above do not guarantee the
+        // consumers a turn between the writes: what is promised is the first and last change, an
+        // update for the commits, and that each stream finishes.
         let seen = await watcher.value
-        #expect(seen == ["initial", "update", "update", "closed"])
-        #expect(await objectWatcher.value == ["changed b", "deleted"])
+        #expect(seen.first == "initial" && seen.last == "closed", "\(seen)")
+        #expect((1...2).contains(seen.filter { $0 == "update" }.count) && seen.count == 2 + seen.filter { $0 == "update" }.count, "\(seen)")
+        let objectSeen = await objectWatcher.value
+        #expect(objectSeen.last == "deleted", "\(objectSeen)")
+        #expect(objectSeen.dropLast().allSatisfy { $0 == "changed b" } && objectSeen.count <= 2, "\(objectSeen)")
     }
 }
 

@@ -89,22 +89,10 @@ struct NCConflicting: Model {
     func encode(to encoder: any Encoder) throws {}
 }
 
-struct NCRandom {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
-
 @Suite struct NestedContainerTests {
     static let seed: UInt64 = 20_261_203
 
-    static func place(_ id: Int, _ rng: inout NCRandom) -> NCPlace {
+    static func place(_ id: Int, _ rng: inout SeededRandom) -> NCPlace {
         let located = rng.below(3) != 0
         let values: [Double] = [-1.5, 0, 2, 3.25, .greatestFiniteMagnitude, -.infinity]
         return NCPlace(
@@ -136,7 +124,7 @@ struct NCRandom {
     @Test func queriesIndexesAndSortsMatchFoundation() throws {
         let path = databasePath("NestedContainerTests-queries")
         defer { try? FileManager.default.removeItem(atPath: path) }
-        var rng = NCRandom(state: Self.seed)
+        var rng = SeededRandom(seed: Self.seed)
         var model: [Int: NCPlace] = [:]
         var db = try Database(path: path, models: [NCPlace.self])
         try db.write { tx in

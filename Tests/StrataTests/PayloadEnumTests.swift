@@ -73,7 +73,7 @@ struct PENoteV2: Model, Equatable {
 @Suite struct PayloadEnumTests {
     static let seed: UInt64 = 20_261_203
 
-    static func attachment(_ rng: inout NCRandom) -> PEAttachment {
+    static func attachment(_ rng: inout SeededRandom) -> PEAttachment {
         switch rng.below(6) {
         case 0: return .text(["", "hi", "e\u{301}", "\u{1F600}"][rng.below(4)])
         case 1: return .image(url: URL(string: "https://example.com/\(rng.below(9)).png")!, size: [Int.min, 0, Int.max][rng.below(3)])
@@ -83,7 +83,7 @@ struct PENoteV2: Model, Equatable {
         }
     }
 
-    static func message(_ id: Int, _ rng: inout NCRandom) -> PEMessage {
+    static func message(_ id: Int, _ rng: inout SeededRandom) -> PEMessage {
         PEMessage(
             id: id, room: rng.below(4), attachment: attachment(&rng), optional: rng.below(3) == 0 ? nil : attachment(&rng),
             list: (0..<rng.below(4)).map { _ in attachment(&rng) },
@@ -94,7 +94,7 @@ struct PENoteV2: Model, Equatable {
     @Test func payloadEnumsRoundTripAndQueryAsFoundationDoes() throws {
         let path = databasePath("PayloadEnumTests-roundtrip")
         defer { try? FileManager.default.removeItem(atPath: path) }
-        var rng = NCRandom(state: Self.seed)
+        var rng = SeededRandom(seed: Self.seed)
         var model = (0..<120).map { Self.message($0, &rng) }
         // The reference agrees: JSON round-trips every one of them.
         for message in model {
@@ -137,7 +137,7 @@ struct PENoteV2: Model, Equatable {
     /// JSONEncoder's document gives back the object.
     @Test func partialJSONReplacesTheCase() throws {
         let db = try Database.inMemory(models: [PEMessage.self])
-        var rng = NCRandom(state: Self.seed &+ 1)
+        var rng = SeededRandom(seed: Self.seed &+ 1)
         var message = Self.message(1, &rng)
         message.attachment = .location(1, 2)
         message.box.inner = .text("a")
