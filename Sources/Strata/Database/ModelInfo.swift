@@ -282,7 +282,7 @@ extension Model {
                 }
                 // An enum with associated values is stored as an object naming its case: no one
                 // field holds its value, so no index key can be made of it.
-                if let property = FieldNames.propertyPath(of: keyPath), SchemaProbe.caseKeyedPaths(of: Self.self).contains(property) {
+                if SchemaProbe.isCaseKeyed(type(of: keyPath).valueType, in: Self.self) {
                     throw StrataError.unsupportedType(
                         model: modelName, field: described,
                         reason: "an enum with associated values (or without raw values) is stored as an object naming its case, and cannot be indexed; "

@@ -94,6 +94,8 @@ final class ObjectEncoding {
         var field: Int
         var state: ObjectEncoding
         var box: AnyObject?
+        /// The first container of its field, which writes it (a later one shares its state).
+        var writes: Bool
     }
 
     init(layout: DecodingLayout, context: EncodingContext) {
@@ -143,7 +145,10 @@ final class ObjectEncoding {
             return KeyedEncodingContainer(
                 FailingKeyedEncoding<NestedKey>(error: context.appending(name).mismatch("stored as \(schema.fields[f].type), written as a nested container")))
         }
-        let state = ObjectEncoding(layout: DecodingLayout(schema), context: context.appending(name))
+        // Asked again for the same key: the same container, as JSONEncoder merges them (written
+        // twice, the field would be in the record twice, and read back from its first entry).
+        let again = hot.pointee.nested.first { $0.field == f && $0.writes }?.state
+        let state = again ?? ObjectEncoding(layout: DecodingLayout(schema), context: context.appending(name))
         let made = KeyedEncodingContainer(ObjectKeyedEncoding<NestedKey>(encoder: state))
         var box: AnyObject?
         if MemoryLayout<KeyedEncodingContainer<NestedKey>>.size == MemoryLayout<AnyObject>.size {
@@ -151,14 +156,14 @@ final class ObjectEncoding {
         } else {
             keepForever(state)
         }
-        hot.pointee.nested.append(Nested(field: f, state: state, box: box))
+        hot.pointee.nested.append(Nested(field: f, state: state, box: box, writes: again == nil))
         return made
     }
 
     /// Writes each nested container's fields into its field, then lets them go.
     private func flushNested() {
         // (By index: a copy of the array would hold a second reference to every box.)
-        for i in hot.pointee.nested.indices {
+        for i in hot.pointee.nested.indices where hot.pointee.nested[i].writes {
             var bytes: [UInt8] = []
             hot.pointee.nested[i].state.serialize(into: &bytes)
             hot.pointee.storage.append(id: layout.ids[hot.pointee.nested[i].field], isNil: false, bytes: bytes)

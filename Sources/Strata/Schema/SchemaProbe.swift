@@ -17,21 +17,28 @@ enum SchemaProbe {
         try schemaAndPlaceholder(of: T.self, modelName: modelName).schema
     }
 
-    /// Per probed type: the dotted paths of fields whose type reads its case from the keys present
-    /// (a payload enum), which a partial update replaces rather than merges into.
-    private static let caseKeyed = Mutex<[ObjectIdentifier: Set<String>]>([:])
+    /// Per probed type: the dotted paths of fields whose type is an enum naming its case by key
+    /// (a payload enum), which a partial update replaces rather than merges into, and those types.
+    private static let caseKeyed = Mutex<[ObjectIdentifier: (paths: Set<String>, types: Set<ObjectIdentifier>)]>([:])
 
     /// The case-keyed field paths of `type`, found when it was last probed.
     static func caseKeyedPaths(of type: Any.Type) -> Set<String> {
-        caseKeyed.withLock { $0[ObjectIdentifier(type)] } ?? []
+        caseKeyed.withLock { $0[ObjectIdentifier(type)]?.paths } ?? []
+    }
+
+    /// Whether `valueType` (an optional unwrapped) is a case-keyed enum found in `model`.
+    static func isCaseKeyed(_ valueType: Any.Type, in model: Any.Type) -> Bool {
+        var type = valueType
+        while let optional = type as? any OptionalValue.Type { type = optional.wrappedType }
+        return caseKeyed.withLock { $0[ObjectIdentifier(model)]?.types.contains(ObjectIdentifier(type)) } ?? false
     }
 
     /// The schema, and the instance the probe decoded (every field a placeholder value).
     static func schemaAndPlaceholder<T: Decodable>(of type: T.Type, modelName: String) throws -> (schema: ObjectSchema, placeholder: T) {
         let probe = ProbeState(modelName: modelName)
         defer {
-            let paths = probe.caseKeyedPaths
-            caseKeyed.withLock { $0[ObjectIdentifier(T.self)] = paths }
+            let found = (paths: probe.caseKeyedPaths, types: probe.caseKeyedTypes)
+            caseKeyed.withLock { $0[ObjectIdentifier(T.self)] = found }
         }
         let fieldType: FieldType
         let instance: T
@@ -57,8 +64,9 @@ final class ProbeState {
     let modelName: String
     /// Set when probing for field names (`FieldNames`): leaves get telltale values.
     var marking: ProbeMarking?
-    /// Dotted paths of fields whose type was probed once per case of its keys.
+    /// Dotted paths of fields whose type is an enum naming its case by key, and those types.
     var caseKeyedPaths = Set<String>()
+    var caseKeyedTypes = Set<ObjectIdentifier>()
 
     init(modelName: String) { self.modelName = modelName }
 
@@ -111,6 +119,12 @@ final class ProbeState {
         }
         let decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
         let value = try decodeReporting(T.self, from: decoder, path: path)
+        var branched = false
+        // The runs below look for fields only: telltale values from them would mark paths with
+        // values the instance returned here does not hold (FieldNames matches the two).
+        let marks = marking
+        marking = nil
+        defer { marking = marks }
         if decoder.askedForKeys, let count = decoder.caseCount {
             // One probe per case of the keys; a field not every case reads is optional (a
             // payload enum's record holds its own case's field alone).
@@ -124,7 +138,31 @@ final class ProbeState {
                 decoder.merge(other)
             }
             for (name, runs) in seen where runs < count { decoder.makeOptional(name) }
+            branched = true
+        } else if let names = decoder.containsCases {
+            // The type asked `contains` (answered yes for every key above): a hand-written enum
+            // coder picks its case that way. Probed again with one key present at a time, a type
+            // whose branches read other fields gets them all, each optional unless every run
+            // reads it; a type that only skips absent fields finds nothing new and stays as is.
+            var runs: [ProbeDecoder] = []
+            for name in names {
+                let other = ProbeDecoder(state: self, path: path, depth: depth + 1)
+                other.containsOnly = name
+                guard (try? decodeReporting(T.self, from: other, path: path)) != nil else { continue }
+                runs.append(other)
+            }
+            let known = Set(decoder.fields.map(\.name))
+            if runs.contains(where: { $0.fields.contains { !known.contains($0.name) } }) {
+                for other in runs { decoder.merge(other) }
+                for field in decoder.fields where !runs.allSatisfy({ $0.position(of: field.name) != nil }) { decoder.makeOptional(field.name) }
+                branched = true
+            }
+        }
+        // An enum that names its case by key is replaced whole by a partial update (merged key by
+        // key it could hold two cases); a struct that reads whatever keys are present is merged.
+        if branched && Mirror(reflecting: value).displayStyle == .enum {
             caseKeyedPaths.insert(dottedPath(path))
+            caseKeyedTypes.insert(ObjectIdentifier(T.self))
         }
         switch decoder.shape {
         case .keyed:
@@ -317,6 +355,10 @@ final class ProbeDecoder: Decoder {
     /// case), and how many cases there are (nil until asked, or when the keys cannot be listed).
     var caseIndex = 0
     var caseCount: Int?
+    /// The names of the keys the type asked `contains` about, when they are an enum's cases.
+    var containsCases: [String]?
+    /// Set for a probe run in which `contains` says yes for this key alone.
+    var containsOnly: String?
 
     /// Adds the fields another probe of the same type found (another case of a payload enum).
     func merge(_ other: ProbeDecoder) {
@@ -381,7 +423,12 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return [cases[decoder.caseIndex]]
     }
 
-    func contains(_ key: Key) -> Bool { true }
+    func contains(_ key: Key) -> Bool {
+        if decoder.dictionaryMode { return true }
+        if let only = decoder.containsOnly { return key.stringValue == only }
+        if decoder.containsCases == nil { decoder.containsCases = CodingKeyCases.cases(of: Key.self)?.map(\.stringValue) }
+        return true
+    }
 
     func decodeNil(forKey key: Key) throws -> Bool {
         if !decoder.dictionaryMode, decoder.position(of: key.stringValue) == nil {
@@ -550,8 +597,12 @@ enum CodingKeyCases {
         case 0:
             count = 1
         case 1:
-            guard MemoryLayout<Key?>.size == 1 else { return nil }  // every byte value is taken: not a small enum
-            count = withUnsafeBytes(of: Key?.none) { Int($0[0]) }
+            // Every byte value taken (no spare pattern for nil): 256 cases.
+            count = MemoryLayout<Key?>.size == 1 ? withUnsafeBytes(of: Key?.none) { Int($0[0]) } : 256
+        case 2:
+            // 256 cases or more: a two-byte tag, little-endian on every platform Swift runs on.
+            guard MemoryLayout<Key?>.size == 2 else { return nil }
+            count = withUnsafeBytes(of: Key?.none) { Int($0[0]) | Int($0[1]) << 8 }
         default:
             return nil
         }
@@ -559,7 +610,7 @@ enum CodingKeyCases {
         var keys: [Key] = []
         var names = Set<String>()
         for tag in 0..<count {
-            let key = withUnsafeBytes(of: UInt8(tag)) { $0.load(as: Key.self) }
+            let key = withUnsafeBytes(of: UInt16(tag).littleEndian) { $0.load(as: Key.self) }
             let name = key.stringValue
             guard let again = Key(stringValue: name), bytes(of: again) == bytes(of: key), names.insert(name).inserted else { return nil }
             keys.append(key)
