@@ -41,7 +41,7 @@ struct NCPlace: Model, Equatable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(Int.self, forKey: .id)
         title = try container.decode(String.self, forKey: .title)
-        if container.contains(.geo), try !container.decodeNil(forKey: .geo) {
+        if container.contains(.geo) {
             let geo = try container.nestedContainer(keyedBy: GeoKeys.self, forKey: .geo)
             lat = try geo.decode(Double.self, forKey: .lat)
             lon = try geo.decode(Double.self, forKey: .lon)
@@ -211,6 +211,17 @@ struct NCConflicting: Model {
         let result = try db.write { tx in try tx.update(NCPlace.self, key: 1, json: Data(patch.utf8)) }
         #expect(result.object == expected)
         #expect(try db.object(NCPlace.self, key: 1) == expected)
+    }
+
+    /// A container the type reads only when `contains` says it is there is optional: an object
+    /// without it takes updates of its other fields (a required field would be reported missing).
+    @Test func aContainerReadWhenPresentIsOptional() throws {
+        let db = try Database.inMemory(models: [NCPlace.self])
+        try db.write { tx in try tx.insert(NCPlace(id: 1, title: "t", lat: nil, lon: nil, width: 1, height: 2, kind: "k")) }
+        let updated = try db.write { tx in try tx.update(NCPlace.self, key: 1, json: Data(#"{"title": "u"}"#.utf8)) }
+        #expect(updated.object == NCPlace(id: 1, title: "u", lat: nil, lon: nil, width: 1, height: 2, kind: "k"))
+        let schema = try #require(try StoredObjects.schemas(in: db.store).first { $0.name == "NCPlace" })
+        #expect(schema.object.field(named: "geo")?.type.isOptional == true)
     }
 
     @Test func aKeyReadAsValueAndContainerIsRefused() {

@@ -359,6 +359,8 @@ final class ProbeDecoder: Decoder {
     var containsCases: [String]?
     /// Set for a probe run in which `contains` says yes for this key alone.
     var containsOnly: String?
+    /// Keys the type asked `contains` about: a nested container under one may be absent.
+    var askedContains = Set<String>()
 
     /// Adds the fields another probe of the same type found (another case of a payload enum).
     func merge(_ other: ProbeDecoder) {
@@ -425,6 +427,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func contains(_ key: Key) -> Bool {
         if decoder.dictionaryMode { return true }
+        decoder.askedContains.insert(key.stringValue)
         if let only = decoder.containsOnly { return key.stringValue == only }
         if decoder.containsCases == nil { decoder.containsCases = CodingKeyCases.cases(of: Key.self)?.map(\.stringValue) }
         return true
@@ -495,6 +498,10 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
                 }
                 decoder.optionalNested.insert(name)
                 decoder.setType(.optional(placeholder), at: i)
+            } else if decoder.askedContains.contains(name) {
+                // Asked `contains` first: a container the type reads only when present.
+                decoder.optionalNested.insert(name)
+                decoder.addField(name, .optional(placeholder))
             } else {
                 decoder.addField(name, placeholder)
             }
