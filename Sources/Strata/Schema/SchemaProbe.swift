@@ -120,12 +120,10 @@ final class ProbeState {
         let decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
         let value = try decodeReporting(T.self, from: decoder, path: path)
         var branched = false
-        // The runs below look for fields only: telltale values from them would mark paths with
-        // values the instance returned here does not hold (FieldNames matches the two).
-        let marks = marking
-        marking = nil
-        defer { marking = marks }
-        if decoder.askedForKeys, let count = decoder.caseCount {
+        // The runs below look for fields only, which the schema probe needs and FieldNames'
+        // marking probes (several per type, at every open) do not: there they are skipped (their
+        // telltale values would also mark paths with values the instance here does not hold).
+        if marking == nil, decoder.askedForKeys, let count = decoder.caseCount {
             // One probe per case of the keys; a field not every case reads is optional (a
             // payload enum's record holds its own case's field alone).
             var seen: [String: Int] = [:]
@@ -139,7 +137,7 @@ final class ProbeState {
             }
             for (name, runs) in seen where runs < count { decoder.makeOptional(name) }
             branched = true
-        } else if let names = decoder.containsCases {
+        } else if marking == nil, let names = decoder.containsCases {
             // The type asked `contains` (answered yes for every key above): a hand-written enum
             // coder picks its case that way. Probed again with one key present at a time, a type
             // whose branches read other fields gets them all, each optional unless every run
