@@ -19,9 +19,28 @@ final class ObjectDecodingState {
         var table = FieldTable()
         var nextField = 0
         var nextEntry = 0
-        /// The states of keyed containers nested under a field, and the boxes handed out (to tell
-        /// whether the type kept one): alive until the next record.
-        var nested: [(state: ObjectDecodingState, box: AnyObject?)] = []
+        /// Keyed containers nested under a field (`nested`), handed out again for the next record
+        /// while nothing else holds them: making one costs a state, a box and its metadata lookup.
+        var nested: [NestedContainer] = []
+        /// Counts `reset`s, so that a cached nested container knows whether it reads this record.
+        var generation = 0
+        /// Per field, the decoder its values of non-primitive types were last read with, reused
+        /// for the next record's while nothing else holds it (empty until one is needed).
+        var decoders: [ValueDecoder?] = []
+        /// `allKeys` of records holding one field, per field (each a `[Key]` of the key type
+        /// `keysOfOneFieldType`, type-erased), made once per state.
+        var keysOfOneField: [AnyObject?] = []
+        var keysOfOneFieldType: ObjectIdentifier?
+    }
+
+    /// A keyed container handed out over field `field` with key type `type`, its state, and the
+    /// record (`Hot.generation`) its state was last pointed at.
+    struct NestedContainer {
+        var field: Int
+        var type: ObjectIdentifier
+        var state: ObjectDecodingState
+        var box: AnyObject?
+        var generation: Int
     }
 
     /// A located field: its index in the layout, and its entry in the record's table (-1: absent).
@@ -37,29 +56,24 @@ final class ObjectDecodingState {
         hot.initialize(to: Hot())
     }
 
-    convenience init(schema: ObjectSchema, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
-        self.init(layout: DecodingLayout(schema), context: context)
-        try reset(bytes)
-    }
-
-    /// A state to be pointed at records one after another (`reset`).
-    convenience init(schema: ObjectSchema, context: EncodingContext) {
-        self.init(layout: DecodingLayout(schema), context: context)
-    }
-
     deinit {
-        releaseNested()
+        retireKeptNested()
         hot.deinitialize(count: 1)
         hot.deallocate()
     }
 
-    /// Nested containers' states go; one whose container the type kept lives on for good (the
-    /// container refers to it unretained).
-    private func releaseNested() {
-        for i in hot.pointee.nested.indices where hot.pointee.nested[i].box != nil && !isKnownUniquelyReferenced(&hot.pointee.nested[i].box) {
-            keepForever(hot.pointee.nested[i].state)
+    /// Nested containers a type kept past its `init(from:)` leave the cache, and their states live
+    /// on for good (a container refers to its state unretained); the others stay for reuse.
+    private func retireKeptNested() {
+        var i = 0
+        while i < hot.pointee.nested.count {
+            if hot.pointee.nested[i].box != nil && !isKnownUniquelyReferenced(&hot.pointee.nested[i].box) {
+                keepForever(hot.pointee.nested[i].state)
+                hot.pointee.nested.remove(at: i)
+            } else {
+                i += 1
+            }
         }
-        hot.pointee.nested.removeAll()
     }
 
     var bytes: UnsafeRawBufferPointer { hot.pointee.bytes }
@@ -67,7 +81,8 @@ final class ObjectDecodingState {
 
     /// Points this state at another record, keeping its storage.
     func reset(_ bytes: UnsafeRawBufferPointer) throws {
-        if !hot.pointee.nested.isEmpty { releaseNested() }
+        if !hot.pointee.nested.isEmpty { retireKeptNested() }
+        hot.pointee.generation &+= 1
         hot.pointee.bytes = bytes
         hot.pointee.nextField = 0
         hot.pointee.nextEntry = 0
@@ -136,7 +151,24 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
         try unmanaged._withUnsafeGuaranteedRef(body)
     }
 
-    var allKeys: [Key] { with { $0.presentNames() }.compactMap { Key(stringValue: $0) } }
+    var allKeys: [Key] {
+        with { state in
+            // A record of a payload enum holds one field, its case: the keys of one field are
+            // made once per state and handed out again (building them is generic code, compiled
+            // unspecialized, and cost more than the rest of decoding the enum).
+            guard let f = state.onlyPresentField() else {
+                var keys: [Key] = []
+                for name in state.presentNames() { if let key = Key(stringValue: name) { keys.append(key) } }
+                return keys
+            }
+            // Kept type-erased: an array of `[Key]?` read in unspecialized code looks the metadata
+            // of its element type up on every read. An array is one reference whatever its element.
+            if let keys = state.keysOfOneField(f, keyType: ObjectIdentifier(Key.self)) { return unsafeBitCast(keys, to: [Key].self) }
+            let keys = Key(stringValue: state.layout.names[f]).map { [$0] } ?? []
+            state.setKeysOfOneField(f, keyType: ObjectIdentifier(Key.self), unsafeBitCast(keys, to: AnyObject.self))
+            return keys
+        }
+    }
     func contains(_ key: Key) -> Bool { with { $0.contains(key.stringValue) } }
     func decodeNil(forKey key: Key) throws -> Bool { with { $0.isNil(key.stringValue) } }
 
@@ -176,10 +208,39 @@ struct ObjectKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
 }
 
 extension ObjectDecodingState {
+    /// The layout index of the one live field this record holds, or nil when it holds none or more.
+    func onlyPresentField() -> Int? {
+        guard hot.pointee.table.entries.count == 1 else { return nil }
+        let id = hot.pointee.table.entries[0].id
+        for f in layout.ids.indices where layout.live[f] && layout.ids[f] == id { return f }
+        return nil
+    }
+
+    /// `allKeys` of a record holding field `f` alone, for keys of type `keyType` (a `[Key]`), when
+    /// this state made it before.
+    func keysOfOneField(_ f: Int, keyType: ObjectIdentifier) -> AnyObject? {
+        guard hot.pointee.keysOfOneFieldType == keyType, f < hot.pointee.keysOfOneField.count else { return nil }
+        return hot.pointee.keysOfOneField[f]
+    }
+
+    func setKeysOfOneField(_ f: Int, keyType: ObjectIdentifier, _ keys: AnyObject) {
+        if hot.pointee.keysOfOneFieldType != keyType {
+            hot.pointee.keysOfOneFieldType = keyType
+            hot.pointee.keysOfOneField = Array(repeating: nil, count: layout.names.count)
+        }
+        hot.pointee.keysOfOneField[f] = keys
+    }
+
     /// The names of the live fields this record holds.
     func presentNames() -> [String] {
-        let present = Set(table.ids)
-        return layout.schema.fields.filter { !$0.removed && present.contains($0.id) }.map(\.name)
+        var names: [String] = []
+        var hint = 0
+        for f in layout.ids.indices where layout.live[f] {
+            guard let e = hot.pointee.table.index(of: layout.ids[f], hint: hint) else { continue }
+            names.append(layout.names[f])
+            hint = e + 1
+        }
+        return names
     }
 
     func contains(_ name: String) -> Bool {
@@ -230,15 +291,28 @@ extension ObjectDecodingState {
         guard case .object(let schema) = field(f).type.unwrapped else {
             throw context.appending(name).mismatch("stored as \(field(f).type), read as a nested container")
         }
-        let state = try ObjectDecodingState(schema: schema, bytes: bytes, context: context.appending(name))
+        let key = ObjectIdentifier(NestedKey.self)
+        for i in hot.pointee.nested.indices where hot.pointee.nested[i].field == f && hot.pointee.nested[i].type == key {
+            let cached = hot.pointee.nested[i]
+            // Asked again for this record: the same container, from its first field.
+            if cached.generation == hot.pointee.generation {
+                cached.state.rewind()
+            } else {
+                try cached.state.reset(bytes)
+                hot.pointee.nested[i].generation = hot.pointee.generation
+            }
+            // (Only containers whose size was checked are cached.)
+            return unsafeBitCast(cached.box, to: KeyedDecodingContainer<NestedKey>.self)
+        }
+        let state = ObjectDecodingState(layout: layout.children[f] ?? DecodingLayout(schema), context: context.appending(name))
+        try state.reset(bytes)
         let made = KeyedDecodingContainer(ObjectKeyedDecoding<NestedKey>(state: state))
-        var box: AnyObject?
         if MemoryLayout<KeyedDecodingContainer<NestedKey>>.size == MemoryLayout<AnyObject>.size {
-            box = unsafeBitCast(made, to: AnyObject.self)
+            hot.pointee.nested.append(
+                NestedContainer(field: f, type: key, state: state, box: unsafeBitCast(made, to: AnyObject.self), generation: hot.pointee.generation))
         } else {
             keepForever(state)
         }
-        hot.pointee.nested.append((state, box))
         return made
     }
 
@@ -275,7 +349,21 @@ extension ObjectDecodingState {
     }
 
     private func general<T: Decodable>(_ type: T.Type, _ f: Int, _ name: String, _ bytes: UnsafeRawBufferPointer) throws -> T {
-        try RecordDecoding.decodeValue(T.self, as: field(f).type, bytes: bytes, context: context.appending(name))
+        if RecordDecoding.isPrimitive(T.self) {
+            return try RecordDecoding.decodeValue(T.self, as: field(f).type, bytes: bytes, context: context.appending(name))
+        }
+        // Structs, enums, arrays…: through this field's decoder, made once (a decoder, its context
+        // and a struct's container cost more to make than a small value costs to read).
+        if hot.pointee.decoders.isEmpty { hot.pointee.decoders = Array(repeating: nil, count: layout.names.count) }
+        if hot.pointee.decoders[f] == nil || !isKnownUniquelyReferenced(&hot.pointee.decoders[f]) {
+            let type = field(f).type
+            hot.pointee.decoders[f] = ValueDecoder(
+                fieldType: type.isOptional ? type.unwrappedOnce : type, bytes: bytes, isNil: false,
+                context: context.appending(name), layout: layout.children[f])
+        }
+        let decoder = hot.pointee.decoders[f].unsafelyUnwrapped
+        decoder.reset(bytes)
+        return try RecordDecoding.decode(T.self, with: decoder)
     }
 
     func value<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
@@ -306,15 +394,18 @@ extension ObjectDecodingState {
 struct ArrayDecoding: UnkeyedDecodingContainer {
     let element: FieldType
     let context: EncodingContext
+    /// The elements' struct layout (`ValueDecoder.layout`).
+    let layout: DecodingLayout?
     var items: [(isNil: Bool, bytes: UnsafeRawBufferPointer)] = []
     var codingPath: [any CodingKey] { [] }
     var count: Int? { items.count }
     var currentIndex = 0
     var isAtEnd: Bool { currentIndex >= items.count }
 
-    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, layout: DecodingLayout?) throws {
         self.element = element
         self.context = context
+        self.layout = layout
         items = try CollectionLayout.readArray(bytes)
     }
 
@@ -335,7 +426,7 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
             if let none = nilValue(of: T.self) { return none }
             throw context.mismatch("nil element read as \(T.self)")
         }
-        return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending("[\(currentIndex - 1)]"))
+        return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending("[\(currentIndex - 1)]"), layout: layout)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
@@ -348,12 +439,15 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
 struct DictionaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let element: FieldType
     let context: EncodingContext
+    /// The values' struct layout (`ValueDecoder.layout`).
+    let layout: DecodingLayout?
     var entries: [String: (isNil: Bool, bytes: UnsafeRawBufferPointer)] = [:]
     var codingPath: [any CodingKey] { [] }
 
-    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws {
+    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, layout: DecodingLayout?) throws {
         self.element = element
         self.context = context
+        self.layout = layout
         for entry in try CollectionLayout.readDictionary(bytes) { entries[entry.key] = (entry.isNil, entry.bytes) }
     }
 
@@ -367,7 +461,7 @@ struct DictionaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
             if let none = nilValue(of: T.self) { return none }
             throw context.appending(key.stringValue).mismatch("nil read as \(T.self)")
         }
-        return try RecordDecoding.decodeValue(T.self, as: element, bytes: entry.bytes, context: context.appending(key.stringValue))
+        return try RecordDecoding.decodeValue(T.self, as: element, bytes: entry.bytes, context: context.appending(key.stringValue), layout: layout)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -391,7 +485,7 @@ struct SingleValueDecoding: SingleValueDecodingContainer {
             // The raw value itself, or an enum (inside a wrapper) read as one, by its own
             // init(from:) or else by its raw value (RecordDecoding.decodeValue).
             if RecordDecoding.isPrimitive(T.self) { return try RecordDecoding.primitive(T.self, as: raw, bytes: decoder.bytes, context: decoder.context) }
-            return try RecordDecoding.decodeValue(T.self, as: .enumeration(raw), bytes: decoder.bytes, context: decoder.context)
+            return try RecordDecoding.decodeValue(T.self, as: .enumeration(raw), bytes: decoder.bytes, context: decoder.context, layout: decoder.layout)
         case .reference:
             guard let value = KeyEncoding.decode(T.self, from: decoder.bytes) else {
                 throw decoder.context.mismatch("stored reference key does not decode as \(T.self)")

@@ -8,10 +8,18 @@ enum RecordDecoding {
     }
 
     /// Decodes a present (non-nil) value of `type` stored as `fieldType`.
-    static func decodeValue<T: Decodable>(_ type: T.Type, as fieldType: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext) throws -> T {
+    /// `layout` is `DecodingLayout.objectSchema(in: fieldType)`'s layout when the caller has it.
+    static func decodeValue<T: Decodable>(
+        _ type: T.Type, as fieldType: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, layout: DecodingLayout? = nil
+    ) throws -> T {
         let stored = fieldType.isOptional ? fieldType.unwrappedOnce : fieldType
         if isPrimitive(T.self) { return try primitive(T.self, as: stored, bytes: bytes, context: context) }
-        let decoder = ValueDecoder(fieldType: stored, bytes: bytes, isNil: false, context: context)
+        return try decode(T.self, with: ValueDecoder(fieldType: stored, bytes: bytes, isNil: false, context: context, layout: layout))
+    }
+
+    /// Decodes a value of a type that is not primitive with its own `init(from:)`, from `decoder`
+    /// (made for a present value, its field type unwrapped once as `decodeValue` does).
+    static func decode<T: Decodable>(_ type: T.Type, with decoder: ValueDecoder) throws -> T {
         do {
             return try T(from: decoder)
         } catch {
@@ -19,9 +27,13 @@ enum RecordDecoding {
             // enum's own encode(to:). An init(from:) that reads another shape (the case's name
             // for an Int enum, a keyed container) cannot read that back, and the object would be
             // stored unreadable: the raw value names the case it was written from.
-            if case .enumeration(let raw) = stored, let value = rawCase(T.self, raw: raw, bytes: bytes, context: context) { return value }
+            if case .enumeration(let raw) = decoder.fieldType,
+                let value = rawCase(T.self, raw: raw, bytes: decoder.bytes, context: decoder.context)
+            {
+                return value
+            }
             if let error = error as? StrataError { throw error }
-            throw context.mismatch("\(T.self).init(from:) failed: \(error)")
+            throw decoder.context.mismatch("\(T.self).init(from:) failed: \(error)")
         }
     }
 
@@ -191,44 +203,99 @@ final class ModelDecoder: Decoder {
 }
 
 /// A decoder positioned on one stored value; the containers it hands out follow the field type.
+/// An `ObjectDecodingState` keeps one per field and points it at each record's value in turn.
 final class ValueDecoder: Decoder {
     let fieldType: FieldType
-    let bytes: UnsafeRawBufferPointer
+    private(set) var bytes: UnsafeRawBufferPointer
     let isNil: Bool
     let context: EncodingContext
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+    /// The layout of the struct `fieldType` holds (`DecodingLayout.objectSchema(in:)`), when the
+    /// caller has it; built on demand otherwise.
+    let layout: DecodingLayout?
 
-    init(fieldType: FieldType, bytes: UnsafeRawBufferPointer, isNil: Bool, context: EncodingContext) {
+    /// The keyed container last handed out over a struct, its key type and its state. It is
+    /// handed out again for the next value (its state pointed at it) while nothing else holds it:
+    /// a new one costs a state, a box and the box's generic metadata lookup, more than decoding a
+    /// small struct. The containers refer to their states unowned, so this decoder keeps them
+    /// alive, and forever those a type kept past its `init(from:)`.
+    private var keyedType: ObjectIdentifier?
+    private var keyedBox: AnyObject?
+    private var keyedState: ObjectDecodingState?
+    /// Whether `keyedState` reads the current value (`reset` points the decoder at another).
+    private var keyedStateCurrent = false
+    /// Containers superseded by one of another key type, alive until the next value.
+    private var superseded: [(state: ObjectDecodingState, box: AnyObject?)] = []
+
+    init(fieldType: FieldType, bytes: UnsafeRawBufferPointer, isNil: Bool, context: EncodingContext, layout: DecodingLayout? = nil) {
         self.fieldType = fieldType
         self.bytes = bytes
         self.isNil = isNil
         self.context = context
+        self.layout = layout
     }
 
-    /// The states of the nested structs' containers and their boxes: the containers refer to the
-    /// states unowned, so this decoder keeps them alive (and forever, should a box outlive it).
-    private var keyed: [(state: ObjectDecodingState, box: AnyObject?)] = []
-
     deinit {
-        for i in keyed.indices where keyed[i].box != nil && !isKnownUniquelyReferenced(&keyed[i].box) {
-            keepForever(keyed[i].state)
+        retireKeyed()
+        releaseSuperseded()
+    }
+
+    /// Points this decoder at another present value of the same field.
+    func reset(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+        keyedStateCurrent = false
+        // A container the previous value's type kept keeps its state; the next value gets a new one.
+        if keyedBox != nil, !isKnownUniquelyReferenced(&keyedBox) { retireKeyed() }
+        if !superseded.isEmpty { releaseSuperseded() }
+    }
+
+    private func retireKeyed() {
+        if let keyedState, keyedBox != nil, !isKnownUniquelyReferenced(&keyedBox) { keepForever(keyedState) }
+        keyedBox = nil
+        keyedState = nil
+        keyedType = nil
+    }
+
+    private func releaseSuperseded() {
+        for i in superseded.indices where superseded[i].box != nil && !isKnownUniquelyReferenced(&superseded[i].box) {
+            keepForever(superseded[i].state)
         }
+        superseded.removeAll()
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         switch fieldType.unwrapped {
         case .object(let schema):
-            let state = try ObjectDecodingState(schema: schema, bytes: bytes, context: context)
+            if keyedType == ObjectIdentifier(Key.self), let keyedState, let keyedBox {
+                // (The size was checked when it was cached.)
+                if keyedStateCurrent {
+                    keyedState.rewind()
+                } else {
+                    try keyedState.reset(bytes)
+                    keyedStateCurrent = true
+                }
+                return unsafeBitCast(keyedBox, to: KeyedDecodingContainer<Key>.self)
+            }
+            if let keyedState { superseded.append((keyedState, keyedBox)) }
+            keyedState = nil
+            keyedBox = nil
+            keyedType = nil
+            let state = ObjectDecodingState(layout: layout ?? DecodingLayout(schema), context: context)
+            try state.reset(bytes)
             let made = KeyedDecodingContainer(ObjectKeyedDecoding<Key>(state: state))
             if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
-                keyed.append((state, unsafeBitCast(made, to: AnyObject.self)))
+                keyedType = ObjectIdentifier(Key.self)
+                keyedBox = unsafeBitCast(made, to: AnyObject.self)
+                keyedState = state
+                keyedStateCurrent = true
             } else {
+                // A box this decoder cannot watch: the state must outlive whatever keeps it.
                 keepForever(state)
             }
             return made
         case .dictionary(let element):
-            return KeyedDecodingContainer(try DictionaryKeyedDecoding<Key>(element: element, bytes: bytes, context: context))
+            return KeyedDecodingContainer(try DictionaryKeyedDecoding<Key>(element: element, bytes: bytes, context: context, layout: layout))
         default:
             throw context.mismatch("stored as \(fieldType), read as a struct")
         }
@@ -236,7 +303,7 @@ final class ValueDecoder: Decoder {
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard case .array(let element) = fieldType.unwrapped else { throw context.mismatch("stored as \(fieldType), read as an array") }
-        return try ArrayDecoding(element: element, bytes: bytes, context: context)
+        return try ArrayDecoding(element: element, bytes: bytes, context: context, layout: layout)
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
@@ -341,9 +408,15 @@ final class DecodingLayout: Sendable {
     let ids: [Int]
     let kinds: [Kind]
     let live: [Bool]
+    /// Per field, the layout of the struct its values hold (directly, or inside optionals, arrays
+    /// and dictionaries): built once with the model's layout, because building one for every
+    /// nested value read cost more than decoding the value (five allocations and a pass over
+    /// the schema, for a struct of three fields).
+    let children: [DecodingLayout?]
 
     init(_ schema: ObjectSchema) {
         self.schema = schema
+        children = schema.fields.map { field in DecodingLayout.objectSchema(in: field.type).map { DecodingLayout($0) } }
         names = schema.fields.map(\.name)
         ids = schema.fields.map(\.id)
         live = schema.fields.map { !$0.removed }
@@ -359,6 +432,16 @@ final class DecodingLayout: Sendable {
             case .date: return .date
             default: return .other
             }
+        }
+    }
+
+    /// The struct a value of `type` holds, looking through optionals, arrays and dictionaries: the
+    /// schema that a decoder handed such a value, or its containers' elements, meets first.
+    static func objectSchema(in type: FieldType) -> ObjectSchema? {
+        switch type {
+        case .object(let schema): return schema
+        case .optional(let inner), .array(let inner), .dictionary(let inner): return objectSchema(in: inner)
+        default: return nil
         }
     }
 
