@@ -170,47 +170,44 @@ private struct NRLocatedOuter: Codable, Equatable {
         #expect(try db.objects(NRMixed.self).fetch() == values)
     }
 
-    /// A nested container a type keeps past its `init(from:)` keeps reading its own object's
-    /// record after the decoder has moved on to others (it is not handed out again).
-    @Test func keptNestedContainersKeepTheirOwnObject() throws {
-        NRLocatedStash.kept.withLock { $0.removeAll() }
-        defer { NRLocatedStash.kept.withLock { $0.removeAll() } }
-        let schema = try SchemaProbe.schema(of: NRLocatedOuter.self, modelName: "NRLocatedOuter")
-        let decoder = ModelDecoder(layout: DecodingLayout(schema), model: "NRLocatedOuter")
-        NRLocatedStash.kept.withLock { $0.removeAll() }  // (the schema probe's)
+    /// Encodes each value into a buffer of its own and decodes them all, one after another, with
+    /// one decoder (as a query does); the buffers stay alive for containers kept past decoding.
+    private static func decodeOneByOne<T: Codable & Equatable>(_ values: [T], model: String, beforeDecoding: () -> Void) throws
+        -> [UnsafeMutableRawBufferPointer]
+    {
+        let schema = try SchemaProbe.schema(of: T.self, modelName: model)
+        let decoder = ModelDecoder(layout: DecodingLayout(schema), model: model)
+        beforeDecoding()
         var buffers: [UnsafeMutableRawBufferPointer] = []
-        defer { for buffer in buffers { buffer.deallocate() } }
-        for i in 0..<40 {
-            let value = NRLocatedOuter(id: i, place: NRLocated(name: "p\(i)", lat: Double(i) / 4))
-            let record = try RecordEncoding.encode(value, schema: schema, model: "NRLocatedOuter")
+        for value in values {
+            let record = try RecordEncoding.encode(value, schema: schema, model: model)
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: record.count, alignment: 8)
             record.withUnsafeBytes { buffer.copyMemory(from: $0) }
             buffers.append(buffer)
-            #expect(try decoder.decode(NRLocatedOuter.self, from: UnsafeRawBufferPointer(buffer)) == value)
+            #expect(try decoder.decode(T.self, from: UnsafeRawBufferPointer(buffer)) == value)
         }
+        return buffers
+    }
+
+    /// A nested container a type keeps past its `init(from:)` keeps reading its own object's
+    /// record after the decoder has moved on to others (it is not handed out again).
+    @Test func keptNestedContainersKeepTheirOwnObject() throws {
+        defer { NRLocatedStash.kept.withLock { $0.removeAll() } }
+        let values = (0..<40).map { NRLocatedOuter(id: $0, place: NRLocated(name: "p\($0)", lat: Double($0) / 4)) }
+        // (The schema probe's containers are dropped before decoding.)
+        let buffers = try Self.decodeOneByOne(values, model: "NRLocatedOuter") { NRLocatedStash.kept.withLock { $0.removeAll() } }
+        defer { for buffer in buffers { buffer.deallocate() } }
         let kept = NRLocatedStash.kept.withLock { $0 }
         #expect(kept.count == 40)
         for (i, geo) in kept.enumerated() { #expect(try geo.decode(Double.self, forKey: .lat) == Double(i) / 4, "object \(i)") }
     }
 
-    /// Nested containers kept past their coder, through a plain struct field: each keeps its own
-    /// object, decoded one after another by one decoder.
+    /// Containers of a nested struct field kept past their coder: each keeps its own object.
     @Test func keptContainersOfNestedStructsKeepTheirOwnObject() throws {
-        HoardStash.decoding.withLock { $0.removeAll() }
         defer { HoardStash.decoding.withLock { $0.removeAll() } }
-        let schema = try SchemaProbe.schema(of: HoardOuter.self, modelName: "HoardOuter")
-        let decoder = ModelDecoder(layout: DecodingLayout(schema), model: "HoardOuter")
-        HoardStash.decoding.withLock { $0.removeAll() }  // (the schema probe's)
-        var buffers: [UnsafeMutableRawBufferPointer] = []
+        let values = (0..<40).map { HoardOuter(id: $0, inner: Hoard(id: $0 * 2, name: "n\($0)")) }
+        let buffers = try Self.decodeOneByOne(values, model: "HoardOuter") { HoardStash.decoding.withLock { $0.removeAll() } }
         defer { for buffer in buffers { buffer.deallocate() } }
-        for i in 0..<40 {
-            let value = HoardOuter(id: i, inner: Hoard(id: i * 2, name: "n\(i)"))
-            let record = try RecordEncoding.encode(value, schema: schema, model: "HoardOuter")
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: record.count, alignment: 8)
-            record.withUnsafeBytes { buffer.copyMemory(from: $0) }
-            buffers.append(buffer)
-            #expect(try decoder.decode(HoardOuter.self, from: UnsafeRawBufferPointer(buffer)) == value)
-        }
         let kept = HoardStash.decoding.withLock { $0 }
         #expect(kept.count == 40)
         for (i, c) in kept.enumerated() { #expect(try c.decode(String.self, forKey: .name) == "n\(i)", "object \(i)") }
