@@ -107,7 +107,63 @@ private struct NRLocatedOuter: Codable, Equatable {
     var place: NRLocated
 }
 
+/// Fails to encode itself halfway through when `fail` is set.
+private struct NRHalfway: Codable, Equatable, Sendable {
+    var first: Int
+    var fail: Bool
+    var last: String
+
+    struct Refused: Error {}
+
+    enum CodingKeys: String, CodingKey { case first, fail, last }
+
+    init(first: Int, fail: Bool, last: String) {
+        self.first = first
+        self.fail = fail
+        self.last = last
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        first = try c.decode(Int.self, forKey: .first)
+        fail = try c.decode(Bool.self, forKey: .fail)
+        last = try c.decode(String.self, forKey: .last)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(first, forKey: .first)
+        try c.encode(fail, forKey: .fail)
+        if fail { throw Refused() }
+        try c.encode(last, forKey: .last)
+    }
+}
+
+private struct NRHolder: Model, Equatable {
+    var id: Int
+    var inner: NRHalfway
+    var shape: NRShape
+}
+
 @Suite(.serialized) struct NestedDecodingReuseTests {
+    /// A nested value whose `encode(to:)` throws halfway leaves nothing behind in the encoder
+    /// that the next object's nested value is written with.
+    @Test func aNestedValueThatFailsToEncodeLeavesNothingForTheNext() throws {
+        let db = try Database.inMemory(models: [NRHolder.self])
+        var stored: [NRHolder] = []
+        for i in 0..<30 {
+            let holder = NRHolder(id: i, inner: NRHalfway(first: i, fail: i % 3 == 1, last: "l\(i)"), shape: i % 2 == 0 ? .empty : .label("s\(i)", size: i))
+            do {
+                try db.write { tx in try tx.insert(holder) }
+                #expect(!holder.inner.fail, "object \(i) should have failed to encode")
+                stored.append(holder)
+            } catch is NRHalfway.Refused {
+                #expect(holder.inner.fail, "object \(i)")
+            }
+        }
+        #expect(try db.objects(NRHolder.self).fetch() == stored)
+    }
+
     private static func randomShape(_ rng: inout SeededRandom) -> NRShape {
         switch rng.below(4) {
         case 0: return .circle(radius: Double(rng.below(1001)) / 8)

@@ -20,10 +20,6 @@ final class ObjectEncoder: Encoder {
         self.init(state: ObjectEncoding(layout: layout, context: context))
     }
 
-    convenience init(schema: ObjectSchema, context: EncodingContext) {
-        self.init(layout: DecodingLayout(schema), context: context)
-    }
-
     deinit { retireContainer() }
 
     /// Ready for the next object.
@@ -50,6 +46,11 @@ final class ObjectEncoder: Encoder {
             keepForever(state)
         }
         return made
+    }
+
+    /// Whether anything but this encoder holds its cached container (a type kept it).
+    func containerIsKept() -> Bool {
+        container != nil && !isKnownUniquelyReferenced(&container)
     }
 
     /// The cached container goes: if anything but this encoder still holds it (a type kept its
@@ -86,6 +87,9 @@ final class ObjectEncoding {
         /// Keyed containers nested under a field (`nestedContainer(keyedBy:forKey:)`), written
         /// into as the type goes on: serialized into their fields when the record is.
         var nested: [Nested] = []
+        /// Per field, the encoder its struct values were last written with, reused for the next
+        /// record's while nothing else holds it or its container (empty until one is needed).
+        var encoders: [ObjectEncoder?] = []
     }
 
     /// A nested container's field, its state, and the box handed out (to tell whether the type
@@ -148,7 +152,7 @@ final class ObjectEncoding {
         // Asked again for the same key: the same container, as JSONEncoder merges them (written
         // twice, the field would be in the record twice, and read back from its first entry).
         let again = hot.pointee.nested.first { $0.field == f && $0.writes }?.state
-        let state = again ?? ObjectEncoding(layout: DecodingLayout(schema), context: context.appending(name))
+        let state = again ?? ObjectEncoding(layout: layout.children[f] ?? DecodingLayout(schema), context: context.appending(name))
         let made = KeyedEncodingContainer(ObjectKeyedEncoding<NestedKey>(encoder: state))
         var box: AnyObject?
         if MemoryLayout<KeyedEncodingContainer<NestedKey>>.size == MemoryLayout<AnyObject>.size {
@@ -248,17 +252,40 @@ final class ObjectEncoding {
 
     func value<T: Encodable>(_ value: T, _ name: String) throws {
         let f = try field(name)
-        if let optional = value as? any OptionalValue, optional.wrappedAny == nil {
-            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
-            return
+        if let optional = value as? any OptionalValue {
+            if optional.wrappedAny == nil {
+                hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+                return
+            }
+        } else if layout.kinds[f] == .object, let child = layout.children[f] {
+            return try object(value, f, name, layout: child)
         }
         try general(value, f, name)
+    }
+
+    /// A struct (or payload enum) into a field that stores one, through this field's encoder, made
+    /// once: the general path casts the value through `Any` and makes an encoder, a layout and a
+    /// container for every value, which cost several times what writing a small struct does.
+    private func object<T: Encodable>(_ value: T, _ f: Int, _ name: String, layout child: DecodingLayout) throws {
+        if hot.pointee.encoders.isEmpty { hot.pointee.encoders = Array(repeating: nil, count: layout.names.count) }
+        // A new encoder when a type kept the last one, or its container, past `encode(to:)`: the
+        // kept one writes into its own state, never into a later record's.
+        if hot.pointee.encoders[f] == nil || !isKnownUniquelyReferenced(&hot.pointee.encoders[f])
+            || hot.pointee.encoders[f].unsafelyUnwrapped.containerIsKept()
+        {
+            hot.pointee.encoders[f] = ObjectEncoder(layout: child, context: context.appending(name))
+        }
+        let encoder = hot.pointee.encoders[f].unsafelyUnwrapped
+        encoder.reset()
+        try value.encode(to: encoder)
+        hot.pointee.storage.append(id: layout.ids[f]) { encoder.serialize(into: &$0) }
     }
 
     private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
         let type = schema.fields[f].type
         let context = self.context.appending(name)
-        try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context) }
+        let child = layout.children[f]
+        try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context, layout: child) }
     }
 }
 
@@ -324,14 +351,17 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
 final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
     let element: FieldType
     let context: EncodingContext
+    /// The elements' struct layout (`RecordEncoding.encodeValue`'s `layout`).
+    let layout: DecodingLayout?
     var elements: [(isNil: Bool, bytes: [UInt8])] = []
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
     var count: Int { elements.count }
 
-    init(element: FieldType, context: EncodingContext) {
+    init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
         self.element = element
         self.context = context
+        self.layout = layout
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -347,7 +377,7 @@ final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
     func encode<T: Encodable>(_ value: T) throws {
         if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil() }
         var bytes: [UInt8] = []
-        try RecordEncoding.encodeValue(value, as: element, into: &bytes, context: context.appending("[\(elements.count)]"))
+        try RecordEncoding.encodeValue(value, as: element, into: &bytes, context: context.appending("[\(elements.count)]"), layout: layout)
         elements.append((false, bytes))
     }
 
@@ -363,13 +393,16 @@ final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
 final class DictionaryEncoder: Encoder {
     let element: FieldType
     let context: EncodingContext
+    /// The elements' struct layout (`RecordEncoding.encodeValue`'s `layout`).
+    let layout: DecodingLayout?
     var entries: [(key: String, isNil: Bool, bytes: [UInt8])] = []
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    init(element: FieldType, context: EncodingContext) {
+    init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
         self.element = element
         self.context = context
+        self.layout = layout
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -392,7 +425,7 @@ struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil(forKey: key) }
         var bytes: [UInt8] = []
-        try RecordEncoding.encodeValue(value, as: encoder.element, into: &bytes, context: encoder.context.appending(key.stringValue))
+        try RecordEncoding.encodeValue(value, as: encoder.element, into: &bytes, context: encoder.context.appending(key.stringValue), layout: encoder.layout)
         encoder.entries.append((key.stringValue, false, bytes))
     }
 

@@ -23,7 +23,9 @@ enum RecordEncoding {
     }
 
     /// Appends the encoding of `value`, stored as `type`, to `out`. Nil optionals are the caller's.
-    static func encodeValue(_ value: Any, as type: FieldType, into out: inout [UInt8], context: EncodingContext) throws {
+    /// `layout` is `DecodingLayout.objectSchema(in: type)`'s layout when the caller has it (built
+    /// per struct value otherwise).
+    static func encodeValue(_ value: Any, as type: FieldType, into out: inout [UInt8], context: EncodingContext, layout: DecodingLayout? = nil) throws {
         if let optional = value as? any OptionalValue {
             guard let wrapped = optional.wrappedAny else {
                 throw context.mismatch("nil where a value is required")
@@ -34,11 +36,11 @@ enum RecordEncoding {
                 throw context.mismatch(
                     "the inner nil of a nested optional (.some(nil)) cannot be stored in an array element or dictionary value, which keep one level of nil")
             }
-            return try encodeValue(wrapped, as: type.isOptional ? type.unwrappedOnce : type, into: &out, context: context)
+            return try encodeValue(wrapped, as: type.isOptional ? type.unwrappedOnce : type, into: &out, context: context, layout: layout)
         }
         switch type {
         case .optional(let inner):
-            try encodeValue(value, as: inner, into: &out, context: context)
+            try encodeValue(value, as: inner, into: &out, context: context, layout: layout)
         case .bool:
             guard let v = value as? Bool else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             out.append(v ? 1 : 0)
@@ -92,18 +94,18 @@ enum RecordEncoding {
             out.append(contentsOf: key)
         case .object(let schema):
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
-            let encoder = ObjectEncoder(schema: schema, context: context)
+            let encoder = ObjectEncoder(layout: layout ?? DecodingLayout(schema), context: context)
             try encodable.encode(to: encoder)
             encoder.serialize(into: &out)
         case .array(let element):
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
-            let encoder = ArrayEncoder(element: element, context: context)
+            let encoder = ArrayEncoder(element: element, context: context, layout: layout)
             try encodable.encode(to: encoder)
             if value is any UnorderedCollection { encoder.elements.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) } }
             CollectionLayout.appendArray(encoder.elements, to: &out)
         case .dictionary(let element):
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
-            let encoder = DictionaryEncoder(element: element, context: context)
+            let encoder = DictionaryEncoder(element: element, context: context, layout: layout)
             try encodable.encode(to: encoder)
             CollectionLayout.appendDictionary(encoder.entries, to: &out)
         }
