@@ -300,8 +300,18 @@ extension Model {
                     reason: "an index must name a stored field by key path, and Strata could not tell which stored field this is "
                         + "(\(dotted)two renamed fields of one enum type that is not CaseIterable look alike: make the enum CaseIterable)")
             }
-            guard current.type(atPath: path) != nil else {
+            guard let stored = current.type(atPath: path) else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
+            }
+            if case .object = stored.unwrapped {
+                // No one field holds such a value, so no index key can be made of it.
+                throw StrataError.unsupportedType(
+                    model: modelName, field: path,
+                    reason: SchemaProbe.isCaseKeyed(type(of: keyPath).valueType, in: Self.self)
+                        ? "an enum with associated values (or without raw values) is stored as an object naming its case, and cannot be indexed; "
+                            + "index a raw-value enum or another field, or query it without an index"
+                        : "a nested struct is stored as an object of its fields, and cannot be indexed as a whole; "
+                            + "index one of its fields with a key path that reaches into it")
             }
             return path
         }

@@ -314,7 +314,9 @@ enum FieldNames {
         switch mirror.displayStyle {
         case .optional:
             for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: record, into: &found, optionals: &optionals)) }
-        case .collection, .set:
+        case .collection, .set, .enum, .tuple:
+            // An enum's one child is its case's payload (a tuple when it has several values): the
+            // payload's tokens are the property's, whose stored field holds them under the case.
             for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: false, into: &found, optionals: &optionals)) }
         case .dictionary:
             for child in mirror.children {

@@ -117,8 +117,25 @@ final class ProbeState {
             guard let valueType = decoder.dictionaryValueType else { throw fail(path, "could not determine the dictionary's value type") }
             return (.dictionary(valueType), value)
         }
-        let decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
-        let value = try decodeReporting(T.self, from: decoder, path: path)
+        var decoder = ProbeDecoder(state: self, path: path, depth: depth + 1)
+        var value = try decodeReporting(T.self, from: decoder, path: path)
+        if marking != nil, decoder.askedForKeys, let count = decoder.caseCount, count > 1,
+            Mirror(reflecting: value).displayStyle == .enum, Mirror(reflecting: value).children.isEmpty
+        {
+            // FieldNames knows a payload enum's property by the telltales of its payload: with a
+            // first case that has none (`case none`), it marks the first case that has one. A
+            // case without a payload reads no value, so the cases passed over mark nothing.
+            for index in 1..<count {
+                let other = ProbeDecoder(state: self, path: path, depth: depth + 1)
+                other.caseIndex = index
+                guard let candidate = try? decodeReporting(T.self, from: other, path: path) else { continue }
+                if !Mirror(reflecting: candidate).children.isEmpty {
+                    decoder = other
+                    value = candidate
+                    break
+                }
+            }
+        }
         var branched = false
         // The runs below look for fields only, which the schema probe needs and FieldNames'
         // marking probes (several per type, at every open) do not: there they are skipped (their
