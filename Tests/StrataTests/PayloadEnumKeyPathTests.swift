@@ -147,6 +147,29 @@ import Testing
         #expect(try filtered.values(\.level) == all.filter { $0.level > low }.map(\.level))
     }
 
+    /// A partial JSON update that gives null for a case (`{"s": {"none": null}}`, where JSONEncoder
+    /// writes `{"none": {}}`) is refused as JSONDecoder refuses it, naming the case and the form a
+    /// case takes; the stored object is unchanged. The `{}` form is accepted.
+    @Test func aPatchGivingNullForACaseIsRefusedWithTheReason() throws {
+        let db = try Database.inMemory(models: [Drawing.self])
+        let original = Drawing(id: 1, shape: .label("a"), tag: nil, frame: Frame(shape: .none, note: ""), count: 0)
+        try db.write { tx in try tx.insert(original) }
+        let patch = Data(#"{"s": {"none": null}}"#.utf8)
+        var merged = try JSONSerialization.jsonObject(with: JSONEncoder().encode(original)) as? [String: Any] ?? [:]
+        merged["s"] = ["none": NSNull()]
+        #expect(throws: (any Error).self) { try JSONDecoder().decode(Drawing.self, from: JSONSerialization.data(withJSONObject: merged)) }
+        do {
+            try db.write { tx in _ = try tx.update(Drawing.self, key: 1, json: patch) }
+            Issue.record("a null case was accepted")
+        } catch StrataError.typeMismatch(let model, let field, let reason) {
+            #expect(model == "Drawing" && field == "s.none", "\(field)")
+            #expect(reason.contains("null given for a case of Shape") && reason.contains("{}"), "\(reason)")
+        }
+        #expect(try db.object(Drawing.self, key: 1) == original)
+        try db.write { tx in _ = try tx.update(Drawing.self, key: 1, json: Data(#"{"s": {"none": {}}}"#.utf8)) }
+        #expect(try db.object(Drawing.self, key: 1)?.shape == Shape.none)
+    }
+
     /// An observer narrowed to `\.shape` is told of a new case, of a new payload in the same case,
     /// and of a partial JSON update that switches the case; a change to `count` or to the frame
     /// alone is not delivered. Each write it must not hear is followed by one it must, and

@@ -59,6 +59,12 @@ struct PatchEncoder {
                 // A payload enum's object names its case by the one key it holds: a patch gives
                 // the whole value (merged into another case, it would hold two).
                 let replaces = registry.byName[model]?.caseKeyedPaths.contains(fieldPath.text) == true
+                if replaces, let name = nestedPatch.keys.sorted().first(where: { if case .null = nestedPatch[$0] { true } else { false } }) {
+                    // JSONDecoder refuses it too; said here, the reason is not a stored value gone missing.
+                    throw fieldPath.appending(name).mismatch(
+                        "null given for a case of \(nestedSchema.typeName): a case is an object of its associated values, "
+                            + "{} when it has none (as JSONEncoder writes it)")
+                }
                 if !replaces, let existing = entries[field.id], !existing.isNil { current = existing.bytes }
                 let merged = try current.withUnsafeBytesIfPresent { bytes in
                     try merge(nestedPatch, into: bytes, schema: nestedSchema, path: fieldPath)
