@@ -131,6 +131,40 @@ struct RecordTests {
         }
     }
 
+    struct GridCell: Codable, Sendable { var v: Int8 }
+    struct Grid: Model {
+        var id: Int
+        var rows: [[GridCell]]
+        var flat: [[Int8]]
+    }
+    struct WideCell: Codable, Sendable { var v: Int }
+    struct WideGrid: Model {
+        var id: Int
+        var rows: [[WideCell]]
+        var flat: [[Int]]
+    }
+
+    /// Errors name an element of an array inside an array, and a field below it, as partial
+    /// updates name them (`rows[1][1].v`): the element indexes are kept as numbers until an error
+    /// reads them. Here a stored value too large for the field's type is decoded.
+    @Test func errorsNameElementsOfNestedArrays() throws {
+        let schema = try SchemaProbe.schema(of: Grid.self, modelName: "Grid")
+        let wideSchema = try SchemaProbe.schema(of: WideGrid.self, modelName: "Grid")
+        func failingField(_ wide: WideGrid) throws -> String? {
+            let bytes = try RecordEncoding.encode(wide, schema: wideSchema, model: "Grid")
+            do {
+                _ = try bytes.withUnsafeBytes { try RecordDecoding.decode(Grid.self, from: $0, schema: schema, model: "Grid") }
+                return nil
+            } catch StrataError.typeMismatch(_, let field, _) {
+                return field
+            }
+        }
+        let small = [[WideCell(v: 1)], [WideCell(v: 2), WideCell(v: 3)]]
+        #expect(try failingField(WideGrid(id: 1, rows: small, flat: [[1], [2, 3]])) == nil)
+        #expect(try failingField(WideGrid(id: 1, rows: [[WideCell(v: 1)], [WideCell(v: 2), WideCell(v: 300)]], flat: [])) == "rows[1][1].v")
+        #expect(try failingField(WideGrid(id: 1, rows: small, flat: [[1, 2, 3], [4], [5, -129]])) == "flat[2][1]")
+    }
+
     @Test func keyEncodingPreservesOrder() {
         let ints: [Int] = [Int.min, -5, -1, 0, 1, 7, Int.max]
         let encoded = ints.map { KeyEncoding.encode($0)! }

@@ -426,7 +426,7 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
             if let none = nilValue(of: T.self) { return none }
             throw context.mismatch("nil element read as \(T.self)")
         }
-        return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending("[\(currentIndex - 1)]"), layout: layout)
+        return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending(index: currentIndex - 1), layout: layout)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {

@@ -377,7 +377,7 @@ final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
     func encode<T: Encodable>(_ value: T) throws {
         if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil() }
         var bytes: [UInt8] = []
-        try RecordEncoding.encodeValue(value, as: element, into: &bytes, context: context.appending("[\(elements.count)]"), layout: layout)
+        try RecordEncoding.encodeValue(value, as: element, into: &bytes, context: context.appending(index: elements.count), layout: layout)
         elements.append((false, bytes))
     }
 

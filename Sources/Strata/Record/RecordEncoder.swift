@@ -140,27 +140,45 @@ func dottedPath(_ parts: [String]) -> String {
 }
 
 /// Where a value sits, for error messages. Cheap to extend by one key (no allocation for a
-/// model's own fields): the path is only assembled when an error is built.
+/// model's own fields) or by an element's index (kept as a number): the path is only assembled
+/// when an error is built, or when a context is made below this one.
 struct EncodingContext {
     let model: String
     private let parent: [String]
     private let leaf: String?
+    /// An array element's index under `parent` + `leaf`, written `[i]` only when the path is read:
+    /// formatting it for every element cost more than decoding a small element.
+    private let index: Int?
 
     init(model: String, path: [String]) {
         self.model = model
         self.parent = path
         self.leaf = nil
+        self.index = nil
     }
 
-    private init(model: String, parent: [String], leaf: String) {
+    private init(model: String, parent: [String], leaf: String?, index: Int?) {
         self.model = model
         self.parent = parent
         self.leaf = leaf
+        self.index = index
     }
 
-    var path: [String] { leaf.map { parent + [$0] } ?? parent }
+    var path: [String] {
+        guard leaf != nil || index != nil else { return parent }
+        var path = parent
+        if let leaf { path.append(leaf) }
+        if let index { path.append("[\(index)]") }
+        return path
+    }
 
-    func appending(_ key: String) -> EncodingContext { EncodingContext(model: model, parent: path, leaf: key) }
+    func appending(_ key: String) -> EncodingContext { EncodingContext(model: model, parent: path, leaf: key, index: nil) }
+
+    /// The context of element `index` of the array here.
+    func appending(index: Int) -> EncodingContext {
+        if self.index == nil { return EncodingContext(model: model, parent: parent, leaf: leaf, index: index) }
+        return EncodingContext(model: model, parent: path, leaf: nil, index: index)
+    }
 
     /// The path as errors name it (`dottedPath`).
     var text: String { dottedPath(path) }
