@@ -165,6 +165,44 @@ struct RecordTests {
         #expect(try failingField(WideGrid(id: 1, rows: small, flat: [[1, 2, 3], [4], [5, -129]])) == "flat[2][1]")
     }
 
+    struct Tagged: Model, Equatable {
+        var id: Int
+        var tags: [String]
+        var maybe: [String]?
+        var set: Set<String>
+        var nested: [[String]]
+    }
+
+    /// `[String]` fields take a short path in both directions: the bytes are those the general
+    /// path writes for an array of strings (compared field by field with `encodeValue`), and
+    /// reading them back gives the same strings, empty ones, combining marks and emoji included,
+    /// optional or not; sets and nested arrays keep the general path and round trip too.
+    @Test func stringArraysAreWrittenAsTheGeneralPathWritesThem() throws {
+        let schema = try SchemaProbe.schema(of: Tagged.self, modelName: "Tagged")
+        let samples: [[String]] = [[], [""], ["a", "", "e\u{301}", "\u{E9}", "🇫🇷", String(repeating: "x", count: 300)], (0..<40).map { "tag\($0)" }]
+        for (i, tags) in samples.enumerated() {
+            let value = Tagged(id: i, tags: tags, maybe: i % 2 == 0 ? nil : tags, set: Set(tags), nested: [tags, [], tags])
+            let record = try RecordEncoding.encode(value, schema: schema, model: "Tagged")
+            let fields = try record.withUnsafeBytes { try FieldTable($0).entries }
+            for (name, expected) in [("tags", tags), ("maybe", value.maybe)] {
+                guard let id = schema.field(named: name)?.id else {
+                    Issue.record("no field \(name)")
+                    continue
+                }
+                let entry = fields.first { $0.id == id }
+                if let expected {
+                    var general: [UInt8] = []
+                    try RecordEncoding.encodeValue(expected, as: .array(.string), into: &general, context: EncodingContext(model: "Tagged", path: [name]))
+                    #expect(entry.map { Array(record[$0.start..<$0.end]) } == general, "sample \(i), \(name)")
+                } else {
+                    #expect(entry?.isNil ?? true, "sample \(i), \(name)")
+                }
+            }
+            let decoded = try record.withUnsafeBytes { try RecordDecoding.decode(Tagged.self, from: $0, schema: schema, model: "Tagged") }
+            #expect(decoded == value, "sample \(i)")
+        }
+    }
+
     @Test func keyEncodingPreservesOrder() {
         let ints: [Int] = [Int.min, -5, -1, 0, 1, 7, Int.max]
         let encoded = ints.map { KeyEncoding.encode($0)! }

@@ -352,6 +352,7 @@ extension ObjectDecodingState {
         if RecordDecoding.isPrimitive(T.self) {
             return try RecordDecoding.decodeValue(T.self, as: field(f).type, bytes: bytes, context: context.appending(name))
         }
+        if layout.kinds[f] == .stringArray, T.self == [String].self { return unsafeBitCast(try strings(bytes, name), to: T.self) }
         // Structs, enums, arrays…: through this field's decoder, made once (a decoder, its context
         // and a struct's container cost more to make than a small value costs to read).
         if hot.pointee.decoders.isEmpty { hot.pointee.decoders = Array(repeating: nil, count: layout.names.count) }
@@ -364,6 +365,21 @@ extension ObjectDecodingState {
         let decoder = hot.pointee.decoders[f].unsafelyUnwrapped
         decoder.reset(bytes)
         return try RecordDecoding.decode(T.self, with: decoder)
+    }
+
+    /// A `[String]` field (tags, say) read straight from its bytes. Through `Array.init(from:)`
+    /// every element cost an unkeyed container call, a generic value decode and, in the standard
+    /// library's unspecialized code, the array's regrowth with its metadata lookups: about 1,600
+    /// instructions an element. The strings are those the general path reads.
+    private func strings(_ bytes: UnsafeRawBufferPointer, _ name: String) throws -> [String] {
+        let items = try CollectionLayout.readArray(bytes)
+        var strings: [String] = []
+        strings.reserveCapacity(items.count)
+        for (i, item) in items.enumerated() {
+            if item.isNil { throw context.appending(name).appending(index: i).mismatch("nil element read as String") }
+            strings.append(String(decoding: item.bytes, as: UTF8.self))
+        }
+        return strings
     }
 
     func value<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {

@@ -259,6 +259,20 @@ final class ObjectEncoding {
             }
         } else if layout.kinds[f] == .object, let child = layout.children[f] {
             return try object(value, f, name, layout: child)
+        } else if layout.kinds[f] == .stringArray, T.self == [String].self {
+            // The bytes the general path writes (`CollectionLayout.appendArray` of each string's
+            // UTF-8), without an encoder and a boxed value per element.
+            let strings = unsafeBitCast(value, to: [String].self)
+            hot.pointee.storage.append(id: layout.ids[f]) { out in
+                appendVarint(UInt64(strings.count), to: &out)
+                for var string in strings {
+                    string.withUTF8 { utf8 in
+                        appendVarint(UInt64(utf8.count) << 1, to: &out)
+                        out.append(contentsOf: utf8)
+                    }
+                }
+            }
+            return
         }
         try general(value, f, name)
     }

@@ -401,7 +401,7 @@ struct FieldTable {
 /// one costs reference counting on every field of every object). Built once per decoder.
 final class DecodingLayout: Sendable {
     /// How a field's value is stored, for the primitive fast paths (the unwrapped type).
-    enum Kind: UInt8, Sendable { case bool, signed, unsigned, double, float, string, data, date, object, other }
+    enum Kind: UInt8, Sendable { case bool, signed, unsigned, double, float, string, data, date, object, stringArray, other }
 
     let schema: ObjectSchema
     let names: [String]
@@ -431,6 +431,7 @@ final class DecodingLayout: Sendable {
             case .data: return .data
             case .date: return .date
             case .object: return .object
+            case .array(.string): return .stringArray
             default: return .other
             }
         }
