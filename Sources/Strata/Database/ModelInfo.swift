@@ -303,15 +303,32 @@ extension Model {
             guard let stored = current.type(atPath: path) else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")
             }
-            if case .object = stored.unwrapped {
-                // No one field holds such a value, so no index key can be made of it.
+            // An index key is one value, or one per element of an array of values: no key can be
+            // made of a value stored as an object, or of a dictionary or an array of arrays.
+            var keyed = stored.unwrapped
+            if case .array(let element) = keyed { keyed = element.unwrapped }
+            switch keyed {
+            case .object:
+                let reason: String
+                if stored.unwrapped != keyed {
+                    reason =
+                        "the elements of this array (structs, or enums with associated values) are stored as objects, and an array of them cannot be indexed"
+                } else if SchemaProbe.isCaseKeyed(type(of: keyPath).valueType, in: Self.self) {
+                    reason =
+                        "an enum with associated values (or without raw values) is stored as an object naming its case, and cannot be indexed; "
+                        + "index a raw-value enum or another field, or query it without an index"
+                } else {
+                    reason =
+                        "a nested struct is stored as an object of its fields, and cannot be indexed as a whole; "
+                        + "index one of its fields with a key path that reaches into it"
+                }
+                throw StrataError.unsupportedType(model: modelName, field: path, reason: reason)
+            case .array, .dictionary:
                 throw StrataError.unsupportedType(
                     model: modelName, field: path,
-                    reason: SchemaProbe.isCaseKeyed(type(of: keyPath).valueType, in: Self.self)
-                        ? "an enum with associated values (or without raw values) is stored as an object naming its case, and cannot be indexed; "
-                            + "index a raw-value enum or another field, or query it without an index"
-                        : "a nested struct is stored as an object of its fields, and cannot be indexed as a whole; "
-                            + "index one of its fields with a key path that reaches into it")
+                    reason: "an index key is one value, or one per element of an array of values; \(stored) cannot be indexed")
+            default:
+                break
             }
             return path
         }

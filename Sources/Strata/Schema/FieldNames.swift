@@ -239,6 +239,8 @@ enum FieldNames {
         var properties: [[String: Set<String>]] = []
         var schema: ObjectSchema?
         var optionalProperties = Set<String>()
+        var leafProperties = Set<String>()
+        var propertyTypes: [String: String] = [:]
         for run in 0..<ProbeMarking.runs {
             let marking = ProbeMarking(run: run)
             let state = ProbeState(modelName: String(describing: T.self))
@@ -247,15 +249,26 @@ enum FieldNames {
             if case .object(let object) = fieldType { schema = object }
             stored.append(marking.tokens)
             var found: [String: Set<String>] = [:]
-            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionalProperties)
+            _ = walk(
+                instance, path: "", record: true, into: &found, optionals: &optionalProperties, leaves: &leafProperties, types: &propertyTypes)
             properties.append(found)
         }
         guard let first = properties.first else { return nil }
+        // Whether the stored field at `path` can hold `property`: a single value is not stored as
+        // an object (the one property read from a keyed container nested under a key has the
+        // container's telltales, but its field is deeper), and a struct or an enum is stored as
+        // an object of its own type, not as such a container or its case's object.
+        func canHold(_ property: String, _ path: String) -> Bool {
+            guard case .object(let object)? = schema?.type(atPath: path)?.unwrapped else { return true }
+            if leafProperties.contains(property) { return false }
+            return propertyTypes[property].map { $0 == object.typeName } ?? true
+        }
         var table = Table()
         for property in first.keys {
             let depth = property.split(separator: ".").count
             let candidates = stored[0].keys.filter { path in
                 !path.isEmpty && path.split(separator: ".").count == depth
+                    && canHold(property, path)
                     && (0..<ProbeMarking.runs).allSatisfy { run in
                         guard let mine = properties[run][property], !mine.isEmpty else { return false }
                         return stored[run][path] == mine
@@ -272,13 +285,16 @@ enum FieldNames {
                 // (The path must lead through the schema's nested objects: a stored name that
                 // itself contains a dot, "user.name", only looks deeper.)
                 let deeper = stored[0].keys.filter { path in
-                    path.split(separator: ".").count > depth && schema?.type(atPath: path) != nil
+                    path.split(separator: ".").count > depth && schema?.type(atPath: path) != nil && canHold(property, path)
                         && (0..<ProbeMarking.runs).allSatisfy { run in
                             guard let mine = properties[run][property], !mine.isEmpty else { return false }
                             return stored[run][path] == mine
                         }
                 }
-                if deeper.count == 1 { table.stored[property] = deeper[0] }
+                // A payload enum's field holds the same telltales as its case's object and the
+                // payload's fields below it: the shallowest of such a chain is the property's.
+                let shallowest = deeper.filter { path in !deeper.contains { path.hasPrefix($0 + ".") } }
+                if shallowest.count == 1 { table.stored[property] = shallowest[0] }
             }
         }
         // A stored optional read into a property that is not optional: a default fills the nil.
@@ -295,7 +311,9 @@ enum FieldNames {
             guard let (_, instance) = try? state.probe(T.self, path: [], depth: 0) else { continue }
             var found: [String: Set<String>] = [:]
             var optionals = Set<String>()
-            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals)
+            var leaves = Set<String>()
+            var types: [String: String] = [:]
+            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals, leaves: &leaves, types: &types)
             for (property, path) in table.stored where found[property] != marking.tokens[path] {
                 table.transformed.insert(property)
             }
@@ -303,34 +321,45 @@ enum FieldNames {
         return table
     }
 
-    /// Collects the tokens beneath `value`, recording them per property path when `record`, and
-    /// the paths of the properties whose type is optional in `optionals`.
+    /// Collects the tokens beneath `value`, recording them per property path when `record`, the
+    /// paths of the properties whose type is optional in `optionals`, of those holding a single
+    /// value (a token, perhaps optional) in `leaves`, and each property's type (inside an
+    /// optional) in `types`.
     private static func walk(
-        _ value: Any, path: String, record: Bool, into found: inout [String: Set<String>], optionals: inout Set<String>
+        _ value: Any, path: String, record: Bool, into found: inout [String: Set<String>], optionals: inout Set<String>,
+        leaves: inout Set<String>, types: inout [String: String]
     ) -> Set<String> {
         if let token = token(value) { return [token] }
         let mirror = Mirror(reflecting: value)
         var tokens = Set<String>()
         switch mirror.displayStyle {
         case .optional:
-            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: record, into: &found, optionals: &optionals)) }
+            for child in mirror.children {
+                tokens.formUnion(walk(child.value, path: path, record: record, into: &found, optionals: &optionals, leaves: &leaves, types: &types))
+            }
         case .collection, .set, .enum, .tuple:
             // An enum's one child is its case's payload (a tuple when it has several values): the
             // payload's tokens are the property's, whose stored field holds them under the case.
-            for child in mirror.children { tokens.formUnion(walk(child.value, path: path, record: false, into: &found, optionals: &optionals)) }
+            for child in mirror.children {
+                tokens.formUnion(walk(child.value, path: path, record: false, into: &found, optionals: &optionals, leaves: &leaves, types: &types))
+            }
         case .dictionary:
             for child in mirror.children {
                 let pair = Mirror(reflecting: child.value).children.map(\.value)
-                if pair.count == 2 { tokens.formUnion(walk(pair[1], path: path, record: false, into: &found, optionals: &optionals)) }
+                if pair.count == 2 {
+                    tokens.formUnion(walk(pair[1], path: path, record: false, into: &found, optionals: &optionals, leaves: &leaves, types: &types))
+                }
             }
         case .struct:
             for child in mirror.children {
                 guard let label = child.label else { continue }
                 let childPath = path.isEmpty ? label : path + "." + label
-                let beneath = walk(child.value, path: childPath, record: record, into: &found, optionals: &optionals)
+                let beneath = walk(child.value, path: childPath, record: record, into: &found, optionals: &optionals, leaves: &leaves, types: &types)
                 if record {
                     found[childPath] = beneath
                     if Mirror(reflecting: child.value).displayStyle == .optional { optionals.insert(childPath) }
+                    if isLeaf(child.value) { leaves.insert(childPath) }
+                    types[childPath] = String(describing: Swift.type(of: unwrapped(child.value)))
                 }
                 tokens.formUnion(beneath)
             }
@@ -338,6 +367,16 @@ enum FieldNames {
             break
         }
         return tokens
+    }
+
+    /// Whether `value` is one token, or an optional holding one.
+    private static func isLeaf(_ value: Any) -> Bool { token(unwrapped(value)) != nil }
+
+    /// The value inside any optionals around `value` (itself when there are none, or a nil).
+    private static func unwrapped(_ value: Any) -> Any {
+        let mirror = Mirror(reflecting: value)
+        guard mirror.displayStyle == .optional, let wrapped = mirror.children.first else { return value }
+        return unwrapped(wrapped.value)
     }
 
     /// A value's identity as both sides see it; nil for values that are not leaves.
