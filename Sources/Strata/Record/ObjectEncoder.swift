@@ -252,14 +252,8 @@ final class ObjectEncoding {
 
     func value<T: Encodable>(_ value: T, _ name: String) throws {
         let f = try field(name)
-        if let optional = value as? any OptionalValue {
-            if optional.wrappedAny == nil {
-                hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
-                return
-            }
-        } else if layout.kinds[f] == .object, let child = layout.children[f] {
-            return try object(value, f, name, layout: child)
-        } else if layout.kinds[f] == .stringArray, T.self == [String].self {
+        if layout.kinds[f] == .stringArray, T.self == [String].self {
+            // Checked first: comparing metatypes costs nothing beside the cast to OptionalValue.
             // The bytes the general path writes (`CollectionLayout.appendArray` of each string's
             // UTF-8), without an encoder and a boxed value per element.
             let strings = unsafeBitCast(value, to: [String].self)
@@ -273,6 +267,14 @@ final class ObjectEncoding {
                 }
             }
             return
+        }
+        if let optional = value as? any OptionalValue {
+            if optional.wrappedAny == nil {
+                hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+                return
+            }
+        } else if layout.kinds[f] == .object, let child = layout.children[f] {
+            return try object(value, f, name, layout: child)
         }
         try general(value, f, name)
     }
