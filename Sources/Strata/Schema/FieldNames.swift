@@ -267,12 +267,12 @@ enum FieldNames {
         for property in first.keys {
             let depth = property.split(separator: ".").count
             let candidates = stored[0].keys.filter { path in
+                // Cheapest test first: this runs for every property and stored path.
                 !path.isEmpty && path.split(separator: ".").count == depth
-                    && canHold(property, path)
                     && (0..<ProbeMarking.runs).allSatisfy { run in
                         guard let mine = properties[run][property], !mine.isEmpty else { return false }
                         return stored[run][path] == mine
-                    }
+                    } && canHold(property, path)
             }
             if candidates.count == 1 {
                 table.stored[property] = candidates[0]
@@ -285,11 +285,11 @@ enum FieldNames {
                 // (The path must lead through the schema's nested objects: a stored name that
                 // itself contains a dot, "user.name", only looks deeper.)
                 let deeper = stored[0].keys.filter { path in
-                    path.split(separator: ".").count > depth && schema?.type(atPath: path) != nil && canHold(property, path)
+                    path.split(separator: ".").count > depth
                         && (0..<ProbeMarking.runs).allSatisfy { run in
                             guard let mine = properties[run][property], !mine.isEmpty else { return false }
                             return stored[run][path] == mine
-                        }
+                        } && schema?.type(atPath: path) != nil && canHold(property, path)
                 }
                 // A payload enum's field holds the same telltales as its case's object and the
                 // payload's fields below it: the shallowest of such a chain is the property's.
