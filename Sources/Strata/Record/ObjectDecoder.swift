@@ -440,7 +440,7 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
         currentIndex += 1
         if item.isNil {
             if let none = nilValue(of: T.self) { return none }
-            throw context.mismatch("nil element read as \(T.self)")
+            throw context.appending(index: currentIndex - 1).mismatch("nil element read as \(T.self)")
         }
         return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending(index: currentIndex - 1), layout: layout)
     }
