@@ -13,6 +13,18 @@ enum CollectionLayout {
         }
     }
 
+    /// Appends an array of strings laid out as `appendArray` lays out their UTF-8 bytes, without
+    /// an array of encoded elements in between.
+    static func appendStrings(_ strings: [String], to out: inout [UInt8]) {
+        appendVarint(UInt64(strings.count), to: &out)
+        for var string in strings {
+            string.withUTF8 { utf8 in
+                appendVarint(UInt64(utf8.count) << 1, to: &out)
+                out.append(contentsOf: utf8)
+            }
+        }
+    }
+
     /// Appends a dictionary of encoded values, sorted by key bytes so that equal dictionaries give
     /// equal records.
     static func appendDictionary(_ entries: [(key: String, isNil: Bool, bytes: [UInt8])], to out: inout [UInt8]) {

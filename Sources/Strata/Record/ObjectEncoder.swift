@@ -254,18 +254,9 @@ final class ObjectEncoding {
         let f = try field(name)
         if layout.kinds[f] == .stringArray, T.self == [String].self {
             // Checked first: comparing metatypes costs nothing beside the cast to OptionalValue.
-            // The bytes the general path writes (`CollectionLayout.appendArray` of each string's
-            // UTF-8), without an encoder and a boxed value per element.
+            // The bytes the general path writes, without an encoder and a boxed value per element.
             let strings = unsafeBitCast(value, to: [String].self)
-            hot.pointee.storage.append(id: layout.ids[f]) { out in
-                appendVarint(UInt64(strings.count), to: &out)
-                for var string in strings {
-                    string.withUTF8 { utf8 in
-                        appendVarint(UInt64(utf8.count) << 1, to: &out)
-                        out.append(contentsOf: utf8)
-                    }
-                }
-            }
+            hot.pointee.storage.append(id: layout.ids[f]) { CollectionLayout.appendStrings(strings, to: &$0) }
             return
         }
         if let optional = value as? any OptionalValue {
