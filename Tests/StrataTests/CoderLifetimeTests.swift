@@ -33,6 +33,22 @@ struct HoardOuter: Codable, Equatable {
     var inner: Hoard
 }
 
+struct HoardList: Codable, Equatable {
+    var id: Int
+    var items: [Hoard]
+    var keepers: [DecoderKeeper]
+}
+
+/// A type that keeps its whole decoder: the decoder of the next element must be another one.
+struct DecoderKeeper: Codable, Equatable {
+    var n: Int
+    init(n: Int) { self.n = n }
+    init(from decoder: any Decoder) throws {
+        n = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .n)
+        HoardStash.decoders.withLock { $0.append(decoder) }
+    }
+}
+
 /// `@unchecked Sendable`: only touched under its own lock, by these tests.
 final class LockedContainers<C>: @unchecked Sendable {
     private let lock = NSLock()
@@ -47,6 +63,7 @@ final class LockedContainers<C>: @unchecked Sendable {
 enum HoardStash {
     static let decoding = LockedContainers<KeyedDecodingContainer<Hoard.CodingKeys>>()
     static let encoding = LockedContainers<KeyedEncodingContainer<Hoard.CodingKeys>>()
+    static let decoders = LockedContainers<any Decoder>()
 }
 
 @Suite(.serialized) struct CoderLifetimeTests {
@@ -82,5 +99,40 @@ enum HoardStash {
         try encoding.encode(4, forKey: .id)
         HoardStash.encoding.withLock { $0.removeAll() }
         HoardStash.decoding.withLock { $0.removeAll() }
+    }
+
+    /// The elements of an array share one decoder and one container while no element keeps
+    /// them; a container or decoder an element kept goes on reading that element.
+    @Test func elementsKeepingTheirContainersOrDecodersStayUsable() throws {
+        let schema = try SchemaProbe.schema(of: HoardList.self, modelName: "HoardList")
+        let value = HoardList(
+            id: 1, items: (0..<5).map { Hoard(id: $0, name: "item \($0)") }, keepers: (0..<4).map { DecoderKeeper(n: $0 * 10) })
+        let record = try RecordEncoding.encode(value, schema: schema, model: "HoardList")
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: record.count, alignment: 8)
+        defer { bytes.deallocate() }
+        record.withUnsafeBytes { bytes.copyMemory(from: $0) }
+        // (Probing the schema decoded values of both types too.)
+        HoardStash.decoding.withLock { $0.removeAll() }
+        HoardStash.decoders.withLock { $0.removeAll() }
+        for _ in 0..<2 {
+            let back = try RecordDecoding.decode(HoardList.self, from: UnsafeRawBufferPointer(bytes), schema: schema, model: "HoardList")
+            #expect(back == value)
+            let kept = HoardStash.decoding.withLock { stash in
+                defer { stash.removeAll() }; return stash
+            }
+            #expect(kept.count == 5)
+            for (i, container) in kept.enumerated() {
+                #expect(try container.decode(Int.self, forKey: .id) == i)
+                #expect(try container.decode(String.self, forKey: .name) == "item \(i)")
+            }
+            let decoders = HoardStash.decoders.withLock { stash in
+                defer { stash.removeAll() }; return stash
+            }
+            #expect(decoders.count == 4)
+            for (i, decoder) in decoders.enumerated() {
+                #expect(try DecoderKeeper(from: decoder) == DecoderKeeper(n: i * 10))
+            }
+            HoardStash.decoders.withLock { $0.removeAll() }
+        }
     }
 }

@@ -165,6 +165,76 @@ struct RecordTests {
         #expect(try failingField(WideGrid(id: 1, rows: small, flat: [[1, 2, 3], [4], [5, -129]])) == "flat[2][1]")
     }
 
+    struct Depth: Codable, Sendable, Equatable { var x: Int8 }
+    struct Holder: Codable, Sendable, Equatable {
+        var name: String
+        var inner: Depth
+        var more: [Depth]?
+    }
+    struct Shelf: Model, Equatable {
+        var id: Int
+        var items: [Holder]
+        var byKey: [String: Holder]
+    }
+    struct WideDepth: Codable, Sendable { var x: Int }
+    struct WideHolder: Codable, Sendable {
+        var name: String
+        var inner: WideDepth
+        var more: [WideDepth]?
+    }
+    struct WideShelf: Model {
+        var id: Int
+        var items: [WideHolder]
+        var byKey: [String: WideHolder]
+    }
+
+    /// One decoder reads element after element of an array (or dictionary) of structs, and one
+    /// model decoder record after record: values come back exact and an error names the element
+    /// it is in, however many elements (with nested structs and arrays of their own) were read
+    /// before it with the same decoders, and the decoders read correctly after an error.
+    @Test func reusedElementDecodersNameTheirElement() throws {
+        let schema = try SchemaProbe.schema(of: Shelf.self, modelName: "Shelf")
+        let wideSchema = try SchemaProbe.schema(of: WideShelf.self, modelName: "Shelf")
+        func holder(_ i: Int, _ x: Int = 1, more: [Int]? = [2, 3]) -> WideHolder {
+            WideHolder(name: "h\(i)", inner: WideDepth(x: x), more: more.map { $0.map(WideDepth.init) })
+        }
+        func narrow(_ h: WideHolder) -> Holder {
+            Holder(name: h.name, inner: Depth(x: Int8(h.inner.x)), more: h.more.map { $0.map { Depth(x: Int8($0.x)) } })
+        }
+        let decoder = ModelDecoder(layout: DecodingLayout(schema), model: "Shelf")
+        func read(_ wide: WideShelf) throws -> Result<Shelf, StrataError> {
+            let bytes = try RecordEncoding.encode(wide, schema: wideSchema, model: "Shelf")
+            do {
+                return .success(try bytes.withUnsafeBytes { try decoder.decode(Shelf.self, from: $0) })
+            } catch let error as StrataError {
+                return .failure(error)
+            }
+        }
+        func failingField(_ wide: WideShelf) throws -> String? {
+            if case .failure(.typeMismatch(_, let field, _)) = try read(wide) { return field }
+            return nil
+        }
+        let good = WideShelf(id: 1, items: (0..<4).map { holder($0, more: $0 == 2 ? nil : [$0, 2]) }, byKey: ["a": holder(7), "b": holder(8)])
+        let expected = Shelf(id: 1, items: good.items.map(narrow), byKey: good.byKey.mapValues(narrow))
+        #expect(try read(good).get() == expected)
+        var bad = good
+        bad.items[2].inner.x = 300
+        #expect(try failingField(bad) == "items[2].inner.x")
+        bad = good
+        bad.items[3].more = [WideDepth(x: 1), WideDepth(x: -200)]
+        #expect(try failingField(bad) == "items[3].more[1].x")
+        bad = good
+        bad.byKey["b"]?.inner.x = 1_000
+        #expect(try failingField(bad) == "byKey.b.inner.x")
+        // The same decoders, after those errors, and on records of other sizes.
+        #expect(try read(good).get() == expected)
+        let other = WideShelf(id: 2, items: [holder(9, 5, more: [])], byKey: [:])
+        #expect(try read(other).get() == Shelf(id: 2, items: other.items.map(narrow), byKey: [:]))
+        bad = other
+        bad.items[0].inner.x = 128
+        #expect(try failingField(bad) == "items[0].inner.x")
+    }
+
     struct Tagged: Model, Equatable {
         var id: Int
         var tags: [String]

@@ -277,6 +277,14 @@ func nilValue<T>(of type: T.Type) -> T? {
     (T.self as? any OptionalValue.Type)?.none(as: T.self)
 }
 
+/// The nil of `T` when `T` is an optional type; `error` when it is not. Not inlined, and returning
+/// `T` rather than `T?`: a generic caller compiled unspecialized looks up the metadata of every
+/// type its body names when it is entered, so naming `T?` cost a lookup per call, nil or not.
+@inline(never) func nilValue<T>(of type: T.Type, orThrow error: @autoclosure () -> StrataError) throws -> T {
+    if let none = nilValue(of: T.self) { return none }
+    throw error()
+}
+
 /// `Ref` seen through `Any`.
 protocol ReferenceValue {
     associatedtype Key

@@ -11,7 +11,8 @@ import Foundation
 final class ObjectDecodingState {
     let layout: DecodingLayout
     var schema: ObjectSchema { layout.schema }
-    let context: EncodingContext
+    /// Where this object is, for errors (`move(to:)` changes it for an array's next element).
+    private(set) var context: EncodingContext
     private let hot: UnsafeMutablePointer<Hot>
 
     struct Hot {
@@ -87,6 +88,19 @@ final class ObjectDecodingState {
         hot.pointee.nextField = 0
         hot.pointee.nextEntry = 0
         try hot.pointee.table.parse(bytes)
+    }
+
+    /// Makes this state read an object at another place (the next element of an array of structs):
+    /// containers and decoders made under the old place name it in their errors, so they go.
+    func move(to context: EncodingContext) {
+        self.context = context
+        if !hot.pointee.nested.isEmpty {
+            for i in hot.pointee.nested.indices where hot.pointee.nested[i].box != nil && !isKnownUniquelyReferenced(&hot.pointee.nested[i].box) {
+                keepForever(hot.pointee.nested[i].state)
+            }
+            hot.pointee.nested.removeAll()
+        }
+        if !hot.pointee.decoders.isEmpty { hot.pointee.decoders.removeAll() }
     }
 
     /// Starts over at the first field (a type may ask for its container more than once).
@@ -388,8 +402,7 @@ extension ObjectDecodingState {
         }
         guard at.entry >= 0, !entry(at.entry).isNil else {
             // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
-            if let none = nilValue(of: T.self) { return none }
-            throw missing(name)
+            return try nilValue(of: T.self, orThrow: missing(name))
         }
         return try general(T.self, at.field, name, slice(entry(at.entry)))
     }
@@ -412,16 +425,19 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
     let context: EncodingContext
     /// The elements' struct layout (`ValueDecoder.layout`).
     let layout: DecodingLayout?
+    /// The decoder of the array, which keeps one decoder for its elements (`ValueDecoder.element`).
+    let owner: ValueDecoder
     var items: [(isNil: Bool, bytes: UnsafeRawBufferPointer)] = []
     var codingPath: [any CodingKey] { [] }
     var count: Int? { items.count }
     var currentIndex = 0
     var isAtEnd: Bool { currentIndex >= items.count }
 
-    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, layout: DecodingLayout?) throws {
+    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, layout: DecodingLayout?, owner: ValueDecoder) throws {
         self.element = element
         self.context = context
         self.layout = layout
+        self.owner = owner
         items = try CollectionLayout.readArray(bytes)
     }
 
@@ -439,10 +455,10 @@ struct ArrayDecoding: UnkeyedDecodingContainer {
         let item = items[currentIndex]
         currentIndex += 1
         if item.isNil {
-            if let none = nilValue(of: T.self) { return none }
-            throw context.appending(index: currentIndex - 1).mismatch("nil element read as \(T.self)")
+            return try nilValue(of: T.self, orThrow: context.appending(index: currentIndex - 1).mismatch("nil element read as \(T.self)"))
         }
-        return try RecordDecoding.decodeValue(T.self, as: element, bytes: item.bytes, context: context.appending(index: currentIndex - 1), layout: layout)
+        return try RecordDecoding.decodeElement(
+            T.self, as: element, bytes: item.bytes, context: context.appending(index: currentIndex - 1), owner: owner, layout: layout)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
@@ -457,13 +473,16 @@ struct DictionaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let context: EncodingContext
     /// The values' struct layout (`ValueDecoder.layout`).
     let layout: DecodingLayout?
+    /// The decoder of the dictionary, which keeps one decoder for its values (`ValueDecoder.element`).
+    let owner: ValueDecoder
     var entries: [String: (isNil: Bool, bytes: UnsafeRawBufferPointer)] = [:]
     var codingPath: [any CodingKey] { [] }
 
-    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, layout: DecodingLayout?) throws {
+    init(element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, layout: DecodingLayout?, owner: ValueDecoder) throws {
         self.element = element
         self.context = context
         self.layout = layout
+        self.owner = owner
         for entry in try CollectionLayout.readDictionary(bytes) { entries[entry.key] = (entry.isNil, entry.bytes) }
     }
 
@@ -474,10 +493,10 @@ struct DictionaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         guard let entry = entries[key.stringValue] else { throw context.appending(key.stringValue).mismatch("no such key") }
         if entry.isNil {
-            if let none = nilValue(of: T.self) { return none }
-            throw context.appending(key.stringValue).mismatch("nil read as \(T.self)")
+            return try nilValue(of: T.self, orThrow: context.appending(key.stringValue).mismatch("nil read as \(T.self)"))
         }
-        return try RecordDecoding.decodeValue(T.self, as: element, bytes: entry.bytes, context: context.appending(key.stringValue), layout: layout)
+        return try RecordDecoding.decodeElement(
+            T.self, as: element, bytes: entry.bytes, context: context.appending(key.stringValue), owner: owner, layout: layout)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {

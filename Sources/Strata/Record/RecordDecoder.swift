@@ -17,24 +17,40 @@ enum RecordDecoding {
         return try decode(T.self, with: ValueDecoder(fieldType: stored, bytes: bytes, isNil: false, context: context, layout: layout))
     }
 
+    /// `decodeValue` for an element of a collection (or a dictionary's value): one of a type that
+    /// is not primitive is read with the decoder `owner` keeps for its elements.
+    static func decodeElement<T: Decodable>(
+        _ type: T.Type, as element: FieldType, bytes: UnsafeRawBufferPointer, context: EncodingContext, owner: ValueDecoder, layout: DecodingLayout?
+    ) throws -> T {
+        if isPrimitive(T.self) { return try primitive(T.self, as: element.isOptional ? element.unwrappedOnce : element, bytes: bytes, context: context) }
+        return try decode(T.self, with: owner.element(element, bytes, context, layout: layout))
+    }
+
     /// Decodes a value of a type that is not primitive with its own `init(from:)`, from `decoder`
     /// (made for a present value, its field type unwrapped once as `decodeValue` does).
     static func decode<T: Decodable>(_ type: T.Type, with decoder: ValueDecoder) throws -> T {
         do {
             return try T(from: decoder)
         } catch {
-            // An enum is stored as its raw value: RecordEncoding writes `rawValue`, never the
-            // enum's own encode(to:). An init(from:) that reads another shape (the case's name
-            // for an Int enum, a keyed container) cannot read that back, and the object would be
-            // stored unreadable: the raw value names the case it was written from.
-            if case .enumeration(let raw) = decoder.fieldType,
-                let value = rawCase(T.self, raw: raw, bytes: decoder.bytes, context: decoder.context)
-            {
-                return value
-            }
-            if let error = error as? StrataError { throw error }
-            throw decoder.context.mismatch("\(T.self).init(from:) failed: \(error)")
+            return try recover(T.self, from: error, decoder: decoder)
         }
+    }
+
+    /// What `decode(_:with:)` returns or throws when `init(from:)` failed. Apart, so that the
+    /// common path names no `T?` (whose metadata an unspecialized caller looks up on entry).
+    @inline(never)
+    private static func recover<T: Decodable>(_ type: T.Type, from error: any Error, decoder: ValueDecoder) throws -> T {
+        // An enum is stored as its raw value: RecordEncoding writes `rawValue`, never the
+        // enum's own encode(to:). An init(from:) that reads another shape (the case's name
+        // for an Int enum, a keyed container) cannot read that back, and the object would be
+        // stored unreadable: the raw value names the case it was written from.
+        if case .enumeration(let raw) = decoder.fieldType,
+            let value = rawCase(T.self, raw: raw, bytes: decoder.bytes, context: decoder.context)
+        {
+            return value
+        }
+        if let error = error as? StrataError { throw error }
+        throw decoder.context.mismatch("\(T.self).init(from:) failed: \(error)")
     }
 
     /// The case of a raw-value type whose raw value is stored in `bytes`; nil when `T` has no raw
@@ -208,9 +224,15 @@ final class ValueDecoder: Decoder {
     let fieldType: FieldType
     private(set) var bytes: UnsafeRawBufferPointer
     let isNil: Bool
-    let context: EncodingContext
+    /// Where this value is, for errors; an element decoder is moved from element to element.
+    private(set) var context: EncodingContext
+    /// Whether `context` changed since `keyedState` was pointed at a value.
+    private var contextMoved = false
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+    /// The decoder of this collection's elements (or dictionary values) of types that are not
+    /// primitive, moved from element to element while nothing else holds it (`element(_:_:_:)`).
+    private var elements: ValueDecoder?
     /// The layout of the struct `fieldType` holds (`DecodingLayout.objectSchema(in:)`), when the
     /// caller has it; built on demand otherwise.
     let layout: DecodingLayout?
@@ -250,6 +272,29 @@ final class ValueDecoder: Decoder {
         if !superseded.isEmpty { releaseSuperseded() }
     }
 
+    /// Points this decoder at another element of the same collection, at `context`.
+    func reset(_ bytes: UnsafeRawBufferPointer, context: EncodingContext) {
+        self.context = context
+        contextMoved = true
+        reset(bytes)
+    }
+
+    /// A decoder on the present element `bytes` (of type `element`, not primitive) of the collection
+    /// this decoder holds, at `context`. One decoder serves element after element, with the keyed
+    /// container it handed out: making a decoder, a state and a container's box for every element
+    /// of an array of structs cost more than reading the struct. A decoder something still holds
+    /// (a type that kept it, or a decode of this collection inside an element's) is not moved.
+    func element(_ element: FieldType, _ bytes: UnsafeRawBufferPointer, _ context: EncodingContext, layout: DecodingLayout?) -> ValueDecoder {
+        if elements != nil, isKnownUniquelyReferenced(&elements), let decoder = elements {
+            decoder.reset(bytes, context: context)
+            return decoder
+        }
+        let decoder = ValueDecoder(
+            fieldType: element.isOptional ? element.unwrappedOnce : element, bytes: bytes, isNil: false, context: context, layout: layout)
+        elements = decoder
+        return decoder
+    }
+
     private func retireKeyed() {
         if let keyedState, keyedBox != nil, !isKnownUniquelyReferenced(&keyedBox) { keepForever(keyedState) }
         keyedBox = nil
@@ -272,9 +317,11 @@ final class ValueDecoder: Decoder {
                 if keyedStateCurrent {
                     keyedState.rewind()
                 } else {
+                    if contextMoved { keyedState.move(to: context) }
                     try keyedState.reset(bytes)
                     keyedStateCurrent = true
                 }
+                contextMoved = false
                 return unsafeBitCast(keyedBox, to: KeyedDecodingContainer<Key>.self)
             }
             if let keyedState { superseded.append((keyedState, keyedBox)) }
@@ -282,6 +329,7 @@ final class ValueDecoder: Decoder {
             keyedBox = nil
             keyedType = nil
             let state = ObjectDecodingState(layout: layout ?? DecodingLayout(schema), context: context)
+            contextMoved = false
             try state.reset(bytes)
             let made = KeyedDecodingContainer(ObjectKeyedDecoding<Key>(state: state))
             if MemoryLayout<KeyedDecodingContainer<Key>>.size == MemoryLayout<AnyObject>.size {
@@ -295,7 +343,7 @@ final class ValueDecoder: Decoder {
             }
             return made
         case .dictionary(let element):
-            return KeyedDecodingContainer(try DictionaryKeyedDecoding<Key>(element: element, bytes: bytes, context: context, layout: layout))
+            return KeyedDecodingContainer(try DictionaryKeyedDecoding<Key>(element: element, bytes: bytes, context: context, layout: layout, owner: self))
         default:
             throw context.mismatch("stored as \(fieldType), read as a struct")
         }
@@ -303,7 +351,7 @@ final class ValueDecoder: Decoder {
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard case .array(let element) = fieldType.unwrapped else { throw context.mismatch("stored as \(fieldType), read as an array") }
-        return try ArrayDecoding(element: element, bytes: bytes, context: context, layout: layout)
+        return try ArrayDecoding(element: element, bytes: bytes, context: context, layout: layout, owner: self)
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
