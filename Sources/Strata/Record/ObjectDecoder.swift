@@ -95,9 +95,7 @@ final class ObjectDecodingState {
     func move(to context: EncodingContext) {
         self.context = context
         if !hot.pointee.nested.isEmpty {
-            for i in hot.pointee.nested.indices where hot.pointee.nested[i].box != nil && !isKnownUniquelyReferenced(&hot.pointee.nested[i].box) {
-                keepForever(hot.pointee.nested[i].state)
-            }
+            retireKeptNested()
             hot.pointee.nested.removeAll()
         }
         if !hot.pointee.decoders.isEmpty { hot.pointee.decoders.removeAll() }
