@@ -365,6 +365,7 @@ extension ObjectDecodingState {
             return try RecordDecoding.decodeValue(T.self, as: field(f).type, bytes: bytes, context: context.appending(name))
         }
         if layout.kinds[f] == .stringArray, T.self == [String].self { return unsafeBitCast(try strings(bytes, name), to: T.self) }
+        if layout.kinds[f] == .array, Self.isPrimitiveArray(T.self) { return try primitiveArray(T.self, f, name, bytes) }
         // Structs, enums, arrays…: through this field's decoder, made once (a decoder, its context
         // and a struct's container cost more to make than a small value costs to read).
         if hot.pointee.decoders.isEmpty { hot.pointee.decoders = Array(repeating: nil, count: layout.names.count) }
@@ -392,6 +393,39 @@ extension ObjectDecodingState {
             strings.append(String(decoding: item.bytes, as: UTF8.self))
         }
         return strings
+    }
+
+    /// Whether `primitiveArray` reads values of `type`: arrays of `Int`, `Int64`, `Double` and
+    /// `Date` (scores, coordinates, timestamps).
+    private static func isPrimitiveArray(_ type: Any.Type) -> Bool {
+        type == [Int].self || type == [Int64].self || type == [Double].self || type == [Date].self
+    }
+
+    /// An array `isPrimitiveArray` accepts, read as `strings` reads strings: element by element
+    /// with `RecordDecoding.primitive`, as the general path reads them (errors included), without
+    /// the standard library's `Array.init(from:)` (compiled unspecialized, it looks up the array's
+    /// metadata on every append) and a generic decode per element.
+    private func primitiveArray<T>(_ type: T.Type, _ f: Int, _ name: String, _ bytes: UnsafeRawBufferPointer) throws -> T {
+        // (Each branch converts a value of exactly T's type.)
+        if T.self == [Int].self { return unsafeBitCast(try primitives(Int.self, f, bytes, name), to: T.self) }
+        if T.self == [Int64].self { return unsafeBitCast(try primitives(Int64.self, f, bytes, name), to: T.self) }
+        if T.self == [Double].self { return unsafeBitCast(try primitives(Double.self, f, bytes, name), to: T.self) }
+        if T.self == [Date].self { return unsafeBitCast(try primitives(Date.self, f, bytes, name), to: T.self) }
+        throw context.appending(name).mismatch("\(T.self) is not read as an array of primitives")
+    }
+
+    private func primitives<E>(_ type: E.Type, _ f: Int, _ bytes: UnsafeRawBufferPointer, _ name: String) throws -> [E] {
+        guard case .array(let element) = field(f).type.unwrapped else { throw context.appending(name).mismatch("stored as \(field(f).type), read as an array") }
+        let stored = element.isOptional ? element.unwrappedOnce : element
+        let items = try CollectionLayout.readArray(bytes)
+        let array = context.appending(name)
+        var values: [E] = []
+        values.reserveCapacity(items.count)
+        for (i, item) in items.enumerated() {
+            if item.isNil { throw array.appending(index: i).mismatch("nil element read as \(E.self)") }
+            values.append(try RecordDecoding.primitive(E.self, as: stored, bytes: item.bytes, context: array.appending(index: i)))
+        }
+        return values
     }
 
     func value<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {

@@ -24,6 +24,11 @@ final class ObjectEncoder: Encoder {
 
     /// Ready for the next object.
     func reset() { state.reset() }
+    /// Ready for the next object, at another place (`ObjectEncoding.move(to:)`).
+    func reset(at context: EncodingContext) {
+        state.move(to: context)
+        state.reset()
+    }
     /// The record of the fields encoded so far, appended to `out`.
     func serialize(into out: inout [UInt8]) { state.serialize(into: &out) }
     /// The record of the fields encoded so far.
@@ -75,7 +80,8 @@ final class ObjectEncoder: Encoder {
 final class ObjectEncoding {
     let layout: DecodingLayout
     var schema: ObjectSchema { layout.schema }
-    let context: EncodingContext
+    /// Where this object is, for errors (`move(to:)` changes it for a collection's next element).
+    private(set) var context: EncodingContext
     /// What changes while encoding, behind a pointer of its own: as stored properties of a class
     /// every access would be checked for exclusivity at run time, on every field of every object.
     private let hot: UnsafeMutablePointer<Hot>
@@ -117,6 +123,13 @@ final class ObjectEncoding {
 
     /// The fields encoded so far.
     var storage: RecordFields { hot.pointee.storage }
+
+    /// Makes this state write an object at another place (a collection's next element): the
+    /// encoders it made for fields under the old place name it in their errors, so they go.
+    func move(to context: EncodingContext) {
+        self.context = context
+        if !hot.pointee.encoders.isEmpty { hot.pointee.encoders.removeAll() }
+    }
 
     /// Ready for the next object.
     func reset() {
@@ -259,13 +272,24 @@ final class ObjectEncoding {
             hot.pointee.storage.append(id: layout.ids[f]) { CollectionLayout.appendStrings(strings, to: &$0) }
             return
         }
-        if let optional = value as? any OptionalValue {
+        // Only an optional can be nil: `_isOptional` reads the type's metadata kind, where the cast
+        // to `OptionalValue` is a conformance lookup, made for every struct or collection field.
+        if _isOptional(T.self), let optional = value as? any OptionalValue {
             if optional.wrappedAny == nil {
                 hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
                 return
             }
         } else if layout.kinds[f] == .object, let child = layout.children[f] {
             return try object(value, f, name, layout: child)
+        } else if layout.kinds[f] == .array || layout.kinds[f] == .dictionary {
+            // (Not through `general`: it would pass the collection through `Any` and cast it back.)
+            // (`T` is not optional, so the field's optionals have nothing to unwrap.)
+            let type = schema.fields[f].type.unwrapped
+            let context = self.context.appending(name)
+            let child = layout.children[f]
+            return try hot.pointee.storage.append(id: layout.ids[f]) {
+                try RecordEncoding.encodeCollection(value, as: type, into: &$0, context: context, layout: child)
+            }
         }
         try general(value, f, name)
     }
@@ -353,97 +377,6 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func superEncoder() -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
     mutating func superEncoder(forKey key: Key) -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
-}
-
-final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
-    let element: FieldType
-    let context: EncodingContext
-    /// The elements' struct layout (`RecordEncoding.encodeValue`'s `layout`).
-    let layout: DecodingLayout?
-    var elements: [(isNil: Bool, bytes: [UInt8])] = []
-    var codingPath: [any CodingKey] { [] }
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
-    var count: Int { elements.count }
-
-    init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
-        self.element = element
-        self.context = context
-        self.layout = layout
-    }
-
-    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: context.mismatch("an array was expected")))
-    }
-    func unkeyedContainer() -> any UnkeyedEncodingContainer { self }
-    func singleValueContainer() -> any SingleValueEncodingContainer {
-        FailingSingleValueEncoding(error: context.mismatch("an array was expected"))
-    }
-
-    func encodeNil() throws { elements.append((true, [])) }
-
-    func encode<T: Encodable>(_ value: T) throws {
-        if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil() }
-        var bytes: [UInt8] = []
-        try RecordEncoding.encodeValue(value, as: element, into: &bytes, context: context.appending(index: elements.count), layout: layout)
-        elements.append((false, bytes))
-    }
-
-    func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: context.mismatch("nested containers are not supported")))
-    }
-    func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: context.mismatch("nested containers are not supported"))
-    }
-    func superEncoder() -> any Encoder { self }
-}
-
-final class DictionaryEncoder: Encoder {
-    let element: FieldType
-    let context: EncodingContext
-    /// The elements' struct layout (`RecordEncoding.encodeValue`'s `layout`).
-    let layout: DecodingLayout?
-    var entries: [(key: String, isNil: Bool, bytes: [UInt8])] = []
-    var codingPath: [any CodingKey] { [] }
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
-
-    init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
-        self.element = element
-        self.context = context
-        self.layout = layout
-    }
-
-    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        KeyedEncodingContainer(DictionaryKeyedEncoding<Key>(encoder: self))
-    }
-    func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
-    }
-    func singleValueContainer() -> any SingleValueEncodingContainer {
-        FailingSingleValueEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
-    }
-}
-
-struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
-    let encoder: DictionaryEncoder
-    var codingPath: [any CodingKey] { [] }
-
-    mutating func encodeNil(forKey key: Key) throws { encoder.entries.append((key.stringValue, true, [])) }
-
-    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        if let optional = value as? any OptionalValue, optional.wrappedAny == nil { return try encodeNil(forKey: key) }
-        var bytes: [UInt8] = []
-        try RecordEncoding.encodeValue(value, as: encoder.element, into: &bytes, context: encoder.context.appending(key.stringValue), layout: encoder.layout)
-        encoder.entries.append((key.stringValue, false, bytes))
-    }
-
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.mismatch("nested containers are not supported")))
-    }
-    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: encoder.context.mismatch("nested containers are not supported"))
-    }
-    mutating func superEncoder() -> any Encoder { encoder }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
 }
 
 /// Captures the one value a wrapper type encodes.

@@ -449,7 +449,7 @@ struct FieldTable {
 /// one costs reference counting on every field of every object). Built once per decoder.
 final class DecodingLayout: Sendable {
     /// How a field's value is stored, for the primitive fast paths (the unwrapped type).
-    enum Kind: UInt8, Sendable { case bool, signed, unsigned, double, float, string, data, date, object, stringArray, other }
+    enum Kind: UInt8, Sendable { case bool, signed, unsigned, double, float, string, data, date, object, stringArray, array, dictionary, other }
 
     let schema: ObjectSchema
     let names: [String]
@@ -468,20 +468,25 @@ final class DecodingLayout: Sendable {
         names = schema.fields.map(\.name)
         ids = schema.fields.map(\.id)
         live = schema.fields.map { !$0.removed }
-        kinds = schema.fields.map { field in
-            switch field.type.unwrapped {
-            case .bool: return .bool
-            case .int(_, true): return .signed
-            case .int(_, false): return .unsigned
-            case .double: return .double
-            case .float: return .float
-            case .string: return .string
-            case .data: return .data
-            case .date: return .date
-            case .object: return .object
-            case .array(.string): return .stringArray
-            default: return .other
-            }
+        kinds = schema.fields.map { Self.kind(of: $0.type) }
+    }
+
+    /// How values of `type` are stored, for the fast paths (optionals unwrapped).
+    static func kind(of type: FieldType) -> Kind {
+        switch type.unwrapped {
+        case .bool: return .bool
+        case .int(_, true): return .signed
+        case .int(_, false): return .unsigned
+        case .double: return .double
+        case .float: return .float
+        case .string: return .string
+        case .data: return .data
+        case .date: return .date
+        case .object: return .object
+        case .array(.string): return .stringArray
+        case .array: return .array
+        case .dictionary: return .dictionary
+        default: return .other
         }
     }
 

@@ -97,18 +97,79 @@ enum RecordEncoding {
             let encoder = ObjectEncoder(layout: layout ?? DecodingLayout(schema), context: context)
             try encodable.encode(to: encoder)
             encoder.serialize(into: &out)
-        case .array(let element):
+        case .array, .dictionary:
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
-            let encoder = ArrayEncoder(element: element, context: context, layout: layout)
-            try encodable.encode(to: encoder)
-            if value is any UnorderedCollection { encoder.elements.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) } }
-            CollectionLayout.appendArray(encoder.elements, to: &out)
-        case .dictionary(let element):
-            guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
-            let encoder = DictionaryEncoder(element: element, context: context, layout: layout)
-            try encodable.encode(to: encoder)
-            CollectionLayout.appendDictionary(encoder.entries, to: &out)
+            try encodeCollection(encodable, as: type, into: &out, context: context, layout: layout)
         }
+    }
+
+    /// Appends the encoding of `value`, an array, a set or a `[String: T]` dictionary stored as
+    /// `type` (`.array` or `.dictionary`), to `out`. Nil optionals are the caller's.
+    static func encodeCollection<T: Encodable>(
+        _ value: T, as type: FieldType, into out: inout [UInt8], context: EncodingContext, layout: DecodingLayout?
+    ) throws {
+        switch type {
+        case .array(let element):
+            let encoder = ArrayEncoder(element: element, context: context, layout: layout)
+            try value.encode(to: encoder)
+            if value is any UnorderedCollection { encoder.elements.sortByBytes() }
+            encoder.serialize(into: &out)
+        case .dictionary(let element):
+            let encoder = DictionaryEncoder(element: element, context: context, layout: layout)
+            try value.encode(to: encoder)
+            encoder.serialize(into: &out)
+        default:
+            try encodeValue(value, as: type, into: &out, context: context, layout: layout)
+        }
+    }
+
+    /// Appends `value` as `encodeValue` writes it, when it is of a common primitive type stored as
+    /// `kind`, without passing it through `Any` (each `as?` there is a dynamic cast, and the integer
+    /// ones conformance lookups); false, with nothing written, for anything else. The identity of
+    /// `T` is checked before each bit cast.
+    static func appendPrimitive<T>(_ value: T, kind: DecodingLayout.Kind, to out: inout [UInt8]) -> Bool {
+        switch kind {
+        case .signed:
+            if T.self == Int.self {
+                appendVarint(zigzag(Int64(unsafeBitCast(value, to: Int.self))), to: &out)
+            } else if T.self == Int64.self {
+                appendVarint(zigzag(unsafeBitCast(value, to: Int64.self)), to: &out)
+            } else if T.self == Int32.self {
+                appendVarint(zigzag(Int64(unsafeBitCast(value, to: Int32.self))), to: &out)
+            } else {
+                return false
+            }
+        case .unsigned:
+            if T.self == UInt64.self {
+                appendVarint(unsafeBitCast(value, to: UInt64.self), to: &out)
+            } else if T.self == UInt.self {
+                appendVarint(UInt64(unsafeBitCast(value, to: UInt.self)), to: &out)
+            } else if T.self == UInt8.self {
+                appendVarint(UInt64(unsafeBitCast(value, to: UInt8.self)), to: &out)
+            } else {
+                return false
+            }
+        case .double:
+            guard T.self == Double.self else { return false }
+            withUnsafeBytes(of: unsafeBitCast(value, to: Double.self).bitPattern.littleEndian) { out.append(contentsOf: $0) }
+        case .string:
+            guard T.self == String.self else { return false }
+            var string = unsafeBitCast(value, to: String.self)
+            string.withUTF8 { out.append(contentsOf: $0) }
+        case .bool:
+            guard T.self == Bool.self else { return false }
+            out.append(unsafeBitCast(value, to: Bool.self) ? 1 : 0)
+        case .date:
+            guard T.self == Date.self else { return false }
+            let bits = unsafeBitCast(value, to: Date.self).timeIntervalSinceReferenceDate.bitPattern.littleEndian
+            withUnsafeBytes(of: bits) { out.append(contentsOf: $0) }
+        case .data:
+            guard T.self == Data.self else { return false }
+            unsafeBitCast(value, to: Data.self).withUnsafeBytes { out.append(contentsOf: $0) }
+        case .float, .object, .stringArray, .array, .dictionary, .other:
+            return false
+        }
+        return true
     }
 
     /// A wrapper type (an enum, a custom single-value type such as a property wrapper or a tagged
@@ -233,11 +294,13 @@ struct RecordFields {
     /// The record: the table (by ascending id), then the values in the same order.
     func serialize(into out: inout [UInt8]) {
         withOrder { order, values, size in
-            let start = out.count
-            out.append(contentsOf: repeatElement(0, count: size))
-            out.withUnsafeMutableBufferPointer { all in
-                // (`all` has `size` bytes from `start`, just appended.)
-                if let base = all.baseAddress { Self.write(order, values, to: base + start) }
+            // Written on the stack (on the heap past the standard library's limit for that), then
+            // appended in one copy: zero-filling `size` bytes of `out` first, to write over them,
+            // went byte by byte.
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { record in
+                guard let base = record.baseAddress else { return }
+                Self.write(order, values, to: base)
+                out.append(contentsOf: UnsafeBufferPointer(record))
             }
         }
     }

@@ -1,0 +1,175 @@
+import Foundation
+
+// The Encoders of arrays, sets and `[String: T]` dictionaries inside a record. Their elements are
+// written one after another into one buffer, which CollectionLayout lays out when the collection
+// is done.
+
+/// The elements of one collection being encoded: their bytes back to back in one buffer, and per
+/// element its nil flag and span (no array per element). Elements of the common primitive types
+/// are written without passing through `Any`, and struct elements through one encoder moved from
+/// element to element: a new encoder, state, buffers and container box per element, and the
+/// dynamic casts of the general path, cost several times what writing a small struct does.
+final class ElementWriter {
+    /// The elements' stored type (optional when the collection holds optionals).
+    let element: FieldType
+    /// The layout of the struct the elements hold (directly or deeper), when they hold one.
+    let layout: DecodingLayout?
+    /// How the elements are stored, for the fast paths (`DecodingLayout.kind(of:)`).
+    private let kind: DecodingLayout.Kind
+    private(set) var body: [UInt8] = []
+    private(set) var spans: [CollectionLayout.Span] = []
+    /// The encoder of struct elements, reused for the next element while nothing else holds it.
+    private var objects: ObjectEncoder?
+
+    init(element: FieldType, layout: DecodingLayout?) {
+        self.element = element
+        self.layout = layout ?? DecodingLayout.objectSchema(in: element).map { DecodingLayout($0) }
+        kind = DecodingLayout.kind(of: element)
+    }
+
+    var count: Int { spans.count }
+
+    func appendNil() {
+        spans.append(CollectionLayout.Span(isNil: true, start: body.count, end: body.count))
+    }
+
+    /// Appends `value`, the element at `context` (for errors).
+    func append<T: Encodable>(_ value: T, context: EncodingContext) throws {
+        // Only an optional can be nil: `_isOptional` reads the type's metadata kind, where the cast
+        // to `OptionalValue` is a conformance lookup, for every element of every type.
+        let optional = _isOptional(T.self)
+        if optional, let wrapper = value as? any OptionalValue, wrapper.wrappedAny == nil { return appendNil() }
+        let start = body.count
+        if optional {
+            try RecordEncoding.encodeValue(value, as: element, into: &body, context: context, layout: layout)
+        } else if kind == .object, let layout {
+            try appendObject(value, context: context, layout: layout)
+        } else if kind == .array || kind == .dictionary {
+            try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &body, context: context, layout: layout)
+        } else if !RecordEncoding.appendPrimitive(value, kind: kind, to: &body) {
+            try RecordEncoding.encodeValue(value, as: element, into: &body, context: context, layout: layout)
+        }
+        spans.append(CollectionLayout.Span(isNil: false, start: start, end: body.count))
+    }
+
+    /// A struct (or payload enum) element, through the reused encoder. A new one when a type kept
+    /// the last one, or its container, past `encode(to:)`: the kept one writes into its own state,
+    /// never into a later element's.
+    private func appendObject<T: Encodable>(_ value: T, context: EncodingContext, layout: DecodingLayout) throws {
+        if objects == nil || !isKnownUniquelyReferenced(&objects) || objects.unsafelyUnwrapped.containerIsKept() {
+            objects = ObjectEncoder(layout: layout, context: context)
+        }
+        let encoder = objects.unsafelyUnwrapped
+        encoder.reset(at: context)
+        try value.encode(to: encoder)
+        encoder.serialize(into: &body)
+    }
+
+    /// Orders the elements by their bytes (nil before an empty value): sets encode in hash order,
+    /// and equal sets must give equal records.
+    func sortByBytes() {
+        body.withUnsafeBufferPointer { body in
+            spans.sort { a, b in
+                let x = UnsafeBufferPointer(rebasing: body[a.start..<a.end])
+                let y = UnsafeBufferPointer(rebasing: body[b.start..<b.end])
+                return x.elementsEqual(y) ? a.isNil && !b.isNil : x.lexicographicallyPrecedes(y)
+            }
+        }
+    }
+}
+
+/// The encoder (and unkeyed container) an array or a set encodes its elements into.
+final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
+    let context: EncodingContext
+    let elements: ElementWriter
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    var count: Int { elements.count }
+
+    init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
+        self.context = context
+        elements = ElementWriter(element: element, layout: layout)
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(FailingKeyedEncoding<Key>(error: context.mismatch("an array was expected")))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer { self }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: context.mismatch("an array was expected"))
+    }
+
+    func encodeNil() throws { elements.appendNil() }
+
+    func encode<T: Encodable>(_ value: T) throws {
+        try elements.append(value, context: context.appending(index: elements.count))
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: context.mismatch("nested containers are not supported")))
+    }
+    func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("nested containers are not supported"))
+    }
+    func superEncoder() -> any Encoder { self }
+
+    /// The array's stored bytes, appended to `out`.
+    func serialize(into out: inout [UInt8]) {
+        CollectionLayout.appendArray(elements.body, elements.spans, to: &out)
+    }
+}
+
+/// The encoder a `[String: T]` dictionary encodes its values into (through a keyed container).
+final class DictionaryEncoder: Encoder {
+    let context: EncodingContext
+    let values: ElementWriter
+    /// The key of each value in `values`, in the same order.
+    var keys: [String] = []
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
+        self.context = context
+        values = ElementWriter(element: element, layout: layout)
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(DictionaryKeyedEncoding<Key>(encoder: self))
+    }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
+    }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FailingSingleValueEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
+    }
+
+    /// The dictionary's stored bytes, appended to `out`.
+    func serialize(into out: inout [UInt8]) {
+        CollectionLayout.appendDictionary(keys, values.body, values.spans, to: &out)
+    }
+}
+
+struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: DictionaryEncoder
+    var codingPath: [any CodingKey] { [] }
+
+    mutating func encodeNil(forKey key: Key) throws {
+        encoder.values.appendNil()
+        encoder.keys.append(key.stringValue)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        let name = key.stringValue
+        try encoder.values.append(value, context: encoder.context.appending(name))
+        encoder.keys.append(name)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.mismatch("nested containers are not supported")))
+    }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        FailingUnkeyedEncoding(error: encoder.context.mismatch("nested containers are not supported"))
+    }
+    mutating func superEncoder() -> any Encoder { encoder }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+}
