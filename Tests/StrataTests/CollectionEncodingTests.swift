@@ -143,6 +143,20 @@ import Testing
         let doubles = Stored(id: 2, xs: [], ys: [1.5])
         #expect(try failingField(ReadPlain.self, doubles) == "ys[0]")
         #expect(try failingField(ReadBoxed.self, doubles) == "ys[0]")
+        // Writing: an array whose elements the schema stores as another type.
+        func failingWrite<M: Model>(_ value: M) -> String? {
+            do {
+                _ = try RecordEncoding.encode(value, schema: schema, model: "Stored")
+                return nil
+            } catch let StrataError.typeMismatch(_, field, _) {
+                return field
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(failingWrite(ReadPlain(id: 4, xs: [1], ys: [2, 3])) == "ys[0]")
+        #expect(failingWrite(ReadBoxed(id: 4, xs: [Box(1)], ys: [Box(2), Box(3)])) == "ys[0]")
+        #expect(failingWrite(ReadPlain(id: 5, xs: [], ys: [])) == nil)
         let fine = Stored(id: 3, xs: [Int.min, 0, Int.max], ys: [])
         let record = try RecordEncoding.encode(fine, schema: schema, model: "Stored")
         let back = try record.withUnsafeBytes { try RecordDecoding.decode(ReadPlain.self, from: $0, schema: schema, model: "Stored") }

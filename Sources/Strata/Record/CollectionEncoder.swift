@@ -16,60 +16,77 @@ final class ElementWriter {
     let layout: DecodingLayout?
     /// How the elements are stored, for the fast paths (`DecodingLayout.kind(of:)`).
     private let kind: DecodingLayout.Kind
-    private(set) var body: [UInt8] = []
-    private(set) var spans: [CollectionLayout.Span] = []
-    /// The encoder of struct elements, reused for the next element while nothing else holds it.
-    private var objects: ObjectEncoder?
+    /// What changes while writing, behind a pointer of its own: as stored properties of a class
+    /// every access would be checked for exclusivity at run time, several times per element
+    /// (a quarter of the time of writing an array of numbers).
+    private let hot: UnsafeMutablePointer<Hot>
+
+    private struct Hot {
+        var body: [UInt8] = []
+        var spans: [CollectionLayout.Span] = []
+        /// The encoder of struct elements, reused for the next element while nothing else holds it.
+        var objects: ObjectEncoder?
+    }
 
     init(element: FieldType, layout: DecodingLayout?) {
         self.element = element
         self.layout = layout ?? DecodingLayout.objectSchema(in: element).map { DecodingLayout($0) }
         kind = DecodingLayout.kind(of: element)
+        hot = .allocate(capacity: 1)
+        hot.initialize(to: Hot())
     }
 
-    var count: Int { spans.count }
+    deinit {
+        hot.deinitialize(count: 1)
+        hot.deallocate()
+    }
+
+    var body: [UInt8] { hot.pointee.body }
+    var spans: [CollectionLayout.Span] { hot.pointee.spans }
+    var count: Int { hot.pointee.spans.count }
 
     func appendNil() {
-        spans.append(CollectionLayout.Span(isNil: true, start: body.count, end: body.count))
+        let end = hot.pointee.body.count
+        hot.pointee.spans.append(CollectionLayout.Span(isNil: true, start: end, end: end))
     }
 
-    /// Appends `value`, the element at `context` (for errors).
-    func append<T: Encodable>(_ value: T, context: EncodingContext) throws {
+    /// Appends `value`, the element at `context` (for errors; made only when needed).
+    func append<T: Encodable>(_ value: T, context: @autoclosure () -> EncodingContext) throws {
         // Only an optional can be nil: `_isOptional` reads the type's metadata kind, where the cast
         // to `OptionalValue` is a conformance lookup, for every element of every type.
         let optional = _isOptional(T.self)
         if optional, let wrapper = value as? any OptionalValue, wrapper.wrappedAny == nil { return appendNil() }
-        let start = body.count
+        let start = hot.pointee.body.count
         if optional {
-            try RecordEncoding.encodeValue(value, as: element, into: &body, context: context, layout: layout)
+            try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
         } else if kind == .object, let layout {
-            try appendObject(value, context: context, layout: layout)
+            try appendObject(value, context: context(), layout: layout)
         } else if kind == .array || kind == .dictionary {
-            try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &body, context: context, layout: layout)
-        } else if !RecordEncoding.appendPrimitive(value, kind: kind, to: &body) {
-            try RecordEncoding.encodeValue(value, as: element, into: &body, context: context, layout: layout)
+            try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &hot.pointee.body, context: context(), layout: layout)
+        } else if !RecordEncoding.appendPrimitive(value, kind: kind, to: &hot.pointee.body) {
+            try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
         }
-        spans.append(CollectionLayout.Span(isNil: false, start: start, end: body.count))
+        hot.pointee.spans.append(CollectionLayout.Span(isNil: false, start: start, end: hot.pointee.body.count))
     }
 
     /// A struct (or payload enum) element, through the reused encoder. A new one when a type kept
     /// the last one, or its container, past `encode(to:)`: the kept one writes into its own state,
     /// never into a later element's.
     private func appendObject<T: Encodable>(_ value: T, context: EncodingContext, layout: DecodingLayout) throws {
-        if objects == nil || !isKnownUniquelyReferenced(&objects) || objects.unsafelyUnwrapped.containerIsKept() {
-            objects = ObjectEncoder(layout: layout, context: context)
+        if hot.pointee.objects == nil || !isKnownUniquelyReferenced(&hot.pointee.objects) || hot.pointee.objects.unsafelyUnwrapped.containerIsKept() {
+            hot.pointee.objects = ObjectEncoder(layout: layout, context: context)
         }
-        let encoder = objects.unsafelyUnwrapped
+        let encoder = hot.pointee.objects.unsafelyUnwrapped
         encoder.reset(at: context)
         try value.encode(to: encoder)
-        encoder.serialize(into: &body)
+        encoder.serialize(into: &hot.pointee.body)
     }
 
     /// Orders the elements by their bytes (nil before an empty value): sets encode in hash order,
     /// and equal sets must give equal records.
     func sortByBytes() {
-        body.withUnsafeBufferPointer { body in
-            spans.sort { a, b in
+        hot.pointee.body.withUnsafeBufferPointer { body in
+            hot.pointee.spans.sort { a, b in
                 let x = UnsafeBufferPointer(rebasing: body[a.start..<a.end])
                 let y = UnsafeBufferPointer(rebasing: body[b.start..<b.end])
                 return x.elementsEqual(y) ? a.isNil && !b.isNil : x.lexicographicallyPrecedes(y)

@@ -455,6 +455,8 @@ final class DecodingLayout: Sendable {
     let names: [String]
     let ids: [Int]
     let kinds: [Kind]
+    /// Per field stored as an array, how its elements are stored (`.other` for other fields).
+    let elementKinds: [Kind]
     let live: [Bool]
     /// Per field, the layout of the struct its values hold (directly, or inside optionals, arrays
     /// and dictionaries): built once with the model's layout, because building one for every
@@ -469,6 +471,10 @@ final class DecodingLayout: Sendable {
         ids = schema.fields.map(\.id)
         live = schema.fields.map { !$0.removed }
         kinds = schema.fields.map { Self.kind(of: $0.type) }
+        elementKinds = schema.fields.map { field in
+            if case .array(let element) = field.type.unwrapped { return Self.kind(of: element) }
+            return .other
+        }
     }
 
     /// How values of `type` are stored, for the fast paths (optionals unwrapped).

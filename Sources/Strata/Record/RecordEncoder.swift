@@ -123,6 +123,38 @@ enum RecordEncoding {
         }
     }
 
+    /// Appends `value` as `encodeValue` writes it when it is an array of `Int`, `Int64`, `Double` or
+    /// `Date` whose elements are stored as `element`: straight from the array, without its
+    /// `encode(to:)` (the standard library's, compiled unspecialized, goes through an unkeyed
+    /// container and a generic call per element). False, with nothing written, otherwise.
+    static func appendPrimitiveArray<T>(_ value: T, element: DecodingLayout.Kind, to out: inout [UInt8]) -> Bool {
+        // (Each branch converts a value of exactly T's type; each call is specialized.)
+        if T.self == [Int].self { return appendPrimitives(unsafeBitCast(value, to: [Int].self), element: element, to: &out) }
+        if T.self == [Int64].self { return appendPrimitives(unsafeBitCast(value, to: [Int64].self), element: element, to: &out) }
+        if T.self == [Double].self { return appendPrimitives(unsafeBitCast(value, to: [Double].self), element: element, to: &out) }
+        if T.self == [Date].self { return appendPrimitives(unsafeBitCast(value, to: [Date].self), element: element, to: &out) }
+        return false
+    }
+
+    private static func appendPrimitives<E>(_ values: [E], element: DecodingLayout.Kind, to out: inout [UInt8]) -> Bool {
+        let start = out.count
+        appendVarint(UInt64(values.count), to: &out)
+        for value in values {
+            // Each element of these types takes at most 10 bytes, so its header, (length << 1) with
+            // no nil flag, is one byte: written after the element's bytes are.
+            let header = out.count
+            out.append(0)
+            guard appendPrimitive(value, kind: element, to: &out) else {
+                // The element type is not stored as these elements are (all elements share it,
+                // so this is the first): the general path says what does not match.
+                out.removeSubrange(start...)
+                return false
+            }
+            out[header] = UInt8(truncatingIfNeeded: (out.count - header - 1) << 1)
+        }
+        return true
+    }
+
     /// Appends `value` as `encodeValue` writes it, when it is of a common primitive type stored as
     /// `kind`, without passing it through `Any` (each `as?` there is a dynamic cast, and the integer
     /// ones conformance lookups); false, with nothing written, for anything else. The identity of
@@ -289,6 +321,15 @@ struct RecordFields {
         let start = buffer.count
         try write(&buffer)
         spans.append(Span(id: id, isNil: false, start: start, end: buffer.count))
+    }
+
+    /// A field whose bytes `write` appends to the buffer, when it returns true (false: it wrote nothing).
+    @inline(__always)
+    mutating func append(id: Int, ifWritten write: (inout [UInt8]) -> Bool) -> Bool {
+        let start = buffer.count
+        guard write(&buffer) else { return false }
+        spans.append(Span(id: id, isNil: false, start: start, end: buffer.count))
+        return true
     }
 
     /// The record: the table (by ascending id), then the values in the same order.
