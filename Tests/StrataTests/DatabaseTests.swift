@@ -189,4 +189,21 @@ extension DatabaseTests {
         #expect(throws: StrataError.self) { try Database(path: path, models: [User.self]) }
         #expect(throws: StrataError.self) { try Database(path: path, models: [User.self], schemaVersion: 2) { _ in } }
     }
+
+    /// The stored-schema check every snapshot makes compares bytes, a change of one byte included
+    /// (a handle must not go on with a schema another handle changed in place).
+    @Test func storedSchemaComparisonSeesEveryByte() {
+        let schema: [UInt8] = Array("Doc:id,name;index name".utf8)
+        func same(_ other: [UInt8]) -> Bool { other.withUnsafeBytes { ModelRegistry.sameBytes($0, schema) } }
+        #expect(same(schema))
+        for i in schema.indices {
+            var changed = schema
+            changed[i] ^= 0x20
+            #expect(!same(changed), "byte \(i)")
+        }
+        #expect(!same(Array(schema.dropLast())))
+        #expect(!same(schema + [0]))
+        #expect(!same([]))
+        #expect([UInt8]().withUnsafeBytes { ModelRegistry.sameBytes($0, []) })
+    }
 }

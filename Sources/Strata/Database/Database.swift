@@ -383,12 +383,22 @@ final class ModelRegistry: Sendable {
     func checkStoredSchemas(in tree: (some KeyValueTree)?) throws {
         var changed: [String] = []
         for (name, bytes) in storedSchemas {
-            if try Self.withStoredSchema(name, in: tree, { $0?.elementsEqual(bytes) ?? false }) { continue }
+            if try Self.withStoredSchema(name, in: tree, { $0.map { Self.sameBytes($0, bytes) } ?? false }) { continue }
             changed.append(
                 "\(name): its stored schema was changed by another Database handle (another process, or another open of the file with a different shape of the model) after this handle opened the file; open the file again with the model as it is now"
             )
         }
         if !changed.isEmpty { throw StrataError.migrationRequired(changed.sorted()) }
+    }
+
+    /// `memcmp`: `elementsEqual` went through the bytes one by one with iterators, 20,000
+    /// instructions per snapshot for two models' schemas (5 % of a 50-row query's read).
+    static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return b.withUnsafeBytes { b in
+            guard let x = a.baseAddress, let y = b.baseAddress else { return true }
+            return memcmp(x, y, a.count) == 0
+        }
     }
 
     func info<M: Model>(_ type: M.Type) throws -> ModelInfo<M> {
