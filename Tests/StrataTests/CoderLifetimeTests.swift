@@ -49,6 +49,24 @@ struct DecoderKeeper: Codable, Equatable {
     }
 }
 
+/// A list whose elements keep their container (`Hoard`) or their whole encoder.
+struct HoardShelf: Codable, Equatable {
+    var id: Int
+    var items: [Hoard]
+    var keepers: [EncoderKeeper]
+}
+
+/// A type that keeps its whole encoder: the next element must be written by another one.
+struct EncoderKeeper: Codable, Equatable {
+    var n: Int
+    enum CodingKeys: String, CodingKey { case n }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(n, forKey: .n)
+        HoardStash.encoders.withLock { $0.append(encoder) }
+    }
+}
+
 /// `@unchecked Sendable`: only touched under its own lock, by these tests.
 final class LockedContainers<C>: @unchecked Sendable {
     private let lock = NSLock()
@@ -64,6 +82,7 @@ enum HoardStash {
     static let decoding = LockedContainers<KeyedDecodingContainer<Hoard.CodingKeys>>()
     static let encoding = LockedContainers<KeyedEncodingContainer<Hoard.CodingKeys>>()
     static let decoders = LockedContainers<any Decoder>()
+    static let encoders = LockedContainers<any Encoder>()
 }
 
 @Suite(.serialized) struct CoderLifetimeTests {
@@ -134,5 +153,42 @@ enum HoardStash {
             }
             HoardStash.decoders.withLock { $0.removeAll() }
         }
+    }
+
+    /// Elements that keep their container or their whole encoder past `encode(to:)`: later
+    /// elements are written by other encoders, and writing through the kept ones changes no record.
+    @Test func elementsKeepingTheirContainersOrEncodersWriteNoOtherElement() throws {
+        let schema = try SchemaProbe.schema(of: HoardShelf.self, modelName: "HoardShelf")
+        let value = HoardShelf(id: 1, items: (0..<5).map { Hoard(id: $0, name: "item \($0)") }, keepers: (0..<4).map { EncoderKeeper(n: $0 * 10) })
+        HoardStash.encoding.withLock { $0.removeAll() }
+        HoardStash.encoders.withLock { $0.removeAll() }
+        let first = try RecordEncoding.encode(value, schema: schema, model: "HoardShelf")
+        for _ in 0..<2 {
+            let containers = HoardStash.encoding.withLock { stash in
+                defer { stash.removeAll() }
+                return stash
+            }
+            #expect(containers.count == 5)
+            for var container in containers {
+                try container.encode(-1, forKey: .id)
+                try container.encode("overwritten", forKey: .name)
+            }
+            let encoders = HoardStash.encoders.withLock { stash in
+                defer { stash.removeAll() }
+                return stash
+            }
+            #expect(encoders.count == 4)
+            for encoder in encoders {
+                var c = encoder.container(keyedBy: EncoderKeeper.CodingKeys.self)
+                try c.encode(-7, forKey: .n)
+            }
+            let again = try RecordEncoding.encode(value, schema: schema, model: "HoardShelf")
+            #expect(again == first)
+            let back = try again.withUnsafeBytes { try RecordDecoding.decode(HoardShelf.self, from: $0, schema: schema, model: "HoardShelf") }
+            #expect(back == value)
+        }
+        HoardStash.encoding.withLock { $0.removeAll() }
+        HoardStash.decoding.withLock { $0.removeAll() }
+        HoardStash.encoders.withLock { $0.removeAll() }
     }
 }

@@ -8,18 +8,10 @@ import Testing
 /// element. These tests hold those short paths to the bytes the general path writes, to the
 /// element each error names, and to types that keep their encoder or container.
 @Suite struct CollectionEncodingTests {
-    /// A single value wrapper: the schema stores it as the value it wraps, but the encoder cannot
-    /// tell it from the outside, so its elements take the general path (through `Any` and the
-    /// wrapper's own `encode(to:)`).
-    struct Box<T: Codable & Sendable & Hashable>: Codable, Sendable, Hashable {
-        var v: T
-        init(_ v: T) { self.v = v }
-        init(from decoder: any Decoder) throws { v = try decoder.singleValueContainer().decode(T.self) }
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.singleValueContainer()
-            try c.encode(v)
-        }
-    }
+    /// A single value wrapper (`CHWrapped`): the schema stores it as the value it wraps, but the
+    /// encoder cannot tell it from the outside, so its elements take the general path (through
+    /// `Any` and the wrapper's own `encode(to:)`).
+    typealias Box = CHWrapped
 
     struct Plain: Model, Equatable {
         var id: Int
@@ -193,17 +185,9 @@ import Testing
         #expect(try ra.withUnsafeBytes { try RecordDecoding.decode(Rows.self, from: $0, schema: schema, model: "Rows") } == a)
     }
 
-    struct Depth: Codable, Sendable { var x: Int }
-    struct Holder: Codable, Sendable {
-        var name: String
-        var inner: Depth
-        var more: [Depth]?
-    }
-    struct Shelf: Model {
-        var id: Int
-        var items: [Holder]
-        var byKey: [String: Holder]
-    }
+    typealias Depth = RecordTests.WideDepth
+    typealias Holder = RecordTests.WideHolder
+    typealias Shelf = RecordTests.WideShelf
     struct UnsignedDepth: Codable, Sendable { var x: UInt8 }
     struct UnsignedHolder: Codable, Sendable {
         var name: String
@@ -252,68 +236,5 @@ import Testing
         bad = good
         bad.items[0].inner.x = -1
         #expect(failingField(bad) == "items[0].inner.x")
-    }
-
-    struct HoardShelf: Codable, Equatable {
-        var id: Int
-        var items: [Hoard]
-        var keepers: [EncoderKeeper]
-    }
-
-    /// A type that keeps its whole encoder: the next element must be written by another one.
-    struct EncoderKeeper: Codable, Equatable {
-        var n: Int
-        enum CodingKeys: String, CodingKey { case n }
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(n, forKey: .n)
-            KeptEncoders.encoders.withLock { $0.append(encoder) }
-        }
-    }
-
-    enum KeptEncoders {
-        static let encoders = LockedContainers<any Encoder>()
-    }
-}
-
-/// Elements that keep their container or their whole encoder past `encode(to:)`: later elements
-/// are written by other encoders, and writing through the kept ones changes no record.
-/// (Serialized with `CoderLifetimeTests`' stash, which `Hoard` fills.)
-extension CoderLifetimeTests {
-    @Test func elementsKeepingTheirContainersOrEncodersWriteNoOtherElement() throws {
-        typealias Shelf = CollectionEncodingTests.HoardShelf
-        let schema = try SchemaProbe.schema(of: Shelf.self, modelName: "HoardShelf")
-        let value = Shelf(
-            id: 1, items: (0..<5).map { Hoard(id: $0, name: "item \($0)") }, keepers: (0..<4).map { CollectionEncodingTests.EncoderKeeper(n: $0 * 10) })
-        HoardStash.encoding.withLock { $0.removeAll() }
-        CollectionEncodingTests.KeptEncoders.encoders.withLock { $0.removeAll() }
-        let first = try RecordEncoding.encode(value, schema: schema, model: "HoardShelf")
-        for _ in 0..<2 {
-            let containers = HoardStash.encoding.withLock { stash in
-                defer { stash.removeAll() }
-                return stash
-            }
-            #expect(containers.count == 5)
-            for var container in containers {
-                try container.encode(-1, forKey: .id)
-                try container.encode("overwritten", forKey: .name)
-            }
-            let encoders = CollectionEncodingTests.KeptEncoders.encoders.withLock { stash in
-                defer { stash.removeAll() }
-                return stash
-            }
-            #expect(encoders.count == 4)
-            for encoder in encoders {
-                var c = encoder.container(keyedBy: CollectionEncodingTests.EncoderKeeper.CodingKeys.self)
-                try c.encode(-7, forKey: .n)
-            }
-            let again = try RecordEncoding.encode(value, schema: schema, model: "HoardShelf")
-            #expect(again == first)
-            let back = try again.withUnsafeBytes { try RecordDecoding.decode(Shelf.self, from: $0, schema: schema, model: "HoardShelf") }
-            #expect(back == value)
-        }
-        HoardStash.encoding.withLock { $0.removeAll() }
-        HoardStash.decoding.withLock { $0.removeAll() }
-        CollectionEncodingTests.KeptEncoders.encoders.withLock { $0.removeAll() }
     }
 }
