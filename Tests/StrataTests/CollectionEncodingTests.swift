@@ -238,3 +238,87 @@ import Testing
         #expect(failingField(bad) == "items[0].inner.x")
     }
 }
+
+/// Single-value wrappers (property wrappers, tagged types) around an array, a dictionary or a
+/// struct: the wrapper encodes its value through a single-value container, and the record holds
+/// the wrapped value as the field's type.
+struct WrappedShapes: Model, Equatable {
+    var id: Int
+    var scores: CHWrapped<[Int]>
+    var names: CHWrapped<[String]>
+    var byName: CHWrapped<[String: Double]>
+    var point: CHWrapped<CollectionEncodingTests.Point>
+    var rows: [CHWrapped<CollectionEncodingTests.Point>]
+    var twice: CHWrapped<CHWrapped<[Int]>>
+}
+
+extension CollectionEncodingTests {
+    struct Point: Codable, Sendable, Hashable {
+        var x: Int
+        var y: Double
+    }
+
+    @Test func singleValueWrappersOfCollectionsAndStructsRoundTrip() throws {
+        let value = WrappedShapes(
+            id: 1, scores: CHWrapped([3, -1, Int.max]), names: CHWrapped(["a", "", "e\u{301}"]), byName: CHWrapped(["x": 1.5, "": -0.0]),
+            point: CHWrapped(Point(x: 7, y: 0.25)), rows: [CHWrapped(Point(x: 1, y: 2)), CHWrapped(Point(x: -3, y: .infinity))],
+            twice: CHWrapped(CHWrapped([9, 8])))
+        let db = try Database(path: databasePath(), models: [WrappedShapes.self], options: StoreOptions(durability: .noSync))
+        try db.write { tx in try tx.insert(value) }
+        #expect(try db.object(WrappedShapes.self, key: 1) == value)
+        let schema = try SchemaProbe.schema(of: WrappedShapes.self, modelName: "WrappedShapes")
+        let plain = try SchemaProbe.schema(of: UnwrappedShapes.self, modelName: "WrappedShapes")
+        #expect(schema.fields == plain.fields)
+        let unwrapped = UnwrappedShapes(
+            id: 1, scores: value.scores.value, names: value.names.value, byName: value.byName.value, point: value.point.value,
+            rows: value.rows.map(\.value), twice: value.twice.value.value)
+        #expect(
+            try RecordEncoding.encode(value, schema: schema, model: "WrappedShapes") == RecordEncoding.encode(unwrapped, schema: plain, model: "WrappedShapes"))
+    }
+
+    struct UnwrappedShapes: Model, Equatable {
+        var id: Int
+        var scores: [Int]
+        var names: [String]
+        var byName: [String: Double]
+        var point: Point
+        var rows: [Point]
+        var twice: [Int]
+    }
+}
+
+/// Reads an array, but writes itself as its own single value, or nil: no encoder could finish the
+/// first, and the second is not the array the field stores.
+struct SelfWrapping: Codable, Sendable, Equatable {
+    var xs: [Int]
+    var writesNil = false
+    init(xs: [Int], writesNil: Bool = false) {
+        self.xs = xs
+        self.writesNil = writesNil
+    }
+    init(from decoder: any Decoder) throws { xs = try decoder.singleValueContainer().decode([Int].self) }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        if writesNil { try c.encodeNil() } else { try c.encode(self) }
+    }
+}
+
+struct SelfWrappingModel: Model, Equatable {
+    var id: Int
+    var values: SelfWrapping
+}
+
+extension CollectionEncodingTests {
+    @Test func wrappersThatNeverReachTheirValueAreRefused() throws {
+        let db = try Database(path: databasePath(), models: [SelfWrappingModel.self], options: StoreOptions(durability: .noSync))
+        for value in [SelfWrapping(xs: [1]), SelfWrapping(xs: [1], writesNil: true)] {
+            do {
+                try db.write { tx in try tx.insert(SelfWrappingModel(id: 1, values: value)) }
+                Issue.record("stored \(value)")
+            } catch let StrataError.typeMismatch(_, field, reason) {
+                #expect(field == "values", "\(reason)")
+            }
+        }
+        #expect(try db.object(SelfWrappingModel.self, key: 1) == nil)
+    }
+}

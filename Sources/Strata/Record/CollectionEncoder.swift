@@ -96,9 +96,10 @@ final class ElementWriter {
 }
 
 /// The encoder (and unkeyed container) an array or a set encodes its elements into.
-final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
+final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
     let context: EncodingContext
     let elements: ElementWriter
+    var forwardingDepth = 0
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
     var count: Int { elements.count }
@@ -113,7 +114,7 @@ final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
     }
     func unkeyedContainer() -> any UnkeyedEncodingContainer { self }
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        FailingSingleValueEncoding(error: context.mismatch("an array was expected"))
+        ForwardingSingleValueEncoding(encoder: self, expected: "an array", context: context)
     }
 
     func encodeNil() throws { elements.appendNil() }
@@ -137,9 +138,10 @@ final class ArrayEncoder: Encoder, UnkeyedEncodingContainer {
 }
 
 /// The encoder a `[String: T]` dictionary encodes its values into (through a keyed container).
-final class DictionaryEncoder: Encoder {
+final class DictionaryEncoder: ForwardingEncoder {
     let context: EncodingContext
     let values: ElementWriter
+    var forwardingDepth = 0
     /// The key of each value in `values`, in the same order.
     var keys: [String] = []
     var codingPath: [any CodingKey] { [] }
@@ -157,7 +159,7 @@ final class DictionaryEncoder: Encoder {
         FailingUnkeyedEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
     }
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        FailingSingleValueEncoding(error: context.mismatch("a [String: T] dictionary was expected"))
+        ForwardingSingleValueEncoding(encoder: self, expected: "a [String: T] dictionary", context: context)
     }
 
     /// The dictionary's stored bytes, appended to `out`.
@@ -189,4 +191,40 @@ struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
     mutating func superEncoder() -> any Encoder { encoder }
     mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+}
+
+/// The single-value container of an encoder that writes one shape of value (a struct's fields, an
+/// array, a dictionary): a single-value wrapper (a property wrapper, a tagged identifier) encodes
+/// the value it wraps here, and that value writes itself into the same encoder, as if the wrapper
+/// were not there. The schema stores the wrapped value (the probe reads what `init(from:)` reads),
+/// and reading goes through the wrapper's `init(from:)` and the same decoder.
+struct ForwardingSingleValueEncoding: SingleValueEncodingContainer {
+    let encoder: any ForwardingEncoder
+    /// What the encoder writes, for errors ("an array").
+    let expected: String
+    let context: EncodingContext
+    var codingPath: [any CodingKey] { [] }
+
+    /// Wrappers inside wrappers deeper than this are taken for a type that encodes itself through
+    /// its own single value, which no encoder could ever finish.
+    static let maxDepth = 64
+
+    mutating func encodeNil() throws { throw context.mismatch("\(expected) was expected, but the type encodes nil") }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        // A primitive encodes itself through a single-value container: it is no wrapper.
+        if RecordDecoding.isPrimitive(T.self) { throw context.mismatch("\(expected) was expected, but the type encodes \(T.self)") }
+        guard encoder.forwardingDepth < Self.maxDepth else {
+            throw context.mismatch("\(T.self) is wrapped in single values \(Self.maxDepth) times over (a type that encodes itself?): \(expected) was expected")
+        }
+        encoder.forwardingDepth += 1
+        defer { encoder.forwardingDepth -= 1 }
+        try value.encode(to: encoder)
+    }
+}
+
+/// An encoder whose single-value container forwards to itself (`ForwardingSingleValueEncoding`).
+protocol ForwardingEncoder: AnyObject, Encoder {
+    /// Single-value wrappers being encoded into this encoder, one inside the other.
+    var forwardingDepth: Int { get set }
 }

@@ -7,8 +7,9 @@ import Foundation
 /// (`ObjectEncoding`) and of the keyed container, made once per coding-key type and handed out
 /// again. The top-level one of each model is reused (`ModelInfo`'s pool), so its buffers keep
 /// their storage.
-final class ObjectEncoder: Encoder {
+final class ObjectEncoder: ForwardingEncoder {
     let state: ObjectEncoding
+    var forwardingDepth = 0
     private var containerKeyType: ObjectIdentifier?
     private var container: AnyObject?
     var codingPath: [any CodingKey] { [] }
@@ -71,7 +72,7 @@ final class ObjectEncoder: Encoder {
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        FailingSingleValueEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes a single value"))
+        ForwardingSingleValueEncoding(encoder: self, expected: "a struct field list", context: state.context)
     }
 }
 
