@@ -164,21 +164,46 @@ import Testing
         var id: Int
         var set: Set<Row>
         var maybe: Set<String?>
+        /// Sets the field does not hold itself: inside a single-value wrapper (twice over), inside an
+        /// array and inside a dictionary.
+        var wrapped: CHWrapped<Set<Row>>
+        var wrappedTwice: CHWrapped<CHWrapped<Set<String?>>>
+        var nested: [Set<Int>]
+        var byName: [String: CHWrapped<Set<Int>>]
     }
 
     /// Sets are written in one order whatever their iteration order: by element bytes, and a nil
-    /// before an empty value.
+    /// before an empty value; also where the field holds them through a wrapper or a collection.
     @Test func setsAreWrittenInOneOrder() throws {
         let schema = try SchemaProbe.schema(of: Rows.self, modelName: "Rows")
         let rows = (0..<40).map { Row(a: $0 % 7, b: $0 % 3 == 0 ? nil : "r\($0)") }
-        var first = Set<Row>()
-        for row in rows { first.insert(row) }
-        var second = Set<Row>(minimumCapacity: 500)
-        for row in rows.reversed() { second.insert(row) }
-        let a = Rows(id: 1, set: first, maybe: [nil, "", "a", "e\u{301}"])
-        var maybe = Set<String?>(minimumCapacity: 300)
-        for s in ["e\u{301}", "a", "", nil] { maybe.insert(s) }
-        let b = Rows(id: 1, set: second, maybe: maybe)
+        let strings: [String?] = [nil, "", "a", "e\u{301}", "\u{E9}x"]
+        // Equal sets built in opposite orders at different capacities iterate differently.
+        func rowSet(_ reversed: Bool) -> Set<Row> {
+            var set = Set<Row>(minimumCapacity: reversed ? 500 : 0)
+            for row in reversed ? rows.reversed() : rows { set.insert(row) }
+            return set
+        }
+        func stringSet(_ reversed: Bool) -> Set<String?> {
+            var set = Set<String?>(minimumCapacity: reversed ? 300 : 0)
+            for s in reversed ? strings.reversed() : strings { set.insert(s) }
+            return set
+        }
+        func intSet(_ reversed: Bool, _ n: Int) -> Set<Int> {
+            var set = Set<Int>(minimumCapacity: reversed ? 400 : 0)
+            for i in reversed ? Array((0..<n).reversed()) : Array(0..<n) { set.insert(i * 7919 - 50) }
+            return set
+        }
+        func model(_ reversed: Bool) -> Rows {
+            Rows(
+                id: 1, set: rowSet(reversed), maybe: stringSet(reversed), wrapped: CHWrapped(rowSet(reversed)),
+                wrappedTwice: CHWrapped(CHWrapped(stringSet(reversed))), nested: [intSet(reversed, 30), [], intSet(reversed, 3)],
+                byName: ["x": CHWrapped(intSet(reversed, 25)), "y": CHWrapped([])])
+        }
+        let a = model(false)
+        let b = model(true)
+        #expect(a == b)
+        #expect(Array(a.wrapped.value) != Array(b.wrapped.value), "the sets should iterate in different orders for the test to mean anything")
         let ra = try RecordEncoding.encode(a, schema: schema, model: "Rows")
         let rb = try RecordEncoding.encode(b, schema: schema, model: "Rows")
         #expect(ra == rb)

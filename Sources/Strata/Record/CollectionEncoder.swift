@@ -100,6 +100,9 @@ final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
     let context: EncodingContext
     let elements: ElementWriter
     var forwardingDepth = 0
+    /// Whether the value written is a set (or a wrapper of one): its elements are then stored
+    /// sorted by their bytes, so that equal sets give equal records whatever their hash order.
+    var isUnordered = false
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
     var count: Int { elements.count }
@@ -133,6 +136,7 @@ final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
 
     /// The array's stored bytes, appended to `out`.
     func serialize(into out: inout [UInt8]) {
+        if isUnordered { elements.sortByBytes() }
         CollectionLayout.appendArray(elements.body, elements.spans, to: &out)
     }
 }
@@ -219,6 +223,8 @@ struct ForwardingSingleValueEncoding: SingleValueEncodingContainer {
         }
         encoder.forwardingDepth += 1
         defer { encoder.forwardingDepth -= 1 }
+        // A wrapped set is as unordered as a set the field holds itself.
+        if value is any UnorderedCollection, let array = encoder as? ArrayEncoder { array.isUnordered = true }
         try value.encode(to: encoder)
     }
 }

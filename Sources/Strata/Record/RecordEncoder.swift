@@ -111,8 +111,8 @@ enum RecordEncoding {
         switch type {
         case .array(let element):
             let encoder = ArrayEncoder(element: element, context: context, layout: layout)
+            encoder.isUnordered = value is any UnorderedCollection
             try value.encode(to: encoder)
-            if value is any UnorderedCollection { encoder.elements.sortByBytes() }
             encoder.serialize(into: &out)
         case .dictionary(let element):
             let encoder = DictionaryEncoder(element: element, context: context, layout: layout)
