@@ -95,16 +95,15 @@ struct PatchEncoder {
             return try encode(value, as: inner, path: path)
         case .bool:
             guard case .bool(let b) = value else { throw expected("true or false", value, path) }
-            out.append(b ? 1 : 0)
+            PrimitiveLayout.append(bool: b, to: &out)
         case .int(let bits, let signed):
             if signed {
-                appendVarint(zigzag(try signedInteger(value, bits: bits, path: path)), to: &out)
+                PrimitiveLayout.append(signed: try signedInteger(value, bits: bits, path: path), to: &out)
             } else {
-                appendVarint(try unsignedInteger(value, bits: bits, path: path), to: &out)
+                PrimitiveLayout.append(unsigned: try unsignedInteger(value, bits: bits, path: path), to: &out)
             }
         case .double:
-            let d = try double(value, type: type, path: path)
-            withUnsafeBytes(of: d.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(double: try double(value, type: type, path: path), to: &out)
         case .float:
             let d = try double(value, type: type, path: path)
             let f: Float
@@ -118,20 +117,19 @@ struct PatchEncoder {
             }
             // Too large, or too small to be anything but zero: out of range, as JSONDecoder has it.
             if (f.isInfinite && d.isFinite) || (f == 0 && d != 0) { throw path.mismatch("\(value.summary) is out of range for Float") }
-            withUnsafeBytes(of: f.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(float: f, to: &out)
         case .string:
-            out.append(contentsOf: try string(value, path: path).utf8)
+            PrimitiveLayout.append(string: try string(value, path: path), to: &out)
         case .data:
-            out.append(contentsOf: try data(value, path: path))
+            PrimitiveLayout.append(data: try data(value, path: path), to: &out)
         case .date:
-            let seconds = try date(value, path: path).timeIntervalSinceReferenceDate
-            withUnsafeBytes(of: seconds.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(date: try date(value, path: path), to: &out)
         case .uuid:
-            withUnsafeBytes(of: try uuid(value, path: path).uuid) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(uuid: try uuid(value, path: path), to: &out)
         case .decimal:
-            out.append(contentsOf: try decimal(value, path: path).description.utf8)
+            PrimitiveLayout.append(decimal: try decimal(value, path: path), to: &out)
         case .url:
-            out.append(contentsOf: try url(value, path: path).absoluteString.utf8)
+            PrimitiveLayout.append(url: try url(value, path: path), to: &out)
         case .enumeration(let raw):
             // The raw value is checked against the enum's cases when the object is decoded.
             return try encode(value, as: raw, path: path)

@@ -221,12 +221,12 @@ final class ObjectEncoding {
         let f = try field(name)
         switch layout.kinds[f] {
         case .signed:
-            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(zigzag(value), to: &$0) }
+            hot.pointee.storage.append(id: layout.ids[f]) { PrimitiveLayout.append(signed: value, to: &$0) }
         case .unsigned:
             guard let u = unsigned ?? (value >= 0 ? UInt64(value) : nil) else {
                 throw context.appending(name).mismatch("\(describeValue(value)) does not fit \(schema.fields[f].type)")
             }
-            hot.pointee.storage.append(id: layout.ids[f]) { appendVarint(u, to: &$0) }
+            hot.pointee.storage.append(id: layout.ids[f]) { PrimitiveLayout.append(unsigned: u, to: &$0) }
         default:
             if let unsigned { try general(unsigned, f, name) } else { try general(value, f, name) }
         }
@@ -235,33 +235,31 @@ final class ObjectEncoding {
     func string(_ value: String, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .string else { return try general(value, f, name) }
-        var value = value
-        value.withUTF8 { utf8 in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: utf8) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { PrimitiveLayout.append(string: value, to: &$0) }
     }
 
     func double(_ value: Double, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .double else { return try general(value, f, name) }
-        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { PrimitiveLayout.append(double: value, to: &$0) }
     }
 
     func bool(_ value: Bool, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .bool else { return try general(value, f, name) }
-        hot.pointee.storage.append(id: layout.ids[f]) { $0.append(value ? 1 : 0) }
+        hot.pointee.storage.append(id: layout.ids[f]) { PrimitiveLayout.append(bool: value, to: &$0) }
     }
 
     func data(_ value: Data, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .data else { return try general(value, f, name) }
-        value.withUnsafeBytes { bytes in hot.pointee.storage.append(id: layout.ids[f]) { $0.append(contentsOf: bytes) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { PrimitiveLayout.append(data: value, to: &$0) }
     }
 
     func date(_ value: Date, _ name: String) throws {
         let f = try field(name)
         guard layout.kinds[f] == .date else { return try general(value, f, name) }
-        let bits = value.timeIntervalSinceReferenceDate.bitPattern.littleEndian
-        hot.pointee.storage.append(id: layout.ids[f]) { out in withUnsafeBytes(of: bits) { out.append(contentsOf: $0) } }
+        hot.pointee.storage.append(id: layout.ids[f]) { PrimitiveLayout.append(date: value, to: &$0) }
     }
 
     func value<T: Encodable>(_ value: T, _ name: String) throws {

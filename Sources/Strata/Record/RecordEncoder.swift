@@ -6,7 +6,7 @@ import Foundation
 //
 // Fields are listed by ascending id, so a query can find one field by walking the small table
 // without decoding any value, and a field added to the model later is simply absent from older
-// records. Values by type:
+// records. Values by type (primitives are written by PrimitiveLayout.swift):
 //
 //   Bool 1 byte · signed ints zigzag varint · unsigned ints varint · Double 8 bytes · Float 4 bytes
 //   String, URL, Decimal UTF-8 · Data raw · Date Double seconds since 2001 · UUID 16 bytes
@@ -43,12 +43,12 @@ enum RecordEncoding {
             try encodeValue(value, as: inner, into: &out, context: context, layout: layout)
         case .bool:
             guard let v = value as? Bool else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            out.append(v ? 1 : 0)
+            PrimitiveLayout.append(bool: v, to: &out)
         case .int(_, let signed):
             if signed, let v = value as? any SignedInteger & FixedWidthInteger, let i = Int64(exactly: v) {
-                appendVarint(zigzag(i), to: &out)
+                PrimitiveLayout.append(signed: i, to: &out)
             } else if !signed, let v = value as? any UnsignedInteger & FixedWidthInteger, let u = UInt64(exactly: v) {
-                appendVarint(u, to: &out)
+                PrimitiveLayout.append(unsigned: u, to: &out)
             } else if value is any BinaryInteger {
                 throw context.mismatch("\(describeValue(value)) does not fit \(type)")
             } else {
@@ -56,30 +56,30 @@ enum RecordEncoding {
             }
         case .double:
             guard let v = value as? Double else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            withUnsafeBytes(of: v.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(double: v, to: &out)
         case .float:
             guard let v = value as? Float else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            withUnsafeBytes(of: v.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(float: v, to: &out)
         case .string:
             guard let v = value as? String else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            out.append(contentsOf: v.utf8)
+            PrimitiveLayout.append(string: v, to: &out)
         case .data:
             guard let v = value as? Data else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            out.append(contentsOf: v)
+            PrimitiveLayout.append(data: v, to: &out)
         case .date:
             guard let v = value as? Date else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            withUnsafeBytes(of: v.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(date: v, to: &out)
         case .uuid:
             guard let v = value as? UUID else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            withUnsafeBytes(of: v.uuid) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(uuid: v, to: &out)
         case .decimal:
             guard let v = value as? Decimal else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
             // NaN's text ("NaN") does not read back as a Decimal: refuse it here, not at every read.
             guard !v.isNaN else { throw context.mismatch("Decimal NaN cannot be stored (a stored Decimal is a number); store nil instead") }
-            out.append(contentsOf: v.description.utf8)
+            PrimitiveLayout.append(decimal: v, to: &out)
         case .url:
             guard let v = value as? URL else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
-            out.append(contentsOf: v.absoluteString.utf8)
+            PrimitiveLayout.append(url: v, to: &out)
         case .enumeration(let raw):
             if let v = value as? any RawRepresentable { return try encodeValue(v.rawValue, as: raw, into: &out, context: context) }
             // The raw value itself (what a wrapper of the enum may encode), or a wrapper of the
@@ -163,41 +163,39 @@ enum RecordEncoding {
         switch kind {
         case .signed:
             if T.self == Int.self {
-                appendVarint(zigzag(Int64(unsafeBitCast(value, to: Int.self))), to: &out)
+                PrimitiveLayout.append(signed: Int64(unsafeBitCast(value, to: Int.self)), to: &out)
             } else if T.self == Int64.self {
-                appendVarint(zigzag(unsafeBitCast(value, to: Int64.self)), to: &out)
+                PrimitiveLayout.append(signed: unsafeBitCast(value, to: Int64.self), to: &out)
             } else if T.self == Int32.self {
-                appendVarint(zigzag(Int64(unsafeBitCast(value, to: Int32.self))), to: &out)
+                PrimitiveLayout.append(signed: Int64(unsafeBitCast(value, to: Int32.self)), to: &out)
             } else {
                 return false
             }
         case .unsigned:
             if T.self == UInt64.self {
-                appendVarint(unsafeBitCast(value, to: UInt64.self), to: &out)
+                PrimitiveLayout.append(unsigned: unsafeBitCast(value, to: UInt64.self), to: &out)
             } else if T.self == UInt.self {
-                appendVarint(UInt64(unsafeBitCast(value, to: UInt.self)), to: &out)
+                PrimitiveLayout.append(unsigned: UInt64(unsafeBitCast(value, to: UInt.self)), to: &out)
             } else if T.self == UInt8.self {
-                appendVarint(UInt64(unsafeBitCast(value, to: UInt8.self)), to: &out)
+                PrimitiveLayout.append(unsigned: UInt64(unsafeBitCast(value, to: UInt8.self)), to: &out)
             } else {
                 return false
             }
         case .double:
             guard T.self == Double.self else { return false }
-            withUnsafeBytes(of: unsafeBitCast(value, to: Double.self).bitPattern.littleEndian) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(double: unsafeBitCast(value, to: Double.self), to: &out)
         case .string:
             guard T.self == String.self else { return false }
-            var string = unsafeBitCast(value, to: String.self)
-            string.withUTF8 { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(string: unsafeBitCast(value, to: String.self), to: &out)
         case .bool:
             guard T.self == Bool.self else { return false }
-            out.append(unsafeBitCast(value, to: Bool.self) ? 1 : 0)
+            PrimitiveLayout.append(bool: unsafeBitCast(value, to: Bool.self), to: &out)
         case .date:
             guard T.self == Date.self else { return false }
-            let bits = unsafeBitCast(value, to: Date.self).timeIntervalSinceReferenceDate.bitPattern.littleEndian
-            withUnsafeBytes(of: bits) { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(date: unsafeBitCast(value, to: Date.self), to: &out)
         case .data:
             guard T.self == Data.self else { return false }
-            unsafeBitCast(value, to: Data.self).withUnsafeBytes { out.append(contentsOf: $0) }
+            PrimitiveLayout.append(data: unsafeBitCast(value, to: Data.self), to: &out)
         case .float, .object, .stringArray, .array, .dictionary, .other:
             return false
         }
