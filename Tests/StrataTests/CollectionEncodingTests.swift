@@ -136,16 +136,7 @@ import Testing
         #expect(try failingField(ReadPlain.self, doubles) == "ys[0]")
         #expect(try failingField(ReadBoxed.self, doubles) == "ys[0]")
         // Writing: an array whose elements the schema stores as another type.
-        func failingWrite<M: Model>(_ value: M) -> String? {
-            do {
-                _ = try RecordEncoding.encode(value, schema: schema, model: "Stored")
-                return nil
-            } catch let StrataError.typeMismatch(_, field, _) {
-                return field
-            } catch {
-                return "\(error)"
-            }
-        }
+        func failingWrite<M: Model>(_ value: M) -> String? { Self.failingField(encoding: value, schema: schema, model: "Stored") }
         #expect(failingWrite(ReadPlain(id: 4, xs: [1], ys: [2, 3])) == "ys[0]")
         #expect(failingWrite(ReadBoxed(id: 4, xs: [Box(1)], ys: [Box(2), Box(3)])) == "ys[0]")
         #expect(failingWrite(ReadPlain(id: 5, xs: [], ys: [])) == nil)
@@ -153,6 +144,18 @@ import Testing
         let record = try RecordEncoding.encode(fine, schema: schema, model: "Stored")
         let back = try record.withUnsafeBytes { try RecordDecoding.decode(ReadPlain.self, from: $0, schema: schema, model: "Stored") }
         #expect(back.xs == [Int.min, 0, Int.max] && back.ys == [])
+    }
+
+    /// The field a failed encode names (`typeMismatch`), nil when it succeeds, or another error's text.
+    static func failingField<M: Encodable>(encoding value: M, schema: ObjectSchema, model: String) -> String? {
+        do {
+            _ = try RecordEncoding.encode(value, schema: schema, model: model)
+            return nil
+        } catch let StrataError.typeMismatch(_, field, _) {
+            return field
+        } catch {
+            return "\(error)"
+        }
     }
 
     struct Row: Codable, Sendable, Hashable {
@@ -233,16 +236,7 @@ import Testing
         func holder(_ i: Int, _ x: Int = 1, more: [Int]? = [2, 3]) -> Holder {
             Holder(name: "h\(i)", inner: Depth(x: x), more: more.map { $0.map(Depth.init) })
         }
-        func failingField(_ shelf: Shelf) -> String? {
-            do {
-                _ = try RecordEncoding.encode(shelf, schema: schema, model: "Shelf")
-                return nil
-            } catch let StrataError.typeMismatch(_, field, _) {
-                return field
-            } catch {
-                return "\(error)"
-            }
-        }
+        func failingField(_ shelf: Shelf) -> String? { Self.failingField(encoding: shelf, schema: schema, model: "Shelf") }
         let good = Shelf(id: 1, items: (0..<4).map { holder($0, more: $0 == 2 ? nil : [$0, 2]) }, byKey: ["a": holder(7), "b": holder(8)])
         let record = try RecordEncoding.encode(good, schema: schema, model: "Shelf")
         let back = try record.withUnsafeBytes { try RecordDecoding.decode(UnsignedShelf.self, from: $0, schema: schema, model: "Shelf") }

@@ -24,6 +24,8 @@ final class ElementWriter {
     private struct Hot {
         var body: [UInt8] = []
         var spans: [CollectionLayout.Span] = []
+        /// A dictionary's key of each element, in the same order (empty for arrays and sets).
+        var keys: [String] = []
         /// The encoder of struct elements, reused for the next element while nothing else holds it.
         var objects: ObjectEncoder?
     }
@@ -43,7 +45,11 @@ final class ElementWriter {
 
     var body: [UInt8] { hot.pointee.body }
     var spans: [CollectionLayout.Span] { hot.pointee.spans }
+    var keys: [String] { hot.pointee.keys }
     var count: Int { hot.pointee.spans.count }
+
+    /// Records the dictionary key of the element appended last.
+    func appendKey(_ key: String) { hot.pointee.keys.append(key) }
 
     func appendNil() {
         let end = hot.pointee.body.count
@@ -61,7 +67,7 @@ final class ElementWriter {
             try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
         } else if kind == .object, let layout {
             try appendObject(value, context: context(), layout: layout)
-        } else if kind == .array || kind == .dictionary {
+        } else if kind.isCollection {
             try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &hot.pointee.body, context: context(), layout: layout)
         } else if !RecordEncoding.appendPrimitive(value, kind: kind, to: &hot.pointee.body) {
             try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
@@ -146,8 +152,6 @@ final class DictionaryEncoder: ForwardingEncoder {
     let context: EncodingContext
     let values: ElementWriter
     var forwardingDepth = 0
-    /// The key of each value in `values`, in the same order.
-    var keys: [String] = []
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -168,7 +172,7 @@ final class DictionaryEncoder: ForwardingEncoder {
 
     /// The dictionary's stored bytes, appended to `out`.
     func serialize(into out: inout [UInt8]) {
-        CollectionLayout.appendDictionary(keys, values.body, values.spans, to: &out)
+        CollectionLayout.appendDictionary(values.keys, values.body, values.spans, to: &out)
     }
 }
 
@@ -178,13 +182,13 @@ struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encodeNil(forKey key: Key) throws {
         encoder.values.appendNil()
-        encoder.keys.append(key.stringValue)
+        encoder.values.appendKey(key.stringValue)
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         let name = key.stringValue
         try encoder.values.append(value, context: encoder.context.appending(name))
-        encoder.keys.append(name)
+        encoder.values.appendKey(name)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {

@@ -280,12 +280,12 @@ final class ObjectEncoding {
             }
         } else if layout.kinds[f] == .object, let child = layout.children[f] {
             return try object(value, f, name, layout: child)
-        } else if layout.kinds[f] == .array || layout.kinds[f] == .dictionary {
-            let element = layout.elementKinds[f]
-            if layout.kinds[f] == .array,
-                hot.pointee.storage.append(id: layout.ids[f], ifWritten: { RecordEncoding.appendPrimitiveArray(value, element: element, to: &$0) })
-            {
-                return
+        } else if layout.kinds[f].isCollection {
+            if layout.kinds[f] == .array {
+                let element = layout.elementKinds[f]
+                if hot.pointee.storage.append(id: layout.ids[f], ifWritten: { RecordEncoding.appendPrimitiveArray(value, element: element, to: &$0) }) {
+                    return
+                }
             }
             // (Not through `general`: it would pass the collection through `Any` and cast it back.)
             // (`T` is not optional, so the field's optionals have nothing to unwrap.)

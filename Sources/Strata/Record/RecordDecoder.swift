@@ -449,7 +449,12 @@ struct FieldTable {
 /// one costs reference counting on every field of every object). Built once per decoder.
 final class DecodingLayout: Sendable {
     /// How a field's value is stored, for the primitive fast paths (the unwrapped type).
-    enum Kind: UInt8, Sendable { case bool, signed, unsigned, double, float, string, data, date, object, stringArray, array, dictionary, other }
+    enum Kind: UInt8, Sendable {
+        case bool, signed, unsigned, double, float, string, data, date, object, stringArray, array, dictionary, other
+
+        /// Written through `RecordEncoding.encodeCollection` (a `[String]` has a shorter path).
+        var isCollection: Bool { self == .array || self == .dictionary }
+    }
 
     let schema: ObjectSchema
     let names: [String]
