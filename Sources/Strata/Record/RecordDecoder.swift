@@ -30,10 +30,21 @@ enum RecordDecoding {
     /// (made for a present value, its field type unwrapped once as `decodeValue` does).
     static func decode<T: Decodable>(_ type: T.Type, with decoder: ValueDecoder) throws -> T {
         do {
+            if decoder.holdsCollection, let collection = T.self as? any DirectlyDecodedCollection.Type,
+                let value = try decodeDirectly(collection, as: T.self, from: decoder)
+            {
+                return value
+            }
             return try T(from: decoder)
         } catch {
             return try recover(T.self, from: error, decoder: decoder)
         }
+    }
+
+    /// `C.decodeDirectly(from:)`, where `C` is `T` (seen through the protocol).
+    private static func decodeDirectly<C: DirectlyDecodedCollection, T>(_ collection: C.Type, as type: T.Type, from decoder: ValueDecoder) throws -> T? {
+        guard let value = try C.decodeDirectly(from: decoder) else { return nil }
+        return unsafeBitCast(value, to: T.self)
     }
 
     /// What `decode(_:with:)` returns or throws when `init(from:)` failed. Apart, so that the
@@ -250,8 +261,15 @@ final class ValueDecoder: Decoder {
     /// Containers superseded by one of another key type, alive until the next value.
     private var superseded: [(state: ObjectDecodingState, box: AnyObject?)] = []
 
+    /// Whether the value is an array or a dictionary (`DirectlyDecodedCollection` may read it).
+    let holdsCollection: Bool
+
     init(fieldType: FieldType, bytes: UnsafeRawBufferPointer, isNil: Bool, context: EncodingContext, layout: DecodingLayout? = nil) {
         self.fieldType = fieldType
+        switch fieldType.unwrapped {
+        case .array, .dictionary: holdsCollection = true
+        default: holdsCollection = false
+        }
         self.bytes = bytes
         self.isNil = isNil
         self.context = context
