@@ -67,6 +67,53 @@ struct EncoderKeeper: Codable, Equatable {
     }
 }
 
+/// A list that keeps its unkeyed container, and a map that keeps its whole encoder: a field's
+/// collection encoder is reused for the next record only while nothing else holds it.
+struct ListKeeper: Codable, Equatable, Sendable {
+    var xs: [Int]
+    init(_ xs: [Int]) { self.xs = xs }
+    init(from decoder: any Decoder) throws {
+        var c = try decoder.unkeyedContainer()
+        var xs: [Int] = []
+        while !c.isAtEnd { xs.append(try c.decode(Int.self)) }
+        self.xs = xs
+    }
+    func encode(to encoder: any Encoder) throws {
+        // Written through every container kept before: none of them may be this one.
+        try HoardStash.scribble()
+        var c = encoder.unkeyedContainer()
+        for x in xs { try c.encode(x) }
+        HoardStash.lists.withLock { $0.append(c) }
+    }
+}
+
+struct MapKeeper: Codable, Equatable, Sendable {
+    var byName: [String: Int]
+    init(_ byName: [String: Int]) { self.byName = byName }
+    init(from decoder: any Decoder) throws { byName = try decoder.singleValueContainer().decode([String: Int].self) }
+    func encode(to encoder: any Encoder) throws {
+        try HoardStash.scribble()
+        var c = encoder.singleValueContainer()
+        try c.encode(byName)
+        HoardStash.encoders.withLock { $0.append(encoder) }
+    }
+}
+
+struct KeeperShelf: Model, Equatable {
+    var id: Int
+    var list: ListKeeper
+    var map: MapKeeper
+    /// Lists inside a list, and lists inside the structs of a list: the encoders of elements'
+    /// collections are reused from element to element the same way.
+    var grid: [ListKeeper]
+    var rows: [KeeperRow]
+}
+
+struct KeeperRow: Codable, Equatable, Sendable {
+    var list: ListKeeper
+    var plain: [Int]
+}
+
 /// `@unchecked Sendable`: only touched under its own lock, by these tests.
 final class LockedContainers<C>: @unchecked Sendable {
     private let lock = NSLock()
@@ -83,6 +130,16 @@ enum HoardStash {
     static let encoding = LockedContainers<KeyedEncodingContainer<Hoard.CodingKeys>>()
     static let decoders = LockedContainers<any Decoder>()
     static let encoders = LockedContainers<any Encoder>()
+    static let lists = LockedContainers<any UnkeyedEncodingContainer>()
+
+    /// Writes a value through every kept list container and dictionary encoder.
+    static func scribble() throws {
+        for var list in lists.withLock({ $0 }) { try list.encode(-999) }
+        for encoder in encoders.withLock({ $0 }) where encoder is DictionaryEncoder {
+            var c = encoder.container(keyedBy: CodingKeysOfAnyName.self)
+            try c.encode(-999, forKey: CodingKeysOfAnyName(stringValue: "zz"))
+        }
+    }
 }
 
 @Suite(.serialized) struct CoderLifetimeTests {
@@ -191,4 +248,37 @@ enum HoardStash {
         HoardStash.decoding.withLock { $0.removeAll() }
         HoardStash.encoders.withLock { $0.removeAll() }
     }
+
+    /// Collections that keep their container or encoder, written object after object through a
+    /// database (whose model encoder is pooled, with a collection encoder per field): writing
+    /// through the kept ones between inserts changes no stored object.
+    @Test func collectionsKeepingTheirContainersOrEncodersWriteNoOtherCollection() throws {
+        HoardStash.lists.withLock { $0.removeAll() }
+        HoardStash.encoders.withLock { $0.removeAll() }
+        defer {
+            HoardStash.lists.withLock { $0.removeAll() }
+            HoardStash.encoders.withLock { $0.removeAll() }
+        }
+        let db = try Database.inMemory(models: [KeeperShelf.self])
+        func shelf(_ i: Int) -> KeeperShelf {
+            KeeperShelf(
+                id: i, list: ListKeeper(Array(0..<(i % 4))), map: MapKeeper(["a": i, "b": -i]),
+                grid: (0..<(i % 3)).map { ListKeeper([i, $0]) },
+                rows: (0..<2).map { KeeperRow(list: ListKeeper([i * 10 + $0]), plain: Array(repeating: i, count: $0 + 1)) })
+        }
+        for i in 0..<12 {
+            try db.write { tx in try tx.insert(shelf(i)) }
+            try HoardStash.scribble()
+        }
+        let stored = Array(db.objects(KeeperShelf.self).sorted(by: SortDescriptor(\.id)))
+        #expect(stored == (0..<12).map(shelf))
+    }
+}
+
+/// Any key: what a kept dictionary encoder is written through.
+struct CodingKeysOfAnyName: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }

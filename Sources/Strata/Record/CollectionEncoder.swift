@@ -28,6 +28,8 @@ final class ElementWriter {
         var keys: [String] = []
         /// The encoder of struct elements, reused for the next element while nothing else holds it.
         var objects: ObjectEncoder?
+        /// The encoder of collection elements (`RecordEncoding.encodeCollection`'s slot).
+        var collections: AnyObject?
     }
 
     init(element: FieldType, layout: DecodingLayout?) {
@@ -47,6 +49,18 @@ final class ElementWriter {
     var spans: [CollectionLayout.Span] { hot.pointee.spans }
     var keys: [String] { hot.pointee.keys }
     var count: Int { hot.pointee.spans.count }
+
+    /// Empty again, for another collection of the same type: buffers and encoders kept, but not
+    /// the storage of a large collection (a field's encoder lives as long as its model's pooled
+    /// encoder, and one large array would otherwise stay allocated that long).
+    func clear() {
+        let keep = hot.pointee.body.capacity <= ElementWriter.keptBytes
+        hot.pointee.body.removeAll(keepingCapacity: keep)
+        hot.pointee.spans.removeAll(keepingCapacity: keep)
+        hot.pointee.keys.removeAll(keepingCapacity: keep)
+    }
+
+    static let keptBytes = 1 << 16
 
     /// Records the dictionary key of the element appended last.
     func appendKey(_ key: String) { hot.pointee.keys.append(key) }
@@ -68,7 +82,11 @@ final class ElementWriter {
         } else if kind == .object, let layout {
             try appendObject(value, context: context(), layout: layout)
         } else if kind.isCollection {
-            try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &hot.pointee.body, context: context(), layout: layout)
+            // (Taken out of its slot while in use: an element's own collections find it empty.)
+            var slot: AnyObject?
+            swap(&slot, &hot.pointee.collections)
+            defer { swap(&slot, &hot.pointee.collections) }
+            try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &hot.pointee.body, context: context(), layout: layout, slot: &slot)
         } else if !RecordEncoding.appendPrimitive(value, kind: kind, to: &hot.pointee.body) {
             try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
         }
@@ -103,7 +121,7 @@ final class ElementWriter {
 
 /// The encoder (and unkeyed container) an array or a set encodes its elements into.
 final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
-    let context: EncodingContext
+    private(set) var context: EncodingContext
     let elements: ElementWriter
     var forwardingDepth = 0
     /// Whether the value written is a set (or a wrapper of one): its elements are then stored
@@ -116,6 +134,14 @@ final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
     init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
         self.context = context
         elements = ElementWriter(element: element, layout: layout)
+    }
+
+    /// Ready for another array of the same field, at `context`.
+    func reuse(at context: EncodingContext) {
+        self.context = context
+        forwardingDepth = 0
+        isUnordered = false
+        elements.clear()
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -149,7 +175,7 @@ final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
 
 /// The encoder a `[String: T]` dictionary encodes its values into (through a keyed container).
 final class DictionaryEncoder: ForwardingEncoder {
-    let context: EncodingContext
+    private(set) var context: EncodingContext
     let values: ElementWriter
     var forwardingDepth = 0
     var codingPath: [any CodingKey] { [] }
@@ -158,6 +184,13 @@ final class DictionaryEncoder: ForwardingEncoder {
     init(element: FieldType, context: EncodingContext, layout: DecodingLayout?) {
         self.context = context
         values = ElementWriter(element: element, layout: layout)
+    }
+
+    /// Ready for another dictionary of the same field, at `context`.
+    func reuse(at context: EncodingContext) {
+        self.context = context
+        forwardingDepth = 0
+        values.clear()
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {

@@ -97,6 +97,9 @@ final class ObjectEncoding {
         /// Per field, the encoder its struct values were last written with, reused for the next
         /// record's while nothing else holds it or its container (empty until one is needed).
         var encoders: [ObjectEncoder?] = []
+        /// Per field, the encoder its collections were last written with
+        /// (`RecordEncoding.encodeCollection`'s slot; empty until one is needed).
+        var collections: [AnyObject?] = []
     }
 
     /// A nested container's field, its state, and the box handed out (to tell whether the type
@@ -292,8 +295,13 @@ final class ObjectEncoding {
             let type = schema.fields[f].type.unwrapped
             let context = self.context.appending(name)
             let child = layout.children[f]
+            if hot.pointee.collections.isEmpty { hot.pointee.collections = Array(repeating: nil, count: layout.names.count) }
+            // (Taken out of its slot while in use: a type writing the field again inside finds it empty.)
+            var slot: AnyObject?
+            swap(&slot, &hot.pointee.collections[f])
+            defer { swap(&slot, &hot.pointee.collections[f]) }
             return try hot.pointee.storage.append(id: layout.ids[f]) {
-                try RecordEncoding.encodeCollection(value, as: type, into: &$0, context: context, layout: child)
+                try RecordEncoding.encodeCollection(value, as: type, into: &$0, context: context, layout: child, slot: &slot)
             }
         }
         try general(value, f, name)

@@ -108,14 +108,41 @@ enum RecordEncoding {
     static func encodeCollection<T: Encodable>(
         _ value: T, as type: FieldType, into out: inout [UInt8], context: EncodingContext, layout: DecodingLayout?
     ) throws {
+        var slot: AnyObject?
+        try encodeCollection(value, as: type, into: &out, context: context, layout: layout, slot: &slot)
+    }
+
+    /// `encodeCollection`, with the encoder `slot` holds when it holds one of the right kind that
+    /// nothing else holds (a type may keep its encoder or container past `encode(to:)`: it then
+    /// writes into its own buffers, never into a later collection's); otherwise with a new one,
+    /// left in `slot`. A field's collections reuse one encoder, its buffers and the encoder of its
+    /// struct elements: making them cost as much as writing a few small elements.
+    static func encodeCollection<T: Encodable>(
+        _ value: T, as type: FieldType, into out: inout [UInt8], context: EncodingContext, layout: DecodingLayout?, slot: inout AnyObject?
+    ) throws {
+        let reusable = slot != nil && isKnownUniquelyReferenced(&slot)
         switch type {
         case .array(let element):
-            let encoder = ArrayEncoder(element: element, context: context, layout: layout)
+            let encoder: ArrayEncoder
+            if reusable, let cached = slot as? ArrayEncoder {
+                cached.reuse(at: context)
+                encoder = cached
+            } else {
+                encoder = ArrayEncoder(element: element, context: context, layout: layout)
+                slot = encoder
+            }
             encoder.isUnordered = value is any UnorderedCollection
             try value.encode(to: encoder)
             encoder.serialize(into: &out)
         case .dictionary(let element):
-            let encoder = DictionaryEncoder(element: element, context: context, layout: layout)
+            let encoder: DictionaryEncoder
+            if reusable, let cached = slot as? DictionaryEncoder {
+                cached.reuse(at: context)
+                encoder = cached
+            } else {
+                encoder = DictionaryEncoder(element: element, context: context, layout: layout)
+                slot = encoder
+            }
             try value.encode(to: encoder)
             encoder.serialize(into: &out)
         default:
