@@ -45,9 +45,12 @@ struct PDThing: Model, Equatable {
     var home: PDAddress
     var work: PDAddress?
     var roomId: String
+    /// Double optionals: JSON has no `.some(nil)`, so `null` (and a missing key) is `.none`.
+    var rank: Int??
+    var alias: String??
 
     enum CodingKeys: String, CodingKey {
-        case id, count, small, big, ratio, weight, flag, name, note, level, seen, tags, scores, home, work
+        case id, count, small, big, ratio, weight, flag, name, note, level, seen, tags, scores, home, work, rank, alias
         case roomId = "rid"
     }
 }
@@ -131,7 +134,9 @@ struct PDWorld {
             note: chance(50) ? pick(Self.strings) : nil, level: pick(PDLevel.allCases),
             seen: Date(timeIntervalSince1970: pick(Self.dates)), tags: (0..<rng.below(3)).map { _ in pick(Self.strings) },
             scores: chance(50) ? Dictionary(uniqueKeysWithValues: (0..<rng.below(3)).map { ("k\($0)", pick(Self.ints)) }) : nil,
-            home: address(), work: chance(50) ? address() : nil, roomId: pick(Self.strings))
+            home: address(), work: chance(50) ? address() : nil, roomId: pick(Self.strings),
+            // (Spelled out: `c ? x : nil` is an `Int?`, and its nil would become `.some(nil)`.)
+            rank: chance(50) ? .some(.some(pick(Self.ints))) : .none, alias: chance(50) ? .some(.some(pick(Self.strings))) : .none)
     }
 
     // MARK: JSON of values, as the model's Codable conformance writes them (dates in seconds since 1970)
@@ -161,6 +166,8 @@ struct PDWorld {
         if let note = t.note { members.append(("note", .encoded(note))) }
         if let scores = t.scores { members.append(("scores", .object(scores.sorted { $0.key < $1.key }.map { ($0.key, .encoded($0.value)) }))) }
         if let work = t.work { members.append(("work", json(work))) }
+        if case .some(.some(let rank)) = t.rank { members.append(("rank", .encoded(rank))) }
+        if case .some(.some(let alias)) = t.alias { members.append(("alias", .encoded(alias))) }
         return .object(members)
     }
 
@@ -198,7 +205,8 @@ struct PDWorld {
             if chance(30) { return .scalar(pick(["0.1", "16777217", "3.4028235e38", "3.4028236e38", "1.4e-45", "7e-46", "0.3333333333333333", "1e-45"])) }
             return .encoded(pick(Self.floats))
         case "flag": return .encoded(chance(50))
-        case "name", "note", "rid": return .encoded(pick(Self.strings))
+        case "name", "note", "rid", "alias": return .encoded(pick(Self.strings))
+        case "rank": return .encoded(pick(Self.ints))
         case "level": return chance(85) ? .encoded(pick(PDLevel.allCases).rawValue) : .encoded("LOW")
         case "seen": return .encoded(pick(Self.dates))
         case "tags": return .array((0..<rng.below(3)).map { _ in chance(95) ? .encoded(pick(Self.strings)) : .null })
@@ -222,7 +230,9 @@ struct PDWorld {
         return .object(members)
     }
 
-    static let fields = ["count", "small", "big", "ratio", "weight", "flag", "name", "note", "level", "seen", "tags", "scores", "home", "work", "rid"]
+    static let fields = [
+        "count", "small", "big", "ratio", "weight", "flag", "name", "note", "level", "seen", "tags", "scores", "home", "work", "rid", "rank", "alias",
+    ]
 
     mutating func patch(id: String) -> PDJSON {
         var members: [(String, PDJSON)] = []

@@ -51,7 +51,10 @@ struct PatchEncoder {
             }
             if case .null = value {
                 guard field.type.isOptional else { throw fieldPath.mismatch("null given for a non-optional \(field.type)") }
-                entries[field.id] = (true, [])
+                // Absent, as the synthesized encode(to:) leaves a nil optional: a nil entry reads
+                // back as the inner nil of a double optional (`.some(nil)`), where JSONDecoder
+                // gives `nil` for a null.
+                entries[field.id] = nil
                 continue
             }
             if case .object(let nestedSchema) = field.type.unwrapped, case .object(let nestedPatch) = value {
