@@ -6,8 +6,12 @@ import Foundation
 /// in UTC, then as many fraction digits as it takes (`2026-11-30T12:30:00.125Z`,
 /// `…:01.0001235Z`) — and reads text by forming that decimal and converting it once, correctly
 /// rounded: a date written here reads back bit for bit. Years outside 0000–9999 use ISO 8601's
-/// expanded form (`+033689-09-27T01:46:40Z`); the calendar is proleptic Gregorian throughout, as
-/// ISO 8601 says (Foundation's formatter switches to the Julian calendar before 1582).
+/// expanded form (`+033689-09-27T01:46:40Z`). The calendar is Foundation's, so that JSON reads as
+/// `JSONDecoder` reads it and dates print as `JSONEncoder` prints them: Gregorian from 1582-10-15,
+/// Julian before (1582-10-04 is the day before 1582-10-15; the ten dates between, which never
+/// existed, read as Julian dates too), with year 0 the year before 1. ISO 8601 itself would have
+/// the Gregorian calendar throughout: a server that means that (.NET's `DateTime`, JavaScript's
+/// `Date`) writes dates before 1582-10-15 that read here, as in `JSONDecoder`, some days off.
 enum ISO8601 {
     /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.
     private static let referenceOffset: Int64 = 978_307_200
@@ -136,7 +140,7 @@ enum ISO8601 {
             return nil
         }
         guard scanner.atEnd, (1...12).contains(month), (1...31).contains(day), hour <= 24, minute <= 59, second <= 60,
-            day <= daysIn(month: month, year: sign * year)
+            day <= daysIn(month: month, year: sign * year, julian: isJulian(year: sign * year, month: month, day: day))
         else { return nil }
         let days = self.days(fromYear: sign * year, month: month, day: day)
         let (seconds, overflow) = days.multipliedReportingOverflow(by: 86_400)
@@ -145,9 +149,44 @@ enum ISO8601 {
         return self.seconds(whole: whole, fraction: fraction).map { Date(timeIntervalSinceReferenceDate: $0) }
     }
 
-    // MARK: Calendar (Howard Hinnant's days-from-civil algorithms, proleptic Gregorian)
+    // MARK: Calendar (Gregorian from 1582-10-15, Julian before, as Foundation's)
+
+    /// Days from 1970-01-01 to 1582-10-15, the first Gregorian day.
+    private static let gregorianStart: Int64 = -141_427
+
+    /// Whether the date is written in the Julian calendar: it comes before 1582-10-15.
+    private static func isJulian(year: Int64, month: Int64, day: Int64) -> Bool {
+        (year, month, day) < (1582, 10, 15)
+    }
 
     private static func civil(fromDays z: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        z < gregorianStart ? julianCivil(fromDays: z) : gregorianCivil(fromDays: z)
+    }
+
+    private static func days(fromYear y: Int64, month m: Int64, day d: Int64) -> Int64 {
+        isJulian(year: y, month: m, day: d) ? julianDays(fromYear: y, month: m, day: d) : gregorianDays(fromYear: y, month: m, day: d)
+    }
+
+    /// The Julian calendar's date of a day (days from 1970-01-01), from its Julian day number.
+    private static func julianCivil(fromDays z: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let c = z + 2_440_588 + 32_082
+        let d = (4 * c + 3).floorDiv(1461)
+        let e = c - (1461 * d).floorDiv(4)
+        let m = (5 * e + 2) / 153
+        return (d - 4800 + m / 10, m + 3 - 12 * (m / 10), e - (153 * m + 2) / 5 + 1)
+    }
+
+    /// Days from 1970-01-01 to a date of the Julian calendar, through its Julian day number.
+    private static func julianDays(fromYear y: Int64, month m: Int64, day d: Int64) -> Int64 {
+        let a = (14 - m) / 12
+        let yy = y + 4800 - a
+        let mm = m + 12 * a - 3
+        return d + (153 * mm + 2) / 5 + 365 * yy + yy.floorDiv(4) - 32_083 - 2_440_588
+    }
+
+    // Howard Hinnant's days-from-civil algorithms, Gregorian.
+
+    private static func gregorianCivil(fromDays z: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let z = z + 719_468
         let era = z.floorDiv(146_097)
         let dayOfEra = z - era * 146_097
@@ -159,7 +198,7 @@ enum ISO8601 {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
-    private static func days(fromYear y: Int64, month m: Int64, day d: Int64) -> Int64 {
+    private static func gregorianDays(fromYear y: Int64, month m: Int64, day d: Int64) -> Int64 {
         let y = m <= 2 ? y - 1 : y
         let era = y.floorDiv(400)
         let yearOfEra = y - era * 400
@@ -168,10 +207,10 @@ enum ISO8601 {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+    private static func daysIn(month: Int64, year: Int64, julian: Bool) -> Int64 {
         switch month {
         case 2:
-            let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+            let leap = year % 4 == 0 && (julian || year % 100 != 0 || year % 400 == 0)
             return leap ? 29 : 28
         case 4, 6, 9, 11: return 30
         default: return 31
