@@ -9,6 +9,78 @@ struct MEDecimal: Model {
     var amounts: [Decimal]
 }
 
+/// Writes a constant key its `init(from:)` does not read.
+struct MEWritesMore: Model {
+    var id: Int
+    var name: String
+    enum K: String, CodingKey { case id, name, kind }
+    init(id: Int, name: String) {
+        self.id = id
+        self.name = name
+    }
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: K.self)
+        id = try c.decode(Int.self, forKey: .id)
+        name = try c.decode(String.self, forKey: .name)
+    }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: K.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(name, forKey: .name)
+        try c.encode("person", forKey: .kind)
+    }
+}
+
+struct MEWritesMoreInside: Model {
+    var id: Int
+    var inner: MEWritesMore
+}
+
+struct MEInner: Codable, Sendable, Equatable {
+    var a: Int
+    var b: String
+}
+
+/// Wrappers that hand their decoder and encoder on to the value they wrap.
+struct MEForwardedList: Codable, Sendable, Equatable {
+    var value: [Int]
+    init(_ value: [Int]) { self.value = value }
+    init(from decoder: any Decoder) throws { value = try [Int](from: decoder) }
+    func encode(to encoder: any Encoder) throws { try value.encode(to: encoder) }
+}
+
+struct MEForwardedMap: Codable, Sendable, Equatable {
+    var value: [String: Int]
+    init(_ value: [String: Int]) { self.value = value }
+    init(from decoder: any Decoder) throws { value = try [String: Int](from: decoder) }
+    func encode(to encoder: any Encoder) throws { try value.encode(to: encoder) }
+}
+
+struct MEForwardedStruct: Codable, Sendable, Equatable {
+    var value: MEInner
+    init(_ value: MEInner) { self.value = value }
+    init(from decoder: any Decoder) throws { value = try MEInner(from: decoder) }
+    func encode(to encoder: any Encoder) throws { try value.encode(to: encoder) }
+}
+
+struct MEForwarded: Model, Equatable {
+    var id: Int
+    var list: MEForwardedList
+    var map: MEForwardedMap
+    var inner: MEForwardedStruct
+    var maps: [MEForwardedMap]
+    var maybe: MEForwardedMap?
+}
+
+struct MEUnwrapped: Model {
+    var id: Int
+    var list: [Int]
+    var map: [String: Int]
+    var inner: MEInner
+    var maps: [[String: Int]]
+    var maybe: [String: Int]?
+}
+
 struct MEDoubleOptional: Model {
     var id: Int
     var value: Int??
@@ -136,6 +208,53 @@ struct ModelEdgeTests {
             guard case StrataError.unsupportedType(_, _, let reason) = error else { return false }
             return reason.contains("CaseIterable")
         }
+    }
+
+    /// `encode(to:)` writes a key `init(from:)` never reads: refused at open, naming the key (it
+    /// used to open and then fail every insert).
+    @Test func aKeyWrittenButNeverReadIsRefusedWhenOpened() throws {
+        #expect {
+            _ = try Database.inMemory(models: [MEWritesMore.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(let model, let field, let reason) = error else { return false }
+            return model == "MEWritesMore" && field == "kind" && reason.contains("init(from:) never reads")
+        }
+        // Nested in a struct field too, named by its path.
+        #expect {
+            _ = try Database.inMemory(models: [MEWritesMoreInside.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(_, let field, _) = error else { return false }
+            return field == "inner.kind"
+        }
+    }
+
+    /// Wrappers that hand their decoder and encoder on to the value they wrap are stored as that
+    /// value: the same schema as the unwrapped model, and every value reads back.
+    @Test func wrappersForwardingTheirCoderAreStoredAsTheirValue() throws {
+        let forwarded = try SchemaProbe.schema(of: MEForwarded.self, modelName: "M")
+        let plain = try SchemaProbe.schema(of: MEUnwrapped.self, modelName: "M")
+        // The same fields (a struct's schema carries its type's name, which differs).
+        #expect(forwarded.fields.filter { $0.name != "inner" } == plain.fields.filter { $0.name != "inner" })
+        guard case .object(let wrapped)? = forwarded.field(named: "inner")?.type, case .object(let inner)? = plain.field(named: "inner")?.type else {
+            Issue.record("inner is not stored as a struct")
+            return
+        }
+        #expect(wrapped.fields == inner.fields)
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("forwarded-\(UUID().uuidString).strata")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let values = (0..<5).map { i in
+            MEForwarded(
+                id: i, list: MEForwardedList(Array(0..<i)), map: MEForwardedMap(Dictionary(uniqueKeysWithValues: (0..<i).map { ("k\($0)", $0) })),
+                inner: MEForwardedStruct(MEInner(a: i, b: "b\(i)")), maps: (0..<i).map { MEForwardedMap(["x": $0]) },
+                maybe: i % 2 == 0 ? nil : MEForwardedMap(["m": i]))
+        }
+        do {
+            let db = try Database(path: url.path, models: [MEForwarded.self])
+            try db.write { tx in for v in values { try tx.insert(v) } }
+            #expect(Array(db.objects(MEForwarded.self).sorted(by: SortDescriptor(\.id))) == values)
+        }
+        let db = try Database(path: url.path, models: [MEForwarded.self])
+        #expect(Array(db.objects(MEForwarded.self).sorted(by: SortDescriptor(\.id))) == values)
     }
 
     @Test func aModelEncodedAsASingleValueIsRefusedWhenOpened() throws {

@@ -253,10 +253,26 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 }
 
 extension Model {
+    /// The schema is what `init(from:)` reads: a type whose `encode(to:)` also writes a key that
+    /// `init(from:)` never reads (a constant "kind", say) would open and then fail every insert.
+    /// Writing the probe's placeholder finds it at open. Other failures to write the placeholder
+    /// are its values', not the type's (a check in `encode(to:)`): inserts report those.
+    private static func checkWrites(_ placeholder: Self, schema: ObjectSchema) throws {
+        do {
+            _ = try RecordEncoding.encode(placeholder, schema: schema, model: modelName)
+        } catch StrataError.typeMismatch(_, let field, let reason) where reason == ObjectEncoding.unreadField {
+            throw StrataError.unsupportedType(
+                model: modelName, field: field,
+                reason: "encode(to:) writes this key and init(from:) never reads it; the stored fields are those init(from:) reads, "
+                    + "so it would have no place in the record: read it in init(from:) (and ignore the value), or stop writing it")
+        } catch {}
+    }
+
     /// Probes the type, reconciles it with the stored schema, and returns the model's runtime info
     /// plus what changed. Called once per model at open.
     static func reconcile(stored: StoredModelSchema?, schemaVersion: Int, migrating: Bool = false) throws -> (ModelInfo<Self>, SchemaChange) {
         let (current, placeholder) = try SchemaProbe.schemaAndPlaceholder(of: Self.self, modelName: modelName)
+        try checkWrites(placeholder, schema: current)
         var change = SchemaChange()
         let keyType = String(describing: ID.self)
         if KeyEncoding.supportsKey(ID.self) == false {

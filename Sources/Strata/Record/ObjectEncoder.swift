@@ -201,11 +201,14 @@ final class ObjectEncoding {
         hot.pointee.nested.removeAll()
     }
 
+    /// Why a field the type writes has no place in the record (`Model.reconcile` looks for it).
+    static let unreadField = "encode(to:) writes a field that init(from:) never reads, so the schema does not have it"
+
     /// The layout index of the live field named `name`.
     @inline(__always)
     func field(_ name: String) throws -> Int {
         guard let f = layout.field(named: name, after: hot.pointee.next) else {
-            throw context.appending(name).mismatch("encode(to:) writes a field that init(from:) never reads, so the schema does not have it")
+            throw context.appending(name).mismatch(ObjectEncoding.unreadField)
         }
         hot.pointee.next = f + 1
         return f

@@ -180,6 +180,9 @@ final class ProbeState {
             caseKeyedTypes.insert(ObjectIdentifier(T.self))
         }
         switch decoder.shape {
+        case .keyed where decoder.dictionaryMode:
+            guard let valueType = decoder.dictionaryValueType else { throw fail(path, "could not determine the dictionary's value type") }
+            return (.dictionary(valueType), value)
         case .keyed:
             return (
                 .object(
@@ -410,6 +413,10 @@ final class ProbeDecoder: Decoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        // A type that hands its decoder on to a dictionary's `init(from:)` (a wrapper that does
+        // not go through a single-value container) is stored as that dictionary: the standard
+        // library reads a `[String: V]` through a keyed container of this key type.
+        if shape == .none, !dictionaryMode, !path.isEmpty, String(reflecting: Key.self) == "Swift._DictionaryCodingKey" { dictionaryMode = true }
         shape = .keyed
         return KeyedDecodingContainer(ProbeKeyedContainer<Key>(decoder: self))
     }
