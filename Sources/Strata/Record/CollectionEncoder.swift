@@ -120,7 +120,7 @@ final class ElementWriter {
 }
 
 /// The encoder (and unkeyed container) an array or a set encodes its elements into.
-final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
+final class ArrayEncoder: ForwardingEncoder, ReusableEncoder, UnkeyedEncodingContainer {
     private(set) var context: EncodingContext
     let elements: ElementWriter
     var forwardingDepth = 0
@@ -174,7 +174,7 @@ final class ArrayEncoder: ForwardingEncoder, UnkeyedEncodingContainer {
 }
 
 /// The encoder a `[String: T]` dictionary encodes its values into (through a keyed container).
-final class DictionaryEncoder: ForwardingEncoder {
+final class DictionaryEncoder: ForwardingEncoder, ReusableEncoder {
     private(set) var context: EncodingContext
     let values: ElementWriter
     var forwardingDepth = 0
@@ -264,6 +264,12 @@ struct ForwardingSingleValueEncoding: SingleValueEncodingContainer {
         if value is any UnorderedCollection, let array = encoder as? ArrayEncoder { array.isUnordered = true }
         try value.encode(to: encoder)
     }
+}
+
+/// An encoder a field keeps for its next collection (`RecordEncoding.encodeCollection`'s slot).
+protocol ReusableEncoder: AnyObject {
+    /// Ready for another collection of the same field, at `context`.
+    func reuse(at context: EncodingContext)
 }
 
 /// An encoder whose single-value container forwards to itself (`ForwardingSingleValueEncoding`).

@@ -123,31 +123,29 @@ enum RecordEncoding {
         let reusable = slot != nil && isKnownUniquelyReferenced(&slot)
         switch type {
         case .array(let element):
-            let encoder: ArrayEncoder
-            if reusable, let cached = slot as? ArrayEncoder {
-                cached.reuse(at: context)
-                encoder = cached
-            } else {
-                encoder = ArrayEncoder(element: element, context: context, layout: layout)
-                slot = encoder
-            }
+            let encoder = reused(in: &slot, reusable, at: context) { ArrayEncoder(element: element, context: context, layout: layout) }
             encoder.isUnordered = value is any UnorderedCollection
             try value.encode(to: encoder)
             encoder.serialize(into: &out)
         case .dictionary(let element):
-            let encoder: DictionaryEncoder
-            if reusable, let cached = slot as? DictionaryEncoder {
-                cached.reuse(at: context)
-                encoder = cached
-            } else {
-                encoder = DictionaryEncoder(element: element, context: context, layout: layout)
-                slot = encoder
-            }
+            let encoder = reused(in: &slot, reusable, at: context) { DictionaryEncoder(element: element, context: context, layout: layout) }
             try value.encode(to: encoder)
             encoder.serialize(into: &out)
         default:
             try encodeValue(value, as: type, into: &out, context: context, layout: layout)
         }
+    }
+
+    /// The encoder in `slot` when it may be reused and is an `E`, ready at `context`; else a new
+    /// one from `make`, left in `slot`.
+    private static func reused<E: ReusableEncoder>(in slot: inout AnyObject?, _ reusable: Bool, at context: EncodingContext, make: () -> E) -> E {
+        if reusable, let cached = slot as? E {
+            cached.reuse(at: context)
+            return cached
+        }
+        let made = make()
+        slot = made
+        return made
     }
 
     /// Appends `value` as `encodeValue` writes it when it is an array of `Int`, `Int64`, `Double` or
