@@ -45,6 +45,30 @@ struct MigrationKeyed: Model, Equatable {
     var note: String
 }
 
+/// A newer app's note (schema version 2), and the older shape a widget or a tool still opens it with.
+enum LowerVersion {
+    struct NoteV2: Model, Equatable {
+        static let modelName = "Note"
+        static let indexes: [PartialKeyPath<NoteV2> & Sendable] = [\.title]
+        var id: Int
+        var title: String
+        var body: String?
+    }
+    struct NoteV1: Model {
+        static let modelName = "Note"
+        var id: Int
+        var title: String
+    }
+    struct NoteV1Indexed: Model {
+        static let modelName = "Note"
+        static let indexes: [PartialKeyPath<NoteV1Indexed> & Sendable] = [\.title]
+        var id: Int
+        var title: String
+        var body: String?
+        var extra: Int?
+    }
+}
+
 struct MigrationTests {
     func seeded() throws -> String {
         let path = databasePath()
@@ -195,6 +219,38 @@ struct MigrationPathTests {
     /// none) changes nothing, so the next open at the app's version does not migrate again; a
     /// read-only open reads a migrated file at a lower version, and refuses a higher one. (An
     /// independent test found the open without a version writing 0, and the migration then ran twice.)
+    /// An open at a lower version with types that differ from the stored schema only in ways that
+    /// apply by themselves (a field missing, an index missing, an optional field added) is refused
+    /// and writes nothing: it used to rewrite the newer app's schema, stopping its open handle and
+    /// hiding the dropped field's values from it.
+    @Test func aLowerVersionWithAnotherShapeIsRefusedAndWritesNothing() throws {
+        typealias V = LowerVersion
+        let path = databasePath()
+        let app = try Database(path: path, models: [V.NoteV2.self], schemaVersion: 2) { _ in }
+        let note = V.NoteV2(id: 1, title: "t", body: "hello")
+        try app.write { tx in try tx.insert(note) }
+        let before = try Store(path: path).read { $0.txnid }
+        for open in [
+            { _ = try Database(path: path, models: [V.NoteV1.self]) },
+            { _ = try Database(store: try Store(path: path), models: [V.NoteV1Indexed.self], schemaVersion: 1) },
+        ] {
+            do {
+                try open()
+                Issue.record("an open at a lower version with another shape opened")
+            } catch StrataError.migrationRequired(let reasons) {
+                #expect(reasons.joined().contains("stored at schema version 2"), "\(reasons)")
+            }
+        }
+        #expect(try Store(path: path).read { $0.txnid } == before, "a refused open wrote")
+        // The app's handle goes on, and the field keeps its values.
+        #expect(try app.object(V.NoteV2.self, key: 1) == note)
+        try app.write { tx in try tx.insert(V.NoteV2(id: 2, title: "u", body: nil)) }
+        #expect(app.objects(V.NoteV2.self).filter(#Predicate { $0.title == "t" }).count == 1)
+        app.close()
+        let again = try Database(path: path, models: [V.NoteV2.self], schemaVersion: 2) { _ in }
+        #expect(try again.object(V.NoteV2.self, key: 1)?.body == "hello")
+    }
+
     @Test func aLowerVersionNeverLowersTheStoredOne() throws {
         let path = try seeded()
         var runs = 0

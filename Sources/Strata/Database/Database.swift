@@ -70,6 +70,14 @@ public final class Database: Sendable {
         try Database(store: try wrapStorage { try Store.inMemory() }, models: models)
     }
 
+    /// What an automatic schema change would do, for errors.
+    private static func describe(_ change: SchemaChange) -> String {
+        var parts: [String] = []
+        if !change.addedIndexes.isEmpty { parts.append("indexes it would add: \(change.addedIndexes.map(\.path).joined(separator: ", "))") }
+        if !change.droppedIndexes.isEmpty { parts.append("indexes it would drop: \(change.droppedIndexes.map(\.path).joined(separator: ", "))") }
+        return parts.isEmpty ? "fields added, removed or declared in another order" : parts.joined(separator: "; ") + ", or fields"
+    }
+
     /// Opens a database on an existing store. See `init(path:models:schemaVersion:options:migration:)`
     /// for migrations.
     ///
@@ -135,6 +143,20 @@ public final class Database: Sendable {
                     var reasons = differences
                     if migration != nil { reasons.append("schema version \(schemaVersion) must be above the stored version \(storedVersion) to migrate") }
                     throw StrataError.migrationRequired(reasons)
+                }
+                if schemaVersion < storedVersion {
+                    // An older app, a widget or a tool (version 0) opens the file as it is or not
+                    // at all: the changes that apply by themselves (a field dropped, an index
+                    // added or dropped, a new optional field) would rewrite the newer app's schema
+                    // under it, whose open handles then stop, and whose dropped fields read nil.
+                    var reasons: [String] = []
+                    for (type, (info, change)) in zip(models, reconciled) where change.changed && catalog[type.modelName] != nil {
+                        reasons.append(
+                            "\(info.name) is stored at schema version \(storedVersion), above the \(schemaVersion) given, and its type differs from the stored schema "
+                                + "(\(Self.describe(change))); an open at a lower version only opens a file whose schema the types match: open it with the newer types"
+                        )
+                    }
+                    if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
                 }
                 var pending: [(any AnyModelInfo, SchemaChange)] = []
                 for (type, first) in zip(models, reconciled) {
