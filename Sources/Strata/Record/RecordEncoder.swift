@@ -120,15 +120,14 @@ enum RecordEncoding {
     static func encodeCollection<T: Encodable>(
         _ value: T, as type: FieldType, into out: inout [UInt8], context: EncodingContext, layout: DecodingLayout?, slot: inout AnyObject?
     ) throws {
-        let reusable = slot != nil && isKnownUniquelyReferenced(&slot)
         switch type {
         case .array(let element):
-            let encoder = reused(in: &slot, reusable, at: context) { ArrayEncoder(element: element, context: context, layout: layout) }
+            let encoder = reused(in: &slot, at: context) { ArrayEncoder(element: element, context: context, layout: layout) }
             encoder.isUnordered = value is any UnorderedCollection
             try value.encode(to: encoder)
             encoder.serialize(into: &out)
         case .dictionary(let element):
-            let encoder = reused(in: &slot, reusable, at: context) { DictionaryEncoder(element: element, context: context, layout: layout) }
+            let encoder = reused(in: &slot, at: context) { DictionaryEncoder(element: element, context: context, layout: layout) }
             try value.encode(to: encoder)
             encoder.serialize(into: &out)
         default:
@@ -136,10 +135,10 @@ enum RecordEncoding {
         }
     }
 
-    /// The encoder in `slot` when it may be reused and is an `E`, ready at `context`; else a new
+    /// The encoder in `slot` when it is an `E` nothing else holds, ready at `context`; else a new
     /// one from `make`, left in `slot`.
-    private static func reused<E: ReusableEncoder>(in slot: inout AnyObject?, _ reusable: Bool, at context: EncodingContext, make: () -> E) -> E {
-        if reusable, let cached = slot as? E {
+    private static func reused<E: ReusableEncoder>(in slot: inout AnyObject?, at context: EncodingContext, make: () -> E) -> E {
+        if slot != nil, isKnownUniquelyReferenced(&slot), let cached = slot as? E {
             cached.reuse(at: context)
             return cached
         }
