@@ -49,7 +49,7 @@ extension WriteTransaction {
 
         var meta = Meta(
             txnid: txnid, pageSize: pageSize, pageCount: pageCount, catalog: catalog, free: freeTree,
-            recordRun: 0, recordCount: record.count)
+            recordRun: 0, recordCount: record.count, unsynced: durability == .noSync)
         var writes = dirty.map { (pgno, buffer) -> (PageNo, UnsafeRawBufferPointer) in
             (pgno, UnsafeRawBufferPointer(start: buffer, count: runPages(buffer) * pageSize))
         }
@@ -72,6 +72,7 @@ extension WriteTransaction {
         }
 
         let file = env.file
+        if durability == .full { try secureBase() }
         try writePages(writes, file: file)
         try growFile(around: writes, file: file)
 
@@ -80,22 +81,18 @@ extension WriteTransaction {
         meta.encode(into: metaBuffer, inlineRecord: meta.recordRun == 0 ? record : [])
         let metaBytes = UnsafeRawBufferPointer(start: metaBuffer, count: pageSize)
         let metaOffset = (txnid % 2) * UInt64(pageSize)
+        var metaWritten = false
         do {
-            switch (durability, env.syncMode) {
-            case (.noSync, _):
-                try file.write(metaBytes, at: metaOffset)
-            case (.full, .single):
-                try file.write(metaBytes, at: metaOffset)
-                try file.sync()
-            case (.full, .double):
-                try file.sync()
-                try file.write(metaBytes, at: metaOffset)
-                try file.sync()
-            }
+            if durability == .full && env.syncMode == .double { try file.sync() }
+            metaWritten = true
+            try file.write(metaBytes, at: metaOffset)
+            if durability == .full { try file.sync() }
         } catch {
             // The meta may be in the page cache and reach the disk later with pages that did not:
             // spoil it so that reopening picks the previous commit. Best effort; the error stands.
-            try? env.spoilMeta(at: metaOffset)
+            // Not before the meta was written: the slot then still holds the commit before the
+            // previous one, which may be the newest durable commit (after `.noSync` commits).
+            if metaWritten { try? env.spoilMeta(at: metaOffset) }
             throw error
         }
         env.readers.publish(latest: txnid)
@@ -108,6 +105,19 @@ extension WriteTransaction {
             for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
             return CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys)
         }
+    }
+
+    /// Syncs the file before this transaction overwrites anything, when the commit it began from
+    /// was made with `.noSync`. Until that commit is on the disk the newest durable commit is an
+    /// older one, whose pages the unsynced commit may have freed (and this one reuses) and whose
+    /// meta slot this commit writes: a power loss in the middle of this commit could otherwise
+    /// take the file back past a commit `write` had acknowledged as durable. Called before a
+    /// durable transaction spills or commits its pages (a `.noSync` one is part of the unsynced
+    /// run, and Durability.md says what a power loss may take then).
+    func secureBase() throws {
+        if !base.unsynced || baseSecured { return }
+        try env.file.sync()
+        baseSecured = true
     }
 
     /// Records every modified tree's root and count in the catalog (or removes a dropped tree).

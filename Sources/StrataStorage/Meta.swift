@@ -12,7 +12,7 @@ enum MetaLayout {
     static let freeCount = 80  // u64: entries (chunks) in the free-page tree
     static let recordRun = 88  // u64: first page of the commit record run, 0 when inline
     static let recordCount = 96  // u32: page numbers in the commit record
-    static let flags = 100  // u32: reserved, 0
+    static let flags = 100  // u32: bit 0 = unsynced (a `.noSync` commit); other bits 0
     static let inlineRecord = 128  // u64 page numbers when recordRun == 0
 
     static let magicValue: [UInt8] = Array("STRATADB".utf8)
@@ -34,6 +34,9 @@ struct Meta: Equatable, Sendable {
     var free: TreeInfo
     var recordRun: PageNo
     var recordCount: Int
+    /// Made with `.noSync`: nothing guarantees its pages or its meta page reached the disk, so the
+    /// commit before it may still be the newest durable one (flags bit 0; see `secureBase`).
+    var unsynced = false
     /// The format the meta page was written in (1 or 2: see FORMAT.md, "Versioning").
     var formatVersion: UInt32 = strataFormatVersion
 
@@ -51,6 +54,7 @@ struct Meta: Equatable, Sendable {
             free: TreeInfo(root: p.u64(MetaLayout.freeRoot), count: p.u64(MetaLayout.freeCount)),
             recordRun: p.u64(MetaLayout.recordRun),
             recordCount: Int(p.u32(MetaLayout.recordCount)),
+            unsynced: p.u32(MetaLayout.flags) & 1 != 0,
             formatVersion: p.u32(MetaLayout.formatVersion))
     }
 
@@ -115,6 +119,7 @@ struct Meta: Equatable, Sendable {
         p.setU64(MetaLayout.freeCount, free.count)
         p.setU64(MetaLayout.recordRun, recordRun)
         p.setU32(MetaLayout.recordCount, UInt32(recordCount))
+        p.setU32(MetaLayout.flags, unsynced ? 1 : 0)
         if recordRun == 0 {
             for (i, entry) in record.enumerated() { entry.store(to: p + MetaLayout.inlineRecord + recordEntrySize * i, version: formatVersion) }
         }

@@ -70,6 +70,8 @@ public final class WriteTransaction {
     let mappedPages: UInt64
     /// Spills so far and the pages they wrote (for tests and statistics).
     var spills = 0
+    /// Whether this transaction has synced the file since it began (`secureBase`).
+    var baseSecured = false
     var spilledPages = 0
     /// Whether commit listeners want the changed keys: without any, writes do not collect them.
     let tracksChangedKeys: Bool

@@ -147,7 +147,9 @@ import Synchronization
                         txn.durability = .noSync; try txn.createTree("t").put([3], [3])
                     }
                 } == 0, "\(mode): set inside")
-            #expect(try syncs { _ = try store.write(durability: .full) { try $0.createTree("t").put([4], [4]) } } == perCommit)
+            // The first durable commit after .noSync ones syncs them before it writes (secureBase).
+            #expect(try syncs { _ = try store.write(durability: .full) { try $0.createTree("t").put([4], [4]) } } == perCommit + 1)
+            #expect(try syncs { _ = try store.write(durability: .full) { try $0.createTree("t").put([5], [5]) } } == perCommit)
             // A transaction that changes nothing writes and syncs nothing and keeps the id.
             let txnid = try store.stats().txnid
             let writes = faulty.writes
@@ -166,6 +168,12 @@ import Synchronization
         before = faulty.syncs
         try store.write { txn in
             txn.durability = .full; try txn.createTree("t").put([2], [2])
+        }
+        // One for the .noSync commit before it (secureBase), one for itself.
+        #expect(faulty.syncs == before + 2)
+        before = faulty.syncs
+        try store.write { txn in
+            txn.durability = .full; try txn.createTree("t").put([3], [3])
         }
         #expect(faulty.syncs == before + 1)
     }
