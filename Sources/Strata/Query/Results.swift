@@ -200,7 +200,12 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// ```swift
     /// let total = db.objects(Person.self).count   // read from the tree, no object decoded
     /// ```
-    public var count: Int { countWithoutEvaluating() ?? outcome.count }
+    public var count: Int {
+        // A stopped operation (a cancelled read, withProgress) sees no more elements: `map`,
+        // `reduce` and index loops end instead of reading placeholders.
+        if OperationControl.shouldStop { return 0 }
+        return countWithoutEvaluating() ?? outcome.count
+    }
 
     /// The count from the trees alone, when the results are not evaluated yet and the query needs
     /// no evaluation to be counted; nil otherwise (evaluation then counts, and reports errors).
@@ -613,12 +618,23 @@ final class ResultsState: Sendable {
         late.withLock { if $0 == nil { $0 = converted } }
     }
 
+    /// The outcome an evaluation stopped by its operation reads as: the count noted before (so a
+    /// position below a count already handed out reads a placeholder, never traps), no elements
+    /// decoded.
+    private func stoppedOutcome<M: Model>(_ error: StrataError, info: () -> ModelInfo<M>?) -> ResultsOutcome<M> {
+        let reported = counted.load(ordering: .relaxed)
+        return ResultsOutcome(error: error, info: reported > 0 ? info() : nil, count: max(0, reported))
+    }
+
     /// Whether `error` comes from stopping the operation running on this thread rather than from
     /// the query or the file.
     static func stopped(by error: any Error) -> Bool { error is CancellationError || OperationControl.shouldStop }
 
     func resolve<M: Model>(info: () -> ModelInfo<M>?, _ compute: () throws -> ResultsOutcome<M>) -> ResultsOutcome<M> {
         if let done = cached(M.self) { return done }
+        // Stopped already: every element read from now on is a placeholder, without evaluating
+        // the query again for each one (`map` and index loops read them by position).
+        if OperationControl.shouldStop { return stoppedOutcome(.invalidQuery("the operation was stopped"), info: info) }
         return computing.withLock { _ in
             if let done = cached(M.self) { return done }
             let result: ResultsOutcome<M>
@@ -626,13 +642,12 @@ final class ResultsState: Sendable {
                 result = try compute()
             } catch {
                 let converted = (error as? StrataError) ?? (error as? StorageError).map(StrataError.init) ?? .invalidQuery("\(error)")
-                let reported = counted.load(ordering: .relaxed)
-                let failed = ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported))
                 // An evaluation stopped midway (withProgress, a cancelled read) is not the query's
                 // answer: the operation that stopped gets the failure, and these results, which
                 // may be shared, evaluate again when read next.
-                if ResultsState.stopped(by: error) { return failed }
-                result = failed
+                if ResultsState.stopped(by: error) { return stoppedOutcome(converted, info: info) }
+                let reported = counted.load(ordering: .relaxed)
+                result = ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported))
             }
             return store(result)
         }
