@@ -92,7 +92,19 @@ public final class Transaction {
     }
 
     private func indexTree<M: Model>(_ info: ModelInfo<M>, _ i: Int) throws -> WriteTree {
-        try modelTree(info, 1 + i)
+        let name = info.indexTreeNames[i]
+        if recentModel != ObjectIdentifier(info) || recentTrees[1 + i] == nil, openTrees[name] == nil {
+            // Every declared index has its tree from the open that declared it. One missing while
+            // the model has objects is damage: made anew it would lack their entries (and a unique
+            // index would let duplicates in).
+            if let tree = try wrapStorage({ try txn.tree(name) }) {
+                openTrees[name] = tree
+            } else if try wrapStorage({ try txn.tree(info.recordTree)?.count ?? 0 }) > 0 {
+                throw StrataError.corruptRecord(
+                    "\(info.name): the tree of index \(name) is missing while the model has objects (`strata check` lists such damage)")
+            }
+        }
+        return try modelTree(info, 1 + i)
     }
 
     /// Runs `body` as a unit inside this transaction: if it throws, everything it wrote is undone
@@ -511,8 +523,18 @@ public final class Transaction {
             // write's check reads them.
             let later = !info.indexSchemas[i].unique
             func remove(_ pair: IndexPair) throws {
-                try pair.withKey { key in
-                    if later { try tree.deleteLater(key) } else { _ = try tree.delete(key) }
+                if later { return try pair.withKey { try tree.deleteLater($0) } }
+                // A unique entry names one object: it goes only if it names this one. Otherwise
+                // the stored record disagrees with the index (a damaged file), and deleting the
+                // entry would take another object's with it and let a duplicate in.
+                try pair.withKeyAndValue { key, value in
+                    guard let stored = try tree.get(key) else { return }
+                    if !stored.elementsEqual(value) {
+                        throw StrataError.corruptRecord(
+                            "\(info.name): the unique index on \(info.indexSchemas[i].paths.joined(separator: ", ")) gives this object's stored value to another object; the record does not match the index (`strata check` lists such damage)"
+                        )
+                    }
+                    _ = try tree.delete(key)
                 }
             }
             func add(_ pair: IndexPair) throws {
@@ -545,8 +567,12 @@ public final class Transaction {
     private func nextAutoIncrement<M: Model>(_ info: ModelInfo<M>, records: WriteTree) throws -> Int64 {
         let cursor = try wrapStorage { try records.cursor() }
         guard try wrapStorage({ try cursor.last() }) else { return 1 }
-        // Keys of an optional integer id: 0x01, then 8 bytes (KeyEncoding).
-        guard cursor.key.count == 9, cursor.key[0] == 1 else { return 1 }
+        // Keys of an optional integer id: 0x01, then 8 bytes (KeyEncoding). Any other largest key
+        // is damage, and 1 would only collide with a stored object (`duplicateKey`).
+        func damaged() -> StrataError {
+            .corruptRecord("\(info.name): the largest key (\(cursor.key.count) bytes) does not read as a \(M.ID.self) key, so no next key can follow it")
+        }
+        guard cursor.key.count == 9, cursor.key[0] == 1 else { throw damaged() }
         var reader = KeyReader(bytes: UnsafeRawBufferPointer(rebasing: cursor.key[1...]))
         // The largest key the id type holds: past it the next key would not fit the field, and
         // the insert must say the keys ran out, not that a stored value does not fit (Int32?).
@@ -557,11 +583,11 @@ public final class Transaction {
         }
         let last: Int64
         if M.ID.self == Optional<UInt64>.self || M.ID.self == Optional<UInt>.self || M.ID.self == Optional<UInt32>.self {
-            guard let u = reader.uint() else { return 1 }
+            guard let u = reader.uint() else { throw damaged() }
             guard u < UInt64(largest) else { throw exhausted("\(u)") }
             last = Int64(u)
         } else {
-            guard let i = reader.int() else { return 1 }
+            guard let i = reader.int() else { throw damaged() }
             last = i
         }
         guard last < largest else { throw exhausted("\(last)") }

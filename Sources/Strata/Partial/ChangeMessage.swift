@@ -71,7 +71,7 @@ public struct ChangeMessage: Sendable, Equatable {
         func invalid(_ what: String) -> StrataError { .invalidInput("change message \(index): \(what)") }
         guard case .object(let object) = json else { throw invalid("expected an object, found \(json.summary)") }
         guard case .string(let msg)? = object["msg"] else { throw invalid("\"msg\" must be a string: added, changed or removed") }
-        guard let kind = Kind(rawValue: msg) else { throw invalid("\"msg\" must be added, changed or removed, found \(jsonString(msg))") }
+        guard let kind = Kind(rawValue: msg) else { throw invalid("\"msg\" must be added, changed or removed, found \(quotedForError(msg))") }
         guard case .string(let model)? = object["collection"] else { throw invalid("\"collection\" must be a string naming the model") }
         guard let key = object["id"], key != .null else { throw invalid("\"id\" (the primary key) is missing") }
         var fields: [String: JSONValue] = [:]
@@ -92,7 +92,7 @@ public struct ChangeMessage: Sendable, Equatable {
         }
         let known: Set<String> = ["msg", "collection", "id", "fields", "cleared"]
         if let extra = object.keys.sorted().first(where: { !known.contains($0) }) {
-            throw invalid("unexpected member \(jsonString(extra))")
+            throw invalid("unexpected member \(quotedForError(extra))")
         }
         self.init(kind, model: model, key: key, fields: fields, cleared: cleared)
     }
@@ -106,7 +106,7 @@ public struct ChangeMessage: Sendable, Equatable {
         for path in cleared {
             let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             guard !parts.contains(where: \.isEmpty) else {
-                throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(jsonString(path)) is not a field path")
+                throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(quotedForError(path)) is not a field path")
             }
             // Each part is a level of the patch built below, and `setNull` recurses once per part:
             // a path of 100,000 parts (one short JSON string, which the parser's depth bound does
@@ -134,7 +134,7 @@ public struct ChangeMessage: Sendable, Equatable {
             guard let field = schema?.field(named: part) else { return }
             guard case .object(let nested) = field.type.unwrapped else {
                 throw StrataError.invalidInput(
-                    "\(message.model) \(message.key.summary): cleared field \(jsonString(path)) reaches into \(part), which is \(field.type), "
+                    "\(message.model) \(message.key.summary): cleared field \(quotedForError(path)) reaches into \(part), which is \(field.type), "
                         + "not a nested struct; a dotted path reaches only into nested structs (give \(part) whole in the fields instead)")
             }
             schema = nested

@@ -60,12 +60,12 @@ struct JSONParser {
             let keyStart = offset
             let key = try parseString()
             skipWhitespace()
-            guard consume(UInt8(ascii: ":")) else { throw error("expected ':' after the field name \(jsonString(key))") }
+            guard consume(UInt8(ascii: ":")) else { throw error("expected ':' after the field name \(quotedForError(key))") }
             skipWhitespace()
             let value = try parseValue(depth: depth + 1)
             // Two values for one field would make a patch ambiguous; JSON parsers disagree on which wins.
             if fields.updateValue(value, forKey: key) != nil {
-                throw error("duplicate field \(jsonString(key))", at: keyStart)
+                throw error("duplicate field \(quotedForError(key))", at: keyStart)
             }
             skipWhitespace()
             if consume(UInt8(ascii: ",")) { continue }

@@ -130,6 +130,11 @@ enum Planner {
             walk.exact = walk.exact && allLeaves
             plan.walk = walk
         }
+        // Every declared index has its tree; one that is missing (a damaged file) answers nothing,
+        // so the query scans and filters every condition instead of finding no match.
+        var used = plan.walk.map { [$0.index] } ?? []
+        for access in plan.accesses { if case .index(let i) = access.source { used.append(i) } }
+        for i in used where try source.tree(named: info.indexTreeNames[i]) == nil { return Plan() }
         return plan
     }
 

@@ -92,7 +92,7 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
         let container = try decoder.singleValueContainer()
         let name = try container.decode(String.self)
         guard let collation = StringCollation(name: name) else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "unknown string collation \(jsonString(name))")
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "unknown string collation \(quotedForError(name))")
         }
         self = collation
     }

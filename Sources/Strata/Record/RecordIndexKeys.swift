@@ -65,7 +65,7 @@ enum RecordIndexKeys {
         case .decimal:
             let text = String(decoding: bytes, as: UTF8.self)
             guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
-                throw StrataError.corruptRecord("Decimal \(jsonString(text)) does not parse")
+                throw StrataError.corruptRecord("Decimal \(quotedForError(text)) does not parse")
             }
             KeyEncoding.appendDouble(NSDecimalNumber(decimal: decimal).doubleValue, to: &out)
         case .enumeration(let raw): try append(bytes, as: raw, to: &out)

@@ -151,6 +151,15 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
+/// `s` quoted for an error message: as `jsonString`, cut to its first 200 characters when longer,
+/// with its full size after it. A message must not grow with what it quotes (a damaged 4 MiB value
+/// made `strata dump` print a 25 MB error).
+func quotedForError(_ s: String) -> String {
+    let limit = 200
+    guard s.utf8.count > limit else { return jsonString(s) }
+    return jsonString(String(s.prefix(limit))) + "… (\(s.utf8.count) bytes)"
+}
+
 func jsonString(_ s: String) -> String {
     var out = "\""
     for scalar in s.unicodeScalars {
@@ -223,7 +232,7 @@ struct UntypedDecoding {
         case .decimal:
             let text = String(decoding: bytes, as: UTF8.self)
             guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
-                throw StrataError.corruptRecord("Decimal \(jsonString(text)) does not parse")
+                throw StrataError.corruptRecord("Decimal \(quotedForError(text)) does not parse")
             }
             return .decimal(decimal)
         case .url: return .url(String(decoding: bytes, as: UTF8.self))

@@ -1,0 +1,116 @@
+import Foundation
+import StrataStorage
+import Testing
+
+@testable import Strata
+
+/// A file whose pages are sound but whose object trees disagree (a record under another object's
+/// key, a key that is no key): the object layer says so with `corruptRecord` and never spreads the
+/// damage to other objects. Found by an independent hunt (2026-12-04) that wrote such trees with
+/// the engine and then used the database.
+@Suite struct DamagedObjectTests {
+    struct DUser: Model {
+        static let uniqueIndexes: [PartialKeyPath<DUser> & Sendable] = [\.email]
+        var id: String
+        var email: String
+        var age: Int
+    }
+
+    struct DNote: Model {
+        var id: Int?
+        var text: String
+    }
+
+    /// The key of a String id (KeyEncoding: the bytes, then the terminator).
+    static func key(_ id: String) -> [UInt8] { Array(id.utf8) + [0, 0] }
+
+    /// A database with users u1…u3 and notes 1…3, closed; then `damage` applied with the engine.
+    static func damaged(_ name: String, _ damage: (WriteTransaction) throws -> Void) throws -> String {
+        let path = databasePath(name)
+        do {
+            let db = try Database(path: path, models: [DUser.self, DNote.self])
+            try db.write { tx in
+                for i in 1...3 { try tx.insert(DUser(id: "u\(i)", email: "u\(i)@x", age: 20 + i)) }
+                for i in 1...3 { try tx.insert(DNote(id: i, text: "note \(i)")) }
+            }
+            db.close()
+        }
+        let store = try Store(path: path)
+        try store.write { try damage($0) }
+        store.close()
+        return path
+    }
+
+    /// u2's record holds u1's bytes: deleting (or updating) u2 must not remove u1's unique entry,
+    /// which would hide u1 from queries on the index and let a second "u1@x" in.
+    @Test(arguments: ["delete", "update"])
+    func aRecordThatDisagreesWithItsUniqueIndexLeavesTheOtherObjectsEntry(change: String) throws {
+        let path = try Self.damaged("unique") { txn in
+            let records = try #require(try txn.tree("m:DUser"))
+            try records.put(Self.key("u2"), try #require(try records.get(Self.key("u1"))))
+        }
+        defer { Self.remove(path) }
+        let db = try Database(path: path, models: [DUser.self, DNote.self])
+        #expect(throws: StrataError.self) {
+            try db.write { tx in
+                if change == "delete" {
+                    _ = try tx.delete(DUser.self, key: "u2")
+                } else {
+                    try tx.update(DUser.self, key: "u2") { $0.age = 99 }
+                }
+            }
+        }
+        #expect(db.objects(DUser.self).filter(#Predicate { $0.email == "u1@x" }).count == 1)
+        #expect(throws: StrataError.self) { try db.write { try $0.insert(DUser(id: "u9", email: "u1@x", age: 1)) } }
+    }
+
+    /// The largest key of an auto-increment model is not an integer key: the next insert reports
+    /// the damage, not a duplicate of key 1.
+    @Test func anUndecodableLargestKeyIsReportedAsDamage() throws {
+        let path = try Self.damaged("autoincrement") { txn in
+            try #require(try txn.tree("m:DNote")).put([0xFF], [0])
+        }
+        defer { Self.remove(path) }
+        let db = try Database(path: path, models: [DUser.self, DNote.self])
+        do {
+            try db.write { try $0.insert(DNote(id: nil, text: "new")) }
+            Issue.record("the insert succeeded")
+        } catch let error as StrataError {
+            guard case .corruptRecord(let message) = error else {
+                Issue.record("expected corruptRecord, got \(error)")
+                return
+            }
+            #expect(message.contains("DNote"), "\(message)")
+        }
+    }
+
+    static func remove(_ path: String) {
+        for suffix in ["", "-lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    /// A declared index whose tree is gone: queries scan instead of finding nothing, and writes
+    /// that would maintain it report the damage instead of making it anew without its entries.
+    @Test func aMissingIndexTreeIsNeverTakenForAnEmptyIndex() throws {
+        let path = try Self.damaged("missing") { txn in
+            let name = try #require(try txn.treeNames().first { $0.hasPrefix("i:DUser") })
+            try txn.dropTree(name)
+        }
+        defer { Self.remove(path) }
+        let db = try Database(path: path, models: [DUser.self, DNote.self])
+        let matches = db.objects(DUser.self).filter(#Predicate { $0.email == "u1@x" })
+        #expect(try matches.fetch().map(\.id) == ["u1"])
+        #expect(matches.count == 1)
+        #expect(try db.objects(DUser.self).sorted(by: SortDescriptor(\.email)).fetch().map(\.id) == ["u1", "u2", "u3"])
+        #expect(throws: StrataError.self) { try db.write { try $0.insert(DUser(id: "u9", email: "u1@x", age: 1)) } }
+        #expect(db.objects(DUser.self).count == 3)
+    }
+
+    /// An error quoting a damaged value quotes its start, not all of it.
+    @Test func errorsQuoteAtMostTheStartOfAValue() {
+        let long = String(repeating: "\u{1}", count: 1 << 20)
+        let quoted = quotedForError(long)
+        #expect(quoted.utf8.count < 2_000, "\(quoted.utf8.count) bytes")
+        #expect(quoted.hasSuffix("(1048576 bytes)"))
+        #expect(quotedForError("short") == "\"short\"")
+    }
+}
