@@ -161,7 +161,12 @@ extension Environment {
     /// covering the file, and copies of both meta pages taken before anything else was read (for
     /// `metaPagesUnchanged`). Throws `fileChangedDuringRead` when choosing failed because a writer
     /// changed the file meanwhile.
-    func readOnlySnapshot() throws -> (meta: Meta, mapping: MapTable.Mapping, metaPages: [UInt8]) {
+    ///
+    /// `passedOver` is the id of a newer commit in the other meta slot that was not published yet
+    /// (its writer was inside its sync), nil when there is none: once it is published the commit
+    /// after it may reuse pages this snapshot reads without changing either meta page, which
+    /// `ReadTransaction.validate` watches for.
+    func readOnlySnapshot() throws -> (meta: Meta, mapping: MapTable.Mapping, metaPages: [UInt8], passedOver: UInt64?) {
         guard let state = readOnly else { throw StorageError.internalError("read-only snapshot of a read-write environment") }
         let copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
         let newest = state.newestPublished()  // after the copies: a commit published meanwhile is in them
@@ -176,7 +181,9 @@ extension Environment {
             }
             state.remember(meta, checksum: checksum)
             readers.publish(latest: meta.txnid)
-            return (meta, mapping, copies)
+            let other = copies.withUnsafeBytes { $0.baseAddress!.u64(Int((meta.txnid + 1) % 2) * pageSize + PageHeader.txnid) }
+            let passedOver = newest.flatMap { other > meta.txnid && other > $0 ? other : nil }
+            return (meta, mapping, copies, passedOver)
         } catch {
             // A commit verified against pages a writer was rewriting fails for no fault of the file.
             if try !metaPagesUnchanged(copies) { throw StorageError.fileChangedDuringRead(path: path) }

@@ -22,6 +22,9 @@ public final class ReadTransaction: Sendable {
     private let slot: Int?
     /// For an unregistered snapshot: both meta pages as they were when it began.
     private let metaPages: [UInt8]?
+    /// For a read-only snapshot taken while a newer commit was written but not yet published: that
+    /// commit's id (see `validate`).
+    private let passedOver: UInt64?
     private let ended = Atomic<Bool>(false)
 
     /// The id of the commit this snapshot sees.
@@ -37,17 +40,20 @@ public final class ReadTransaction: Sendable {
         if let readOnly = env.readOnly {
             readOnly.holdShrinkLock(env.file)
             let (meta, mapping, copies): (Meta, MapTable.Mapping, [UInt8])
-            do { (meta, mapping, copies) = try env.readOnlySnapshot() } catch { readOnly.releaseShrinkLock(env.file); throw error }
+            let passedOver: UInt64?
+            do { (meta, mapping, copies, passedOver) = try env.readOnlySnapshot() } catch { readOnly.releaseShrinkLock(env.file); throw error }
             let needed = Int(meta.pageCount) * env.pageSize
             let map: MapTable.Mapping
             do { map = needed > mapping.length ? try env.maps.ensure(bytes: needed) : mapping } catch { readOnly.releaseShrinkLock(env.file); throw error }
             self.slot = nil
             self.metaPages = copies
+            self.passedOver = passedOver
             self.meta = meta
             self.pages = PageMap(base: map.base, pageSize: env.pageSize, limit: meta.pageCount, isWrite: false)
             return
         }
         self.metaPages = nil
+        self.passedOver = nil
         let readers = env.readers
         let slot = try readers.acquire()
         var meta: Meta
@@ -118,6 +124,9 @@ public final class ReadTransaction: Sendable {
         atomicMemoryFence(ordering: .acquiring)
         let unchanged = metaPages.withUnsafeBytes { memcmpRaw($0.baseAddress!, pages.base, $0.count) == 0 }
         if !unchanged { throw StorageError.fileChangedDuringRead(path: env.path) }
+        if let passedOver, let latest = env.readOnly?.lockView?.latest, latest >= passedOver {
+            throw StorageError.fileChangedDuringRead(path: env.path)
+        }
     }
 
     /// True for a snapshot that a writer in another process may overtake (one of a read-only

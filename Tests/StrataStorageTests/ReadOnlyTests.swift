@@ -266,3 +266,45 @@ extension ReadOnlyTests {
         #expect(try table.acquire() == 3, "a marked slot is not claimed")
     }
 }
+
+extension ReadOnlyTests {
+    /// A read-only snapshot begun while a writer's commit S+1 was written but not yet published
+    /// chooses S. Once S+1 is published, S+2 may reuse pages S reads (here by spilling) without
+    /// changing either meta page: `validate` must fail then, not pass on reused pages. Found by an
+    /// independent review (2026-12-04): before the fix it passed and the read returned a `corrupt`
+    /// error for a sound file.
+    @Test func aSnapshotThatPassedOverAnUnpublishedCommitStopsValidatingOnceItIsPublished() throws {
+        #if os(Linux)
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var model = try ReadOnlyTests.makeStore(path)
+        let reader = try Store(path: path, options: StoreOptions(readOnly: true))
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off
+        let writer = try Store(path: path, options: options)
+        #expect(reader.env !== writer.env)
+        let s = writer.latestVersion
+        var rng = SplitMix(seed: 99)
+        try writer.write { txn in try mutate(txn, &model, &rng, operations: 600) }
+        writer.env.readers.publish(latest: s)  // S+1 is on the file, not yet published (its sync)
+        let snapshot = try reader.beginRead()
+        defer { snapshot.end() }
+        #expect(snapshot.txnid == s)
+        #expect(snapshot.isUnchanged, "nothing has been reused yet")
+        writer.env.readers.publish(latest: s + 1)  // the sync returned
+        struct Abort: Error {}
+        var validated = true
+        do {
+            try writer.write { txn in
+                try mutate(txn, &model, &rng, operations: 3000)
+                try txn.spill()  // S+2's pages reach the file before its meta page
+                #expect(txn.spills == 1)
+                _ = try? snapshotContents(snapshot)
+                validated = snapshot.isUnchanged
+                throw Abort()
+            }
+        } catch is Abort {}
+        #expect(!validated, "the snapshot of S validated after S+2 overwrote pages it reads")
+        #endif
+    }
+}
