@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 // Opening a file read-only (`StoreOptions.readOnly`): what `strata` does to inspect a file without
@@ -168,28 +173,42 @@ extension Environment {
     /// `ReadTransaction.validate` watches for.
     func readOnlySnapshot() throws -> (meta: Meta, mapping: MapTable.Mapping, metaPages: [UInt8], passedOver: UInt64?) {
         guard let state = readOnly else { throw StorageError.internalError("read-only snapshot of a read-write environment") }
-        let copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
-        let newest = state.newestPublished()  // after the copies: a commit published meanwhile is in them
-        let fileSize = try file.size()
-        do {
-            let mapping = try maps.ensure(bytes: Int(fileSize))
-            let (meta, checksum) = try copies.withUnsafeBytes { (m) throws -> (Meta, UInt64) in
-                let meta = try Recovery.choose(
-                    path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
-                    pageSize: pageSize, newest: newest, alreadyVerified: state.isVerified)
-                return (meta, m.baseAddress!.u64(Int(meta.txnid % 2) * pageSize + PageHeader.checksum))
+        // A newer commit written but not yet published is a writer inside its sync: wait for it
+        // (at most `publicationWait` tries) rather than take the commit before it and watch.
+        var tries = 0
+        while true {
+            let copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
+            let newest = state.newestPublished()  // after the copies: a commit published meanwhile is in them
+            let fileSize = try file.size()
+            do {
+                let mapping = try maps.ensure(bytes: Int(fileSize))
+                let (meta, checksum) = try copies.withUnsafeBytes { (m) throws -> (Meta, UInt64) in
+                    let meta = try Recovery.choose(
+                        path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
+                        pageSize: pageSize, newest: newest, alreadyVerified: state.isVerified)
+                    return (meta, m.baseAddress!.u64(Int(meta.txnid % 2) * pageSize + PageHeader.checksum))
+                }
+                let other = copies.withUnsafeBytes { $0.baseAddress!.u64(Int((meta.txnid + 1) % 2) * pageSize + PageHeader.txnid) }
+                let passedOver = newest.flatMap { other > meta.txnid && other > $0 ? other : nil }
+                if passedOver != nil && tries < Environment.publicationWait {
+                    tries += 1
+                    usleep(200)
+                    continue
+                }
+                state.remember(meta, checksum: checksum)
+                readers.publish(latest: meta.txnid)
+                return (meta, mapping, copies, passedOver)
+            } catch {
+                // A commit verified against pages a writer was rewriting fails for no fault of the file.
+                if try !metaPagesUnchanged(copies) { throw StorageError.fileChangedDuringRead(path: path) }
+                throw error
             }
-            state.remember(meta, checksum: checksum)
-            readers.publish(latest: meta.txnid)
-            let other = copies.withUnsafeBytes { $0.baseAddress!.u64(Int((meta.txnid + 1) % 2) * pageSize + PageHeader.txnid) }
-            let passedOver = newest.flatMap { other > meta.txnid && other > $0 ? other : nil }
-            return (meta, mapping, copies, passedOver)
-        } catch {
-            // A commit verified against pages a writer was rewriting fails for no fault of the file.
-            if try !metaPagesUnchanged(copies) { throw StorageError.fileChangedDuringRead(path: path) }
-            throw error
         }
     }
+
+    /// Tries, 200 µs apart, that a read-only snapshot waits for a newer commit on the file to be
+    /// published (its writer is in its sync): 250, 50 ms.
+    static let publicationWait = 250
 
     /// Whether pages 0 and 1 still hold `copies`: then no commit has overwritten a page of the
     /// snapshot that took them (see the top of this file).
