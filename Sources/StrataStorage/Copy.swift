@@ -25,8 +25,8 @@ extension Store {
             }
         } catch {
             if created {
+                unlinkFile(LockFileName.path(for: path))
                 unlinkFile(path)
-                unlinkFile(path + "-lock")
             }
             throw error
         }

@@ -167,7 +167,7 @@ final class Environment: @unchecked Sendable {
     /// Opens the file read-write for this process: lock file, writer lock, the page file (created
     /// or initialised if need be, under that lock), then recovery when no other process has it open.
     private static func openShared(path: String, existing: PosixFile?, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
-        let lockFile = try PosixFile(path: path + "-lock", create: true)
+        let lockFile = try PosixFile(path: LockFileName.path(for: path), create: true)
         // Hold the writer lock while opening: no other process commits, creates or initialises meanwhile.
         _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
         defer { lockFile.unlock(offset: LockLayout.writerLockByte, length: 1) }
@@ -199,6 +199,7 @@ final class Environment: @unchecked Sendable {
 
         do {
             let posix = try openPageFile(path: path, existing: existing, options: options, alone: alone, wrap: wrap)
+            try LockFileName.claim(pageFile: posix, lockFile: try lockFile.identity(), path: path)
             let identity = try posix.identity()
             if alone { FileCreation.removeStaleTemporary(of: path, identity: identity) }
             let file: FileIO = wrap?(posix) ?? posix

@@ -281,10 +281,10 @@ final class PosixFile: FileIO {
         _ = fcntl(fd, Self.lockCommands.set, &fl)
     }
 
-    /// Whether someone else holds a lock on the byte at `offset` that an exclusive lock would
+    /// Whether someone else holds a lock on the bytes at `offset` that an exclusive lock would
     /// conflict with (F_GETLK: takes no lock); nil when the file system cannot say.
-    func isLockedByOthers(offset: Int64) -> Bool? {
-        var fl = lockRequest(F_WRLCK, offset: offset, length: 1)
+    func isLockedByOthers(offset: Int64, length: Int64 = 1) -> Bool? {
+        var fl = lockRequest(F_WRLCK, offset: offset, length: length)
         guard fcntl(fd, Self.lockCommands.get, &fl) == 0 else { return nil }
         return fl.l_type != Int16(F_UNLCK)
     }

@@ -117,7 +117,7 @@ extension Environment {
                 throw StorageError.truncated(path: path, expectedBytes: 2 * UInt64(pageSize), actualBytes: try file.size())
             }
             let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
-            let view = lockFileView(path: path + "-lock", registry: registry)
+            let view = lockFileView(path: LockFileName.path(for: path), registry: registry)
             #if os(Linux)
             let lockFile = view?.file
             #else

@@ -54,6 +54,10 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// twice while it was read, so the pages it read may have been reused (a read-only store
     /// cannot register its snapshots in the lock file). Nothing is wrong with the file: read again.
     case fileChangedDuringRead(path: String)
+    /// Another process has this file open read-write through another lock file: it opened the
+    /// database by a hard link or on another mount. The two lock files would not exclude each
+    /// other's writes, so this open is refused; open the database by one name in every process.
+    case openUnderAnotherName(path: String)
     /// A setting of ``StoreOptions`` is outside what the engine accepts: which one (`pageSize`,
     /// `readerSlots`, `compaction.freeFraction`, …) and the values it takes.
     case invalidOption(name: String, reason: String)
@@ -103,6 +107,9 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
             return "\(path) is open read-only; it cannot be written"
         case let .fileChangedDuringRead(path):
             return "\(path) changed while it was read (a writer committed twice during a read-only snapshot); read again"
+        case let .openUnderAnotherName(path):
+            return
+                "\(path) is open in another process under another name (a hard link or another mount), whose lock file is not \(LockFileName.path(for: path)): writers through two lock files would not exclude each other; open the database by one name in every process"
         case let .invalidOption(name, reason):
             return "invalid StoreOptions.\(name): \(reason)"
         case let .internalError(message):

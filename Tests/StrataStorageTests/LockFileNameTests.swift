@@ -1,0 +1,97 @@
+import Testing
+@testable import StrataStorage
+import StrataTestWorkloads
+import Foundation
+
+// Processes that reach one database through two names: writers must still exclude each other
+// (LockFileName.swift). A symbolic link finds the same lock file; a hard link cannot, and is
+// refused while another process has the file open under another name.
+
+@Suite struct LockFileNameTests {
+    /// A symbolic link, a relative path with `..` and the plain path all name one lock file; a
+    /// file not created yet resolves through its directory.
+    @Test func everyPathToAFileNamesOneLockFile() throws {
+        let path = temporaryPath()
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let link = directory + "/link-" + name
+        defer {
+            removeStoreFiles(path)
+            try? FileManager.default.removeItem(atPath: link)
+        }
+        let expected = LockFileName.path(for: path)
+        #expect(expected == LockFileName.canonical(directory) + "/" + name + "-lock")
+        #expect(LockFileName.path(for: directory + "/../" + (directory as NSString).lastPathComponent + "/" + name) == expected)
+        try Store(path: path).close()
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: name)
+        #expect(LockFileName.path(for: link) == expected)
+        #expect(LockFileName.path(for: path) == expected)
+        #expect(FileManager.default.fileExists(atPath: expected))
+        #expect(!FileManager.default.fileExists(atPath: link + "-lock"))
+    }
+
+    /// Two processes writing at once, one through a symbolic link: every increment of the shared
+    /// counter arrives exactly once (two lock files would let both commit from one snapshot).
+    @Test func writersThroughASymbolicLinkExcludeEachOther() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        let link = path + "-symlink"
+        defer {
+            removeStoreFiles(path)
+            try? FileManager.default.removeItem(atPath: link)
+            try? FileManager.default.removeItem(atPath: link + "-lock")
+        }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
+        let perWriter = 150
+        let writer = try HelperProcess(path: helper, arguments: ["writer", link, "L", "\(perWriter)", "--gate"])
+        #expect(try await writer.readLine() == "ready L")
+        writer.send("go")
+        for i in 0..<perWriter {
+            try store.write { txn in try CounterWorkload.commit(txn, key: Array("P/\(i)".utf8), index: i) }
+        }
+        try await writer.waitForExit(timeout: 120)
+        #expect(writer.succeeded, "writer ended with \(writer.status): \(writer.errorOutput())")
+        try store.read { (txn) throws in
+            #expect(try CounterWorkload.check(txn) == UInt64(2 * perWriter))
+            #expect(try txn.tree("w")?.count == 2 * perWriter)
+        }
+        #expect(storeCheckProblems(store).isEmpty)
+    }
+
+    /// A hard link has its own lock file: while one process has the file open, another opening it
+    /// through the other name is refused with `openUnderAnotherName`, in either order; once the
+    /// first has closed it, the other name opens.
+    @Test func aHardLinkIsRefusedWhileAnotherProcessHasTheFileOpen() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        let hard = path + "-hardlink"
+        defer {
+            removeStoreFiles(path)
+            removeStoreFiles(hard)
+        }
+        var store: Store? = try Store(path: path)
+        try FileManager.default.linkItem(atPath: path, toPath: hard)
+
+        // This process first: the helper through the hard link is refused and writes nothing.
+        let refused = try HelperProcess(path: helper, arguments: ["writer", hard, "H", "5"])
+        try await refused.waitForExit(timeout: 60)
+        #expect(!refused.succeeded)
+        #expect(refused.errorOutput().contains("under another name"), "\(refused.errorOutput())")
+        #expect(try store?.read { try $0.tree("w")?.count } == nil)
+        store?.close()
+        store = nil
+
+        // The helper first, holding the file open under the hard link: this process is refused.
+        let holder = try HelperProcess(path: helper, arguments: ["writer", hard, "H", "5", "--gate"])
+        #expect(try await holder.readLine() == "ready H")
+        #expect(throws: StorageError.openUnderAnotherName(path: path)) { try Store(path: path) }
+        holder.send("go")
+        try await holder.waitForExit(timeout: 60)
+        #expect(holder.succeeded, "holder ended with \(holder.status): \(holder.errorOutput())")
+
+        // Nobody holds it now: the plain name opens and sees the helper's commits.
+        let reopened = try Store(path: path)
+        try reopened.read { (txn) throws in #expect(try CounterWorkload.check(txn) == 5) }
+    }
+}
