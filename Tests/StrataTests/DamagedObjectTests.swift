@@ -105,6 +105,79 @@ import Testing
         #expect(db.objects(DUser.self).count == 3)
     }
 
+    struct DPrice: Model {
+        static let indexes: [PartialKeyPath<DPrice> & Sendable] = [\.price]
+        var id: Int
+        var price: Decimal
+        var note: String
+    }
+
+    /// A stored Decimal whose text is a number followed by anything else ("12abc", "1.2.3", "12 "):
+    /// every reader (typed decoding, a partial update, the index key a delete removes) reports
+    /// damage, where `Decimal(string:)` alone would read the number in front (12) as the value.
+    @Test(arguments: ["12abc", "1.2.3", "12   ", "-1-23", "9e9e9"])
+    func aDecimalTextWithTrailingBytesIsDamage(text: String) throws {
+        let path = databasePath("decimal")
+        defer { Self.remove(path) }
+        do {
+            let db = try Database(path: path, models: [DPrice.self])
+            // Stored as the text "12345" (5 bytes), replaced below by a damaged text as long.
+            try db.write { try $0.insert(DPrice(id: 1, price: Decimal(12345), note: "n")) }
+            try db.write { try $0.insert(DPrice(id: 2, price: Decimal(7), note: "m")) }
+            db.close()
+        }
+        let store = try Store(path: path)
+        try store.write { (txn) throws in
+            let records = try #require(try txn.tree("m:DPrice"))
+            var found = false
+            let cursor = try records.cursor()
+            var more = try cursor.first()
+            while more && !found {
+                var value = Array(cursor.value)
+                if let at = value.firstRange(of: Array("12345".utf8)) {
+                    value.replaceSubrange(at, with: Array(text.utf8))
+                    try records.put(Array(cursor.key), value)
+                    found = true
+                } else {
+                    more = try cursor.next()
+                }
+            }
+            #expect(found, "the record does not hold the text 12345")
+        }
+        store.close()
+        let db = try Database(path: path, models: [DPrice.self])
+        func expectDamage(_ what: String, _ body: () throws -> Void) {
+            do {
+                try body()
+                Issue.record("\(what) read \(text) as a Decimal")
+            } catch let error as StrataError {
+                guard case .corruptRecord(let message) = error else {
+                    Issue.record("\(what): \(error)")
+                    return
+                }
+                #expect(message.contains("Decimal"), "\(what): \(message)")
+            } catch {
+                Issue.record("\(what): \(error)")
+            }
+        }
+        expectDamage("fetch") { _ = try db.objects(DPrice.self).filter(#Predicate { $0.id == 1 }).fetch() }
+        expectDamage("partial update") { try db.write { _ = try $0.update(DPrice.self, key: 1, fields: ["note": "x"]) } }
+        expectDamage("delete") { try db.write { _ = try $0.delete(DPrice.self, key: 1) } }
+        #expect(try db.objects(DPrice.self).filter(#Predicate { $0.id == 2 }).fetch().map(\.price) == [7])
+    }
+
+    /// The strict reading accepts every text a Decimal's `description` writes, extremes included.
+    @Test func everyDecimalsTextReadsBack() throws {
+        let values: [Decimal] = [
+            0, -0.5, 1, -1, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, .leastNonzeroMagnitude,
+            -.leastNonzeroMagnitude, .leastFiniteMagnitude, try #require(Decimal(string: "1e-100")),
+            try #require(Decimal(string: "123456789012345678901234567890.12345678")), .pi,
+        ]
+        for value in values {
+            #expect(PrimitiveLayout.decimal(text: value.description) == value, "\(value.description)")
+        }
+    }
+
     /// An error quoting a damaged value quotes its start, not all of it.
     @Test func errorsQuoteAtMostTheStartOfAValue() {
         let long = String(repeating: "\u{1}", count: 1 << 20)

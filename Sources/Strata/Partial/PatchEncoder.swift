@@ -256,7 +256,7 @@ struct PatchEncoder {
         case .double(let d): result = Decimal(string: "\(d)", locale: Self.posix)
         // `Decimal(string:)` accepts a valid prefix ("12abc" is 12), so the whole text is checked first.
         case .string(let s):
-            guard Self.isDecimalText(s) else { throw expected("a number or a decimal string", value, path) }
+            guard PrimitiveLayout.isDecimalText(s) else { throw expected("a number or a decimal string", value, path) }
             // Decimal keeps 38 significant digits and would round more without a word.
             let significant = s.split(whereSeparator: { $0 == "e" || $0 == "E" })[0].filter(\.isNumber).drop { $0 == "0" }.count
             guard significant <= 38 else { throw path.mismatch("\(value.summary) has more than the 38 significant digits a Decimal holds") }
@@ -268,28 +268,6 @@ struct PatchEncoder {
     }
 
     private static let posix = Locale(identifier: "en_US_POSIX")
-
-    /// `-?digits(.digits)?([eE][+-]?digits)?`
-    static func isDecimalText(_ s: String) -> Bool {
-        var bytes = s.utf8[...]
-        func digits() -> Bool {
-            let count = bytes.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }.count
-            bytes = bytes.dropFirst(count)
-            return count > 0
-        }
-        if bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
-        guard digits() else { return false }
-        if bytes.first == UInt8(ascii: ".") {
-            bytes = bytes.dropFirst()
-            guard digits() else { return false }
-        }
-        if bytes.first == UInt8(ascii: "e") || bytes.first == UInt8(ascii: "E") {
-            bytes = bytes.dropFirst()
-            if bytes.first == UInt8(ascii: "+") || bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
-            guard digits() else { return false }
-        }
-        return bytes.isEmpty
-    }
 
     private func date(_ value: StoredValue, path: FieldPath) throws -> Date {
         if case .date(let d) = value { return d }

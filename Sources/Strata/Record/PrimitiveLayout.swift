@@ -50,4 +50,35 @@ enum PrimitiveLayout {
 
     /// A URL's `absoluteString` in UTF-8.
     @inline(__always) static func append(url value: URL, to out: inout [UInt8]) { out.append(contentsOf: value.absoluteString.utf8) }
+
+    /// The Decimal a stored text holds, nil unless the whole text is a decimal number:
+    /// `Decimal(string:)` alone reads a valid prefix ("12abc" is 12, "1.5.3" is 1.5).
+    static func decimal(text: String) -> Decimal? {
+        guard isDecimalText(text), let decimal = Decimal(string: text, locale: posix), !decimal.isNaN else { return nil }
+        return decimal
+    }
+
+    private static let posix = Locale(identifier: "en_US_POSIX")
+
+    /// Whether `s` is `-?digits(.digits)?([eE][+-]?digits)?` (what a Decimal's `description` writes).
+    static func isDecimalText(_ s: String) -> Bool {
+        var bytes = s.utf8[...]
+        func digits() -> Bool {
+            let count = bytes.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }.count
+            bytes = bytes.dropFirst(count)
+            return count > 0
+        }
+        if bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        guard digits() else { return false }
+        if bytes.first == UInt8(ascii: ".") {
+            bytes = bytes.dropFirst()
+            guard digits() else { return false }
+        }
+        if bytes.first == UInt8(ascii: "e") || bytes.first == UInt8(ascii: "E") {
+            bytes = bytes.dropFirst()
+            if bytes.first == UInt8(ascii: "+") || bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+            guard digits() else { return false }
+        }
+        return bytes.isEmpty
+    }
 }

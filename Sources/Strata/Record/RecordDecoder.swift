@@ -149,8 +149,9 @@ enum RecordDecoding {
         if T.self == UInt32.self { return try integer(UInt32.self) }
         if T.self == Decimal.self {
             try expect(.decimal)
-            guard let d = Decimal(string: String(decoding: bytes, as: UTF8.self), locale: Locale(identifier: "en_US_POSIX")) else {
-                throw StrataError.corruptRecord("invalid Decimal text")
+            let text = String(decoding: bytes, as: UTF8.self)
+            guard let d = PrimitiveLayout.decimal(text: text) else {
+                throw StrataError.corruptRecord("Decimal \(quotedForError(text)) does not parse")
             }
             return unsafeBitCast(d, to: T.self)
         }

@@ -64,7 +64,7 @@ enum RecordIndexKeys {
             out.append(contentsOf: bytes)
         case .decimal:
             let text = String(decoding: bytes, as: UTF8.self)
-            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+            guard let decimal = PrimitiveLayout.decimal(text: text) else {
                 throw StrataError.corruptRecord("Decimal \(quotedForError(text)) does not parse")
             }
             KeyEncoding.appendDouble(NSDecimalNumber(decimal: decimal).doubleValue, to: &out)

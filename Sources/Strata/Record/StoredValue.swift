@@ -231,7 +231,7 @@ struct UntypedDecoding {
             return .uuid(UUID(uuid: uuid))
         case .decimal:
             let text = String(decoding: bytes, as: UTF8.self)
-            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+            guard let decimal = PrimitiveLayout.decimal(text: text) else {
                 throw StrataError.corruptRecord("Decimal \(quotedForError(text)) does not parse")
             }
             return .decimal(decimal)
