@@ -64,6 +64,38 @@ import Testing
         #expect(throws: StrataError.self) { try db.write { try $0.insert(DUser(id: "u9", email: "u1@x", age: 1)) } }
     }
 
+    /// u2's record holds u1's object: reading u2 by key, updating it (in Swift or from fields) all
+    /// report damage instead of handing out u1 as u2 or blaming the caller for changing the key.
+    @Test func aRecordUnderAnotherObjectsKeyIsDamageWhenReadByKey() throws {
+        let path = try Self.damaged("wrongkey") { txn in
+            let records = try #require(try txn.tree("m:DUser"))
+            try records.put(Self.key("u2"), try #require(try records.get(Self.key("u1"))))
+        }
+        defer { Self.remove(path) }
+        let db = try Database(path: path, models: [DUser.self, DNote.self])
+        func expectDamage(_ what: String, _ body: () throws -> Void) {
+            do {
+                try body()
+                Issue.record("\(what) succeeded")
+            } catch let error as StrataError {
+                guard case .corruptRecord(let message) = error else {
+                    Issue.record("\(what): expected corruptRecord, got \(error)")
+                    return
+                }
+                #expect(message.contains("u2") && message.contains("u1"), "\(what): \(message)")
+            } catch {
+                Issue.record("\(what): \(error)")
+            }
+        }
+        expectDamage("Database.object") { _ = try db.object(DUser.self, key: "u2") }
+        expectDamage("Transaction.object") { try db.write { _ = try $0.object(DUser.self, key: "u2") } }
+        expectDamage("Snapshot.object") { try db.read { _ = try $0.object(DUser.self, key: "u2") } }
+        expectDamage("update") { try db.write { _ = try $0.update(DUser.self, key: "u2") { $0.age = 1 } } }
+        expectDamage("partial update") { try db.write { _ = try $0.update(DUser.self, key: "u2", fields: ["age": 1]) } }
+        #expect(try db.object(DUser.self, key: "u1")?.age == 21)
+        #expect(try db.object(DUser.self, key: "u3")?.age == 23)
+    }
+
     /// The largest key of an auto-increment model is not an integer key: the next insert reports
     /// the damage, not a duplicate of key 1.
     @Test func anUndecodableLargestKeyIsReportedAsDamage() throws {

@@ -135,7 +135,19 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         guard let tree = try wrapStorage({ try source.tree(named: recordTree) }) else { return }
         let keyBytes = try keyBytes(key)
         guard let record = try wrapStorage({ try tree.view(keyBytes) }) else { return }
-        found(try decode(record))
+        found(try decode(record, storedUnder: key))
+    }
+
+    /// The object `bytes` hold, read from under primary key `key`: a record whose object has
+    /// another id (a damaged tree) is reported as damage, never handed out as the object asked for.
+    func decode(_ bytes: UnsafeRawBufferPointer, storedUnder key: M.ID) throws -> M {
+        let object = try decode(bytes)
+        guard object.id == key else {
+            throw StrataError.corruptRecord(
+                "\(name): the record stored under key \(quotedForError(describeValue(key))) holds the object with id \(quotedForError(describeValue(object.id)))"
+            )
+        }
+        return object
     }
 
     func encode(_ object: M) throws -> [UInt8] {

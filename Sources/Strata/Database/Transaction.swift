@@ -317,7 +317,7 @@ public final class Transaction {
         guard let oldRecord = try wrapStorage({ try records.view(keyBytes) }) else {
             throw StrataError.notFound(model: info.name, key: describeValue(key))
         }
-        let old = try info.decode(oldRecord)
+        let old = try info.decode(oldRecord, storedUnder: key)
         let stamp = txn.changeCount
         var new = old
         try body(&new)
