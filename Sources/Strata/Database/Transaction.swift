@@ -82,9 +82,22 @@ public final class Transaction {
             recentTrees = Array(repeating: nil, count: 1 + info.indexCount)
         }
         if let tree = recentTrees[slot] { return tree }
-        let tree = try tree(named: slot == 0 ? info.recordTree : info.indexTreeNames[slot - 1])
+        let name = slot == 0 ? info.recordTree : info.indexTreeNames[slot - 1]
+        if slot > 0, openTrees[name] == nil { try requireIndexTree(info, name) }
+        let tree = try tree(named: name)
         recentTrees[slot] = tree
         return tree
+    }
+
+    /// Every declared index has its tree from the open that declared it. One missing while the
+    /// model has objects is damage: made anew it would lack their entries (and a unique index
+    /// would let duplicates in).
+    private func requireIndexTree<M: Model>(_ info: ModelInfo<M>, _ name: String) throws {
+        if try wrapStorage({ try txn.tree(name) }) != nil { return }
+        if try wrapStorage({ try txn.tree(info.recordTree)?.count ?? 0 }) > 0 {
+            throw StrataError.corruptRecord(
+                "\(info.name): the tree of index \(name) is missing while the model has objects (`strata check` lists such damage)")
+        }
     }
 
     private func records<M: Model>(_ info: ModelInfo<M>) throws -> WriteTree {
@@ -92,19 +105,7 @@ public final class Transaction {
     }
 
     private func indexTree<M: Model>(_ info: ModelInfo<M>, _ i: Int) throws -> WriteTree {
-        let name = info.indexTreeNames[i]
-        if recentModel != ObjectIdentifier(info) || recentTrees[1 + i] == nil, openTrees[name] == nil {
-            // Every declared index has its tree from the open that declared it. One missing while
-            // the model has objects is damage: made anew it would lack their entries (and a unique
-            // index would let duplicates in).
-            if let tree = try wrapStorage({ try txn.tree(name) }) {
-                openTrees[name] = tree
-            } else if try wrapStorage({ try txn.tree(info.recordTree)?.count ?? 0 }) > 0 {
-                throw StrataError.corruptRecord(
-                    "\(info.name): the tree of index \(name) is missing while the model has objects (`strata check` lists such damage)")
-            }
-        }
-        return try modelTree(info, 1 + i)
+        try modelTree(info, 1 + i)
     }
 
     /// Runs `body` as a unit inside this transaction: if it throws, everything it wrote is undone
