@@ -55,7 +55,10 @@ public struct StoreOptions: Sendable, Equatable {
     /// A read-only store cannot register its snapshots in the lock file, so a writer in another
     /// process may reuse pages one of them reads. It notices instead: `read` (and `check`, `stats`,
     /// `copy`, …) throw `StorageError.fileChangedDuringRead` when a writer committed twice during
-    /// the snapshot, and a snapshot from `beginRead` can be checked with `validate()`. In a process
+    /// the snapshot, and a snapshot from `beginRead` can be checked with `validate()`. (Opening
+    /// takes snapshots until one holds, 100 at most, so it throws that only beside writers that
+    /// overtake every one of them.) A snapshot begun while another process's commit is in its
+    /// sync waits for that commit, up to 50 ms, and sees it. In a process
     /// that already has the file open read-write, a read-only handle shares that opening and its
     /// snapshots are registered like any other. (A `Database` on a read-only store reads the
     /// stored schemas and refuses, with `migrationRequired`, models whose schema it would have to

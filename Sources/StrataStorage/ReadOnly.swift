@@ -80,6 +80,12 @@ final class ReadOnlyState: Sendable {
         return lockView.latest
     }
 
+    /// Whether a process holds the writer lock now (it is inside a write transaction or a commit);
+    /// false where that cannot be asked (no lock file, or no open file description locks).
+    func writerIsActive() -> Bool {
+        lockFile?.isLockedByOthers(offset: LockLayout.writerLockByte) == true
+    }
+
     deinit {
         if let lockViewMap { unmapMemory(lockViewMap.address, length: lockViewMap.length) }
     }
@@ -130,8 +136,14 @@ extension Environment {
                 readOnly: ReadOnlyState(
                     identity: identity, lockView: view?.table,
                     lockViewMap: view.map { ($0.address, $0.length) }, lockFile: lockFile))
-            // Fail now, not at the first read, when no commit is usable.
-            _ = try env.readOnlySnapshot()
+            // Fail now, not at the first read, when no commit is usable. A writer changing the file
+            // meanwhile says nothing about it: try again (a busy writer rarely overtakes 100 in a row).
+            for attempt in 1...Environment.openAttempts {
+                do {
+                    _ = try env.readOnlySnapshot()
+                    break
+                } catch StorageError.fileChangedDuringRead(_) where attempt < Environment.openAttempts {}
+            }
             registry = registry.filter { $0.value.environment != nil }
             registry[identity] = WeakEnvironment(environment: env)
             return env
@@ -173,42 +185,53 @@ extension Environment {
     /// `ReadTransaction.validate` watches for.
     func readOnlySnapshot() throws -> (meta: Meta, mapping: MapTable.Mapping, metaPages: [UInt8], passedOver: UInt64?) {
         guard let state = readOnly else { throw StorageError.internalError("read-only snapshot of a read-write environment") }
-        // A newer commit written but not yet published is a writer inside its sync: wait for it
-        // (at most `publicationWait` tries) rather than take the commit before it and watch.
-        var tries = 0
-        while true {
-            let copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
-            let newest = state.newestPublished()  // after the copies: a commit published meanwhile is in them
-            let fileSize = try file.size()
-            do {
-                let mapping = try maps.ensure(bytes: Int(fileSize))
-                let (meta, checksum) = try copies.withUnsafeBytes { (m) throws -> (Meta, UInt64) in
-                    let meta = try Recovery.choose(
-                        path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
-                        pageSize: pageSize, newest: newest, alreadyVerified: state.isVerified)
-                    return (meta, m.baseAddress!.u64(Int(meta.txnid % 2) * pageSize + PageHeader.checksum))
-                }
-                let other = copies.withUnsafeBytes { $0.baseAddress!.u64(Int((meta.txnid + 1) % 2) * pageSize + PageHeader.txnid) }
-                let passedOver = newest.flatMap { other > meta.txnid && other > $0 ? other : nil }
-                if passedOver != nil && tries < Environment.publicationWait {
-                    tries += 1
-                    usleep(200)
-                    continue
-                }
-                state.remember(meta, checksum: checksum)
-                readers.publish(latest: meta.txnid)
-                return (meta, mapping, copies, passedOver)
-            } catch {
-                // A commit verified against pages a writer was rewriting fails for no fault of the file.
-                if try !metaPagesUnchanged(copies) { throw StorageError.fileChangedDuringRead(path: path) }
-                throw error
+        var copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
+        var newest = state.newestPublished()  // after the copies: a commit published meanwhile is in them
+        // A meta page newer than the published commit while a writer holds the writer lock is a
+        // commit inside its sync: wait for it to be published (a sync's length, at most
+        // `publicationWait`) rather than take the commit before it and watch it. Without a writer
+        // it is a dead writer's commit that the next writer spoils: no wait. Only the meta pages
+        // and `latest` are read again while waiting; the commit is chosen (verified) once.
+        let deadline = ContinuousClock.now + Environment.publicationWait
+        while let published = newest, newestTxnid(copies) > published, state.writerIsActive(),
+            ContinuousClock.now < deadline
+        {
+            usleep(200)
+            copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
+            newest = state.newestPublished()
+        }
+        let fileSize = try file.size()
+        do {
+            let mapping = try maps.ensure(bytes: Int(fileSize))
+            let (meta, checksum) = try copies.withUnsafeBytes { (m) throws -> (Meta, UInt64) in
+                let meta = try Recovery.choose(
+                    path: path, metaPages: m.baseAddress!, map: mapping.base, fileSize: fileSize,
+                    pageSize: pageSize, newest: newest, alreadyVerified: state.isVerified)
+                return (meta, m.baseAddress!.u64(Int(meta.txnid % 2) * pageSize + PageHeader.checksum))
             }
+            let other = copies.withUnsafeBytes { $0.baseAddress!.u64(Int((meta.txnid + 1) % 2) * pageSize + PageHeader.txnid) }
+            let passedOver = newest.flatMap { other > meta.txnid && other > $0 ? other : nil }
+            state.remember(meta, checksum: checksum)
+            readers.publish(latest: meta.txnid)
+            return (meta, mapping, copies, passedOver)
+        } catch {
+            // A commit verified against pages a writer was rewriting fails for no fault of the file.
+            if try !metaPagesUnchanged(copies) { throw StorageError.fileChangedDuringRead(path: path) }
+            throw error
         }
     }
 
-    /// Tries, 200 µs apart, that a read-only snapshot waits for a newer commit on the file to be
-    /// published (its writer is in its sync): 250, 50 ms.
-    static let publicationWait = 250
+    /// The larger transaction id of the two meta pages in `copies`, as written (not verified).
+    private func newestTxnid(_ copies: [UInt8]) -> UInt64 {
+        copies.withUnsafeBytes { max($0.baseAddress!.u64(PageHeader.txnid), $0.baseAddress!.u64(pageSize + PageHeader.txnid)) }
+    }
+
+    /// Snapshots a read-only open takes before it gives up on a file that writers keep changing.
+    static let openAttempts = 100
+
+    /// How long a read-only snapshot waits for a newer commit on the file to be published (its
+    /// writer is in its sync), on the monotonic clock.
+    static let publicationWait = Duration.milliseconds(50)
 
     /// Whether pages 0 and 1 still hold `copies`: then no commit has overwritten a page of the
     /// snapshot that took them (see the top of this file).

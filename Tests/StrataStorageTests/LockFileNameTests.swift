@@ -2,6 +2,9 @@ import Testing
 @testable import StrataStorage
 import StrataTestWorkloads
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // Processes that reach one database through two names: writers must still exclude each other
 // (LockFileName.swift). A symbolic link finds the same lock file; a hard link cannot, and is
@@ -93,5 +96,111 @@ import Foundation
         // Nobody holds it now: the plain name opens and sees the helper's commits.
         let reopened = try Store(path: path)
         try reopened.read { (txn) throws in #expect(try CounterWorkload.check(txn) == 5) }
+    }
+
+    /// The lock file removed while a process has the database open: a second process opening the
+    /// same name makes a new lock file, which must not let it write beside the first.
+    @Test func aLockFileRemovedWhileOpenDoesNotGiveASecondWriter() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        try store.write { txn in try CounterWorkload.commit(txn, key: Array("P/0".utf8), index: 0) }
+        unlink(LockFileName.path(for: path))
+        let second = try HelperProcess(path: helper, arguments: ["writer", path, "X", "20"])
+        _ = try await second.waitForExit(timeout: 60)
+        #expect(!second.succeeded && second.errorOutput().contains("under another name"), "\(second.status): \(second.errorOutput())")
+        for i in 1..<20 { try store.write { txn in try CounterWorkload.commit(txn, key: Array("P/\(i)".utf8), index: i) } }
+        try store.read { (txn) throws in #expect(try CounterWorkload.check(txn) == 20) }
+        #expect(storeCheckProblems(store).isEmpty)
+    }
+
+    /// The database renamed while a process has it open: a process opening the new name gets
+    /// another lock file and must be refused.
+    @Test func aDatabaseRenamedWhileOpenRefusesAWriterUnderItsNewName() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        let renamed = path + "-renamed"
+        defer {
+            removeStoreFiles(path)
+            removeStoreFiles(renamed)
+        }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        try store.write { txn in try CounterWorkload.commit(txn, key: Array("P/0".utf8), index: 0) }
+        #expect(rename(path, renamed) == 0)
+        let second = try HelperProcess(path: helper, arguments: ["writer", renamed, "X", "20"])
+        _ = try await second.waitForExit(timeout: 60)
+        #expect(!second.succeeded && second.errorOutput().contains("under another name"), "\(second.status): \(second.errorOutput())")
+        store.close()
+        // Closed: the new name opens.
+        let again = try Store(path: renamed)
+        try again.read { (txn) throws in #expect(try CounterWorkload.check(txn) == 1) }
+    }
+
+    /// Many processes opening one database at once by one file through several spellings (plain,
+    /// symbolic link, a path through `..`, a symlinked directory) while this process opens and
+    /// closes handles (read-write and read-only): nobody is refused and no increment is lost.
+    @Test func openersByOneFileAreNeverRefused() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let link = path + "-sym"
+        let dirLink = directory + "-dirlink"
+        defer {
+            removeStoreFiles(path)
+            unlink(link)
+            unlink(dirLink)
+        }
+        try FileManager.default.createSymbolicLink(atPath: dirLink, withDestinationPath: directory)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: name)
+        // Not created yet: the helpers race to create it, each by its own spelling.
+        let names = [path, link, directory + "/../" + (directory as NSString).lastPathComponent + "/" + name, dirLink + "/" + name]
+        let per = 40
+        var helpers: [HelperProcess] = []
+        for (i, n) in names.enumerated() {
+            helpers.append(try HelperProcess(path: helper, arguments: ["writer", n, "H\(i)", "\(per)"]))
+        }
+        var opens = 0
+        let deadline = Date().addingTimeInterval(2)
+        while Date() < deadline {
+            do {
+                let s = try Store(path: names[opens % names.count], options: StoreOptions(durability: .noSync, createIfMissing: true))
+                _ = try s.read { $0.txnid }
+                s.close()
+                let r = try Store(path: names[(opens + 1) % names.count], options: StoreOptions(readOnly: true))
+                _ = try? r.read { $0.txnid }
+                r.close()
+            } catch let error as StorageError {
+                if case .openUnderAnotherName = error { Issue.record("this process was refused: \(error)") }
+            }
+            opens += 1
+        }
+        for h in helpers {
+            _ = try await h.waitForExit(timeout: 120)
+            #expect(h.succeeded, "\(h.arguments): \(h.status) \(h.errorOutput())")
+        }
+        let store = try Store(path: path)
+        try store.read { (txn) throws in #expect(try CounterWorkload.check(txn) == UInt64(per * names.count)) }
+        #expect(storeCheckProblems(store).isEmpty)
+    }
+
+    /// A process holding the file under a hard link that is killed leaves no claim behind.
+    @Test func aKilledHolderUnderAHardLinkLeavesNoClaim() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        let hard = path + "-hard"
+        defer {
+            removeStoreFiles(path)
+            removeStoreFiles(hard)
+        }
+        try Store(path: path).close()
+        #expect(link(path, hard) == 0)
+        let holder = try HelperProcess(path: helper, arguments: ["writer", hard, "H", "5", "--gate"])
+        #expect(try await holder.readLine() == "ready H")
+        #expect(throws: StorageError.openUnderAnotherName(path: path)) { try Store(path: path) }
+        try await holder.kill()
+        let store = try Store(path: path)
+        _ = try store.read { $0.txnid }
     }
 }
