@@ -319,13 +319,13 @@ func helperChecksum(_ txn: ReadTransaction) throws -> UInt64 {
 
 /// Passes everything through until `dieAtMetaWrite()`; from the next write to a meta page (page
 /// 0 or 1) on, drops every write, sync and truncate, as if the process had been killed there.
-final class DyingFile: FileIO, Sendable {
-    let base: FileIO
+final class DyingFile: ForwardingFile {
+    let inner: any FileIO
     let pageSize: UInt64
     private let armed = Atomic<Bool>(false)
     private let dead = Atomic<Bool>(false)
     init(_ base: FileIO, pageSize: Int) {
-        self.base = base
+        self.inner = base
         self.pageSize = UInt64(pageSize)
     }
 
@@ -340,23 +340,14 @@ final class DyingFile: FileIO, Sendable {
         return !dead.load(ordering: .sequentiallyConsistent)
     }
 
-    var path: String { base.path }
-    func size() throws -> UInt64 { try base.size() }
-    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try base.read(into: buffer, at: offset) }
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
-        if alive(writingAt: offset, bytes) { try base.write(bytes, at: offset) }
+        if alive(writingAt: offset, bytes) { try inner.write(bytes, at: offset) }
     }
     func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
-        if alive(writingAt: offset, buffers[0]) { try base.write(buffers, at: offset) }
+        if alive(writingAt: offset, buffers[0]) { try inner.write(buffers, at: offset) }
     }
-    func sync() throws { if !dead.load(ordering: .sequentiallyConsistent) { try base.sync() } }
-    func truncate(to length: UInt64) throws { if !dead.load(ordering: .sequentiallyConsistent) { try base.truncate(to: length) } }
-    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try base.map(length: length, writable: writable) }
-    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { base.unmap(address, length: length) }
-    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
-        try base.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
-    }
-    func unlock(offset: Int64, length: Int64) { base.unlock(offset: offset, length: length) }
+    func sync() throws { if !dead.load(ordering: .sequentiallyConsistent) { try inner.sync() } }
+    func truncate(to length: UInt64) throws { if !dead.load(ordering: .sequentiallyConsistent) { try inner.truncate(to: length) } }
 }
 
 /// Lets the test reach the wrapper `Store` creates.

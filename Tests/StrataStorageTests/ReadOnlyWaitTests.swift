@@ -37,29 +37,17 @@ private func milliseconds(_ body: () throws -> Void) rethrows -> Double {
 }
 
 /// Forwards to a file; while `held`, a sync waits (a writer inside a long sync: a slow disk, a big commit).
-final class SlowSyncFile: FileIO {
-    let inner: FileIO
+final class SlowSyncFile: ForwardingFile {
+    let inner: any FileIO
     let held = Atomic<Bool>(false)
     let inSync = Atomic<Bool>(false)
-    init(_ inner: FileIO) { self.inner = inner }
-    var path: String { inner.path }
-    func size() throws -> UInt64 { try inner.size() }
-    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws { try inner.write(bytes, at: offset) }
-    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws { try inner.write(buffers, at: offset) }
+    init(_ inner: any FileIO) { self.inner = inner }
     func sync() throws {
         inSync.store(true, ordering: .sequentiallyConsistent)
         while held.load(ordering: .sequentiallyConsistent) { usleep(1000) }
         inSync.store(false, ordering: .sequentiallyConsistent)
         try inner.sync()
     }
-    func truncate(to length: UInt64) throws { try inner.truncate(to: length) }
-    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try inner.map(length: length, writable: writable) }
-    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { inner.unmap(address, length: length) }
-    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
-        try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
-    }
-    func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
 }
 
 final class ReviewFlag: Sendable {

@@ -201,3 +201,24 @@ func treeShape(_ txn: ReadTransaction, _ name: String) throws -> TreeShape {
     }
     return shape
 }
+
+/// A test's `FileIO` wrapper: everything it does not implement itself goes to `inner` as it is.
+protocol ForwardingFile: FileIO {
+    var inner: any FileIO { get }
+}
+
+extension ForwardingFile {
+    var path: String { inner.path }
+    func size() throws -> UInt64 { try inner.size() }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws { try inner.write(bytes, at: offset) }
+    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws { try inner.write(buffers, at: offset) }
+    func sync() throws { try inner.sync() }
+    func truncate(to length: UInt64) throws { try inner.truncate(to: length) }
+    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try inner.map(length: length, writable: writable) }
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { inner.unmap(address, length: length) }
+    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
+        try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
+    }
+    func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
+}

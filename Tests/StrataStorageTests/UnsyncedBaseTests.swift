@@ -128,13 +128,11 @@ import Testing
 
 /// Forwards to a `FaultyFile`; once armed, the next write to a meta page (offset below two pages)
 /// fails with EIO before writing anything, and disarms.
-final class MetaWriteFails: FileIO {
-    let inner: FaultyFile
+final class MetaWriteFails: ForwardingFile {
+    let faulty: FaultyFile
+    var inner: any FileIO { faulty }
     let armed = Mutex(false)
-    init(_ inner: FaultyFile) { self.inner = inner }
-    var path: String { inner.path }
-    func size() throws -> UInt64 { try inner.size() }
-    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
+    init(_ inner: FaultyFile) { self.faulty = inner }
     private func check(_ offset: UInt64) throws {
         let fail = armed.withLock { armed -> Bool in
             if armed && offset < 2 * 4096 {
@@ -153,12 +151,4 @@ final class MetaWriteFails: FileIO {
         try check(offset)
         try inner.write(buffers, at: offset)
     }
-    func sync() throws { try inner.sync() }
-    func truncate(to length: UInt64) throws { try inner.truncate(to: length) }
-    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try inner.map(length: length, writable: writable) }
-    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { inner.unmap(address, length: length) }
-    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
-        try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
-    }
-    func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
 }
