@@ -116,7 +116,11 @@ struct PatchEncoder {
             // (9007199791611905 became 9007199254740992 instead of 9007200328482816).
             case .int(let i): f = Float(i)
             case .uint(let u): f = Float(u)
-            default: f = Float(d)
+            // A fraction the same way, from its text: the shortest text of the Double is the JSON
+            // number's own digits when it had at most 15 (any such decimal survives a Double), and
+            // `Float(_: String)` rounds that once. `Float(d)` rounded a second time:
+            // 9.31323185238142e-10 came out a step above what JSONDecoder gives.
+            default: f = Float("\(d)") ?? Float(d)
             }
             // Too large, or too small to be anything but zero: out of range, as JSONDecoder has it.
             if (f.isInfinite && d.isFinite) || (f == 0 && d != 0) { throw path.mismatch("\(value.summary) is out of range for Float") }

@@ -93,8 +93,10 @@ enum ISO8601 {
         return (negative, whole, fraction)
     }
 
-    /// Reads `YYYY-MM-DDTHH:MM[:SS[.fraction]](Z|±HH[:MM])`, expanded years (`±YYYYYY`)
-    /// included; nil for anything else.
+    /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH[[:]MM])` (offsets up to 18 hours), and expanded
+    /// years (`±YYYYYY`, six digits or more) outside 0000–9999 as `format` writes them; nil for
+    /// anything else, so that nothing `JSONDecoder` rejects (`t`, `z`, a comma, no seconds,
+    /// `+2024`, `+23:59`) reads here either.
     static func parse(_ text: String) -> Date? {
         var scanner = Scanner(Array(text.utf8))
         var sign: Int64 = 1
@@ -104,27 +106,24 @@ enum ISO8601 {
             scanner.index += 1
             yearDigits = 0  // expanded: any number of digits (at least 4)
         }
-        guard let year = scanner.number(digits: yearDigits == 0 ? nil : 4), yearDigits != 0 || scanner.lastCount >= 4,
+        guard let year = scanner.number(digits: yearDigits == 0 ? nil : 4),
+            yearDigits != 0 || (scanner.lastCount >= 6 && !(0...9999).contains(sign * year)),
             scanner.take("-"), let month = scanner.number(digits: 2), scanner.take("-"), let day = scanner.number(digits: 2),
-            scanner.take("T") || scanner.take("t"),
+            scanner.take("T"),
             let hour = scanner.number(digits: 2), scanner.take(":"), let minute = scanner.number(digits: 2)
         else { return nil }
-        var second: Int64 = 0
+        guard scanner.take(":"), let second = scanner.number(digits: 2) else { return nil }
         var fraction = ""
-        if scanner.take(":") {
-            guard let s = scanner.number(digits: 2) else { return nil }
-            second = s
-            if scanner.take(".") || scanner.take(",") {
-                let start = scanner.index
-                while let c = scanner.peek(), c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9") { scanner.index += 1 }
-                guard scanner.index > start else { return nil }
-                fraction = String(decoding: scanner.bytes[start..<scanner.index], as: UTF8.self)
-                while fraction.hasSuffix("0") { fraction.removeLast() }
-            }
+        if scanner.take(".") {
+            let start = scanner.index
+            while let c = scanner.peek(), c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9") { scanner.index += 1 }
+            guard scanner.index > start else { return nil }
+            fraction = String(decoding: scanner.bytes[start..<scanner.index], as: UTF8.self)
+            while fraction.hasSuffix("0") { fraction.removeLast() }
         }
         var offset: Int64 = 0
-        if scanner.take("Z") || scanner.take("z") {
-        } else if let c = scanner.peek(), c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
+        if !scanner.take("Z") {
+            guard let c = scanner.peek(), c == UInt8(ascii: "+") || c == UInt8(ascii: "-") else { return nil }
             scanner.index += 1
             guard let hours = scanner.number(digits: 2) else { return nil }
             var minutes: Int64 = 0
@@ -134,10 +133,9 @@ enum ISO8601 {
             } else if let m = scanner.number(digits: 2) {
                 minutes = m
             }
-            guard hours <= 23, minutes <= 59 else { return nil }
+            // Foundation's time zones end at 18 hours from GMT.
+            guard minutes <= 59, hours * 3600 + minutes * 60 <= 18 * 3600 else { return nil }
             offset = (hours * 3600 + minutes * 60) * (c == UInt8(ascii: "-") ? -1 : 1)
-        } else {
-            return nil
         }
         guard scanner.atEnd, (1...12).contains(month), (1...31).contains(day), hour <= 24, minute <= 59, second <= 60,
             day <= daysIn(month: month, year: sign * year, julian: isJulian(year: sign * year, month: month, day: day))

@@ -280,7 +280,10 @@ final class ObjectEncoding {
         // Only an optional can be nil: `_isOptional` reads the type's metadata kind, where the cast
         // to `OptionalValue` is a conformance lookup, made for every struct or collection field.
         if _isOptional(T.self), let optional = value as? any OptionalValue {
-            if optional.wrappedAny == nil {
+            // A nested optional's inner nil (`Int??.some(nil)` given to `encode(_:forKey:)`, as a
+            // generic model or a hand-written coder does) is the field's nil, as `encodeIfPresent`
+            // stores it; only an array element or a dictionary value cannot keep it.
+            if optional.wrappedAny.map(isNilInside) ?? true {
                 hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
                 return
             }
@@ -459,4 +462,12 @@ struct FailingEncoder: Encoder {
     }
     func unkeyedContainer() -> any UnkeyedEncodingContainer { FailingUnkeyedEncoding(error: error) }
     func singleValueContainer() -> any SingleValueEncodingContainer { FailingSingleValueEncoding(error: error) }
+}
+
+/// Whether `value` is an optional that holds nil at some depth (`Int?.none`, `Int??.some(nil)`).
+private func isNilInside(_ value: Any) -> Bool {
+    // `_isOptional` reads the type's metadata kind: no conformance lookup for the common non-optional value.
+    func isOptional<V>(_: V) -> Bool { _isOptional(V.self) }
+    guard isOptional(value), let optional = value as? any OptionalValue else { return false }
+    return optional.wrappedAny.map(isNilInside) ?? true
 }

@@ -386,6 +386,10 @@ enum FieldNames {
         case let v as String: return "String=\(v)"
         case let v as Double: return "Double=\(v)"
         case let v as Float: return "Float=\(v)"
+        // Types that encode themselves as one of the above hold its telltale as theirs: CGFloat
+        // as its Double; Float16 as a Float, exact for the plain runs' telltales (n + 0.5), and
+        // not for the unusual ones, so its field reads as transformed and queries evaluate it.
+        case let v as CGFloat: return "Double=\(Double(v))"
         case let v as Date: return "Date=\(v.timeIntervalSinceReferenceDate)"
         case let v as UUID: return "UUID=\(v.uuidString)"
         case let v as Data: return "Data=\(v.base64EncodedString())"
@@ -393,6 +397,9 @@ enum FieldNames {
         case let v as URL: return "URL=\(v.absoluteString)"
         case let v as any BinaryInteger: return "\(type(of: v))=\(v)"
         default:
+            #if !((os(macOS) || targetEnvironment(macCatalyst)) && arch(x86_64))
+            if let v = value as? Float16 { return "Float=\(Float(v))" }
+            #endif
             if Mirror(reflecting: value).displayStyle == .enum, let raw = value as? any RawRepresentable {
                 return token(raw.rawValue).map { "enum \(type(of: value))=" + $0 }
             }
