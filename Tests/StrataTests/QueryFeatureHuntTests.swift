@@ -470,6 +470,12 @@ final class QFMirror: @unchecked Sendable {
         defer { lock.unlock() }
         return (mirror.map(qfShow), problems)
     }
+
+    var deliveryCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return deliveries
+    }
 }
 
 struct QFLiveQuery {
@@ -1214,17 +1220,21 @@ extension QueryFeatureHuntTests {
         for _ in 0..<120 { try box.write(db, 2) }
         let world = box.world
         let all = world.all
-        let deadline = Date().addingTimeInterval(120)
+        // Counted in polls, not wall time: in a parallel run, sync tests can hold every cooperative
+        // thread for minutes, during which neither this loop nor the consumers run; each poll
+        // (5 ms asleep, 24,000 of them: 2 minutes when nothing else runs) lets the consumers run.
         var pending: [String] = []
+        var polls = 0
         repeat {
             pending = zip(queries, mirrors).compactMap { q, m in
                 m.snapshot.ids == q.expected(all, world.textWords).map(qfShow) ? nil : q.label
             }
             if pending.isEmpty { break }
             try await Task.sleep(nanoseconds: 5_000_000)
-        } while Date() < deadline
+            polls += 1
+        } while polls < 24_000
         tasks.forEach { $0.cancel() }
-        #expect(pending.isEmpty, "did not converge: \(pending)")
+        #expect(pending.isEmpty, "did not converge after \(polls) polls: \(pending); deliveries \(mirrors.map(\.deliveryCount))")
         for m in mirrors { #expect(m.snapshot.problems.isEmpty, "\(m.snapshot.problems.prefix(3))") }
     }
 }
