@@ -142,12 +142,14 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// another id (a damaged tree) is reported as damage, never handed out as the object asked for.
     func decode(_ bytes: UnsafeRawBufferPointer, storedUnder key: M.ID) throws -> M {
         let object = try decode(bytes)
-        guard object.id == key else {
-            throw StrataError.corruptRecord(
-                "\(name): the record stored under key \(quotedForError(describeValue(key))) holds the object with id \(quotedForError(describeValue(object.id)))"
-            )
-        }
+        guard object.id == key else { throw recordUnderWrongKey(key, holding: object.id) }
         return object
+    }
+
+    /// The damage of a record stored under `key` that holds the object with id `id`.
+    func recordUnderWrongKey(_ key: M.ID, holding id: M.ID) -> StrataError {
+        .corruptRecord(
+            "\(name): the record stored under key \(quotedForError(describeValue(key))) holds the object with id \(quotedForError(describeValue(id)))")
     }
 
     func encode(_ object: M) throws -> [UInt8] {

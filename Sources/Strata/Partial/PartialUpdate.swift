@@ -199,11 +199,7 @@ extension Transaction {
         let object = try record.withUnsafeBytes { try info.decode($0) }
         if try info.keyBytes(object.id) != keyBytes {
             // The id came from the stored record, not from the fields: the record is damaged.
-            if oldRecord != nil && patch[info.keyPath] == nil {
-                throw StrataError.corruptRecord(
-                    "\(info.name): the record stored under key \(quotedForError(describeValue(key))) holds the object with id \(quotedForError(describeValue(object.id)))"
-                )
-            }
+            if oldRecord != nil && patch[info.keyPath] == nil { throw info.recordUnderWrongKey(key, holding: object.id) }
             throw StrataError.typeMismatch(
                 model: info.name, field: info.keyPath,
                 reason: "the fields give the key \(describeValue(object.id)), but the update is for \(describeValue(key))")
