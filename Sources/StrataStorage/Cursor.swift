@@ -122,6 +122,48 @@ public final class Cursor {
         return try descend(from: root, to: target)
     }
 
+    /// Moves to the entry under `target` and returns true; returns false, unpositioned, when the
+    /// tree has no such key. When the target lies between the first and the last key of the leaf
+    /// the cursor is on, that leaf alone is searched (a key in that range can be in no other
+    /// leaf): records looked up in about the order they are stored — an index walk's objects, a
+    /// search's matches, forwards or backwards — then cost one leaf search each instead of a
+    /// descent from the root.
+    ///
+    /// ```swift
+    /// for key in keysFromAnIndex where try cursor.find(key) { handle(cursor.value) }
+    /// ```
+    @discardableResult
+    public func find(_ target: UnsafeRawBufferPointer) throws -> Bool {
+        try settle()
+        // (After a write the leaf may no longer be the tree's: `version` says so.)
+        if positioned, version == pages.version, depth > 0, let node = leaf, node.count > 0,
+            compareBytes(try node.key(0), target) <= 0, compareBytes(target, try node.key(node.count - 1)) <= 0
+        {
+            let (index, found) = try node.leafSearch(target)
+            if found {
+                frames[depth - 1].index = index
+                return try load(node, index)
+            }
+            reset()
+            return false
+        }
+        guard try seek(target), compareBytes(key, target) == 0 else {
+            reset()
+            return false
+        }
+        return true
+    }
+
+    /// `find` with the target in an array.
+    ///
+    /// ```swift
+    /// if try cursor.find(Array("u1".utf8)) { print(Array(cursor.value)) }
+    /// ```
+    @discardableResult
+    public func find(_ target: [UInt8]) throws -> Bool {
+        try target.withUnsafeBytes { try find($0) }
+    }
+
     /// From page `start` (pushed at the current depth) down to the first key ≥ `target` below it,
     /// or past its last key to the next leaf.
     private func descend(from start: PageNo, to target: UnsafeRawBufferPointer) throws -> Bool {

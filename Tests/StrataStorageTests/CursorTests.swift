@@ -173,6 +173,76 @@ import Foundation
         }
     }
 
+    /// `find` says whether a key is in the tree and lands on it, as `get` and `seek` do, for keys
+    /// looked up near the last (same leaf, either direction), at the first and last key of a leaf,
+    /// between keys (absent, inside the leaf's range), far away and past either end; in a write
+    /// transaction's tree too, where a write between two finds must be seen by the second.
+    @Test func findAgreesWithGetAndSeek() throws {
+        let seed: UInt64 = 20_261_204
+        let store = try Self.makeStore()
+        let present = Set((0..<Self.count).map { 2 * $0 })
+        func goal(_ rng: inout SplitMix, near current: Int) -> Int {
+            switch rng.below(5) {
+            case 0: return max(-1, min(2 * Self.count + 1, current + rng.below(7) - 3))
+            case 1: return max(-1, min(2 * Self.count + 1, current + rng.below(200) - 100))
+            case 2: return rng.below(2 * Self.count + 2)
+            case 3: return rng.below(2) == 0 ? -1 : 2 * Self.count + 1  // before the first, after the last
+            default: return current
+            }
+        }
+        func keyOf(_ n: Int) -> [UInt8] { n < 0 ? [0x20] : Self.key(n) }
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            var rng = SplitMix(seed: seed)
+            let cursor = tree.cursor()
+            var at = Self.count
+            for step in 0..<6000 {
+                let n = goal(&rng, near: at)
+                let key = keyOf(n)
+                let found = try cursor.find(key)
+                #expect(found == present.contains(n), "seed \(seed) step \(step) key \(n)")
+                #expect(found == (try tree.get(key) != nil), "seed \(seed) step \(step) key \(n)")
+                if found {
+                    #expect(Array(cursor.key) == key && Array(cursor.value) == Self.value(n), "seed \(seed) step \(step) key \(n)")
+                    // It goes on from there as a cursor that sought the key does.
+                    let fresh = tree.cursor()
+                    _ = try fresh.seek(key)
+                    let direction = rng.below(2) == 0
+                    #expect(try (direction ? cursor.next() : cursor.prev()) == (direction ? fresh.next() : fresh.prev()), "seed \(seed) step \(step)")
+                    #expect(Array(cursor.key) == Array(fresh.key), "seed \(seed) step \(step)")
+                    at = n
+                } else {
+                    #expect(!cursor.isPositioned, "seed \(seed) step \(step)")
+                    if rng.below(3) == 0 { _ = try cursor.find(Self.key(2 * rng.below(Self.count))) }
+                }
+            }
+        }
+        try store.write { txn in
+            let tree = try #require(try txn.tree("t"))
+            var rng = SplitMix(seed: seed ^ 1)
+            var model = present
+            let cursor = try tree.cursor()
+            var at = Self.count
+            for step in 0..<1500 {
+                let n = goal(&rng, near: at)
+                if rng.below(4) == 0, n >= 0, n <= 2 * Self.count {
+                    // A write beside the cursor's leaf: the next find must see the tree as it is.
+                    if model.contains(n) {
+                        try tree.delete(Self.key(n))
+                        model.remove(n)
+                    } else {
+                        try tree.put(Self.key(n), Self.value(n))
+                        model.insert(n)
+                    }
+                }
+                let found = try cursor.find(keyOf(n))
+                #expect(found == model.contains(n), "seed \(seed) step \(step) key \(n)")
+                if found { #expect(Array(cursor.value) == Self.value(n), "seed \(seed) step \(step) key \(n)") }
+                at = max(0, n)
+            }
+        }
+    }
+
     @Test func zigZagAcrossPageBoundaries() throws {
         let store = try Self.makeStore()
         try store.read { txn in

@@ -473,8 +473,27 @@ final class ResultsOutcome<M: Model>: Sendable {
         return info.placeholder
     }
 
-    /// Element `i` while iterating: a `scan` walks its own cursor instead of the key list.
+    /// Element `i` while iterating: a `scan` walks its own cursor instead of the key list, and a
+    /// key list finds its records with one cursor, which looks in the leaf of the record before
+    /// first (`Cursor.find`): an index walk's or a search's keys are mostly near each other.
     func next(_ i: Int, cursor: inout Cursor?, _ state: ResultsState) -> M {
+        if case .keys(let list) = rows, let records, let info, i >= 0, i < list.count {
+            return list.withKey(i) { key in
+                do {
+                    return try trustedRead(validating) {
+                        let finder = cursor ?? records.cursor()
+                        cursor = finder
+                        guard try finder.find(key) else {
+                            throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+                        }
+                        return try info.decode(finder.value)
+                    }
+                } catch {
+                    state.note(error)
+                    return info.placeholder
+                }
+            }
+        }
         guard case let .scan(offset, _) = rows, let records, let info else { return object(at: i, state) }
         do {
             return try trustedRead(validating) {
