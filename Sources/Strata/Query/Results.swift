@@ -532,13 +532,14 @@ final class ResultsOutcome<M: Model>: Sendable {
                 return out
             }
             let list = keyList(ResultsState())
+            let finder = records.cursor()  // (`next`: keys near each other cost a leaf search)
             for i in 0..<list.count {
                 out.append(
                     try list.withKey(i) { key in
-                        guard let record = try wrapStorage({ try records.get(key) }) else {
+                        guard try wrapStorage({ try finder.find(key) }) else {
                             throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
                         }
-                        return try info.decode(record)
+                        return try info.decode(finder.value)
                     })
             }
             return out
