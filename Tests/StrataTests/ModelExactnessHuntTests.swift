@@ -440,8 +440,9 @@ struct MXDup: Model, Equatable {
 
 extension ModelExactnessHuntTests {
     /// A JSON object naming a key twice: `JSONDecoder` reads the first value (checked here);
-    /// Strata refuses the document with `invalidInput` naming the field and position. Not
-    /// documented, but a clear error rather than a silent choice (NOT A BUG; kept as coverage).
+    /// Strata refuses the document with `invalidInput` naming the field and position, a clear
+    /// error rather than a silent choice (NOT A BUG; kept as coverage). Documented since in
+    /// SyncingFromAServer.md, and checked in PartialUpdateTests.aFieldNamedTwiceIsInvalidInput.
     @Test func aKeyGivenTwiceIsRefusedClearly() throws {
         let doc = #"{"name": "first", "name": "second", "d": {"k": 1, "k": 2}, "inner": {"a": 1}, "inner": {"a": 2, "b": 3}}"#
         let withID = #"{"id": 1, "name": "first", "name": "second", "d": {"k": 1, "k": 2}, "inner": {"a": 1}, "inner": {"a": 2, "b": 3}}"#
