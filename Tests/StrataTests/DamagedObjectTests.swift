@@ -219,3 +219,117 @@ import Testing
         #expect(quotedForError("short") == "\"short\"")
     }
 }
+
+extension DamagedObjectTests {
+    struct DPlace: Codable, Sendable, Equatable {
+        var city: String
+        var zip: String
+    }
+
+    struct DProfile: Model, Equatable {
+        var id: String
+        var name: String
+        var age: Int
+        var place: DPlace?
+    }
+
+    /// The damage done to p1's stored record.
+    enum ProfileDamage: String, CaseIterable, Sendable {
+        /// `age` (required) is not in the record.
+        case requiredFieldAbsent
+        /// `age` is stored as nil.
+        case requiredFieldNil
+        /// `place.zip` (required in the nested struct) is not in the nested record.
+        case nestedRequiredFieldAbsent
+        /// `age` holds an integer with bytes left over.
+        case valueDoesNotFit
+    }
+
+    /// The record `bytes` with field `id` rewritten by `change` (nil: left out).
+    static func rewriting(_ bytes: [UInt8], field id: Int, _ change: ([UInt8]) throws -> (isNil: Bool, bytes: [UInt8])?) throws -> [UInt8] {
+        try bytes.withUnsafeBytes { record in
+            var fields = RecordFields()
+            for entry in try FieldTable(record).entries {
+                let old = Array(record[entry.start..<entry.end])
+                if entry.id != id {
+                    fields.append(id: entry.id, isNil: entry.isNil, bytes: old)
+                } else if let new = try change(old) {
+                    fields.append(id: entry.id, isNil: new.isNil, bytes: new.bytes)
+                }
+            }
+            var out: [UInt8] = []
+            fields.serialize(into: &out)
+            return out
+        }
+    }
+
+    /// A partial update of an object whose stored record does not decode reports the damage
+    /// (`corruptRecord`, naming the model and the key), whatever the fields given: it reported
+    /// `incompleteUpdate` ("the new nested value lacks required fields age") for a required field
+    /// missing from the stored record, and `typeMismatch` for a stored value that does not decode,
+    /// both read as faults of the caller's input. The object is left as it was; fields that repair
+    /// the record (the missing one given) still update it, and a nested struct created without its
+    /// required fields is still `incompleteUpdate`.
+    @Test(arguments: ProfileDamage.allCases)
+    func aPartialUpdateOfADamagedRecordReportsTheDamage(damage: ProfileDamage) throws {
+        let path = databasePath("partialdamage")
+        defer { Self.remove(path) }
+        let ids: (age: Int, place: Int, zip: Int)
+        do {
+            let db = try Database(path: path, models: [DProfile.self])
+            try db.write { tx in
+                try tx.insert(DProfile(id: "p1", name: "Ana", age: 30, place: DPlace(city: "Lisbon", zip: "1000")))
+                try tx.insert(DProfile(id: "p2", name: "Bea", age: 40, place: nil))
+            }
+            let schema = try db.info(DProfile.self).stored.object
+            let place = try #require(schema.field(named: "place"))
+            guard case .object(let nested) = place.type.unwrapped else {
+                Issue.record("place is stored as \(place.type)")
+                return
+            }
+            ids = (try #require(schema.field(named: "age")).id, place.id, try #require(nested.field(named: "zip")).id)
+            db.close()
+        }
+        try Store(path: path).write { txn in
+            let records = try #require(try txn.tree("m:DProfile"))
+            let stored = try #require(try records.get(Self.key("p1")))
+            let damaged: [UInt8]
+            switch damage {
+            case .requiredFieldAbsent: damaged = try Self.rewriting(stored, field: ids.age) { _ in nil }
+            case .requiredFieldNil: damaged = try Self.rewriting(stored, field: ids.age) { _ in (true, []) }
+            case .nestedRequiredFieldAbsent:
+                damaged = try Self.rewriting(stored, field: ids.place) { (false, try Self.rewriting($0, field: ids.zip) { _ in nil }) }
+            case .valueDoesNotFit: damaged = try Self.rewriting(stored, field: ids.age) { (false, $0 + [1, 2]) }
+            }
+            try records.put(Self.key("p1"), damaged)
+        }
+        let db = try Database(path: path, models: [DProfile.self])
+        let updates: [(String, (Transaction) throws -> Void)] = [
+            ("update json", { _ = try $0.update(DProfile.self, key: "p1", json: Data(#"{"name": "Ann"}"#.utf8)) }),
+            ("upsert json", { _ = try $0.upsert(DProfile.self, key: "p1", json: Data(#"{"name": "Ann"}"#.utf8)) }),
+            ("update fields", { _ = try $0.update(DProfile.self, key: "p1", fields: ["name": "Ann"]) }),
+            ("upsert fields", { _ = try $0.upsert(DProfile.self, key: "p1", fields: ["name": "Ann"]) }),
+            ("update nested", { _ = try $0.update(DProfile.self, key: "p1", json: Data(#"{"place": {"city": "Porto"}}"#.utf8)) }),
+        ]
+        for (what, body) in updates {
+            do {
+                try db.write { try body($0) }
+                Issue.record("\(damage) \(what): succeeded")
+            } catch StrataError.corruptRecord(let message) {
+                #expect(message.contains("DProfile") && message.contains("p1"), "\(damage) \(what): \(message)")
+            } catch {
+                Issue.record("\(damage) \(what): expected corruptRecord, got \(error)")
+            }
+        }
+        // Nothing was written: the record reads as damaged as before.
+        #expect(throws: StrataError.self) { _ = try db.object(DProfile.self, key: "p1") }
+        // A healthy object's nested struct created without its required fields is the caller's.
+        #expect(throws: StrataError.incompleteUpdate(model: "DProfile", key: "p2", missing: ["place.zip"])) {
+            try db.write { _ = try $0.update(DProfile.self, key: "p2", json: Data(#"{"place": {"city": "Faro"}}"#.utf8)) }
+        }
+        // Fields that give what the record lacks repair it.
+        let repair = damage == .nestedRequiredFieldAbsent ? #"{"place": {"city": "Porto", "zip": "4000"}}"# : #"{"age": 31}"#
+        try db.write { _ = try $0.update(DProfile.self, key: "p1", json: Data(repair.utf8)) }
+        #expect(try db.object(DProfile.self, key: "p1")?.name == "Ana")
+    }
+}

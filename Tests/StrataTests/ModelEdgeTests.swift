@@ -266,3 +266,65 @@ struct ModelEdgeTests {
         }
     }
 }
+
+struct MEZone: Model {
+    var id: Int
+    var zone: TimeZone
+}
+
+struct MELocales: Model {
+    var id: Int
+    var locales: [Locale]
+}
+
+struct MEWhen: Codable, Sendable {
+    var parts: DateComponents?
+}
+
+struct MENestedParts: Model {
+    var id: Int
+    var when: MEWhen
+}
+
+struct MECalendar: Model {
+    var id: Int
+    var calendar: Calendar
+}
+
+extension ModelEdgeTests {
+    /// Foundation types whose Codable form Strata cannot store (TimeZone, Locale, DateComponents,
+    /// Calendar) are refused at open, as before, but saying which field, which type, that the type
+    /// is not supported as a stored field and what to store instead. The reason was the probe's:
+    /// "TimeZone.init(from:) failed on placeholder values: … Invalid TimeZone identifier", and for
+    /// Locale and DateComponents it named a type and a field inside them (`locale.preferences`,
+    /// LocalePreferences; `parts.calendar`, Calendar).
+    @Test func foundationTypesThatCannotBeStoredAreRefusedSayingWhatToStoreInstead() throws {
+        func reason(_ open: () throws -> Void) -> (field: String, reason: String)? {
+            do {
+                try open()
+            } catch StrataError.unsupportedType(_, let field, let reason) {
+                return (field, reason)
+            } catch {
+                Issue.record("expected unsupportedType, got \(error)")
+            }
+            return nil
+        }
+        let cases: [(field: String, type: String, instead: String, open: () throws -> Void)] = [
+            ("zone", "TimeZone", "TimeZone(identifier:)", { _ = try Database.inMemory(models: [MEZone.self]) }),
+            ("locales[]", "Locale", "Locale(identifier:)", { _ = try Database.inMemory(models: [MELocales.self]) }),
+            ("when.parts", "DateComponents", "store the Date", { _ = try Database.inMemory(models: [MENestedParts.self]) }),
+            ("calendar", "Calendar", "Calendar(identifier:)", { _ = try Database.inMemory(models: [MECalendar.self]) }),
+            ("value", "TimeZone", "TimeZone(identifier:)", { _ = try Database.inMemory(models: [MXGen<TimeZone?>.self]) }),
+        ]
+        for (field, type, instead, open) in cases {
+            guard let (named, text) = reason(open) else {
+                Issue.record("\(type): opened")
+                continue
+            }
+            #expect(named == field, "\(type): \(named): \(text)")
+            #expect(text.hasPrefix("\(type) is not supported as a stored field"), "\(type): \(text)")
+            #expect(text.contains(instead), "\(type): \(text)")
+            #expect(!text.contains("placeholder"), "\(type): \(text)")
+        }
+    }
+}

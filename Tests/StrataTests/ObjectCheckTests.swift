@@ -127,3 +127,69 @@ extension ObjectCheckTests {
         #expect(out.output.contains("primary key"), "\(out.output)")
     }
 }
+
+extension ObjectCheckTests {
+    /// A record under another object's key (written straight into the record tree, as damage
+    /// would leave it) is a problem naming the model, the key and the id the record holds, for
+    /// every kind of key: a renamed key field, an optional (auto-increment) Int, a UUID, a Date,
+    /// an enum. Reads by key refuse such a record (`recordUnderWrongKey`); the check said only
+    /// that the field "does not match its key", without the id that is there instead.
+    @Test func aRecordUnderAnotherObjectsKeyNamesTheKeyAndTheStoredID() throws {
+        let path = databasePath()
+        let (first, second) = (UUID(), UUID())
+        let (early, late) = (Date(timeIntervalSince1970: 1_000), Date(timeIntervalSince1970: 2_000))
+        do {
+            let db = try Database(
+                path: path, models: [CKUser.self, Keyed<Int?>.self, Keyed<UUID>.self, Keyed<Date>.self, Keyed<Colour>.self],
+                options: StoreOptions(durability: .noSync))
+            try db.write { tx in
+                try tx.insert(CKUser(id: "a", name: "Ana"))
+                try tx.insert(CKUser(id: "b", name: "Bea"))
+                try tx.insert(Keyed<Int?>(id: nil, label: "one", next: nil))  // assigned 1
+                try tx.insert(Keyed<Int?>(id: nil, label: "two", next: nil))  // assigned 2
+                try tx.insert(Keyed(id: first, label: "x", next: nil))
+                try tx.insert(Keyed(id: second, label: "y", next: nil))
+                try tx.insert(Keyed(id: early, label: "x", next: nil))
+                try tx.insert(Keyed(id: late, label: "y", next: nil))
+                try tx.insert(Keyed(id: Colour.red, label: "x", next: nil))
+                try tx.insert(Keyed(id: Colour.green, label: "y", next: nil))
+            }
+            db.close()
+        }
+        let healthy = try StoredObjects.check(in: try Store(path: path))
+        #expect(healthy.problems.isEmpty, "\(healthy.problems)")
+        // In every record tree, the first key (in key order) gets the second key's record.
+        try Store(path: path).write { txn in
+            for name in try txn.treeNames() where name.hasPrefix("m:") {
+                let records = try #require(try txn.tree(name))
+                let cursor = try records.cursor()
+                #expect(try cursor.first())
+                let firstKey = Array(cursor.key)
+                #expect(try cursor.next())
+                try records.put(firstKey, Array(cursor.value))
+            }
+        }
+        let report = try StoredObjects.check(in: try Store(path: path))
+        let (low, high) = first.uuidString < second.uuidString ? (first, second) : (second, first)
+        let expected = [
+            #"CKUser a: the record's _id field does not match its key: the record stored under key "a" holds the object with _id "b""#,
+            "under key 1 holds the object with id 2",
+            #"under key "\#(low.uuidString)" holds the object with id "\#(high.uuidString)""#,
+            #"under key "1970-01-01T00:16:40Z" holds the object with id "1970-01-01T00:33:20Z""#,
+            // Enum keys are ordered by raw value: "green" before "red".
+            #"under key "green" holds the object with id "red""#,
+        ]
+        for text in expected {
+            #expect(report.problems.contains { $0.contains(text) }, "\(text): \(report.problems)")
+        }
+        #expect(report.problems.count == expected.count, "\(report.problems)")
+
+        guard let tool = toolExecutable() else {
+            Issue.record("the strata executable was not found next to the test bundle")
+            return
+        }
+        let checked = try runTool(tool, ["check", path])
+        #expect(checked.status == 5, "\(checked.output)")
+        #expect(checked.output.contains("problem: " + expected[0]), "\(checked.output)")
+    }
+}

@@ -582,6 +582,48 @@ struct PartialUpdateTests {
                 == .object(["a": .array([.int(1), .int(-2), .double(3.5), .uint(.max), .bool(true), .null, .string("é😀")])]))
     }
 
+    /// A JSON object naming one field twice, at any depth (a nested struct, a dictionary field's
+    /// keys, a change message), is `invalidInput` naming the field and where it is, and nothing is
+    /// written: `JSONDecoder` would keep one of the values silently (which one, parsers differ).
+    /// Documented in SyncingFromAServer.md.
+    @Test func aFieldNamedTwiceIsInvalidInput() throws {
+        let db = try openDB()
+        try db.write { tx in
+            try tx.insert(ana())
+            try tx.insert(baseAll())
+        }
+        let cases: [(field: String, line: String, body: (Transaction) throws -> Void)] = [
+            ("name", "line 1, column 15", { _ = try $0.update(PUPerson.self, key: "u1", json: json(#"{"name": "A", "name": "B"}"#)) }),
+            ("name", "line 1, column 15", { _ = try $0.upsert(PUPerson.self, key: "u9", json: json(#"{"name": "A", "name": "B"}"#)) }),
+            (
+                "city", "line 2, column 27",
+                { _ = try $0.update(PUPerson.self, key: "u1", json: json("{\"tags\": [],\n \"address\": {\"city\": \"P\", \"city\": \"Q\"}}")) }
+            ),
+            ("k", "line 1, column 18", { _ = try $0.update(PUAll.self, key: 1, json: json(#"{"map": {"k": 1, "k": 2}}"#)) }),
+            // Equal field names, even when one is written with an escape.
+            ("name", "line 1, column 15", { _ = try $0.update(PUPerson.self, key: "u1", json: json(#"{"name": "A", "n\u0061me": "B"}"#)) }),
+        ]
+        for (field, place, body) in cases {
+            let error = strataError { try db.write { try body($0) } }
+            guard case .invalidInput(let reason)? = error else {
+                Issue.record("\(field): \(String(describing: error))")
+                continue
+            }
+            #expect(reason.contains("duplicate field \"\(field)\"") && reason.contains(place), "\(reason)")
+        }
+        #expect(try db.object(PUPerson.self, key: "u1") == ana())
+        #expect(try db.object(PUPerson.self, key: "u9") == nil)
+        #expect(try db.object(PUAll.self, key: 1) == baseAll())
+        let message = strataError {
+            try ChangeMessage.decode(json: json(#"[{"msg": "changed", "collection": "PUPerson", "id": "u1", "fields": {"name": "A", "name": "B"}}]"#))
+        }
+        guard case .invalidInput(let reason)? = message else {
+            Issue.record("change message: \(String(describing: message))")
+            return
+        }
+        #expect(reason.contains("duplicate field \"name\""), "\(reason)")
+    }
+
     // MARK: Change messages
 
     @Test func changeMessagesDecodeAndReportMalformedOnes() throws {

@@ -87,22 +87,34 @@ private struct ObjectCheck {
         var dangling: [String: (count: Int, sample: String)] = [:]
         try records.forEach { key, record in
             report.objects += 1
-            let keyText: String
+            let keyValue: StoredValue
             do {
-                keyText = UntypedDecoding.text(try decoding.key(key, type: schema.keyFieldType))
+                keyValue = try decoding.key(key, type: schema.keyFieldType)
             } catch {
                 problem("\(model): a key of \(key.count) bytes does not read as \(schema.keyFieldType.map { "\($0)" } ?? "the key type"): \(error)")
                 return true
             }
+            let keyText = UntypedDecoding.text(keyValue)
+            let fields: [String: StoredValue]
             do {
-                _ = try decoding.decode(record, schema: schema.object, includeRemoved: true)
+                fields = try decoding.decode(record, schema: schema.object, includeRemoved: true)
             } catch {
                 problem("\(model) \(keyText): the record does not decode: \(error)")
                 return true
             }
+            // A record under another object's key (reads by key refuse it: `recordUnderWrongKey`).
+            // Compared as key encodings, as the tree orders keys: equal ids in other spellings
+            // (decomposed and composed text) are one key. A computed id is not in the record, and
+            // without the Swift type it cannot be computed here.
             if let keyField = schema.keyFieldSchema {
                 let stored = try? RecordIndexKeys.values(record, schema: schema.object, path: keyField.name)
-                if stored != [Array(key)] { problem("\(model) \(keyText): the record's \(keyField.name) field does not match its key") }
+                if stored != [Array(key)] {
+                    // Both shown as JSON values, so that the key "5" and the id 5 read apart.
+                    let id = fields[keyField.name].map(Self.shown) ?? "none (the field is absent)"
+                    problem(
+                        "\(model) \(keyText): the record's \(keyField.name) field does not match its key: "
+                            + "the record stored under key \(Self.shown(keyValue)) holds the object with \(keyField.name) \(id)")
+                }
             }
             for (i, index) in schema.indexes.enumerated() {
                 do {
@@ -175,6 +187,15 @@ private struct ObjectCheck {
             if !remaining.isEmpty {
                 problem("\(model): \(remaining.count) record(s) lack their entry in index \(index.summary)")
             }
+        }
+    }
+
+    /// A key or id in a problem, as JSON; text cut short as other errors cut it (`quotedForError`).
+    static func shown(_ value: StoredValue) -> String {
+        switch value {
+        case .string(let text): return quotedForError(text)
+        case .data(let data): return quotedForError(data.base64EncodedString())
+        default: return value.json
         }
     }
 

@@ -84,8 +84,10 @@ extension Transaction {
     /// Throws `notFound` when there is no such object, `invalidInput` for malformed JSON or a top
     /// level that is not an object, `typeMismatch` naming the field by its dotted path for a value
     /// of the wrong type (and for an `id` that disagrees with `key`), `unknownFields` for fields the
-    /// model does not have (unless `options.unknownFields == .ignore`), and what `upsert` throws
-    /// (`uniqueViolation`). An update that leaves the object as it was writes nothing.
+    /// model does not have (unless `options.unknownFields == .ignore`), `corruptRecord` when the
+    /// stored record is damaged (does not decode, as a typed read finds it) and the fields given do
+    /// not replace what is wrong, and what `upsert` throws (`uniqueViolation`). An update that
+    /// leaves the object as it was writes nothing.
     ///
     /// ```swift
     /// try db.write { tx in
@@ -191,12 +193,23 @@ extension Transaction {
             throw StrataError.unknownFields(model: info.name, fields: encoder.unknown.sorted())
         }
         if !encoder.missing.isEmpty {
-            if oldRecord != nil {
+            if let oldRecord {
+                // Missing from a stored record (a required field absent or nil in it) is damage,
+                // not a nested struct the fields create without all its fields.
+                try Self.checkStoredRecord(oldRecord, info: info, key: key)
                 throw StrataError.incompleteUpdate(model: info.name, key: describeValue(key), missing: encoder.missing.sorted())
             }
             throw StrataError.incompleteObject(model: info.name, key: describeValue(key), missing: encoder.missing.sorted())
         }
-        let object = try record.withUnsafeBytes { try info.decode($0) }
+        let object: M
+        do {
+            object = try record.withUnsafeBytes { try info.decode($0) }
+        } catch {
+            // The merged record holds the stored bytes of every field not given: when those do not
+            // decode, the stored record is at fault, not the fields given.
+            if let oldRecord { try Self.checkStoredRecord(oldRecord, info: info, key: key) }
+            throw error
+        }
         if try info.keyBytes(object.id) != keyBytes {
             // The id came from the stored record, not from the fields: the record is damaged.
             if oldRecord != nil && patch[info.keyPath] == nil { throw info.recordUnderWrongKey(key, holding: object.id) }
@@ -208,6 +221,24 @@ extension Transaction {
         return PartialUpdateResult(
             object: stored, created: oldRecord == nil, changed: wrote,
             ignoredFields: encoder.unknown.sorted())
+    }
+
+    /// Throws `corruptRecord` naming the model and key when the record stored under `key` does not
+    /// decode as `M`: what a typed read of it finds (a `typeMismatch` of a stored value, a field
+    /// without a value, bytes that do not parse), said as damage, so that an update failing on it
+    /// never reads as a fault of the fields given. Called only once an update has failed.
+    static func checkStoredRecord<M: Model>(_ record: [UInt8], info: ModelInfo<M>, key: M.ID) throws {
+        let why: String
+        do {
+            _ = try record.withUnsafeBytes { try info.decode($0) }
+            return
+        } catch StrataError.corruptRecord(let reason) {
+            why = reason
+        } catch let error as StrataError {
+            guard case .typeMismatch = error else { throw error }
+            why = "\(error)"
+        }
+        throw StrataError.corruptRecord("\(info.name): the record stored under key \(quotedForError(describeValue(key))) does not decode: \(why)")
     }
 
     /// The record entry of a new object's primary key, from the key given.

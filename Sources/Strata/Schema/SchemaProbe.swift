@@ -58,6 +58,8 @@ enum SchemaProbe {
 /// Thrown through the type's `init(from:)` when probing cannot continue.
 struct ProbeFailure: Error {
     let error: StrataError
+    /// For a failure said again at an enclosing Foundation type: the probe's own, where it failed.
+    var origin: StrataError? = nil
 }
 
 final class ProbeState {
@@ -76,6 +78,63 @@ final class ProbeState {
 
     /// The field type of `T` and a placeholder instance of it.
     func probe<T: Decodable>(_ type: T.Type, path: [String], depth: Int) throws -> (FieldType, T) {
+        do {
+            return try probeType(T.self, path: path, depth: depth)
+        } catch let failure as ProbeFailure {
+            // A Foundation type that cannot be probed failed somewhere inside its own Codable form
+            // (Locale in its LocalePreferences, DateComponents in its Calendar), which the user
+            // neither wrote nor can change: said at the field, naming the type and what to store.
+            // Outer Foundation types catch this again, so the outermost one is named.
+            guard let name = Self.foundationTypeName(T.self) else { throw failure }
+            let origin = failure.origin ?? failure.error
+            throw ProbeFailure(error: fail(path, Self.unsupportedFoundationType(name, failure: origin)).error, origin: origin)
+        }
+    }
+
+    /// The Foundation modules whose types a model may hold, as `String(reflecting:)` prefixes them.
+    private static let foundationModules = ["Foundation", "FoundationEssentials", "FoundationInternationalization"]
+
+    /// `T`'s name without module prefixes ("Date.FormatStyle") when `T` is a Foundation type; nil
+    /// for any other type. Asked only when probing failed.
+    static func foundationTypeName<T>(_ type: T.Type) -> String? {
+        var name = String(reflecting: T.self)
+        // A type declared in an extension from another module reads
+        // "(extension in FoundationInternationalization):FoundationEssentials.Date.FormatStyle".
+        while let start = name.range(of: "(extension in "), let end = name[start.upperBound...].range(of: "):") {
+            name.removeSubrange(start.lowerBound..<end.upperBound)
+        }
+        guard let module = name.split(separator: ".", maxSplits: 1).first, foundationModules.contains(String(module)) else { return nil }
+        for module in foundationModules { name = name.replacingOccurrences(of: module + ".", with: "") }
+        return name
+    }
+
+    /// Why Foundation type `name` cannot be a stored field, and what to store instead.
+    static func unsupportedFoundationType(_ name: String, failure: StrataError) -> String {
+        let advice: String
+        switch name {
+        case "TimeZone":
+            advice = "store its identifier instead, a String (zone.identifier, e.g. \"Europe/Lisbon\"), and make it with TimeZone(identifier:)"
+        case "Locale":
+            advice = "store its identifier instead, a String (locale.identifier, e.g. \"pt_PT\"), and make it with Locale(identifier:)"
+        case "Calendar":
+            advice = "store its identifier instead, as a String or a raw-value enum (e.g. \"gregorian\"), and make it with Calendar(identifier:)"
+        case "DateComponents":
+            advice = "store the Date it stands for instead (Calendar.date(from:)), or the components you need as Int fields (year, month, day…)"
+        case "IndexSet":
+            advice = "store its integers instead, an [Int] (Array(indexSet)), and make it with IndexSet(_:)"
+        case "IndexPath":
+            advice = "store its indexes instead, an [Int] (Array(indexPath)), and make it with IndexPath(indexes:)"
+        default:
+            // An unexpected one: what the probe hit inside it, for a bug report or a workaround.
+            var found = "\(failure)"
+            if case .unsupportedType(_, let field, let reason) = failure { found = "\(field): \(reason)" }
+            advice = "store the values it is made from instead (Strings, numbers, Dates), as fields of their own (inside it: \(found))"
+        }
+        return "\(name) is not supported as a stored field (Strata cannot derive stored fields from its Codable form); " + advice
+    }
+
+    /// `probe`'s work.
+    private func probeType<T: Decodable>(_ type: T.Type, path: [String], depth: Int) throws -> (FieldType, T) {
         if depth > SchemaProbe.maxDepth {
             throw fail(path, "nesting deeper than \(SchemaProbe.maxDepth) levels (a recursive type? use Ref<M> to link objects)")
         }
