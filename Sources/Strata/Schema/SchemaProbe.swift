@@ -85,6 +85,14 @@ final class ProbeState {
             // (Locale in its LocalePreferences, DateComponents in its Calendar), which the user
             // neither wrote nor can change: said at the field, naming the type and what to store.
             // Outer Foundation types catch this again, so the outermost one is named.
+            if T.self == Duration.self {
+                throw ProbeFailure(
+                    error: fail(
+                        path,
+                        "Duration is not supported as a stored field (its Codable form is two integers of different types); "
+                            + "store its parts instead, duration.components.seconds and .attoseconds as Int64 fields, or a Double of seconds"
+                    ).error, origin: failure.origin ?? failure.error)
+            }
             guard let name = Self.foundationTypeName(T.self) else { throw failure }
             let origin = failure.origin ?? failure.error
             throw ProbeFailure(error: fail(path, Self.unsupportedFoundationType(name, failure: origin)).error, origin: origin)
@@ -122,6 +130,11 @@ final class ProbeState {
             advice = "store the Date it stands for instead (Calendar.date(from:)), or the components you need as Int fields (year, month, day…)"
         case "IndexSet":
             advice = "store its integers instead, an [Int] (Array(indexSet)), and make it with IndexSet(_:)"
+        case "URLComponents":
+            advice =
+                "store its URL instead (components.url, a URL field), or its string (components.string), and make it with URLComponents(url:resolvingAgainstBaseURL:) or URLComponents(string:)"
+        case "CharacterSet":
+            advice = "store the characters it holds instead, as a String, and make it with CharacterSet(charactersIn:)"
         case "IndexPath":
             advice = "store its indexes instead, an [Int] (Array(indexPath)), and make it with IndexPath(indexes:)"
         default:
@@ -135,6 +148,11 @@ final class ProbeState {
 
     /// `probe`'s work.
     private func probeType<T: Decodable>(_ type: T.Type, path: [String], depth: Int) throws -> (FieldType, T) {
+        // Foundation types whose init(from:) stops the process on placeholder values (an empty
+        // scheme, an empty bitmap) instead of throwing: refused without calling it (`probe` says why).
+        if T.self == URLComponents.self || T.self == CharacterSet.self {
+            throw fail(path, "\(T.self).init(from:) cannot be called on placeholder values")
+        }
         if depth > SchemaProbe.maxDepth {
             throw fail(path, "nesting deeper than \(SchemaProbe.maxDepth) levels (a recursive type? use Ref<M> to link objects)")
         }
@@ -623,7 +641,20 @@ struct ProbeUnkeyedContainer: UnkeyedDecodingContainer {
 
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let (fieldType, value) = try decoder.state.probe(T.self, path: decoder.path + ["[]"], depth: decoder.depth)
-        decoder.elementType = sawNil && !fieldType.isOptional ? .optional(fieldType) : fieldType
+        let element = sawNil && !fieldType.isOptional ? FieldType.optional(fieldType) : fieldType
+        // An array is stored as elements of one type. A type that writes a tuple (a label and a
+        // count; Duration's two halves, Int64 and UInt64) would open, then fail every write:
+        // refused here instead, saying what it decodes.
+        if let earlier = decoder.elementType, earlier != element {
+            guard earlier.unwrapped == element.unwrapped else {
+                throw decoder.state.fail(
+                    decoder.path,
+                    "its Codable form is a list of values of different types (\(earlier), then \(element)), and Strata stores a list as values of one type; "
+                        + "encode them in a keyed container (a struct with fields), or store them as fields of their own")
+            }
+        }
+        // (An element read as optional before keeps the array's elements optional.)
+        if !(decoder.elementType?.isOptional ?? false) { decoder.elementType = element }
         currentIndex += 1
         return value
     }
