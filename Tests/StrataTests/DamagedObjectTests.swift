@@ -96,6 +96,33 @@ import Testing
         #expect(try db.object(DUser.self, key: "u3")?.age == 23)
     }
 
+    /// A record whose field table does not parse (a field count larger than the record) is damage
+    /// named with its model, and read by key, with its key: the reason alone ("field count 200
+    /// exceeds the record size") said neither.
+    @Test func anUnparseableRecordIsNamedWithItsModelAndKey() throws {
+        let path = try Self.damaged("unparseable") { txn in
+            let records = try #require(try txn.tree("m:DUser"))
+            try records.put(Self.key("u2"), [200, 1, 2])
+        }
+        defer { Self.remove(path) }
+        let db = try Database(path: path, models: [DUser.self, DNote.self])
+        for (what, read) in [
+            ("Database.object", { _ = try db.object(DUser.self, key: "u2") }),
+            ("Snapshot.object", { try db.read { _ = try $0.object(DUser.self, key: "u2") } }),
+        ] as [(String, () throws -> Void)] {
+            do {
+                try read()
+                Issue.record("\(what) succeeded")
+            } catch StrataError.corruptRecord(let message) {
+                #expect(message.contains("DUser") && message.contains("u2") && message.contains("field count"), "\(what): \(message)")
+            }
+        }
+        // A scan reads it as a placeholder and says which model in `error`.
+        let all = db.objects(DUser.self)
+        _ = Array(all)
+        #expect("\(all.error.map { "\($0)" } ?? "")".contains("DUser"), "\(String(describing: all.error))")
+    }
+
     /// The largest key of an auto-increment model is not an integer key: the next insert reports
     /// the damage, not a duplicate of key 1.
     @Test func anUndecodableLargestKeyIsReportedAsDamage() throws {

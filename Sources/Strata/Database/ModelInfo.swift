@@ -141,7 +141,12 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// The object `bytes` hold, read from under primary key `key`: a record whose object has
     /// another id (a damaged tree) is reported as damage, never handed out as the object asked for.
     func decode(_ bytes: UnsafeRawBufferPointer, storedUnder key: M.ID) throws -> M {
-        let object = try decode(bytes)
+        let object: M
+        do {
+            object = try decode(bytes)
+        } catch StrataError.corruptRecord(let reason) {
+            throw StrataError.corruptRecord("\(reason) (the record stored under key \(quotedForError(describeValue(key))))")
+        }
         guard object.id == key else { throw recordUnderWrongKey(key, holding: object.id) }
         return object
     }

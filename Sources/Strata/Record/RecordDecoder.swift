@@ -183,7 +183,12 @@ final class ModelDecoder: Decoder {
     deinit { retireContainer() }
 
     func decode<M: Decodable>(_ type: M.Type, from bytes: UnsafeRawBufferPointer) throws -> M {
-        try state.reset(bytes)
+        do {
+            try state.reset(bytes)
+        } catch StrataError.corruptRecord(let reason) {
+            // (The field table's own reasons know no model: "field count 200 exceeds the record size".)
+            throw StrataError.corruptRecord("\(state.context.model): \(reason)")
+        }
         do {
             return try M(from: self)
         } catch let error as StrataError {
