@@ -175,8 +175,7 @@ private final class AHCompletions: @unchecked Sendable {
             return m
         }
         func waitForBackground() async throws {
-            let deadline = Date().addingTimeInterval(120)
-            while completions.state.calls.count < asyncIssued && Date() < deadline { try await Task.sleep(nanoseconds: 2_000_000) }
+            _ = try await poolEventually { completions.state.calls.count >= asyncIssued }
         }
 
         for step in 0..<steps {
@@ -331,10 +330,7 @@ private final class AHCompletions: @unchecked Sendable {
         // (`query` and `whole` answer for the empty database they were made on.)
         let finalQuery = try shape(db.objects(AHPerson.self)).fetch()
         let finalWhole = try db.objects(AHPerson.self).sorted(by: SortDescriptor(\.name)).fetch()
-        let deadline = Date().addingTimeInterval(120)
-        while (mirror.state.delivered != finalQuery || wholeMirror.state.delivered != finalWhole) && Date() < deadline {
-            try await Task.sleep(nanoseconds: 5_000_000)
-        }
+        _ = try await poolEventually { mirror.state.delivered == finalQuery && wholeMirror.state.delivered == finalWhole }
         #expect(mirror.state.delivered == finalQuery, "seed \(seed)")
         #expect(wholeMirror.state.delivered == finalWhole, "seed \(seed)")
         #expect(mirror.state.problems.isEmpty, "seed \(seed): \(mirror.state.problems.prefix(5))")
@@ -517,10 +513,9 @@ private final class AHSelfStop: @unchecked Sendable {
             }
             try await Task.sleep(nanoseconds: UInt64(200_000 + rng.below(2_000_000)))
         }
-        let deadline = Date().addingTimeInterval(120)
         for (shape, mirror, _) in live {
             let expected = try shapes[shape](db.objects(AHPerson.self)).fetch()
-            while mirror.state.delivered != expected && Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
+            _ = try await poolEventually { mirror.state.delivered == expected }
             #expect(mirror.state.delivered == expected, "seed \(seed) shape \(shape)")
         }
         for mirror in live.map(\.mirror) + retired {
@@ -572,10 +567,7 @@ private final class AHLog: @unchecked Sendable {
         db.observerQueue.sync {}
         let deleteAll: () throws -> Int = { try db.write { tx in try tx.deleteAll(AHPerson.self) } }
         #expect(try deleteAll() == 2)
-        let deadline = Date().addingTimeInterval(120)
-        while (!mirror.state.delivered.isEmpty || !windowMirror.state.delivered.isEmpty || log.all.isEmpty) && Date() < deadline {
-            try await Task.sleep(nanoseconds: 5_000_000)
-        }
+        _ = try await poolEventually { mirror.state.delivered.isEmpty && windowMirror.state.delivered.isEmpty && !log.all.isEmpty }
         #expect(mirror.state.delivered.isEmpty, "the sorted results never heard deleteAll")
         #expect(windowMirror.state.delivered.isEmpty, "the window never heard deleteAll")
         #expect(log.all == ["deleted"], "the object observer never heard deleteAll")

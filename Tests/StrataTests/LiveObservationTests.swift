@@ -87,8 +87,7 @@ private func waitFor(_ fired: Fired, seconds: Double = 120) async throws -> Bool
         try await db.write { tx in for i in 0..<20 { try tx.insert(Self.item(i, score: Double(i))) } }
         try await Self.followUpdates(db)
         // Released (followUpdates kept the only reference): observation ends.
-        let deadline = Date().addingTimeInterval(120)
-        while db.observers.count > 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+        _ = try await poolEventually { db.observers.count == 0 }
         #expect(db.observers.count == 0)
     }
 
