@@ -205,7 +205,7 @@ enum QueryEngine {
         _ walk: OrderedWalk, info: ModelInfo<M>, source: S,
         _ visit: (UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        let unique = info.indexes[walk.index].schema.unique
+        let unique = info.plannerIndexes[walk.index].schema.unique
         let reverse = walk.reverse
         guard let index = try source.tree(named: info.indexTreeNames[walk.index]) else { return }
         // Equal values are ordered by primary key in both directions, as in every plan
@@ -588,8 +588,8 @@ enum QueryEngine {
                     }
                 }
             case .index(let i):
-                let unique = info.indexes[i].schema.unique
-                guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { continue }
+                let unique = info.plannerIndexes[i].schema.unique
+                guard let index = try source.tree(named: info.indexTreeNames[i]) else { continue }
                 for range in access.ranges {
                     try Planner.scan(index, range) { key, value in
                         keys.append(try IndexEntry.primaryKey(key: key, value: value, unique: unique))
