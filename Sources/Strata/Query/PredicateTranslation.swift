@@ -236,7 +236,7 @@ extension PredicateExpressions.KeyPath: OperandExpression where Root: OperandExp
     func operand(in scope: TranslationScope) -> Operand? {
         // A double optional (`Int??`) keeps `.some(nil)` apart from nil, which a record test and
         // an index read alike as nil: conditions on such a field are evaluated on decoded objects.
-        if let optional = Output.self as? any OptionalValue.Type, optional.wrapsOptional { return nil }
+        if wrapsOptional(Output.self) { return nil }
         guard let component = fieldPath(of: keyPath as PartialKeyPath<Root.Output>) else { return nil }
         switch root.operand(in: scope) {
         case .root: return .field(component)
@@ -271,6 +271,18 @@ extension PredicateExpressions.OptionalFlatMap: OperandExpression where LHS: Ope
         return .field(parent + "." + child)
     }
 }
+
+/// Whether `type` is a double optional (`Int??`), looked up once per type: the protocol cast
+/// looks a conformance up (~700 instructions) for every key path of every predicate translated.
+private func wrapsOptional(_ type: Any.Type) -> Bool {
+    let key = ObjectIdentifier(type)
+    if let known = wrapsOptionalByType.withLock({ $0[key] }) { return known }
+    let wraps = (type as? any OptionalValue.Type)?.wrapsOptional == true
+    wrapsOptionalByType.withLock { $0[key] = wraps }
+    return wraps
+}
+
+private let wrapsOptionalByType = Mutex<[ObjectIdentifier: Bool]>([:])
 
 private func comparison(_ lhs: Operand?, _ rhs: Operand?, _ op: CompareOp) -> Condition {
     switch (lhs, rhs) {

@@ -221,10 +221,10 @@ enum QueryEngine {
         var run = EqualValueRun()
         defer { run.release() }
         try Planner.scan(index, walk.range, reverse: true) { key, value in
-            let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: false)
-            let valueBytes = UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKey.count)])
-            if !run.holds(valueBytes), try !run.flushReversed(visit) { return false }
-            run.add(primaryKey, value: valueBytes)
+            // The entry's key is the value's bytes, then the primary key's.
+            let primaryKeyCount = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: false).count
+            if !run.holds(UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKeyCount)])), try !run.flushReversed(visit) { return false }
+            run.add(entry: key, primaryKeyCount: primaryKeyCount)
             return true
         }
         _ = try run.flushReversed(visit)
@@ -262,13 +262,17 @@ enum QueryEngine {
             count == 0 || QueryEngine.sameBytes(UnsafeRawBufferPointer(start: bytes, count: valueCount), valueBytes)
         }
 
-        mutating func add(_ primaryKey: UnsafeRawBufferPointer, value valueBytes: UnsafeRawBufferPointer) {
+        /// Adds an index entry's primary key (the last `primaryKeyCount` bytes of its key), the
+        /// entry's value too when it starts the run.
+        mutating func add(entry key: UnsafeRawBufferPointer, primaryKeyCount: Int) {
             if count == 0 {
+                // The value and the first primary key are the whole entry key: one copy.
                 used = 0
-                append(valueBytes)
-                valueCount = used
+                append(key)
+                valueCount = key.count - primaryKeyCount
+            } else {
+                append(UnsafeRawBufferPointer(rebasing: key[(key.count - primaryKeyCount)...]))
             }
-            append(primaryKey)
             if count == endCapacity {
                 let grown = UnsafeMutablePointer<Int>.allocate(capacity: endCapacity * 2)
                 grown.moveInitialize(from: ends, count: count)

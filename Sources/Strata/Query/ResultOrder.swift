@@ -31,20 +31,28 @@ struct ResultOrder<M: Model> {
 
     init(_ descriptors: [SortDescriptor<M>], collation: StringCollation?, info: ModelInfo<M>) {
         var allEncoded = true
-        parts = descriptors.map { descriptor in
+        // (A loop by position, not `map`: the element types depend on the model, and the generic
+        // `map` compiled unspecialized cost as much as the parts it built.)
+        var parts: [Part] = []
+        for d in 0..<descriptors.count {
+            let descriptor = descriptors[d]
             if let keyPath = descriptor.keyPath, ResultOrder.readsKeyOrderedType(keyPath), let path = fieldPath(of: keyPath),
                 let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation)
             {
-                return .encoded(
-                    keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
-                    collation: type.unwrapped == .string ? collation : nil, tagged: ResultOrder.reachesThroughOptional(path, info: info))
+                parts.append(
+                    .encoded(
+                        keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
+                        collation: type.unwrapped == .string ? collation : nil, tagged: ResultOrder.reachesThroughOptional(path, info: info)))
+                continue
             }
             allEncoded = false
             if let collation, let keyPath = descriptor.keyPath, ResultOrder.readsString(keyPath) {
-                return .collated(keyPath: keyPath, reverse: descriptor.order == .reverse, collation: collation)
+                parts.append(.collated(keyPath: keyPath, reverse: descriptor.order == .reverse, collation: collation))
+            } else {
+                parts.append(.compared(descriptor))
             }
-            return .compared(descriptor)
         }
+        self.parts = parts
         isEncoded = allEncoded
     }
 
