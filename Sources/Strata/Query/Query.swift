@@ -343,13 +343,17 @@ enum QueryEngine {
             var found = query.limit.map { KeyList(reservingKeys: $0) } ?? KeyList()
             var skipped = 0
             if query.limit == 0 { return found }
+            // (The window read once: each read of the generic query's fields from the closure
+            // asks for its metadata.)
+            let offset = query.offset
+            let limit = query.limit ?? .max
             try walkKeys(walk, info: info, source: source) { primaryKey in
-                if skipped < query.offset {
+                if skipped < offset {
                     skipped += 1
                     return true
                 }
                 found.append(primaryKey)
-                return query.limit.map { found.count < $0 } ?? true
+                return found.count < limit
             }
             return found
         }

@@ -412,10 +412,13 @@ final class ResultsOutcome<M: Model>: Sendable {
     /// The object under a stored key, or the placeholder (noting why) when it cannot be read.
     /// Returns `M`, never `M?`: this runs once per element, compiled unspecialized (the model is
     /// the caller's type), and every use of `M?` there asks the runtime for Optional<M>'s metadata.
-    private func decode(key: UnsafeRawBufferPointer, _ info: ModelInfo<M>, _ state: ResultsState) -> M {
+    private func decode(keyAt i: Int, of list: KeyList, _ info: ModelInfo<M>, _ state: ResultsState) -> M {
         do {
             return try trustedRead(validating) {
-                guard let record = try records?.get(key) else {
+                // The record is looked up inside `withKey` and decoded after it: the record is a
+                // view of the map, valid for the snapshot's life, and a closure returning `M`
+                // through the generic `withKey` ran unspecialized.
+                guard let record = try list.withKey(i, { try records?.get($0) }) else {
                     throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
                 }
                 return try info.decode(record)
@@ -472,7 +475,7 @@ final class ResultsOutcome<M: Model>: Sendable {
             }
         }
         let list = keyList(state)
-        if i < list.count { return list.withKey(i) { decode(key: $0, info, state) } }
+        if i < list.count { return decode(keyAt: i, of: list, info, state) }
         state.note(StrataError.corruptRecord("result \(i) of \(count) of \(info.name) could not be read"))
         return info.placeholder
     }
