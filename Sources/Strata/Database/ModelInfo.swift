@@ -102,7 +102,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             if case .array = stored.object.type(atPath: index.0.path)?.unwrapped { return true }
             return false
         }
-        self.plannerIndexes = indexes.map { PlannerIndex($0.0, model: stored.name, fieldTypes: types) }
+        self.plannerIndexes = indexes.map { PlannerIndex($0.0, fieldTypes: types) }
     }
 
     var recordTree: String { stored.recordTree }

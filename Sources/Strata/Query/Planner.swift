@@ -57,7 +57,7 @@ struct PlannerIndex {
         case string
     }
 
-    init(_ schema: IndexSchema, model: String, fieldTypes: [String: FieldType]) {
+    init(_ schema: IndexSchema, fieldTypes: [String: FieldType]) {
         self.schema = schema
         paths = schema.paths
         types = paths.map { fieldTypes[$0] }
@@ -163,7 +163,7 @@ enum Planner {
                 plan.estimate = current
             }
         }
-        if query.distinct.isEmpty, query.ranking == nil,
+        if !query.isDistinct, query.ranking == nil,
             var walk = try orderedWalk(query, leaves: leaves, matches: found, info: info, source: source, plan: &plan)
         {
             plan.accesses = []
@@ -189,8 +189,8 @@ enum Planner {
     ) throws -> OrderedWalk? {
         // (Positions, not iteration: the descriptors' type depends on the model, and a generic
         // iterator compiled unspecialized costs more than the loop's body.)
+        if !query.isSorted { return nil }
         let sort = query.sort
-        if sort.isEmpty { return nil }
         let order = sort[0].order
         var sortPaths: [String] = []
         sortPaths.reserveCapacity(sort.count)

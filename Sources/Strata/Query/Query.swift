@@ -16,8 +16,12 @@ struct Query<M: Model>: Sendable {
     /// The full-text search whose relevance orders the results first (`search(_:_:ranked:)`).
     var ranking: TextRanking?
 
-    var isPlainScan: Bool { filters.isEmpty && sort.isEmpty && distinct.isEmpty }
-    var hasConditions: Bool { !filters.isEmpty }
+    var isPlainScan: Bool { !hasConditions && !isSorted && !isDistinct }
+    // (`count`, not `isEmpty`: the arrays' elements depend on the model, and Collection's
+    // `isEmpty` runs unspecialized after a metadata lookup, where Array's `count` is inlined.)
+    var hasConditions: Bool { filters.count != 0 }
+    var isSorted: Bool { sort.count != 0 }
+    var isDistinct: Bool { distinct.count != 0 }
 
     /// Every condition, in the order evaluated, for the planner: it may narrow the candidates
     /// only by the conditions before the first that may throw (`Condition.mayThrow`).
@@ -138,12 +142,12 @@ enum QueryEngine {
         guard let records = try source.tree(named: info.recordTree) else { return ([], []) }
         let conditions = query.conditions
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty || query.ranking != nil
+        let keepKeys = needKeys || query.isSorted || query.isDistinct || query.ranking != nil
         // A predicate that may throw is evaluated on every candidate, as Foundation would, even
         // past the window; without in-memory sorting or de-duplication, the window can stop the
         // scan early.
         let canStopEarly =
-            (query.sort.isEmpty || plan.walk != nil) && query.distinct.isEmpty && plan.accesses.isEmpty && query.ranking == nil
+            (!query.isSorted || plan.walk != nil) && !query.isDistinct && plan.accesses.isEmpty && query.ranking == nil
             && !conditions.contains { $0.mayThrow }
         var collector = MatchCollector(
             query: query, info: info, keepKeys: keepKeys, window: canStopEarly ? query.limit.map { query.offset + $0 } : nil,
@@ -157,10 +161,10 @@ enum QueryEngine {
         if let ranking = query.ranking {
             let leading = try ranking.scores(for: keys, info: info, source: source).map(TextRanking.sortKey)
             try ResultOrder(query, info: info).sort(&objects, keys: &keys, leading: leading)
-        } else if !query.sort.isEmpty && plan.walk == nil {
+        } else if query.isSorted && plan.walk == nil {
             try ResultOrder(query, info: info).sort(&objects, keys: &keys)
         }
-        if !query.distinct.isEmpty {
+        if query.isDistinct {
             let kept = Distinct.firstOfEachGroup(objects, by: query.distinct)
             if kept.count != objects.count {
                 objects = kept.map { objects[$0] }
@@ -325,15 +329,15 @@ enum QueryEngine {
     /// sort (if any) that compares encodings only (its keys read from the records), no distinct.
     /// Nil when the query needs decoded objects.
     static func keys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> KeyList? {
-        guard query.distinct.isEmpty, query.ranking == nil else { return nil }
+        guard !query.isDistinct, query.ranking == nil else { return nil }
         let conditions = query.conditions
         let order = ResultOrder(query, info: info)
         guard order.isEncoded else { return nil }
         guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let sortInMemory = !query.sort.isEmpty && plan.walk == nil
+        let sortInMemory = query.isSorted && plan.walk == nil
         let window: Int? = query.limit.map { query.offset + $0 }
-        if query.sort.isEmpty, let exact = try exactKeyList(plan, info: info, source: source, offset: query.offset, limit: query.limit) {
+        if !query.isSorted, let exact = try exactKeyList(plan, info: info, source: source, offset: query.offset, limit: query.limit) {
             // The index answers the conditions exactly: no record is read.
             return exact
         }
@@ -387,7 +391,7 @@ enum QueryEngine {
     /// exactly over ranges that cannot name an object twice (the sum of the ranges' counts, two
     /// descents each). Nil when the query must be evaluated to be counted.
     static func countFromTrees<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int? {
-        guard query.distinct.isEmpty else { return nil }
+        guard !query.isDistinct else { return nil }
         let total: Int
         if !query.hasConditions {
             total = try source.tree(named: info.recordTree)?.count ?? 0
@@ -409,7 +413,7 @@ enum QueryEngine {
     /// index answers the whole predicate exactly, the index's counts give it. Neither decodes anything.
     static func count<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int {
         if let counted = try countFromTrees(query, info: info, source: source) { return counted }
-        if query.distinct.isEmpty {
+        if !query.isDistinct {
             var total: Int?
             if !query.hasConditions {
                 total = try source.tree(named: info.recordTree)?.count ?? 0
@@ -449,7 +453,7 @@ enum QueryEngine {
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
     /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.ranking == nil else { return nil }
+        guard !query.isSorted, !query.isDistinct, query.ranking == nil else { return nil }
         return try exactKeys(try Planner.plan(query, info: info, source: source), info: info, source: source)
     }
 
@@ -533,7 +537,7 @@ enum QueryEngine {
     /// Values of one field for every match, read from the records without decoding the objects,
     /// when the query needs no decoding (no predicate, or an exact one) and the field is stored.
     static func fieldValues<M: Model, V, S: TreeSource>(_ keyPath: KeyPath<M, V>, query: Query<M>, info: ModelInfo<M>, source: S) throws -> [V]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil, query.ranking == nil,
+        guard !query.isSorted, !query.isDistinct, query.offset == 0, query.limit == nil, query.ranking == nil,
             let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.isNestedPath,
             let field = info.stored.object.field(named: path),
             let records = try source.tree(named: info.recordTree)

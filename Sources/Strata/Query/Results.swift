@@ -108,7 +108,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>...) -> Results<M> {
         // (One descriptor, the common case, without `+`: generic over the model, it runs
         // unspecialized, at ~2,400 instructions.)
-        sorted(by: more.isEmpty ? [descriptor] : [descriptor] + more)
+        sorted(by: more.count == 0 ? [descriptor] : [descriptor] + more)
     }
 
     /// At most the first `count` objects (none for a negative `count`; `Int.max` for no limit).

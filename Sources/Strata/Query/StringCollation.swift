@@ -226,6 +226,6 @@ extension Results {
     /// ```
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>..., collation: StringCollation) -> Results<M> {
         // (One descriptor without `+`, as in `sorted(by:_:)`.)
-        sorted(by: more.isEmpty ? [descriptor] : [descriptor] + more, collation: collation)
+        sorted(by: more.count == 0 ? [descriptor] : [descriptor] + more, collation: collation)
     }
 }
