@@ -261,13 +261,16 @@ enum QueryEngine {
             ends.deallocate()
         }
 
-        /// Whether `valueBytes` belongs to this run (an empty run holds any value).
+        /// Whether `valueBytes` belongs to this run (an empty run holds any value). (These steps
+        /// run once per entry walked: inlined into the walk's loop, not called.)
+        @inline(__always)
         func holds(_ valueBytes: UnsafeRawBufferPointer) -> Bool {
             count == 0 || QueryEngine.sameBytes(UnsafeRawBufferPointer(start: bytes, count: valueCount), valueBytes)
         }
 
         /// Adds an index entry's primary key (the last `primaryKeyCount` bytes of its key), the
         /// entry's value too when it starts the run.
+        @inline(__always)
         mutating func add(entry key: UnsafeRawBufferPointer, primaryKeyCount: Int) {
             if count == 0 {
                 // The value and the first primary key are the whole entry key: one copy.
@@ -288,6 +291,7 @@ enum QueryEngine {
             count += 1
         }
 
+        @inline(__always)
         private mutating func append(_ source: UnsafeRawBufferPointer) {
             if used + source.count > byteCapacity {
                 var capacity = byteCapacity * 2
