@@ -456,7 +456,16 @@ final class ResultsOutcome<M: Model>: Sendable {
     /// Element `i`. An index outside `0..<count` is a programming error, as for any collection;
     /// inside it, a record that cannot be read gives the placeholder and notes the error.
     func object(at i: Int, _ state: ResultsState) -> M {
-        if case .objects(let objects) = rows { return objects[i] }
+        // Held keys, the common case, in one switch: every match on the rows (and `count`,
+        // `keyList`) is code generic over the model, run unspecialized for each element.
+        switch rows {
+        case .objects(let objects): return objects[i]
+        case .keys(let list):
+            precondition(i >= 0 && i < list.count, "Results index \(i) out of range 0..<\(list.count)")
+            guard let info else { preconditionFailure("Results index \(i) out of range") }  // count is 0 without info
+            return decode(keyAt: i, of: list, info, state)
+        case .scan: break
+        }
         precondition(i >= 0 && i < count, "Results index \(i) out of range 0..<\(count)")
         guard let info else { preconditionFailure("Results index \(i) out of range") }  // count is 0 without info
         if case let .scan(offset, _) = rows, let records {
