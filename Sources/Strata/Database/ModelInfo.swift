@@ -40,6 +40,9 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// The stored type of every field path (dotted into nested structs), for the planner: looked
     /// up on every query, so built once.
     private let fieldTypes: [String: FieldType]
+    /// What the planner reads of each index (in the order of `indexes`) on every query, worked
+    /// out here once (see PlannerIndex).
+    let plannerIndexes: [PlannerIndex]
 
     /// The type of the stored field at a dotted path (as `ObjectSchema.type(atPath:)`).
     func type(atPath path: String) -> FieldType? { fieldTypes[path] }
@@ -99,6 +102,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             if case .array = stored.object.type(atPath: index.0.path)?.unwrapped { return true }
             return false
         }
+        self.plannerIndexes = indexes.map { PlannerIndex($0.0, fieldTypes: types) }
     }
 
     var recordTree: String { stored.recordTree }

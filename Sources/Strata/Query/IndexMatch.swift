@@ -26,31 +26,34 @@ struct IndexMatch {
     /// The matches of every compound or collated value index (single-field indexes are the
     /// planner's own), where at least the first field is constrained.
     static func all<M: Model>(leaves: [Condition], info: ModelInfo<M>) -> [IndexMatch] {
-        info.indexes.indices.compactMap { i in
-            let schema = info.indexes[i].schema
-            guard !schema.isSingleValue, !schema.isFullText else { return nil }
-            return match(index: i, fixed: nil, leaves: leaves, info: info)
+        var found: [IndexMatch] = []
+        let indexes = info.plannerIndexes
+        for i in 0..<indexes.count where !indexes[i].isSingleValue && !indexes[i].isFullText {
+            if let match = match(index: i, of: indexes[i], fixed: nil, leaves: leaves) { found.append(match) }
         }
+        return found
     }
 
     /// The one range of index `index` whose first `fixed` fields are each fixed by an equality
     /// to one value, narrowed by a range on the next field if there is one: what an ordered walk
     /// of the remaining fields reads. Nil when the leading fields are not all fixed.
-    static func walkRange<M: Model>(index: Int, fixed: Int, leaves: [Condition], info: ModelInfo<M>) -> IndexMatch? {
-        guard let match = match(index: index, fixed: fixed, leaves: leaves, info: info), match.ranges.count == 1 else { return nil }
+    static func walkRange(index i: Int, of index: PlannerIndex, fixed: Int, leaves: [Condition]) -> IndexMatch? {
+        guard let match = match(index: i, of: index, fixed: fixed, leaves: leaves), match.ranges.count == 1 else { return nil }
         return match
     }
 
-    private static func match<M: Model>(index i: Int, fixed: Int?, leaves: [Condition], info: ModelInfo<M>) -> IndexMatch? {
-        let schema = info.indexes[i].schema
-        let paths = schema.paths
+    /// The match of `index`, the model's `i`th. (Not generic over the model: it reads only what
+    /// `PlannerIndex` worked out at open.)
+    private static func match(index i: Int, of index: PlannerIndex, fixed: Int?, leaves: [Condition]) -> IndexMatch? {
+        let schema = index.schema
+        let paths = index.paths
         var prefixes: [[UInt8]] = [[]]
         var consumed: [Int] = []
         var exact = true
         var k = 0
         // Equality on the leading fields.
         while k < paths.count && k < (fixed ?? paths.count) {
-            guard let type = info.type(atPath: paths[k]) else { return nil }
+            guard let type = index.types[k] else { return nil }
             let collation = type.unwrapped == .string ? schema.collation : nil
             var chosen: (leaf: Int, values: [[UInt8]])?
             for (j, leaf) in leaves.enumerated() where !consumed.contains(j) && leaf.path == paths[k] {
@@ -60,20 +63,20 @@ struct IndexMatch {
             guard let chosen, prefixes.count * max(1, chosen.values.count) <= maxRanges else { break }
             prefixes = prefixes.flatMap { prefix in chosen.values.map { prefix + $0 } }
             consumed.append(chosen.leaf)
-            exact = exact && collation == nil && Planner.isExact(leaves[chosen.leaf], info: info)
+            exact = exact && collation == nil && Planner.isExact(leaves[chosen.leaf], fieldType: type)
             k += 1
         }
         if let fixed, k < fixed || prefixes.count != 1 { return nil }
         // A range on the next field: every range condition on it, intersected.
         var lower: [UInt8]?
         var upper: [UInt8]?
-        if k < paths.count, let type = info.type(atPath: paths[k]), !(type.unwrapped == .string && schema.collation != nil) {
+        if k < paths.count, let type = index.types[k], !(type.unwrapped == .string && schema.collation != nil) {
             for (j, leaf) in leaves.enumerated() where !consumed.contains(j) && leaf.path == paths[k] && leaf.isRange {
                 guard let ranges = Planner.ranges(for: leaf, fieldType: type, isIndex: true), ranges.count == 1 else { continue }
                 if let l = ranges[0].lower, lower.map({ $0.lexicographicallyPrecedes(l) }) ?? true { lower = l }
                 if let u = ranges[0].upper, upper.map({ u.lexicographicallyPrecedes($0) }) ?? true { upper = u }
                 consumed.append(j)
-                exact = exact && Planner.isExact(leaf, info: info)
+                exact = exact && Planner.isExact(leaf, fieldType: type)
             }
         }
         if consumed.isEmpty && fixed == nil { return nil }

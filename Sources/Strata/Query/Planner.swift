@@ -31,6 +31,47 @@ func successor(of prefix: [UInt8]) -> [UInt8]? {
     return nil
 }
 
+/// What the planner reads of one declared index on every query, worked out once per model when
+/// the database opens (`ModelInfo.plannerIndexes`): reading `ModelInfo.indexes`, an array of
+/// tuples holding a key path generic over the model, looks the tuple's metadata up at run time on
+/// every access, and each field's type is a dictionary lookup by its path.
+struct PlannerIndex {
+    let schema: IndexSchema
+    /// The indexed fields' paths, in order (`schema.paths`, which builds an array on each call).
+    let paths: [String]
+    /// The stored type of each of `paths` (nil: no stored field has the path).
+    let types: [FieldType?]
+    /// How each of `paths` orders as a trailing field of an index walked for a sort.
+    let walkOrders: [WalkOrder]
+    let isSingleValue: Bool
+    let isFullText: Bool
+
+    /// Whether an index's key order is a sort's order on one field (see `Planner.orderedWalk`).
+    enum WalkOrder {
+        /// Never: no stored field, a field reached through an optional struct, an array, or a
+        /// type whose key encoding does not order as its `<`.
+        case no
+        /// Always (a number, date or bool).
+        case keyOrdered
+        /// A string: when the index has a collation and the sort is in the same one.
+        case string
+    }
+
+    init(_ schema: IndexSchema, fieldTypes: [String: FieldType]) {
+        self.schema = schema
+        paths = schema.paths
+        types = paths.map { fieldTypes[$0] }
+        walkOrders = paths.map { path in
+            guard let type = fieldTypes[path], !reachesThroughOptional(path, typeAt: { fieldTypes[$0] }) else { return .no }
+            if case .array = type.unwrapped { return .no }
+            if type.unwrapped == .string { return .string }
+            return type.isKeyOrdered ? .keyOrdered : .no
+        }
+        isSingleValue = schema.isSingleValue
+        isFullText = schema.isFullText
+    }
+}
+
 /// Where candidates come from.
 enum AccessSource {
     case primary
@@ -122,7 +163,7 @@ enum Planner {
                 plan.estimate = current
             }
         }
-        if query.distinct.isEmpty, query.ranking == nil,
+        if !query.isDistinct, query.ranking == nil,
             var walk = try orderedWalk(query, leaves: leaves, matches: found, info: info, source: source, plan: &plan)
         {
             plan.accesses = []
@@ -146,34 +187,40 @@ enum Planner {
         _ query: Query<M>, leaves: [Condition], matches: [IndexMatch], info: ModelInfo<M>,
         source: S, plan: inout Plan
     ) throws -> OrderedWalk? {
-        guard let first = query.sort.first else { return nil }
+        // (Positions, not iteration: the descriptors' type depends on the model, and a generic
+        // iterator compiled unspecialized costs more than the loop's body.)
+        if !query.isSorted { return nil }
+        let sort = query.sort
+        let order = sort[0].order
         var sortPaths: [String] = []
-        for descriptor in query.sort {
-            guard descriptor.order == first.order, let keyPath = descriptor.keyPath, ResultOrder<M>.readsKeyOrderedType(keyPath),
+        sortPaths.reserveCapacity(sort.count)
+        for s in 0..<sort.count {
+            let descriptor = sort[s]
+            guard descriptor.order == order, let keyPath = descriptor.keyPath, ResultOrder<M>.readsKeyOrderedType(keyPath),
                 let path = fieldPath(of: keyPath)
             else { return nil }
             sortPaths.append(path)
         }
-        let reverse = query.sort[0].order == .reverse
+        let reverse = order == .reverse
         var candidates: [OrderedWalk] = []
-        // (Indices, not enumerated(): the element type depends on the model, and a generic
-        // iterator compiled unspecialized costs more than the loop's body.)
-        for i in info.indexes.indices where !info.indexes[i].schema.isFullText {
-            let index = info.indexes[i]
-            let paths = index.schema.paths
-            guard paths.count >= sortPaths.count, Array(paths.suffix(sortPaths.count)) == sortPaths else { continue }
+        let indexes = info.plannerIndexes
+        for i in 0..<indexes.count where !indexes[i].isFullText {
+            let index = indexes[i]
+            // The sort names the index's trailing fields.
+            let fixed = index.paths.count - sortPaths.count
+            guard fixed >= 0, index.paths[fixed...].elementsEqual(sortPaths) else { continue }
             // The sort's collation must be the index's for strings; other fields must be key-ordered.
-            let walkable = sortPaths.allSatisfy { path in
-                guard let type = info.type(atPath: path), !ResultOrder<M>.reachesThroughOptional(path, info: info) else { return false }
-                if case .array = type.unwrapped { return false }
-                if type.unwrapped == .string { return index.schema.collation != nil && index.schema.collation == query.collation }
-                return ResultOrder<M>.isKeyOrdered(type)
+            let walkable = index.walkOrders[fixed...].allSatisfy { order in
+                switch order {
+                case .no: return false
+                case .keyOrdered: return true
+                case .string: return index.schema.collation != nil && index.schema.collation == query.collation
+                }
             }
             guard walkable else { continue }
             // The match found above serves when it fixed exactly the leading fields.
-            let fixed = paths.count - sortPaths.count
             let known = matches.first { $0.index == i && $0.fixed == fixed && $0.ranges.count == 1 }
-            guard let match = known ?? IndexMatch.walkRange(index: i, fixed: fixed, leaves: leaves, info: info) else { continue }
+            guard let match = known ?? IndexMatch.walkRange(index: i, of: index, fixed: fixed, leaves: leaves) else { continue }
             candidates.append(OrderedWalk(index: i, reverse: reverse, range: match.ranges[0], conditions: match.conditions, exact: match.exact))
         }
         if candidates.isEmpty { return nil }
@@ -206,10 +253,16 @@ enum Planner {
     /// (strings after NFC), and so do floating point and dates, whose ranges leave NaN out (and
     /// -0.0 is stored as 0.0, which it equals); arrays and prefixes are excluded.
     static func isExact<M: Model>(_ condition: Condition, info: ModelInfo<M>) -> Bool {
+        if case let .textSearch(p, _) = condition { return info.plannerIndexes.contains { $0.isFullText && $0.schema.path == p } }
+        guard let path = condition.path else { return false }
+        return isExact(condition, fieldType: info.type(atPath: path))
+    }
+
+    /// `isExact` for a leaf condition other than a search, on a field stored as `type` (nil: no
+    /// stored field): for callers that know the field's type already.
+    static func isExact(_ condition: Condition, fieldType type: FieldType?) -> Bool {
         let path: String
         switch condition {
-        case let .textSearch(p, _):
-            return info.indexes.contains { $0.schema.isFullText && $0.schema.path == p }
         case let .compare(p, op, _):
             if op == .ne { return false }
             path = p
@@ -220,7 +273,7 @@ enum Planner {
         default:
             return false
         }
-        guard let type = info.type(atPath: path) else { return false }
+        guard let type else { return false }
         if path.isNestedPath { return false }
         switch type.unwrapped {
         case .int, .bool, .string, .uuid, .double, .float, .date: return true
@@ -258,7 +311,7 @@ enum Planner {
         case .not, .unknown, .opaque, .contains:
             return nil
         case let .textSearch(path, search):
-            guard let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
+            guard let i = info.plannerIndexes.firstIndex(where: { $0.isFullText && $0.schema.path == path }),
                 try source.tree(named: info.indexTreeNames[i]) != nil
             else { return nil }
             return Choice(accesses: [Access(source: .text(i, search), ranges: [], conditions: [condition])], estimate: nil)
@@ -286,7 +339,7 @@ enum Planner {
             source = .primary
             // A computed id has no stored field; only its optional-ness matters for encoding constants.
             fieldType = info.type(atPath: path) ?? ((M.ID.self is any OptionalValue.Type) ? .optional(.string) : .string)
-        } else if let i = info.indexes.firstIndex(where: { $0.schema.isSingleValue && $0.schema.path == path }), let type = info.type(atPath: path) {
+        } else if let i = info.plannerIndexes.firstIndex(where: { $0.isSingleValue && $0.schema.path == path }), let type = info.plannerIndexes[i].types[0] {
             source = .index(i)
             fieldType = type
         } else {
@@ -422,7 +475,7 @@ enum Planner {
         let treeName: String
         switch access.source {
         case .primary: treeName = info.recordTree
-        case .index(let i): treeName = info.indexes[i].schema.treeName(model: info.name)
+        case .index(let i): treeName = info.indexTreeNames[i]
         case let .text(i, search):
             guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return 0 }
             return try TextIndexReader(tree: tree).estimate(search, cap: estimateCap)

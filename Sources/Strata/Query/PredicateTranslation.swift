@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // Reads Foundation `#Predicate` expression trees into conditions the planner can put on an index.
 // Each supported expression type conforms to a small protocol; anything else is `.unknown`, and
@@ -114,12 +115,12 @@ extension Condition {
     /// them whole: the planner compares the conditions of two ways to one index on every query).
     func isSame(as other: Condition) -> Bool {
         switch (self, other) {
-        case let (.compare(p, o, v), .compare(q, r, w)): return p == q && o == r && show(v) == show(w)
+        case let (.compare(p, o, v), .compare(q, r, w)): return p == q && o == r && showsSame(v, w)
         case let (.isNil(p, a), .isNil(q, b)): return p == q && a == b
         case let (.inList(p, a), .inList(q, b)):
-            return p == q && a.count == b.count && zip(a, b).allSatisfy { show($0) == show($1) }
+            return p == q && a.count == b.count && zip(a, b).allSatisfy { showsSame($0, $1) }
         case let (.startsWith(p, a), .startsWith(q, b)), let (.contains(p, a), .contains(q, b)): return p == q && a == b
-        case let (.arrayContains(p, v), .arrayContains(q, w)): return p == q && show(v) == show(w)
+        case let (.arrayContains(p, v), .arrayContains(q, w)): return p == q && showsSame(v, w)
         case let (.textSearch(p, a), .textSearch(q, b)): return p == q && a == b
         case let (.and(a, b), .and(c, d)), let (.or(a, b), .or(c, d)): return a.isSame(as: c) && b.isSame(as: d)
         case let (.not(a), .not(b)): return a.isSame(as: b)
@@ -127,6 +128,18 @@ extension Condition {
         default: return false
         }
     }
+}
+
+/// Whether two constants show the same (`show`): two of the common types compared as values,
+/// without formatting them (which costs thousands of instructions on every planned query).
+func showsSame(_ a: Any, _ b: Any) -> Bool {
+    let dynamicType = type(of: a)
+    if dynamicType == type(of: b) {
+        if dynamicType == Int64.self, let x = a as? Int64, let y = b as? Int64 { return x == y }
+        if dynamicType == Int.self, let x = a as? Int, let y = b as? Int { return x == y }
+        if dynamicType == String.self, let x = a as? String, let y = b as? String { return x == y }
+    }
+    return show(a) == show(b)
 }
 
 func show(_ value: Any) -> String {
@@ -167,10 +180,39 @@ extension Predicate {
 /// The condition of any expression: `.unknown` (or `.opaque`, when it cannot throw) unless its
 /// type is one this file reads.
 private func condition(of expression: Any, in scope: TranslationScope) -> Condition {
-    let translated = (expression as? any ConditionExpression)?.condition(in: scope) ?? .unknown
+    let translated: Condition
+    if let conforming = conditionExpressionType(of: expression) {
+        // The expression's own type, known to conform: casting to it is a comparison of type
+        // metadata, where the protocol cast looks the (conditional) conformance up again.
+        func translate<E: ConditionExpression>(_: E.Type) -> Condition { (expression as! E).condition(in: scope) }
+        translated = translate(conforming)
+    } else {
+        translated = .unknown
+    }
     if case .unknown = translated, !mayThrow(expression) { return .opaque }
     return translated
 }
+
+/// The type of `expression` as a `ConditionExpression`, or nil when it is not one. The answer
+/// depends only on the type, so it is looked up once per expression type: the protocol cast
+/// checks conditional conformances (every operand's type), several thousand instructions on
+/// every query.
+private func conditionExpressionType(of expression: Any) -> (any ConditionExpression.Type)? {
+    let type = Swift.type(of: expression)
+    let key = ObjectIdentifier(type)
+    if let known = conditionExpressionTypes.withLock({ $0[key] }) { return known.type }
+    let conforming = type as? any ConditionExpression.Type
+    conditionExpressionTypes.withLock { $0[key] = KnownConformance(type: conforming) }
+    return conforming
+}
+
+/// An entry of `conditionExpressionTypes` (a struct, so that a known nil is told from a miss).
+private struct KnownConformance: @unchecked Sendable {
+    // (Metatypes are immutable: unchecked only because `any P.Type` is not declared Sendable.)
+    let type: (any ConditionExpression.Type)?
+}
+
+private let conditionExpressionTypes = Mutex<[ObjectIdentifier: KnownConformance]>([:])
 
 /// Whether evaluating `expression` may throw, read from its type, which names the type of every
 /// expression inside it: Foundation's expressions throw on a nil force unwrap, a failed force
@@ -194,7 +236,7 @@ extension PredicateExpressions.KeyPath: OperandExpression where Root: OperandExp
     func operand(in scope: TranslationScope) -> Operand? {
         // A double optional (`Int??`) keeps `.some(nil)` apart from nil, which a record test and
         // an index read alike as nil: conditions on such a field are evaluated on decoded objects.
-        if let optional = Output.self as? any OptionalValue.Type, optional.wrapsOptional { return nil }
+        if wrapsOptional(Output.self) { return nil }
         guard let component = fieldPath(of: keyPath as PartialKeyPath<Root.Output>) else { return nil }
         switch root.operand(in: scope) {
         case .root: return .field(component)
@@ -229,6 +271,18 @@ extension PredicateExpressions.OptionalFlatMap: OperandExpression where LHS: Ope
         return .field(parent + "." + child)
     }
 }
+
+/// Whether `type` is a double optional (`Int??`), looked up once per type: the protocol cast
+/// looks a conformance up (~700 instructions) for every key path of every predicate translated.
+private func wrapsOptional(_ type: Any.Type) -> Bool {
+    let key = ObjectIdentifier(type)
+    if let known = wrapsOptionalByType.withLock({ $0[key] }) { return known }
+    let wraps = (type as? any OptionalValue.Type)?.wrapsOptional == true
+    wrapsOptionalByType.withLock { $0[key] = wraps }
+    return wraps
+}
+
+private let wrapsOptionalByType = Mutex<[ObjectIdentifier: Bool]>([:])
 
 private func comparison(_ lhs: Operand?, _ rhs: Operand?, _ op: CompareOp) -> Condition {
     switch (lhs, rhs) {

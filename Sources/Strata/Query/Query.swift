@@ -16,8 +16,12 @@ struct Query<M: Model>: Sendable {
     /// The full-text search whose relevance orders the results first (`search(_:_:ranked:)`).
     var ranking: TextRanking?
 
-    var isPlainScan: Bool { filters.isEmpty && sort.isEmpty && distinct.isEmpty }
-    var hasConditions: Bool { !filters.isEmpty }
+    var isPlainScan: Bool { !hasConditions && !isSorted && !isDistinct }
+    // (`count`, not `isEmpty`: the arrays' elements depend on the model, and Collection's
+    // `isEmpty` runs unspecialized after a metadata lookup, where Array's `count` is inlined.)
+    var hasConditions: Bool { filters.count != 0 }
+    var isSorted: Bool { sort.count != 0 }
+    var isDistinct: Bool { distinct.count != 0 }
 
     /// Every condition, in the order evaluated, for the planner: it may narrow the candidates
     /// only by the conditions before the first that may throw (`Condition.mayThrow`).
@@ -138,12 +142,12 @@ enum QueryEngine {
         guard let records = try source.tree(named: info.recordTree) else { return ([], []) }
         let conditions = query.conditions
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let keepKeys = needKeys || !query.sort.isEmpty || !query.distinct.isEmpty || query.ranking != nil
+        let keepKeys = needKeys || query.isSorted || query.isDistinct || query.ranking != nil
         // A predicate that may throw is evaluated on every candidate, as Foundation would, even
         // past the window; without in-memory sorting or de-duplication, the window can stop the
         // scan early.
         let canStopEarly =
-            (query.sort.isEmpty || plan.walk != nil) && query.distinct.isEmpty && plan.accesses.isEmpty && query.ranking == nil
+            (!query.isSorted || plan.walk != nil) && !query.isDistinct && plan.accesses.isEmpty && query.ranking == nil
             && !conditions.contains { $0.mayThrow }
         var collector = MatchCollector(
             query: query, info: info, keepKeys: keepKeys, window: canStopEarly ? query.limit.map { query.offset + $0 } : nil,
@@ -157,10 +161,10 @@ enum QueryEngine {
         if let ranking = query.ranking {
             let leading = try ranking.scores(for: keys, info: info, source: source).map(TextRanking.sortKey)
             try ResultOrder(query, info: info).sort(&objects, keys: &keys, leading: leading)
-        } else if !query.sort.isEmpty && plan.walk == nil {
+        } else if query.isSorted && plan.walk == nil {
             try ResultOrder(query, info: info).sort(&objects, keys: &keys)
         }
-        if !query.distinct.isEmpty {
+        if query.isDistinct {
             let kept = Distinct.firstOfEachGroup(objects, by: query.distinct)
             if kept.count != objects.count {
                 objects = kept.map { objects[$0] }
@@ -205,7 +209,7 @@ enum QueryEngine {
         _ walk: OrderedWalk, info: ModelInfo<M>, source: S,
         _ visit: (UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        let unique = info.indexes[walk.index].schema.unique
+        let unique = info.plannerIndexes[walk.index].schema.unique
         let reverse = walk.reverse
         guard let index = try source.tree(named: info.indexTreeNames[walk.index]) else { return }
         // Equal values are ordered by primary key in both directions, as in every plan
@@ -221,10 +225,10 @@ enum QueryEngine {
         var run = EqualValueRun()
         defer { run.release() }
         try Planner.scan(index, walk.range, reverse: true) { key, value in
-            let primaryKey = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: false)
-            let valueBytes = UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKey.count)])
-            if !run.holds(valueBytes), try !run.flushReversed(visit) { return false }
-            run.add(primaryKey, value: valueBytes)
+            // The entry's key is the value's bytes, then the primary key's.
+            let primaryKeyCount = try IndexEntry.primaryKeyBytes(key: key, value: value, unique: false).count
+            if !run.holds(UnsafeRawBufferPointer(rebasing: key[..<(key.count - primaryKeyCount)])), try !run.flushReversed(visit) { return false }
+            run.add(entry: key, primaryKeyCount: primaryKeyCount)
             return true
         }
         _ = try run.flushReversed(visit)
@@ -257,18 +261,25 @@ enum QueryEngine {
             ends.deallocate()
         }
 
-        /// Whether `valueBytes` belongs to this run (an empty run holds any value).
+        /// Whether `valueBytes` belongs to this run (an empty run holds any value). (These steps
+        /// run once per entry walked: inlined into the walk's loop, not called.)
+        @inline(__always)
         func holds(_ valueBytes: UnsafeRawBufferPointer) -> Bool {
             count == 0 || QueryEngine.sameBytes(UnsafeRawBufferPointer(start: bytes, count: valueCount), valueBytes)
         }
 
-        mutating func add(_ primaryKey: UnsafeRawBufferPointer, value valueBytes: UnsafeRawBufferPointer) {
+        /// Adds an index entry's primary key (the last `primaryKeyCount` bytes of its key), the
+        /// entry's value too when it starts the run.
+        @inline(__always)
+        mutating func add(entry key: UnsafeRawBufferPointer, primaryKeyCount: Int) {
             if count == 0 {
+                // The value and the first primary key are the whole entry key: one copy.
                 used = 0
-                append(valueBytes)
-                valueCount = used
+                append(key)
+                valueCount = key.count - primaryKeyCount
+            } else {
+                append(UnsafeRawBufferPointer(rebasing: key[(key.count - primaryKeyCount)...]))
             }
-            append(primaryKey)
             if count == endCapacity {
                 let grown = UnsafeMutablePointer<Int>.allocate(capacity: endCapacity * 2)
                 grown.moveInitialize(from: ends, count: count)
@@ -280,6 +291,7 @@ enum QueryEngine {
             count += 1
         }
 
+        @inline(__always)
         private mutating func append(_ source: UnsafeRawBufferPointer) {
             if used + source.count > byteCapacity {
                 var capacity = byteCapacity * 2
@@ -321,15 +333,15 @@ enum QueryEngine {
     /// sort (if any) that compares encodings only (its keys read from the records), no distinct.
     /// Nil when the query needs decoded objects.
     static func keys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> KeyList? {
-        guard query.distinct.isEmpty, query.ranking == nil else { return nil }
+        guard !query.isDistinct, query.ranking == nil else { return nil }
         let conditions = query.conditions
         let order = ResultOrder(query, info: info)
         guard order.isEncoded else { return nil }
         guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let sortInMemory = !query.sort.isEmpty && plan.walk == nil
+        let sortInMemory = query.isSorted && plan.walk == nil
         let window: Int? = query.limit.map { query.offset + $0 }
-        if query.sort.isEmpty, let exact = try exactKeyList(plan, info: info, source: source, offset: query.offset, limit: query.limit) {
+        if !query.isSorted, let exact = try exactKeyList(plan, info: info, source: source, offset: query.offset, limit: query.limit) {
             // The index answers the conditions exactly: no record is read.
             return exact
         }
@@ -339,13 +351,17 @@ enum QueryEngine {
             var found = query.limit.map { KeyList(reservingKeys: $0) } ?? KeyList()
             var skipped = 0
             if query.limit == 0 { return found }
+            // (The window read once: each read of the generic query's fields from the closure
+            // asks for its metadata.)
+            let offset = query.offset
+            let limit = query.limit ?? .max
             try walkKeys(walk, info: info, source: source) { primaryKey in
-                if skipped < query.offset {
+                if skipped < offset {
                     skipped += 1
                     return true
                 }
                 found.append(primaryKey)
-                return query.limit.map { found.count < $0 } ?? true
+                return found.count < limit
             }
             return found
         }
@@ -379,7 +395,7 @@ enum QueryEngine {
     /// exactly over ranges that cannot name an object twice (the sum of the ranges' counts, two
     /// descents each). Nil when the query must be evaluated to be counted.
     static func countFromTrees<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int? {
-        guard query.distinct.isEmpty else { return nil }
+        guard !query.isDistinct else { return nil }
         let total: Int
         if !query.hasConditions {
             total = try source.tree(named: info.recordTree)?.count ?? 0
@@ -401,7 +417,7 @@ enum QueryEngine {
     /// index answers the whole predicate exactly, the index's counts give it. Neither decodes anything.
     static func count<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> Int {
         if let counted = try countFromTrees(query, info: info, source: source) { return counted }
-        if query.distinct.isEmpty {
+        if !query.isDistinct {
             var total: Int?
             if !query.hasConditions {
                 total = try source.tree(named: info.recordTree)?.count ?? 0
@@ -441,7 +457,7 @@ enum QueryEngine {
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
     /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.ranking == nil else { return nil }
+        guard !query.isSorted, !query.isDistinct, query.ranking == nil else { return nil }
         return try exactKeys(try Planner.plan(query, info: info, source: source), info: info, source: source)
     }
 
@@ -525,7 +541,7 @@ enum QueryEngine {
     /// Values of one field for every match, read from the records without decoding the objects,
     /// when the query needs no decoding (no predicate, or an exact one) and the field is stored.
     static func fieldValues<M: Model, V, S: TreeSource>(_ keyPath: KeyPath<M, V>, query: Query<M>, info: ModelInfo<M>, source: S) throws -> [V]? {
-        guard query.sort.isEmpty, query.distinct.isEmpty, query.offset == 0, query.limit == nil, query.ranking == nil,
+        guard !query.isSorted, !query.isDistinct, query.offset == 0, query.limit == nil, query.ranking == nil,
             let path = fieldPath(of: keyPath as PartialKeyPath<M>), !path.isNestedPath,
             let field = info.stored.object.field(named: path),
             let records = try source.tree(named: info.recordTree)
@@ -588,8 +604,8 @@ enum QueryEngine {
                     }
                 }
             case .index(let i):
-                let unique = info.indexes[i].schema.unique
-                guard let index = try source.tree(named: info.indexes[i].schema.treeName(model: info.name)) else { continue }
+                let unique = info.plannerIndexes[i].schema.unique
+                guard let index = try source.tree(named: info.indexTreeNames[i]) else { continue }
                 for range in access.ranges {
                     try Planner.scan(index, range) { key, value in
                         keys.append(try IndexEntry.primaryKey(key: key, value: value, unique: unique))

@@ -31,32 +31,35 @@ struct ResultOrder<M: Model> {
 
     init(_ descriptors: [SortDescriptor<M>], collation: StringCollation?, info: ModelInfo<M>) {
         var allEncoded = true
-        parts = descriptors.map { descriptor in
+        // (A loop by position, not `map`: the element types depend on the model, and the generic
+        // `map` compiled unspecialized cost as much as the parts it built.)
+        var parts: [Part] = []
+        for d in 0..<descriptors.count {
+            let descriptor = descriptors[d]
             if let keyPath = descriptor.keyPath, ResultOrder.readsKeyOrderedType(keyPath), let path = fieldPath(of: keyPath),
                 let type = info.type(atPath: path), ResultOrder.isKeyOrdered(type, collation: collation)
             {
-                return .encoded(
-                    keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
-                    collation: type.unwrapped == .string ? collation : nil, tagged: ResultOrder.reachesThroughOptional(path, info: info))
+                parts.append(
+                    .encoded(
+                        keyPath: keyPath, type: type, reverse: descriptor.order == .reverse,
+                        collation: type.unwrapped == .string ? collation : nil, tagged: ResultOrder.reachesThroughOptional(path, info: info)))
+                continue
             }
             allEncoded = false
             if let collation, let keyPath = descriptor.keyPath, ResultOrder.readsString(keyPath) {
-                return .collated(keyPath: keyPath, reverse: descriptor.order == .reverse, collation: collation)
+                parts.append(.collated(keyPath: keyPath, reverse: descriptor.order == .reverse, collation: collation))
+            } else {
+                parts.append(.compared(descriptor))
             }
-            return .compared(descriptor)
         }
+        self.parts = parts
         isEncoded = allEncoded
     }
 
     /// Whether the key encoding of a stored type orders as `Comparable` does (with NaN above every
     /// number): not strings (whose descriptors may compare localized), nor enums (which compare by
     /// declaration or by a custom `<`).
-    static func isKeyOrdered(_ type: FieldType) -> Bool {
-        switch type.unwrapped {
-        case .int, .double, .float, .date, .bool: return true
-        default: return false
-        }
-    }
+    static func isKeyOrdered(_ type: FieldType) -> Bool { type.isKeyOrdered }
 
     /// Whether a key path reads a value of a Swift type whose `<` is what `isKeyOrdered` vouches
     /// for (a number, a date, a bool, or a string under a collation), or an optional of one. The
@@ -94,16 +97,7 @@ struct ResultOrder<M: Model> {
     /// can begin with 0x00 too (an empty string, Int.min, -infinity), so it cannot be walked for
     /// such a sort.
     static func reachesThroughOptional(_ path: String, info: ModelInfo<M>) -> Bool {
-        // (A top-level field, the common case, without splitting by Character.)
-        guard path.isNestedPath else { return false }
-        let parts = path.split(separator: ".")
-        guard parts.count > 1, let leaf = info.type(atPath: path), !leaf.isOptional else { return false }
-        var prefix = ""
-        for part in parts.dropLast() {
-            prefix = prefix.isEmpty ? String(part) : prefix + "." + part
-            if info.type(atPath: prefix)?.isOptional == true { return true }
-        }
-        return false
+        Strata.reachesThroughOptional(path, typeAt: info.type(atPath:))
     }
 
     /// Whether every descriptor compares encodings: then `sortKey` alone decides the order (before
@@ -263,3 +257,28 @@ private let resultOrderKeyOrderedTypes: Set<ObjectIdentifier> = [
     ObjectIdentifier(UInt32.self), ObjectIdentifier(UInt64.self), ObjectIdentifier(Double.self), ObjectIdentifier(Float.self),
     ObjectIdentifier(Date.self), ObjectIdentifier(Bool.self), ObjectIdentifier(String.self),
 ]
+
+/// `ResultOrder.reachesThroughOptional`, with the stored types of the model's field paths from
+/// `typeAt` (also used before a `ModelInfo` exists, to build its `PlannerIndex`es).
+func reachesThroughOptional(_ path: String, typeAt: (String) -> FieldType?) -> Bool {
+    // (A top-level field, the common case, without splitting by Character.)
+    guard path.isNestedPath else { return false }
+    let parts = path.split(separator: ".")
+    guard parts.count > 1, let leaf = typeAt(path), !leaf.isOptional else { return false }
+    var prefix = ""
+    for part in parts.dropLast() {
+        prefix = prefix.isEmpty ? String(part) : prefix + "." + part
+        if typeAt(prefix)?.isOptional == true { return true }
+    }
+    return false
+}
+
+extension FieldType {
+    /// `ResultOrder.isKeyOrdered` (here, for code that is not generic over a model).
+    var isKeyOrdered: Bool {
+        switch unwrapped {
+        case .int, .double, .float, .date, .bool: return true
+        default: return false
+        }
+    }
+}

@@ -225,6 +225,7 @@ extension Results {
     /// let files = db.objects(File.self).sorted(by: SortDescriptor(\.name), collation: .natural)   // "a9" before "a10"
     /// ```
     public func sorted(by descriptor: SortDescriptor<M>, _ more: SortDescriptor<M>..., collation: StringCollation) -> Results<M> {
-        sorted(by: [descriptor] + more, collation: collation)
+        // (One descriptor without `+`, as in `sorted(by:_:)`.)
+        sorted(by: more.count == 0 ? [descriptor] : [descriptor] + more, collation: collation)
     }
 }

@@ -154,6 +154,14 @@ enum FieldNames {
     private static let paths = Mutex<[SharedKeyPath: String?]>([:])
     private static let queryPaths = Mutex<[SharedKeyPath: String?]>([:])
 
+    /// `queryPaths` by key path object: a key path literal is instantiated once and handed out
+    /// again on every evaluation, so most lookups (every planned query's sort and predicate
+    /// fields) find the very object, without hashing and comparing its components (~700
+    /// instructions). Each entry holds its key path, so that no other key path can take its
+    /// identity; bounded, as key paths built at run time are new objects each time.
+    private static let queryPathsByObject = Mutex<[ObjectIdentifier: (keyPath: SharedKeyPath, path: String?)]>([:])
+    private static let queryPathsByObjectLimit = 4_096
+
     /// The stored (coding-key) path a key path reads, e.g. `\Message.roomId` → "rid",
     /// `\Message.author?.name` → "author.name"; nil when it reads no stored field (a computed
     /// property, a subscript). The primary key of a model whose `id` is computed is "#id".
@@ -172,8 +180,13 @@ enum FieldNames {
     /// entries and sort keys say nil; or where `init(from:)` normalizes the value it reads
     /// (`Table.transformed`).
     static func queryPath<Root>(of keyPath: PartialKeyPath<Root>) -> String? {
+        let object = ObjectIdentifier(keyPath)
+        if let known = queryPathsByObject.withLock({ $0[object] }) { return known.path }
         let key = SharedKeyPath(keyPath: keyPath)
-        if let known = queryPaths.withLock({ $0[key] }) { return known }
+        if let known = queryPaths.withLock({ $0[key] }) {
+            rememberByObject(key, known)
+            return known
+        }
         var resolved = storedPath(of: keyPath)
         if resolved != nil, let property = propertyPath(of: keyPath), let decodable = Root.self as? any Decodable.Type,
             let table = table(for: decodable)
@@ -185,7 +198,14 @@ enum FieldNames {
             }
         }
         queryPaths.withLock { $0[key] = resolved }
+        rememberByObject(key, resolved)
         return resolved
+    }
+
+    private static func rememberByObject(_ key: SharedKeyPath, _ path: String?) {
+        queryPathsByObject.withLock { known in
+            if known.count < queryPathsByObjectLimit { known[ObjectIdentifier(key.keyPath)] = (key, path) }
+        }
     }
 
     private static func resolve<Root>(_ keyPath: PartialKeyPath<Root>) -> String? {
