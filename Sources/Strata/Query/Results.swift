@@ -494,20 +494,19 @@ final class ResultsOutcome<M: Model>: Sendable {
     /// first (`Cursor.find`): an index walk's or a search's keys are mostly near each other.
     func next(_ i: Int, cursor: inout Cursor?, _ state: ResultsState) -> M {
         if case .keys(let list) = rows, let records, let info, i >= 0, i < list.count {
-            return list.withKey(i) { key in
-                do {
-                    return try trustedRead(validating) {
-                        let finder = cursor ?? records.cursor()
-                        cursor = finder
-                        guard try finder.find(key) else {
-                            throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
-                        }
-                        return try info.decode(finder.value)
+            do {
+                return try trustedRead(validating) {
+                    let finder = cursor ?? records.cursor()
+                    cursor = finder
+                    // (Found inside `withKey`, decoded after it: see `decode(keyAt:of:_:_:)`.)
+                    guard try list.withKey(i, { try finder.find($0) }) else {
+                        throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
                     }
-                } catch {
-                    state.note(error)
-                    return info.placeholder
+                    return try info.decode(finder.value)
                 }
+            } catch {
+                state.note(error)
+                return info.placeholder
             }
         }
         guard case let .scan(offset, _) = rows, let records, let info else { return object(at: i, state) }
@@ -550,13 +549,10 @@ final class ResultsOutcome<M: Model>: Sendable {
             let list = keyList(ResultsState())
             let finder = records.cursor()  // (`next`: keys near each other cost a leaf search)
             for i in 0..<list.count {
-                out.append(
-                    try list.withKey(i) { key in
-                        guard try wrapStorage({ try finder.find(key) }) else {
-                            throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
-                        }
-                        return try info.decode(finder.value)
-                    })
+                guard try wrapStorage({ try list.withKey(i, { try finder.find($0) }) }) else {
+                    throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+                }
+                out.append(try info.decode(finder.value))
             }
             return out
         }
