@@ -184,21 +184,25 @@ enum QueryEngine {
         _ plan: Plan, info: ModelInfo<M>, source: S, records: S.Tree,
         _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
+        // Candidates come in index order, their records mostly near each other: one cursor finds
+        // them, searching the leaf of the one before first (`Cursor.find`).
         if let walk = plan.walk {
+            let finder = try records.makeCursor()
             try walkKeys(walk, info: info, source: source) { primaryKey in
-                guard let record = try records.get(primaryKey) else {
+                guard try finder.find(primaryKey) else {
                     throw StrataError.corruptRecord("index \(info.indexes[walk.index].schema.summary) of \(info.name) names a missing object")
                 }
-                return try visit(primaryKey, record)
+                return try visit(primaryKey, finder.value)
             }
         } else if plan.accesses.isEmpty {
             try Planner.scan(records, KeyRange(lower: nil, upper: nil), visit)
         } else {
+            let finder = try records.makeCursor()
             for key in try candidateKeys(plan, info: info, source: source) {
-                guard let record = try records.view(key) else {
+                guard try key.withUnsafeBytes({ try finder.find($0) }) else {
                     throw StrataError.corruptRecord("an index of \(info.name) names a missing object")
                 }
-                if try !key.withUnsafeBytes({ try visit($0, record) }) { return }
+                if try !key.withUnsafeBytes({ try visit($0, finder.value) }) { return }
             }
         }
     }
