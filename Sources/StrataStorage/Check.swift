@@ -112,7 +112,8 @@ extension Store {
     /// }
     /// ```
     public func check(maxProblems: Int = 1000) throws -> CheckReport {
-        try read { txn in try Inspector(store: self, txn: txn, verify: true, maxProblems: maxProblems).check() }
+        // (It reads the file's size against the snapshot's page count: cuts held off, see `holdingOffCuts`.)
+        try holdingOffCuts { try read { txn in try Inspector(store: self, txn: txn, verify: true, maxProblems: maxProblems).check() } }
     }
 
     /// What the meta pages say about commits a reader does not see, as `check()` reports them in

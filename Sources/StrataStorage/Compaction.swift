@@ -94,20 +94,41 @@ struct CompactionSchedule {
 /// exclusively (never written: it lies far past the end of any file).
 enum ShrinkLock {
     static let offset: Int64 = 1 << 62
-    /// Unregistered snapshots alive in this process, by file (device and inode, so that another
+    /// Unregistered snapshots (and page copies) alive in this process, by file (device and inode, so that another
     /// path to the same file counts too): fcntl locks never conflict within a process, so a writer
     /// here must not truncate a file while one of this process's snapshots of it lives. Per file,
     /// so that a read-only store of one file never stops another file from shrinking.
     static let localHolders = Mutex<[FileIdentity: Int]>([:])
 
-    /// Whether this process has a read-only snapshot of the file `identity` names; a file with
-    /// no identity (an anonymous one) cannot be opened read-only by path, so none can see it.
-    static func heldLocally(_ identity: FileIdentity?) -> Bool {
-        guard let identity else { return false }
-        return localHolders.withLock { $0[identity, default: 0] > 0 }
-    }
     /// Commits between checks for a free tail while there is nothing to move.
     static let checkInterval = 16
+}
+
+extension Store {
+    /// Runs `body` while no writer, in this process or another, cuts the file (when `needed`).
+    /// A snapshot pins the pages it can reach, not its free ones: a commit may trim free pages at
+    /// the end and cut the file below the snapshot's page count. What reads every page of a
+    /// snapshot (a page copy, `check()`) holds cuts off from before its snapshot begins, as an
+    /// unregistered snapshot does: this process's writers see `localHolders`, other processes'
+    /// the shared lock on the shrink byte. (A read-only store's snapshots do so already, on the
+    /// same descriptor: locking and unlocking the byte again here would drop their lock.)
+    func holdingOffCuts<R>(if needed: Bool = true, _ body: () throws -> R) rethrows -> R {
+        guard needed, !env.isReadOnly else { return try body() }
+        let file = env.file
+        let identity = env.identity
+        if let identity { ShrinkLock.localHolders.withLock { $0[identity, default: 0] += 1 } }
+        let locked = (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true)) == true
+        defer {
+            if locked { file.unlock(offset: ShrinkLock.offset, length: 1) }
+            if let identity {
+                ShrinkLock.localHolders.withLock { holders in
+                    holders[identity, default: 1] -= 1
+                    if holders[identity] == 0 { holders[identity] = nil }
+                }
+            }
+        }
+        return try body()
+    }
 }
 
 extension WriteTransaction {
@@ -303,11 +324,17 @@ extension WriteTransaction {
         // The meta that stopped needing the tail must be on disk before the tail goes: else a
         // crash could bring back the previous meta, whose pages would lie past the end.
         if durability == .noSync { guard (try? file.sync()) != nil else { return } }
-        guard !ShrinkLock.heldLocally(env.identity),
-            (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: true, wait: false)) == true
-        else { return }
-        defer { file.unlock(offset: ShrinkLock.offset, length: 1) }
-        if (try? file.truncate(to: target)) != nil {
+        // The check of this process's holders and the cut happen under their lock: a snapshot (or
+        // a page copy) of this process that begins meanwhile either stops the cut or, counted
+        // after it, finds the file already cut, never a cut under its feet.
+        let identity = env.identity
+        let cut = ShrinkLock.localHolders.withLock { holders -> Bool in
+            if let identity, holders[identity, default: 0] > 0 { return false }
+            guard (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: true, wait: false)) == true else { return false }
+            defer { file.unlock(offset: ShrinkLock.offset, length: 1) }
+            return (try? file.truncate(to: target)) != nil
+        }
+        if cut {
             fileSize = target
             truncations += 1
         }

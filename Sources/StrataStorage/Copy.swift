@@ -16,11 +16,14 @@ extension Store {
         if PosixFile.exists(path) { throw StorageError.io(operation: "create copy", path: path, errno: 17) }
         var created = false
         do {
-            try read { snapshot in
-                if compacting {
-                    try compactingCopy(snapshot, to: path, created: &created)
-                } else {
-                    try pageCopy(snapshot, to: path, created: &created)
+            // A page copy reads the snapshot's free pages too, which no snapshot pins.
+            try holdingOffCuts(if: !compacting) {
+                try read { snapshot in
+                    if compacting {
+                        try compactingCopy(snapshot, to: path, created: &created)
+                    } else {
+                        try pageCopy(snapshot, to: path, created: &created)
+                    }
                 }
             }
         } catch {
