@@ -24,18 +24,23 @@ struct IdleCompactionState {
     /// When the last commit made through this process ended.
     var lastCommit = ContinuousClock.now
     /// The page count at which the last idle episode could neither move nor trim anything (a
-    /// snapshot held the pages, or what is left cannot move): commits that leave the file at that
-    /// size do not arm the timer again, so that an idle file is not rewritten for nothing.
-    var stuckAt: UInt64?
+    /// snapshot held the pages, or what is left cannot move), and the snapshots live then:
+    /// commits that leave the file at that size while those snapshots all live do not arm the
+    /// timer again, so that an idle file is not rewritten for nothing. Once one of them ends, the
+    /// pages it held may move (they stayed held for good before: a quiet file kept its holes).
+    var stuckAt: (pageCount: UInt64, readers: [UInt64])?
+    /// The snapshots live when the last idle look found nothing to do.
+    var readersAtLastLook: [UInt64] = []
 }
 
 extension Store {
     /// Called after every commit made through `write`: notes the time, and arms the timer when
     /// the commit left holes and none is armed.
-    func noteCommitForIdleCompaction(leavesHoles: Bool, pageCount: UInt64) {
+    func noteCommitForIdleCompaction(leavesHoles: Bool, pageCount: UInt64, readers: () -> [UInt64]) {
         let arm = env.idleCompaction.withLock { state -> Bool in
             state.lastCommit = .now
-            guard leavesHoles, !state.pending, compaction.isEnabled, compaction.idleDelay != nil, state.stuckAt != pageCount else { return false }
+            guard leavesHoles, !state.pending, compaction.isEnabled, compaction.idleDelay != nil else { return false }
+            if let stuck = state.stuckAt, stuck.pageCount == pageCount, Set(stuck.readers).isSubset(of: readers()) { return false }
             state.pending = true
             return true
         }
@@ -105,7 +110,7 @@ extension Store {
     /// The first idle commit of an episode moved and trimmed nothing: remember the page count.
     private func noteStuck() {
         let count = try? read { $0.meta.pageCount }
-        env.idleCompaction.withLock { $0.stuckAt = count }
+        env.idleCompaction.withLock { state in state.stuckAt = count.map { ($0, state.readersAtLastLook) } }
     }
 
     /// One compaction commit, if one would move or trim pages and the writes are still stopped
@@ -123,6 +128,8 @@ extension Store {
             let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
             do {
                 guard try txn.idleCompactionIsDue() else {
+                    let held = txn.allocator.sortedReaders
+                    env.idleCompaction.withLock { $0.readersAtLastLook = held }
                     txn.abort()
                     return false
                 }

@@ -259,7 +259,7 @@ public final class Store: Sendable {
                 if !txn.isFinished {
                     try txn.commit()
                     if txn.wantsFollowUp { followUpCompaction(durability: txn.durability) }
-                    noteCommitForIdleCompaction(leavesHoles: txn.leavesHoles, pageCount: txn.pageCount)
+                    noteCommitForIdleCompaction(leavesHoles: txn.leavesHoles, pageCount: txn.pageCount, readers: { txn.allocator.sortedReaders })
                 }
                 return result
             } catch {

@@ -591,3 +591,41 @@ extension SpaceHuntTests {
         try SpaceHunt.expectClean(store, "seed \(seed): after the churn")
     }
 }
+
+extension SpaceHuntTests {
+    /// Idle compaction resumes once the snapshot that held a bulk delete's holes has ended. It
+    /// gave up for good: the idle thread found nothing it could move while the snapshot lived,
+    /// marked the file stuck at its page count, and a commit re-armed it only if the page count
+    /// changed; the next commit after the snapshot ended did not change it, so a quiet file kept
+    /// all its holes (about ten times its live pages, nothing open). Now a commit re-arms it
+    /// when a snapshot live at the stuck look has ended.
+    @Test func idleCompactionResumesOnceTheSnapshotThatHeldTheHolesHasEnded() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = SpaceHunt.options()
+        options.compaction.idleDelay = .milliseconds(5)
+        let store = try Store(path: path, options: options)
+        let keys = 40_000 * SpaceHunt.scale
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<keys { try tree.put(bigEndianKey(UInt64(k)), SpaceHunt.value(k, generation: 0, size: 120)) }
+        }
+        let reader = try store.beginRead()
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<keys where k % 10 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        usleep(200_000)  // idle compaction tries, and can move nothing the snapshot sees
+        reader.end()
+        _ = try store.write { try $0.createTree("other").put([1], [1]) }  // a commit that leaves holes
+        var stats = try store.stats()
+        for _ in 0..<40 where stats.pageCount > 2 * stats.usedPages + 64 {
+            usleep(50_000)
+            stats = try store.stats()
+        }
+        print("SpaceHunt idle after a held snapshot: file \(fileSizeOf(path)) bytes, \(stats.pageCount) pages, \(stats.usedPages) used")
+        #expect(
+            stats.pageCount <= 2 * stats.usedPages + 64,
+            "2 s of quiet after the snapshot ended and a commit: \(stats.pageCount) pages for \(stats.usedPages) used (\(fileSizeOf(path)) bytes)")
+    }
+}
