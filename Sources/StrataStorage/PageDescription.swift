@@ -91,7 +91,9 @@ extension Store {
     /// //   [0] @4072 key "apple" (5 B) value "red" (3 B)
     /// ```
     public func describePage(_ n: UInt64) throws -> String {
-        try read { txn in try describePage(n, txn: txn) }
+        // (It reads the page through the snapshot's map after checking the file's size: a page
+        // free in the snapshot could be cut in between, and the read would fault: cuts held off.)
+        try holdingOffCuts { try read { txn in try describePage(n, txn: txn) } }
     }
 
     private func describePage(_ n: UInt64, txn: ReadTransaction) throws -> String {
