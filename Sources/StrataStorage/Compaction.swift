@@ -392,6 +392,8 @@ extension Store {
     /// Compacts the file now: moves every movable page to the lowest free pages and returns the
     /// free end of the file, in a few commits (automatic compaction does the same a little at a
     /// time). Readers keep reading meanwhile; pages a live snapshot sees stay until it ends.
+    /// Under `withProgress` it reports the pages given back so far (phase "compact") and stops
+    /// between two commits, keeping what it compacted, with `CancellationError`.
     ///
     /// ```swift
     /// try store.write { txn in _ = try txn.dropTree("log") }
@@ -404,13 +406,22 @@ extension Store {
         var commits = 0
         var lastCount = UInt64.max
         var stalls = 0
+        // Without a snapshot when it can: compacting must not fail for want of a reader slot.
+        let pageCount = { [self] in try newestMetaFields()?.pageCount ?? read { $0.meta.pageCount } }
+        // Progress in pages given back; a stop comes between commits, each whole.
+        let control = OperationControl.current
+        control?.begin("compact", total: nil)
+        var reported = try pageCount()
         // Each commit moves what it can and trims what the previous one freed; stop when the page
         // count stops falling twice in a row.
         while commits < 64 {
             try write(durability: .full) { txn in txn.forceCompaction = true }
             commits += 1
-            // Without a snapshot when it can: compacting must not fail for want of a reader slot.
-            let now = try newestMetaFields()?.pageCount ?? read { $0.meta.pageCount }
+            let now = try pageCount()
+            if now < reported {
+                try control?.step(Int(clamping: reported - now))
+                reported = now
+            }
             if now >= lastCount { stalls += 1 } else { stalls = 0 }
             if stalls >= 2 { break }
             lastCount = min(lastCount, now)

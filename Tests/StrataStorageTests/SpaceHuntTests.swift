@@ -870,3 +870,40 @@ extension SpaceHuntTests {
         print("SpaceHunt describePage probe: file \(fileSizeOf(path)) bytes; \(text.prefix(60))")
     }
 }
+
+extension SpaceHuntTests {
+    /// `Store.compact()` reports progress (pages given back) to `withProgress` and a handler
+    /// returning false stops it between commits, as SpaceAndCompaction.md says: it reported
+    /// nothing and could not be stopped.
+    @Test func compactReportsProgressAndCanBeStopped() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = SpaceHunt.options()
+        options.compaction = .off  // the holes stay for compact()
+        let store = try Store(path: path, options: options)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 { try tree.put(bigEndianKey(UInt64(k)), SpaceHunt.value(k, generation: 0, size: 120)) }
+        }
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<40_000 where k % 3 != 0 { _ = try tree.delete(bigEndianKey(UInt64(k))) }
+        }
+        let reports = Locked(0)
+        var stopped = false
+        do {
+            _ = try withProgress(
+                every: 1,
+                { _ in
+                    reports.withLock { $0 += 1 }; return false
+                }
+            ) { try store.compact() }
+        } catch is CancellationError {
+            stopped = true
+        }
+        print("SpaceHunt compact() under withProgress: \(reports.current) reports, stopped: \(stopped)")
+        #expect(reports.current > 0, "compact() reported no progress")
+        #expect(stopped, "a progress handler returning false did not stop compact()")
+        try SpaceHunt.expectClean(store, "after the compaction")
+    }
+}
