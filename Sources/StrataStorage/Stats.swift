@@ -19,8 +19,10 @@ public struct StoreStats: Sendable, Equatable {
     public var txnid: UInt64
     /// Snapshots that hold pending pages, with the number of pages each holds.
     public var pendingHolders: [PendingHolder]
-    /// Reusable free pages in one run at the end of the file's pages: what the next commit gives
-    /// back to the file system when compaction is on (`StoreOptions.compaction`).
+    /// Reusable free pages in one run at the end of the file's pages: what a compacting commit
+    /// gives back to the file system when compaction is on (`StoreOptions.compaction`: a commit
+    /// looks every 16 commits, or after one that freed much; `Store.compact()` at once), unless
+    /// commits reuse them first.
     public var freeTailPages: UInt64
     /// Reusable free pages in each eighth of the file's pages, lowest first. Holes low in the file
     /// are where compaction copies pages from the end to; `Store.compact()` can return up to

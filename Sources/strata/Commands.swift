@@ -39,7 +39,7 @@ func info(path: String) throws(ToolFailure) {
         ("pages", "\(grouped(stats.pageCount)) (\(humanBytes(stats.pageCount * UInt64(stats.pageSize))))"),
         ("  used", "\(grouped(stats.usedPages)) (meta pages included)"),
         ("  free", "\(grouped(stats.freePages)) (reusable by the next write: \(humanBytes(stats.freeBytes)))"),
-        ("  at the end", "\(grouped(stats.freeTailPages)) of them (what the next commit gives back, compaction on)"),
+        ("  at the end", "\(grouped(stats.freeTailPages)) of them (what a compacting commit gives back, compaction on)"),
         ("  by eighth", stats.freeFractionByEighth.map { "\(Int(($0 * 100).rounded()))%" }.joined(separator: " ") + " free, first eighth of the file first"),
         ("  pending reuse", "\(grouped(stats.pendingPages))" + (stats.pendingPages > 0 ? " (freed, but a live snapshot may still read them)" : "")),
     ]

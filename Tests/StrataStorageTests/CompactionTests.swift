@@ -317,7 +317,7 @@ extension CompactionTests {
 }
 
 extension CompactionTests {
-    /// `stats()` says where the free pages are: the run at the end (what the next commit returns)
+    /// `stats()` says where the free pages are: the run at the end (what a compacting commit returns)
     /// and per eighth of the file, in agreement with its total.
     @Test func statsShowWhereTheFreePagesAre() throws {
         let path = temporaryPath()
