@@ -753,14 +753,8 @@ extension SpaceHuntTests {
     @Test func checkWhileACommitCutsItsSnapshotsFreeEndFindsNothingWrong() throws {
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        let file = Locked<ReadHookFile?>(nil)
-        let store = try Store(path: path, options: SpaceHunt.options()) { inner in
-            let hooked = ReadHookFile(inner)
-            file.withLock { $0 = hooked }
-            return hooked
-        }
+        let (store, hooked) = try ReadHookFile.store(at: path)
         let (_, holder) = try SpaceHuntTests.storeWithAPendingFreeEnd(store)
-        let hooked = try #require(file.current)
         hooked.sizeHook.withLock {
             $0 = {
                 holder.end()
@@ -775,13 +769,24 @@ extension SpaceHuntTests {
 /// A page file that runs a hook once, right after its next read (`hook`) or right before its
 /// next size is taken (`sizeHook`): the moment at which a commit of another thread would come in
 /// a race, made deterministic. Everything else passes through.
-final class ReadHookFile: FileIO {
+final class ReadHookFile: ForwardingFile {
     typealias Hook = @Sendable () -> Void
     let inner: any FileIO
     let hook = Mutex<Hook?>(nil)
     let sizeHook = Mutex<Hook?>(nil)
 
     init(_ inner: any FileIO) { self.inner = inner }
+
+    /// A store on `path` whose page file is a hook file, and that file.
+    static func store(at path: String) throws -> (Store, ReadHookFile) {
+        let file = Locked<ReadHookFile?>(nil)
+        let store = try Store(path: path, options: SpaceHunt.options()) { inner in
+            let hooked = ReadHookFile(inner)
+            file.withLock { $0 = hooked }
+            return hooked
+        }
+        return (store, try #require(file.current))
+    }
 
     private static func take(_ hook: borrowing Mutex<Hook?>) -> Hook? {
         hook.withLock { (h: inout Hook?) -> Hook? in
@@ -790,7 +795,6 @@ final class ReadHookFile: FileIO {
         }
     }
 
-    var path: String { inner.path }
     func size() throws -> UInt64 {
         Self.take(sizeHook)?()
         return try inner.size()
@@ -799,16 +803,6 @@ final class ReadHookFile: FileIO {
         try inner.read(into: buffer, at: offset)
         Self.take(hook)?()
     }
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws { try inner.write(bytes, at: offset) }
-    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws { try inner.write(buffers, at: offset) }
-    func sync() throws { try inner.sync() }
-    func truncate(to length: UInt64) throws { try inner.truncate(to: length) }
-    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try inner.map(length: length, writable: writable) }
-    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { inner.unmap(address, length: length) }
-    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
-        try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
-    }
-    func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
 }
 
 extension SpaceHuntTests {
@@ -850,15 +844,9 @@ extension SpaceHuntTests {
         guard ProcessInfo.processInfo.environment["STRATA_SPACEHUNT_PROBE"] == "describePage" else { return }
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        let file = Locked<ReadHookFile?>(nil)
-        let store = try Store(path: path, options: SpaceHunt.options()) { inner in
-            let hooked = ReadHookFile(inner)
-            file.withLock { $0 = hooked }
-            return hooked
-        }
+        let (store, hooked) = try ReadHookFile.store(at: path)
         let (_, holder) = try SpaceHuntTests.storeWithAPendingFreeEnd(store)
         let last = try store.stats().pageCount - 1  // free: a page of the dropped tree, at the end
-        let hooked = try #require(file.current)
         hooked.hook.withLock {
             $0 = {
                 // Just after describePage read the page: the commits that trim and cut the end.
