@@ -24,14 +24,31 @@ enum LockFileName {
         canonical(path) + "-lock"
     }
 
-    static func canonical(_ path: String) -> String {
+    static func canonical(_ path: String, links: Int = 0) -> String {
         if let resolved = realPath(path) { return resolved }
-        // Not created yet (or a dangling link): resolve the directory it will be created in.
         let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
         let directory = slash.map { $0 == path.utf8.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        // A symbolic link to a file not created yet: the file it names, as creating through it
+        // will make that file (resolved as the link's own name, two openers racing to create
+        // the file through a link and directly got two lock files). At most 40 links, as the
+        // system follows.
+        if links < 40, let target = linkTarget(path) {
+            return canonical(target.hasPrefix("/") ? target : directory + "/" + target, links: links + 1)
+        }
+        // Not created yet: resolve the directory it will be created in.
         let name = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
         guard !name.isEmpty, name != ".", name != "..", let resolved = realPath(directory) else { return path }
         return resolved == "/" ? "/" + name : resolved + "/" + name
+    }
+
+    /// Where the symbolic link at `path` points, as written in it; nil when `path` is no link.
+    private static func linkTarget(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBufferPointer { b in
+            b.baseAddress.map { base in base.withMemoryRebound(to: CChar.self, capacity: b.count) { readlink(path, $0, b.count) } } ?? -1
+        }
+        guard count > 0, count < buffer.count else { return nil }
+        return String(decoding: buffer[..<count], as: UTF8.self)
     }
 
     private static func realPath(_ path: String) -> String? {

@@ -33,6 +33,35 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: link + "-lock"))
     }
 
+    /// A symbolic link to a file not created yet (relative, absolute, a chain of two) names the
+    /// lock file of the file it points to, as creating through it makes that file: it named its
+    /// own ("LINK-lock"), so that two openers racing to create the database, one through the
+    /// link, used two lock files and one was refused (`openersByOneFileAreNeverRefused` failed so
+    /// in one CI run of three). A link that leads nowhere in a loop falls back to its own name.
+    @Test func aLinkToAFileNotCreatedYetNamesItsTargetsLockFile() throws {
+        let path = temporaryPath()
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let relative = directory + "/rel-" + name, absolute = directory + "/abs-" + name, chain = directory + "/chain-" + name
+        let loop = directory + "/loop-" + name
+        defer {
+            for link in [relative, absolute, chain, loop] { try? FileManager.default.removeItem(atPath: link) }
+            removeStoreFiles(path)
+        }
+        try FileManager.default.createSymbolicLink(atPath: relative, withDestinationPath: name)
+        try FileManager.default.createSymbolicLink(atPath: absolute, withDestinationPath: path)
+        try FileManager.default.createSymbolicLink(atPath: chain, withDestinationPath: "rel-" + name)
+        try FileManager.default.createSymbolicLink(atPath: loop, withDestinationPath: "loop-" + name)
+        #expect(!FileManager.default.fileExists(atPath: path))
+        let expected = LockFileName.path(for: path)
+        for link in [relative, absolute, chain] { #expect(LockFileName.path(for: link) == expected, "\(link)") }
+        #expect(LockFileName.path(for: loop) == LockFileName.canonical(directory) + "/loop-" + name + "-lock")
+        // (Creating through a link to a missing file is refused: another opener creates it.)
+        try Store(path: path).close()
+        #expect(FileManager.default.fileExists(atPath: path) && FileManager.default.fileExists(atPath: expected))
+        for link in [relative, absolute, chain, path] { #expect(LockFileName.path(for: link) == expected, "\(link)") }
+    }
+
     /// Two processes writing at once, one through a symbolic link: every increment of the shared
     /// counter arrives exactly once (two lock files would let both commit from one snapshot).
     @Test func writersThroughASymbolicLinkExcludeEachOther() async throws {
