@@ -100,6 +100,14 @@ enum ShrinkLock {
     /// so that a read-only store of one file never stops another file from shrinking.
     static let localHolders = Mutex<[FileIdentity: Int]>([:])
 
+    /// One more (`delta` 1) or one fewer (-1) of this process's holders of the file `identity`.
+    static func countLocal(_ identity: FileIdentity, _ delta: Int) {
+        localHolders.withLock { holders in
+            let count = holders[identity, default: 0] + delta
+            holders[identity] = count > 0 ? count : nil
+        }
+    }
+
     /// Commits between checks for a free tail while there is nothing to move.
     static let checkInterval = 16
 }
@@ -116,16 +124,11 @@ extension Store {
         guard needed, !env.isReadOnly else { return try body() }
         let file = env.file
         let identity = env.identity
-        if let identity { ShrinkLock.localHolders.withLock { $0[identity, default: 0] += 1 } }
+        if let identity { ShrinkLock.countLocal(identity, 1) }
         let locked = (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true)) == true
         defer {
             if locked { file.unlock(offset: ShrinkLock.offset, length: 1) }
-            if let identity {
-                ShrinkLock.localHolders.withLock { holders in
-                    holders[identity, default: 1] -= 1
-                    if holders[identity] == 0 { holders[identity] = nil }
-                }
-            }
+            if let identity { ShrinkLock.countLocal(identity, -1) }
         }
         return try body()
     }

@@ -45,7 +45,7 @@ final class ReadOnlyState: Sendable {
     /// Called as an unregistered snapshot begins: no writer truncates the file while it lives.
     /// Where the file system has no fcntl locks the snapshot goes unprotected (as it is from reuse).
     func holdShrinkLock(_ file: FileIO) {
-        ShrinkLock.localHolders.withLock { $0[identity, default: 0] += 1 }
+        ShrinkLock.countLocal(identity, 1)
         shrinkHolders.withLock { count in
             if count == 0 { _ = try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true) }
             count += 1
@@ -57,10 +57,7 @@ final class ReadOnlyState: Sendable {
             count -= 1
             if count == 0 { file.unlock(offset: ShrinkLock.offset, length: 1) }
         }
-        ShrinkLock.localHolders.withLock { holders in
-            holders[identity, default: 1] -= 1
-            if holders[identity] == 0 { holders[identity] = nil }
-        }
+        ShrinkLock.countLocal(identity, -1)
     }
 
     init(identity: FileIdentity, lockView: ReaderTable?, lockViewMap: (UInt, Int)?, lockFile: PosixFile?) {

@@ -184,7 +184,7 @@ private func condition(of expression: Any, in scope: TranslationScope) -> Condit
     if let conforming = conditionExpressionType(of: expression) {
         // The expression's own type, known to conform: casting to it is a comparison of type
         // metadata, where the protocol cast looks the (conditional) conformance up again.
-        func translate<E: ConditionExpression>(_: E.Type) -> Condition { (expression as! E).condition(in: scope) }
+        func translate<E: ConditionExpression>(_: E.Type) -> Condition { (expression as? E)?.condition(in: scope) ?? .unknown }
         translated = translate(conforming)
     } else {
         translated = .unknown
