@@ -54,8 +54,11 @@ enum FileCreation {
     /// tests' seam. Call with the lock file's writer lock held, so no other Strata process creates
     /// or initialises the file meanwhile.
     static func create(path name: String, pageSize: Int, replacing existing: stat?, wrap: ((FileIO) -> FileIO)?) throws -> Outcome {
-        // An empty file reached through a symbolic link is replaced where it is, not the link.
-        let path = existing != nil ? resolvedPath(name) : name
+        // Created or replaced where the name leads, as open(2) with O_CREAT does: an empty file
+        // reached through a symbolic link is replaced where it is, and a symbolic link to a file
+        // not created yet creates that file (the link stays a link). It is also the name the lock
+        // file is named after, so openers racing to create one file by several names agree.
+        let path = LockFileName.canonical(name)
         let temporary = temporaryPath(for: path)
         // A leftover of an interrupted creation. It may even be a second name of a database whose
         // creation stopped just after the link below: removing a name never touches a file's data.
@@ -80,8 +83,8 @@ enum FileCreation {
                 if err == EEXIST {
                     unlink(temporary)
                     if access(path, F_OK) != 0 {
-                        // The name exists but leads nowhere: a symbolic link to a missing file.
-                        throw StorageError.io(operation: "create (the name is a symbolic link to a missing file)", path: path, errno: ENOENT)
+                        // The name exists but leads nowhere: a loop of symbolic links.
+                        throw StorageError.io(operation: "create (the name is a loop of symbolic links)", path: name, errno: ELOOP)
                     }
                     return .appeared
                 }
@@ -101,17 +104,10 @@ enum FileCreation {
         }
     }
 
-    /// `path` with symbolic links resolved, or `path` itself when that fails.
-    private static func resolvedPath(_ path: String) -> String {
-        guard let resolved = realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
-
     /// Removes a temporary name left beside `path` by a creation that stopped between its link and
     /// its unlink (it then names the database itself). Called by the first process to open a file.
     static func removeStaleTemporary(of path: String, identity: FileIdentity) {
-        let temporary = temporaryPath(for: path)
+        let temporary = temporaryPath(for: LockFileName.canonical(path))
         if FileIdentity(path: temporary) == identity { unlink(temporary) }
     }
 }

@@ -56,8 +56,8 @@ import Glibc
         let expected = LockFileName.path(for: path)
         for link in [relative, absolute, chain] { #expect(LockFileName.path(for: link) == expected, "\(link)") }
         #expect(LockFileName.path(for: loop) == LockFileName.canonical(directory) + "/loop-" + name + "-lock")
-        // (Creating through a link to a missing file is refused: another opener creates it.)
-        try Store(path: path).close()
+        // Created through the chain: the file the links lead to, with the lock file they named.
+        try Store(path: chain).close()
         #expect(FileManager.default.fileExists(atPath: path) && FileManager.default.fileExists(atPath: expected))
         for link in [relative, absolute, chain, path] { #expect(LockFileName.path(for: link) == expected, "\(link)") }
     }
