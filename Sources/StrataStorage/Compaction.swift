@@ -15,9 +15,12 @@ import Synchronization
 //   other, for a later commit to trim once no snapshot sees it. A reader's snapshot never changes.
 //
 // The pages to move are found through the trees' branch pages (which name their children) without
-// reading leaves. Overflow runs are named only by the leaves that hold them, so they are not moved:
-// they move when their value is written again. A run at the very end of the file stops the trim
-// until then.
+// reading leaves. Overflow runs are named only by the leaves that hold them: a commit's automatic
+// compaction leaves them where they are (finding them means reading every leaf), and they move when
+// their value is written again. `Store.compact()` and idle-time compaction, which run when the
+// writes have stopped, read the leaves when the end of the file holds runs, and move those runs
+// first, into the lowest free stretch long enough for each (before single pages fill the holes
+// page by page; a run is written anew at the end of the file when no free stretch below fits).
 //
 // Unregistered snapshots (a read-only opening in another process, ReadOnly.swift) read pages the
 // writer cannot know they see, so a truncation could pull a page from under them (SIGBUS). Each
@@ -201,6 +204,7 @@ extension WriteTransaction {
         }
         candidates.sort { $0.page > $1.page }
         var moved = 0
+        if forceCompaction || cutsToFit { moved += try moveRuns(floor: floor, budget: budget) }
         for candidate in candidates {
             if moved >= budget { break }
             // Copies land lowest first; once the holes are above a page, moving it gains nothing.
@@ -224,6 +228,50 @@ extension WriteTransaction {
             moved += 1
         }
         movedPages += moved
+    }
+
+    /// Moves the overflow runs at or above `floor` (highest first, up to `budget` pages) into the
+    /// lowest free stretch that fits each, when it lies below the run: the value is written again
+    /// under its key, which allocates the lowest fitting stretch and frees the old run. Reads every
+    /// leaf of the trees, so it runs only when a page past `floor` is a run's first page.
+    /// Returns the pages moved.
+    private func moveRuns(floor: PageNo, budget: Int) throws -> Int {
+        guard try tailHoldsRuns(from: floor) else { return 0 }
+        var moved = 0
+        for name in try listTrees(pages: pages, catalogRoot: catalog.root) {
+            guard let state = try state(name), state.info.root != 0 else { continue }
+            var found: [(key: [UInt8], run: PageNo)] = []
+            let cursor = Cursor(pages: pages, root: state.info.root, owner: pages)
+            var more = try cursor.first()
+            while more {
+                if let run = try cursor.overflowRun(), run >= floor { found.append((Array(cursor.key), run)) }
+                more = try cursor.next()
+            }
+            found.sort { $0.run > $1.run }
+            for (key, run) in found {
+                if moved >= budget { return moved }
+                let count = try pages.overflowRun(run).pages
+                guard let low = try allocator.lowestRun(count), low < run else { continue }
+                guard let value = try key.withUnsafeBytes({ try pages.get(root: state.info.root, key: $0).map(Array.init) }) else { continue }
+                var info = state.info
+                try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in _ = try put(&info, key: k, value: v) } }
+                state.info = info
+                state.modified = true  // a new root for the catalog; no key changed
+                moved += count
+            }
+        }
+        return moved
+    }
+
+    /// Whether a page at or above `floor` starts an overflow run (a live one, or the remains of a
+    /// freed one: then the leaves are read for nothing, once).
+    private func tailHoldsRuns(from floor: PageNo) throws -> Bool {
+        var page = floor
+        while page < pageCount {
+            if pages.dirty[page] == nil, let p = try? pages.page(page), p.u8(PageHeader.type) == PageType.overflow.rawValue { return true }
+            page += 1
+        }
+        return false
     }
 
     private enum Owner { case catalog, free, tree(String) }

@@ -320,6 +320,13 @@ public final class Cursor {
     /// The leaf page under the cursor.
     var leafPage: PageNo? { isPositioned ? leaf?.pgno : nil }
 
+    /// The first page of the overflow run holding the current value, nil for a value in the leaf.
+    func overflowRun() throws -> PageNo? {
+        guard isPositioned, depth > 0, let leaf else { return nil }
+        if case .overflow(let run, _) = try leaf.leafEntry(frames[depth - 1].index).value { return run }
+        return nil
+    }
+
     /// More entries than any tree holds (2^40 pages of at most 64 KiB).
     static let maxEntries: UInt64 = 1 << 58
 

@@ -292,6 +292,21 @@ final class FreePageAllocator {
         }
     }
 
+    /// The first page of the lowest `count` consecutive reusable pages, without taking them (the
+    /// run `allocateRun` would take), or nil.
+    func lowestRun(_ count: Int) throws -> PageNo? {
+        try loadAll()
+        var all: [PageNo] = []
+        for chunk in chunks { all.append(contentsOf: chunk.reusable.lazy.map(\.page)) }
+        all.sort()
+        var runStart = 0
+        for i in all.indices {
+            if i > 0 && all[i] != all[i - 1] + 1 { runStart = i }
+            if i - runStart + 1 == count { return all[runStart] }
+        }
+        return nil
+    }
+
     /// `count` consecutive reusable pages, or nil. Loads the whole free list: runs are for large
     /// values, whose cost this dwarfs.
     func allocateRun(_ count: Int) throws -> PageNo? {
