@@ -293,41 +293,61 @@ final class FreePageAllocator {
     }
 
     /// The first page of the lowest `count` consecutive reusable pages, without taking them (the
-    /// run `allocateRun` would take), or nil.
+    /// run `allocateRun` would take), or nil. Loads the whole free list.
     func lowestRun(_ count: Int) throws -> PageNo? {
         try loadAll()
-        var all: [PageNo] = []
-        for chunk in chunks { all.append(contentsOf: chunk.reusable.lazy.map(\.page)) }
-        all.sort()
-        var runStart = 0
-        for i in all.indices {
-            if i > 0 && all[i] != all[i - 1] + 1 { runStart = i }
-            if i - runStart + 1 == count { return all[runStart] }
-        }
-        return nil
+        return lowestRunStart(count)
     }
 
-    /// `count` consecutive reusable pages, or nil. Loads the whole free list: runs are for large
-    /// values, whose cost this dwarfs.
+    /// `count` consecutive reusable pages, the lowest such, or nil. Loads the whole free list:
+    /// runs are for large values, whose cost this dwarfs.
     func allocateRun(_ count: Int) throws -> PageNo? {
         try loadAll()
-        var all: [(page: PageNo, chunk: Int)] = []
-        for (c, chunk) in chunks.enumerated() { for e in chunk.reusable { all.append((e.page, c)) } }
-        if all.count < count { return nil }
-        all.sort { $0.page < $1.page }
-        var runStart = 0
-        for i in 0..<all.count {
-            if i > 0 && all[i].page != all[i - 1].page + 1 { runStart = i }
-            if i - runStart + 1 == count {
-                let first = all[runStart].page
-                let taken = Set(all[runStart...i].map(\.page))
-                for c in Set(all[runStart...i].map(\.chunk)) {
-                    chunks[c].reusable.removeAll { taken.contains($0.page) }
-                    chunks[c].modified = true
+        guard let first = lowestRunStart(count) else { return nil }
+        let end = first + UInt64(count)
+        for c in chunks.indices where chunks[c].reusable.contains(where: { $0.page >= first && $0.page < end }) {
+            chunks[c].reusable.removeAll { $0.page >= first && $0.page < end }
+            chunks[c].modified = true
+        }
+        lowHeapValid = false
+        allocations += count
+        return first
+    }
+
+    /// The lowest run of `count` reusable pages, found in a bitmap of the reusable pages: a value in
+    /// an overflow run is written (and `compact()` moves runs) one at a time, and sorting the whole
+    /// free list for each made a transaction of many large values, or a compaction of a file
+    /// holding many, cost the free list's size times their number in sorting.
+    private func lowestRunStart(_ count: Int) -> PageNo? {
+        var highest: PageNo = 0
+        var total = 0
+        for chunk in chunks {
+            for e in chunk.reusable { highest = max(highest, e.page) }
+            total += chunk.reusable.count
+        }
+        guard count > 0, total >= count else { return nil }
+        // Entries were checked against the file's page count as their chunk loaded.
+        var bits = [UInt64](repeating: 0, count: Int(highest / 64) + 1)
+        for chunk in chunks { for e in chunk.reusable { bits[Int(e.page / 64)] |= 1 << (e.page % 64) } }
+        var start: PageNo = 0
+        var length = 0
+        for (w, word) in bits.enumerated() {
+            if word == 0 {
+                length = 0
+            } else if word == .max {
+                if length == 0 { start = PageNo(w) * 64 }
+                length += 64
+                if length >= count { return start }
+            } else {
+                for b in 0..<64 {
+                    if word & (1 << UInt64(b)) == 0 {
+                        length = 0
+                        continue
+                    }
+                    if length == 0 { start = PageNo(w) * 64 + PageNo(b) }
+                    length += 1
+                    if length >= count { return start }
                 }
-                lowHeapValid = false
-                allocations += count
-                return first
             }
         }
         return nil

@@ -291,3 +291,65 @@ extension PageReuseTests {
         #expect(try store.check().problems.contains { $0.description.contains("listed free twice") })
     }
 }
+
+extension PageReuseTests {
+    /// A run of `count` free pages is the lowest `count` consecutive reusable pages, as a sorted
+    /// scan of the free list finds them, for lengths across the 64-page words of the allocator's
+    /// bitmap; taking it removes exactly those pages. (It sorted the whole free list for every run:
+    /// a bitmap now.) Random holes of random lengths, seeded.
+    @Test func aRunIsTheLowestStretchOfFreePagesLongEnough() throws {
+        let seed = SpaceHunt.seed
+        var random = SplitMix(seed: seed)
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: SpaceHunt.options(compaction: .off))
+        let keys = 6_000
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<keys { try tree.put(bigEndianKey(UInt64(k)), SpaceHunt.value(k, generation: 0, size: random.percent(10) ? 9_000 : 200)) }
+        }
+        // Holes: stretches of keys deleted, some long enough to free many pages in a row.
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            var k = 0
+            while k < keys {
+                let length = random.percent(20) ? random.within(100...900) : random.within(1...40)
+                if random.percent(50) { for key in k..<min(keys, k + length) { _ = try tree.delete(bigEndianKey(UInt64(key))) } }
+                k += length
+            }
+        }
+        _ = try store.write { try $0.createTree("other").put([1], [1]) }  // the frees become reusable
+        try store.write { txn in
+            try txn.allocator.loadAll()
+            var free = Set(txn.allocator.reusablePages)
+            #expect(free.count > 500, "seed \(seed): only \(free.count) free pages")
+            func modelRun(_ count: Int) -> PageNo? {
+                let sorted = free.sorted()
+                var start = 0
+                for i in sorted.indices {
+                    if i > 0 && sorted[i] != sorted[i - 1] + 1 { start = i }
+                    if i - start + 1 == count { return sorted[start] }
+                }
+                return nil
+            }
+            var found = 0, long = 0
+            let before = free.count
+            for step in 0..<200 {
+                let count = random.percent(30) ? random.within(60...200) : random.within(1...12)
+                let expected = modelRun(count)
+                #expect(try txn.allocator.lowestRun(count) == expected, "seed \(seed) step \(step): lowest run of \(count)")
+                let taken = try txn.allocator.allocateRun(count)
+                #expect(taken == expected, "seed \(seed) step \(step): run of \(count)")
+                if let taken {
+                    for p in taken..<(taken + UInt64(count)) { free.remove(p) }
+                    found += 1
+                    if count >= 64 { long += 1 }
+                }
+                #expect(Set(txn.allocator.reusablePages) == free, "seed \(seed) step \(step): the free pages after taking a run of \(count)")
+            }
+            print("PageReuse runs: seed \(seed), \(before) free pages, \(found) of 200 runs found (\(long) of 64 pages or more)")
+            #expect(long > 3, "seed \(seed): too few long runs to test the bitmap's whole words")
+            txn.abort()
+        }
+    }
+}
