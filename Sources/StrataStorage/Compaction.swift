@@ -263,12 +263,24 @@ extension WriteTransaction {
         return moved
     }
 
-    /// Whether a page at or above `floor` starts an overflow run (a live one, or the remains of a
-    /// freed one: then the leaves are read for nothing, once).
+    /// Whether a page at or above `floor` that no free list names starts an overflow run. Freed
+    /// runs keep their header until the page is written again, so free pages are passed over: else
+    /// every idle commit would read every leaf while a held snapshot keeps such pages in the tail.
+    /// (Runs this transaction wrote are left: they were placed lowest first.) Needs every chunk
+    /// of the free list loaded.
     private func tailHoldsRuns(from floor: PageNo) throws -> Bool {
+        guard floor < pageCount else { return false }
+        var free = Set(spare.lazy.filter { $0 >= floor })
+        for entry in freed where entry.page >= floor { free.insert(entry.page) }
+        for chunk in allocator.chunks {
+            for entry in chunk.reusable where entry.page >= floor { free.insert(entry.page) }
+            for entry in chunk.held where entry.page >= floor { free.insert(entry.page) }
+        }
         var page = floor
         while page < pageCount {
-            if pages.dirty[page] == nil, let p = try? pages.page(page), p.u8(PageHeader.type) == PageType.overflow.rawValue { return true }
+            if pages.dirty[page] == nil, !free.contains(page), let p = try? pages.page(page), p.u8(PageHeader.type) == PageType.overflow.rawValue {
+                return true
+            }
             page += 1
         }
         return false
