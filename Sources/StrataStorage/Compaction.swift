@@ -250,9 +250,10 @@ extension WriteTransaction {
             found.sort { $0.run > $1.run }
             for (key, run) in found {
                 if moved >= budget { return moved }
-                let count = try pages.overflowRun(run).pages
-                guard let low = try allocator.lowestRun(count), low < run else { continue }
                 guard let value = try key.withUnsafeBytes({ try pages.get(root: state.info.root, key: $0).map(Array.init) }) else { continue }
+                // The run the value gets when written again (as `makeLeafEntry` sizes it).
+                let count = (PageHeader.size + value.count + pageSize - 1) / pageSize
+                guard let low = try allocator.lowestRun(count), low < run else { continue }
                 var info = state.info
                 try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in _ = try put(&info, key: k, value: v) } }
                 state.info = info

@@ -184,6 +184,14 @@ final class Environment: @unchecked Sendable {
             var header = [UInt8](repeating: 0, count: LockLayout.slotsOffset)
             try header.withUnsafeMutableBytes { (h) throws in try lockFile.read(into: h, at: 0) }
             guard let count = header.withUnsafeBytes({ LockLayout.validSlotCount(header: $0.baseAddress!, fileSize: lockSize) }) else {
+                let found = header.withUnsafeBytes { ($0.baseAddress!.u64(LockLayout.magicOffset), $0.baseAddress!.u32(LockLayout.versionOffset)) }
+                if found.0 == LockLayout.magic && found.1 != LockLayout.version {
+                    throw StorageError.notAStrataFile(
+                        path: lockFile.path,
+                        reason:
+                            "lock file of version \(found.1), this build's is \(LockLayout.version): a process of another Strata build has the database open; close it there first (FORMAT.md §6)"
+                    )
+                }
                 throw StorageError.notAStrataFile(path: lockFile.path, reason: "lock file header is invalid")
             }
             slots = count
@@ -193,7 +201,12 @@ final class Environment: @unchecked Sendable {
         let lockLength = LockLayout.size(slots: slots)
         let lockMemory = try lockFile.map(length: lockLength, writable: true)
         if alone { ReaderTable.format(lockMemory, slots: slots) }
-        let readers = ReaderTable(memory: lockMemory, slotCount: slots, ownsMemory: false)
+        // The pid byte first, then the slots: a slot of this process is never seen without it.
+        _ = try lockFile.lock(offset: LockLayout.pidLockBase + Int64(currentPID()), length: 1, exclusive: false, wait: true)
+        let readers = ReaderTable(memory: lockMemory, slotCount: slots, ownsMemory: false) { [lockFile] pid in
+            // Unknown (the query failed): taken as holding it, as before pid bytes existed.
+            lockFile.isLockedByOthers(offset: LockLayout.pidLockBase + Int64(pid)) ?? true
+        }
         // From now on hold the shared "alive" lock for as long as this process has the file open.
         _ = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: false, wait: true)
 

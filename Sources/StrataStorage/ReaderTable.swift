@@ -11,7 +11,7 @@ import Synchronization
 
 enum LockLayout {
     static let magic: UInt64 = 0x4B4C_4154_4152_5453  // "STRATALK" read as little-endian bytes
-    static let version: UInt32 = 2
+    static let version: UInt32 = 3
     static let magicOffset = 0  // u64
     static let versionOffset = 8  // u32
     static let slotCountOffset = 12  // u32
@@ -28,6 +28,10 @@ enum LockLayout {
     /// fcntl byte ranges in the lock file.
     static let writerLockByte: Int64 = 0
     static let aliveLockByte: Int64 = 1
+    /// Byte `pidLockBase + pid`: held shared by process `pid` for as long as it has the file open
+    /// read-write, so that a slot whose pid now names a process that never opened the file (the
+    /// pid was reused after its owner died) is told from a live reader's. Far past any data.
+    static let pidLockBase: Int64 = 1 << 40
 
     static func size(slots: Int) -> Int { slotsOffset + slots * slotStride }
 
@@ -86,12 +90,20 @@ final class ReaderTable: Sendable {
     /// anyone unless another process watches too.
     private let selfWatching = Atomic<Bool>(false)
 
-    init(memory: UnsafeMutableRawPointer, slotCount: Int, ownsMemory: Bool, readOnly: Bool = false) {
+    /// Whether process `pid` has the file open (holds its pid byte in the lock file), nil when that
+    /// cannot be asked (an in-process table, or a read-only view). Asked only of pids that exist.
+    private let holdsFile: (@Sendable (UInt64) -> Bool)?
+
+    init(
+        memory: UnsafeMutableRawPointer, slotCount: Int, ownsMemory: Bool, readOnly: Bool = false,
+        holdsFile: (@Sendable (UInt64) -> Bool)? = nil
+    ) {
         self.memoryAddress = UInt(bitPattern: memory)
         self.slotCount = slotCount
         self.ownsMemory = ownsMemory
         self.pid = currentPID()
         self.isReadOnly = readOnly
+        self.holdsFile = holdsFile
     }
 
     /// A table in process memory, for stores no other process can open.
@@ -232,8 +244,8 @@ final class ReaderTable: Sendable {
         owner(slot).pointee.store(0, ordering: .sequentiallyConsistent)
     }
 
-    /// Live snapshots, after clearing the slots of processes that no longer exist (a read-only view
-    /// only skips them). Scans only the
+    /// Live snapshots, after clearing the slots of processes that no longer exist, or whose pid a
+    /// process that does not have the file open now bears (a read-only view only skips them). Scans only the
     /// slots below the high-water mark: a reader raises the mark (sequentially consistent) before
     /// it publishes a snapshot id, so a scan that misses its slot also misses its id.
     func liveReaders() -> [ReaderSlot] {
@@ -245,7 +257,9 @@ final class ReaderTable: Sendable {
             if ownerPid == 0 || ownerPid == Self.reclaiming { continue }
             let t = txn(slot).pointee.load(ordering: .sequentiallyConsistent)
             if ownerPid != pid {
-                if deadPids.contains(ownerPid) || !processIsAlive(ownerPid) {
+                // A pid may be reused once its process dies: a live process with that pid that
+                // does not hold the pid's byte in the lock file is not the slot's owner.
+                if deadPids.contains(ownerPid) || !processIsAlive(ownerPid) || holdsFile?(ownerPid) == false {
                     deadPids.insert(ownerPid)
                     if isReadOnly { continue }
                     // One scanner wins the slot from the dead owner, and only it clears the slot:

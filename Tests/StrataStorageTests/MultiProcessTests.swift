@@ -200,3 +200,52 @@ import Foundation
         #expect(stats.pendingPages == 0 && stats.pendingHolders.isEmpty, "pages still held for the killed reader: \(stats.pendingHolders)")
     }
 }
+
+extension MultiProcessTests {
+    /// A reader slot whose pid now names a live process that never opened the file (the pid was
+    /// reused after the slot's owner died without ending its snapshot) is reclaimed: the slot was
+    /// taken as live for as long as that unrelated process ran, and pinned every page freed after
+    /// its snapshot. The slot is written straight into the lock file, as a killed reader leaves
+    /// it, with the pid of a `sleep` this test starts.
+    @Test func aSlotWhosePidWasReusedByAnotherProcessIsReclaimed() throws {
+        let path = temporaryPath("reused-pid")
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        try store.write { txn in
+            let t = try txn.createTree("t")
+            for k in 0..<200 { try t.put(Array("k\(k)".utf8), Array(repeating: 1, count: 300)) }
+        }
+        let old = try store.read { $0.txnid }
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["60"]
+        try sleeper.run()
+        defer { sleeper.terminate() }
+        let stranger = UInt64(sleeper.processIdentifier)
+
+        let fd = open(LockFileName.path(for: path), O_RDWR)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let length = LockLayout.size(slots: LockLayout.defaultSlots)
+        let map = try #require(mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))
+        #expect(map != MAP_FAILED)
+        defer { munmap(map, length) }
+        let highWater = Int(map.load(fromByteOffset: LockLayout.highWaterOffset, as: UInt64.self))
+        let slot = map + LockLayout.slotsOffset + highWater * LockLayout.slotStride
+        slot.storeBytes(of: stranger, toByteOffset: LockLayout.slotOwner, as: UInt64.self)
+        slot.storeBytes(of: old, toByteOffset: LockLayout.slotTxnid, as: UInt64.self)
+        map.storeBytes(of: UInt64(highWater + 1), toByteOffset: LockLayout.highWaterOffset, as: UInt64.self)
+
+        for round in 0..<5 {
+            try store.write { txn in
+                let t = try txn.createTree("t")
+                for k in 0..<200 { try t.put(Array("k\(k)".utf8), Array(repeating: UInt8(round + 2), count: 300)) }
+            }
+        }
+        #expect(
+            !store.readers().contains { $0.pid == stranger }, "the slot of pid \(stranger) (a sleep that never opened the file) is listed: \(store.readers())")
+        let stats = try store.stats()
+        #expect(stats.pendingPages == 0 && stats.pendingHolders.isEmpty, "pages held for pid \(stranger): \(stats.pendingHolders)")
+        #expect(slot.load(fromByteOffset: LockLayout.slotOwner, as: UInt64.self) == 0, "the slot was not freed")
+    }
+}
