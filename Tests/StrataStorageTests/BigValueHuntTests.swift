@@ -117,7 +117,11 @@ enum BigHunt {
     /// every step; at the end, with nothing open, the file must be compact, and reopen the same.
     @Test(arguments: [4096, 16384], [false, true])
     func randomBigValuesUnderCompaction(pageSize: Int, idle: Bool) throws {
-        let seed = BigHunt.seed ^ UInt64(pageSize) ^ (idle ? 1 : 0)
+        try Self.randomBigValues(pageSize: pageSize, idle: idle, seedBase: BigHunt.seed, rounds: BigHunt.rounds)
+    }
+
+    static func randomBigValues(pageSize: Int, idle: Bool, seedBase: UInt64, rounds: Int) throws {
+        let seed = seedBase ^ UInt64(pageSize) ^ (idle ? 1 : 0)
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
         var options = SpaceHunt.options()
@@ -129,8 +133,8 @@ enum BigHunt {
         do {
             let store = try Store(path: path, options: options)
             defer { store.close() }
-            for round in 0..<BigHunt.rounds {
-                let context = "seed \(seed) (STRATA_BIGHUNT_SEED=\(BigHunt.seed)), page size \(pageSize), \(idle ? "idle" : "compact()"), round \(round)"
+            for round in 0..<rounds {
+                let context = "seed \(seed) (STRATA_BIGHUNT_SEED=\(seedBase)), page size \(pageSize), \(idle ? "idle" : "compact()"), round \(round)"
                 try BigHunt.randomWrite(store, &model, &random, ops: random.within(20...80), keySpace: 120, generation: round)
                 var held: (ReadTransaction, SpaceHunt.Model)?
                 if random.percent(60) { held = (try store.beginRead(), model) }
