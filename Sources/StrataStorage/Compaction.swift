@@ -175,7 +175,9 @@ extension WriteTransaction {
 
     /// Whether this commit freed a sixteenth of the file or more: they are reusable at the next
     /// commit, which then checks for holes and a free tail.
-    private var freedMuch: Bool { freed.count >= max(64, Int(base.pageCount / 16)) }
+    /// (At least 16, the floor of `movingThreshold`: a small file that loses most of its pages in
+    /// one commit is holed as much as a large one.)
+    private var freedMuch: Bool { freed.count >= max(16, Int(base.pageCount / 16)) }
 
     /// Whether this commit leaves the file with holes for idle-time compaction to fill: its check
     /// found more than `freeFraction` free, or it freed much (`freedMuch`).

@@ -135,8 +135,12 @@ extension Store {
                 }
                 txn.compactNow = true
                 txn.cutsToFit = true
+                let held = txn.allocator.sortedReaders
                 try txn.commit()
-                return txn.movedPages > 0 || txn.trimmedPages > 0
+                let moved = txn.movedPages > 0 || txn.trimmedPages > 0
+                // Moved nothing: the snapshots live now may be what held the pages (`noteStuck`).
+                if !moved { env.idleCompaction.withLock { $0.readersAtLastLook = held } }
+                return moved
             } catch {
                 txn.abort()
                 throw error
