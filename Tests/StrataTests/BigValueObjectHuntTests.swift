@@ -61,31 +61,9 @@ private final class BigMirror: @unchecked Sendable {
     var state: (mirror: [BigDoc], deliveries: Int, problems: [String]) { lock.withLock { (mirror, deliveries, problems) } }
 }
 
-private struct BigRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-    mutating func within(_ range: ClosedRange<Int>) -> Int { range.lowerBound + below(range.count) }
-    mutating func percent(_ percent: Int) -> Bool { below(100) < percent }
-}
-
-private final class BigLocked<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-    var current: Value { withLock { $0 } }
+extension ObjectRandom {
+    fileprivate mutating func within(_ range: ClosedRange<Int>) -> Int { range.lowerBound + below(range.count) }
+    fileprivate mutating func percent(_ percent: Int) -> Bool { below(100) < percent }
 }
 
 @Suite struct BigValueObjectHuntTests {
@@ -103,7 +81,7 @@ private final class BigLocked<Value: Sendable>: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: path + "-lock")
     }
 
-    fileprivate static func doc(_ id: Int, generation: Int, random: inout BigRandom) -> BigDoc {
+    fileprivate static func doc(_ id: Int, generation: Int, random: inout ObjectRandom) -> BigDoc {
         let big = random.below(100)
         let bodySize = big < 30 ? random.below(200) : big < 90 ? random.within(1_000...20_000) : random.within(20_000...200_000)
         var bytes = [UInt8](repeating: 0, count: bodySize)
@@ -139,7 +117,7 @@ private final class BigLocked<Value: Sendable>: @unchecked Sendable {
         var options = StoreOptions(durability: .noSync)
         options.transactionMemory = 256 << 10
         options.compaction.idleDelay = idle ? .milliseconds(5) : nil
-        var random = BigRandom(seed: seed)
+        var random = ObjectRandom(seed: seed)
         var model: [Int: BigDoc] = [:]
         do {
             let db = try Database(path: path, models: [BigDoc.self], options: options)
@@ -183,10 +161,10 @@ private final class BigLocked<Value: Sendable>: @unchecked Sendable {
                 let before = (byKey.state.deliveries, byGroup.state.deliveries)
                 // Queries on another thread while compaction runs.
                 let expected = model.values.sorted { $0.id < $1.id }
-                let queryProblems = BigLocked<[String]>([])
-                let stop = BigLocked(false)
+                let queryProblems = XProcLocked<[String]>([])
+                let stop = XProcLocked(false)
                 let reader = Thread {
-                    while !stop.current {
+                    while !stop.withLock({ $0 }) {
                         do {
                             let got = try db.objects(BigDoc.self).sorted(by: SortDescriptor(\.id)).fetch()
                             if got != expected {
@@ -207,7 +185,7 @@ private final class BigLocked<Value: Sendable>: @unchecked Sendable {
                 }
                 stop.withLock { $0 = true }
                 while !reader.isFinished { usleep(1_000) }
-                #expect(queryProblems.current.isEmpty, "\(context): \(queryProblems.current.prefix(3))")
+                #expect(queryProblems.withLock { $0 }.isEmpty, "\(context): \(queryProblems.withLock { $0 }.prefix(3))")
                 Self.settle(byKey)
                 Self.settle(byGroup)
                 #expect(
