@@ -1,10 +1,20 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Hot backup and compaction.
 extension Store {
     /// Writes a consistent copy of the newest commit to a new file at `path` while writers go on.
     ///
     /// With `compacting` (the default) every tree is rewritten in key order into fresh, full pages:
     /// the copy holds no free pages and is the way to shrink a file. Without it the pages are copied
-    /// as they are, free space included. The destination must not exist.
+    /// as they are, free space included. The destination must not exist (a symbolic link to a
+    /// missing file is followed: the copy is made there). The copy is written under a temporary
+    /// name beside it (`NAME-copying-PID-N`, which a crash may leave behind) and given its name
+    /// once complete and synced, never replacing a file that appeared there meanwhile (then it
+    /// throws): nobody ever sees a partial copy under the name.
     ///
     /// ```swift
     /// try store.copy(to: "/backups/app.strata")
@@ -13,31 +23,40 @@ extension Store {
     /// `StoreOptions.readOnly`) removes what it wrote and throws. Under `withProgress` it reports
     /// the entries (or pages) copied and stops, removing what it wrote, with `CancellationError`.
     public func copy(to path: String, compacting: Bool = true) throws {
-        if PosixFile.exists(path) { throw StorageError.io(operation: "create copy", path: path, errno: 17) }
-        var created = false
-        do {
-            // A page copy reads the snapshot's free pages too, which no snapshot pins.
-            try holdingOffCuts(if: !compacting) {
-                try read { snapshot in
-                    if compacting {
-                        try compactingCopy(snapshot, to: path, created: &created)
-                    } else {
-                        try pageCopy(snapshot, to: path, created: &created)
-                    }
+        // Where the name leads (through a symbolic link to a missing file: that file, as opening
+        // a database there would create it).
+        let destination = LockFileName.canonical(path)
+        if PosixFile.exists(destination) { throw StorageError.io(operation: "create copy", path: path, errno: EEXIST) }
+        // The copy is made under a name of its own and linked into place once complete and
+        // synced: the destination never holds a partial copy, and a file that appears there
+        // meanwhile (another process's database) is never written into or replaced.
+        let temporary = destination + "-copying-\(currentPID())-\(UInt32.random(in: 0...UInt32.max))"
+        defer {
+            unlinkFile(LockFileName.path(for: temporary))
+            unlinkFile(temporary)
+        }
+        // A page copy reads the snapshot's free pages too, which no snapshot pins.
+        try holdingOffCuts(if: !compacting) {
+            try read { snapshot in
+                if compacting {
+                    try compactingCopy(snapshot, to: temporary)
+                } else {
+                    try pageCopy(snapshot, to: temporary)
                 }
             }
-        } catch {
-            if created {
-                unlinkFile(LockFileName.path(for: path))
-                unlinkFile(path)
-            }
-            throw error
         }
+        guard try FileCreation.giveName(temporary, as: destination, given: path) else {
+            throw StorageError.io(operation: "create copy (a file appeared under the name meanwhile)", path: path, errno: EEXIST)
+        }
+        try syncDirectory(containing: destination)
     }
 
-    private func compactingCopy(_ snapshot: ReadTransaction, to path: String, created: inout Bool) throws {
-        let target = try Store(path: path, options: StoreOptions(pageSize: pageSize, durability: .noSync))
-        created = true
+    private func compactingCopy(_ snapshot: ReadTransaction, to path: String) throws {
+        // No idle-time compaction: nothing of this store may outlive the copy, which is given its
+        // name once the store is closed.
+        var options = StoreOptions(pageSize: pageSize, durability: .noSync)
+        options.compaction = .off
+        let target = try Store(path: path, options: options)
         defer { target.close() }
         // Commit in batches so a large copy never holds the whole file in dirty pages.
         let batchBytes = 64 << 20
@@ -80,9 +99,8 @@ extension Store {
         try target.env.file.sync()
     }
 
-    private func pageCopy(_ snapshot: ReadTransaction, to path: String, created: inout Bool) throws {
+    private func pageCopy(_ snapshot: ReadTransaction, to path: String) throws {
         let target = try PosixFile(path: path, mode: .createNew(permissions: 0o644))
-        created = true
         let meta = snapshot.meta
         let chunk = 256
         var page: UInt64 = 2

@@ -76,24 +76,9 @@ enum FileCreation {
             try writeInitialPages(wrap?(posix) ?? posix, pageSize: pageSize)
             if existing != nil {
                 if rename(temporary, path) != 0 { throw StorageError.io(operation: "rename", path: path, errno: errno) }
-            } else if link(temporary, path) != 0 {
-                // link, unlike rename, never replaces a file that appeared meanwhile (made by
-                // something other than Strata, which would have waited for the writer lock).
-                let err = errno
-                if err == EEXIST {
-                    unlink(temporary)
-                    if access(path, F_OK) != 0 {
-                        // The name exists but leads nowhere: a loop of symbolic links.
-                        throw StorageError.io(operation: "create (the name is a loop of symbolic links)", path: name, errno: ELOOP)
-                    }
-                    return .appeared
-                }
-                // A filesystem without hard links: rename, after looking once more.
-                if access(path, F_OK) == 0 {
-                    unlink(temporary)
-                    return .appeared
-                }
-                if rename(temporary, path) != 0 { throw StorageError.io(operation: "rename", path: path, errno: errno) }
+            } else if try !giveName(temporary, as: path, given: name) {
+                unlink(temporary)
+                return .appeared
             }
             unlink(temporary)
             try syncDirectory(containing: path)
@@ -102,6 +87,26 @@ enum FileCreation {
             unlink(temporary)
             throw error
         }
+    }
+
+    /// Gives the complete file `temporary` the name `path` (canonical, beside it) without ever
+    /// replacing a file that appeared there meanwhile: `link`, which fails if the name exists, or,
+    /// on a filesystem without hard links, `rename` after looking once more. Returns false when a
+    /// file appeared (`temporary` keeps its name); the caller removes `temporary` either way.
+    /// `given` is the name the caller was given, for errors.
+    static func giveName(_ temporary: String, as path: String, given: String) throws -> Bool {
+        if link(temporary, path) == 0 { return true }
+        let err = errno
+        if err == EEXIST {
+            if access(path, F_OK) != 0 {
+                // The name exists but leads nowhere: a loop of symbolic links.
+                throw StorageError.io(operation: "create (the name is a loop of symbolic links)", path: given, errno: ELOOP)
+            }
+            return false
+        }
+        if access(path, F_OK) == 0 { return false }
+        if rename(temporary, path) != 0 { throw StorageError.io(operation: "rename", path: path, errno: errno) }
+        return true
     }
 
     /// Removes a temporary name left beside `path` by a creation that stopped between its link and

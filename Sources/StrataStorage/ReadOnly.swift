@@ -168,7 +168,12 @@ extension Environment {
         }
         let length = LockLayout.size(slots: count)
         guard let memory = try? lock.map(length: length, writable: false) else { return nil }
-        return (ReaderTable(memory: memory, slotCount: count, ownsMemory: false, readOnly: true), UInt(bitPattern: memory), length, lock)
+        // A slot whose pid a process bears that does not hold the pid's byte is a dead reader's
+        // (the pid was reused): skipped here as the writer drops it (FORMAT.md §6).
+        let table = ReaderTable(memory: memory, slotCount: count, ownsMemory: false, readOnly: true) { [lock] pid in
+            lock.isLockedByOthers(offset: LockLayout.pidLockBase + Int64(pid)) ?? true
+        }
+        return (table, UInt(bitPattern: memory), length, lock)
     }
 
     /// A new snapshot of a read-only environment: the newest commit whose pages verify, the map
