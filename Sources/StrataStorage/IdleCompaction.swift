@@ -79,13 +79,20 @@ extension Store {
                     sleep(for: wait)
                 case .compact(let since):
                     var progressed = false
-                    for _ in 0..<10_000 {
+                    var commits = 0
+                    while commits < 10_000 {
                         guard let store = handles.store, let moved = store.idleCompactionCommit(since: since) else { return }
-                        if !moved {
-                            if !progressed { store.noteStuck() }
-                            return
+                        commits += 1
+                        if moved {
+                            progressed = true
+                            continue
                         }
-                        progressed = true
+                        if progressed { return }
+                        // Nothing moved or trimmed. If snapshots held the pages, look again once
+                        // one of them has ended, as long as no commit comes (one that leaves holes
+                        // arms the timer anew): the writes have stopped, so no commit would.
+                        let held = store.noteStuck()
+                        if held.isEmpty || !Store.waitForAnyToEnd(held, handles.store, since: since) { return }
                     }
                     return
                 }
@@ -108,9 +115,38 @@ extension Store {
     }
 
     /// The first idle commit of an episode moved and trimmed nothing: remember the page count.
-    private func noteStuck() {
+    /// Returns the snapshots that were live then (what may have held the pages).
+    private func noteStuck() -> [UInt64] {
         let count = try? read { $0.meta.pageCount }
-        env.idleCompaction.withLock { state in state.stuckAt = count.map { ($0, state.readersAtLastLook) } }
+        return env.idleCompaction.withLock { state in
+            state.stuckAt = count.map { ($0, state.readersAtLastLook) }
+            return state.readersAtLastLook
+        }
+    }
+
+    /// Waits, looking every `idleDelay` (for at most ten minutes), until one of the snapshots
+    /// `held` has ended: true then, false when the store went away or was closed, a commit was
+    /// made through this process since `since`, or the time ran out. Holds the store only while
+    /// it looks.
+    private static func waitForAnyToEnd(_ held: [UInt64], _ weakStore: @autoclosure () -> Store?, since: ContinuousClock.Instant) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(600)
+        enum Look { case ended, stop, wait(Duration) }
+        // One look, in a function of its own so that the store is released before the sleep.
+        func look() -> Look {
+            guard let store = weakStore(), !store.closedFlag, let delay = store.compaction.idleDelay,
+                store.env.idleCompaction.withLock({ $0.lastCommit }) == since
+            else { return .stop }
+            let live = Set(store.env.readers.liveReaders().map(\.txnid))
+            return Set(held).isSubset(of: live) ? .wait(delay) : .ended
+        }
+        while ContinuousClock.now < deadline {
+            switch look() {
+            case .ended: return true
+            case .stop: return false
+            case .wait(let delay): sleep(for: delay)
+            }
+        }
+        return false
     }
 
     /// One compaction commit, if one would move or trim pages and the writes are still stopped
