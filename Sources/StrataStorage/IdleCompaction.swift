@@ -81,17 +81,21 @@ extension Store {
                     var progressed = false
                     var commits = 0
                     while commits < 10_000 {
-                        guard let store = handles.store, let moved = store.idleCompactionCommit(since: since) else { return }
+                        // The store is held only inside `step` (its file closes once the last
+                        // handle is released, which the wait below must not delay).
+                        func step() -> (moved: Bool, held: [UInt64])? {
+                            guard let store = handles.store, let moved = store.idleCompactionCommit(since: since) else { return nil }
+                            return (moved, moved || progressed ? [] : store.noteStuck())
+                        }
+                        guard let (moved, held) = step() else { return }
                         commits += 1
                         if moved {
                             progressed = true
                             continue
                         }
-                        if progressed { return }
                         // Nothing moved or trimmed. If snapshots held the pages, look again once
                         // one of them has ended, as long as no commit comes (one that leaves holes
                         // arms the timer anew): the writes have stopped, so no commit would.
-                        let held = store.noteStuck()
                         if held.isEmpty || !Store.waitForAnyToEnd(held, handles.store, since: since) { return }
                     }
                     return
