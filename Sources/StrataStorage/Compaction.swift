@@ -240,6 +240,9 @@ extension WriteTransaction {
     private func moveRuns(floor: PageNo, budget: Int) throws -> Int {
         guard try tailHoldsRuns(from: floor) else { return 0 }
         var moved = 0
+        // The shortest run no free stretch fits: the free pages only get fewer in a transaction,
+        // so no longer run fits either, and its search (a pass over the free list) is skipped.
+        var noFit = Int.max
         for name in try listTrees(pages: pages, catalogRoot: catalog.root) {
             guard let state = try state(name), state.info.root != 0 else { continue }
             var found: [(key: [UInt8], run: PageNo)] = []
@@ -255,7 +258,12 @@ extension WriteTransaction {
                 guard let value = try key.withUnsafeBytes({ try pages.get(root: state.info.root, key: $0).map(Array.init) }) else { continue }
                 // The run the value gets when written again (as `makeLeafEntry` sizes it).
                 let count = (PageHeader.size + value.count + pageSize - 1) / pageSize
-                guard let low = try allocator.lowestRun(count), low < run else { continue }
+                if count >= noFit { continue }
+                guard let low = try allocator.lowestRun(count) else {
+                    noFit = count
+                    continue
+                }
+                if low >= run { continue }
                 var info = state.info
                 try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in _ = try put(&info, key: k, value: v) } }
                 state.info = info

@@ -202,11 +202,8 @@ final class Environment: @unchecked Sendable {
         let lockMemory = try lockFile.map(length: lockLength, writable: true)
         if alone { ReaderTable.format(lockMemory, slots: slots) }
         // The pid byte first, then the slots: a slot of this process is never seen without it.
-        _ = try lockFile.lock(offset: LockLayout.pidLockBase + Int64(currentPID()), length: 1, exclusive: false, wait: true)
-        let readers = ReaderTable(memory: lockMemory, slotCount: slots, ownsMemory: false) { [lockFile] pid in
-            // Unknown (the query failed): taken as holding it, as before pid bytes existed.
-            lockFile.isLockedByOthers(offset: LockLayout.pidLockBase + Int64(pid)) ?? true
-        }
+        _ = try lockFile.lock(offset: LockLayout.pidByte(currentPID()), length: 1, exclusive: false, wait: true)
+        let readers = ReaderTable(memory: lockMemory, slotCount: slots, ownsMemory: false, holdsFile: ReaderTable.pidHolders(lockFile))
         // From now on hold the shared "alive" lock for as long as this process has the file open.
         _ = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: false, wait: true)
 

@@ -29,8 +29,6 @@ struct IdleCompactionState {
     /// timer again, so that an idle file is not rewritten for nothing. Once one of them ends, the
     /// pages it held may move (they stayed held for good before: a quiet file kept its holes).
     var stuckAt: (pageCount: UInt64, readers: [UInt64])?
-    /// The snapshots live when the last idle look found nothing to do.
-    var readersAtLastLook: [UInt64] = []
 }
 
 extension Store {
@@ -84,8 +82,10 @@ extension Store {
                         // The store is held only inside `step` (its file closes once the last
                         // handle is released, which the wait below must not delay).
                         func step() -> (moved: Bool, held: [UInt64])? {
-                            guard let store = handles.store, let moved = store.idleCompactionCommit(since: since) else { return nil }
-                            return (moved, moved || progressed ? [] : store.noteStuck())
+                            guard let store = handles.store, let (moved, readers) = store.idleCompactionCommit(since: since) else { return nil }
+                            if moved || progressed { return (moved, []) }
+                            store.noteStuck(readers: readers)
+                            return (false, readers)
                         }
                         guard let (moved, held) = step() else { return }
                         commits += 1
@@ -118,14 +118,11 @@ extension Store {
         }
     }
 
-    /// The first idle commit of an episode moved and trimmed nothing: remember the page count.
-    /// Returns the snapshots that were live then (what may have held the pages).
-    private func noteStuck() -> [UInt64] {
+    /// The first idle commit of an episode moved and trimmed nothing: remember the page count and
+    /// the snapshots live then (what may have held the pages).
+    private func noteStuck(readers: [UInt64]) {
         let count = try? read { $0.meta.pageCount }
-        return env.idleCompaction.withLock { state in
-            state.stuckAt = count.map { ($0, state.readersAtLastLook) }
-            return state.readersAtLastLook
-        }
+        env.idleCompaction.withLock { $0.stuckAt = count.map { ($0, readers) } }
     }
 
     /// Waits, looking every `idleDelay` (for at most ten minutes), until one of the snapshots
@@ -155,32 +152,28 @@ extension Store {
 
     /// One compaction commit, if one would move or trim pages and the writes are still stopped
     /// (no commit has ended since `since`, no thread of this process is writing or waiting to).
-    /// Returns whether it moved or trimmed pages, or nil when the episode should end.
-    func idleCompactionCommit(since: ContinuousClock.Instant) -> Bool? {
+    /// Returns whether it moved or trimmed pages, with the snapshots live as it looked (what may
+    /// have held the pages when it did not), or nil when the episode should end.
+    func idleCompactionCommit(since: ContinuousClock.Instant) -> (moved: Bool, readers: [UInt64])? {
         if closedFlag { return nil }
         let quiet = { [env] in
             env.activeWriters.load(ordering: .relaxed) == 0 && env.idleCompaction.withLock { $0.lastCommit } == since
         }
         guard quiet() else { return nil }  // a commit since: it armed the timer again if it left holes
-        let done = try? withWriterLocks(waitForOtherProcesses: false) { () throws -> Bool? in
+        let done = try? withWriterLocks(waitForOtherProcesses: false) { () throws -> (moved: Bool, readers: [UInt64])? in
             // Looked at again under the lock: a writer may have come while this thread waited.
             guard quiet() else { return nil }
             let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
             do {
+                let readers = txn.allocator.sortedReaders
                 guard try txn.idleCompactionIsDue() else {
-                    let held = txn.allocator.sortedReaders
-                    env.idleCompaction.withLock { $0.readersAtLastLook = held }
                     txn.abort()
-                    return false
+                    return (false, readers)
                 }
                 txn.compactNow = true
                 txn.cutsToFit = true
-                let held = txn.allocator.sortedReaders
                 try txn.commit()
-                let moved = txn.movedPages > 0 || txn.trimmedPages > 0
-                // Moved nothing: the snapshots live now may be what held the pages (`noteStuck`).
-                if !moved { env.idleCompaction.withLock { $0.readersAtLastLook = held } }
-                return moved
+                return (txn.movedPages > 0 || txn.trimmedPages > 0, readers)
             } catch {
                 txn.abort()
                 throw error

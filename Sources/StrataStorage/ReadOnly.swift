@@ -170,9 +170,7 @@ extension Environment {
         guard let memory = try? lock.map(length: length, writable: false) else { return nil }
         // A slot whose pid a process bears that does not hold the pid's byte is a dead reader's
         // (the pid was reused): skipped here as the writer drops it (FORMAT.md §6).
-        let table = ReaderTable(memory: memory, slotCount: count, ownsMemory: false, readOnly: true) { [lock] pid in
-            lock.isLockedByOthers(offset: LockLayout.pidLockBase + Int64(pid)) ?? true
-        }
+        let table = ReaderTable(memory: memory, slotCount: count, ownsMemory: false, readOnly: true, holdsFile: ReaderTable.pidHolders(lock))
         return (table, UInt(bitPattern: memory), length, lock)
     }
 

@@ -33,6 +33,9 @@ enum LockLayout {
     /// pid was reused after its owner died) is told from a live reader's. Far past any data.
     static let pidLockBase: Int64 = 1 << 40
 
+    /// The byte of the lock file that process `pid` holds while it has the file open.
+    static func pidByte(_ pid: UInt64) -> Int64 { pidLockBase + Int64(pid) }
+
     static func size(slots: Int) -> Int { slotsOffset + slots * slotStride }
 
     /// The slot count of a lock file whose first `slotsOffset` bytes are `header`, or nil when the
@@ -104,6 +107,12 @@ final class ReaderTable: Sendable {
         self.pid = currentPID()
         self.isReadOnly = readOnly
         self.holdsFile = holdsFile
+    }
+
+    /// `holdsFile` for a table in the lock file `lockFile`: whether anyone holds the pid's byte
+    /// (a failed query counts as held, as before pid bytes existed).
+    static func pidHolders(_ lockFile: PosixFile) -> @Sendable (UInt64) -> Bool {
+        { [lockFile] pid in lockFile.isLockedByOthers(offset: LockLayout.pidByte(pid)) ?? true }
     }
 
     /// A table in process memory, for stores no other process can open.

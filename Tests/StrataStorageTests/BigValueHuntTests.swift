@@ -339,7 +339,7 @@ extension BigValueHuntTests {
     /// commit ran while a snapshot lived (the test's polling of `stats()`, or a check) and moved
     /// nothing; `noteStuck` recorded `readersAtLastLook`, updated only when an idle look found
     /// nothing due, so a stale, empty set: `[] ⊆ readers` held forever and no later commit at that
-    /// page count armed the timer again. Such a commit now records the snapshots it saw.
+    /// page count armed the timer again. Such a commit now reports the snapshots it saw.
     @Test func idleCompactionIsNotStuckForGoodAfterAnEpisodeThatMovedNothing() throws {
         try BigValueHuntTests.randomBigValues(pageSize: 4096, idle: true, seedBase: 5, rounds: 10)
     }
