@@ -2,26 +2,48 @@ import Foundation
 
 /// One entry of an index tree: its key, then its value, in one array. A write builds an entry
 /// per index and per word of a text for every object, so two arrays each would double the
-/// allocations of the write path.
+/// allocations of the write path, and the entries of a text's words share one array (a message
+/// of ten words made ten arrays).
 struct IndexPair: Hashable {
-    private let bytes: [UInt8]
-    private let keyCount: Int
+    private let storage: [UInt8]
+    private let start: Int
+    private let keyEnd: Int
+    private let end: Int
 
     /// An entry of `bytes`' first `keyCount` bytes as its key and the rest as its value.
     init(bytes: [UInt8], keyCount: Int) {
-        self.bytes = bytes
-        self.keyCount = keyCount
+        self.init(sharing: bytes, start: 0, keyEnd: keyCount, end: bytes.count)
     }
 
-    var key: ArraySlice<UInt8> { bytes[..<keyCount] }
-    var value: ArraySlice<UInt8> { bytes[keyCount...] }
+    /// The entry at `start..<end` of `storage`, its key ending at `keyEnd`.
+    init(sharing storage: [UInt8], start: Int, keyEnd: Int, end: Int) {
+        self.storage = storage
+        self.start = start
+        self.keyEnd = keyEnd
+        self.end = end
+    }
+
+    var key: ArraySlice<UInt8> { storage[start..<keyEnd] }
+    var value: ArraySlice<UInt8> { storage[keyEnd..<end] }
 
     func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<keyCount])) }
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<keyEnd])) }
     }
 
     func withKeyAndValue<R>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<keyCount]), UnsafeRawBufferPointer(rebasing: $0[keyCount...])) }
+        try storage.withUnsafeBytes {
+            try body(UnsafeRawBufferPointer(rebasing: $0[start..<keyEnd]), UnsafeRawBufferPointer(rebasing: $0[keyEnd..<end]))
+        }
+    }
+
+    // Equal entries: equal keys and equal values, wherever they sit in their arrays.
+    static func == (a: IndexPair, b: IndexPair) -> Bool {
+        a.keyEnd - a.start == b.keyEnd - b.start && a.storage[a.start..<a.end].elementsEqual(b.storage[b.start..<b.end])
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(keyEnd - start)
+        storage.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
     }
 }
 
@@ -195,8 +217,11 @@ enum TextPostingValue {
                 let c = KeyEncoding.compare(word(a.index), word(b.index))
                 return c != 0 ? c < 0 : a.index < b.index
             }
-            var pairs: [IndexPair] = []
-            pairs.reserveCapacity(words.count)
+            // Every entry into one array, then entries that share it.
+            var all: [UInt8] = []
+            all.reserveCapacity(words.bytes.count + words.count * (2 + primaryKey.count + 6) + 2 * words.count)
+            var bounds: [(start: Int, keyEnd: Int)] = []
+            bounds.reserveCapacity(words.count)
             var positions: [Int] = []
             var i = 0
             while i < order.count {
@@ -207,14 +232,17 @@ enum TextPostingValue {
                     positions.append(order[j].index)
                     j += 1
                 }
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(current.count + 2 + primaryKey.count + 6 + 2 * positions.count)
-                KeyEncoding.appendBytes(current, to: &bytes)
-                bytes.append(contentsOf: primaryKey)
-                let keyCount = bytes.count
-                appendValue(primaryKey: primaryKey, words: words.count, positions: positions, to: &bytes)
-                pairs.append(IndexPair(bytes: bytes, keyCount: keyCount))
+                let start = all.count
+                KeyEncoding.appendBytes(current, to: &all)
+                all.append(contentsOf: primaryKey)
+                bounds.append((start, all.count))
+                appendValue(primaryKey: primaryKey, words: words.count, positions: positions, to: &all)
                 i = j
+            }
+            var pairs: [IndexPair] = []
+            pairs.reserveCapacity(bounds.count)
+            for (k, bound) in bounds.enumerated() {
+                pairs.append(IndexPair(sharing: all, start: bound.start, keyEnd: bound.keyEnd, end: k + 1 < bounds.count ? bounds[k + 1].start : all.count))
             }
             return pairs
         }
