@@ -222,7 +222,12 @@ public final class Transaction {
             // An unsigned id (UInt?, UInt64?, UInt32?) takes the key as an unsigned value: the
             // record encoder stores an Int64 only in a signed field ("1 does not fit UInt64").
             let value: Any
-            if case .int(bits: _, signed: false) = field.type.unwrapped, next >= 0 { value = UInt64(next) } else { value = next }
+            switch (next, field.type.unwrapped) {
+            case (.signed(let i), .int(bits: _, signed: false)): value = i >= 0 ? UInt64(i) : i
+            case (.signed(let i), _): value = i
+            case (.unsigned(let u), .int(bits: _, signed: true)): value = Int64(exactly: u) ?? u
+            case (.unsigned(let u), _): value = u
+            }
             record = try RecordPatch.setting(field, to: value, in: record, model: info.name)
             object = try record.withUnsafeBytes { try info.decode($0) }
         }
@@ -565,9 +570,19 @@ public final class Transaction {
         }
     }
 
-    private func nextAutoIncrement<M: Model>(_ info: ModelInfo<M>, records: WriteTree) throws -> Int64 {
+    /// The key an auto-increment insert gets, in the id type's kind of integer: an unsigned id's
+    /// keys go on past Int64.max.
+    private enum AutoKey {
+        case signed(Int64)
+        case unsigned(UInt64)
+    }
+
+    /// One more than the largest key stored (at least 1); throws once that key is the largest the
+    /// id type holds.
+    private func nextAutoIncrement<M: Model>(_ info: ModelInfo<M>, records: WriteTree) throws -> AutoKey {
         let cursor = try wrapStorage { try records.cursor() }
-        guard try wrapStorage({ try cursor.last() }) else { return 1 }
+        let unsigned = M.ID.self == Optional<UInt64>.self || M.ID.self == Optional<UInt>.self || M.ID.self == Optional<UInt32>.self
+        guard try wrapStorage({ try cursor.last() }) else { return unsigned ? .unsigned(1) : .signed(1) }
         // Keys of an optional integer id: 0x01, then 8 bytes (KeyEncoding). Any other largest key
         // is damage, and 1 would only collide with a stored object (`duplicateKey`).
         func damaged() -> StrataError {
@@ -575,23 +590,20 @@ public final class Transaction {
         }
         guard cursor.key.count == 9, cursor.key[0] == 1 else { throw damaged() }
         var reader = KeyReader(bytes: UnsafeRawBufferPointer(rebasing: cursor.key[1...]))
-        // The largest key the id type holds: past it the next key would not fit the field, and
-        // the insert must say the keys ran out, not that a stored value does not fit (Int32?).
-        let largest: Int64 =
-            M.ID.self == Optional<Int32>.self ? Int64(Int32.max) : M.ID.self == Optional<UInt32>.self ? Int64(UInt32.max) : Int64.max
+        // Past the largest key the id type holds the next key would not fit the field, and the
+        // insert must say the keys ran out, not that a stored value does not fit (Int32?).
         func exhausted(_ last: String) -> StrataError {
             .invalidQuery("auto-increment key space exhausted: the largest \(info.name) key is \(last), the largest \(M.ID.self) holds")
         }
-        let last: Int64
-        if M.ID.self == Optional<UInt64>.self || M.ID.self == Optional<UInt>.self || M.ID.self == Optional<UInt32>.self {
-            guard let u = reader.uint() else { throw damaged() }
-            guard u < UInt64(largest) else { throw exhausted("\(u)") }
-            last = Int64(u)
-        } else {
-            guard let i = reader.int() else { throw damaged() }
-            last = i
+        if unsigned {
+            let largest = M.ID.self == Optional<UInt32>.self ? UInt64(UInt32.max) : UInt64.max
+            guard let last = reader.uint() else { throw damaged() }
+            guard last < largest else { throw exhausted("\(last)") }
+            return .unsigned(last + 1)
         }
+        let largest = M.ID.self == Optional<Int32>.self ? Int64(Int32.max) : Int64.max
+        guard let last = reader.int() else { throw damaged() }
         guard last < largest else { throw exhausted("\(last)") }
-        return Swift.max(last + 1, 1)
+        return .signed(Swift.max(last + 1, 1))
     }
 }
