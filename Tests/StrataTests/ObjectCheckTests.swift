@@ -193,3 +193,42 @@ extension ObjectCheckTests {
         #expect(checked.output.contains("problem: " + expected[0]), "\(checked.output)")
     }
 }
+
+/// Keys with control characters or line separators in `check`'s problems and notes: shown escaped,
+/// so that every problem and note stays one line (a dangling reference to "a\nb" split a note).
+@Suite struct ObjectCheckKeyTextTests {
+    @Test func keysThatBreakLinesAreShownEscaped() throws {
+        let path = databasePath()
+        let odd = ["line\nbreak", "tab\there", "nul\u{0}", "sep\u{2028}arator", "del\u{7F}", "plain é"]
+        do {
+            let db = try Database(path: path, models: [Keyed<String>.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in
+                for (i, key) in odd.enumerated() { try tx.insert(Keyed(id: key, label: "\(i)", next: Ref("missing " + key))) }
+            }
+            db.close()
+        }
+        let healthy = try StoredObjects.check(in: try Store(path: path))
+        #expect(healthy.problems.isEmpty, "\(healthy.problems)")
+        #expect(!healthy.notes.isEmpty)
+        for note in healthy.notes { #expect(!note.contains { $0.isNewline }, "\(note.debugDescription)") }
+        // Damage naming each key: every record moved under the next key.
+        try Store(path: path).write { txn in
+            let name = try #require(try txn.treeNames().first { $0.hasPrefix("m:") })
+            let records = try #require(try txn.tree(name))
+            var pairs: [([UInt8], [UInt8])] = []
+            let cursor = try records.cursor()
+            var more = try cursor.first()
+            while more {
+                pairs.append((Array(cursor.key), Array(cursor.value)))
+                more = try cursor.next()
+            }
+            for i in pairs.indices { try records.put(pairs[i].0, pairs[(i + 1) % pairs.count].1) }
+        }
+        let report = try StoredObjects.check(in: try Store(path: path))
+        #expect(report.problems.count >= odd.count, "\(report.problems)")
+        for line in report.problems + report.notes { #expect(!line.contains { $0.isNewline }, "\(line.debugDescription)") }
+        // Plain keys read as they are; the others as JSON strings.
+        #expect(report.problems.contains { $0.contains("Keyed<String> plain é:") }, "\(report.problems)")
+        #expect(report.problems.contains { $0.contains(#"Keyed<String> "line\nbreak":"#) }, "\(report.problems)")
+    }
+}

@@ -170,7 +170,9 @@ func jsonString(_ s: String) -> String {
         case "\r": out += "\\r"
         case "\t": out += "\\t"
         default:
-            if scalar.value < 0x20 {
+            // Controls and the line and paragraph separators escaped: the text stays on one line
+            // wherever it is shown (a report, a terminal), and is still the same JSON string.
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029 {
                 out += String(format: "\\u%04x", scalar.value)
             } else {
                 out.unicodeScalars.append(scalar)
@@ -301,10 +303,14 @@ struct UntypedDecoding {
         }
     }
 
-    /// A key as text for messages: strings as they are, other values as JSON.
+    /// A key as text for messages: strings as they are, other values as JSON. A string holding a
+    /// control character or a line separator is shown quoted and escaped, as JSON: a report line
+    /// must stay one line (a key with a newline split `strata check`'s notes).
     static func text(_ key: StoredValue) -> String {
         switch key {
-        case .string(let s), .url(let s): return s
+        case .string(let s), .url(let s):
+            let breaksLines = s.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029 }
+            return breaksLines ? jsonString(s) : s
         case .reference(_, let inner): return text(inner)
         default: return key.json
         }
