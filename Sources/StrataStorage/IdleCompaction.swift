@@ -83,8 +83,8 @@ extension Store {
                         // handle is released, which the wait below must not delay).
                         func step() -> (moved: Bool, held: [UInt64])? {
                             guard let store = handles.store, let (moved, readers) = store.idleCompactionCommit(since: since) else { return nil }
-                            if moved || progressed { return (moved, []) }
-                            store.noteStuck(readers: readers)
+                            if moved { return (true, []) }
+                            if !progressed { store.noteStuck(readers: readers) }
                             return (false, readers)
                         }
                         guard let (moved, held) = step() else { return }
@@ -93,9 +93,11 @@ extension Store {
                             progressed = true
                             continue
                         }
-                        // Nothing moved or trimmed. If snapshots held the pages, look again once
-                        // one of them has ended, as long as no commit comes (one that leaves holes
-                        // arms the timer anew): the writes have stopped, so no commit would.
+                        // Nothing (more) moved or trimmed. If snapshots held free pages, look again
+                        // once one of them has ended, as long as no commit comes (one that leaves
+                        // holes arms the timer anew): the writes have stopped, so no commit would.
+                        // Also after commits that moved pages: the holes a snapshot held stayed
+                        // for good when the episode ended there.
                         if held.isEmpty || !Store.waitForAnyToEnd(held, handles.store, since: since) { return }
                     }
                     return
@@ -152,8 +154,8 @@ extension Store {
 
     /// One compaction commit, if one would move or trim pages and the writes are still stopped
     /// (no commit has ended since `since`, no thread of this process is writing or waiting to).
-    /// Returns whether it moved or trimmed pages, with the snapshots live as it looked (what may
-    /// have held the pages when it did not), or nil when the episode should end.
+    /// Returns whether it moved or trimmed pages, with the snapshots live as it looked when it did
+    /// not and snapshots held free pages (empty when none did), or nil when the episode should end.
     func idleCompactionCommit(since: ContinuousClock.Instant) -> (moved: Bool, readers: [UInt64])? {
         if closedFlag { return nil }
         let quiet = { [env] in
@@ -167,8 +169,10 @@ extension Store {
             do {
                 let readers = txn.allocator.sortedReaders
                 guard try txn.idleCompactionIsDue() else {
+                    // (`idleCompactionIsDue` loaded the whole free list.)
+                    let held = txn.allocator.chunks.contains { !$0.held.isEmpty }
                     txn.abort()
-                    return (false, readers)
+                    return (false, held ? readers : [])
                 }
                 txn.compactNow = true
                 txn.cutsToFit = true
