@@ -212,7 +212,8 @@ final class Environment: @unchecked Sendable {
             try LockFileName.claim(pageFile: posix, lockFile: try lockFile.identity(), path: path)
             let identity = try posix.identity()
             if alone { FileCreation.removeStaleTemporary(of: path, identity: identity) }
-            let file: FileIO = wrap?(posix) ?? posix
+            // Pages written since the last good sync are written again after a failed one (SyncRecovery.swift).
+            let file: FileIO = SyncRecoveringFile(wrap?(posix) ?? posix)
             let pageSize = try detectPageSize(file)
             if let wanted = options.pageSize, wanted != pageSize {
                 throw StorageError.pageSizeMismatch(path: file.path, found: pageSize, expected: wanted)

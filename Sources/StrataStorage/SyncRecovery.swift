@@ -1,0 +1,120 @@
+import Synchronization
+
+// Writing again after a failed sync.
+//
+// When fdatasync fails (EIO) on Linux, the kernel marks the pages it could not write clean and
+// drops them from writeback; the next fdatasync succeeds without writing them ("fsyncgate",
+// errseq_t). The engine's rule "a failed sync fails its commit, and the next commit tries again"
+// then breaks: the pages of the commits made since the last sync that succeeded (`.noSync`
+// commits, which a durable commit builds on, or a commit whose sync failed) may never reach the
+// disk, while the next successful sync makes a later commit that points at them durable. A power
+// loss then leaves that commit's trees pointing at pages that are not on disk.
+//
+// So the page file remembers which of its pages were written since the last sync that succeeded,
+// and after a failed sync, the next sync first writes each of them again, read back from the page
+// cache (which still holds what was written, as the map shows it), then syncs. What no engine
+// without a log can do is recover a page the kernel evicted after the failure: a read then comes
+// from the disk. Durability.md says so.
+
+/// A page file that writes again, before its next sync, every page written since the last sync
+/// that succeeded, once a sync has failed.
+final class SyncRecoveringFile: FileIO {
+    let inner: any FileIO
+
+    /// 4 KiB pieces of the file written since the last successful sync (a bit each), and whether
+    /// a sync failed since.
+    private struct State {
+        var written: [UInt64] = []
+        var syncFailed = false
+    }
+    private let state = Mutex(State())
+    private static let granule: UInt64 = 4096
+
+    init(_ inner: any FileIO) { self.inner = inner }
+
+    var path: String { inner.path }
+    func size() throws -> UInt64 { try inner.size() }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        // Noted first: a write that fails halfway may have changed part of the range.
+        note(offset, UInt64(bytes.count))
+        try inner.write(bytes, at: offset)
+    }
+
+    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
+        note(offset, UInt64(buffers.reduce(0) { $0 + $1.count }))
+        try inner.write(buffers, at: offset)
+    }
+
+    func sync() throws {
+        if state.withLock({ $0.syncFailed }) { try writeAgain() }
+        do {
+            try inner.sync()
+        } catch {
+            state.withLock { $0.syncFailed = true }
+            throw error
+        }
+        state.withLock { s in
+            s.written.removeAll(keepingCapacity: true)
+            s.syncFailed = false
+        }
+    }
+
+    func truncate(to length: UInt64) throws {
+        try inner.truncate(to: length)
+        // Pieces past the end are gone; the one the end cuts stays noted.
+        state.withLock { s in
+            var g = (length + Self.granule - 1) / Self.granule
+            while g < UInt64(s.written.count) * 64 {
+                s.written[Int(g / 64)] &= ~(1 << (g % 64))
+                g += 1
+            }
+        }
+    }
+
+    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try inner.map(length: length, writable: writable) }
+    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { inner.unmap(address, length: length) }
+    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
+        try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
+    }
+    func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
+
+    private func note(_ offset: UInt64, _ count: UInt64) {
+        guard count > 0 else { return }
+        let first = offset / Self.granule
+        let last = (offset + count - 1) / Self.granule
+        state.withLock { s in
+            let words = Int(last / 64) + 1
+            if s.written.count < words { s.written += [UInt64](repeating: 0, count: words - s.written.count) }
+            for g in first...last { s.written[Int(g / 64)] |= 1 << (g % 64) }
+        }
+    }
+
+    /// Writes every noted piece again with what the file holds now, in runs of adjacent pieces.
+    private func writeAgain() throws {
+        let written = state.withLock { $0.written }
+        let size = try inner.size()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var g: UInt64 = 0
+        let total = UInt64(written.count) * 64
+        while g < total {
+            guard written[Int(g / 64)] & (1 << (g % 64)) != 0 else {
+                g += 1
+                continue
+            }
+            var end = g + 1
+            while end < total, end - g < UInt64(buffer.count) / Self.granule, written[Int(end / 64)] & (1 << (end % 64)) != 0 { end += 1 }
+            let offset = g * Self.granule
+            if offset < size {
+                let count = Int(min(end * Self.granule, size) - offset)
+                try buffer.withUnsafeMutableBytes { raw in
+                    let piece = UnsafeMutableRawBufferPointer(rebasing: raw[0..<count])
+                    try inner.read(into: piece, at: offset)
+                    try inner.write(UnsafeRawBufferPointer(piece), at: offset)
+                }
+            }
+            g = end
+        }
+    }
+}
