@@ -187,7 +187,9 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     ) {
         self.db = db
         self.key = key
-        self.queue = queue
+        // A serial queue in front of the caller's: on a concurrent queue, deliveries would run at
+        // once and finish out of order (a stale object last).
+        self.queue = DispatchQueue(label: "strata.object-observer", target: queue)
         self.initial = initial
         self.block = block
     }
@@ -215,7 +217,11 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         lifecycle.endWhenClosed(db.store, on: worker) { [self] in
             queue.async { [self] in if lifecycle.isWanted { block(.error(.databaseClosed), true) } }
         }
-        worker.async { self.refresh(initial: true) }
+        // The first read is of the commit that was newest as `observe` was called, taken now: read
+        // later on the worker (behind other observers' first evaluations), it would take in a
+        // commit made meanwhile as the starting point and never report it (a deletion included).
+        let baseline = try? db.snapshot()
+        worker.async { self.refresh(initial: true, at: baseline) }
     }
 
     func invalidate() { lifecycle.invalidate() }
@@ -233,7 +239,8 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         return event.previousVersion < read && read < event.txnid
     }
 
-    private func refresh(initial: Bool) {
+    /// Reads the object (at `baseline`, else at the newest commit) and delivers what changed.
+    private func refresh(initial: Bool, at baseline: Snapshot? = nil) {
         guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
         reading.store(true, ordering: .sequentiallyConsistent)
         defer { reading.store(false, ordering: .sequentiallyConsistent) }
@@ -241,7 +248,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         var read: Snapshot?
         do {
             let info = try db.info(M.self)
-            let snapshot = try db.snapshot()
+            let snapshot = try baseline ?? db.snapshot()
             read = snapshot
             readVersion.store(snapshot.version, ordering: .sequentiallyConsistent)
             let keyBytes = try info.keyBytes(key)

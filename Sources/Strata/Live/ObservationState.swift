@@ -31,8 +31,9 @@ final class ObservationState: Sendable {
     func endWhenClosed(_ store: Store, on worker: DispatchQueue, tell: @escaping @Sendable () -> Void) {
         let token = store.onClose { [self] in
             worker.async { [self] in
-                finish()
-                if isWanted { tell() }
+                // Not after a final change the worker found first (a deletion read as the store
+                // closed): exactly one final delivery.
+                if finish(), isWanted { tell() }
             }
         }
         listen { token.invalidate() }
@@ -44,10 +45,13 @@ final class ObservationState: Sendable {
         stopListening()
     }
 
-    /// Ends computing after a final change; that change is still delivered.
-    func finish() {
-        finished.store(true, ordering: .sequentiallyConsistent)
+    /// Ends computing after a final change; that change is still delivered. False when the
+    /// observation had ended already.
+    @discardableResult
+    func finish() -> Bool {
+        let already = finished.exchange(true, ordering: .sequentiallyConsistent)
         stopListening()
+        return !already
     }
 
     func stopListening() {

@@ -98,7 +98,10 @@ extension Results {
             queue.async { block(.error(error), true) }
             return NotificationToken {}
         }
-        let observer = ResultsObserver(db: db, query: query, keyPaths: keyPaths, delivery: .queue(queue, block))
+        // A serial queue in front of the caller's: on a concurrent queue the closing error could
+        // otherwise run beside, and finish before, an update still running.
+        let serial = DispatchQueue(label: "strata.results-observer", target: queue)
+        let observer = ResultsObserver(db: db, query: query, keyPaths: keyPaths, delivery: .queue(serial, block))
         observer.start()
         return NotificationToken { observer.invalidate() }
     }
