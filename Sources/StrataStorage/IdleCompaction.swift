@@ -24,8 +24,9 @@ struct IdleCompactionState {
     /// When the last commit made through this process ended.
     var lastCommit = ContinuousClock.now
     /// The page count at which the last idle episode could neither move nor trim anything (a
-    /// snapshot held the pages, or what is left cannot move), and the snapshots live then:
-    /// commits that leave the file at that size while those snapshots all live do not arm the
+    /// snapshot held the pages, or what is left cannot move), and the snapshots that held free
+    /// pages then: commits that leave the file at that size while those snapshots all live (or,
+    /// when none held any, at all) do not arm the
     /// timer again, so that an idle file is not rewritten for nothing. Once one of them ends, the
     /// pages it held may move (they stayed held for good before: a quiet file kept its holes).
     var stuckAt: (pageCount: UInt64, readers: [UInt64])?
@@ -121,7 +122,8 @@ extension Store {
     }
 
     /// The first idle commit of an episode moved and trimmed nothing: remember the page count and
-    /// the snapshots live then (what may have held the pages).
+    /// the snapshots that held free pages then (none when no free page was held: then nothing
+    /// re-arms the timer at that page count).
     private func noteStuck(readers: [UInt64]) {
         let count = try? read { $0.meta.pageCount }
         env.idleCompaction.withLock { $0.stuckAt = count.map { ($0, readers) } }

@@ -21,10 +21,12 @@ import Synchronization
 final class SyncRecoveringFile: FileIO {
     let inner: any FileIO
 
-    /// 4 KiB pieces of the file written since the last successful sync (a bit each), and whether
-    /// a sync failed since.
+    /// 4 KiB pieces of the file written since the last successful sync (a bit each), the words
+    /// of `written` that hold any (cleared at a good sync: a commit then costs its own pages, not
+    /// the file's size), and whether a sync failed since.
     private struct State {
         var written: [UInt64] = []
+        var touched: [Int] = []
         var syncFailed = false
     }
     private let state = Mutex(State())
@@ -56,7 +58,8 @@ final class SyncRecoveringFile: FileIO {
             throw error
         }
         state.withLock { s in
-            s.written.removeAll(keepingCapacity: true)
+            for w in s.touched { s.written[w] = 0 }
+            s.touched.removeAll(keepingCapacity: true)
             s.syncFailed = false
         }
     }
@@ -65,11 +68,11 @@ final class SyncRecoveringFile: FileIO {
         try inner.truncate(to: length)
         // Pieces past the end are gone; the one the end cuts stays noted.
         state.withLock { s in
-            var g = (length + Self.granule - 1) / Self.granule
-            while g < UInt64(s.written.count) * 64 {
-                s.written[Int(g / 64)] &= ~(1 << (g % 64))
-                g += 1
-            }
+            let first = (length + Self.granule - 1) / Self.granule
+            let word = Int(first / 64)
+            guard word < s.written.count else { return }
+            s.written[word] &= (1 << (first % 64)) &- 1
+            for w in (word + 1)..<s.written.count { s.written[w] = 0 }
         }
     }
 
@@ -87,7 +90,11 @@ final class SyncRecoveringFile: FileIO {
         state.withLock { s in
             let words = Int(last / 64) + 1
             if s.written.count < words { s.written += [UInt64](repeating: 0, count: words - s.written.count) }
-            for g in first...last { s.written[Int(g / 64)] |= 1 << (g % 64) }
+            for g in first...last {
+                let w = Int(g / 64)
+                if s.written[w] == 0 { s.touched.append(w) }
+                s.written[w] |= 1 << (g % 64)
+            }
         }
     }
 

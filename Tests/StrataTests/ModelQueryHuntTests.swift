@@ -1173,18 +1173,7 @@ enum HBTool {
 @Suite struct HuntToolAgreementTests {
     func toolPath() -> String? { toolExecutable() }
 
-    func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+    func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) { try runTool(tool, arguments) }
 
     static let people: [HBTool.Person] = [
         .init(

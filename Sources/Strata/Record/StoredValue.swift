@@ -160,6 +160,12 @@ func quotedForError(_ s: String) -> String {
     return jsonString(String(s.prefix(limit))) + "… (\(s.utf8.count) bytes)"
 }
 
+/// A control character or a line or paragraph separator: escaped in JSON strings, so that the
+/// text stays on one line wherever it is shown (a report, a terminal) and is the same JSON string.
+func breaksLines(_ scalar: Unicode.Scalar) -> Bool {
+    scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+}
+
 func jsonString(_ s: String) -> String {
     var out = "\""
     for scalar in s.unicodeScalars {
@@ -170,9 +176,7 @@ func jsonString(_ s: String) -> String {
         case "\r": out += "\\r"
         case "\t": out += "\\t"
         default:
-            // Controls and the line and paragraph separators escaped: the text stays on one line
-            // wherever it is shown (a report, a terminal), and is still the same JSON string.
-            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029 {
+            if breaksLines(scalar) {
                 out += String(format: "\\u%04x", scalar.value)
             } else {
                 out.unicodeScalars.append(scalar)
@@ -309,8 +313,7 @@ struct UntypedDecoding {
     static func text(_ key: StoredValue) -> String {
         switch key {
         case .string(let s), .url(let s):
-            let breaksLines = s.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029 }
-            return breaksLines ? jsonString(s) : s
+            return s.unicodeScalars.contains(where: breaksLines) ? jsonString(s) : s
         case .reference(_, let inner): return text(inner)
         default: return key.json
         }
