@@ -115,6 +115,17 @@ final class FreePageAllocator {
     /// `prefersLow` (the other allocation path runs only before `preferLowPages`, which rebuilds).
     @exclusivity(unchecked) private var lowHeap: [Int] = []
     @exclusivity(unchecked) private var lowHeapValid = false
+    /// The reusable pages of the loaded chunks as a bitmap, for `lowestRunStart`: built when a run
+    /// is first asked for, then kept in step by every allocation, so that a transaction writing
+    /// many large values (or a compaction moving many) does not pay a pass over the whole free
+    /// list per value. Nil: not built, or dropped by a savepoint's restore.
+    @exclusivity(unchecked) private var runBits: [UInt64]?
+    /// Per run length, a page below which no run of that length starts. Between loads the
+    /// reusable pages only get fewer, so the lowest run of a length only moves up (and a longer
+    /// run starts no lower than a shorter one): each search resumes where the last one found.
+    @exclusivity(unchecked) private var runFloors: [Int: PageNo] = [:]
+    /// Each loaded chunk's index in `chunks` by its key (`indexOfChunk`).
+    @exclusivity(unchecked) private var chunkIndex: [[UInt8]: Int] = [:]
     private var lastLoadedKey: [UInt8]?
     /// Every page the loaded chunks list, with the key of the chunk that lists it. A page listed by
     /// two chunks is damage that reusing it would spread (two trees sharing a page), so loading
@@ -159,6 +170,9 @@ final class FreePageAllocator {
             readerIDs = newValue.readerIDs
             chunks = newValue.chunks
             lowHeapValid = false
+            runBits = nil
+            runFloors = [:]
+            chunkIndex = [:]
             lastLoadedKey = newValue.lastLoadedKey
             exhausted = newValue.exhausted
             allocations = newValue.allocations
@@ -230,6 +244,7 @@ final class FreePageAllocator {
     /// Removes `pages` from the reusable entries (they stop being pages of the file).
     func removeReusable(_ pages: Set<PageNo>) {
         lowHeapValid = false
+        for page in pages { clearRunBit(page) }
         for i in chunks.indices where chunks[i].reusable.contains(where: { pages.contains($0.page) }) {
             chunks[i].reusable.removeAll { pages.contains($0.page) }
             chunks[i].modified = true
@@ -244,6 +259,7 @@ final class FreePageAllocator {
             while i < chunks.count {
                 if let entry = chunks[i].reusable.popLast() {
                     chunks[i].modified = true
+                    clearRunBit(entry.page)
                     allocations += 1
                     return entry.page
                 }
@@ -257,6 +273,7 @@ final class FreePageAllocator {
         if !lowHeapValid { rebuildLowHeap() }
         guard let best = lowHeap.first, let entry = chunks[best].reusable.popLast() else { return nil }
         chunks[best].modified = true
+        clearRunBit(entry.page)
         allocations += 1
         if chunks[best].reusable.isEmpty {
             let last = lowHeap.removeLast()
@@ -305,7 +322,14 @@ final class FreePageAllocator {
         try loadAll()
         guard let first = lowestRunStart(count) else { return nil }
         let end = first + UInt64(count)
-        for c in chunks.indices where chunks[c].reusable.contains(where: { $0.page >= first && $0.page < end }) {
+        // The chunks listing the run's pages, found through `listedBy` (not by a pass over every
+        // chunk's entries: that was a pass over the free list per large value written).
+        var listing: [Int] = []
+        for page in first..<end {
+            clearRunBit(page)
+            if let key = listedBy[page], let c = indexOfChunk(key), !listing.contains(c) { listing.append(c) }
+        }
+        for c in listing {
             chunks[c].reusable.removeAll { $0.page >= first && $0.page < end }
             chunks[c].modified = true
         }
@@ -314,30 +338,27 @@ final class FreePageAllocator {
         return first
     }
 
-    /// The lowest run of `count` reusable pages, found in a bitmap of the reusable pages: a value in
-    /// an overflow run is written (and `compact()` moves runs) one at a time, and sorting the whole
-    /// free list for each made a transaction of many large values, or a compaction of a file
-    /// holding many, cost the free list's size times their number in sorting.
+    /// The lowest run of `count` reusable pages, found in the bitmap of the reusable pages from
+    /// the floor the searches before it left (a value in an overflow run is written, and
+    /// `compact()` moves runs, one at a time).
     private func lowestRunStart(_ count: Int) -> PageNo? {
-        var highest: PageNo = 0
-        var total = 0
-        for chunk in chunks {
-            for e in chunk.reusable { highest = max(highest, e.page) }
-            total += chunk.reusable.count
-        }
-        guard count > 0, total >= count else { return nil }
-        // Entries were checked against the file's page count as their chunk loaded.
-        var bits = [UInt64](repeating: 0, count: Int(highest / 64) + 1)
-        for chunk in chunks { for e in chunk.reusable { bits[Int(e.page / 64)] |= 1 << (e.page % 64) } }
+        guard count > 0 else { return nil }
+        let bits = runBits ?? buildRunBits()
+        var from: PageNo = 0
+        for (length, floor) in runFloors where length <= count { from = max(from, floor) }
+        guard from != .max else { return nil }
         var start: PageNo = 0
         var length = 0
-        for (w, word) in bits.enumerated() {
+        var found: PageNo?
+        var w = Int(from / 64)
+        scan: while w < bits.count {
+            let word = w == Int(from / 64) ? bits[w] & (UInt64.max << (from % 64)) : bits[w]
             if word == 0 {
                 length = 0
             } else if word == .max {
                 if length == 0 { start = PageNo(w) * 64 }
                 length += 64
-                if length >= count { return start }
+                if length >= count { found = start; break scan }
             } else {
                 for b in 0..<64 {
                     if word & (1 << UInt64(b)) == 0 {
@@ -346,11 +367,39 @@ final class FreePageAllocator {
                     }
                     if length == 0 { start = PageNo(w) * 64 + PageNo(b) }
                     length += 1
-                    if length >= count { return start }
+                    if length >= count { found = start; break scan }
                 }
             }
+            w += 1
         }
-        return nil
+        runFloors[count] = found ?? .max
+        return found
+    }
+
+    /// Builds `runBits` from the loaded chunks' reusable pages.
+    private func buildRunBits() -> [UInt64] {
+        var highest: PageNo = 0
+        for chunk in chunks { for e in chunk.reusable { highest = max(highest, e.page) } }
+        // Entries were checked against the file's page count as their chunk loaded.
+        var bits = [UInt64](repeating: 0, count: Int(highest / 64) + 1)
+        for chunk in chunks { for e in chunk.reusable { bits[Int(e.page / 64)] |= 1 << (e.page % 64) } }
+        runBits = bits
+        return bits
+    }
+
+    /// The index in `chunks` of the loaded chunk with `key`.
+    private func indexOfChunk(_ key: [UInt8]) -> Int? {
+        if chunkIndex.count != chunks.count {
+            chunkIndex = Dictionary(chunks.indices.map { (chunks[$0].key, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        if let i = chunkIndex[key], i < chunks.count, chunks[i].key == key { return i }
+        return chunks.indices.first { chunks[$0].key == key }
+    }
+
+    /// Notes that `page` stopped being reusable.
+    @inline(__always) private func clearRunBit(_ page: PageNo) {
+        let w = Int(page / 64)
+        if w < runBits?.count ?? 0 { runBits?[w] &= ~(1 << (page % 64)) }
     }
 
     private func loadNextChunk() throws -> Bool {
@@ -377,6 +426,11 @@ final class FreePageAllocator {
         }
         chunks.append(chunk)  // oldest first, as `allocateOne` takes them
         lowHeapValid = false
+        if !chunk.reusable.isEmpty {
+            // New reusable pages: runs may now start lower than any floor says.
+            runBits = nil
+            runFloors = [:]
+        }
         lastLoadedKey = chunk.key
         return true
     }
