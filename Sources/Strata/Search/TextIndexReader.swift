@@ -18,12 +18,7 @@ struct TextIndexReader<T: KeyValueTree> {
 
     /// The number of entries of `term`, counting at most `cap`.
     func count(_ term: SearchTerm, cap: Int) throws -> Int {
-        var n = 0
-        try Planner.scan(tree, Self.range(term)) { _, _ in
-            n += 1
-            return n < cap
-        }
-        return n
+        try Planner.countEntries(tree, [Self.range(term)], cap: cap)
     }
 
     /// How many texts the search may find, counting at most `cap` entries: the rarest word's for

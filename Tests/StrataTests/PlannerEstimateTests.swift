@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+
+@testable import Strata
+
+/// The planner weighs indexes by how many entries their ranges hold, read from the counts the
+/// branch pages keep: a page of a sorted, filtered query reads what it returns, not the up to
+/// 10,000 entries per weighed index it once walked to estimate them.
+@Suite struct PlannerEstimateTests {
+    struct Reading: Model {
+        static let indexDescriptors: [IndexDescriptor<Reading>] = [.on(\.sensor), .on(\.value)]
+        var id: Int
+        var sensor: Int
+        var value: Int
+    }
+
+    static let count = 12_000
+
+    static func database() throws -> (Database, [Reading]) {
+        let db = try Database.inMemory(models: [Reading.self])
+        var all: [Reading] = []
+        try db.write { tx in
+            for i in 0..<count {
+                let reading = Reading(id: i, sensor: i % 40, value: (i &* 7_919) % 5_000)
+                all.append(try tx.insert(reading))
+            }
+        }
+        return (db, all)
+    }
+
+    /// Entries read (progress units) while running `body`.
+    static func entriesRead<R>(_ body: () throws -> R) throws -> (R, Int) {
+        var completed = 0
+        let result = try withProgress(
+            every: 1,
+            {
+                completed = max(completed, $0.completed); return true
+            }, body)
+        return (result, completed)
+    }
+
+    @Test func aSortedPageReadsItsPageNotTheEstimates() throws {
+        let (db, all) = try Self.database()
+        let low = 1
+        let predicate = #Predicate<Reading> { $0.sensor >= low }
+        // Ties keep primary-key order, so the reference breaks them by id.
+        let sort = [SortDescriptor(\Reading.value)]
+        let (page, read) = try Self.entriesRead {
+            try db.objects(Reading.self).filter(predicate).sorted(by: sort).prefix(5).fetch()
+        }
+        let expected = try all.filter { try predicate.evaluate($0) }.sorted { a, b in
+            for descriptor in sort {
+                let order = descriptor.compare(a, b)
+                if order != .orderedSame { return order == .orderedAscending }
+            }
+            return a.id < b.id
+        }
+        #expect(page.map(\.id) == expected.prefix(5).map(\.id))
+        // The walk of the value index stops at the fifth match; a handful of entries more.
+        let plan = db.objects(Reading.self).filter(predicate).sorted(by: sort).prefix(5).explain()
+        #expect(read < 200, "read \(read) entries for a page of 5: \(plan)")
+    }
+
+    @Test func explainShowsTheEntriesInTheWeighedRanges() throws {
+        let (db, all) = try Self.database()
+        for (sensor, top) in [(3, 2_500), (3, 9_000), (0, 5_000)] {
+            let results = db.objects(Reading.self).filter(#Predicate { $0.sensor == sensor && $0.value < top })
+            let bySensor = all.filter { $0.sensor == sensor }.count
+            let byValue = all.filter { $0.value < top }.count
+            let explained = results.explain()
+            #expect(explained.contains("estimated candidates: \(min(bySensor, byValue))"), "\(explained)")
+            #expect(try results.fetch().map(\.id) == all.filter { $0.sensor == sensor && $0.value < top }.map(\.id))
+        }
+        // Past the cap the estimate says so.
+        let wide = db.objects(Reading.self).filter(#Predicate { $0.sensor >= 0 && $0.value >= 0 })
+        #expect(try wide.explain().contains("estimated candidates: ≥ 10000"))
+    }
+
+    struct Post: Model {
+        static let indexDescriptors: [IndexDescriptor<Post>] = [.fullText(\.text)]
+        var id: Int
+        var text: String
+    }
+
+    /// Counting a word's matches reads no entries: the word's range is counted from the branches.
+    @Test func countingAWordReadsNoEntries() throws {
+        let db = try Database.inMemory(models: [Post.self])
+        let words = ["common", "rare", "Common", "commonly", "other"]
+        var texts: [Int: String] = [:]
+        try db.write { tx in
+            for i in 0..<3_000 {
+                let text = "\(words[i % 5]) \(words[(i / 5) % 5]) x\(i)"
+                texts[i] = text
+                try tx.insert(Post(id: i, text: text))
+            }
+        }
+        for word in ["common", "rare", "commonly", "absent"] {
+            // Words are folded for case: "Common" is the word "common".
+            let expected = texts.values.filter { $0.lowercased().split(separator: " ").contains(Substring(word)) }.count
+            let (counted, read) = try Self.entriesRead { db.objects(Post.self).search(\.text, .allWords(word)).count }
+            #expect(counted == expected, "\(word)")
+            #expect(read < 10, "\(word): read \(read) entries")
+        }
+    }
+}
