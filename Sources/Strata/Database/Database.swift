@@ -52,7 +52,8 @@ public final class Database: Sendable {
     /// Opens (or creates) the database at `path` for `models`. The schema of each model is derived
     /// from its type and reconciled with the stored one: additive changes (a new model, a new
     /// optional field, a removed field, an added or dropped index) apply by themselves; anything else
-    /// throws `StrataError.migrationRequired` listing every difference.
+    /// throws `StrataError.migrationRequired` listing every difference. A type listed more than
+    /// once counts once; two types with one `modelName` are refused.
     ///
     /// ```swift
     /// let db = try Database(path: "app.strata", models: [Person.self, Message.self])
@@ -86,6 +87,10 @@ public final class Database: Sendable {
     /// let db = try Database(store: store, models: [Person.self])
     /// ```
     public init(store: Store, models: [any Model.Type], schemaVersion: Int = 0, migration: ((Migration) throws -> Void)? = nil) throws {
+        // A type listed twice is one model (a list gathered from several modules may repeat one);
+        // two different types under one name are still refused below.
+        var seen = Set<ObjectIdentifier>()
+        let models = models.filter { seen.insert(ObjectIdentifier($0)).inserted }
         self.store = store
         self.observers = ObserverHub(worker: observerQueue)
         var infos: [ObjectIdentifier: any AnyModelInfo] = [:]

@@ -207,16 +207,42 @@ private struct ObjectCheck {
     ) throws {
         for field in schema.fields where !field.removed {
             guard let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil else { continue }
-            let name = path.isEmpty ? field.name : path + "." + field.name
-            switch field.type.unwrapped {
-            case .reference(let target): try body(name, target, Array(bytes))
-            case .object(let nested): try references(bytes, schema: nested, path: name, body)
-            case .array(let element):
-                if case .reference(let target) = element.unwrapped {
-                    for item in try CollectionLayout.readArray(bytes) where !item.isNil { try body(name, target, Array(item.bytes)) }
-                }
-            default: break
+            try references(bytes, type: field.type, path: path.isEmpty ? field.name : path + "." + field.name, body)
+        }
+    }
+
+    /// The references in a value of `type`, wherever they nest: in structs, arrays and
+    /// dictionaries of them, at any depth (an order's lines, each naming a product). Elements
+    /// and entries report under their collection's path.
+    private func references(
+        _ bytes: UnsafeRawBufferPointer, type: FieldType, path: String,
+        _ body: (String, String, [UInt8]) throws -> Void
+    ) throws {
+        switch type.unwrapped {
+        case .reference(let target): try body(path, target, Array(bytes))
+        case .object(let nested): try references(bytes, schema: nested, path: path, body)
+        case .array(let element):
+            guard element.containsReference else { return }
+            for item in try CollectionLayout.readArray(bytes) where !item.isNil { try references(item.bytes, type: element, path: path, body) }
+        case .dictionary(let value):
+            guard value.containsReference else { return }
+            for entry in try CollectionLayout.readDictionary(bytes) where !entry.isNil {
+                try references(entry.bytes, type: value, path: path, body)
             }
+        default: break
+        }
+    }
+}
+
+extension FieldType {
+    /// Whether a value of this type can hold a reference (so that a collection of anything else
+    /// is not read element by element for nothing).
+    var containsReference: Bool {
+        switch unwrapped {
+        case .reference: return true
+        case .object(let schema): return schema.fields.contains { !$0.removed && $0.type.containsReference }
+        case .array(let element), .dictionary(let element): return element.containsReference
+        default: return false
         }
     }
 }

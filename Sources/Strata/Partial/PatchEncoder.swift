@@ -49,7 +49,7 @@ struct PatchEncoder {
                 unknown.append(fieldPath.text)
                 continue
             }
-            if case .null = value {
+            if case .null = value, !isNilKeyReference(field.type) {
                 guard field.type.isOptional else { throw fieldPath.mismatch("null given for a non-optional \(field.type)") }
                 // Absent, as the synthesized encode(to:) leaves a nil optional: a nil entry reads
                 // back as the inner nil of a double optional (`.some(nil)`), where JSONDecoder
@@ -161,7 +161,7 @@ struct PatchEncoder {
     }
 
     private mutating func collectionEntry(_ item: StoredValue, element: FieldType, path: FieldPath) throws -> Entry {
-        if case .null = item {
+        if case .null = item, !isNilKeyReference(element) {
             guard element.isOptional else { throw path.mismatch("null given for a non-optional \(element)") }
             return (true, [])
         }
@@ -327,12 +327,22 @@ struct PatchEncoder {
 
     // MARK: References
 
+    /// Whether `type` is a non-optional `Ref` to a model whose id is optional: null is then a
+    /// value (`Ref(nil)`), stored as its key, not an absent field.
+    private func isNilKeyReference(_ type: FieldType) -> Bool {
+        guard case .reference(let target) = type, case .optional? = registry.byName[target]?.stored.keyFieldType else { return false }
+        return true
+    }
+
     /// A `Ref` is stored as the target's key encoding, so the key's type comes from the target's
     /// schema: the same JSON `5` is a different key for an `Int` id and an `Int?` id.
     private func referenceKey(_ value: StoredValue, target: String, path: FieldPath) throws -> [UInt8] {
         guard let keyType = registry.byName[target]?.stored.keyFieldType else {
             throw path.mismatch("references \(target), which this database was not opened with, so its key type is unknown")
         }
+        // `Ref(nil)` to a model with an optional (auto-increment) id: JSONEncoder writes null,
+        // and the typed path stores the key encoding of a nil optional.
+        if case .null = value, case .optional = keyType { return [0] }
         var out: [UInt8] = []
         try appendKey(value, type: keyType, to: &out, path: path)
         return out
