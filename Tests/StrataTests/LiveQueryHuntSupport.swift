@@ -255,6 +255,18 @@ enum LQWait {
         return done()
     }
 
+    /// `until` for async tests: sleeping the task instead of the thread, so that the tasks the
+    /// condition waits for get the cooperative pool (two threads on two cores; blocked by polling
+    /// loops under a parallel test run, they never ran).
+    static func untilAsync(_ seconds: Double = 30, _ done: () -> Bool) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if done() { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return done()
+    }
+
     static func tempPath(_ tag: String) -> String { NSTemporaryDirectory() + "strata-lqhunt-\(tag)-\(UUID().uuidString).strata" }
 
     static func remove(_ path: String) { for suffix in ["", "-lock"] { try? FileManager.default.removeItem(atPath: path + suffix) } }

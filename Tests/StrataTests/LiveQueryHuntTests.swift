@@ -406,13 +406,13 @@ struct LQWriter {
                     mirror.finished()
                 })
         }
-        #expect(LQWait.until { mirrors.allSatisfy { $0.state.withLock { $0.initialized } } })
+        #expect(await LQWait.untilAsync { mirrors.allSatisfy { $0.state.withLock { $0.initialized } } })
         for _ in 0..<5 {
             for _ in 0..<10 { try writer.transaction(db) }
             let all = writer.model.values.sorted { $0.id < $1.id }
             for (k, shape) in shapes.enumerated() {
                 let expected = try shape.reference(all)
-                let ok = LQWait.until { mirrors[k].state.withLock { $0.mirror == expected } }
+                let ok = await LQWait.untilAsync { mirrors[k].state.withLock { $0.mirror == expected } }
                 #expect(
                     ok,
                     "seed \(seed) [\(shape.name)]: mirror \(mirrors[k].state.withLock { $0.mirror.map(\.id) }), expected \(expected.map(\.id)); \(mirrors[k].state.withLock { $0.problems })"

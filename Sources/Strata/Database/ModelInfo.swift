@@ -331,8 +331,10 @@ extension Model {
                 // so no key path reaches it: say so when there is one, rather than only the enum
                 // advice, which sent the owner of such a field looking in the wrong place.
                 let dotted =
-                    Self.dottedName(in: current).map {
-                        "a stored name containing '.', such as \(jsonString($0)), reads as a nested path: rename it in CodingKeys; or "
+                    Self.unreachableName(in: current).map {
+                        $0.isEmpty
+                            ? "an empty stored name (a coding key \"\") is no path a key path can reach: rename it in CodingKeys; or "
+                            : "a stored name containing '.', such as \(jsonString($0)), reads as a nested path: rename it in CodingKeys; or "
                     } ?? ""
                 throw StrataError.unsupportedType(
                     model: modelName, field: described,
@@ -638,11 +640,12 @@ func isAutoIncrementKey(_ type: Any.Type) -> Bool {
 }
 
 extension Model {
-    /// The first stored field name, here or in a nested struct, that contains a '.'.
-    static func dottedName(in schema: ObjectSchema) -> String? {
+    /// The first stored field name, here or in a nested struct, that no key path's stored path can
+    /// name: one containing a '.' (read as a nested path) or an empty one.
+    static func unreachableName(in schema: ObjectSchema) -> String? {
         for field in schema.liveFields {
-            if field.name.contains(".") { return field.name }
-            if case .object(let nested) = field.type.unwrapped, let name = dottedName(in: nested) { return name }
+            if field.name.isEmpty || field.name.contains(".") { return field.name }
+            if case .object(let nested) = field.type.unwrapped, let name = unreachableName(in: nested) { return name }
         }
         return nil
     }

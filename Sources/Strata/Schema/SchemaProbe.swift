@@ -280,6 +280,11 @@ final class ProbeState {
             }
             return (single, value)
         case .none:
+            // A struct with no fields decodes nothing (its synthesized init(from:) asks for no
+            // container): an object of no fields, as JSON has it (`{}`). A model is not one.
+            guard depth == 0 && path.isEmpty else {
+                return (.object(ObjectSchema(typeName: String(describing: T.self), fields: [])), value)
+            }
             throw fail(path, "\(T.self) decodes nothing")
         }
     }
