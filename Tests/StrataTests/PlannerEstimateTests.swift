@@ -76,6 +76,30 @@ import Testing
         #expect(wide.explain().contains("estimated candidates: ≥ 10000"))
     }
 
+    /// Two bounds on one indexed field, or on the key, read the range between them: the matches
+    /// and a handful of entries, not one side's whole range.
+    @Test func twoBoundsOnOneFieldReadTheRangeBetween() throws {
+        let (db, all) = try Self.database()
+        for (low, high) in [(3, 5), (0, 0), (39, 39), (7, 2), (-5, 100)] {
+            let predicate = #Predicate<Reading> { $0.sensor >= low && $0.sensor <= high }
+            let expected = try all.filter { try predicate.evaluate($0) }.map(\.id)
+            let (found, read) = try Self.entriesRead { try db.objects(Reading.self).filter(predicate).fetch().map(\.id) }
+            #expect(found == expected, "\(low)...\(high)")
+            #expect(read <= expected.count + 2, "\(low)...\(high): read \(read) entries for \(expected.count) matches")
+            #expect(db.objects(Reading.self).filter(predicate).count == expected.count)
+        }
+        for (low, high) in [(100, 200), (11_990, 20_000), (50, 40)] {
+            let predicate = #Predicate<Reading> { $0.id >= low && $0.id < high }
+            let expected = try all.filter { try predicate.evaluate($0) }.map(\.id)
+            let (found, read) = try Self.entriesRead { try db.objects(Reading.self).filter(predicate).fetch().map(\.id) }
+            #expect(found == expected, "ids \(low)..<\(high)")
+            #expect(read <= expected.count + 2, "ids \(low)..<\(high): read \(read) entries for \(expected.count) matches")
+        }
+        // Bounds of different fields: one index, the other condition filtered.
+        let mixed = #Predicate<Reading> { $0.sensor >= 38 && $0.value <= 100 }
+        #expect(try db.objects(Reading.self).filter(mixed).fetch().map(\.id) == (try all.filter { try mixed.evaluate($0) }.map(\.id)))
+    }
+
     struct Post: Model {
         static let indexDescriptors: [IndexDescriptor<Post>] = [.fullText(\.text)]
         var id: Int

@@ -298,6 +298,7 @@ enum Planner {
             let right = a.mayThrow ? nil : try choose(b, info: info, source: source)
             switch (left, right) {
             case var (l?, r?):
+                if let both = intersection(l, r, info: info) { return both }
                 l.estimate = try l.estimate ?? estimate(l.accesses, info: info, source: source)
                 r.estimate = try r.estimate ?? estimate(r.accesses, info: info, source: source)
                 return l.estimate! <= r.estimate! ? l : r
@@ -319,6 +320,31 @@ enum Planner {
             guard let access = access(for: condition, info: info) else { return nil }
             return Choice(accesses: [access], estimate: nil)
         }
+    }
+
+    /// Two bounds on one field (`n >= a && n <= b`) as one range: both sides read one range of
+    /// the primary key or of one index whose entries name each object once (not an array's), so
+    /// a match's one key lies in both, and in their overlap. (The plan keeps its residual filter:
+    /// an `&&` is never marked exact.) Nil when the sides read anything else.
+    private static func intersection<M: Model>(_ l: Choice, _ r: Choice, info: ModelInfo<M>) -> Choice? {
+        guard l.accesses.count == 1, r.accesses.count == 1 else { return nil }
+        let a = l.accesses[0], b = r.accesses[0]
+        guard a.ranges.count == 1, b.ranges.count == 1 else { return nil }
+        switch (a.source, b.source) {
+        case (.primary, .primary): break
+        case let (.index(i), .index(j)) where i == j && !info.indexIsArray[i]: break
+        default: return nil
+        }
+        let x = a.ranges[0], y = b.ranges[0]
+        // An open bound is nil: the higher lower bound and the lower upper bound.
+        var lower = x.lower
+        if let other = y.lower, lower.map({ $0.lexicographicallyPrecedes(other) }) ?? true { lower = other }
+        var upper = x.upper
+        if let other = y.upper, upper.map({ other.lexicographicallyPrecedes($0) }) ?? true { upper = other }
+        // Bounds that cross leave no key: an empty range at the lower bound.
+        if let l = lower, let u = upper, !l.lexicographicallyPrecedes(u) { upper = l }
+        return Choice(
+            accesses: [Access(source: a.source, ranges: [KeyRange(lower: lower, upper: upper)], conditions: a.conditions + b.conditions)], estimate: nil)
     }
 
     /// The candidates of a union of accesses, estimated (each counted up to the cap).
