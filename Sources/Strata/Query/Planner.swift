@@ -2,8 +2,9 @@ import Foundation
 
 // Chooses how a query reaches its candidates: the primary-key tree or a secondary index, over
 // key ranges derived from the predicate's conditions, or a full scan. Several conditions joined by
-// && use the most selective access (estimated by the entries in its ranges, from the branches' counts, capped); || unions accesses
-// when every branch has one. A compound index serves equality on a leading run of its fields plus
+// && use the most selective access (estimated by the entries in its ranges, from the branches'
+// counts, capped), or one range where two bounds fall on one field; || unions accesses when
+// every branch has one. A compound index serves equality on a leading run of its fields plus
 // a range on the next (IndexMatch.swift); a full-text index serves a search. A sort on the
 // trailing fields of an index (after fields fixed by equality) whose order is the key order (a
 // number, date or bool, or a string in the index's collation) walks that index in order and stops
@@ -517,8 +518,10 @@ enum Planner {
         let cursor = try tree.makeCursor()
         var total = 0
         for range in ranges {
-            total += try cursor.count(from: range.lower, to: range.upper)
-            if total >= cap { return cap }
+            let (sum, overflow) = total.addingReportingOverflow(try cursor.count(from: range.lower, to: range.upper))
+            // (Only damaged branch counts could add up past Int.max.)
+            if overflow || sum >= cap { return cap }
+            total = sum
         }
         return total
     }

@@ -533,13 +533,7 @@ enum QueryEngine {
                 return try exactKeys(plan, info: info, source: source)?.count
             }
         }
-        let cursor = try tree.makeCursor()
-        var total = 0
-        for range in ranges {
-            let (sum, overflow) = total.addingReportingOverflow(try cursor.count(from: range.lower, to: range.upper))
-            total = overflow ? .max : sum  // (only damaged branch counts could add up so far)
-        }
-        return total
+        return try Planner.countEntries(tree, ranges, cap: .max)
     }
 
     /// Values of one field for every match, read from the records without decoding the objects,
