@@ -177,7 +177,7 @@ extension WriteTransaction {
     /// commit, which then checks for holes and a free tail.
     /// (At least 16, the floor of `movingThreshold`: a small file that loses most of its pages in
     /// one commit is holed as much as a large one.)
-    private var freedMuch: Bool { freed.count >= max(16, Int(base.pageCount / 16)) }
+    var freedMuch: Bool { freed.count >= max(16, Int(base.pageCount / 16)) }
 
     /// Whether this commit leaves the file with holes for idle-time compaction to fill: its check
     /// found more than `freeFraction` free, or it freed much (`freedMuch`).

@@ -15,35 +15,46 @@ import Darwin
 // compaction commits until the file is compact. They are ordinary commits (crash-safe, invisible
 // to readers' snapshots) made under the same writer locks; the thread gives way as soon as a
 // thread of this process waits to write, or another process holds the file's writer lock, and
-// starts again after the next commit that leaves holes.
+// tries again once the writes stop again (a cut-short episode leaves its holes armed).
 
 /// Idle-time compaction's state, one per open file (in `Environment`).
 struct IdleCompactionState {
-    /// A timer thread is waiting for the writes to stop (at most one per file).
+    /// A timer thread exists (at most one per file). It clears this, under the lock, only as it
+    /// decides to exit, so that a commit either sees it set (and leaves the work to that thread
+    /// through `armed`) or starts a new one.
     var pending = false
+    /// Some commit left holes that no idle episode has dealt with yet: the thread compacts once
+    /// the writes stop. Set again when an episode is cut short (a writer came, another process
+    /// held the writer lock): its holes are still there.
+    var armed = false
     /// When the last commit made through this process ended.
     var lastCommit = ContinuousClock.now
     /// The page count at which the last idle episode could neither move nor trim anything (a
     /// snapshot held the pages, or what is left cannot move), and the snapshots that held free
     /// pages then: commits that leave the file at that size while those snapshots all live (or,
-    /// when none held any, at all) do not arm the
-    /// timer again, so that an idle file is not rewritten for nothing. Once one of them ends, the
-    /// pages it held may move (they stayed held for good before: a quiet file kept its holes).
+    /// when none held any, at all) do not arm the timer again, so that an idle file is not
+    /// rewritten for nothing — unless the commit itself freed much (a bulk delete leaves the page
+    /// count as it was). Once one of those snapshots ends, the pages it held may move (they
+    /// stayed held for good before: a quiet file kept its holes).
     var stuckAt: (pageCount: UInt64, readers: [UInt64])?
 }
 
 extension Store {
     /// Called after every commit made through `write`: notes the time, and arms the timer when
-    /// the commit left holes and none is armed.
-    func noteCommitForIdleCompaction(leavesHoles: Bool, pageCount: UInt64, readers: () -> [UInt64]) {
-        let arm = env.idleCompaction.withLock { state -> Bool in
+    /// the commit left holes (starting the timer thread when none runs).
+    func noteCommitForIdleCompaction(leavesHoles: Bool, freedMuch: Bool, pageCount: UInt64, readers: () -> [UInt64]) {
+        let start = env.idleCompaction.withLock { state -> Bool in
             state.lastCommit = .now
-            guard leavesHoles, !state.pending, compaction.isEnabled, compaction.idleDelay != nil else { return false }
-            if let stuck = state.stuckAt, stuck.pageCount == pageCount, Set(stuck.readers).isSubset(of: readers()) { return false }
+            guard leavesHoles, compaction.isEnabled, compaction.idleDelay != nil else { return false }
+            if !freedMuch, let stuck = state.stuckAt, stuck.pageCount == pageCount, Set(stuck.readers).isSubset(of: readers()) {
+                return false
+            }
+            state.armed = true
+            if state.pending { return false }
             state.pending = true
             return true
         }
-        if arm, !startIdleTimer() {
+        if start, !startIdleTimer() {
             env.idleCompaction.withLock { $0.pending = false }  // no thread: the next commit tries again
         }
     }
@@ -54,6 +65,18 @@ extension Store {
         /// Compact: no commit has ended since `since`.
         case compact(since: ContinuousClock.Instant)
         case stop
+    }
+
+    /// What one idle compaction commit found.
+    enum IdleCommit: Equatable {
+        case moved
+        /// Nothing to move or trim; the snapshots that held free pages then (empty when none did).
+        case nothing(held: [UInt64])
+        /// A thread of this process is writing or waiting to, a commit was made since the episode
+        /// began, or another process holds the writer lock: the holes are still there.
+        case cutShort
+        /// The store was closed, or the commit failed: the episode ends.
+        case failed
     }
 
     /// Starts the timer thread. It holds the store and its file only while it looks or makes one
@@ -77,116 +100,142 @@ extension Store {
                 case .sleep(let wait):
                     sleep(for: wait)
                 case .compact(let since):
-                    var progressed = false
-                    var commits = 0
-                    while commits < 10_000 {
-                        // The store is held only inside `step` (its file closes once the last
-                        // handle is released, which the wait below must not delay).
-                        func step() -> (moved: Bool, held: [UInt64])? {
-                            guard let store = handles.store, let (moved, readers) = store.idleCompactionCommit(since: since) else { return nil }
-                            if moved { return (true, []) }
-                            if !progressed { store.noteStuck(readers: readers) }
-                            return (false, readers)
-                        }
-                        guard let (moved, held) = step() else { return }
-                        commits += 1
-                        if moved {
-                            progressed = true
-                            continue
-                        }
-                        // Nothing (more) moved or trimmed. If snapshots held free pages, look again
-                        // once one of them has ended, as long as no commit comes (one that leaves
-                        // holes arms the timer anew): the writes have stopped, so no commit would.
-                        // Also after commits that moved pages: the holes a snapshot held stayed
-                        // for good when the episode ended there.
-                        if held.isEmpty || !Store.waitForAnyToEnd(held, handles.store, since: since) { return }
+                    if !Store.compactWhileIdle(since: since, handles.store) {
+                        // Cut short: the holes wait for the next quiet time, looked for no sooner
+                        // than a delay from now (another process may hold the lock for long).
+                        guard let delay = handles.store?.compaction.idleDelay, let env = handles.env else { continue }
+                        env.idleCompaction.withLock { $0.armed = true }
+                        sleep(for: delay)
                     }
-                    return
                 }
             }
         }
     }
 
-    /// One look of the timer thread.
+    /// One look of the timer thread. It exits (clearing `pending` under the lock, so that the
+    /// next commit that leaves holes starts another) once no commit has armed it since its last
+    /// episode began.
     private static func idleStep(_ store: Store?, _ env: Environment?) -> IdleStep {
         guard let store, !store.closedFlag, let delay = store.compaction.idleDelay else {
             env?.idleCompaction.withLock { $0.pending = false }
             return .stop
         }
         return store.env.idleCompaction.withLock { state -> IdleStep in
+            guard state.armed else {
+                state.pending = false
+                return .stop
+            }
             let quiet = ContinuousClock.now - state.lastCommit
             if quiet < delay { return .sleep(delay - quiet) }
-            state.pending = false
+            // A writer is at work (its commit notes itself, and it may yet abort): look again.
+            if store.env.activeWriters.load(ordering: .relaxed) > 0 { return .sleep(delay) }
+            state.armed = false
             return .compact(since: state.lastCommit)
         }
     }
 
-    /// The first idle commit of an episode moved and trimmed nothing: remember the page count and
-    /// the snapshots that held free pages then (none when no free page was held: then nothing
-    /// re-arms the timer at that page count).
-    private func noteStuck(readers: [UInt64]) {
-        let count = try? read { $0.meta.pageCount }
-        env.idleCompaction.withLock { $0.stuckAt = count.map { ($0, readers) } }
+    /// One idle episode: compaction commits until nothing more moves or trims. Returns false when
+    /// it was cut short (its holes are still there), true when it is over: the file is compact,
+    /// what is left cannot move (for now), the store went away, or a commit failed. Holds the store
+    /// only while it looks or commits.
+    private static func compactWhileIdle(since: ContinuousClock.Instant, _ weakStore: @autoclosure () -> Store?) -> Bool {
+        var progressed = false
+        for _ in 0..<10_000 {
+            switch weakStore()?.idleCompactionCommit(since: since, first: !progressed) ?? .failed {
+            case .moved:
+                progressed = true
+            case .cutShort:
+                return false
+            case .failed:
+                return true
+            case .nothing(let held):
+                // If snapshots held free pages, look again once one of them has ended, as long as
+                // no commit comes: the writes have stopped, so no commit would arm the timer. Also
+                // after commits that moved pages: the holes a snapshot held stayed for good when
+                // the episode ended there.
+                if held.isEmpty { return true }
+                switch waitForAnyToEnd(held, weakStore(), since: since) {
+                case .ended: continue
+                case .cutShort: return false
+                case .over: return true
+                }
+            }
+        }
+        return true
+    }
+
+    /// How a wait for snapshots to end ended.
+    private enum SnapshotWait {
+        case ended
+        /// A commit was made through this process since the episode began.
+        case cutShort
+        /// The store went away or was closed, or the time ran out.
+        case over
     }
 
     /// Waits, looking every `idleDelay` (for at most ten minutes), until one of the snapshots
-    /// `held` has ended: true then, false when the store went away or was closed, a commit was
-    /// made through this process since `since`, or the time ran out. Holds the store only while
-    /// it looks.
-    private static func waitForAnyToEnd(_ held: [UInt64], _ weakStore: @autoclosure () -> Store?, since: ContinuousClock.Instant) -> Bool {
+    /// `held` has ended. Holds the store only while it looks.
+    private static func waitForAnyToEnd(_ held: [UInt64], _ weakStore: @autoclosure () -> Store?, since: ContinuousClock.Instant) -> SnapshotWait {
         let deadline = ContinuousClock.now + .seconds(600)
-        enum Look { case ended, stop, wait(Duration) }
+        enum Look { case done(SnapshotWait), wait(Duration) }
         // One look, in a function of its own so that the store is released before the sleep.
         func look() -> Look {
-            guard let store = weakStore(), !store.closedFlag, let delay = store.compaction.idleDelay,
-                store.env.idleCompaction.withLock({ $0.lastCommit }) == since
-            else { return .stop }
+            guard let store = weakStore(), !store.closedFlag, let delay = store.compaction.idleDelay else { return .done(.over) }
+            if store.env.idleCompaction.withLock({ $0.lastCommit }) != since { return .done(.cutShort) }
             let live = Set(store.env.readers.liveReaders().map(\.txnid))
-            return Set(held).isSubset(of: live) ? .wait(delay) : .ended
+            return Set(held).isSubset(of: live) ? .wait(delay) : .done(.ended)
         }
         while ContinuousClock.now < deadline {
             switch look() {
-            case .ended: return true
-            case .stop: return false
+            case .done(let outcome): return outcome
             case .wait(let delay): sleep(for: delay)
             }
         }
-        return false
+        return .over
     }
 
     /// One compaction commit, if one would move or trim pages and the writes are still stopped
     /// (no commit has ended since `since`, no thread of this process is writing or waiting to).
-    /// Returns whether it moved or trimmed pages, with the snapshots live as it looked when it did
-    /// not and snapshots held free pages (empty when none did), or nil when the episode should end.
-    func idleCompactionCommit(since: ContinuousClock.Instant) -> (moved: Bool, readers: [UInt64])? {
-        if closedFlag { return nil }
+    /// When it finds nothing to do on the `first` commit of an episode, it notes the page count and
+    /// the snapshots that held free pages (`IdleCompactionState.stuckAt`) under the writer lock, so
+    /// that no commit comes between.
+    func idleCompactionCommit(since: ContinuousClock.Instant, first: Bool) -> IdleCommit {
+        if closedFlag { return .failed }
         let quiet = { [env] in
             env.activeWriters.load(ordering: .relaxed) == 0 && env.idleCompaction.withLock { $0.lastCommit } == since
         }
-        guard quiet() else { return nil }  // a commit since: it armed the timer again if it left holes
-        let done = try? withWriterLocks(waitForOtherProcesses: false) { () throws -> (moved: Bool, readers: [UInt64])? in
-            // Looked at again under the lock: a writer may have come while this thread waited.
-            guard quiet() else { return nil }
-            let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
-            do {
-                let readers = txn.allocator.sortedReaders
-                guard try txn.idleCompactionIsDue() else {
-                    // (`idleCompactionIsDue` loaded the whole free list.)
-                    let held = txn.allocator.chunks.contains { !$0.held.isEmpty }
+        guard quiet() else { return .cutShort }
+        do {
+            let outcome = try withWriterLocks(waitForOtherProcesses: false) { () throws -> IdleCommit in
+                // Looked at again under the lock: a writer may have come while this thread waited.
+                guard quiet() else { return .cutShort }
+                let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
+                do {
+                    let readers = txn.allocator.sortedReaders
+                    let noted: [UInt64]
+                    if try txn.idleCompactionIsDue() {
+                        txn.compactNow = true
+                        txn.cutsToFit = true
+                        try txn.commit()
+                        if txn.movedPages > 0 || txn.trimmedPages > 0 { return .moved }
+                        noted = readers
+                    } else {
+                        // (`idleCompactionIsDue` loaded the whole free list.)
+                        noted = txn.allocator.chunks.contains { !$0.held.isEmpty } ? readers : []
+                        txn.abort()
+                    }
+                    if first { env.idleCompaction.withLock { $0.stuckAt = (txn.pageCount, noted) } }
+                    return .nothing(held: noted)
+                } catch {
                     txn.abort()
-                    return (false, held ? readers : [])
+                    throw error
                 }
-                txn.compactNow = true
-                txn.cutsToFit = true
-                try txn.commit()
-                return (txn.movedPages > 0 || txn.trimmedPages > 0, readers)
-            } catch {
-                txn.abort()
-                throw error
             }
+            // nil: another process holds the writer lock (its commits compact too).
+            return outcome ?? .cutShort
+        } catch {
+            return .failed
         }
-        // nil: an error, or another process is writing (its commits compact too).
-        return done ?? nil
     }
 }
 

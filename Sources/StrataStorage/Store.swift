@@ -259,7 +259,8 @@ public final class Store: Sendable {
                 if !txn.isFinished {
                     try txn.commit()
                     if txn.wantsFollowUp { followUpCompaction(durability: txn.durability) }
-                    noteCommitForIdleCompaction(leavesHoles: txn.leavesHoles, pageCount: txn.pageCount, readers: { txn.allocator.sortedReaders })
+                    noteCommitForIdleCompaction(
+                        leavesHoles: txn.leavesHoles, freedMuch: txn.freedMuch, pageCount: txn.pageCount, readers: { txn.allocator.sortedReaders })
                 }
                 return result
             } catch {
