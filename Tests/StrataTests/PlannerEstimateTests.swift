@@ -100,6 +100,50 @@ import Testing
         #expect(try db.objects(Reading.self).filter(mixed).fetch().map(\.id) == (try all.filter { try mixed.evaluate($0) }.map(\.id)))
     }
 
+    /// A closed range on one field is answered by the index alone: both bounds exact, nothing else
+    /// in the predicate. Its count comes from the branch counts (no entry read), and its objects,
+    /// sums and the like need no residual filter; anything more in the predicate still filters.
+    @Test func aClosedRangeIsCountedFromTheBranches() throws {
+        let (db, all) = try Self.database()
+        func check(_ predicate: Predicate<Reading>, _ label: String, exact: Bool = true) throws {
+            let matches = try all.filter { try predicate.evaluate($0) }
+            let results = db.objects(Reading.self).filter(predicate)
+            let (counted, read) = try Self.entriesRead { results.count }
+            #expect(counted == matches.count, "\(label)")
+            if exact {
+                #expect(read < 10, "\(label): read \(read) entries to count \(matches.count): \(results.explain())")
+                #expect(results.explain().contains("no residual filter"), "\(label): \(results.explain())")
+            } else {
+                #expect(!results.explain().contains("no residual filter"), "\(label): \(results.explain())")
+            }
+            #expect(try results.fetch().map(\.id) == matches.map(\.id), "\(label)")
+            #expect(results.sum(of: \.value) == matches.reduce(0) { $0 + $1.value }, "\(label)")
+        }
+        for (low, high) in [(3, 5), (0, 0), (39, 39), (7, 2), (-5, 100), (Int.min, Int.max)] {
+            try check(#Predicate { $0.sensor >= low && $0.sensor <= high }, "sensor \(low)...\(high)")
+            try check(#Predicate { $0.sensor > low && $0.sensor < high }, "sensor \(low)<..<\(high)")
+            let top = high.multipliedReportingOverflow(by: 300).overflow ? high : high * 300
+            try check(#Predicate { $0.id >= low && $0.id < top }, "id \(low)..<\(top)")
+        }
+        let (s, t) = (4, 9)
+        // Two filters, equality inside a range, three bounds: still one range of one index.
+        try check(#Predicate { $0.sensor >= s }, "chained", exact: true)
+        let chained = db.objects(Reading.self).filter(#Predicate { $0.sensor >= s }).filter(#Predicate { $0.sensor < t })
+        #expect(Self.isCountedExactly(chained), "\(chained.explain())")
+        #expect(chained.count == all.filter { $0.sensor >= s && $0.sensor < t }.count)
+        try check(#Predicate { $0.sensor == s && $0.sensor >= 2 }, "equality within a range")
+        try check(#Predicate { $0.sensor >= 2 && $0.sensor < t && $0.sensor != 30 }, "with an inequality", exact: false)
+        try check(#Predicate { $0.sensor >= 2 && $0.sensor >= s && $0.sensor <= t }, "three bounds")
+        // Other conditions: filtered.
+        try check(#Predicate { $0.sensor >= 2 && $0.sensor <= t && $0.value < 2_000 }, "and another field", exact: false)
+        try check(#Predicate { $0.sensor >= 2 && ($0.sensor <= t || $0.value < 10) }, "and an or", exact: false)
+    }
+
+    static func isCountedExactly(_ results: Results<Reading>) -> Bool {
+        let read = (try? entriesRead { results.count })?.1 ?? .max
+        return read < 10
+    }
+
     struct Post: Model {
         static let indexDescriptors: [IndexDescriptor<Post>] = [.fullText(\.text)]
         var id: Int

@@ -129,7 +129,7 @@ enum Planner {
         if let condition, let best = try choose(condition, info: info, source: source) {
             plan.accesses = best.accesses
             plan.estimate = best.estimate
-            plan.exact = conditions.count == 1 && best.accesses.count == 1 && isExact(condition, info: info)
+            plan.exact = answersExactly(best.accesses, condition.conjuncts, info: info)
         }
         // A compound or collated index that consumes more of the conditions may do better.
         // (Estimates are the entries in the ranges, up to 10,000, from the branches' counts.)
@@ -283,6 +283,16 @@ enum Planner {
             return raw != .double && raw != .float
         default: return false
         }
+    }
+
+    /// Whether `accesses` read exactly the objects matching every one of `conjuncts`: one access
+    /// whose conditions are all of them (its ranges the intersection of theirs, on the key or on
+    /// one index whose entries name each object once: `intersection`), each exact on its own.
+    /// Each conjunct then is a leaf, so the access's conditions, drawn from distinct leaves, are
+    /// all of them when they are as many.
+    private static func answersExactly<M: Model>(_ accesses: [Access], _ conjuncts: [Condition], info: ModelInfo<M>) -> Bool {
+        guard accesses.count == 1, accesses[0].conditions.count == conjuncts.count else { return false }
+        return conjuncts.allSatisfy { isExact($0, info: info) }
     }
 
     private struct Choice {

@@ -459,7 +459,7 @@ enum QueryEngine {
     }
 
     /// The primary keys of the matches, in key order, when the plan needs no residual filter: no
-    /// predicate at all, or one condition an index or key range answers exactly. Nil otherwise.
+    /// predicate at all, or conditions one index or key range answers exactly. Nil otherwise.
     static func exactKeys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> [[UInt8]]? {
         guard !query.isSorted, !query.isDistinct, query.ranking == nil else { return nil }
         return try exactKeys(try Planner.plan(query, info: info, source: source), info: info, source: source)
