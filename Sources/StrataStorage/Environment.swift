@@ -124,6 +124,11 @@ final class Environment: @unchecked Sendable {
             if existing == nil && !options.createIfMissing {
                 throw StorageError.io(operation: "open", path: path, errno: ENOENT)
             }
+            // A file holding something else is refused before its lock file is made: a JSON file
+            // opened by mistake left "x.json-lock" beside it. (A read, under no lock: no Strata
+            // process turns a non-empty file into a database, and this accepts a file whose meta
+            // page 0 is torn as opening does. An empty file is initialised, below.)
+            if let existing, try existing.size() > 0 { _ = try detectPageSize(existing) }
             if let existing, let env = registry[try existing.identity()]?.environment, !env.isReadOnly {
                 return try env.shared(path: path, options: options)
             }
@@ -167,7 +172,13 @@ final class Environment: @unchecked Sendable {
     /// Opens the file read-write for this process: lock file, writer lock, the page file (created
     /// or initialised if need be, under that lock), then recovery when no other process has it open.
     private static func openShared(path: String, existing: PosixFile?, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
-        let lockFile = try PosixFile(path: LockFileName.path(for: path), create: true)
+        let lockFile: PosixFile
+        do {
+            lockFile = try PosixFile(path: LockFileName.path(for: path), create: true)
+        } catch StorageError.io(_, _, ENOENT) {
+            // (Named after the database: the lock file's name is an implementation detail.)
+            throw StorageError.io(operation: "create (its directory does not exist)", path: path, errno: ENOENT)
+        }
         // Hold the writer lock while opening: no other process commits, creates or initialises meanwhile.
         _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
         defer { lockFile.unlock(offset: LockLayout.writerLockByte, length: 1) }
