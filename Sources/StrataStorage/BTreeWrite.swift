@@ -30,12 +30,37 @@ extension WriteTransaction {
             }
             if !committingFreeList, let page = spare.popLast() { return page }
             if let page = try allocator.allocateOne() { return page }
-        } else if let page = try allocator.allocateRun(count) {
-            return page
+        } else {
+            // (Compacting, runs go to the lowest stretch: the committed free list's.)
+            if !allocator.prefersLow, !committingFreeList, let page = takeSpareRun(count) { return page }
+            if let page = try allocator.allocateRun(count) { return page }
         }
         let page = pageCount
         pageCount += UInt64(count)
         return page
+    }
+
+    /// `count` consecutive pages from `spare`, if its newest entries hold them: a run this
+    /// transaction wrote and freed (a large value overwritten) is appended there in ascending
+    /// order, and the next value of that size takes it again instead of growing the file. Only
+    /// the newest entries are looked at, so that the search stays short however many pages the
+    /// transaction has freed.
+    private func takeSpareRun(_ count: Int) -> PageNo? {
+        guard spare.count >= count else { return nil }
+        let floor = max(0, spare.count - max(count, 256))
+        var end = spare.count
+        while end - floor >= count {
+            // The ascending stretch ending at `end`, at most `count` long.
+            var start = end - 1
+            while start > floor, end - start < count, spare[start - 1] &+ 1 == spare[start] { start -= 1 }
+            if end - start == count {
+                let first = spare[start]
+                spare.removeSubrange(start..<end)
+                return first
+            }
+            end = start
+        }
+        return nil
     }
 
     /// Frees a page or run this transaction no longer references.
