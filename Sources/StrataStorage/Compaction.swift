@@ -91,6 +91,9 @@ struct CompactionSchedule {
     var moving = false
     /// The snapshots live at the last check: once one of them ends, the pages it held may be free.
     var readersAtCheck: Set<UInt64> = []
+    /// Pages freed by the commits since the last check (theirs included): many small deletes
+    /// between two checks hole the file as much as one large one.
+    var freedSinceCheck = 0
 }
 
 /// The byte of the page file that unregistered snapshots share-lock and a truncation takes
@@ -145,8 +148,10 @@ extension WriteTransaction {
         guard compaction.isEnabled || force else { return false }
         var schedule = env.compactionSchedule
         defer {
-            // A commit that frees many pages makes the next one look (they are reusable only then).
-            if freedMuch { schedule.commitsUntilCheck = 0 }
+            // A commit that frees many pages, or the last of several that together did, makes the
+            // next one look (they are reusable only then).
+            schedule.freedSinceCheck += freed.count
+            if freedMuch || schedule.freedSinceCheck >= muchFreed { schedule.commitsUntilCheck = 0 }
             env.compactionSchedule = schedule
         }
         let readers = allocator.sortedReaders
@@ -156,6 +161,7 @@ extension WriteTransaction {
         }
         schedule.commitsUntilCheck = ShrinkLock.checkInterval
         schedule.readersAtCheck = Set(readers)
+        schedule.freedSinceCheck = 0
         try allocator.loadAll()
         let reusable = allocator.reusablePages.count + spare.count
         schedule.moving = reusable > movingThreshold
@@ -177,12 +183,20 @@ extension WriteTransaction {
     /// commit, which then checks for holes and a free tail.
     /// (At least 16, the floor of `movingThreshold`: a small file that loses most of its pages in
     /// one commit is holed as much as a large one.)
-    var freedMuch: Bool { freed.count >= max(16, Int(base.pageCount / 16)) }
+    var freedMuch: Bool { freed.count >= muchFreed }
+
+    /// Pages freed that make "much": a sixteenth of the file, at least 16.
+    private var muchFreed: Int { max(16, Int(base.pageCount / 16)) }
+
+    /// Whether the commits since the last check of the free list, this one included, freed much
+    /// between them (`freedMuch` of one commit, summed).
+    var freedMuchSinceCheck: Bool { env.compactionSchedule.freedSinceCheck >= muchFreed }
 
     /// Whether this commit leaves the file with holes for idle-time compaction to fill: its check
-    /// found more than `freeFraction` free, or it freed much (`freedMuch`).
+    /// found more than `freeFraction` free, or it freed much (`freedMuch`), or the commits since
+    /// the last check did between them (`freedMuchSinceCheck`: a run of small deletes).
     var leavesHoles: Bool {
-        compaction.isEnabled && (env.compactionSchedule.moving || freedMuch)
+        compaction.isEnabled && (env.compactionSchedule.moving || freedMuch || freedMuchSinceCheck)
     }
 
     /// Whether an idle-time compaction commit would move or trim pages now.

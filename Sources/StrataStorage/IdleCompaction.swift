@@ -27,6 +27,9 @@ struct IdleCompactionState {
     /// the writes stop. Set again when an episode is cut short (a writer came, another process
     /// held the writer lock): its holes are still there.
     var armed = false
+    /// The handle whose commit armed the timer last: the thread compacts through it (with its
+    /// options), so that closing another handle of the file does not end the work.
+    weak var owner: Store?
     /// When the last commit made through this process ended.
     var lastCommit = ContinuousClock.now
     /// The page count at which the last idle episode could neither move nor trim anything (a
@@ -50,6 +53,7 @@ extension Store {
                 return false
             }
             state.armed = true
+            state.owner = self
             if state.pending { return false }
             state.pending = true
             return true
@@ -79,22 +83,20 @@ extension Store {
         case failed
     }
 
-    /// Starts the timer thread. It holds the store and its file only while it looks or makes one
-    /// commit, never while it sleeps or between commits, so that releasing the last handle closes
-    /// the file soon.
+    /// Starts the timer thread. It holds the store (the state's `owner`) and its file only while
+    /// it looks or makes one commit, never while it sleeps or between commits, so that releasing
+    /// the last handle closes the file soon.
     private func startIdleTimer() -> Bool {
         final class Handles: Sendable {
-            weak let store: Store?
             weak let env: Environment?
-            init(_ store: Store) {
-                self.store = store
-                self.env = store.env
-            }
+            init(_ env: Environment) { self.env = env }
+            /// The handle the work is done through, now.
+            var store: Store? { env?.idleCompaction.withLock { $0.owner } }
         }
-        let handles = Handles(self)
+        let handles = Handles(env)
         return startThread(name: "strata.compact") {
             while true {
-                switch Store.idleStep(handles.store, handles.env) {
+                switch Store.idleStep(handles.env) {
                 case .stop:
                     return
                 case .sleep(let wait):
@@ -115,20 +117,23 @@ extension Store {
     /// One look of the timer thread. It exits (clearing `pending` under the lock, so that the
     /// next commit that leaves holes starts another) once no commit has armed it since its last
     /// episode began.
-    private static func idleStep(_ store: Store?, _ env: Environment?) -> IdleStep {
-        guard let store, !store.closedFlag, let delay = store.compaction.idleDelay else {
-            env?.idleCompaction.withLock { $0.pending = false }
-            return .stop
-        }
-        return store.env.idleCompaction.withLock { state -> IdleStep in
-            guard state.armed else {
+    private static func idleStep(_ env: Environment?) -> IdleStep {
+        guard let env else { return .stop }
+        // (Taken out first: were the lock's the last reference, the store would go inside it.)
+        let owner = env.idleCompaction.withLock { $0.owner }
+        return env.idleCompaction.withLock { state -> IdleStep in
+            // Another handle armed it between the two looks: look again.
+            if state.owner !== owner { return .sleep(.zero) }
+            // The handle that armed it last is gone or closed: so is the work (another handle's
+            // next commit that leaves holes starts a thread again).
+            guard state.armed, let store = owner, !store.closedFlag, let delay = store.compaction.idleDelay else {
                 state.pending = false
                 return .stop
             }
             let quiet = ContinuousClock.now - state.lastCommit
             if quiet < delay { return .sleep(delay - quiet) }
             // A writer is at work (its commit notes itself, and it may yet abort): look again.
-            if store.env.activeWriters.load(ordering: .relaxed) > 0 { return .sleep(delay) }
+            if env.activeWriters.load(ordering: .relaxed) > 0 { return .sleep(delay) }
             state.armed = false
             return .compact(since: state.lastCommit)
         }
@@ -140,21 +145,30 @@ extension Store {
     /// only while it looks or commits.
     private static func compactWhileIdle(since: ContinuousClock.Instant, _ weakStore: @autoclosure () -> Store?) -> Bool {
         var progressed = false
+        // The snapshots waited for since the last commit that moved or trimmed anything. A commit
+        // that gains nothing after one of them ended waits only for the others, not for the
+        // snapshots begun since: those read the episode's own commits (a listener's read after
+        // each commit) and hold only what the fruitless commits freed. Waiting for them made the
+        // thread commit again and again, at full speed, for as long as an older snapshot lived.
+        var waited: Set<UInt64>?
         for _ in 0..<10_000 {
             switch weakStore()?.idleCompactionCommit(since: since, first: !progressed) ?? .failed {
             case .moved:
                 progressed = true
+                waited = nil
             case .cutShort:
                 return false
             case .failed:
                 return true
-            case .nothing(let held):
+            case .nothing(let live):
                 // If snapshots held free pages, look again once one of them has ended, as long as
                 // no commit comes: the writes have stopped, so no commit would arm the timer. Also
                 // after commits that moved pages: the holes a snapshot held stayed for good when
                 // the episode ended there.
+                let held = waited.map { Set(live).intersection($0) } ?? Set(live)
+                waited = held
                 if held.isEmpty { return true }
-                switch waitForAnyToEnd(held, weakStore(), since: since) {
+                switch waitForAnyToEnd(held.sorted(), weakStore(), since: since) {
                 case .ended: continue
                 case .cutShort: return false
                 case .over: return true

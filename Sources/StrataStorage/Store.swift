@@ -260,7 +260,8 @@ public final class Store: Sendable {
                     try txn.commit()
                     if txn.wantsFollowUp { followUpCompaction(durability: txn.durability) }
                     noteCommitForIdleCompaction(
-                        leavesHoles: txn.leavesHoles, freedMuch: txn.freedMuch, pageCount: txn.pageCount, readers: { txn.allocator.sortedReaders })
+                        leavesHoles: txn.leavesHoles, freedMuch: txn.freedMuch || txn.freedMuchSinceCheck, pageCount: txn.pageCount,
+                        readers: { txn.allocator.sortedReaders })
                 }
                 return result
             } catch {

@@ -1,0 +1,122 @@
+import Testing
+@testable import StrataStorage
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Idle-time compaction must not busy-loop while it cannot proceed. Measured as the CPU time of the
+/// threads that appeared across the commit that started the idle thread (/proc/self/task), over
+/// 1.5 s.
+@Suite(.serialized) struct IdleHuntCPUTests {
+    /// Another process holds the writer lock for good (StrataTestHelper die-in-write) while
+    /// holes are armed: the idle thread must wait without spinning, and compact once the lock is
+    /// released (the process dies).
+    @Test(arguments: [1, 20])
+    func anotherProcessHoldingTheWriterLockDoesNotMakeTheIdleThreadSpin(idleMs: Int) async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: IdleHunt.options(idleMs: idleMs))
+        var model: IdleHunt.Model = [:]
+        try IdleHunt.put(store, 0..<20_000, into: &model)
+        // A snapshot keeps the idle thread from compacting until the other process has the lock.
+        let snapshot = try store.beginRead()
+        let threadsBefore = IdleHunt.threadIDs()
+        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
+        let idleThreads = IdleHunt.threadIDs().subtracting(threadsBefore)
+        let holder = try HelperProcess(path: helper, arguments: ["die-in-write", path])
+        #expect(try await holder.readLine() == "in-write")
+        snapshot.end()
+        try await Task.sleep(for: .milliseconds(200))  // the idle thread finds the lock taken
+        let cpu0 = IdleHunt.threadsCPU(idleThreads)
+        let wall0 = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(1500))
+        let cpu = IdleHunt.threadsCPU(idleThreads) - cpu0
+        let wall = ContinuousClock.now - wall0
+        print("IdleHunt CPU with the lock held elsewhere (idleDelay \(idleMs) ms): \(cpu) in \(wall)")
+        #expect(cpu < wall / 10, "idleDelay \(idleMs) ms: \(cpu) of CPU in \(wall) while another process held the writer lock")
+        #expect(try !IdleHunt.isCompact(store.stats()), "compacted while another process held the writer lock?")
+        try await holder.kill()
+        let stats = try await IdleHunt.waitUntilCompact(store)
+        #expect(IdleHunt.isCompact(stats), "never compacted after the other process let go: \(stats)")
+        #expect(try store.read { try CompactionTests.contents($0) } == model)
+        try IdleHunt.expectHealthy(store, "after")
+        store.close()
+    }
+
+    /// A snapshot held for long over a bulk delete's holes: the idle thread waits for it without
+    /// spinning, and compacts once it ends.
+    @Test func aHeldSnapshotDoesNotMakeTheIdleThreadSpin() async throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: IdleHunt.options(idleMs: 1))
+        var model: IdleHunt.Model = [:]
+        try IdleHunt.put(store, 0..<20_000, into: &model)
+        let snapshot = try store.beginRead()
+        let threadsBefore = IdleHunt.threadIDs()
+        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
+        let idleThreads = IdleHunt.threadIDs().subtracting(threadsBefore)
+        try await Task.sleep(for: .milliseconds(200))
+        let version = store.latestVersion
+        let cpu0 = IdleHunt.threadsCPU(idleThreads)
+        let wall0 = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(1500))
+        let cpu = IdleHunt.threadsCPU(idleThreads) - cpu0
+        let wall = ContinuousClock.now - wall0
+        print("IdleHunt CPU with a snapshot held: \(cpu) in \(wall), \(store.latestVersion - version) commits")
+        #expect(cpu < wall / 10, "\(cpu) of CPU in \(wall) while a snapshot held the holes")
+        #expect(store.latestVersion - version <= 2, "\(store.latestVersion - version) idle commits while a snapshot held the holes")
+        snapshot.end()
+        let stats = try await IdleHunt.waitUntilCompact(store)
+        #expect(IdleHunt.isCompact(stats), "\(stats)")
+        #expect(try store.read { try CompactionTests.contents($0) } == model)
+        store.close()
+    }
+
+    /// A long snapshot holds the holes while another thread reads in a loop (short snapshots,
+    /// each ending at once). The idle thread finds nothing to move; a short snapshot it waited on
+    /// ends at once, so it looks again: it must not commit, or burn CPU, again and again.
+    @Test(arguments: [false, true])
+    func shortReadsBesideAHeldSnapshotDoNotMakeTheIdleThreadSpin(busy: Bool) async throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: IdleHunt.options(idleMs: 1))
+        var model: IdleHunt.Model = [:]
+        try IdleHunt.put(store, 0..<20_000, into: &model)
+        let snapshot = try store.beginRead()
+        let threadsBefore = IdleHunt.threadIDs()
+        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
+        let idleThreads = IdleHunt.threadIDs().subtracting(threadsBefore)
+        let stop = Atomic<Bool>(false)
+        let reads = Atomic<Int>(0)
+        let reader = Thread {
+            while !stop.load(ordering: .relaxed) {
+                _ = try? store.read { try $0.tree("data")?.get(bigEndianKey(8)) }
+                reads.add(1, ordering: .relaxed)
+                if busy { continue }
+                usleep(100)
+            }
+        }
+        let cpu0 = IdleHunt.threadsCPU(idleThreads)
+        let wall0 = ContinuousClock.now
+        let version = store.latestVersion
+        reader.start()
+        try await Task.sleep(for: .milliseconds(1500))
+        stop.store(true, ordering: .relaxed)
+        let cpu = IdleHunt.threadsCPU(idleThreads) - cpu0
+        let wall = ContinuousClock.now - wall0
+        let commits = store.latestVersion - version
+        print(
+            "IdleHunt CPU beside short reads (busy \(busy), \(reads.load(ordering: .relaxed)) reads): \(cpu) of the idle thread in \(wall), \(commits) commits")
+        #expect(cpu < wall / 10, "\(cpu) of CPU of the idle thread in \(wall)")
+        #expect(commits <= 2, "\(commits) idle compaction commits while the snapshot held the holes")
+        #expect(try CompactionTests.contents(snapshot).count == 20_000)
+        snapshot.end()
+        let stats = try await IdleHunt.waitUntilCompact(store)
+        #expect(IdleHunt.isCompact(stats), "\(stats)")
+        #expect(try store.read { try CompactionTests.contents($0) } == model)
+        store.close()
+    }
+}
