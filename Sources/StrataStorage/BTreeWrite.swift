@@ -40,27 +40,35 @@ extension WriteTransaction {
         return page
     }
 
-    /// `count` consecutive pages from `spare`, if its newest entries hold them: a run this
-    /// transaction wrote and freed (a large value overwritten) is appended there in ascending
-    /// order, and the next value of that size takes it again instead of growing the file. Only
-    /// the newest entries are looked at, so that the search stays short however many pages the
-    /// transaction has freed.
+    /// `count` consecutive pages from `spare`'s newest entries: a run this transaction wrote and
+    /// freed (a large value overwritten) is appended there, and the next value of that size
+    /// takes it again instead of growing the file. The entries are looked at as a set of pages,
+    /// and the shortest stretch long enough wins (the lowest of equal ones), so that a shorter
+    /// value does not cut up the run the next longer one needs. Only the newest entries are
+    /// looked at, so that the search stays short however many pages the transaction has freed.
     private func takeSpareRun(_ count: Int) -> PageNo? {
         guard spare.count >= count else { return nil }
         let floor = max(0, spare.count - max(count, 256))
-        var end = spare.count
-        while end - floor >= count {
-            // The ascending stretch ending at `end`, at most `count` long.
-            var start = end - 1
-            while start > floor, end - start < count, spare[start - 1] &+ 1 == spare[start] { start -= 1 }
-            if end - start == count {
-                let first = spare[start]
-                spare.removeSubrange(start..<end)
-                return first
+        var window = (floor..<spare.count).map { (page: spare[$0], index: $0) }
+        window.sort { $0.page < $1.page }
+        var best: (start: Int, length: Int)?
+        var i = 0
+        while i < window.count {
+            var j = i + 1
+            while j < window.count, window[j].page == window[j - 1].page &+ 1 { j += 1 }
+            if j - i >= count, best.map({ j - i < $0.length }) ?? true {
+                best = (i, j - i)
+                if j - i == count { break }
             }
-            end = start
+            i = j
         }
-        return nil
+        guard let best else { return nil }
+        let taken = Set(window[best.start..<(best.start + count)].map(\.index))
+        var kept: [PageNo] = []
+        kept.reserveCapacity(spare.count - floor - count)
+        for k in floor..<spare.count where !taken.contains(k) { kept.append(spare[k]) }
+        spare.replaceSubrange(floor..<spare.count, with: kept)
+        return window[best.start].page
     }
 
     /// Frees a page or run this transaction no longer references.
