@@ -15,7 +15,9 @@ import Darwin
 // compaction commits until the file is compact. They are ordinary commits (crash-safe, invisible
 // to readers' snapshots) made under the same writer locks; the thread gives way as soon as a
 // thread of this process waits to write, or another process holds the file's writer lock, and
-// tries again once the writes stop again (a cut-short episode leaves its holes armed).
+// tries again once the writes stop again (a cut-short episode leaves its holes armed). One thread
+// per file, shared by its handles in this process: it works through the handle whose commit armed
+// it last, and holds that handle only while it looks or commits.
 
 /// Idle-time compaction's state, one per open file (in `Environment`).
 struct IdleCompactionState {
