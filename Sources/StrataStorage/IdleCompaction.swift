@@ -107,13 +107,24 @@ extension Store {
                     if !Store.compactWhileIdle(since: since, handles.store) {
                         // Cut short: the holes wait for the next quiet time, looked for no sooner
                         // than a delay from now (another process may hold the lock for long).
-                        guard let delay = handles.store?.compaction.idleDelay, let env = handles.env else { continue }
-                        env.idleCompaction.withLock { $0.armed = true }
+                        guard let delay = Store.rearm(handles.env) else { continue }
                         sleep(for: delay)
                     }
                 }
             }
         }
+    }
+
+    /// Arms the timer again after an episode cut short; returns the delay to wait, nil when the
+    /// store has gone. A function of its own so that no reference to the environment or the store
+    /// outlives it: one held across the sleep kept the file open after its last handle was
+    /// released (debug builds keep locals to the end of their scope).
+    private static func rearm(_ env: Environment?) -> Duration? {
+        guard let env else { return nil }
+        let owner = env.idleCompaction.withLock { $0.owner }
+        guard let delay = owner?.compaction.idleDelay else { return nil }
+        env.idleCompaction.withLock { $0.armed = true }
+        return delay
     }
 
     /// One look of the timer thread. It exits (clearing `pending` under the lock, so that the
@@ -154,7 +165,9 @@ extension Store {
         // thread commit again and again, at full speed, for as long as an older snapshot lived.
         var waited: Set<UInt64>?
         for _ in 0..<10_000 {
-            switch weakStore()?.idleCompactionCommit(since: since, first: !progressed) ?? .failed {
+            // (The store is held for this statement only, not through the waits below.)
+            let outcome = weakStore()?.idleCompactionCommit(since: since, first: !progressed) ?? .failed
+            switch outcome {
             case .moved:
                 progressed = true
                 waited = nil

@@ -46,6 +46,28 @@ import Glibc
         store.close()
     }
 
+    /// While another process holds the writer lock every idle episode is cut short, and the
+    /// thread waits a delay before it looks again. Releasing the last handle then must release the
+    /// file at once: the thread held the environment through that wait (a local kept to the end
+    /// of its scope), and a test that reopens a file after dropping its handle found it alive.
+    @Test func releasingTheLastHandleWhileAnEpisodeWaitsReleasesTheFile() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var store: Store? = try Store(path: path, options: IdleHunt.options(idleMs: 2_000))
+        var model: IdleHunt.Model = [:]
+        try IdleHunt.put(try #require(store), 0..<20_000, into: &model)
+        try IdleHunt.delete(try #require(store), 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
+        let holder = try HelperProcess(path: helper, arguments: ["die-in-write", path])
+        #expect(try await holder.readLine() == "in-write")
+        // The episode begins 2 s after the delete, finds the lock taken, and waits 2 s more.
+        try await Task.sleep(for: .milliseconds(2_600))
+        weak let environment = try #require(store).env
+        store = nil
+        #expect(environment == nil, "the environment outlived its last handle while the idle thread waited")
+        try await holder.kill()
+    }
+
     /// A snapshot held for long over a bulk delete's holes: the idle thread waits for it without
     /// spinning, and compacts once it ends.
     @Test func aHeldSnapshotDoesNotMakeTheIdleThreadSpin() async throws {
