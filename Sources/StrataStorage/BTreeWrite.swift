@@ -48,6 +48,9 @@ extension WriteTransaction {
     /// looked at, so that the search stays short however many pages the transaction has freed.
     private func takeSpareRun(_ count: Int) -> PageNo? {
         guard spare.count >= count else { return nil }
+        // No run has come since a search for one this long or shorter found none: single pages
+        // alone (a transaction's split leaves) would make every large value sort the window.
+        if let miss = spareRunMiss, miss.spareRuns == spareRuns, count >= miss.count { return nil }
         let floor = max(0, spare.count - max(count, 256))
         var window = (floor..<spare.count).map { (page: spare[$0], index: $0) }
         window.sort { $0.page < $1.page }
@@ -62,7 +65,10 @@ extension WriteTransaction {
             }
             i = j
         }
-        guard let best else { return nil }
+        guard let best else {
+            spareRunMiss = (spareRuns, count)
+            return nil
+        }
         let taken = Set(window[best.start..<(best.start + count)].map(\.index))
         var kept: [PageNo] = []
         kept.reserveCapacity(spare.count - floor - count)
@@ -77,6 +83,7 @@ extension WriteTransaction {
             // Written by this transaction: no snapshot has seen it, so it is reusable at once.
             buffer.deallocate()
             for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
+            if count > 1 { spareRuns += 1 }
             return
         }
         if !pages.spilled.isEmpty, pages.spilled[pgno] != nil {
@@ -84,6 +91,7 @@ extension WriteTransaction {
                 // Written early by this transaction, never committed: reusable at once.
                 pages.spilled[pgno] = nil
                 for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
+                if count > 1 { spareRuns += 1 }
             } else {
                 // Spilled before the savepoint: the savepoint may need it back (as for frozen pages).
                 savepoints[savepoints.count - 1].freedFrozen.append((pgno, count))

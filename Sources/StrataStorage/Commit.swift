@@ -157,6 +157,7 @@ extension WriteTransaction {
             if let (run, count) = reserved {
                 // Too small: it becomes a page range this commit allocated and freed unused.
                 for page in run..<(run + UInt64(count)) { spare.append(page) }
+                spareRuns += 1
             }
             let count = needed + attempt
             reserved = (try allocate(count), count)

@@ -53,6 +53,7 @@ extension WriteTransaction {
         allocator.take(targetSet.subtracting(movableSet).subtracting(spareSet).filter { $0 < end })
         spare.removeAll { targetSet.contains($0) }
         for page in movable where !targetSet.contains(page) { spare.append(page) }
+        spareRuns += 1  // (neighbours among them make runs)
         // Pages this transaction added at the end of the file and no longer uses: not added.
         let unused = Set(spare), before = pageCount
         while pageCount > base.pageCount, unused.contains(pageCount - 1) { pageCount -= 1 }

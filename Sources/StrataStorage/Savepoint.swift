@@ -98,6 +98,7 @@ extension WriteTransaction {
         catalog = savepoint.catalog
         freeTree = savepoint.freeTree
         spare = savepoint.spare
+        spareRuns += 1
         freed.removeSubrange(savepoint.freedCount...)
         allocator.state = savepoint.allocator
         for (name, state) in trees where savepoint.trees[name] == nil {
@@ -148,6 +149,7 @@ extension WriteTransaction {
                 // Made in the enclosing scope and freed in this one: as for any own page, reusable now.
                 buffer.deallocate()
                 for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
+                if count > 1 { spareRuns += 1 }
             } else {
                 pages.dirty[pgno] = buffer
             }

@@ -35,6 +35,11 @@ public final class WriteTransaction {
     @exclusivity(unchecked) var allocator: FreePageAllocator!
     /// Pages this transaction allocated and freed again: reusable at once.
     @exclusivity(unchecked) var spare: [PageNo] = []
+    /// Counts the times runs of pages went into `spare` (or `spare` was restored), so that a
+    /// search for a run there that failed is not repeated before one may have come
+    /// (`takeSpareRun`): the run length that failed, at which count.
+    @exclusivity(unchecked) var spareRuns = 0
+    @exclusivity(unchecked) var spareRunMiss: (spareRuns: Int, count: Int)?
     /// Committed pages this transaction stopped using.
     @exclusivity(unchecked) var freed: [FreeEntry] = []
     /// Set while the commit writes the free list, so that the fixpoint converges (see Commit.swift).
