@@ -183,20 +183,19 @@ extension WriteTransaction {
     /// commit, which then checks for holes and a free tail.
     /// (At least 16, the floor of `movingThreshold`: a small file that loses most of its pages in
     /// one commit is holed as much as a large one.)
-    var freedMuch: Bool { freed.count >= muchFreed }
+    private var freedMuch: Bool { freed.count >= muchFreed }
 
     /// Pages freed that make "much": a sixteenth of the file, at least 16.
     private var muchFreed: Int { max(16, Int(base.pageCount / 16)) }
 
-    /// Whether the commits since the last check of the free list, this one included, freed much
-    /// between them (`freedMuch` of one commit, summed).
-    var freedMuchSinceCheck: Bool { env.compactionSchedule.freedSinceCheck >= muchFreed }
+    /// Whether this commit freed much, or the commits since the last check of the free list did
+    /// between them, this one included (a run of small deletes).
+    var freedMuchLately: Bool { freedMuch || env.compactionSchedule.freedSinceCheck >= muchFreed }
 
     /// Whether this commit leaves the file with holes for idle-time compaction to fill: its check
-    /// found more than `freeFraction` free, or it freed much (`freedMuch`), or the commits since
-    /// the last check did between them (`freedMuchSinceCheck`: a run of small deletes).
+    /// found more than `freeFraction` free, or it freed much (`freedMuchLately`).
     var leavesHoles: Bool {
-        compaction.isEnabled && (env.compactionSchedule.moving || freedMuch || freedMuchSinceCheck)
+        compaction.isEnabled && (env.compactionSchedule.moving || freedMuchLately)
     }
 
     /// Whether an idle-time compaction commit would move or trim pages now.

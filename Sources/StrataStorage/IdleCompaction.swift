@@ -74,7 +74,7 @@ extension Store {
     }
 
     /// What one idle compaction commit found.
-    enum IdleCommit: Equatable {
+    enum IdleCommit {
         case moved
         /// Nothing to move or trim; the snapshots that held free pages then (empty when none did).
         case nothing(held: [UInt64])

@@ -260,7 +260,7 @@ public final class Store: Sendable {
                     try txn.commit()
                     if txn.wantsFollowUp { followUpCompaction(durability: txn.durability) }
                     noteCommitForIdleCompaction(
-                        leavesHoles: txn.leavesHoles, freedMuch: txn.freedMuch || txn.freedMuchSinceCheck, pageCount: txn.pageCount,
+                        leavesHoles: txn.leavesHoles, freedMuch: txn.freedMuchLately, pageCount: txn.pageCount,
                         readers: { txn.allocator.sortedReaders })
                 }
                 return result

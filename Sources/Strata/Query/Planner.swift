@@ -335,8 +335,8 @@ enum Planner {
 
     /// Two bounds on one field (`n >= a && n <= b`) as one range: both sides read one range of
     /// the primary key or of one index whose entries name each object once (not an array's), so
-    /// a match's one key lies in both, and in their overlap. (The plan keeps its residual filter:
-    /// an `&&` is never marked exact.) Nil when the sides read anything else.
+    /// a match's one key lies in both, and in their overlap (exact when each side is:
+    /// `answersExactly`). Nil when the sides read anything else.
     private static func intersection<M: Model>(_ l: Choice, _ r: Choice, info: ModelInfo<M>) -> Choice? {
         guard l.accesses.count == 1, r.accesses.count == 1 else { return nil }
         let a = l.accesses[0], b = r.accesses[0]
