@@ -131,7 +131,7 @@ extension WriteTransaction {
         let buffer = newDirty(newPage)
         buffer.copyMemory(from: source, byteCount: pageSize)
         try free(pgno)
-        if let hint = env.insertHints.removeValue(forKey: pgno) { env.insertHints[newPage] = hint }
+        env.insertHints.move(from: pgno, to: newPage)
         return (newPage, buffer)
     }
 
@@ -181,16 +181,19 @@ extension WriteTransaction {
             return true
         }
         let (pgno, page) = try touchPath(&tree, key: key)
-        return try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page)
+        return try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page).added
     }
 
-    /// The rest of `put` once the leaf `pgno` is writable and `path` leads to it.
+    /// The rest of `put` once the leaf `pgno` is writable and `path` leads to it, searching from
+    /// `hint` when given (see `Node.leafSearch(_:from:)`). Returns whether the key is new, and
+    /// the entry's index, nil when the leaf split.
     @inline(__always)
     private func putInLeaf(
-        _ tree: inout TreeInfo, entry: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, pgno: PageNo, page: UnsafeMutableRawPointer
-    ) throws -> Bool {
+        _ tree: inout TreeInfo, entry: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, pgno: PageNo, page: UnsafeMutableRawPointer,
+        hint: Int? = nil
+    ) throws -> (added: Bool, index: Int?) {
         let leaf = try Node(page, pgno: pgno, pageSize: pageSize)
-        let (index, found) = try leaf.leafSearch(key)
+        let (index, found) = try hint.map { try leaf.leafSearch(key, from: $0) } ?? leaf.leafSearch(key)
         if found {
             if case .overflow(let run, _) = try leaf.value(index) { try freeOverflow(run) }
             MutableNode(base: page, pageSize: pageSize).remove(at: index, entrySize: try leaf.entrySize(index))
@@ -199,8 +202,9 @@ extension WriteTransaction {
             // One more entry below every branch on the path (a split below resets its own counts).
             for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, 1) }
         }
+        let shape = shapeChanges
         try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)
-        return !found
+        return (!found, shapeChanges == shape ? index : nil)
     }
 
     // MARK: Deferred writes, applied in key order (DeferredWrites.swift)
@@ -212,7 +216,9 @@ extension WriteTransaction {
     func applySorted(_ tree: inout TreeInfo, _ deferred: DeferredWrites) throws {
         let order = deferred.sortedOrder()
         var finger: PageNo = 0  // the leaf of the last put, 0 for none
+        var fingerPage: UnsafeMutableRawPointer? = nil  // its buffer: stays put until a spill or a split
         var upper: [UInt8]? = nil  // that leaf's exclusive upper bound; nil: the rightmost leaf
+        var placed: Int? = nil  // the last put's index in `finger`: the next key sorts at or above it
         try deferred.bytes.withUnsafeBytes { all in
             for i in order {
                 let write = deferred.writes[i]
@@ -231,11 +237,12 @@ extension WriteTransaction {
                         pages.version &+= 1
                         let entry = try makeLeafEntry(key: key, value: value)
                         if finger != 0, upper.map({ $0.withUnsafeBytes { compareBytes(key, $0) < 0 } }) ?? true {
-                            _ = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: try dirtyPage(finger))
+                            placed = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: fingerPage ?? dirtyPage(finger), hint: placed).index
                         } else {
                             let (pgno, page) = try touchPath(&tree, key: key)
-                            _ = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page)
+                            placed = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page).index
                             finger = pgno
+                            fingerPage = page
                             upper = try upperBoundOfPath()
                         }
                     }
@@ -346,7 +353,7 @@ extension WriteTransaction {
             noteInsert(pgno, index)
             return
         }
-        let lastInsert = env.insertHints[pgno].map(Int.init)
+        let lastInsert = env.insertHints.hint(pgno).map(Int.init)
         shapeChanges &+= 1
 
         // Split. Work from a copy so entries can be rebuilt into the original page.
@@ -449,12 +456,10 @@ extension WriteTransaction {
         }
     }
 
-    /// Records where an insert into `pgno` went, for the next split of that page. The hints are
-    /// dropped when they reach 32,768 pages, so that they cost at most ~1 MiB of memory per file.
+    /// Records where an insert into `pgno` went, for the next split of that page (InsertHints.swift).
     @inline(__always)
     private func noteInsert(_ pgno: PageNo, _ index: Int) {
-        if env.insertHints.count >= 1 << 15 { env.insertHints.removeAll(keepingCapacity: true) }
-        env.insertHints[pgno] = UInt16(truncatingIfNeeded: index)
+        env.insertHints.note(pgno, index)
     }
 
     func branchEntry(child: PageNo, count: UInt64, key: [UInt8]) -> [UInt8] {

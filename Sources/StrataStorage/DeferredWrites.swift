@@ -48,7 +48,7 @@ struct DeferredWrites {
 
     /// The writes in key order, writes to one key in arrival order.
     func sortedOrder() -> [Int] {
-        // Ordered by the keys' first sixteen bytes as two integers, then (rarely) by whole keys,
+        // Ordered by the keys' first 24 bytes as three integers, then (rarely) by whole keys,
         // by an introsort of plain values: the comparison runs n log n times, and the standard
         // library's sort with a closure reading the buffer cost as much as applying the writes.
         bytes.withUnsafeBytes { all -> [Int] in
@@ -58,7 +58,7 @@ struct DeferredWrites {
                 items.reserveCapacity(writes.count)
                 for (i, w) in writes.enumerated() {
                     let key = UnsafeRawBufferPointer(start: base + w.start, count: w.keyLength)
-                    items.append(SortItem(high: key.bigEndianWord(at: 0), low: key.bigEndianWord(at: 8), write: i))
+                    items.append(SortItem(high: key.bigEndianWord(at: 0), middle: key.bigEndianWord(at: 8), low: key.bigEndianWord(at: 16), write: i))
                 }
                 items.withUnsafeMutableBufferPointer { items in
                     var sorter = Introsort(items: items, base: base, writes: writes)
@@ -70,9 +70,12 @@ struct DeferredWrites {
     }
 }
 
-/// A write's place in the sort: its key's first sixteen bytes (zero-padded) and its number.
+/// A write's place in the sort: its key's first 24 bytes (zero-padded) and its number. Sixteen
+/// were too few: full-text entries (a word, then the text's key) and compound index keys often
+/// share their first sixteen bytes with many others, and each such comparison called memcmp.
 private struct SortItem {
     var high: UInt64
+    var middle: UInt64
     var low: UInt64
     var write: Int
 }
@@ -96,9 +99,12 @@ private struct Introsort {
 
     @inline(__always) func less(_ a: SortItem, _ b: SortItem) -> Bool {
         if a.high != b.high { return a.high < b.high }
+        if a.middle != b.middle { return a.middle < b.middle }
         if a.low != b.low { return a.low < b.low }
         let x = writes[a.write], y = writes[b.write]
-        if x.keyLength > 16 || y.keyLength > 16 {
+        if x.keyLength > 24 || y.keyLength > 24 {
+            // Equal up to 24 bytes: the rest decides (zero padding stood in for a shorter key's
+            // missing bytes, so the whole keys are compared).
             let c = compareBytes(
                 UnsafeRawBufferPointer(start: base + x.start, count: x.keyLength), UnsafeRawBufferPointer(start: base + y.start, count: y.keyLength))
             if c != 0 { return c < 0 }

@@ -47,7 +47,7 @@ final class Environment: @unchecked Sendable {
     /// that a group's end page keeps splitting unevenly from one transaction to the next. Only a
     /// hint: a stale one (a delete since, a page reused, another process's commit) costs one
     /// uneven split, never a wrong tree. Written and read only by the writer, like `freeScanHint`.
-    @exclusivity(unchecked) nonisolated(unsafe) var insertHints = PageTable<UInt16>()
+    @exclusivity(unchecked) nonisolated(unsafe) var insertHints = InsertHints()
     /// Idle-time compaction's timer (IdleCompaction.swift).
     let idleCompaction = Mutex(IdleCompactionState())
     /// Threads of this process in `Store.write`, waiting for the writer lock or writing: idle-time

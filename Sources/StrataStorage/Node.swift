@@ -189,6 +189,36 @@ struct Node {
         return (low, false)
     }
 
+    /// `leafSearch` for a key known not to sort below the entry at `hint` (sorted writes: the
+    /// previous put's place). The entry there and the next one decide most searches of a run of
+    /// keys that go to one spot; the rest search above `hint`. A hint the page does not bear out
+    /// (out of range, or its entry above `key`) searches the whole page.
+    func leafSearch(_ key: UnsafeRawBufferPointer, from hint: Int) throws -> (index: Int, found: Bool) {
+        guard hint >= 0, hint < count else { return try leafSearch(key) }
+        let c = compareBytes(try self.key(hint), key)
+        if c == 0 { return (hint, true) }
+        if c > 0 { return try leafSearch(key) }
+        var low = hint + 1
+        var high = count
+        if low < high {
+            let next = compareBytes(try self.key(low), key)
+            if next >= 0 { return (low, next == 0) }
+            low += 1
+        }
+        while low < high {
+            let mid = (low + high) >> 1
+            let c = compareBytes(try self.key(mid), key)
+            if c < 0 {
+                low = mid + 1
+            } else if c > 0 {
+                high = mid
+            } else {
+                return (mid, true)
+            }
+        }
+        return (low, false)
+    }
+
     /// Branch: the index of the child whose subtree holds `key`.
     func branchSearch(_ key: UnsafeRawBufferPointer) throws -> Int {
         var low = 1

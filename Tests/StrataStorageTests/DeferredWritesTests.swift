@@ -5,12 +5,12 @@ import Foundation
 /// Deferred writes (DeferredWrites.swift) against a dictionary: every read, ordinary write,
 /// savepoint, rollback, commit and abort must see exactly what writing at once would have left.
 @Suite struct DeferredWritesTests {
-    /// Keys that share long prefixes (the sort compares sixteen bytes, then whole keys), keys
+    /// Keys that share long prefixes (the sort compares 24 bytes, then whole keys), keys
     /// that are prefixes of each other, zero bytes, and one key no deferred write ever names.
     static func keyPool(_ rng: inout SplitMix) -> [[UInt8]] {
         var pool: [[UInt8]] = []
         for b: UInt8 in [0, 1, 0x7F, 0x80, 0xFF] { pool.append([b]) }
-        for length in [2, 7, 8, 9, 15, 16, 17, 24, 40] {
+        for length in [2, 7, 8, 9, 15, 16, 17, 23, 24, 25, 40] {
             let stem = [UInt8](repeating: 0x61, count: length)
             pool.append(stem)
             pool.append(stem + [0])
