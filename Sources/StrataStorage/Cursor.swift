@@ -78,7 +78,7 @@ public final class Cursor {
     /// Before positioning: a write transaction's deferred writes to this tree applied
     /// (DeferredWrites.swift), so that the cursor starts from the tree as it is.
     @inline(__always) private func settle() throws {
-        if let tree = liveTree, !tree.deferred.isEmpty, let txn = owner as? WriteTransaction { try txn.applyDeferred(tree) }
+        if let tree = liveTree, tree.hasDeferred, let txn = owner as? WriteTransaction { try txn.applyDeferred(tree) }
     }
 
     @inline(__always) private func push(_ pgno: PageNo, _ index: Int) throws {

@@ -198,15 +198,22 @@ extension WriteTransaction {
     @inline(__always)
     func applyDeferred(_ state: TreeState) throws {
         if let deferredFailure { throw deferredFailure.error }
-        if !state.deferred.isEmpty { try applyDeferredNow(state) }
+        if state.hasDeferred { try applyDeferredNow(state) }
     }
 
     private func applyDeferredNow(_ state: TreeState) throws {
         let deferred = state.deferred
+        let beside = state.beside
         state.deferred = DeferredWrites()
+        state.beside = [:]
         if state.dropped { return }
         do {
             try applySorted(&state.info, deferred)
+            // No deferred write is for these keys, so the order does not matter.
+            for (key, value) in beside {
+                try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in _ = try put(&state.info, key: k, value: v) } }
+                try spillIfNeeded()
+            }
         } catch {
             // Some writes are in and the rest are gone: whoever caught the error (a read of the
             // tree triggered this) must not commit, unless a savepoint undoes them all.
@@ -233,7 +240,10 @@ extension WriteTransaction {
     /// Drops every tree's deferred writes: a savepoint's rollback (its start applied the earlier
     /// ones, so all that are left were made inside it).
     func discardAllDeferred() {
-        for state in trees.values where !state.deferred.isEmpty { state.deferred = DeferredWrites() }
+        for state in trees.values where state.hasDeferred {
+            state.deferred = DeferredWrites()
+            state.beside = [:]
+        }
         deferredMemory = 0
     }
 }

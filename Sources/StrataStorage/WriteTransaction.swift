@@ -241,6 +241,7 @@ public final class WriteTransaction {
         try checkOpen()
         guard let state = try state(name) else { return false }
         state.deferred = DeferredWrites()  // (nothing of the tree is left for them to change)
+        state.beside = [:]
         try freeTree(state.info.root)
         state.info = .empty
         state.dropped = true
@@ -488,19 +489,25 @@ extension WriteTree {
     }
 
     /// `get`, leaving the deferred writes deferred: the caller vouches that none is for `key`.
-    package func getBesideDeferred(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+    /// Sees what `putBesideDeferred` stored.
+    package func getBesideDeferred(_ key: UnsafeRawBufferPointer) throws -> [UInt8]? {
         try check()
-        return try txn.pages.get(root: state.info.root, key: key)
+        if !state.beside.isEmpty, let pending = state.beside[Array(key)] { return pending }
+        return try txn.pages.get(root: state.info.root, key: key).map(Array.init)
     }
 
     /// `put`, leaving the deferred writes deferred: the caller vouches that none is for `key`
-    /// (the two commute then).
+    /// (the two commute then). Kept back too, as the key's latest value, and applied with the
+    /// deferred writes: a counter rewritten after every deferred batch of entries (a full-text
+    /// index's statistics, once per text) then costs a dictionary update, not a descent.
     package func putBesideDeferred(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
         try check()
-        state.modified = true
-        state.noteChange(key)
-        _ = try txn.put(&state.info, key: key, value: value)
-        try txn.spillIfNeeded()
+        let maxKey = txn.maxKeySize
+        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
+        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
+        let old = state.beside.updateValue(Array(value), forKey: Array(key))
+        // Counted against the deferred writes' limit as one write per key.
+        try deferred(key, memory: old == nil ? DeferredWrites.memory(key: key.count, value: value.count) : 0)
     }
 }
 
@@ -512,6 +519,10 @@ final class TreeState {
     @exclusivity(unchecked) var modified = false
     /// Writes kept back to be applied in key order (DeferredWrites.swift).
     @exclusivity(unchecked) var deferred = DeferredWrites()
+    /// Puts kept back beside them (`putBesideDeferred`), by key: the latest value of each.
+    @exclusivity(unchecked) var beside: [[UInt8]: [UInt8]] = [:]
+    /// Whether anything is kept back.
+    var hasDeferred: Bool { !deferred.isEmpty || !beside.isEmpty }
     var dropped = false {
         didSet { if dropped { changedKeys = nil } }
     }

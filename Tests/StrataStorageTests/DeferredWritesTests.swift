@@ -83,10 +83,12 @@ import Foundation
                             #expect(try tree.get(key) == model[key], "seed \(round.seed) txn \(t): get")
                         case 77..<82:
                             // The key no deferred write names, beside them.
+                            let before = try Self.besideKey.withUnsafeBytes { try tree.getBesideDeferred($0) }
+                            #expect(before == model[Self.besideKey], "seed \(round.seed) txn \(t): beside before a put")
                             let v = value(&rng)
                             try Self.besideKey.withUnsafeBytes { k in try v.withUnsafeBytes { try tree.putBesideDeferred(k, $0) } }
                             model[Self.besideKey] = v
-                            let read = try Self.besideKey.withUnsafeBytes { try tree.getBesideDeferred($0).map(Array.init) }
+                            let read = try Self.besideKey.withUnsafeBytes { try tree.getBesideDeferred($0) }
                             #expect(read == v, "seed \(round.seed) txn \(t): beside")
                         case 82..<87:
                             // A range read from a random key.

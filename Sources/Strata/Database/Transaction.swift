@@ -560,9 +560,10 @@ public final class Transaction {
             }
             if info.indexSchemas[i].isFullText && before.words != after.words {
                 // The statistics key is never deferred (no posting has its key), so it is read and
-                // written beside the deferred postings without applying them.
+                // written beside the deferred postings without applying them (and kept back with
+                // them: one write per transaction, not per text).
                 let stats = try TextPostingValue.statsKey.withUnsafeBytes { try tree.getBesideDeferred($0) }
-                let (documents, words) = try TextPostingValue.readStats(stats)
+                let (documents, words) = try stats.map { try $0.withUnsafeBytes { try TextPostingValue.readStats($0) } } ?? (0, 0)
                 let documentDelta = (after.words > 0 ? 1 : 0) - (before.words > 0 ? 1 : 0)
                 let value = TextPostingValue.stats(documents: documents + documentDelta, words: words + after.words - before.words)
                 try TextPostingValue.statsKey.withUnsafeBytes { k in try value.withUnsafeBytes { v in try tree.putBesideDeferred(k, v) } }
