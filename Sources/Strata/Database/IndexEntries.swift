@@ -199,64 +199,124 @@ enum TextPostingValue {
     ///
     /// Equal words are grouped by sorting their positions by (word, position), not through a
     /// dictionary keyed by the words: hashing a byte array feeds every byte through `Hasher`, and
-    /// that was the largest single cost of indexing a text.
+    /// that was the largest single cost of indexing a text. Every entry is written into one
+    /// array sized once for the most the text can need (each word's bytes twice, for 0x00
+    /// escapes; its key's terminator, the primary key, and four varints of at most ten bytes):
+    /// growing arrays, a positions array per word and a copy per append cost more than the rest.
     static func pairs(words: WordList, primaryKey: [UInt8]) -> [IndexPair] {
+        let n = words.count
+        if n == 0 { return [] }
+        let order = sortedWords(words)
+        // Where each distinct word's entry starts and its key ends, then the end of everything.
+        var marks: [Int] = []
+        marks.reserveCapacity(2 * n + 1)
+        let bound = 2 * words.bytes.count + n * (2 + primaryKey.count + 40)
+        let all = [UInt8](unsafeUninitializedCapacity: bound) { out, initialized in
+            guard let base = out.baseAddress else { return }
+            var p = 0
+            @inline(__always) func put(_ value: Int) {
+                var v = UInt64(value)
+                while v >= 0x80 {
+                    base[p] = UInt8(truncatingIfNeeded: v) | 0x80
+                    p += 1
+                    v >>= 7
+                }
+                base[p] = UInt8(v)
+                p += 1
+            }
+            words.bytes.withUnsafeBytes { bytes in
+                primaryKey.withUnsafeBytes { key in
+                    var i = 0
+                    while i < n {
+                        let current = words.range(order[i].index)
+                        let word = UnsafeRawBufferPointer(rebasing: bytes[current])
+                        var j = i + 1
+                        while j < n, order[j].prefix == order[i].prefix {
+                            let other = UnsafeRawBufferPointer(rebasing: bytes[words.range(order[j].index)])
+                            guard other.count == word.count, memcmp(other.baseAddress!, word.baseAddress!, word.count) == 0 else { break }
+                            j += 1
+                        }
+                        marks.append(p)
+                        // The word's key encoding (KeyEncoding.appendBytes): 0x00 escaped, then 0x00 0x00.
+                        if let start = word.baseAddress, memchr(start, 0, word.count) == nil {
+                            UnsafeMutableRawPointer(base + p).copyMemory(from: start, byteCount: word.count)
+                            p += word.count
+                        } else {
+                            for b in word {
+                                base[p] = b
+                                p += 1
+                                if b == 0 {
+                                    base[p] = 0xFF
+                                    p += 1
+                                }
+                            }
+                        }
+                        base[p] = 0
+                        base[p + 1] = 0
+                        p += 2
+                        if let k = key.baseAddress { UnsafeMutableRawPointer(base + p).copyMemory(from: k, byteCount: key.count) }
+                        p += key.count
+                        marks.append(p)
+                        // The value (appendValue): the words' positions are `order`'s indices i..<j.
+                        put(key.count)
+                        put(n)
+                        put(j - i)
+                        var last = 0
+                        for k in i..<j {
+                            put(order[k].index - last)
+                            last = order[k].index
+                        }
+                        i = j
+                    }
+                }
+            }
+            initialized = p
+        }
+        marks.append(all.count)
+        var pairs: [IndexPair] = []
+        pairs.reserveCapacity(marks.count / 2)
+        for k in stride(from: 0, to: marks.count - 1, by: 2) {
+            pairs.append(IndexPair(sharing: all, start: marks[k], keyEnd: marks[k + 1], end: marks[k + 2]))
+        }
+        return pairs
+    }
+
+    /// The words' indices ordered by (word, index). Most words differ in their first eight bytes:
+    /// compared as one big-endian integer (zero-padded, and a word holds no 0x00, so a shorter word
+    /// still sorts first), they are ordered without a call per comparison.
+    private static func sortedWords(_ words: WordList) -> [(prefix: UInt64, index: Int)] {
         words.bytes.withUnsafeBytes { bytes in
             func word(_ i: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bytes[words.range(i)]) }
-            // Most words differ in their first eight bytes: compared as one big-endian integer
-            // (zero-padded, and a word holds no 0x00, so a shorter word still sorts first), they
-            // are ordered without a call per comparison.
             func prefix(_ word: UnsafeRawBufferPointer) -> UInt64 {
                 var value: UInt64 = 0
                 for k in 0..<8 { value = value << 8 | (k < word.count ? UInt64(word[k]) : 0) }
                 return value
             }
-            var order = (0..<words.count).map { (prefix: prefix(word($0)), index: $0) }
-            order.sort { a, b in
+            func less(_ a: (prefix: UInt64, index: Int), _ b: (prefix: UInt64, index: Int)) -> Bool {
                 if a.prefix != b.prefix { return a.prefix < b.prefix }
                 let c = KeyEncoding.compare(word(a.index), word(b.index))
                 return c != 0 ? c < 0 : a.index < b.index
             }
-            // Every entry into one array, then entries that share it.
-            var all: [UInt8] = []
-            all.reserveCapacity(words.bytes.count + words.count * (2 + primaryKey.count + 6) + 2 * words.count)
-            var bounds: [(start: Int, keyEnd: Int)] = []
-            bounds.reserveCapacity(words.count)
-            var positions: [Int] = []
-            var i = 0
-            while i < order.count {
-                let current = word(order[i].index)
-                positions.removeAll(keepingCapacity: true)
-                var j = i
-                while j < order.count && order[j].prefix == order[i].prefix && KeyEncoding.compare(word(order[j].index), current) == 0 {
-                    positions.append(order[j].index)
-                    j += 1
+            var order: [(prefix: UInt64, index: Int)] = []
+            order.reserveCapacity(words.count)
+            for i in 0..<words.count { order.append((prefix(word(i)), i)) }
+            guard order.count <= 32 else {
+                order.sort(by: less)
+                return order
+            }
+            // Most texts are short: an insertion sort in place, without the library sort's closure calls.
+            order.withUnsafeMutableBufferPointer { order in
+                for i in 1..<max(1, order.count) {
+                    let item = order[i]
+                    var j = i
+                    while j > 0 && less(item, order[j - 1]) {
+                        order[j] = order[j - 1]
+                        j -= 1
+                    }
+                    order[j] = item
                 }
-                let start = all.count
-                KeyEncoding.appendBytes(current, to: &all)
-                all.append(contentsOf: primaryKey)
-                bounds.append((start, all.count))
-                appendValue(primaryKey: primaryKey, words: words.count, positions: positions, to: &all)
-                i = j
             }
-            var pairs: [IndexPair] = []
-            pairs.reserveCapacity(bounds.count)
-            for (k, bound) in bounds.enumerated() {
-                pairs.append(IndexPair(sharing: all, start: bound.start, keyEnd: bound.keyEnd, end: k + 1 < bounds.count ? bounds[k + 1].start : all.count))
-            }
-            return pairs
-        }
-    }
-
-    /// Appends an entry's value to `out` (varints: short counts, small position gaps).
-    static func appendValue(primaryKey: [UInt8], words: Int, positions: [Int], to out: inout [UInt8]) {
-        appendVarint(UInt64(primaryKey.count), to: &out)
-        appendVarint(UInt64(words), to: &out)
-        appendVarint(UInt64(positions.count), to: &out)
-        var last = 0
-        for position in positions {
-            appendVarint(UInt64(position - last), to: &out)
-            last = position
+            return order
         }
     }
 
