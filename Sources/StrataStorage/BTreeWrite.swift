@@ -219,37 +219,36 @@ extension WriteTransaction {
         var fingerPage: UnsafeMutableRawPointer? = nil  // its buffer: stays put until a spill or a split
         var upper: [UInt8]? = nil  // that leaf's exclusive upper bound; nil: the rightmost leaf
         var placed: Int? = nil  // the last put's index in `finger`: the next key sorts at or above it
-        try deferred.bytes.withUnsafeBytes { all in
-            for i in order {
-                let write = deferred.writes[i]
-                let key = UnsafeRawBufferPointer(rebasing: all[write.start..<(write.start + write.keyLength)])
-                let shape = shapeChanges, spilled = spills
-                if write.isDelete {
-                    _ = try delete(&tree, key: key)
+        let all = deferred.bytes
+        for i in order {
+            let write = deferred.writes[i]
+            let key = UnsafeRawBufferPointer(rebasing: all[write.start..<(write.start + write.keyLength)])
+            let shape = shapeChanges, spilled = spills
+            if write.isDelete {
+                _ = try delete(&tree, key: key)
+                finger = 0
+            } else {
+                let value = UnsafeRawBufferPointer(rebasing: all[(write.start + write.keyLength)..<(write.start + write.keyLength + write.valueLength)])
+                // (Keys and values were checked against the limits when deferred.)
+                if tree.root == 0 {
+                    _ = try put(&tree, key: key, value: value)
                     finger = 0
                 } else {
-                    let value = UnsafeRawBufferPointer(rebasing: all[(write.start + write.keyLength)..<(write.start + write.keyLength + write.valueLength)])
-                    // (Keys and values were checked against the limits when deferred.)
-                    if tree.root == 0 {
-                        _ = try put(&tree, key: key, value: value)
-                        finger = 0
+                    pages.version &+= 1
+                    let entry = try makeLeafEntry(key: key, value: value)
+                    if finger != 0, upper.map({ $0.withUnsafeBytes { compareBytes(key, $0) < 0 } }) ?? true {
+                        placed = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: fingerPage ?? dirtyPage(finger), hint: placed).index
                     } else {
-                        pages.version &+= 1
-                        let entry = try makeLeafEntry(key: key, value: value)
-                        if finger != 0, upper.map({ $0.withUnsafeBytes { compareBytes(key, $0) < 0 } }) ?? true {
-                            placed = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: fingerPage ?? dirtyPage(finger), hint: placed).index
-                        } else {
-                            let (pgno, page) = try touchPath(&tree, key: key)
-                            placed = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page).index
-                            finger = pgno
-                            fingerPage = page
-                            upper = try upperBoundOfPath()
-                        }
+                        let (pgno, page) = try touchPath(&tree, key: key)
+                        placed = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page).index
+                        finger = pgno
+                        fingerPage = page
+                        upper = try upperBoundOfPath()
                     }
                 }
-                try spillIfNeeded()
-                if shapeChanges != shape || spills != spilled { finger = 0 }
             }
+            try spillIfNeeded()
+            if shapeChanges != shape || spills != spilled { finger = 0 }
         }
     }
 

@@ -12,12 +12,44 @@
 // rollback then discards exactly what was deferred inside) and the commit. Only the tree's
 // `count` lags until then: it is not read for answers in a write transaction.
 
-/// The deferred writes of one tree, in arrival order.
-struct DeferredWrites {
-    /// Every key, then its value, back to back.
-    private(set) var bytes: [UInt8] = []
+/// The deferred writes of one tree, in arrival order. A class: a tree's writes are handed over
+/// whole (to be applied, or dropped) and never copied.
+final class DeferredWrites {
+    /// Every key, then its value, back to back, in memory of its own: a write is two copies and a
+    /// length check (an array's `append(contentsOf:)` cost several times the bytes it copies, for
+    /// every one of the entries a large transaction defers).
+    // `@exclusivity(unchecked)` as on WriteTransaction's state: deferred writes belong to a tree
+    // of one write transaction, which never leaves the thread running `Store.write`, and no method
+    // here passes one of these properties inout while reading it (the checks were 40 % of a put).
+    @exclusivity(unchecked) private var storage: UnsafeMutableRawPointer? = nil
+    @exclusivity(unchecked) private var used = 0
+    @exclusivity(unchecked) private var capacity = 0
     /// Where each write's key and value sit in `bytes`; a delete has no value (`valueLength` -1).
-    private(set) var writes: [Write] = []
+    @exclusivity(unchecked) private(set) var writes: [Write] = []
+
+    init() {}
+    deinit { storage?.deallocate() }
+
+    /// Every key, then its value: valid until the next write.
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: storage, count: used) }
+
+    /// Appends `data` to `bytes`, doubling the memory when it is full.
+    @inline(__always)
+    private func append(_ data: UnsafeRawBufferPointer) {
+        guard let source = data.baseAddress, data.count > 0 else { return }
+        if used + data.count > capacity {
+            let grown = max(2 * capacity, used + data.count, 4096)
+            let memory = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 8)
+            if let storage {
+                memory.copyMemory(from: storage, byteCount: used)
+                storage.deallocate()
+            }
+            storage = memory
+            capacity = grown
+        }
+        storage.unsafelyUnwrapped.advanced(by: used).copyMemory(from: source, byteCount: data.count)
+        used += data.count
+    }
 
     struct Write {
         var start: Int
@@ -35,15 +67,15 @@ struct DeferredWrites {
     /// What a write costs against `limit`.
     static func memory(key: Int, value: Int) -> Int { key + max(0, value) + MemoryLayout<Write>.stride }
 
-    mutating func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
-        writes.append(Write(start: bytes.count, keyLength: key.count, valueLength: value.count))
-        bytes.append(contentsOf: key)
-        bytes.append(contentsOf: value)
+    func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        writes.append(Write(start: used, keyLength: key.count, valueLength: value.count))
+        append(key)
+        append(value)
     }
 
-    mutating func delete(_ key: UnsafeRawBufferPointer) {
-        writes.append(Write(start: bytes.count, keyLength: key.count, valueLength: -1))
-        bytes.append(contentsOf: key)
+    func delete(_ key: UnsafeRawBufferPointer) {
+        writes.append(Write(start: used, keyLength: key.count, valueLength: -1))
+        append(key)
     }
 
     /// The writes in key order, writes to one key in arrival order.
@@ -51,21 +83,19 @@ struct DeferredWrites {
         // Ordered by the keys' first 24 bytes as three integers, then (rarely) by whole keys,
         // by an introsort of plain values: the comparison runs n log n times, and the standard
         // library's sort with a closure reading the buffer cost as much as applying the writes.
-        bytes.withUnsafeBytes { all -> [Int] in
-            guard let base = all.baseAddress else { return Array(writes.indices) }
-            return writes.withUnsafeBufferPointer { writes -> [Int] in
-                var items: [SortItem] = []
-                items.reserveCapacity(writes.count)
-                for (i, w) in writes.enumerated() {
-                    let key = UnsafeRawBufferPointer(start: base + w.start, count: w.keyLength)
-                    items.append(SortItem(high: key.bigEndianWord(at: 0), middle: key.bigEndianWord(at: 8), low: key.bigEndianWord(at: 16), write: i))
-                }
-                items.withUnsafeMutableBufferPointer { items in
-                    var sorter = Introsort(items: items, base: base, writes: writes)
-                    sorter.sort()
-                }
-                return items.map(\.write)
+        guard let base = bytes.baseAddress else { return Array(writes.indices) }
+        return writes.withUnsafeBufferPointer { writes -> [Int] in
+            var items: [SortItem] = []
+            items.reserveCapacity(writes.count)
+            for (i, w) in writes.enumerated() {
+                let key = UnsafeRawBufferPointer(start: base + w.start, count: w.keyLength)
+                items.append(SortItem(high: key.bigEndianWord(at: 0), middle: key.bigEndianWord(at: 8), low: key.bigEndianWord(at: 16), write: i))
             }
+            items.withUnsafeMutableBufferPointer { items in
+                var sorter = Introsort(items: items, base: base, writes: writes)
+                sorter.sort()
+            }
+            return items.map(\.write)
         }
     }
 }
