@@ -67,48 +67,71 @@ enum WordTokenizer {
 
     private static func asciiWords(_ bytes: UnsafeRawBufferPointer) -> WordList {
         // A word is a run of the text's bytes (letters, digits and the joiners between them), so
-        // it is found first and copied once, lowercased, to the end of the list's buffer.
-        var words = WordList()
-        words.bytes.reserveCapacity(bytes.count)
-        words.ends.reserveCapacity(16)
-        var start = -1  // where the word being read began; -1: none
-        var lastIsDigit = false
-        var i = 0
+        // it is found first and copied once, lowercased, to the end of the list's buffer. The
+        // words are never longer than the text together, so the buffer is sized once and filled
+        // through a pointer (an append per byte cost more than finding the words).
         let n = bytes.count
-        let classes = asciiClass
-        while i < n {
-            let kind = classes[Int(bytes[i])]
-            switch kind {
-            case 1, 2:
-                if start < 0 { start = i }
-                lastIsDigit = kind == 2
-            case 3, 4:
-                // Joins only between two word characters (a comma: two digits).
-                let next = i + 1 < n ? classes[Int(bytes[i + 1])] : 0
-                if !(start >= 0 && (kind == 3 ? (next == 1 || next == 2) : (lastIsDigit && next == 2))) {
-                    appendWord(bytes, start, i, to: &words)
-                    start = -1
+        var ends: [Int] = []
+        let letters = [UInt8](unsafeUninitializedCapacity: n) { out, initialized in
+            var writer = AsciiWordWriter(text: bytes, out: out)
+            asciiClass.withUnsafeBufferPointer { classes in
+                var start = -1  // where the word being read began; -1: none
+                var lastIsDigit = false
+                var i = 0
+                while i < n {
+                    // (Every byte is below 0x80 here; the mask keeps a read inside the table regardless.)
+                    let kind = classes[Int(bytes[i] & 0x7F)]
+                    switch kind {
+                    case 1, 2:
+                        if start < 0 { start = i }
+                        lastIsDigit = kind == 2
+                    case 3, 4:
+                        // Joins only between two word characters (a comma: two digits).
+                        let next = i + 1 < n ? classes[Int(bytes[i + 1] & 0x7F)] : 0
+                        if !(start >= 0 && (kind == 3 ? (next == 1 || next == 2) : (lastIsDigit && next == 2))) {
+                            writer.word(start, i)
+                            start = -1
+                        }
+                    default:
+                        writer.word(start, i)
+                        start = -1
+                    }
+                    i += 1
                 }
-            default:
-                appendWord(bytes, start, i, to: &words)
-                start = -1
+                writer.word(start, n)
             }
-            i += 1
+            initialized = writer.written
+            ends = writer.ends
         }
-        appendWord(bytes, start, n, to: &words)
-        return words
+        return WordList(bytes: letters, ends: ends)
     }
 
-    /// Appends the word at `start..<end` of `bytes` (none when `start` is -1), lowercased and cut
-    /// to `maxWordBytes`.
-    private static func appendWord(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, to words: inout WordList) {
-        guard start >= 0, end > start else { return }
-        let count = min(end - start, maxWordBytes)
-        for k in 0..<count {
-            let byte = bytes[start + k]
-            words.bytes.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+    /// Where `asciiWords` copies the words it finds. A struct with a method, not a nested
+    /// function capturing the loop's state: captured locals that change are checked for
+    /// exclusive access at run time (a third of the tokenizer's time).
+    private struct AsciiWordWriter {
+        let text: UnsafeRawBufferPointer
+        let out: UnsafeMutableBufferPointer<UInt8>
+        var written = 0
+        var ends: [Int] = []
+
+        init(text: UnsafeRawBufferPointer, out: UnsafeMutableBufferPointer<UInt8>) {
+            self.text = text
+            self.out = out
+            ends.reserveCapacity(16)
         }
-        words.ends.append(words.bytes.count)
+
+        /// Copies the word at `start..<end` of the text (none when `start` is -1), lowercased
+        /// and cut to `maxWordBytes`.
+        mutating func word(_ start: Int, _ end: Int) {
+            guard start >= 0, end > start else { return }
+            for k in start..<(start + min(end - start, maxWordBytes)) {
+                let byte = text[k]
+                out[written] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+                written += 1
+            }
+            ends.append(written)
+        }
     }
 
     // MARK: Any text
