@@ -235,7 +235,7 @@ extension WriteTransaction {
         let deferred = state.deferred
         let beside = state.beside
         state.deferred = DeferredWrites()
-        state.beside = [:]
+        state.beside = []
         if state.dropped { return }
         do {
             try applySorted(&state.info, deferred)
@@ -272,7 +272,7 @@ extension WriteTransaction {
     func discardAllDeferred() {
         for state in trees.values where state.hasDeferred {
             state.deferred = DeferredWrites()
-            state.beside = [:]
+            state.beside = []
         }
         deferredMemory = 0
     }

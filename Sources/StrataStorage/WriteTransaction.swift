@@ -241,7 +241,7 @@ public final class WriteTransaction {
         try checkOpen()
         guard let state = try state(name) else { return false }
         state.deferred = DeferredWrites()  // (nothing of the tree is left for them to change)
-        state.beside = [:]
+        state.beside = []
         try freeTree(state.info.root)
         state.info = .empty
         state.dropped = true
@@ -492,7 +492,7 @@ extension WriteTree {
     /// Sees what `putBesideDeferred` stored.
     package func getBesideDeferred(_ key: UnsafeRawBufferPointer) throws -> [UInt8]? {
         try check()
-        if !state.beside.isEmpty, let pending = state.beside[Array(key)] { return pending }
+        if let i = state.besideIndex(key) { return state.beside[i].value }
         return try txn.pages.get(root: state.info.root, key: key).map(Array.init)
     }
 
@@ -505,9 +505,17 @@ extension WriteTree {
         let maxKey = txn.maxKeySize
         if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
         if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
-        let old = state.beside.updateValue(Array(value), forKey: Array(key))
-        // Counted against the deferred writes' limit as one write per key.
-        try deferred(key, memory: old == nil ? DeferredWrites.memory(key: key.count, value: value.count) : 0)
+        // Counted against the deferred writes' limit as what is held: a new key as one write, a
+        // new value of a kept key by how much it outgrows the one it replaces.
+        var memory = 0
+        if let i = state.besideIndex(key) {
+            memory = max(0, value.count - state.beside[i].value.count)
+            state.beside[i].value = Array(value)
+        } else {
+            state.beside.append((Array(key), Array(value)))
+            memory = DeferredWrites.memory(key: key.count, value: value.count)
+        }
+        try deferred(key, memory: memory)
     }
 }
 
@@ -519,8 +527,13 @@ final class TreeState {
     @exclusivity(unchecked) var modified = false
     /// Writes kept back to be applied in key order (DeferredWrites.swift).
     @exclusivity(unchecked) var deferred = DeferredWrites()
-    /// Puts kept back beside them (`putBesideDeferred`), by key: the latest value of each.
-    @exclusivity(unchecked) var beside: [[UInt8]: [UInt8]] = [:]
+    /// Puts kept back beside them (`putBesideDeferred`): the latest value of each key. A list:
+    /// a tree has one or two such keys, found by comparing bytes, with no array made to look one up.
+    @exclusivity(unchecked) var beside: [(key: [UInt8], value: [UInt8])] = []
+
+    func besideIndex(_ key: UnsafeRawBufferPointer) -> Int? {
+        beside.firstIndex { entry in entry.key.withUnsafeBytes { compareBytes($0, key) == 0 } }
+    }
     /// Whether anything is kept back.
     var hasDeferred: Bool { !deferred.isEmpty || !beside.isEmpty }
     var dropped = false {
