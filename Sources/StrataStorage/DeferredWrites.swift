@@ -92,10 +92,61 @@ final class DeferredWrites {
                 items.append(SortItem(high: key.bigEndianWord(at: 0), middle: key.bigEndianWord(at: 8), low: key.bigEndianWord(at: 16), write: i))
             }
             items.withUnsafeMutableBufferPointer { items in
-                var sorter = Introsort(items: items, base: base, writes: writes)
-                sorter.sort()
+                let sorter = Introsort(items: items, base: base, writes: writes)
+                guard items.count >= 1024 else { return sorter.sort(0, items.count) }
+                // Many writes: ordered by their first eight bytes in a few linear passes, then
+                // each run of equal first eight bytes (a word's entries, a room's messages) by
+                // the rest, which arrival order mostly has already.
+                Self.radixSortByHigh(items)
+                var start = 0
+                while start < items.count {
+                    var end = start + 1
+                    while end < items.count && items[end].high == items[start].high { end += 1 }
+                    if end - start > 1 && !sorter.isSorted(start, end) { sorter.sort(start, end) }
+                    start = end
+                }
             }
             return items.map(\.write)
+        }
+    }
+
+    /// A stable least-significant-digit radix sort of `items` by `high`, a byte per pass. One
+    /// pass counts every byte position at once; a position every item shares (an index's leading
+    /// type tag, a common prefix) needs no pass of its own.
+    private static func radixSortByHigh(_ items: UnsafeMutableBufferPointer<SortItem>) {
+        let n = items.count
+        let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: 8 * 256)
+        counts.initialize(repeating: 0)
+        defer { counts.deallocate() }
+        for item in items {
+            var high = item.high
+            for position in 0..<8 {
+                counts[position &* 256 &+ Int(truncatingIfNeeded: high & 0xFF)] &+= 1
+                high >>= 8
+            }
+        }
+        let scratch = UnsafeMutableBufferPointer<SortItem>.allocate(capacity: n)
+        defer { scratch.deallocate() }
+        var source = items, target = scratch
+        for position in 0..<8 {
+            let offsets = UnsafeMutableBufferPointer(rebasing: counts[(position * 256)..<(position * 256 + 256)])
+            if offsets.contains(n) { continue }
+            var total = 0
+            for b in 0..<256 {
+                let c = offsets[b]
+                offsets[b] = total
+                total &+= c
+            }
+            let shift = UInt64(8 * position)
+            for item in source {
+                let b = Int(truncatingIfNeeded: (item.high >> shift) & 0xFF)
+                target[offsets[b]] = item
+                offsets[b] &+= 1
+            }
+            swap(&source, &target)
+        }
+        if source.baseAddress != items.baseAddress {
+            _ = items.update(fromContentsOf: source)
         }
     }
 }
@@ -144,12 +195,19 @@ private struct Introsort {
         return a.write < b.write
     }
 
-    mutating func sort() {
-        guard items.count > 1 else { return }
+    /// Sorts `items[start..<end]`.
+    func sort(_ start: Int, _ end: Int) {
+        guard end - start > 1 else { return }
         var depth = 0
-        var n = items.count
+        var n = end - start
         while n > 0 { depth += 2; n >>= 1 }
-        sort(0, items.count, depth)
+        sort(start, end, depth)
+    }
+
+    /// Whether `items[start..<end]` is in order already.
+    func isSorted(_ start: Int, _ end: Int) -> Bool {
+        for i in (start + 1)..<end where less(items[i], items[i - 1]) { return false }
+        return true
     }
 
     private func sort(_ start: Int, _ end: Int, _ depth: Int) {

@@ -150,6 +150,46 @@ import Foundation
         #expect(report.isOK, "seed \(round.seed): \(report)")
     }
 
+    /// One large batch (nothing reads the tree until the commit), so the writes go through the
+    /// sort for many writes (a radix pass over the first eight bytes, then each run of equal ones):
+    /// keys spread over the first byte, keys sharing their first eight bytes and differing later
+    /// (or only in length, or by zero bytes), the same key put and deleted several times. With
+    /// `prefix`, every key starts with that byte (as an index's keys share a type tag), so one byte
+    /// position needs no pass and the passes are odd in number.
+    @Test(arguments: [(11, nil), (12, nil), (13, 0x01), (14, 0x80)] as [(UInt64, UInt8?)])
+    func aLargeBatchIsAppliedInKeyOrder(seed: UInt64, prefix: UInt8?) throws {
+        var rng = SplitMix(seed: seed)
+        var pool: [[UInt8]] = []
+        for _ in 0..<3000 { pool.append((0..<(1 + rng.below(12))).map { _ in UInt8(rng.below(256)) }) }
+        for _ in 0..<3000 {
+            // Eight shared bytes, then a tail that sorts them (zero bytes and lengths included).
+            pool.append([0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68] + (0..<rng.below(20)).map { _ in UInt8(rng.below(3)) })
+        }
+        for _ in 0..<1000 { pool.append([0x70, UInt8(rng.below(4))] + bigEndianKey(UInt64(rng.below(100)))) }
+        if let prefix { pool = pool.map { [prefix] + $0 } }
+        let store = try Store.inMemory(options: StoreOptions(durability: .noSync))
+        var model: [[UInt8]: [UInt8]] = [:]
+        try store.write { txn in
+            let tree = try txn.createTree("t")
+            for i in 0..<20_000 {
+                let key = pool[rng.below(pool.count)]
+                if rng.below(5) == 0 {
+                    try key.withUnsafeBytes { try tree.deleteLater($0) }
+                    model[key] = nil
+                } else {
+                    let value = bigEndianKey(UInt64(i))
+                    try key.withUnsafeBytes { k in try value.withUnsafeBytes { try tree.putLater(k, $0) } }
+                    model[key] = value
+                }
+            }
+        }
+        let entries = try store.read { txn in try txn.tree("t").map(allEntries) ?? [] }
+        let expected = model.sorted { keyLess($0.key, $1.key) }
+        #expect(entries.map(\.0) == expected.map(\.key), "seed \(seed): keys")
+        #expect(entries.map(\.1) == expected.map(\.value), "seed \(seed): values")
+        #expect(try store.check().isOK, "seed \(seed)")
+    }
+
     @Test func aKeyOverTheLimitThrowsWhenDeferredAndTheTransactionGoesOn() throws {
         let store = try Store.inMemory(options: StoreOptions(durability: .noSync))
         try store.write { txn in
