@@ -173,20 +173,7 @@ struct Node {
 
     /// Leaf: the first index whose key is ≥ `key`, and whether it is equal.
     func leafSearch(_ key: UnsafeRawBufferPointer) throws -> (index: Int, found: Bool) {
-        var low = 0
-        var high = count
-        while low < high {
-            let mid = (low + high) >> 1
-            let c = compareBytes(try self.key(mid), key)
-            if c < 0 {
-                low = mid + 1
-            } else if c > 0 {
-                high = mid
-            } else {
-                return (mid, true)
-            }
-        }
-        return (low, false)
+        try leafSearch(key, in: 0, count)
     }
 
     /// `leafSearch` for a key known not to sort below the entry at `hint` (sorted writes: the
@@ -198,13 +185,19 @@ struct Node {
         let c = compareBytes(try self.key(hint), key)
         if c == 0 { return (hint, true) }
         if c > 0 { return try leafSearch(key) }
-        var low = hint + 1
-        var high = count
-        if low < high {
-            let next = compareBytes(try self.key(low), key)
-            if next >= 0 { return (low, next == 0) }
-            low += 1
-        }
+        let next = hint + 1
+        guard next < count else { return (next, false) }
+        let order = compareBytes(try self.key(next), key)
+        if order >= 0 { return (next, order == 0) }
+        return try leafSearch(key, in: next + 1, count)
+    }
+
+    /// The binary search of `leafSearch` over the entries `low..<high`, whose keys below `low`
+    /// are known to be smaller than `key`.
+    @inline(__always)
+    private func leafSearch(_ key: UnsafeRawBufferPointer, in low: Int, _ high: Int) throws -> (index: Int, found: Bool) {
+        var low = low
+        var high = high
         while low < high {
             let mid = (low + high) >> 1
             let c = compareBytes(try self.key(mid), key)
