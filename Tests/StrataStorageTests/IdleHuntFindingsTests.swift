@@ -76,7 +76,8 @@ import Dispatch
         }
         let threadsBefore = IdleHunt.threadIDs()
         try IdleHunt.delete(store, 0..<40_000, keep: { $0 % 4 == 0 }, from: &model)
-        let idleThreads = IdleHunt.threadIDs().subtracting(threadsBefore)
+        let idleThreads = IdleHunt.threadIDs(named: "strata.compact").subtracting(threadsBefore)
+        #expect(!idleThreads.isEmpty, "the idle thread (strata.compact) was not found")
         let snapshot = try store.beginRead()
         let version = store.latestVersion
         let cpu0 = IdleHunt.threadsCPU(idleThreads)

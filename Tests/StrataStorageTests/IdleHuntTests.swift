@@ -73,6 +73,15 @@ enum IdleHunt {
         Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap { Int($0) })
     }
 
+    /// The threads of this process named `name` (the idle compaction thread is "strata.compact").
+    /// New threads of other suites running in parallel (the cooperative pool's, a group commit's)
+    /// are not the idle thread, and their CPU time made the measurements fail now and then.
+    static func threadIDs(named name: String) -> Set<Int> {
+        threadIDs().filter { id in
+            (try? String(contentsOfFile: "/proc/self/task/\(id)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name
+        }
+    }
+
     /// CPU time (user + system) of the threads `ids` so far (those that have exited count zero).
     /// Used to measure the idle thread alone: the threads that appeared across the commit that
     /// started it (other suites run in parallel, so the process's CPU time says little).
