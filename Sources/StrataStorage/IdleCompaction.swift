@@ -42,9 +42,14 @@ struct IdleCompactionState {
     /// count as it was). Once one of those snapshots ends, the pages it held may move (they
     /// stayed held for good before: a quiet file kept its holes).
     var stuckAt: (pageCount: UInt64, readers: [UInt64])?
+    /// The timer thread's id while it runs (`currentThreadID`), for tests that measure its CPU time.
+    var threadID: Int?
 }
 
 extension Store {
+    /// The idle compaction thread's id while one runs for this file (for tests of its CPU time).
+    package var idleCompactionThreadID: Int? { env.idleCompaction.withLock { $0.threadID } }
+
     /// Called after every commit made through `write`: notes the time, and arms the timer when
     /// the commit left holes (starting the timer thread when none runs).
     func noteCommitForIdleCompaction(leavesHoles: Bool, freedMuch: Bool, pageCount: UInt64, readers: () -> [UInt64]) {
@@ -97,6 +102,8 @@ extension Store {
         }
         let handles = Handles(env)
         return startThread(name: "strata.compact") {
+            let id = currentThreadID()
+            handles.env?.idleCompaction.withLock { $0.threadID = id }
             while true {
                 switch Store.idleStep(handles.env) {
                 case .stop:
@@ -141,6 +148,7 @@ extension Store {
             // next commit that leaves holes starts a thread again).
             guard state.armed, let store = owner, !store.closedFlag, let delay = store.compaction.idleDelay else {
                 state.pending = false
+                state.threadID = nil
                 return .stop
             }
             let quiet = ContinuousClock.now - state.lastCommit

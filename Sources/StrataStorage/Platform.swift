@@ -46,6 +46,22 @@ func unlinkFile(_ path: String) {
     _ = unlink(path)
 }
 
+/// The calling thread's id as the system lists it (Linux: its task id in /proc/self/task), nil
+/// when it cannot be read.
+func currentThreadID() -> Int? {
+    #if canImport(Darwin)
+    var id: UInt64 = 0
+    return pthread_threadid_np(nil, &id) == 0 ? Int(truncatingIfNeeded: id) : nil
+    #else
+    // "/proc/thread-self" links to "PID/task/TID".
+    var buffer = [CChar](repeating: 0, count: 64)
+    let length = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+    guard length > 0 else { return nil }
+    let target = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return target.split(separator: "/").last.flatMap { Int($0) }
+    #endif
+}
+
 /// Runs `body` on a new detached thread named `name`; false when no thread could be made.
 func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
     final class Start: Sendable {

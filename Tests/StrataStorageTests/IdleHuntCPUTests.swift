@@ -23,10 +23,9 @@ import Glibc
         try IdleHunt.put(store, 0..<20_000, into: &model)
         // A snapshot keeps the idle thread from compacting until the other process has the lock.
         let snapshot = try store.beginRead()
-        let threadsBefore = IdleHunt.threadIDs()
         try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleHunt.threadIDs(named: "strata.compact").subtracting(threadsBefore)
-        #expect(!idleThreads.isEmpty, "the idle thread (strata.compact) was not found")
+        let idleThreads = IdleHunt.idleThread(store)
+        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         let holder = try HelperProcess(path: helper, arguments: ["die-in-write", path])
         #expect(try await holder.readLine() == "in-write")
         snapshot.end()
@@ -78,10 +77,9 @@ import Glibc
         var model: IdleHunt.Model = [:]
         try IdleHunt.put(store, 0..<20_000, into: &model)
         let snapshot = try store.beginRead()
-        let threadsBefore = IdleHunt.threadIDs()
         try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleHunt.threadIDs(named: "strata.compact").subtracting(threadsBefore)
-        #expect(!idleThreads.isEmpty, "the idle thread (strata.compact) was not found")
+        let idleThreads = IdleHunt.idleThread(store)
+        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         try await Task.sleep(for: .milliseconds(200))
         let version = store.latestVersion
         let cpu0 = IdleHunt.threadsCPU(idleThreads)
@@ -110,10 +108,9 @@ import Glibc
         var model: IdleHunt.Model = [:]
         try IdleHunt.put(store, 0..<20_000, into: &model)
         let snapshot = try store.beginRead()
-        let threadsBefore = IdleHunt.threadIDs()
         try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleHunt.threadIDs(named: "strata.compact").subtracting(threadsBefore)
-        #expect(!idleThreads.isEmpty, "the idle thread (strata.compact) was not found")
+        let idleThreads = IdleHunt.idleThread(store)
+        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         let stop = Atomic<Bool>(false)
         let reads = Atomic<Int>(0)
         let reader = Thread {

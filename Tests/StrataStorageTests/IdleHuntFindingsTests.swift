@@ -74,10 +74,9 @@ import Dispatch
         let token = store.addCommitListener { _ in
             queue.async { _ = try? store.read { try $0.tree("data")?.get(bigEndianKey(4)) } }
         }
-        let threadsBefore = IdleHunt.threadIDs()
         try IdleHunt.delete(store, 0..<40_000, keep: { $0 % 4 == 0 }, from: &model)
-        let idleThreads = IdleHunt.threadIDs(named: "strata.compact").subtracting(threadsBefore)
-        #expect(!idleThreads.isEmpty, "the idle thread (strata.compact) was not found")
+        let idleThreads = IdleHunt.idleThread(store)
+        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         let snapshot = try store.beginRead()
         let version = store.latestVersion
         let cpu0 = IdleHunt.threadsCPU(idleThreads)

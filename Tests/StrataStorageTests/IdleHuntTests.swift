@@ -68,23 +68,21 @@ enum IdleHunt {
         return try condition()
     }
 
-    /// This process's threads (Linux task ids).
-    static func threadIDs() -> Set<Int> {
-        Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap { Int($0) })
-    }
-
-    /// The threads of this process named `name` (the idle compaction thread is "strata.compact").
-    /// New threads of other suites running in parallel (the cooperative pool's, a group commit's)
-    /// are not the idle thread, and their CPU time made the measurements fail now and then.
-    static func threadIDs(named name: String) -> Set<Int> {
-        threadIDs().filter { id in
-            (try? String(contentsOfFile: "/proc/self/task/\(id)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name
+    /// The idle compaction thread of `store` (its id, once it runs; 20 s at most), to measure it
+    /// alone: suites running in parallel start threads of their own, and the threads that
+    /// appeared across a commit missed the idle thread when an earlier commit had started it.
+    static func idleThread(_ store: Store) -> Set<Int> {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let id = store.idleCompactionThreadID { return [id] }
+            usleep(1_000)
         }
+        return []
     }
 
     /// CPU time (user + system) of the threads `ids` so far (those that have exited count zero).
-    /// Used to measure the idle thread alone: the threads that appeared across the commit that
-    /// started it (other suites run in parallel, so the process's CPU time says little).
+    /// Used to measure the idle thread alone (`idleThread`; other suites run in parallel, so the
+    /// process's CPU time says little).
     static func threadsCPU(_ ids: Set<Int>) -> Duration {
         let ticks = Int64(sysconf(Int32(_SC_CLK_TCK)))
         var total: Duration = .zero
