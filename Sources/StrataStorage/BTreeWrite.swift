@@ -215,8 +215,8 @@ extension WriteTransaction {
     /// a spill writes its pages out, or another descent (a delete) overwrites it.
     func applySorted(_ tree: inout TreeInfo, _ deferred: DeferredWrites) throws {
         let order = deferred.sortedOrder()
-        var finger: PageNo = 0  // the leaf of the last put, 0 for none
-        var fingerPage: UnsafeMutableRawPointer? = nil  // its buffer: stays put until a spill or a split
+        // The leaf of the last put and its buffer (which stays put until a spill or a split).
+        var finger: (pgno: PageNo, page: UnsafeMutableRawPointer)? = nil
         var upper: [UInt8]? = nil  // that leaf's exclusive upper bound; nil: the rightmost leaf
         var placed: Int? = nil  // the last put's index in `finger`: the next key sorts at or above it
         let all = deferred.bytes
@@ -226,29 +226,28 @@ extension WriteTransaction {
             let shape = shapeChanges, spilled = spills
             if write.isDelete {
                 _ = try delete(&tree, key: key)
-                finger = 0
+                finger = nil
             } else {
                 let value = UnsafeRawBufferPointer(rebasing: all[(write.start + write.keyLength)..<(write.start + write.keyLength + write.valueLength)])
                 // (Keys and values were checked against the limits when deferred.)
                 if tree.root == 0 {
                     _ = try put(&tree, key: key, value: value)
-                    finger = 0
+                    finger = nil
                 } else {
                     pages.version &+= 1
                     let entry = try makeLeafEntry(key: key, value: value)
-                    if finger != 0, upper.map({ $0.withUnsafeBytes { compareBytes(key, $0) < 0 } }) ?? true {
-                        placed = try putInLeaf(&tree, entry: entry, key: key, pgno: finger, page: fingerPage ?? dirtyPage(finger), hint: placed).index
+                    if let leaf = finger, upper.map({ $0.withUnsafeBytes { compareBytes(key, $0) < 0 } }) ?? true {
+                        placed = try putInLeaf(&tree, entry: entry, key: key, pgno: leaf.pgno, page: leaf.page, hint: placed).index
                     } else {
                         let (pgno, page) = try touchPath(&tree, key: key)
                         placed = try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page).index
-                        finger = pgno
-                        fingerPage = page
+                        finger = (pgno, page)
                         upper = try upperBoundOfPath()
                     }
                 }
             }
             try spillIfNeeded()
-            if shapeChanges != shape || spills != spilled { finger = 0 }
+            if shapeChanges != shape || spills != spilled { finger = nil }
         }
     }
 

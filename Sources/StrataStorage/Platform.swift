@@ -73,7 +73,7 @@ func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
             _ = pthread_setname_np(name)
             #else
             // Glibc's module exports neither pthread_setname_np nor (variadic) prctl; a thread may
-            // write its own name, at most 15 bytes, where `top`, `perf` and tests read it.
+            // write its own name, at most 15 bytes, where `top` and `perf` show it.
             let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
             if fd >= 0 {
                 _ = Array(name.utf8.prefix(15)).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -464,9 +464,7 @@ extension WriteTree {
     /// `count` leaves them out. A key or value over the limits throws now, as `put` would.
     package func putLater(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
         try check()
-        let maxKey = txn.maxKeySize
-        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
-        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
+        try checkSizes(key, value)
         state.deferred.put(key, value)
         try deferred(key, memory: DeferredWrites.memory(key: key.count, value: value.count))
     }
@@ -477,6 +475,13 @@ extension WriteTree {
         if key.count == 0 { return }  // (no such key can be stored)
         state.deferred.delete(key)
         try deferred(key, memory: DeferredWrites.memory(key: key.count, value: 0))
+    }
+
+    /// A key or value over the limits throws when kept back, as `put` would.
+    private func checkSizes(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        let maxKey = txn.maxKeySize
+        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
+        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
     }
 
     private func deferred(_ key: UnsafeRawBufferPointer, memory: Int) throws {
@@ -499,12 +504,10 @@ extension WriteTree {
     /// `put`, leaving the deferred writes deferred: the caller vouches that none is for `key`
     /// (the two commute then). Kept back too, as the key's latest value, and applied with the
     /// deferred writes: a counter rewritten after every deferred batch of entries (a full-text
-    /// index's statistics, once per text) then costs a dictionary update, not a descent.
+    /// index's statistics, once per text) then costs a list update, not a descent.
     package func putBesideDeferred(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
         try check()
-        let maxKey = txn.maxKeySize
-        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
-        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
+        try checkSizes(key, value)
         // Counted against the deferred writes' limit as what is held: a new key as one write, a
         // new value of a kept key by how much it outgrows the one it replaces.
         var memory = 0

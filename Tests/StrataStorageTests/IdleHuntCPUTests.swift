@@ -1,3 +1,4 @@
+import StrataTestWorkloads
 import Testing
 @testable import StrataStorage
 import Foundation
@@ -24,16 +25,16 @@ import Glibc
         // A snapshot keeps the idle thread from compacting until the other process has the lock.
         let snapshot = try store.beginRead()
         try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleHunt.idleThread(store)
+        let idleThreads = IdleThreadCPU.idleThread(store)
         #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         let holder = try HelperProcess(path: helper, arguments: ["die-in-write", path])
         #expect(try await holder.readLine() == "in-write")
         snapshot.end()
         try await Task.sleep(for: .milliseconds(200))  // the idle thread finds the lock taken
-        let cpu0 = IdleHunt.threadsCPU(idleThreads)
+        let cpu0 = IdleThreadCPU.cpu(idleThreads)
         let wall0 = ContinuousClock.now
         try await Task.sleep(for: .milliseconds(1500))
-        let cpu = IdleHunt.threadsCPU(idleThreads) - cpu0
+        let cpu = IdleThreadCPU.cpu(idleThreads) - cpu0
         let wall = ContinuousClock.now - wall0
         print("IdleHunt CPU with the lock held elsewhere (idleDelay \(idleMs) ms): \(cpu) in \(wall)")
         #expect(cpu < wall / 10, "idleDelay \(idleMs) ms: \(cpu) of CPU in \(wall) while another process held the writer lock")
@@ -78,14 +79,14 @@ import Glibc
         try IdleHunt.put(store, 0..<20_000, into: &model)
         let snapshot = try store.beginRead()
         try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleHunt.idleThread(store)
+        let idleThreads = IdleThreadCPU.idleThread(store)
         #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         try await Task.sleep(for: .milliseconds(200))
         let version = store.latestVersion
-        let cpu0 = IdleHunt.threadsCPU(idleThreads)
+        let cpu0 = IdleThreadCPU.cpu(idleThreads)
         let wall0 = ContinuousClock.now
         try await Task.sleep(for: .milliseconds(1500))
-        let cpu = IdleHunt.threadsCPU(idleThreads) - cpu0
+        let cpu = IdleThreadCPU.cpu(idleThreads) - cpu0
         let wall = ContinuousClock.now - wall0
         print("IdleHunt CPU with a snapshot held: \(cpu) in \(wall), \(store.latestVersion - version) commits")
         #expect(cpu < wall / 10, "\(cpu) of CPU in \(wall) while a snapshot held the holes")
@@ -109,7 +110,7 @@ import Glibc
         try IdleHunt.put(store, 0..<20_000, into: &model)
         let snapshot = try store.beginRead()
         try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleHunt.idleThread(store)
+        let idleThreads = IdleThreadCPU.idleThread(store)
         #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         let stop = Atomic<Bool>(false)
         let reads = Atomic<Int>(0)
@@ -121,13 +122,13 @@ import Glibc
                 usleep(100)
             }
         }
-        let cpu0 = IdleHunt.threadsCPU(idleThreads)
+        let cpu0 = IdleThreadCPU.cpu(idleThreads)
         let wall0 = ContinuousClock.now
         let version = store.latestVersion
         reader.start()
         try await Task.sleep(for: .milliseconds(1500))
         stop.store(true, ordering: .relaxed)
-        let cpu = IdleHunt.threadsCPU(idleThreads) - cpu0
+        let cpu = IdleThreadCPU.cpu(idleThreads) - cpu0
         let wall = ContinuousClock.now - wall0
         let commits = store.latestVersion - version
         print(

@@ -1,3 +1,4 @@
+import StrataTestWorkloads
 import Testing
 @testable import StrataStorage
 import Foundation
@@ -75,14 +76,14 @@ import Dispatch
             queue.async { _ = try? store.read { try $0.tree("data")?.get(bigEndianKey(4)) } }
         }
         try IdleHunt.delete(store, 0..<40_000, keep: { $0 % 4 == 0 }, from: &model)
-        let idleThreads = IdleHunt.idleThread(store)
+        let idleThreads = IdleThreadCPU.idleThread(store)
         #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         let snapshot = try store.beginRead()
         let version = store.latestVersion
-        let cpu0 = IdleHunt.threadsCPU(idleThreads)
+        let cpu0 = IdleThreadCPU.cpu(idleThreads)
         let wall0 = ContinuousClock.now
         try await Task.sleep(for: .milliseconds(1500))
-        let cpu = IdleHunt.threadsCPU(idleThreads) - cpu0
+        let cpu = IdleThreadCPU.cpu(idleThreads) - cpu0
         let wall = ContinuousClock.now - wall0
         let commits = store.latestVersion - version
         #expect(commits <= 4, "\(commits) idle compaction commits in \(wall) while a snapshot held the holes")

@@ -68,35 +68,6 @@ enum IdleHunt {
         return try condition()
     }
 
-    /// The idle compaction thread of `store` (its id, once it runs; 20 s at most), to measure it
-    /// alone: suites running in parallel start threads of their own, and the threads that
-    /// appeared across a commit missed the idle thread when an earlier commit had started it.
-    static func idleThread(_ store: Store) -> Set<Int> {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if let id = store.idleCompactionThreadID { return [id] }
-            usleep(1_000)
-        }
-        return []
-    }
-
-    /// CPU time (user + system) of the threads `ids` so far (those that have exited count zero).
-    /// Used to measure the idle thread alone (`idleThread`; other suites run in parallel, so the
-    /// process's CPU time says little).
-    static func threadsCPU(_ ids: Set<Int>) -> Duration {
-        let ticks = Int64(sysconf(Int32(_SC_CLK_TCK)))
-        var total: Duration = .zero
-        for id in ids {
-            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { continue }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { continue }
-            total += .milliseconds((user + system) * 1000 / ticks)
-        }
-        return total
-    }
-
     /// Descriptors of this process open on `path` (resolved through /proc/self/fd).
     static func openDescriptors(on path: String) -> Int {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []

@@ -1,38 +1,13 @@
 import Dispatch
 import Foundation
 import StrataStorage
+import StrataTestWorkloads
 import Testing
 
 @testable import Strata
 
 /// Idle-time compaction bugs seen from the object layer (failing before their fix).
 @Suite(.serialized) struct IdleHuntObjectFindingsTests {
-    /// The idle compaction thread of `store` (its id, once it runs; 20 s at most): suites running
-    /// in parallel start threads of their own.
-    static func idleThread(_ store: Store) -> Set<Int> {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if let id = store.idleCompactionThreadID { return [id] }
-            usleep(1_000)
-        }
-        return []
-    }
-
-    /// CPU time of the threads `ids` (/proc/self/task/ID/stat).
-    static func threadsCPU(_ ids: Set<Int>) -> Duration {
-        let ticks = Int64(sysconf(Int32(_SC_CLK_TCK)))
-        var total: Duration = .zero
-        for id in ids {
-            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { continue }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { continue }
-            total += .milliseconds((user + system) * 1000 / ticks)
-        }
-        return total
-    }
-
     /// An app keeps a `Results` (it holds its snapshot) across a bulk delete of Codable objects
     /// while an observer watches a query. Idle compaction can move nothing the kept snapshot holds;
     /// yet it commits again and again (each commit wakes the observer, whose short read the idle
@@ -55,7 +30,7 @@ import Testing
         let token = IdleHuntTests.observe(db.objects(IdleHuntDoc.self).filter(#Predicate { $0.group < 4 }).sorted(by: SortDescriptor(\.id)), into: inbox)
         #expect(inbox.wait(seconds: 30) { $0.count == 1 })
         try db.write { tx in _ = try tx.delete(IdleHuntDoc.self, where: #Predicate { $0.id % 4 != 0 }) }
-        let idleThreads = Self.idleThread(db.store)
+        let idleThreads = IdleThreadCPU.idleThread(db.store)
         #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
         var kept: Results<IdleHuntDoc>? = db.objects(IdleHuntDoc.self)
         #expect(kept?.count == 1_500)
@@ -63,10 +38,10 @@ import Testing
         #expect(inbox.wait(seconds: 30) { $0.last?.objects == expected })
         let deliveries = inbox.all.count
         let version = db.store.latestVersion
-        let cpu0 = Self.threadsCPU(idleThreads)
+        let cpu0 = IdleThreadCPU.cpu(idleThreads)
         let wall0 = ContinuousClock.now
         usleep(1_500_000)  // measuring: what the idle thread does meanwhile
-        let cpu = Self.threadsCPU(idleThreads) - cpu0
+        let cpu = IdleThreadCPU.cpu(idleThreads) - cpu0
         let wall = ContinuousClock.now - wall0
         let commits = db.store.latestVersion - version
         #expect(commits <= 4, "\(commits) idle compaction commits in \(wall) while a Results held the holes")

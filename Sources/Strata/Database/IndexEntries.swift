@@ -213,64 +213,46 @@ enum TextPostingValue {
         let bound = 2 * words.bytes.count + n * (2 + primaryKey.count + 40)
         let all = [UInt8](unsafeUninitializedCapacity: bound) { out, initialized in
             guard let base = out.baseAddress else { return }
-            var p = 0
-            @inline(__always) func put(_ value: Int) {
-                var v = UInt64(value)
-                while v >= 0x80 {
-                    base[p] = UInt8(truncatingIfNeeded: v) | 0x80
-                    p += 1
-                    v >>= 7
-                }
-                base[p] = UInt8(v)
-                p += 1
-            }
+            var p = base
             words.bytes.withUnsafeBytes { bytes in
-                primaryKey.withUnsafeBytes { key in
-                    var i = 0
-                    while i < n {
-                        let current = words.range(order[i].index)
-                        let word = UnsafeRawBufferPointer(rebasing: bytes[current])
-                        var j = i + 1
-                        while j < n, order[j].prefix == order[i].prefix {
-                            let other = UnsafeRawBufferPointer(rebasing: bytes[words.range(order[j].index)])
-                            guard other.count == word.count, memcmp(other.baseAddress!, word.baseAddress!, word.count) == 0 else { break }
-                            j += 1
-                        }
-                        marks.append(p)
-                        // The word's key encoding (KeyEncoding.appendBytes): 0x00 escaped, then 0x00 0x00.
-                        if let start = word.baseAddress, memchr(start, 0, word.count) == nil {
-                            UnsafeMutableRawPointer(base + p).copyMemory(from: start, byteCount: word.count)
-                            p += word.count
-                        } else {
-                            for b in word {
-                                base[p] = b
-                                p += 1
-                                if b == 0 {
-                                    base[p] = 0xFF
-                                    p += 1
-                                }
-                            }
-                        }
-                        base[p] = 0
-                        base[p + 1] = 0
-                        p += 2
-                        if let k = key.baseAddress { UnsafeMutableRawPointer(base + p).copyMemory(from: k, byteCount: key.count) }
-                        p += key.count
-                        marks.append(p)
-                        // The value (appendValue): the words' positions are `order`'s indices i..<j.
-                        put(key.count)
-                        put(n)
-                        put(j - i)
-                        var last = 0
-                        for k in i..<j {
-                            put(order[k].index - last)
-                            last = order[k].index
-                        }
-                        i = j
+                var i = 0
+                while i < n {
+                    let word = UnsafeRawBufferPointer(rebasing: bytes[words.range(order[i].index)])
+                    var j = i + 1
+                    while j < n, order[j].prefix == order[i].prefix,
+                        KeyEncoding.compare(UnsafeRawBufferPointer(rebasing: bytes[words.range(order[j].index)]), word) == 0
+                    {
+                        j += 1
                     }
+                    marks.append(p - base)
+                    // The word's key encoding (KeyEncoding.appendBytes): 0x00 escaped, then 0x00 0x00.
+                    for b in word {
+                        p.pointee = b
+                        p += 1
+                        if b == 0 {
+                            p.pointee = 0xFF
+                            p += 1
+                        }
+                    }
+                    p[0] = 0
+                    p[1] = 0
+                    p += 2
+                    p.update(from: primaryKey, count: primaryKey.count)
+                    p += primaryKey.count
+                    marks.append(p - base)
+                    // The value: the word's positions are `order`'s indices i..<j.
+                    storeVarint(UInt64(primaryKey.count), at: &p)
+                    storeVarint(UInt64(n), at: &p)
+                    storeVarint(UInt64(j - i), at: &p)
+                    var last = 0
+                    for k in i..<j {
+                        storeVarint(UInt64(order[k].index - last), at: &p)
+                        last = order[k].index
+                    }
+                    i = j
                 }
             }
-            initialized = p
+            initialized = p - base
         }
         marks.append(all.count)
         var pairs: [IndexPair] = []

@@ -412,20 +412,10 @@ struct RecordFields {
     /// exactly what is written here (the table's varints, then every span's bytes).
     private static func write(_ order: UnsafeBufferPointer<Span>, _ values: UnsafeBufferPointer<UInt8>, to start: UnsafeMutablePointer<UInt8>) {
         var p = start
-        @inline(__always) func put(_ value: UInt64) {
-            var v = value
-            while v >= 0x80 {
-                p.pointee = UInt8(truncatingIfNeeded: v) | 0x80
-                p += 1
-                v >>= 7
-            }
-            p.pointee = UInt8(v)
-            p += 1
-        }
-        put(UInt64(order.count))
+        storeVarint(UInt64(order.count), at: &p)
         for span in order {
-            put(UInt64(span.id) << 1 | (span.isNil ? 1 : 0))
-            put(UInt64(span.end - span.start))
+            storeVarint(UInt64(span.id) << 1 | (span.isNil ? 1 : 0), at: &p)
+            storeVarint(UInt64(span.end - span.start), at: &p)
         }
         guard let source = values.baseAddress else { return }
         for span in order where span.end > span.start {

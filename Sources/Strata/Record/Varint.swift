@@ -10,6 +10,20 @@ func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
     bytes.append(UInt8(v))
 }
 
+/// Writes `value` as `appendVarint` does at `p`, which has room for it (`varintSize`), and moves
+/// `p` past it: for buffers sized once and filled through a pointer.
+@inline(__always)
+func storeVarint(_ value: UInt64, at p: inout UnsafeMutablePointer<UInt8>) {
+    var v = value
+    while v >= 0x80 {
+        p.pointee = UInt8(truncatingIfNeeded: v) | 0x80
+        p += 1
+        v >>= 7
+    }
+    p.pointee = UInt8(v)
+    p += 1
+}
+
 @inline(__always)
 func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
 
