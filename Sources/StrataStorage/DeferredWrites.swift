@@ -12,6 +12,39 @@
 // rollback then discards exactly what was deferred inside) and the commit. Only the tree's
 // `count` lags until then: it is not read for answers in a write transaction.
 
+/// Applies a tree's deferred writes its own way, in place of putting each: for a tree whose
+/// entries are not the writes themselves (a full-text index keeps a word's postings in blocks, and
+/// its deferred writes are postings to merge into them). Set by `putLater(_:_:mergedBy:)`.
+package protocol DeferredMerge: AnyObject {
+    /// Applies `writes` to `tree` with its ordinary writes (`put`, `delete`, cursors). The tree's
+    /// deferred writes are cleared before the call, so those apply at once.
+    func apply(_ writes: DeferredBatch, to tree: WriteTree) throws
+}
+
+/// A tree's deferred writes, sorted by key (writes to one key in arrival order), as a
+/// `DeferredMerge` receives them. Its views are valid while the batch lives.
+package struct DeferredBatch {
+    let deferred: DeferredWrites
+    let order: [Int]
+
+    /// The number of writes.
+    package var count: Int { order.count }
+
+    /// The key of the `i`-th write in key order.
+    package func key(_ i: Int) -> UnsafeRawBufferPointer {
+        let write = deferred.writes[order[i]]
+        return UnsafeRawBufferPointer(rebasing: deferred.bytes[write.start..<(write.start + write.keyLength)])
+    }
+
+    /// The value of the `i`-th write in key order; nil for a delete.
+    package func value(_ i: Int) -> UnsafeRawBufferPointer? {
+        let write = deferred.writes[order[i]]
+        if write.isDelete { return nil }
+        let start = write.start + write.keyLength
+        return UnsafeRawBufferPointer(rebasing: deferred.bytes[start..<(start + write.valueLength)])
+    }
+}
+
 /// The deferred writes of one tree, in arrival order. A class: a tree's writes are handed over
 /// whole (to be applied, or dropped) and never copied.
 final class DeferredWrites {
@@ -296,7 +329,11 @@ extension WriteTransaction {
         state.beside = []
         if state.dropped { return }
         do {
-            try applySorted(&state.info, deferred)
+            if let merge = state.merge, !deferred.isEmpty {
+                try merge.apply(DeferredBatch(deferred: deferred, order: deferred.sortedOrder()), to: WriteTree(txn: self, state: state))
+            } else {
+                try applySorted(&state.info, deferred)
+            }
             // No deferred write is for these keys, so the order does not matter.
             for (key, value) in beside {
                 try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in _ = try put(&state.info, key: k, value: v) } }

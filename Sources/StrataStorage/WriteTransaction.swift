@@ -469,6 +469,20 @@ extension WriteTree {
         try deferred(key, memory: DeferredWrites.memory(key: key.count, value: value.count))
     }
 
+    /// `putLater`, with the tree's deferred writes applied by `merge` rather than put one by one:
+    /// `value` is merged under `key` in the merge's own way. Every deferred write of the tree must
+    /// then go through `merge` (this and `deleteLater(_:mergedBy:)`).
+    package func putLater(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, mergedBy merge: any DeferredMerge) throws {
+        if state.merge !== merge { state.merge = merge }
+        try putLater(key, value)
+    }
+
+    /// `deleteLater`, applied by `merge` as `putLater(_:_:mergedBy:)` is.
+    package func deleteLater(_ key: UnsafeRawBufferPointer, mergedBy merge: any DeferredMerge) throws {
+        if state.merge !== merge { state.merge = merge }
+        try deleteLater(key)
+    }
+
     /// Removes `key` (if there) later, as `putLater` stores.
     package func deleteLater(_ key: UnsafeRawBufferPointer) throws {
         try check()
@@ -530,6 +544,8 @@ final class TreeState {
     @exclusivity(unchecked) var modified = false
     /// Writes kept back to be applied in key order (DeferredWrites.swift).
     @exclusivity(unchecked) var deferred = DeferredWrites()
+    /// What applies `deferred`, when not `applySorted` (`putLater(_:_:mergedBy:)`).
+    @exclusivity(unchecked) var merge: (any DeferredMerge)?
     /// Puts kept back beside them (`putBesideDeferred`): the latest value of each key. A list:
     /// a tree has one or two such keys, found by comparing bytes, with no array made to look one up.
     @exclusivity(unchecked) var beside: [(key: [UInt8], value: [UInt8])] = []

@@ -192,8 +192,10 @@ enum IndexEntries {
     }
 }
 
-/// A full-text index entry (FORMAT.md §8.5): the key is a word's key encoding then the primary
-/// key; the value is the primary key's length, the text's word count, and the word's positions.
+/// A full-text posting (FORMAT.md §8.5) as a write carries it: the key is a word's key encoding
+/// then the primary key; the value is the primary key's length, the text's word count, and the
+/// word's positions. The index keeps a word's postings in blocks (`PostingBlocks`), into which
+/// `PostingMerge` puts these.
 enum TextPostingValue {
     /// The entries of a text with these words, one per distinct word, in word order.
     ///
@@ -302,10 +304,11 @@ enum TextPostingValue {
         }
     }
 
-    /// A value read back: the text's word count and the word's positions.
-    static func read(_ value: UnsafeRawBufferPointer) throws -> (words: Int, positions: [Int]) {
+    /// A posting's word count and positions read back: a value's bytes after the primary key's
+    /// length (`pairs`), as a block keeps them (`PostingBlockReader.rest`).
+    static func read(_ rest: UnsafeRawBufferPointer) throws -> (words: Int, positions: [Int]) {
+        let value = rest
         var reader = ByteReader(value)
-        _ = try reader.varint()
         let words = try reader.varint()
         let count = try reader.varint()
         guard count <= UInt64(value.count), words <= UInt64(Int32.max) else { throw StrataError.corruptRecord("a full-text entry's counts exceed its size") }

@@ -216,6 +216,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
                                     value: "\(value ?? "the value of \(this)") (held by \(other) and \(this)); found building the new unique index as the "
                                         + "database opened, which keeps its stored schema")
                             }
+                        } else if built[i].isFullText {
+                            try pair.withKeyAndValue { try trees[i].putLater($0, $1, mergedBy: PostingMerge.shared) }
                         } else {
                             try pair.withKeyAndValue { _ = try trees[i].put($0, $1) }
                         }

@@ -116,7 +116,7 @@ private struct ObjectCheck {
                             + "the record stored under key \(Self.shown(keyValue)) holds the object with \(keyField.name) \(id)")
                 }
             }
-            for (i, index) in schema.indexes.enumerated() {
+            for (i, index) in schema.indexes.enumerated() where index.kind != .fullTextEntries {
                 do {
                     let (pairs, words) = try IndexEntries.entries(record, schema: schema.object, index: index, primaryKey: Array(key))
                     for pair in pairs {
@@ -150,28 +150,33 @@ private struct ObjectCheck {
             report.notes.append("\(name): \(found.count) reference(s) to objects that do not exist (e.g. \(found.sample))")
         }
         for (i, index) in schema.indexes.enumerated() {
+            if index.kind == .fullTextEntries {
+                report.notes.append(
+                    "\(model): the full-text index on \(index.path) has the layout of builds before its blocks (an entry per word and "
+                        + "text), which this build does not read; the next read-write open of the database rebuilds it")
+                continue
+            }
             let treeName = index.treeName(model: model)
             guard let tree = try txn.tree(treeName) else {
                 if !expected[i].isEmpty { problem("\(model): the index on \(index.summary) is missing (\(expected[i].count) entries expected)") }
                 continue
             }
             var remaining = expected[i]
-            try tree.forEach { key, value in
-                report.indexEntries += 1
-                let entry = Array(key)
+            /// One entry of the index (a posting of a full-text one) against the records'.
+            func check(_ entry: [UInt8], _ value: [UInt8]) {
                 if index.isFullText && entry == TextPostingValue.statsKey {
                     // The statistics entry: texts with words, and their words in all.
-                    let stored = try? TextPostingValue.readStats(value)
+                    let stored = try? value.withUnsafeBytes { try TextPostingValue.readStats($0) }
                     if stored?.documents != textStats[i].documents || stored?.words != textStats[i].words {
                         problem(
                             "\(model): full-text index \(index.path) counts \(stored.map { "\($0.documents) texts of \($0.words) words" } ?? "unreadably"), the records \(textStats[i].documents) texts of \(textStats[i].words) words"
                         )
                     }
-                    return true
+                    return
                 }
                 guard let expectedValue = remaining.removeValue(forKey: entry) else {
                     problem("\(model): index \(index.summary) has an entry no record gives (\(entry.count) bytes)")
-                    return true
+                    return
                 }
                 if !value.elementsEqual(expectedValue) {
                     problem(
@@ -179,6 +184,30 @@ private struct ObjectCheck {
                             ? "\(model): an entry of full-text index \(index.path) holds other positions than its record's text gives"
                             : "\(model): an entry of index \(index.summary) names the wrong object")
                 }
+                return
+            }
+            var block = PostingBlockReader()
+            try tree.forEach { key, value in
+                report.indexEntries += 1
+                if index.isFullText && !key.elementsEqual(TextPostingValue.statsKey) {
+                    // A block: each posting checked as the entry (word ‖ primary key → value) a
+                    // write gives for it.
+                    do {
+                        guard let wordEnd = PostingBlocks.wordEnd(key) else { throw PostingBlocks.corrupt("has a key without a word") }
+                        try block.load(key: key, wordEnd: wordEnd, value: value)
+                        while try block.next() {
+                            let entry = Array(key[..<wordEnd]) + block.primaryKey
+                            var posting: [UInt8] = []
+                            appendVarint(UInt64(block.primaryKey.count), to: &posting)
+                            posting += block.bytes[block.rest]
+                            check(entry, posting)
+                        }
+                    } catch {
+                        problem("\(model): full-text index \(index.path) has a damaged block (\(key.count)-byte key): \(error)")
+                    }
+                    return true
+                }
+                check(Array(key), Array(value))
                 return true
             }
             if index.isFullText, textStats[i].documents > 0, try tree.get(TextPostingValue.statsKey) == nil {

@@ -528,7 +528,10 @@ public final class Transaction {
             // one descent per leaf rather than per entry); a unique index's now, since the next
             // write's check reads them.
             let later = !info.indexSchemas[i].unique
+            // A full-text index's postings go into its blocks as they are applied (PostingMerge).
+            let merge = info.indexSchemas[i].isFullText ? PostingMerge.shared : nil
             func remove(_ pair: IndexPair) throws {
+                if let merge { return try pair.withKey { try tree.deleteLater($0, mergedBy: merge) } }
                 if later { return try pair.withKey { try tree.deleteLater($0) } }
                 // A unique entry names one object: it goes only if it names this one. Otherwise
                 // the stored record disagrees with the index (a damaged file), and deleting the
@@ -545,7 +548,13 @@ public final class Transaction {
             }
             func add(_ pair: IndexPair) throws {
                 try pair.withKeyAndValue { key, value in
-                    if later { try tree.putLater(key, value) } else { _ = try tree.put(key, value) }
+                    if let merge {
+                        try tree.putLater(key, value, mergedBy: merge)
+                    } else if later {
+                        try tree.putLater(key, value)
+                    } else {
+                        _ = try tree.put(key, value)
+                    }
                 }
             }
             if before.pairs.isEmpty || after.pairs.isEmpty {

@@ -80,8 +80,14 @@ public struct IndexSchema: Codable, Equatable, Sendable {
 
     /// What an index holds.
     public enum IndexKind: String, Codable, Sendable {
-        /// The words of a text field (FORMAT.md §8.5).
-        case fullText
+        /// The words of a text field, each word's postings in blocks (FORMAT.md §8.5). Stored as
+        /// `fullTextBlocks`, which builds that predate the blocks refuse to read rather than
+        /// misread.
+        case fullText = "fullTextBlocks"
+        /// The words of a text field, one entry per word and text: the full-text index of files
+        /// written before the blocks (stored as `fullText`). Not read: the first read-write open
+        /// rebuilds it as `fullText`, and a read-only open refuses the model until then.
+        case fullTextEntries = "fullText"
     }
 
     /// A single-field index, as catalogs have always stored it.
@@ -114,7 +120,8 @@ public struct IndexSchema: Codable, Equatable, Sendable {
     func treeName(model: String) -> String {
         var name = "i:\(model):\(path)"
         if let collation { name += "(\(collation))" }
-        if let kind { name += "(\(kind.rawValue))" }
+        // Both layouts of a full-text index use one name: a rebuild drops the old tree first.
+        if kind != nil { name += "(fullText)" }
         return name
     }
 
@@ -123,6 +130,7 @@ public struct IndexSchema: Codable, Equatable, Sendable {
         var text = paths.joined(separator: ", ")
         if let collation { text += " collation \(collation)" }
         if kind == .fullText { text += " (full text)" }
+        if kind == .fullTextEntries { text += " (full text, written before blocks: rebuilt by a read-write open)" }
         if unique { text += " (unique)" }
         return text
     }

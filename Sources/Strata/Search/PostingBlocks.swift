@@ -1,0 +1,207 @@
+import StrataStorage
+
+// A word's postings, stored in blocks (FORMAT.md §8.5): one entry of the full-text index holds a
+// run of the word's texts, their primary keys front-coded. An entry per (word, text) cost its word
+// and primary key again in every key and a leaf slot each (about 28 bytes for a posting of 4), and
+// a B-tree put per distinct word of every text written; a block costs a few bytes per text, and a
+// transaction's postings of one word go into its blocks in one rewrite (PostingMerge).
+
+enum PostingBlocks {
+    /// Where the word of a block's key ends, after its terminator (0x00 0x00; a 0x00 of the word
+    /// is escaped as 0x00 0xFF): the primary key of the block's first posting starts there. Nil
+    /// when the key has no terminator.
+    static func wordEnd(_ key: UnsafeRawBufferPointer) -> Int? {
+        var i = 0
+        while i + 1 < key.count {
+            if key[i] == 0 {
+                if key[i + 1] == 0 { return i + 2 }
+                i += 2
+            } else {
+                i += 1
+            }
+        }
+        return nil
+    }
+
+    /// The most bytes a block's value takes before another block starts: small enough that a
+    /// write of one posting rewrites little, large enough that keys are a small part of the index,
+    /// and always inline in a leaf of the smallest page size (a block holds at least one posting,
+    /// which alone may be larger: its value then goes to overflow pages).
+    static let maxBlockBytes = 512
+
+    static func budget(keyCount: Int) -> Int {
+        max(64, min(maxBlockBytes, Limits.maxKeySize(pageSize: Limits.pageSizes[0]) + 8 - keyCount))
+    }
+
+    static func corrupt(_ what: String) -> StrataError {
+        .corruptRecord("a full-text index block \(what) (FORMAT.md §8.5; `strata check` lists such damage)")
+    }
+}
+
+/// Reads the postings of one block in order: each one's primary key and the rest of its posting
+/// (the text's word count and the word's positions, as `TextPostingValue.read` takes them). The
+/// block is copied in, so the cursor it came from may move on.
+struct PostingBlockReader {
+    /// The block's key.
+    private(set) var key: [UInt8] = []
+    /// The block's value.
+    private(set) var bytes: [UInt8] = []
+    /// The current posting's primary key (key encoding).
+    private(set) var primaryKey: [UInt8] = []
+    /// Where the current posting's word count and positions lie in `bytes`.
+    private(set) var rest: Range<Int> = 0..<0
+    /// The postings the block holds.
+    private(set) var count = 0
+    /// Where the key's primary key starts.
+    private(set) var wordEnd = 0
+    private var offset = 0
+    private var left = 0
+
+    /// Starts reading the block `key` → `value`, whose primary key starts at `wordEnd`: before its
+    /// first posting.
+    mutating func load(key: UnsafeRawBufferPointer, wordEnd: Int, value: UnsafeRawBufferPointer) throws {
+        self.key.removeAll(keepingCapacity: true)
+        self.key.append(contentsOf: key)
+        bytes.removeAll(keepingCapacity: true)
+        bytes.append(contentsOf: value)
+        primaryKey.removeAll(keepingCapacity: true)
+        self.wordEnd = wordEnd
+        guard wordEnd < key.count else { throw PostingBlocks.corrupt("has a key without a primary key") }
+        var reader = ByteReader(value)
+        let n = try reader.varint()
+        guard n >= 1, n <= UInt64(value.count) else { throw PostingBlocks.corrupt("counts \(n) postings in \(value.count) bytes") }
+        count = Int(n)
+        left = count
+        offset = reader.offset
+    }
+
+    /// The number of postings of the block `value`, read from its head alone.
+    static func count(_ value: UnsafeRawBufferPointer) throws -> Int {
+        var reader = ByteReader(value)
+        let n = try reader.varint()
+        guard n >= 1, n <= UInt64(value.count) else { throw PostingBlocks.corrupt("counts \(n) postings in \(value.count) bytes") }
+        return Int(n)
+    }
+
+    /// Moves to the next posting; false after the last. Throws when the block is damaged: a first
+    /// posting that is not the key's, primary keys out of order, bytes left over or missing.
+    mutating func next() throws -> Bool {
+        guard left > 0 else { return false }
+        let first = left == count
+        try bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw, offset: offset)
+            let shared = try reader.varint()
+            let suffix = try reader.take(try reader.length())
+            if first {
+                // Its key's primary key, all of it shared.
+                guard shared == UInt64(key.count - wordEnd), suffix.isEmpty else {
+                    throw PostingBlocks.corrupt("starts with another primary key than its key's")
+                }
+                primaryKey.append(contentsOf: key[wordEnd...])
+            } else {
+                // The longest common prefix with the previous key, then a greater byte.
+                guard shared <= UInt64(primaryKey.count), let next = suffix.first,
+                    Int(shared) == primaryKey.count || next > primaryKey[Int(shared)]
+                else { throw PostingBlocks.corrupt("holds primary keys out of order") }
+                primaryKey.removeLast(primaryKey.count - Int(shared))
+                primaryKey.append(contentsOf: suffix)
+            }
+            let start = reader.offset
+            _ = try reader.varint()
+            let n = try reader.varint()
+            guard n <= UInt64(raw.count - reader.offset) else { throw PostingBlocks.corrupt("has a posting whose positions run past its end") }
+            for _ in 0..<Int(n) { _ = try reader.varint() }
+            rest = start..<reader.offset
+            offset = reader.offset
+        }
+        left -= 1
+        if left == 0 && offset != bytes.count { throw PostingBlocks.corrupt("has \(bytes.count - offset) bytes after its last posting") }
+        return true
+    }
+
+    /// The current posting's word count and positions.
+    func posting() throws -> (words: Int, positions: [Int]) {
+        try bytes.withUnsafeBytes { try TextPostingValue.read(UnsafeRawBufferPointer(rebasing: $0[rest])) }
+    }
+}
+
+/// Writes postings, given in primary-key order, into blocks of one word: a block is closed when
+/// the next posting would take it past its budget, so postings appended in key order (a load,
+/// new messages) fill blocks to the budget and leave at most the last one part full.
+struct PostingBlockWriter {
+    /// The word's key encoding, which starts every block's key.
+    let word: [UInt8]
+    /// The blocks written, in key order.
+    private(set) var blocks: [(key: [UInt8], value: [UInt8])] = []
+    private var body: [UInt8] = []
+    private var previous: [UInt8] = []
+    /// The open block's first primary key, which its key ends with.
+    private var firstKey: [UInt8] = []
+    private var count = 0
+    private var budget = 0
+
+    init(word: [UInt8]) {
+        self.word = word
+    }
+
+    /// The bytes of every block written so far, the open one included.
+    var size: Int { blocks.reduce(body.count) { $0 + $1.value.count } }
+
+    /// Adds the posting of the text `primaryKey`, after every posting added before (its key is
+    /// greater); `rest` is the text's word count and the word's positions.
+    mutating func add(primaryKey: UnsafeRawBufferPointer, rest: UnsafeRawBufferPointer) {
+        var shared = 0
+        if count > 0 {
+            let limit = min(previous.count, primaryKey.count)
+            while shared < limit && previous[shared] == primaryKey[shared] { shared += 1 }
+            let size = varintSize(UInt64(shared)) + varintSize(UInt64(primaryKey.count - shared)) + primaryKey.count - shared + rest.count
+            if body.count + size + varintSize(UInt64(count + 1)) > budget { close() }
+        }
+        if count == 0 {
+            // The first posting's key is the block's: all of it shared, no suffix.
+            budget = PostingBlocks.budget(keyCount: word.count + primaryKey.count)
+            appendVarint(UInt64(primaryKey.count), to: &body)
+            body.append(0)
+        } else {
+            appendVarint(UInt64(shared), to: &body)
+            appendVarint(UInt64(primaryKey.count - shared), to: &body)
+            body.append(contentsOf: primaryKey[shared...])
+        }
+        body.append(contentsOf: rest)
+        previous.removeAll(keepingCapacity: true)
+        previous.append(contentsOf: primaryKey)
+        if count == 0 { firstKey = previous }
+        count += 1
+    }
+
+    /// Adds the posting `reader` is on.
+    mutating func add(current reader: PostingBlockReader) {
+        reader.primaryKey.withUnsafeBytes { pk in
+            reader.bytes.withUnsafeBytes { bytes in add(primaryKey: pk, rest: UnsafeRawBufferPointer(rebasing: bytes[reader.rest])) }
+        }
+    }
+
+    /// Ends the open block, if it holds a posting. Call before reading `blocks`.
+    mutating func close() {
+        guard count > 0 else { return }
+        var value: [UInt8] = []
+        value.reserveCapacity(body.count + 4)
+        appendVarint(UInt64(count), to: &value)
+        value.append(contentsOf: body)
+        blocks.append((word + firstKey, value))
+        body.removeAll(keepingCapacity: true)
+        count = 0
+    }
+}
+
+extension KeyEncoding {
+    /// `compare` of a key in a buffer with one in an array.
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
+        b.withUnsafeBytes { compare(a, $0) }
+    }
+
+    /// `compare` of two keys in arrays.
+    static func compare(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        a.withUnsafeBytes { x in b.withUnsafeBytes { compare(x, $0) } }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import StrataStorage
+
+/// Walks the postings of one search term in a full-text index (FORMAT.md §8.5), block by block:
+/// a whole word's in primary-key order, a prefix's word by word. Nothing is allocated per
+/// posting: a block is copied into buffers that are reused.
+struct PostingCursor {
+    /// The key bytes every block of the term starts with: the whole word's key encoding, or the
+    /// prefix's bytes.
+    let prefix: [UInt8]
+    let isPrefix: Bool
+    let cursor: Cursor
+    private(set) var block = PostingBlockReader()
+    /// Whether the cursor is on a posting (`first` or `seek` found one, and `next` did not run out).
+    private(set) var isOn = false
+
+    init(_ term: SearchTerm, in tree: some KeyValueTree) throws {
+        isPrefix = term.isPrefix
+        if term.isPrefix {
+            prefix = term.word
+        } else {
+            var key: [UInt8] = []
+            KeyEncoding.appendBytes(term.word, to: &key)
+            prefix = key
+        }
+        cursor = try tree.makeCursor()
+    }
+
+    /// The current posting's primary key.
+    var primaryKey: [UInt8] { block.primaryKey }
+
+    /// Moves to the term's first posting; false when it has none.
+    mutating func first() throws -> Bool {
+        guard try cursor.seek(prefix) else { return stop() }
+        return try enter()
+    }
+
+    /// Moves to the next posting; false after the last.
+    mutating func next() throws -> Bool {
+        guard isOn else { return false }
+        if try block.next() { return true }
+        guard try cursor.next() else { return stop() }
+        return try enter()
+    }
+
+    /// The number of postings of the term, from the blocks' heads (no posting is read), counting
+    /// at most `cap`.
+    func count(cap: Int) throws -> Int {
+        var total = 0
+        var more = try cursor.seek(prefix)
+        while more, cursor.key.starts(with: prefix), total < cap {
+            try checkWord()
+            total += try PostingBlockReader.count(cursor.value)
+            more = try cursor.next()
+        }
+        return min(total, cap)
+    }
+
+    /// Moves to the first posting whose primary key is at least `target`, forward from where the
+    /// cursor is (it never moves back): within the block when the target is there, else by a seek
+    /// of the tree for the last block whose first key is at most the target. Whole words only.
+    mutating func seek(atLeast target: [UInt8]) throws -> Bool {
+        if isOn {
+            if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+            while try block.next() {
+                if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+            }
+        }
+        let probe = prefix + target
+        let found = try isOn ? cursor.seekForward(probe) : cursor.seek(probe)
+        let exhausted = isOn ? block.key : nil
+        if found, cursor.key.starts(with: prefix), KeyEncoding.compare(cursor.key, probe) == 0 { return try enter() }
+        // The block before the landing place begins below the target and may hold it, unless it
+        // is the one just read through or another word's.
+        let back = found ? try cursor.prev() : try cursor.last()
+        if back, cursor.key.starts(with: prefix), exhausted.map({ KeyEncoding.compare(cursor.key, $0) != 0 }) ?? true {
+            guard try enter() else { return false }
+            if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+            while try block.next() {
+                if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+            }
+        }
+        // Past that block: the next one, if it is the word's, starts above the target.
+        guard try back ? cursor.next() : cursor.seek(probe) else { return stop() }
+        return try enter()
+    }
+
+    /// Reads the block the cursor is on, if it is the term's, and moves to its first posting.
+    private mutating func enter() throws -> Bool {
+        guard cursor.key.starts(with: prefix) else { return stop() }
+        let wordEnd = try checkWord()
+        try block.load(key: cursor.key, wordEnd: wordEnd, value: cursor.value)
+        isOn = try block.next()
+        return isOn
+    }
+
+    /// Where the word of the cursor's key ends; throws when the key is not a block's.
+    @discardableResult
+    private func checkWord() throws -> Int {
+        if !isPrefix { return prefix.count }
+        guard let end = PostingBlocks.wordEnd(cursor.key), end < cursor.key.count else {
+            throw PostingBlocks.corrupt("has a key without a word and a primary key")
+        }
+        return end
+    }
+
+    private mutating func stop() -> Bool {
+        isOn = false
+        return false
+    }
+}
