@@ -24,25 +24,46 @@ package protocol DeferredMerge: AnyObject {
 /// A tree's deferred writes, sorted by key (writes to one key in arrival order), as a
 /// `DeferredMerge` receives them. Its views are valid while the batch lives.
 package struct DeferredBatch {
+    /// Holds `bytes`.
     let deferred: DeferredWrites
-    let order: [Int]
+    /// Every key, then its value.
+    package let bytes: UnsafeRawBufferPointer
+    /// The writes in key order: where each one's key and value lie in `bytes`.
+    package let writes: [DeferredWrite]
+
+    init(_ deferred: DeferredWrites) {
+        self.deferred = deferred
+        bytes = deferred.bytes
+        let all = deferred.writes
+        writes = deferred.sortedOrder().map { all[$0] }
+    }
 
     /// The number of writes.
-    package var count: Int { order.count }
+    package var count: Int { writes.count }
 
     /// The key of the `i`-th write in key order.
+    @inlinable @inline(__always)
     package func key(_ i: Int) -> UnsafeRawBufferPointer {
-        let write = deferred.writes[order[i]]
-        return UnsafeRawBufferPointer(rebasing: deferred.bytes[write.start..<(write.start + write.keyLength)])
+        let write = writes[i]
+        return UnsafeRawBufferPointer(start: bytes.baseAddress.unsafelyUnwrapped + write.start, count: write.keyLength)
     }
 
     /// The value of the `i`-th write in key order; nil for a delete.
+    @inlinable @inline(__always)
     package func value(_ i: Int) -> UnsafeRawBufferPointer? {
-        let write = deferred.writes[order[i]]
-        if write.isDelete { return nil }
-        let start = write.start + write.keyLength
-        return UnsafeRawBufferPointer(rebasing: deferred.bytes[start..<(start + write.valueLength)])
+        let write = writes[i]
+        if write.valueLength < 0 { return nil }
+        return UnsafeRawBufferPointer(start: bytes.baseAddress.unsafelyUnwrapped + write.start + write.keyLength, count: write.valueLength)
     }
+}
+
+/// Where a deferred write's key and value lie in its tree's bytes; a delete has no value
+/// (`valueLength` -1).
+package struct DeferredWrite {
+    package var start: Int
+    package var keyLength: Int
+    package var valueLength: Int
+    var isDelete: Bool { valueLength < 0 }
 }
 
 /// The deferred writes of one tree, in arrival order. A class: a tree's writes are handed over
@@ -84,12 +105,7 @@ final class DeferredWrites {
         used += data.count
     }
 
-    struct Write {
-        var start: Int
-        var keyLength: Int
-        var valueLength: Int
-        var isDelete: Bool { valueLength < 0 }
-    }
+    typealias Write = DeferredWrite
 
     /// Memory the deferred writes of a transaction may hold (all trees together): past it they
     /// are all applied, so that a transaction's memory stays bounded (the pages they make are
@@ -330,7 +346,7 @@ extension WriteTransaction {
         if state.dropped { return }
         do {
             if let merge = state.merge, !deferred.isEmpty {
-                try merge.apply(DeferredBatch(deferred: deferred, order: deferred.sortedOrder()), to: WriteTree(txn: self, state: state))
+                try merge.apply(DeferredBatch(deferred), to: WriteTree(txn: self, state: state))
             } else {
                 try applySorted(&state.info, deferred)
             }

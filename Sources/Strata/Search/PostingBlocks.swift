@@ -55,6 +55,7 @@ struct PostingBlockReader {
     /// Where the key's primary key starts.
     private(set) var wordEnd = 0
     private var offset = 0
+    private var firstOffset = 0
     private var left = 0
 
     /// Starts reading the block `key` → `value`, whose primary key starts at `wordEnd`: before its
@@ -73,7 +74,21 @@ struct PostingBlockReader {
         count = Int(n)
         left = count
         offset = reader.offset
+        firstOffset = offset
     }
+
+    /// Back to before the first posting.
+    mutating func rewind() {
+        left = count
+        offset = firstOffset
+        primaryKey.removeAll(keepingCapacity: true)
+    }
+
+    /// Whether `next` has read every posting.
+    var isAtEnd: Bool { left == 0 }
+
+    /// The postings' bytes, after the count.
+    var postingBytes: ArraySlice<UInt8> { bytes[firstOffset...] }
 
     /// The number of postings of the block `value`, read from its head alone.
     static func count(_ value: UnsafeRawBufferPointer) throws -> Int {
@@ -103,8 +118,16 @@ struct PostingBlockReader {
                 guard shared <= UInt64(primaryKey.count), let next = suffix.first,
                     Int(shared) == primaryKey.count || next > primaryKey[Int(shared)]
                 else { throw PostingBlocks.corrupt("holds primary keys out of order") }
-                primaryKey.removeLast(primaryKey.count - Int(shared))
-                primaryKey.append(contentsOf: suffix)
+                let kept = Int(shared)
+                if kept + suffix.count == primaryKey.count, let source = suffix.baseAddress {
+                    // Keys of one length (integers): the suffix overwrites the end in place.
+                    primaryKey.withUnsafeMutableBytes { key in
+                        if let base = key.baseAddress { (base + kept).copyMemory(from: source, byteCount: suffix.count) }
+                    }
+                } else {
+                    primaryKey.removeLast(primaryKey.count - kept)
+                    primaryKey.append(contentsOf: suffix)
+                }
             }
             let start = reader.offset
             _ = try reader.varint()
@@ -165,13 +188,25 @@ struct PostingBlockWriter {
         } else {
             appendVarint(UInt64(shared), to: &body)
             appendVarint(UInt64(primaryKey.count - shared), to: &body)
-            body.append(contentsOf: primaryKey[shared...])
+            body.append(contentsOf: UnsafeRawBufferPointer(rebasing: primaryKey[shared...]))
         }
         body.append(contentsOf: rest)
         previous.removeAll(keepingCapacity: true)
         previous.append(contentsOf: primaryKey)
         if count == 0 { firstKey = previous }
         count += 1
+    }
+
+    /// Starts with every posting of the block `reader` has read through, its bytes as they are:
+    /// postings added next continue it (a transaction's new texts after a word's last block).
+    mutating func adopt(_ reader: PostingBlockReader) {
+        guard count == 0, reader.isAtEnd else { return }
+        budget = PostingBlocks.budget(keyCount: reader.key.count)
+        body.removeAll(keepingCapacity: true)
+        body.append(contentsOf: reader.postingBytes)
+        firstKey = Array(reader.key[reader.wordEnd...])
+        previous = reader.primaryKey
+        count = reader.count
     }
 
     /// Adds the posting `reader` is on.

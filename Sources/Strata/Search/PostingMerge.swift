@@ -1,3 +1,4 @@
+import Foundation
 import StrataStorage
 
 /// Applies a transaction's full-text postings to the index's blocks (FORMAT.md §8.5). Writes keep
@@ -20,10 +21,16 @@ final class PostingMerge: DeferredMerge, Sendable {
             let word = Array(key[..<wordEnd])
             var j = i + 1
             // A word's key encoding ends in its terminator, which no other word's holds there.
-            while j < writes.count, writes.key(j).starts(with: word) { j += 1 }
+            while j < writes.count, Self.starts(writes.key(j), with: key, count: wordEnd) { j += 1 }
             try merge(word: word, writes, i..<j, into: tree)
             i = j
         }
+    }
+
+    @inline(__always)
+    private static func starts(_ a: UnsafeRawBufferPointer, with b: UnsafeRawBufferPointer, count: Int) -> Bool {
+        guard a.count >= count, let x = a.baseAddress, let y = b.baseAddress else { return false }
+        return memcmp(x, y, count) == 0
     }
 
     /// Merges the writes `range` (of one word, in key order) into the word's blocks, block by block.
@@ -55,7 +62,15 @@ final class PostingMerge: DeferredMerge, Sendable {
                     primaryKey: UnsafeRawBufferPointer(rebasing: writes.key(l)[word.count...]), rest: UnsafeRawBufferPointer(rebasing: value[reader.offset...]))
             }
             if found {
-                while try block.next() {
+                // New texts after the block's last (new messages, a load): the block's bytes stay
+                // as they are, and only the new postings are encoded.
+                while try block.next() {}
+                if KeyEncoding.compare(UnsafeRawBufferPointer(rebasing: writes.key(k)[word.count...]), block.primaryKey) > 0 {
+                    out.adopt(block)
+                } else {
+                    block.rewind()
+                }
+                while !block.isAtEnd, try block.next() {
                     var replaced = false
                     while w < end {
                         let pk = UnsafeRawBufferPointer(rebasing: writes.key(w)[word.count...])
@@ -91,7 +106,8 @@ final class PostingMerge: DeferredMerge, Sendable {
                 }
             }
             out.close()
-            if let blockKey { try blockKey.withUnsafeBytes { _ = try tree.delete($0) } }
+            // (A block whose first posting stays is overwritten by the put.)
+            if let blockKey, out.blocks.first?.key != blockKey { try blockKey.withUnsafeBytes { _ = try tree.delete($0) } }
             if absorbed, let next { try next.withUnsafeBytes { _ = try tree.delete($0) } }
             for (key, value) in out.blocks { try tree.put(key, value) }
             k = end
