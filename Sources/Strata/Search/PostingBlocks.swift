@@ -61,11 +61,9 @@ struct PostingBlockReader {
     /// Starts reading the block `key` → `value`, whose primary key starts at `wordEnd`: before its
     /// first posting.
     mutating func load(key: UnsafeRawBufferPointer, wordEnd: Int, value: UnsafeRawBufferPointer) throws {
-        self.key.removeAll(keepingCapacity: true)
-        self.key.append(contentsOf: key)
-        bytes.removeAll(keepingCapacity: true)
-        bytes.append(contentsOf: value)
-        primaryKey.removeAll(keepingCapacity: true)
+        self.key = Array(key)
+        bytes = Array(value)
+        primaryKey = []
         self.wordEnd = wordEnd
         guard wordEnd < key.count else { throw PostingBlocks.corrupt("has a key without a primary key") }
         var reader = ByteReader(value)
@@ -81,7 +79,7 @@ struct PostingBlockReader {
     mutating func rewind() {
         left = count
         offset = firstOffset
-        primaryKey.removeAll(keepingCapacity: true)
+        primaryKey = []
     }
 
     /// Whether `next` has read every posting.
@@ -151,13 +149,22 @@ struct PostingBlockReader {
 /// Writes postings, given in primary-key order, into blocks of one word: a block is closed when
 /// the next posting would take it past its budget, so postings appended in key order (a load,
 /// new messages) fill blocks to the budget and leave at most the last one part full.
+///
+/// The open block and the previous key live in buffers written through pointers and reused from
+/// posting to posting: a transaction's merge encodes every new posting, and arrays appended to
+/// (and shared, and grown) cost more than the encoding.
 struct PostingBlockWriter {
     /// The word's key encoding, which starts every block's key.
-    let word: [UInt8]
-    /// The blocks written, in key order.
-    private(set) var blocks: [(key: [UInt8], value: [UInt8])] = []
-    private var body: [UInt8] = []
+    private(set) var word: [UInt8]
+    /// The closed blocks' keys and values, back to back, and where each lies.
+    private var done: [UInt8] = []
+    private var marks: [(key: Range<Int>, value: Range<Int>)] = []
+    /// The open block's postings: `used` bytes of it.
+    private var body: [UInt8]
+    private var used = 0
+    /// The last posting's primary key: `previousCount` bytes of it.
     private var previous: [UInt8] = []
+    private var previousCount = 0
     /// The open block's first primary key, which its key ends with.
     private var firstKey: [UInt8] = []
     private var count = 0
@@ -165,36 +172,91 @@ struct PostingBlockWriter {
 
     init(word: [UInt8]) {
         self.word = word
+        body = [UInt8](repeating: 0, count: PostingBlocks.maxBlockBytes + 64)
     }
 
-    /// The bytes of every block written so far, the open one included.
-    var size: Int { blocks.reduce(body.count) { $0 + $1.value.count } }
+    /// Starts over for the blocks of `word`, keeping the memory.
+    mutating func reset(word: [UInt8]) {
+        self.word = word
+        done.removeAll(keepingCapacity: true)
+        marks.removeAll(keepingCapacity: true)
+        used = 0
+        count = 0
+    }
+
+    /// The bytes of every block's value so far, the open one's included.
+    var size: Int { marks.reduce(used) { $0 + $1.value.count } }
+
+    /// The blocks closed, in key order.
+    var blockCount: Int { marks.count }
+
+    /// Visits each closed block's key and value, in key order.
+    func forEachBlock(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try done.withUnsafeBytes { bytes in
+            for mark in marks { try body(UnsafeRawBufferPointer(rebasing: bytes[mark.key]), UnsafeRawBufferPointer(rebasing: bytes[mark.value])) }
+        }
+    }
+
+    /// Whether the first closed block's key is `key`.
+    func firstKey(is key: [UInt8]) -> Bool {
+        guard let first = marks.first else { return false }
+        return done[first.key].elementsEqual(key)
+    }
+
+    /// The closed blocks as arrays (for tests).
+    var blocks: [(key: [UInt8], value: [UInt8])] { marks.map { (Array(done[$0.key]), Array(done[$0.value])) } }
+
+    /// Room for `n` more bytes in `body`.
+    private mutating func reserve(_ n: Int) {
+        if used + n > body.count { body += [UInt8](repeating: 0, count: max(n, body.count)) }
+    }
 
     /// Adds the posting of the text `primaryKey`, after every posting added before (its key is
     /// greater); `rest` is the text's word count and the word's positions.
     mutating func add(primaryKey: UnsafeRawBufferPointer, rest: UnsafeRawBufferPointer) {
         var shared = 0
         if count > 0 {
-            let limit = min(previous.count, primaryKey.count)
-            while shared < limit && previous[shared] == primaryKey[shared] { shared += 1 }
+            let limit = min(previousCount, primaryKey.count)
+            previous.withUnsafeBytes { previous in
+                while shared < limit && previous[shared] == primaryKey[shared] { shared += 1 }
+            }
             let size = varintSize(UInt64(shared)) + varintSize(UInt64(primaryKey.count - shared)) + primaryKey.count - shared + rest.count
-            if body.count + size + varintSize(UInt64(count + 1)) > budget { close() }
+            if used + size + varintSize(UInt64(count + 1)) > budget { close() }
         }
         if count == 0 {
             // The first posting's key is the block's: all of it shared, no suffix.
             budget = PostingBlocks.budget(keyCount: word.count + primaryKey.count)
-            appendVarint(UInt64(primaryKey.count), to: &body)
-            body.append(0)
-        } else {
-            appendVarint(UInt64(shared), to: &body)
-            appendVarint(UInt64(primaryKey.count - shared), to: &body)
-            body.append(contentsOf: UnsafeRawBufferPointer(rebasing: primaryKey[shared...]))
+            firstKey = Array(primaryKey)
+            shared = primaryKey.count
         }
-        body.append(contentsOf: rest)
-        previous.removeAll(keepingCapacity: true)
-        previous.append(contentsOf: primaryKey)
-        if count == 0 { firstKey = previous }
+        reserve(20 + primaryKey.count - shared + rest.count)
+        let start = used
+        used = body.withUnsafeMutableBufferPointer { buffer -> Int in
+            guard let base = buffer.baseAddress else { return start }
+            var p = base + start
+            storeVarint(UInt64(shared), at: &p)
+            storeVarint(UInt64(primaryKey.count - shared), at: &p)
+            if let source = primaryKey.baseAddress, shared < primaryKey.count {
+                UnsafeMutableRawPointer(p).copyMemory(from: source + shared, byteCount: primaryKey.count - shared)
+                p += primaryKey.count - shared
+            }
+            if let source = rest.baseAddress, !rest.isEmpty {
+                UnsafeMutableRawPointer(p).copyMemory(from: source, byteCount: rest.count)
+                p += rest.count
+            }
+            return p - base
+        }
+        remember(primaryKey)
         count += 1
+    }
+
+    /// Keeps `key` as the previous posting's.
+    private mutating func remember(_ key: UnsafeRawBufferPointer) {
+        if previous.count < key.count { previous = [UInt8](repeating: 0, count: max(key.count, 16)) }
+        previous.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress, let source = key.baseAddress { base.copyMemory(from: source, byteCount: key.count) }
+        }
+        previousCount = key.count
     }
 
     /// Starts with every posting of the block `reader` has read through, its bytes as they are:
@@ -202,10 +264,12 @@ struct PostingBlockWriter {
     mutating func adopt(_ reader: PostingBlockReader) {
         guard count == 0, reader.isAtEnd else { return }
         budget = PostingBlocks.budget(keyCount: reader.key.count)
-        body.removeAll(keepingCapacity: true)
-        body.append(contentsOf: reader.postingBytes)
+        let postings = reader.postingBytes
+        reserve(postings.count)
+        body.replaceSubrange(used..<(used + postings.count), with: postings)
+        used += postings.count
         firstKey = Array(reader.key[reader.wordEnd...])
-        previous = reader.primaryKey
+        reader.primaryKey.withUnsafeBytes { remember($0) }
         count = reader.count
     }
 
@@ -219,12 +283,14 @@ struct PostingBlockWriter {
     /// Ends the open block, if it holds a posting. Call before reading `blocks`.
     mutating func close() {
         guard count > 0 else { return }
-        var value: [UInt8] = []
-        value.reserveCapacity(body.count + 4)
-        appendVarint(UInt64(count), to: &value)
-        value.append(contentsOf: body)
-        blocks.append((word + firstKey, value))
-        body.removeAll(keepingCapacity: true)
+        let keyStart = done.count
+        done.append(contentsOf: word)
+        done.append(contentsOf: firstKey)
+        let valueStart = done.count
+        appendVarint(UInt64(count), to: &done)
+        done.append(contentsOf: body[0..<used])
+        marks.append((keyStart..<valueStart, valueStart..<done.count))
+        used = 0
         count = 0
     }
 }

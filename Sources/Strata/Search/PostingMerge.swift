@@ -12,6 +12,9 @@ final class PostingMerge: DeferredMerge, Sendable {
     static let shared = PostingMerge()
 
     func apply(_ writes: DeferredBatch, to tree: WriteTree) throws {
+        // One reader and one writer for every word: their buffers are reused.
+        var block = PostingBlockReader()
+        var out = PostingBlockWriter(word: [])
         var i = 0
         while i < writes.count {
             let key = writes.key(i)
@@ -22,7 +25,7 @@ final class PostingMerge: DeferredMerge, Sendable {
             var j = i + 1
             // A word's key encoding ends in its terminator, which no other word's holds there.
             while j < writes.count, Self.starts(writes.key(j), with: key, count: wordEnd) { j += 1 }
-            try merge(word: word, writes, i..<j, into: tree)
+            try merge(word: word, writes, i..<j, into: tree, &block, &out)
             i = j
         }
     }
@@ -34,9 +37,10 @@ final class PostingMerge: DeferredMerge, Sendable {
     }
 
     /// Merges the writes `range` (of one word, in key order) into the word's blocks, block by block.
-    private func merge(word: [UInt8], _ writes: DeferredBatch, _ range: Range<Int>, into tree: WriteTree) throws {
+    private func merge(
+        word: [UInt8], _ writes: DeferredBatch, _ range: Range<Int>, into tree: WriteTree, _ block: inout PostingBlockReader, _ out: inout PostingBlockWriter
+    ) throws {
         var k = range.lowerBound
-        var block = PostingBlockReader()
         while k < range.upperBound {
             // The block the first write falls in, and the key of the one after it (whose writes
             // are for the next round).
@@ -46,7 +50,7 @@ final class PostingMerge: DeferredMerge, Sendable {
             while end < range.upperBound, next.map({ bound in bound.withUnsafeBytes { KeyEncoding.compare(writes.key(end), $0) < 0 } }) ?? true {
                 end += 1
             }
-            var out = PostingBlockWriter(word: word)
+            out.reset(word: word)
             var w = k
             /// The last write of the run of writes to one key starting at `w` (the one that counts).
             func last(_ w: Int) -> Int {
@@ -107,9 +111,9 @@ final class PostingMerge: DeferredMerge, Sendable {
             }
             out.close()
             // (A block whose first posting stays is overwritten by the put.)
-            if let blockKey, out.blocks.first?.key != blockKey { try blockKey.withUnsafeBytes { _ = try tree.delete($0) } }
+            if let blockKey, !out.firstKey(is: blockKey) { try blockKey.withUnsafeBytes { _ = try tree.delete($0) } }
             if absorbed, let next { try next.withUnsafeBytes { _ = try tree.delete($0) } }
-            for (key, value) in out.blocks { try tree.put(key, value) }
+            try out.forEachBlock { key, value in _ = try tree.put(key, value) }
             k = end
         }
     }
