@@ -580,7 +580,7 @@ enum Planner {
                 case .text(let i, _):
                     let name = info.indexes[i].schema.treeName(model: info.name)
                     lines.append(
-                        "index \(name) (full text) for \(access.conditions.map(\.description).joined(separator: ", ")): the words' entries, intersected in primary-key order"
+                        "index \(name) (full text) for \(access.conditions.map(\.description).joined(separator: ", ")): the words' postings, intersected in primary-key order"
                     )
                 }
             }

@@ -501,7 +501,7 @@ enum QueryEngine {
     }
 
     /// The number of matches of an exact single-access plan, without building the keys: a
-    /// search counts its words' entries; a primary-key or scalar-index access whose ranges are
+    /// search adds up its word's block counts; a primary-key or scalar-index access whose ranges are
     /// disjoint (so no object is counted twice) sums the ranges' counts, which the trees' branches
     /// give in two descents per range. Otherwise the keys are listed and counted. Nil when the
     /// plan is not exact.

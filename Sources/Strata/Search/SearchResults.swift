@@ -11,7 +11,7 @@ import Foundation
 ///     .filter(#Predicate { $0.roomId == 7 })
 ///     .prefix(50)
 /// let best = db.objects(Message.self).search(\.text, "coffee beans", ranked: true).prefix(10)
-/// let n = db.objects(Message.self).search(\.text, "the").count     // counts index entries
+/// let n = db.objects(Message.self).search(\.text, "the").count     // adds up the word's block counts
 /// ```
 extension Results {
     /// Objects whose text field matches `search` (see `TextSearch`). With `ranked`, the results
