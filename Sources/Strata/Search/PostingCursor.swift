@@ -13,6 +13,10 @@ struct PostingCursor {
     private(set) var block = PostingBlockReader()
     /// Whether the cursor is on a posting (`first` or `seek` found one, and `next` did not run out).
     private(set) var isOn = false
+    /// Whether the tree cursor has moved on to the entry after the block being read (`seek` looked
+    /// at where the next block starts), and whether there was one.
+    private var ahead = false
+    private var aheadFound = false
 
     init(_ term: SearchTerm, in tree: some KeyValueTree) throws {
         isPrefix = term.isPrefix
@@ -39,8 +43,17 @@ struct PostingCursor {
     mutating func next() throws -> Bool {
         guard isOn else { return false }
         if try block.next() { return true }
-        guard try cursor.next() else { return stop() }
+        guard try moveToNextEntry() else { return stop() }
         return try enter()
+    }
+
+    /// Moves the tree cursor to the entry after the block being read (unless `seek` already did).
+    private mutating func moveToNextEntry() throws -> Bool {
+        if ahead {
+            ahead = false
+            return aheadFound
+        }
+        return try cursor.next()
     }
 
     /// The number of postings of the term, from the blocks' heads (no posting is read), counting
@@ -57,36 +70,50 @@ struct PostingCursor {
     }
 
     /// Moves to the first posting whose primary key is at least `target`, forward from where the
-    /// cursor is (it never moves back): within the block when the target is there, else by a seek
-    /// of the tree for the last block whose first key is at most the target. Whole words only.
+    /// cursor is (it never moves back): within the block when the target is below where the next
+    /// block starts, else by a seek of the tree for the last block whose first key is at most the
+    /// target (a common word's cursor, led by a rare word's, skips blocks it has no use for).
+    /// Whole words only.
     mutating func seek(atLeast target: [UInt8]) throws -> Bool {
+        let probe = prefix + target
         if isOn {
             if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
-            while try block.next() {
-                if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+            if !ahead {
+                aheadFound = try cursor.next()
+                ahead = true
             }
+            let nextIsTerms = aheadFound && cursor.key.starts(with: prefix)
+            let order = nextIsTerms ? KeyEncoding.compare(cursor.key, probe) : 1
+            if order > 0 {
+                // Below the next block's first key: in this block, or the next block's first.
+                while try block.next() {
+                    if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+                }
+                ahead = false
+                return nextIsTerms ? try enter() : stop()
+            }
+            ahead = false
+            if order == 0 { return try enter() }
         }
-        let probe = prefix + target
         let found = try isOn ? cursor.seekForward(probe) : cursor.seek(probe)
-        let exhausted = isOn ? block.key : nil
         if found, cursor.key.starts(with: prefix), KeyEncoding.compare(cursor.key, probe) == 0 { return try enter() }
-        // The block before the landing place begins below the target and may hold it, unless it
-        // is the one just read through or another word's.
+        // The block before the landing place begins below the target and may hold it.
         let back = found ? try cursor.prev() : try cursor.last()
-        if back, cursor.key.starts(with: prefix), exhausted.map({ KeyEncoding.compare(cursor.key, $0) != 0 }) ?? true {
+        if back, cursor.key.starts(with: prefix) {
             guard try enter() else { return false }
             if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
             while try block.next() {
                 if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
             }
         }
-        // Past that block: the next one, if it is the word's, starts above the target.
+        // Past that block: the next one, if it is the term's, starts above the target.
         guard try back ? cursor.next() : cursor.seek(probe) else { return stop() }
         return try enter()
     }
 
     /// Reads the block the cursor is on, if it is the term's, and moves to its first posting.
     private mutating func enter() throws -> Bool {
+        ahead = false
         guard cursor.key.starts(with: prefix) else { return stop() }
         let wordEnd = try checkWord()
         try block.load(key: cursor.key, wordEnd: wordEnd, value: cursor.value)
