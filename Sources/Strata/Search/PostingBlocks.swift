@@ -100,44 +100,61 @@ struct PostingBlockReader {
     /// posting that is not the key's, primary keys out of order, bytes left over or missing.
     mutating func next() throws -> Bool {
         guard left > 0 else { return false }
-        let first = left == count
-        try bytes.withUnsafeBytes { raw in
-            var reader = ByteReader(raw, offset: offset)
-            let shared = try reader.varint()
-            let suffix = try reader.take(try reader.length())
-            if first {
-                // Its key's primary key, all of it shared.
-                guard shared == UInt64(key.count - wordEnd), suffix.isEmpty else {
-                    throw PostingBlocks.corrupt("starts with another primary key than its key's")
-                }
-                primaryKey.append(contentsOf: key[wordEnd...])
-            } else {
-                // The longest common prefix with the previous key, then a greater byte.
-                guard shared <= UInt64(primaryKey.count), let next = suffix.first,
-                    Int(shared) == primaryKey.count || next > primaryKey[Int(shared)]
-                else { throw PostingBlocks.corrupt("holds primary keys out of order") }
-                let kept = Int(shared)
-                if kept + suffix.count == primaryKey.count, let source = suffix.baseAddress {
-                    // Keys of one length (integers): the suffix overwrites the end in place.
-                    primaryKey.withUnsafeMutableBytes { key in
-                        if let base = key.baseAddress { (base + kept).copyMemory(from: source, byteCount: suffix.count) }
-                    }
-                } else {
-                    primaryKey.removeLast(primaryKey.count - kept)
-                    primaryKey.append(contentsOf: suffix)
-                }
+        let start = offset
+        let step = try bytes.withUnsafeBytes { try Self.step($0, at: start) }
+        if left == count {
+            // Its key's primary key, all of it shared.
+            guard step.shared == key.count - wordEnd, step.suffix.isEmpty else {
+                throw PostingBlocks.corrupt("starts with another primary key than its key's")
             }
-            let start = reader.offset
-            _ = try reader.varint()
-            let n = try reader.varint()
-            guard n <= UInt64(raw.count - reader.offset) else { throw PostingBlocks.corrupt("has a posting whose positions run past its end") }
-            for _ in 0..<Int(n) { _ = try reader.varint() }
-            rest = start..<reader.offset
-            offset = reader.offset
+            primaryKey = Array(key[wordEnd...])
+        } else {
+            // The longest common prefix with the previous key, then a greater byte.
+            guard step.shared <= primaryKey.count, !step.suffix.isEmpty,
+                step.shared == primaryKey.count || bytes[step.suffix.lowerBound] > primaryKey[step.shared]
+            else { throw PostingBlocks.corrupt("holds primary keys out of order") }
+            if step.shared + step.suffix.count == primaryKey.count {
+                // Keys of one length (integers): the suffix overwrites the end in place.
+                bytes.withUnsafeBytes { source in
+                    primaryKey.withUnsafeMutableBytes { key in
+                        if let to = key.baseAddress, let from = source.baseAddress {
+                            (to + step.shared).copyMemory(from: from + step.suffix.lowerBound, byteCount: step.suffix.count)
+                        }
+                    }
+                }
+            } else {
+                primaryKey.removeLast(primaryKey.count - step.shared)
+                primaryKey.append(contentsOf: bytes[step.suffix])
+            }
         }
+        rest = step.rest
+        offset = step.rest.upperBound
         left -= 1
         if left == 0 && offset != bytes.count { throw PostingBlocks.corrupt("has \(bytes.count - offset) bytes after its last posting") }
         return true
+    }
+
+    /// Where the parts of the posting at `offset` lie: the bytes its key shares with the previous
+    /// one, its key's suffix, and its word count and positions.
+    private static func step(_ raw: UnsafeRawBufferPointer, at offset: Int) throws -> (shared: Int, suffix: Range<Int>, rest: Range<Int>) {
+        var reader = ByteReader(raw, offset: offset)
+        let shared = try reader.varint()
+        let length = try reader.length()
+        let suffix = reader.offset..<(reader.offset + length)
+        reader.offset += length
+        // (Checked against the previous key by the caller; this only keeps it an Int.)
+        guard shared <= UInt64(Int32.max) else { throw PostingBlocks.corrupt("shares more key bytes than any key holds") }
+        let start = reader.offset
+        _ = try reader.varint()
+        let n = try reader.varint()
+        guard n <= UInt64(raw.count - reader.offset) else { throw PostingBlocks.corrupt("has a posting whose positions run past its end") }
+        for _ in 0..<Int(n) { _ = try reader.varint() }
+        return (Int(shared), suffix, start..<reader.offset)
+    }
+
+    /// The current posting's primary key against `target`: <0, 0, >0.
+    func compareKey(_ target: [UInt8]) -> Int {
+        primaryKey.withUnsafeBytes { key in target.withUnsafeBytes { KeyEncoding.compare(key, $0) } }
     }
 
     /// The current posting's word count and positions.

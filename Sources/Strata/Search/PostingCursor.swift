@@ -61,7 +61,7 @@ struct PostingCursor {
     func count(cap: Int) throws -> Int {
         var total = 0
         var more = try cursor.seek(prefix)
-        while more, cursor.key.starts(with: prefix), total < cap {
+        while more, onTerm, total < cap {
             try checkWord()
             total += try PostingBlockReader.count(cursor.value)
             more = try cursor.next()
@@ -75,19 +75,18 @@ struct PostingCursor {
     /// target (a common word's cursor, led by a rare word's, skips blocks it has no use for).
     /// Whole words only.
     mutating func seek(atLeast target: [UInt8]) throws -> Bool {
-        let probe = prefix + target
         if isOn {
-            if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+            if block.compareKey(target) >= 0 { return true }
             if !ahead {
                 aheadFound = try cursor.next()
                 ahead = true
             }
-            let nextIsTerms = aheadFound && cursor.key.starts(with: prefix)
-            let order = nextIsTerms ? KeyEncoding.compare(cursor.key, probe) : 1
+            let nextIsTerms = aheadFound && onTerm
+            let order = nextIsTerms ? tailOrder(target) : 1
             if order > 0 {
                 // Below the next block's first key: in this block, or the next block's first.
                 while try block.next() {
-                    if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+                    if block.compareKey(target) >= 0 { return true }
                 }
                 ahead = false
                 return nextIsTerms ? try enter() : stop()
@@ -95,15 +94,16 @@ struct PostingCursor {
             ahead = false
             if order == 0 { return try enter() }
         }
+        let probe = prefix + target
         let found = try isOn ? cursor.seekForward(probe) : cursor.seek(probe)
-        if found, cursor.key.starts(with: prefix), KeyEncoding.compare(cursor.key, probe) == 0 { return try enter() }
+        if found, onTerm, tailOrder(target) == 0 { return try enter() }
         // The block before the landing place begins below the target and may hold it.
         let back = found ? try cursor.prev() : try cursor.last()
-        if back, cursor.key.starts(with: prefix) {
+        if back, onTerm {
             guard try enter() else { return false }
-            if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+            if block.compareKey(target) >= 0 { return true }
             while try block.next() {
-                if KeyEncoding.compare(block.primaryKey, target) >= 0 { return true }
+                if block.compareKey(target) >= 0 { return true }
             }
         }
         // Past that block: the next one, if it is the term's, starts above the target.
@@ -111,10 +111,25 @@ struct PostingCursor {
         return try enter()
     }
 
+    /// Whether the tree cursor is on an entry of the term (a block of its word, or of a word with
+    /// its prefix).
+    private var onTerm: Bool {
+        let key = cursor.key
+        guard key.count >= prefix.count, let base = key.baseAddress else { return false }
+        return prefix.withUnsafeBytes { term in term.baseAddress.map { memcmp(base, $0, term.count) == 0 } ?? true }
+    }
+
+    /// The tree cursor's key after the term's prefix (a block's first primary key) against
+    /// `target`: <0, 0, >0. The cursor is on the term.
+    private func tailOrder(_ target: [UInt8]) -> Int {
+        let key = cursor.key
+        return target.withUnsafeBytes { KeyEncoding.compare(UnsafeRawBufferPointer(rebasing: key[prefix.count...]), $0) }
+    }
+
     /// Reads the block the cursor is on, if it is the term's, and moves to its first posting.
     private mutating func enter() throws -> Bool {
         ahead = false
-        guard cursor.key.starts(with: prefix) else { return stop() }
+        guard onTerm else { return stop() }
         let wordEnd = try checkWord()
         try block.load(key: cursor.key, wordEnd: wordEnd, value: cursor.value)
         isOn = try block.next()

@@ -119,7 +119,10 @@ struct TextIndexReader<T: KeyValueTree> {
         var cursors = try terms.map { try PostingCursor($0, in: tree) }
         var keys: [[UInt8]] = []
         guard try cursors[0].first() else { return [] }
-        var target = cursors[0].primaryKey
+        // The target is a buffer of its own, overwritten in place: sharing a cursor's key would
+        // make the cursor copy it at its next posting.
+        var target: [UInt8] = []
+        Self.overwrite(&target, with: cursors[0].primaryKey)
         var i = 1
         // `agreed` cursors in a row are at the target; the first one to pass it moves the target.
         var agreed = 1
@@ -128,7 +131,7 @@ struct TextIndexReader<T: KeyValueTree> {
                 keys.append(target)
                 if let limit, keys.count >= limit { return keys }
                 guard try cursors[0].next() else { return keys }
-                target = cursors[0].primaryKey
+                Self.overwrite(&target, with: cursors[0].primaryKey)
                 agreed = 1
                 i = 1
                 continue
@@ -137,10 +140,19 @@ struct TextIndexReader<T: KeyValueTree> {
             if KeyEncoding.compare(cursors[i].primaryKey, target) == 0 {
                 agreed += 1
             } else {
-                target = cursors[i].primaryKey
+                Self.overwrite(&target, with: cursors[i].primaryKey)
                 agreed = 1
             }
             i = (i + 1) % cursors.count
+        }
+    }
+
+    /// Makes `array` a copy of `bytes` in memory of its own: in place when the lengths match.
+    private static func overwrite(_ array: inout [UInt8], with bytes: [UInt8]) {
+        if array.count == bytes.count {
+            array.withUnsafeMutableBytes { out in bytes.withUnsafeBytes { out.copyMemory(from: $0) } }
+        } else {
+            array = bytes.withUnsafeBytes { Array($0) }
         }
     }
 
