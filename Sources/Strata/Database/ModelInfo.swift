@@ -272,6 +272,10 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         }
     }
 
+    /// The length of every primary key's encoding, when the key's type fixes it (full-text
+    /// readers check postings against it).
+    var postingKeyLength: Int? { stored.keyFieldType.flatMap(KeyEncoding.fixedLength(of:)) }
+
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws {
         try buildRecordIndexes(paths.filter { path in indexes.contains { $0.schema == path } }, in: txn)
     }

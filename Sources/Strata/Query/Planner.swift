@@ -515,7 +515,7 @@ enum Planner {
         case .index(let i): treeName = info.indexTreeNames[i]
         case let .text(i, search):
             guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return 0 }
-            return try TextIndexReader(tree: tree).estimate(search, cap: estimateCap)
+            return try TextIndexReader(tree: tree, keyLength: info.postingKeyLength).estimate(search, cap: estimateCap)
         }
         guard let tree = try source.tree(named: treeName) else { return 0 }
         return try countEntries(tree, access.ranges, cap: estimateCap)

@@ -472,7 +472,7 @@ enum QueryEngine {
         if let limit, case let .text(i, search) = plan.accesses[0].source {
             // A search finds its texts in key order: it can stop at the limit.
             guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return [] }
-            return try TextIndexReader(tree: tree).keys(search, limit: limit)
+            return try TextIndexReader(tree: tree, keyLength: info.postingKeyLength).keys(search, limit: limit)
         }
         return try candidateKeys(plan, info: info, source: source)
     }
@@ -486,7 +486,7 @@ enum QueryEngine {
         if case let .text(i, search) = plan.accesses[0].source {
             guard let tree = try source.tree(named: info.indexTreeNames[i]), limit != 0 else { return found }
             var skipped = 0
-            try TextIndexReader(tree: tree).forEachKey(search) { key in
+            try TextIndexReader(tree: tree, keyLength: info.postingKeyLength).forEachKey(search) { key in
                 if skipped < offset {
                     skipped += 1
                     return true
@@ -512,7 +512,7 @@ enum QueryEngine {
         switch access.source {
         case let .text(i, search):
             guard let tree = try source.tree(named: info.indexTreeNames[i]) else { return 0 }
-            return try TextIndexReader(tree: tree).count(search)
+            return try TextIndexReader(tree: tree, keyLength: info.postingKeyLength).count(search)
         case .primary:
             tree = try source.tree(named: info.recordTree)
         case .index(let i) where !info.indexIsArray[i]:
@@ -612,7 +612,7 @@ enum QueryEngine {
                 }
             case let .text(i, search):
                 guard let index = try source.tree(named: info.indexTreeNames[i]) else { continue }
-                keys.append(contentsOf: try TextIndexReader(tree: index).keys(search))
+                keys.append(contentsOf: try TextIndexReader(tree: index, keyLength: info.postingKeyLength).keys(search))
             }
         }
         // In primary-key order, each once (a union or a multi-valued index repeats them). One

@@ -52,6 +52,9 @@ struct PostingBlockReader {
     private(set) var rest: Range<Int> = 0..<0
     /// The postings the block holds.
     private(set) var count = 0
+    /// The length of every primary key, when the model's key type fixes it: a posting with
+    /// another is damage.
+    var keyLength: Int?
     /// Where the key's primary key starts.
     private(set) var wordEnd = 0
     private var offset = 0
@@ -126,6 +129,9 @@ struct PostingBlockReader {
                 primaryKey.removeLast(primaryKey.count - step.shared)
                 primaryKey.append(contentsOf: bytes[step.suffix])
             }
+        }
+        if let keyLength, primaryKey.count != keyLength {
+            throw PostingBlocks.corrupt("holds a primary key of \(primaryKey.count) bytes, where the model's keys have \(keyLength)")
         }
         rest = step.rest
         offset = step.rest.upperBound
@@ -313,6 +319,21 @@ struct PostingBlockWriter {
 }
 
 extension KeyEncoding {
+    /// The length of every key encoding (§8.1) of `type` when it is fixed (integers, floating
+    /// point, dates, UUIDs, Bool; an optional's present value with its tag byte; an enum's raw
+    /// value), else nil: a full-text posting whose primary key has another length is damage.
+    static func fixedLength(of type: FieldType) -> Int? {
+        switch type {
+        case .bool: return 1
+        case .int, .double, .float, .date: return 8
+        case .uuid: return 16
+        case .enumeration(let raw): return fixedLength(of: raw)
+        // A primary key is never nil: a stored optional key is its tag byte and the value.
+        case .optional(let wrapped): return fixedLength(of: wrapped).map { $0 + 1 }
+        default: return nil
+        }
+    }
+
     /// `compare` of a key in a buffer with one in an array.
     static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
         b.withUnsafeBytes { compare(a, $0) }

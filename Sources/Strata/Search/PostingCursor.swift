@@ -18,7 +18,8 @@ struct PostingCursor {
     private var ahead = false
     private var aheadFound = false
 
-    init(_ term: SearchTerm, in tree: some KeyValueTree) throws {
+    init(_ term: SearchTerm, in tree: some KeyValueTree, keyLength: Int? = nil) throws {
+        block.keyLength = keyLength
         isPrefix = term.isPrefix
         if term.isPrefix {
             prefix = term.word
@@ -44,7 +45,25 @@ struct PostingCursor {
         guard isOn else { return false }
         if try block.next() { return true }
         guard try moveToNextEntry() else { return stop() }
-        return try enter()
+        return try enterFollowing()
+    }
+
+    /// Reads the rest of the current block, so that damage in it throws: an intersection that
+    /// ends because another word ran out may have stopped on a misread key of this block.
+    mutating func readBlockToEnd() throws {
+        guard isOn else { return }
+        while try block.next() {}
+    }
+
+    /// `enter` for the block after the one just read through: a whole word's next block must
+    /// start above the last key read, or the blocks overlap (damage, which would repeat texts or
+    /// skip them).
+    private mutating func enterFollowing() throws -> Bool {
+        guard !isPrefix, !block.primaryKey.isEmpty else { return try enter() }
+        let last = block.primaryKey
+        guard try enter() else { return false }
+        if block.compareKey(last) <= 0 { throw PostingBlocks.corrupt("starts at or below the last key of the block before it") }
+        return true
     }
 
     /// Moves the tree cursor to the entry after the block being read (unless `seek` already did).
@@ -89,7 +108,7 @@ struct PostingCursor {
                     if block.compareKey(target) >= 0 { return true }
                 }
                 ahead = false
-                return nextIsTerms ? try enter() : stop()
+                return nextIsTerms ? try enterFollowing() : stop()
             }
             ahead = false
             if order == 0 { return try enter() }

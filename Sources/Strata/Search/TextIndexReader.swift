@@ -7,10 +7,13 @@ import Foundation
 /// phrases gather each word's postings (with their positions) and combine them.
 struct TextIndexReader<T: KeyValueTree> {
     let tree: T
+    /// The length every primary key of the model has, when its type fixes one (`ModelInfo.postingKeyLength`):
+    /// a posting naming a key of another length is damage, and throws.
+    var keyLength: Int? = nil
 
     /// The number of postings of `term`, counting at most `cap`: read from the blocks' heads.
     func count(_ term: SearchTerm, cap: Int) throws -> Int {
-        try PostingCursor(term, in: tree).count(cap: cap)
+        try PostingCursor(term, in: tree, keyLength: keyLength).count(cap: cap)
     }
 
     /// How many texts the search may find, counting at most `cap` postings: the rarest word's for
@@ -32,7 +35,7 @@ struct TextIndexReader<T: KeyValueTree> {
     /// Every text holding `term`, by primary key.
     func postings(_ term: SearchTerm) throws -> [[UInt8]: Posting] {
         var found: [[UInt8]: Posting] = [:]
-        var cursor = try PostingCursor(term, in: tree)
+        var cursor = try PostingCursor(term, in: tree, keyLength: keyLength)
         let control = Self.beginScan()
         defer { control?.endScan() }
         var more = try cursor.first()
@@ -58,7 +61,7 @@ struct TextIndexReader<T: KeyValueTree> {
         let terms = search.distinctTerms
         if terms.isEmpty { return }
         if terms.count == 1, !terms[0].isPrefix, search.mode != .phrase || search.terms.count == 1 {
-            var cursor = try PostingCursor(terms[0], in: tree)
+            var cursor = try PostingCursor(terms[0], in: tree, keyLength: keyLength)
             let control = Self.beginScan()
             defer { control?.endScan() }
             var more = try cursor.first()
@@ -116,7 +119,7 @@ struct TextIndexReader<T: KeyValueTree> {
     /// to the key another one is at), stopping at `limit`. Rare words make it fast whatever the
     /// order.
     private func allWholeWords(_ terms: [SearchTerm], limit: Int?) throws -> [[UInt8]] {
-        var cursors = try terms.map { try PostingCursor($0, in: tree) }
+        var cursors = try terms.map { try PostingCursor($0, in: tree, keyLength: keyLength) }
         var keys: [[UInt8]] = []
         guard try cursors[0].first() else { return [] }
         // The target is a buffer of its own, overwritten in place: sharing a cursor's key would
@@ -130,13 +133,13 @@ struct TextIndexReader<T: KeyValueTree> {
             if agreed == cursors.count {
                 keys.append(target)
                 if let limit, keys.count >= limit { return keys }
-                guard try cursors[0].next() else { return keys }
+                guard try cursors[0].next() else { return try Self.ended(&cursors, keys) }
                 Self.overwrite(&target, with: cursors[0].primaryKey)
                 agreed = 1
                 i = 1
                 continue
             }
-            guard try cursors[i].seek(atLeast: target) else { return keys }
+            guard try cursors[i].seek(atLeast: target) else { return try Self.ended(&cursors, keys) }
             if KeyEncoding.compare(cursors[i].primaryKey, target) == 0 {
                 agreed += 1
             } else {
@@ -145,6 +148,14 @@ struct TextIndexReader<T: KeyValueTree> {
             }
             i = (i + 1) % cursors.count
         }
+    }
+
+    /// `keys`, once every cursor has read its current block to the end: the intersection ended
+    /// because a word ran out, and a damaged block of another word may have led it there with a
+    /// misread key (which then throws rather than cut the answer short).
+    private static func ended(_ cursors: inout [PostingCursor], _ keys: [[UInt8]]) throws -> [[UInt8]] {
+        for i in cursors.indices { try cursors[i].readBlockToEnd() }
+        return keys
     }
 
     /// Makes `array` a copy of `bytes` in memory of its own: in place when the lengths match.

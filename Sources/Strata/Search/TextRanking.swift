@@ -42,7 +42,7 @@ struct TextRanking: Sendable {
         if let i = info.indexes.firstIndex(where: { $0.schema.isFullText && $0.schema.path == path }),
             let tree = try source.tree(named: info.indexTreeNames[i])
         {
-            let reader = TextIndexReader(tree: tree)
+            let reader = TextIndexReader(tree: tree, keyLength: info.postingKeyLength)
             let (documents, words) = try reader.stats()
             let maps = try terms.map(reader.postings)
             let frequencies = maps.map(\.count)
