@@ -16,7 +16,7 @@ import Testing
     typealias Note = BlockHuntTests.Note
 
     /// 300 texts: every one has "room" and "the" (so "room the" matches all 300); each word's
-    /// postings fill four blocks of 85.
+    /// postings fill several blocks.
     static func database() throws -> Database {
         let db = try Database.inMemory(models: [Note.self])
         try db.write { tx in
@@ -32,7 +32,24 @@ import Testing
         return key
     }
 
-    /// One byte of one posting changed: the position count of text 46 in the block "the"‖0 goes
+    /// The keys of `word`'s blocks, in order (whatever size writers give blocks).
+    static func blockKeys(_ tree: WriteTree, _ word: String) throws -> [[UInt8]] {
+        var prefix: [UInt8] = []
+        KeyEncoding.appendBytes(Array(word.utf8), to: &prefix)
+        var keys: [[UInt8]] = []
+        try tree.cursor().forEach(from: nil, to: nil, reverse: false) { key, _ in
+            if key.starts(with: prefix) { keys.append(Array(key)) }
+            return true
+        }
+        return keys
+    }
+
+    /// The text id that starts the block `key` (its last 8 bytes, an Int key).
+    static func firstID(_ key: [UInt8]) -> Int {
+        Int(Int64(bitPattern: key.suffix(8).reduce(0) { $0 << 8 | UInt64($1) } ^ (1 << 63)))
+    }
+
+    /// One byte of one posting changed: the position count of text 6 in the block "the"‖0 goes
     /// from 1 to 191, so the postings after it in that block are misread. `search("the")` throws
     /// corruptRecord (it reads the whole block) and `StoredObjects.check` reports the block, but
     /// `search("room the")` returns texts 0...46 — 47 of 300 — with no error: the zig-zag takes a
@@ -46,8 +63,8 @@ import Testing
         try db.store.write { txn in
             let tree = try #require(try txn.tree("i:Note:text(fullText)"))
             var value = try #require(try tree.get(key))
-            // The posting of text 46: shared 7, suffix of 1 byte (46), 3 words, 1 position, at 1.
-            let posting: [UInt8] = [7, 1, 46, 3, 1, 1]
+            // The posting of text 6: shared 7, suffix of 1 byte (6), 3 words, 1 position, at 1.
+            let posting: [UInt8] = [7, 1, 6, 3, 1, 1]
             let at = try #require((0...(value.count - posting.count)).first { Array(value[$0..<($0 + posting.count)]) == posting })
             value[at + 4] = 191
             _ = try tree.put(key, value)
@@ -64,9 +81,9 @@ import Testing
         #expect(throws: StrataError.self) { try db.objects(Note.self).search(\.text, "the room").fetchCount() }
     }
 
-    /// Two blocks of "room" that overlap: the block "room"‖255 is moved to the key "room"‖171, so
-    /// its first posting (which the key gives) is text 171, inside the block "room"‖170, and the
-    /// postings after it (256...) follow. Each block alone reads well, and `strata check` reports
+    /// Two blocks of "room" that overlap: the last block is moved to a key one above the first
+    /// text of the block before it, so its first posting (which the key gives) lies inside that
+    /// block, and the postings after it follow. Each block alone reads well, and `strata check` reports
     /// the damage, but `search("room")` streams 0...299 with 171 twice and text 255 missing — 300
     /// objects, one of them repeated — and "room the" gives 299 (255 missing) without an error.
     /// ("ro*" happens to be right: 255 has "rooms" too, and prefixes gather into a set.) Expected: a search
@@ -77,10 +94,13 @@ import Testing
         let db = try Self.database()
         try db.store.write { txn in
             let tree = try #require(try txn.tree("i:Note:text(fullText)"))
-            let last = Self.blockKey("room", 255)
+            // The last block moved into the one before it: its key one above that block's first.
+            let keys = try Self.blockKeys(tree, "room")
+            try #require(keys.count >= 3)
+            let last = keys[keys.count - 1]
             let value = try #require(try tree.get(last))
             _ = try tree.delete(last)
-            _ = try tree.put(Self.blockKey("room", 171), value)
+            _ = try tree.put(Self.blockKey("room", Self.firstID(keys[keys.count - 2]) + 1), value)
         }
         #expect(!(try StoredObjects.check(in: db.store).problems.isEmpty), "strata check reports the blocks")
         for search: TextSearch in ["room", "room the"] {
@@ -96,8 +116,8 @@ import Testing
         }
     }
 
-    /// One byte of the block "the"‖170 changed: the shared-prefix length of a posting (offset 372,
-    /// 7 → 6), so that posting's primary key reads as 7 bytes where an Int key has 8 — a key no
+    /// One byte of a block of "the" in the middle changed: the shared-prefix length of its second
+    /// posting (7 → 6), so that posting's primary key reads as 7 bytes where an Int key has 8 — a key no
     /// text can have. The block still reads to its end without an error. `strata check` reports
     /// it, but the phrase "room the" returns 138 of its 150 texts and the all-words search
     /// "room the" 232 of 300, with no error. Expected: StrataError.corruptRecord, as a search
@@ -105,12 +125,16 @@ import Testing
     /// model's key) has met damage; a silently shorter answer is wrong.
     @Test func aPostingWithAKeyOfTheWrongLengthIsAnError() throws {
         let db = try Self.database()
-        let key = Self.blockKey("the", 170)
         try db.store.write { txn in
             let tree = try #require(try txn.tree("i:Note:text(fullText)"))
+            // A block in the middle; its second posting's shared length (after the count, and
+            // the first posting: 8, 0, then 3 words, 1 position, the position).
+            let keys = try Self.blockKeys(tree, "the")
+            let key = keys[keys.count / 2]
             var value = try #require(try tree.get(key))
-            try #require(value.count > 372 && value[372] == 7)
-            value[372] = 6
+            try #require(value[0] < 0x80 && value[1] == 8 && value[2] == 0 && value[4] == 1)
+            try #require(value[6] == 7)
+            value[6] = 6
             _ = try tree.put(key, value)
         }
         #expect(!(try StoredObjects.check(in: db.store).problems.isEmpty), "strata check reports the block")

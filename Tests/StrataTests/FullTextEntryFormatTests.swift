@@ -107,7 +107,7 @@ import StrataStorage
         }
         for posting in postings {
             if let first = open.first {
-                let budget = min(512, Limits.maxKeySize(pageSize: 4096) + 8 - (word.count + first.key.count))
+                let budget = min(256, Limits.maxKeySize(pageSize: 4096) + 8 - (word.count + first.key.count))
                 if encode(open + [posting]).count > max(64, budget) {
                     blocks.append((word + first.key, encode(open)))
                     open = []

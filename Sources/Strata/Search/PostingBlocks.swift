@@ -27,7 +27,7 @@ enum PostingBlocks {
     /// write of one posting rewrites little, large enough that keys are a small part of the index,
     /// and always inline in a leaf of the smallest page size (a block holds at least one posting,
     /// which alone may be larger: its value then goes to overflow pages).
-    static let maxBlockBytes = 512
+    static let maxBlockBytes = 256
 
     static func budget(keyCount: Int) -> Int {
         max(64, min(maxBlockBytes, Limits.maxKeySize(pageSize: Limits.pageSizes[0]) + 8 - keyCount))

@@ -111,7 +111,12 @@ struct PostingCursor {
                 return nextIsTerms ? try enterFollowing() : stop()
             }
             ahead = false
-            if order == 0 { return try enter() }
+            if order == 0 {
+                // The next block starts at the target: this one is read to its end first (damage
+                // in it throws), as `next` reads it, and the next must start above its last key.
+                try readBlockToEnd()
+                return try enterFollowing()
+            }
         }
         let probe = prefix + target
         let found = try isOn ? cursor.seekForward(probe) : cursor.seek(probe)
