@@ -79,7 +79,7 @@ final class DeferredWrites {
     @exclusivity(unchecked) private var used = 0
     @exclusivity(unchecked) private var capacity = 0
     /// Where each write's key and value sit in `bytes`; a delete has no value (`valueLength` -1).
-    @exclusivity(unchecked) private(set) var writes: [Write] = []
+    @exclusivity(unchecked) private(set) var writes: [DeferredWrite] = []
 
     init() {}
     deinit { storage?.deallocate() }
@@ -105,8 +105,6 @@ final class DeferredWrites {
         used += data.count
     }
 
-    typealias Write = DeferredWrite
-
     /// Memory the deferred writes of a transaction may hold (all trees together): past it they
     /// are all applied, so that a transaction's memory stays bounded (the pages they make are
     /// bounded by spilling).
@@ -114,16 +112,16 @@ final class DeferredWrites {
 
     var isEmpty: Bool { writes.isEmpty }
     /// What a write costs against `limit`.
-    static func memory(key: Int, value: Int) -> Int { key + max(0, value) + MemoryLayout<Write>.stride }
+    static func memory(key: Int, value: Int) -> Int { key + max(0, value) + MemoryLayout<DeferredWrite>.stride }
 
     func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
-        writes.append(Write(start: used, keyLength: key.count, valueLength: value.count))
+        writes.append(DeferredWrite(start: used, keyLength: key.count, valueLength: value.count))
         append(key)
         append(value)
     }
 
     func delete(_ key: UnsafeRawBufferPointer) {
-        writes.append(Write(start: used, keyLength: key.count, valueLength: -1))
+        writes.append(DeferredWrite(start: used, keyLength: key.count, valueLength: -1))
         append(key)
     }
 
@@ -225,7 +223,7 @@ extension UnsafeRawBufferPointer {
 private struct Introsort {
     let items: UnsafeMutableBufferPointer<SortItem>
     let base: UnsafeRawPointer
-    let writes: UnsafeBufferPointer<DeferredWrites.Write>
+    let writes: UnsafeBufferPointer<DeferredWrite>
 
     @inline(__always) func less(_ a: SortItem, _ b: SortItem) -> Bool {
         if a.high != b.high { return a.high < b.high }

@@ -175,6 +175,22 @@ struct KeyReader {
         return Double(bitPattern: bits & (1 << 63) != 0 ? bits & ~(1 << 63) : ~bits)
     }
 
+    /// Moves past an escaped, terminated string (as `escaped` reads it) without copying it;
+    /// false when there is none.
+    mutating func skipEscaped() -> Bool {
+        while offset < bytes.count {
+            let b = bytes[offset]
+            offset += 1
+            if b != 0 { continue }
+            guard offset < bytes.count else { return false }
+            let next = bytes[offset]
+            offset += 1
+            if next == 0 { return true }
+            if next != 0xFF { return false }
+        }
+        return false
+    }
+
     mutating func escaped() -> [UInt8]? {
         var out: [UInt8] = []
         while offset < bytes.count {

@@ -1,3 +1,4 @@
+import Foundation
 import StrataStorage
 
 // A word's postings, stored in blocks (FORMAT.md §8.5): one entry of the full-text index holds a
@@ -7,20 +8,21 @@ import StrataStorage
 // transaction's postings of one word go into its blocks in one rewrite (PostingMerge).
 
 enum PostingBlocks {
-    /// Where the word of a block's key ends, after its terminator (0x00 0x00; a 0x00 of the word
-    /// is escaped as 0x00 0xFF): the primary key of the block's first posting starts there. Nil
-    /// when the key has no terminator.
+    /// Where the word of a block's key ends, after its terminator (§8.1's string encoding): the
+    /// primary key of the block's first posting starts there. Nil when the key holds no word.
     static func wordEnd(_ key: UnsafeRawBufferPointer) -> Int? {
-        var i = 0
-        while i + 1 < key.count {
-            if key[i] == 0 {
-                if key[i + 1] == 0 { return i + 2 }
-                i += 2
-            } else {
-                i += 1
-            }
+        var reader = KeyReader(bytes: key)
+        return reader.skipEscaped() ? reader.offset : nil
+    }
+
+    /// Whether `key` starts with `prefix` (a word's key encoding, or a search prefix's bytes).
+    @inline(__always)
+    static func hasPrefix(_ key: UnsafeRawBufferPointer, _ prefix: [UInt8]) -> Bool {
+        guard key.count >= prefix.count else { return false }
+        return prefix.withUnsafeBytes { p in
+            guard let a = key.baseAddress, let b = p.baseAddress else { return true }
+            return memcmp(a, b, p.count) == 0
         }
-        return nil
     }
 
     /// The most bytes a block's value takes before another block starts: small enough that a
@@ -69,13 +71,9 @@ struct PostingBlockReader {
         primaryKey = []
         self.wordEnd = wordEnd
         guard wordEnd < key.count else { throw PostingBlocks.corrupt("has a key without a primary key") }
-        var reader = ByteReader(value)
-        let n = try reader.varint()
-        guard n >= 1, n <= UInt64(value.count) else { throw PostingBlocks.corrupt("counts \(n) postings in \(value.count) bytes") }
-        count = Int(n)
+        (count, firstOffset) = try Self.head(value)
         left = count
-        offset = reader.offset
-        firstOffset = offset
+        offset = firstOffset
     }
 
     /// Back to before the first posting.
@@ -92,11 +90,14 @@ struct PostingBlockReader {
     var postingBytes: ArraySlice<UInt8> { bytes[firstOffset...] }
 
     /// The number of postings of the block `value`, read from its head alone.
-    static func count(_ value: UnsafeRawBufferPointer) throws -> Int {
+    static func count(_ value: UnsafeRawBufferPointer) throws -> Int { try head(value).count }
+
+    /// The block's count of postings, and where its first posting starts.
+    private static func head(_ value: UnsafeRawBufferPointer) throws -> (count: Int, postings: Int) {
         var reader = ByteReader(value)
         let n = try reader.varint()
         guard n >= 1, n <= UInt64(value.count) else { throw PostingBlocks.corrupt("counts \(n) postings in \(value.count) bytes") }
-        return Int(n)
+        return (Int(n), reader.offset)
     }
 
     /// Moves to the next posting; false after the last. Throws when the block is damaged: a first
@@ -159,9 +160,7 @@ struct PostingBlockReader {
     }
 
     /// The current posting's primary key against `target`: <0, 0, >0.
-    func compareKey(_ target: [UInt8]) -> Int {
-        primaryKey.withUnsafeBytes { key in target.withUnsafeBytes { KeyEncoding.compare(key, $0) } }
-    }
+    func compareKey(_ target: [UInt8]) -> Int { KeyEncoding.compare(primaryKey, target) }
 
     /// The current posting's word count and positions.
     func posting() throws -> (words: Int, positions: [Int]) {
@@ -209,9 +208,6 @@ struct PostingBlockWriter {
 
     /// The bytes of every block's value so far, the open one's included.
     var size: Int { marks.reduce(used) { $0 + $1.value.count } }
-
-    /// The blocks closed, in key order.
-    var blockCount: Int { marks.count }
 
     /// Visits each closed block's key and value, in key order.
     func forEachBlock(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {

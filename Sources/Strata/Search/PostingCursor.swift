@@ -1,4 +1,3 @@
-import Foundation
 import StrataStorage
 
 /// Walks the postings of one search term in a full-text index (FORMAT.md §8.5), block by block:
@@ -104,9 +103,7 @@ struct PostingCursor {
             let order = nextIsTerms ? tailOrder(target) : 1
             if order > 0 {
                 // Below the next block's first key: in this block, or the next block's first.
-                while try block.next() {
-                    if block.compareKey(target) >= 0 { return true }
-                }
+                if try readOn(to: target) { return true }
                 ahead = false
                 return nextIsTerms ? try enterFollowing() : stop()
             }
@@ -125,29 +122,30 @@ struct PostingCursor {
         let back = found ? try cursor.prev() : try cursor.last()
         if back, onTerm {
             guard try enter() else { return false }
-            if block.compareKey(target) >= 0 { return true }
-            while try block.next() {
-                if block.compareKey(target) >= 0 { return true }
-            }
+            if try block.compareKey(target) >= 0 || readOn(to: target) { return true }
         }
         // Past that block: the next one, if it is the term's, starts above the target.
         guard try back ? cursor.next() : cursor.seek(probe) else { return stop() }
         return try enter()
     }
 
+    /// Reads on in the current block to its first posting at or above `target`; false when the
+    /// block runs out first.
+    private mutating func readOn(to target: [UInt8]) throws -> Bool {
+        while try block.next() {
+            if block.compareKey(target) >= 0 { return true }
+        }
+        return false
+    }
+
     /// Whether the tree cursor is on an entry of the term (a block of its word, or of a word with
     /// its prefix).
-    private var onTerm: Bool {
-        let key = cursor.key
-        guard key.count >= prefix.count, let base = key.baseAddress else { return false }
-        return prefix.withUnsafeBytes { term in term.baseAddress.map { memcmp(base, $0, term.count) == 0 } ?? true }
-    }
+    private var onTerm: Bool { PostingBlocks.hasPrefix(cursor.key, prefix) }
 
     /// The tree cursor's key after the term's prefix (a block's first primary key) against
     /// `target`: <0, 0, >0. The cursor is on the term.
     private func tailOrder(_ target: [UInt8]) -> Int {
-        let key = cursor.key
-        return target.withUnsafeBytes { KeyEncoding.compare(UnsafeRawBufferPointer(rebasing: key[prefix.count...]), $0) }
+        KeyEncoding.compare(UnsafeRawBufferPointer(rebasing: cursor.key[prefix.count...]), target)
     }
 
     /// Reads the block the cursor is on, if it is the term's, and moves to its first posting.

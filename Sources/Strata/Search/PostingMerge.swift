@@ -1,4 +1,3 @@
-import Foundation
 import StrataStorage
 
 /// Applies a transaction's full-text postings to the index's blocks (FORMAT.md §8.5). Writes keep
@@ -24,16 +23,10 @@ final class PostingMerge: DeferredMerge, Sendable {
             let word = Array(key[..<wordEnd])
             var j = i + 1
             // A word's key encoding ends in its terminator, which no other word's holds there.
-            while j < writes.count, Self.starts(writes.key(j), with: key, count: wordEnd) { j += 1 }
+            while j < writes.count, PostingBlocks.hasPrefix(writes.key(j), word) { j += 1 }
             try merge(word: word, writes, i..<j, into: tree, &block, &out)
             i = j
         }
-    }
-
-    @inline(__always)
-    private static func starts(_ a: UnsafeRawBufferPointer, with b: UnsafeRawBufferPointer, count: Int) -> Bool {
-        guard a.count >= count, let x = a.baseAddress, let y = b.baseAddress else { return false }
-        return memcmp(x, y, count) == 0
     }
 
     /// Merges the writes `range` (of one word, in key order) into the word's blocks, block by block.
@@ -47,7 +40,7 @@ final class PostingMerge: DeferredMerge, Sendable {
             let (found, next) = try locate(word: word, writes.key(k), in: tree, reading: &block)
             let blockKey = found ? block.key : nil
             var end = k
-            while end < range.upperBound, next.map({ bound in bound.withUnsafeBytes { KeyEncoding.compare(writes.key(end), $0) < 0 } }) ?? true {
+            while end < range.upperBound, next.map({ KeyEncoding.compare(writes.key(end), $0) < 0 }) ?? true {
                 end += 1
             }
             out.reset(word: word)
@@ -78,7 +71,7 @@ final class PostingMerge: DeferredMerge, Sendable {
                     var replaced = false
                     while w < end {
                         let pk = UnsafeRawBufferPointer(rebasing: writes.key(w)[word.count...])
-                        let order = block.primaryKey.withUnsafeBytes { KeyEncoding.compare(pk, $0) }
+                        let order = KeyEncoding.compare(pk, block.primaryKey)
                         if order > 0 { break }
                         let l = last(w)
                         try emit(l)
@@ -124,7 +117,7 @@ final class PostingMerge: DeferredMerge, Sendable {
     /// after it, if any.
     private func locate(word: [UInt8], _ key: UnsafeRawBufferPointer, in tree: WriteTree, reading block: inout PostingBlockReader) throws -> (Bool, [UInt8]?) {
         let cursor = try tree.cursor()
-        func ofWord() -> Bool { cursor.key.starts(with: word) }
+        func ofWord() -> Bool { PostingBlocks.hasPrefix(cursor.key, word) }
         func load() throws { try block.load(key: cursor.key, wordEnd: word.count, value: cursor.value) }
         func following() throws -> [UInt8]? { try cursor.next() && ofWord() ? Array(cursor.key) : nil }
         if try cursor.seek(key) {
