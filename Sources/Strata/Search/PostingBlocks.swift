@@ -43,13 +43,20 @@ enum PostingBlocks {
 /// Reads the postings of one block in order: each one's primary key and the rest of its posting
 /// (the text's word count and the word's positions, as `TextPostingValue.read` takes them). The
 /// block is copied in, so the cursor it came from may move on.
+///
+/// Reading postings is most of a search's time (a two-word search over a million texts reads
+/// thousands), so the block, its key and the current primary key live in buffers reused from block
+/// to block, and `next(atLeast:)` scans a block's postings in one pass over its bytes, comparing
+/// each key in place.
 struct PostingBlockReader {
     /// The block's key.
     private(set) var key: [UInt8] = []
     /// The block's value.
     private(set) var bytes: [UInt8] = []
-    /// The current posting's primary key (key encoding).
-    private(set) var primaryKey: [UInt8] = []
+    /// The current posting's primary key (key encoding): the first `keyCount` bytes of `keyBuffer`,
+    /// which only grows.
+    private var keyBuffer: [UInt8] = []
+    private(set) var keyCount = 0
     /// Where the current posting's word count and positions lie in `bytes`.
     private(set) var rest: Range<Int> = 0..<0
     /// The postings the block holds.
@@ -66,9 +73,11 @@ struct PostingBlockReader {
     /// Starts reading the block `key` → `value`, whose primary key starts at `wordEnd`: before its
     /// first posting.
     mutating func load(key: UnsafeRawBufferPointer, wordEnd: Int, value: UnsafeRawBufferPointer) throws {
-        self.key = Array(key)
-        bytes = Array(value)
-        primaryKey = []
+        self.key.removeAll(keepingCapacity: true)
+        self.key.append(contentsOf: key)
+        bytes.removeAll(keepingCapacity: true)
+        bytes.append(contentsOf: value)
+        keyCount = 0
         self.wordEnd = wordEnd
         guard wordEnd < key.count else { throw PostingBlocks.corrupt("has a key without a primary key") }
         (count, firstOffset) = try Self.head(value)
@@ -80,7 +89,7 @@ struct PostingBlockReader {
     mutating func rewind() {
         left = count
         offset = firstOffset
-        primaryKey = []
+        keyCount = 0
     }
 
     /// Whether `next` has read every posting.
@@ -88,6 +97,15 @@ struct PostingBlockReader {
 
     /// The postings' bytes, after the count.
     var postingBytes: ArraySlice<UInt8> { bytes[firstOffset...] }
+
+    /// The current posting's primary key (a copy; `withPrimaryKey` reads it in place).
+    var primaryKey: [UInt8] { Array(keyBuffer[0..<keyCount]) }
+
+    /// Calls `body` with the current posting's primary key, valid during the call.
+    @inline(__always)
+    func withPrimaryKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try keyBuffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<keyCount])) }
+    }
 
     /// The number of postings of the block `value`, read from its head alone.
     static func count(_ value: UnsafeRawBufferPointer) throws -> Int { try head(value).count }
@@ -102,65 +120,206 @@ struct PostingBlockReader {
 
     /// Moves to the next posting; false after the last. Throws when the block is damaged: a first
     /// posting that is not the key's, primary keys out of order, bytes left over or missing.
-    mutating func next() throws -> Bool {
-        guard left > 0 else { return false }
-        let start = offset
-        let step = try bytes.withUnsafeBytes { try Self.step($0, at: start) }
-        if left == count {
-            // Its key's primary key, all of it shared.
-            guard step.shared == key.count - wordEnd, step.suffix.isEmpty else {
-                throw PostingBlocks.corrupt("starts with another primary key than its key's")
+    mutating func next() throws -> Bool { try next(atLeast: nil) }
+
+    /// Moves on to the next posting whose primary key is at least `target` (the next posting when
+    /// `target` is nil); false when the block ends first, every posting of it read. Every posting
+    /// passed over is checked as `next` checks it.
+    mutating func next(atLeast target: UnsafeRawBufferPointer?) throws -> Bool {
+        while left > 0 {
+            if left == count {
+                try readFirst()
+                if target.map({ compareKey($0) >= 0 }) ?? true { return true }
+                continue
             }
-            primaryKey = Array(key[wordEnd...])
-        } else {
-            // The longest common prefix with the previous key, then a greater byte.
-            guard step.shared <= primaryKey.count, !step.suffix.isEmpty,
-                step.shared == primaryKey.count || bytes[step.suffix.lowerBound] > primaryKey[step.shared]
-            else { throw PostingBlocks.corrupt("holds primary keys out of order") }
-            if step.shared + step.suffix.count == primaryKey.count {
-                // Keys of one length (integers): the suffix overwrites the end in place.
-                bytes.withUnsafeBytes { source in
-                    primaryKey.withUnsafeMutableBytes { key in
-                        if let to = key.baseAddress, let from = source.baseAddress {
-                            (to + step.shared).copyMemory(from: from + step.suffix.lowerBound, byteCount: step.suffix.count)
-                        }
-                    }
-                }
-            } else {
-                primaryKey.removeLast(primaryKey.count - step.shared)
-                primaryKey.append(contentsOf: bytes[step.suffix])
+            switch try scan(atLeast: target) {
+            case .found: return true
+            case .ended: return false
+            case .needs(let length): grow(to: length)
             }
         }
-        if let keyLength, primaryKey.count != keyLength {
-            throw PostingBlocks.corrupt("holds a primary key of \(primaryKey.count) bytes, where the model's keys have \(keyLength)")
-        }
-        rest = step.rest
-        offset = step.rest.upperBound
-        left -= 1
-        if left == 0 && offset != bytes.count { throw PostingBlocks.corrupt("has \(bytes.count - offset) bytes after its last posting") }
-        return true
+        return false
     }
 
-    /// Where the parts of the posting at `offset` lie: the bytes its key shares with the previous
-    /// one, its key's suffix, and its word count and positions.
-    private static func step(_ raw: UnsafeRawBufferPointer, at offset: Int) throws -> (shared: Int, suffix: Range<Int>, rest: Range<Int>) {
-        var reader = ByteReader(raw, offset: offset)
-        let shared = try reader.varint()
-        let length = try reader.length()
-        let suffix = reader.offset..<(reader.offset + length)
-        reader.offset += length
-        // (Checked against the previous key by the caller; this only keeps it an Int.)
-        guard shared <= UInt64(Int32.max) else { throw PostingBlocks.corrupt("shares more key bytes than any key holds") }
-        let start = reader.offset
-        _ = try reader.varint()
-        let n = try reader.varint()
-        guard n <= UInt64(raw.count - reader.offset) else { throw PostingBlocks.corrupt("has a posting whose positions run past its end") }
-        for _ in 0..<Int(n) { _ = try reader.varint() }
-        return (Int(shared), suffix, start..<reader.offset)
+    /// `next(atLeast:)` with an array.
+    mutating func next(atLeast target: [UInt8]) throws -> Bool {
+        try target.withUnsafeBytes { try next(atLeast: $0) }
+    }
+
+    /// The first posting: its primary key is all of the block key's, none of it in the posting.
+    private mutating func readFirst() throws {
+        let (shared, suffixCount, restStart) = try bytes.withUnsafeBytes { raw -> (Int, Int, Int) in
+            var p = offset
+            let shared = try Self.varint(raw, &p)
+            let suffixCount = try Self.varint(raw, &p)
+            return (shared, suffixCount, p)
+        }
+        guard shared == key.count - wordEnd, suffixCount == 0 else {
+            throw PostingBlocks.corrupt("starts with another primary key than its key's")
+        }
+        grow(to: shared)
+        keyBuffer.withUnsafeMutableBytes { out in
+            key.withUnsafeBytes { source in
+                out.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[wordEnd...]))
+            }
+        }
+        keyCount = shared
+        try checkLength()
+        let end = try bytes.withUnsafeBytes { raw in
+            var p = restStart
+            try Self.skipRest(raw, &p)
+            return p
+        }
+        try finish(rest: restStart..<end)
+    }
+
+    private enum Scan {
+        case found, ended
+        /// The next key needs a buffer of this length; nothing was read.
+        case needs(Int)
+    }
+
+    /// Reads postings after the first in one pass over the block's bytes until one is at least
+    /// `target` (the first one read, without a target) or the block ends.
+    ///
+    /// Against a target it keeps how many leading bytes the current key shares with it, and
+    /// whether the key is below it: a posting's key departs from the one before at its `shared`
+    /// length with a greater byte, so a departure before the agreeing bytes end puts the new key
+    /// above the target, one after puts it below, and only a departure right there needs a look
+    /// at the bytes that follow.
+    private mutating func scan(atLeast target: UnsafeRawBufferPointer?) throws -> Scan {
+        var left = self.left, offset = self.offset, keyCount = self.keyCount
+        var rest = self.rest
+        defer {
+            self.left = left
+            self.offset = offset
+            self.keyCount = keyCount
+            self.rest = rest
+        }
+        let fixed = keyLength ?? -1
+        return try bytes.withUnsafeBytes { raw in
+            try keyBuffer.withUnsafeMutableBytes { buffer in
+                // (Neither is empty: a block holds at least its count, and the first posting's
+                // key is at least a byte, `load` having checked the key has one.)
+                guard let source = raw.baseAddress, let out = buffer.baseAddress else { throw PostingBlocks.corrupt("is empty") }
+                let end = raw.count
+                var agree = 0, below = true
+                if let target { (agree, below) = Self.agreement(out, keyCount, target, from: 0) }
+                while left > 0 {
+                    var p = offset
+                    let shared = try Self.varint(raw, &p)
+                    let suffix = try Self.varint(raw, &p)
+                    guard suffix <= end - p else { throw PostingBlocks.corrupt("has a posting whose key runs past its end") }
+                    // The longest common prefix with the previous key, then a greater byte.
+                    guard shared <= keyCount, suffix > 0,
+                        shared == keyCount || source.load(fromByteOffset: p, as: UInt8.self) > out.load(fromByteOffset: shared, as: UInt8.self)
+                    else { throw PostingBlocks.corrupt("holds primary keys out of order") }
+                    if shared + suffix > buffer.count { return .needs(shared + suffix) }
+                    if suffix == 1 {
+                        out.storeBytes(of: source.load(fromByteOffset: p, as: UInt8.self), toByteOffset: shared, as: UInt8.self)
+                    } else {
+                        (out + shared).copyMemory(from: source + p, byteCount: suffix)
+                    }
+                    keyCount = shared + suffix
+                    if fixed >= 0 && keyCount != fixed {
+                        throw PostingBlocks.corrupt("holds a primary key of \(keyCount) bytes, where the model's keys have \(fixed)")
+                    }
+                    p += suffix
+                    let restStart = p
+                    // The word count and the positions, passed over by their varints' last bytes
+                    // (high bit clear); `posting()` reads and checks them when they are wanted.
+                    try Self.skipVarints(1, source, end, &p)
+                    let positions = try Self.varint(raw, &p)
+                    guard positions <= end - p else { throw PostingBlocks.corrupt("has a posting whose positions run past its end") }
+                    try Self.skipVarints(positions, source, end, &p)
+                    rest = restStart..<p
+                    offset = p
+                    left -= 1
+                    if left == 0 && offset != end { throw PostingBlocks.corrupt("has \(end - offset) bytes after its last posting") }
+                    guard let target, below, shared >= agree else { return .found }
+                    if shared > agree { continue }
+                    (agree, below) = Self.agreement(out, keyCount, target, from: agree)
+                    if !below { return .found }
+                }
+                return .ended
+            }
+        }
+    }
+
+    /// How many leading bytes `key` (`count` of them) shares with `target`, given that the first
+    /// `from` agree, and whether it orders below it.
+    @inline(__always)
+    private static func agreement(_ key: UnsafeMutableRawPointer, _ count: Int, _ target: UnsafeRawBufferPointer, from: Int) -> (Int, Bool) {
+        let n = min(count, target.count)
+        var i = from
+        while i < n {
+            let a = key.load(fromByteOffset: i, as: UInt8.self), b = target[i]
+            if a != b { return (i, a < b) }
+            i += 1
+        }
+        return (n, count < target.count)
+    }
+
+    /// Moves `p` past `n` varints, by their last bytes.
+    @inline(__always)
+    private static func skipVarints(_ n: Int, _ source: UnsafeRawPointer, _ end: Int, _ p: inout Int) throws {
+        var left = n
+        while left > 0 {
+            guard p < end else { throw PostingBlocks.corrupt("has a posting that runs past its end") }
+            if source.load(fromByteOffset: p, as: UInt8.self) < 0x80 { left -= 1 }
+            p += 1
+        }
+    }
+
+    /// Makes the key buffer hold at least `length` bytes, keeping the current key.
+    private mutating func grow(to length: Int) {
+        if keyBuffer.count < length { keyBuffer.append(contentsOf: repeatElement(0, count: max(length, 2 * keyBuffer.count, 16) - keyBuffer.count)) }
+    }
+
+    private func checkLength() throws {
+        if let keyLength, keyCount != keyLength {
+            throw PostingBlocks.corrupt("holds a primary key of \(keyCount) bytes, where the model's keys have \(keyLength)")
+        }
+    }
+
+    private mutating func finish(rest: Range<Int>) throws {
+        self.rest = rest
+        offset = rest.upperBound
+        left -= 1
+        if left == 0 && offset != bytes.count { throw PostingBlocks.corrupt("has \(bytes.count - offset) bytes after its last posting") }
+    }
+
+    /// A varint of the block at `p`, moving `p` past it; one byte is the common case.
+    @inline(__always)
+    private static func varint(_ raw: UnsafeRawBufferPointer, _ p: inout Int) throws -> Int {
+        guard p < raw.count else { throw PostingBlocks.corrupt("has a posting that runs past its end") }
+        let byte = raw[p]
+        if byte < 0x80 {
+            p += 1
+            return Int(byte)
+        }
+        var reader = ByteReader(raw, offset: p)
+        let value = try reader.varint()
+        // (Checked against the key and the block by the callers; this only keeps it an Int.)
+        guard value <= UInt64(Int32.max) else { throw PostingBlocks.corrupt("has a length larger than any block") }
+        p = reader.offset
+        return Int(value)
+    }
+
+    /// Moves `p` past a posting's word count and positions, as `scan` does.
+    private static func skipRest(_ raw: UnsafeRawBufferPointer, _ p: inout Int) throws {
+        guard let source = raw.baseAddress else { throw PostingBlocks.corrupt("is empty") }
+        try skipVarints(1, source, raw.count, &p)
+        let n = try varint(raw, &p)
+        guard n <= raw.count - p else { throw PostingBlocks.corrupt("has a posting whose positions run past its end") }
+        try skipVarints(n, source, raw.count, &p)
     }
 
     /// The current posting's primary key against `target`: <0, 0, >0.
-    func compareKey(_ target: [UInt8]) -> Int { KeyEncoding.compare(primaryKey, target) }
+    func compareKey(_ target: [UInt8]) -> Int { target.withUnsafeBytes { compareKey($0) } }
+
+    /// The current posting's primary key against `target`: <0, 0, >0.
+    func compareKey(_ target: UnsafeRawBufferPointer) -> Int { withPrimaryKey { KeyEncoding.compare($0, target) } }
 
     /// The current posting's word count and positions.
     func posting() throws -> (words: Int, positions: [Int]) {
@@ -288,13 +447,13 @@ struct PostingBlockWriter {
         body.replaceSubrange(used..<(used + postings.count), with: postings)
         used += postings.count
         firstKey = Array(reader.key[reader.wordEnd...])
-        reader.primaryKey.withUnsafeBytes { remember($0) }
+        reader.withPrimaryKey { remember($0) }
         count = reader.count
     }
 
     /// Adds the posting `reader` is on.
     mutating func add(current reader: PostingBlockReader) {
-        reader.primaryKey.withUnsafeBytes { pk in
+        reader.withPrimaryKey { pk in
             reader.bytes.withUnsafeBytes { bytes in add(primaryKey: pk, rest: UnsafeRawBufferPointer(rebasing: bytes[reader.rest])) }
         }
     }

@@ -16,6 +16,8 @@ struct PostingCursor {
     /// at where the next block starts), and whether there was one.
     private var ahead = false
     private var aheadFound = false
+    /// The prefix, then the target of the last seek of the tree (a buffer reused from seek to seek).
+    private var probe: [UInt8]
 
     init(_ term: SearchTerm, in tree: some KeyValueTree, keyLength: Int? = nil) throws {
         block.keyLength = keyLength
@@ -27,11 +29,40 @@ struct PostingCursor {
             KeyEncoding.appendBytes(term.word, to: &key)
             prefix = key
         }
+        probe = prefix
         cursor = try tree.makeCursor()
     }
 
-    /// The current posting's primary key.
+    /// The current posting's primary key (a copy; `withPrimaryKey` reads it in place).
     var primaryKey: [UInt8] { block.primaryKey }
+
+    /// Calls `body` with the current posting's primary key, valid during the call.
+    @inline(__always)
+    func withPrimaryKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try block.withPrimaryKey(body) }
+
+    /// The current posting's primary key against `target`: <0, 0, >0.
+    func compareKey(_ target: [UInt8]) -> Int { block.compareKey(target) }
+
+    /// `seek(atLeast: target)`, then whether the posting it reached is the target's: true when
+    /// it is, false when it is past it (`target` then becomes its key), nil when the term ran out.
+    /// (One mutating call, so that an intersection's cursors in an array are never copied.)
+    mutating func meet(_ target: inout [UInt8]) throws -> Bool? {
+        guard try seek(atLeast: target) else { return nil }
+        if compareKey(target) == 0 { return true }
+        copyKey(into: &target)
+        return false
+    }
+
+    /// Makes `array` a copy of the current posting's primary key, in place when the lengths match.
+    func copyKey(into array: inout [UInt8]) {
+        block.withPrimaryKey { key in
+            if array.count == key.count {
+                array.withUnsafeMutableBytes { $0.copyMemory(from: key) }
+            } else {
+                array = Array(key)
+            }
+        }
+    }
 
     /// Moves to the term's first posting; false when it has none.
     mutating func first() throws -> Bool {
@@ -58,11 +89,12 @@ struct PostingCursor {
     /// start above the last key read, or the blocks overlap (damage, which would repeat texts or
     /// skip them).
     private mutating func enterFollowing() throws -> Bool {
-        guard !isPrefix, !block.primaryKey.isEmpty else { return try enter() }
-        let last = block.primaryKey
-        guard try enter() else { return false }
-        if block.compareKey(last) <= 0 { throw PostingBlocks.corrupt("starts at or below the last key of the block before it") }
-        return true
+        guard !isPrefix, block.keyCount > 0, onTerm else { return try enter() }
+        // (The next block's first key is its key's tail, as `enter` checks.)
+        if block.compareKey(UnsafeRawBufferPointer(rebasing: cursor.key[prefix.count...])) >= 0 {
+            throw PostingBlocks.corrupt("starts at or below the last key of the block before it")
+        }
+        return try enter()
     }
 
     /// Moves the tree cursor to the entry after the block being read (unless `seek` already did).
@@ -115,7 +147,8 @@ struct PostingCursor {
                 return try enterFollowing()
             }
         }
-        let probe = prefix + target
+        probe.removeLast(probe.count - prefix.count)
+        probe.append(contentsOf: target)
         let found = try isOn ? cursor.seekForward(probe) : cursor.seek(probe)
         if found, onTerm, tailOrder(target) == 0 { return try enter() }
         // The block before the landing place begins below the target and may hold it.
@@ -132,10 +165,7 @@ struct PostingCursor {
     /// Reads on in the current block to its first posting at or above `target`; false when the
     /// block runs out first.
     private mutating func readOn(to target: [UInt8]) throws -> Bool {
-        while try block.next() {
-            if block.compareKey(target) >= 0 { return true }
-        }
-        return false
+        try block.next(atLeast: target)
     }
 
     /// Whether the tree cursor is on an entry of the term (a block of its word, or of a word with

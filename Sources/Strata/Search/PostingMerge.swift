@@ -62,7 +62,7 @@ final class PostingMerge: DeferredMerge, Sendable {
                 // New texts after the block's last (new messages, a load): the block's bytes stay
                 // as they are, and only the new postings are encoded.
                 while try block.next() {}
-                if KeyEncoding.compare(UnsafeRawBufferPointer(rebasing: writes.key(k)[word.count...]), block.primaryKey) > 0 {
+                if block.compareKey(UnsafeRawBufferPointer(rebasing: writes.key(k)[word.count...])) < 0 {
                     out.adopt(block)
                 } else {
                     block.rewind()
@@ -71,7 +71,7 @@ final class PostingMerge: DeferredMerge, Sendable {
                     var replaced = false
                     while w < end {
                         let pk = UnsafeRawBufferPointer(rebasing: writes.key(w)[word.count...])
-                        let order = KeyEncoding.compare(pk, block.primaryKey)
+                        let order = -block.compareKey(pk)
                         if order > 0 { break }
                         let l = last(w)
                         try emit(l)

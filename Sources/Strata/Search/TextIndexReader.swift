@@ -67,7 +67,7 @@ struct TextIndexReader<T: KeyValueTree> {
             var more = try cursor.first()
             while more {
                 try control?.step()
-                guard try cursor.primaryKey.withUnsafeBytes(body) else { return }
+                guard try cursor.withPrimaryKey(body) else { return }
                 more = try cursor.next()
             }
             return
@@ -125,7 +125,7 @@ struct TextIndexReader<T: KeyValueTree> {
         // The target is a buffer of its own, overwritten in place: sharing a cursor's key would
         // make the cursor copy it at its next posting.
         var target: [UInt8] = []
-        Self.overwrite(&target, with: cursors[0].primaryKey)
+        cursors[0].copyKey(into: &target)
         var i = 1
         // `agreed` cursors in a row are at the target; the first one to pass it moves the target.
         var agreed = 1
@@ -134,18 +134,13 @@ struct TextIndexReader<T: KeyValueTree> {
                 keys.append(target)
                 if let limit, keys.count >= limit { return keys }
                 guard try cursors[0].next() else { return try Self.ended(&cursors, keys) }
-                Self.overwrite(&target, with: cursors[0].primaryKey)
+                cursors[0].copyKey(into: &target)
                 agreed = 1
                 i = 1
                 continue
             }
-            guard try cursors[i].seek(atLeast: target) else { return try Self.ended(&cursors, keys) }
-            if KeyEncoding.compare(cursors[i].primaryKey, target) == 0 {
-                agreed += 1
-            } else {
-                Self.overwrite(&target, with: cursors[i].primaryKey)
-                agreed = 1
-            }
+            guard let met = try cursors[i].meet(&target) else { return try Self.ended(&cursors, keys) }
+            agreed = met ? agreed + 1 : 1
             i = (i + 1) % cursors.count
         }
     }
@@ -156,15 +151,6 @@ struct TextIndexReader<T: KeyValueTree> {
     private static func ended(_ cursors: inout [PostingCursor], _ keys: [[UInt8]]) throws -> [[UInt8]] {
         for i in cursors.indices { try cursors[i].readBlockToEnd() }
         return keys
-    }
-
-    /// Makes `array` a copy of `bytes` in memory of its own: in place when the lengths match.
-    private static func overwrite(_ array: inout [UInt8], with bytes: [UInt8]) {
-        if array.count == bytes.count {
-            array.withUnsafeMutableBytes { out in bytes.withUnsafeBytes { out.copyMemory(from: $0) } }
-        } else {
-            array = bytes.withUnsafeBytes { Array($0) }
-        }
     }
 
     /// Reading a term's postings is a scan for progress and cancellation (`withProgress`), as
