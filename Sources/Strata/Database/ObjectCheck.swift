@@ -199,7 +199,7 @@ private struct ObjectCheck {
                             let entry = Array(key[..<wordEnd]) + block.primaryKey
                             var posting: [UInt8] = []
                             appendVarint(UInt64(block.primaryKey.count), to: &posting)
-                            posting += block.bytes[block.rest]
+                            block.withRest { posting += $0 }
                             check(entry, posting)
                         }
                     } catch {

@@ -40,6 +40,33 @@ enum PostingBlocks {
     }
 }
 
+/// Bytes copied in over and over (a block, a key): storage that only grows, and how much of it
+/// holds them. Emptying and refilling an array costs more than the copy of a few hundred bytes.
+struct ReusedBytes {
+    private var storage: [UInt8] = []
+    private(set) var count = 0
+
+    /// Makes these bytes `first` followed by `second`.
+    mutating func set(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) {
+        let total = first.count + second.count
+        if storage.count < total { storage = [UInt8](repeating: 0, count: max(total, 2 * storage.count, 64)) }
+        storage.withUnsafeMutableBytes { out in
+            if let a = first.baseAddress, let to = out.baseAddress { to.copyMemory(from: a, byteCount: first.count) }
+            if let b = second.baseAddress, let to = out.baseAddress { (to + first.count).copyMemory(from: b, byteCount: second.count) }
+        }
+        count = total
+    }
+
+    /// Calls `body` with the bytes, valid during the call.
+    @inline(__always)
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+    }
+
+    /// A copy of the bytes.
+    var array: [UInt8] { Array(storage[0..<count]) }
+}
+
 /// Reads the postings of one block in order: each one's primary key and the rest of its posting
 /// (the text's word count and the word's positions, as `TextPostingValue.read` takes them). The
 /// block is copied in, so the cursor it came from may move on.
@@ -49,10 +76,9 @@ enum PostingBlocks {
 /// to block, and `next(atLeast:)` scans a block's postings in one pass over its bytes, comparing
 /// each key in place.
 struct PostingBlockReader {
-    /// The block's key.
-    private(set) var key: [UInt8] = []
-    /// The block's value.
-    private(set) var bytes: [UInt8] = []
+    /// The block's key and value.
+    private var blockKey = ReusedBytes()
+    private var value = ReusedBytes()
     /// The current posting's primary key (key encoding): the first `keyCount` bytes of `keyBuffer`,
     /// which only grows.
     private var keyBuffer: [UInt8] = []
@@ -73,10 +99,8 @@ struct PostingBlockReader {
     /// Starts reading the block `key` → `value`, whose primary key starts at `wordEnd`: before its
     /// first posting.
     mutating func load(key: UnsafeRawBufferPointer, wordEnd: Int, value: UnsafeRawBufferPointer) throws {
-        self.key.removeAll(keepingCapacity: true)
-        self.key.append(contentsOf: key)
-        bytes.removeAll(keepingCapacity: true)
-        bytes.append(contentsOf: value)
+        blockKey.set(key)
+        self.value.set(value)
         keyCount = 0
         self.wordEnd = wordEnd
         guard wordEnd < key.count else { throw PostingBlocks.corrupt("has a key without a primary key") }
@@ -95,8 +119,24 @@ struct PostingBlockReader {
     /// Whether `next` has read every posting.
     var isAtEnd: Bool { left == 0 }
 
-    /// The postings' bytes, after the count.
-    var postingBytes: ArraySlice<UInt8> { bytes[firstOffset...] }
+    /// The block's key (a copy).
+    var key: [UInt8] { blockKey.array }
+
+    /// The block's value (a copy).
+    var bytes: [UInt8] { value.array }
+
+    /// The number of bytes of the block's key.
+    var keyByteCount: Int { blockKey.count }
+
+    /// Calls `body` with the postings' bytes, after the count.
+    func withPostingBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try value.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[firstOffset...])) }
+    }
+
+    /// Calls `body` with the current posting's word count and positions, as stored.
+    func withRest<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try value.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[rest])) }
+    }
 
     /// The current posting's primary key (a copy; `withPrimaryKey` reads it in place).
     var primaryKey: [UInt8] { Array(keyBuffer[0..<keyCount]) }
@@ -148,24 +188,24 @@ struct PostingBlockReader {
 
     /// The first posting: its primary key is all of the block key's, none of it in the posting.
     private mutating func readFirst() throws {
-        let (shared, suffixCount, restStart) = try bytes.withUnsafeBytes { raw -> (Int, Int, Int) in
+        let (shared, suffixCount, restStart) = try value.withBytes { raw -> (Int, Int, Int) in
             var p = offset
             let shared = try Self.varint(raw, &p)
             let suffixCount = try Self.varint(raw, &p)
             return (shared, suffixCount, p)
         }
-        guard shared == key.count - wordEnd, suffixCount == 0 else {
+        guard shared == blockKey.count - wordEnd, suffixCount == 0 else {
             throw PostingBlocks.corrupt("starts with another primary key than its key's")
         }
         grow(to: shared)
         keyBuffer.withUnsafeMutableBytes { out in
-            key.withUnsafeBytes { source in
+            blockKey.withBytes { source in
                 out.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[wordEnd...]))
             }
         }
         keyCount = shared
         try checkLength()
-        let end = try bytes.withUnsafeBytes { raw in
+        let end = try value.withBytes { raw in
             var p = restStart
             try Self.skipRest(raw, &p)
             return p
@@ -197,7 +237,7 @@ struct PostingBlockReader {
             self.rest = rest
         }
         let fixed = keyLength ?? -1
-        return try bytes.withUnsafeBytes { raw in
+        return try value.withBytes { raw in
             try keyBuffer.withUnsafeMutableBytes { buffer in
                 // (Neither is empty: a block holds at least its count, and the first posting's
                 // key is at least a byte, `load` having checked the key has one.)
@@ -286,7 +326,7 @@ struct PostingBlockReader {
         self.rest = rest
         offset = rest.upperBound
         left -= 1
-        if left == 0 && offset != bytes.count { throw PostingBlocks.corrupt("has \(bytes.count - offset) bytes after its last posting") }
+        if left == 0 && offset != value.count { throw PostingBlocks.corrupt("has \(value.count - offset) bytes after its last posting") }
     }
 
     /// A varint of the block at `p`, moving `p` past it; one byte is the common case.
@@ -323,7 +363,7 @@ struct PostingBlockReader {
 
     /// The current posting's word count and positions.
     func posting() throws -> (words: Int, positions: [Int]) {
-        try bytes.withUnsafeBytes { try TextPostingValue.read(UnsafeRawBufferPointer(rebasing: $0[rest])) }
+        try withRest { try TextPostingValue.read($0) }
     }
 }
 
@@ -441,11 +481,12 @@ struct PostingBlockWriter {
     /// postings added next continue it (a transaction's new texts after a word's last block).
     mutating func adopt(_ reader: PostingBlockReader) {
         guard count == 0, reader.isAtEnd else { return }
-        budget = PostingBlocks.budget(keyCount: reader.key.count)
-        let postings = reader.postingBytes
-        reserve(postings.count)
-        body.replaceSubrange(used..<(used + postings.count), with: postings)
-        used += postings.count
+        budget = PostingBlocks.budget(keyCount: reader.keyByteCount)
+        reader.withPostingBytes { postings in
+            reserve(postings.count)
+            body.replaceSubrange(used..<(used + postings.count), with: postings)
+            used += postings.count
+        }
         firstKey = Array(reader.key[reader.wordEnd...])
         reader.withPrimaryKey { remember($0) }
         count = reader.count
@@ -453,9 +494,7 @@ struct PostingBlockWriter {
 
     /// Adds the posting `reader` is on.
     mutating func add(current reader: PostingBlockReader) {
-        reader.withPrimaryKey { pk in
-            reader.bytes.withUnsafeBytes { bytes in add(primaryKey: pk, rest: UnsafeRawBufferPointer(rebasing: bytes[reader.rest])) }
-        }
+        reader.withPrimaryKey { pk in reader.withRest { rest in add(primaryKey: pk, rest: rest) } }
     }
 
     /// Ends the open block, if it holds a posting. Call before reading `blocks`.

@@ -16,8 +16,12 @@ struct PostingCursor {
     /// at where the next block starts), and whether there was one.
     private var ahead = false
     private var aheadFound = false
+    /// When the cursor has moved ahead: whether it is on a block of the term, and that block's
+    /// first primary key (its key after the prefix), which the seeks that follow compare against.
+    private var aheadOnTerm = false
+    private var aheadKey = ReusedBytes()
     /// The prefix, then the target of the last seek of the tree (a buffer reused from seek to seek).
-    private var probe: [UInt8]
+    private var probe = ReusedBytes()
 
     init(_ term: SearchTerm, in tree: some KeyValueTree, keyLength: Int? = nil) throws {
         block.keyLength = keyLength
@@ -29,7 +33,6 @@ struct PostingCursor {
             KeyEncoding.appendBytes(term.word, to: &key)
             prefix = key
         }
-        probe = prefix
         cursor = try tree.makeCursor()
     }
 
@@ -130,9 +133,11 @@ struct PostingCursor {
             if !ahead {
                 aheadFound = try cursor.next()
                 ahead = true
+                aheadOnTerm = aheadFound && onTerm
+                if aheadOnTerm { aheadKey.set(UnsafeRawBufferPointer(rebasing: cursor.key[prefix.count...])) }
             }
-            let nextIsTerms = aheadFound && onTerm
-            let order = nextIsTerms ? tailOrder(target) : 1
+            let nextIsTerms = aheadOnTerm
+            let order = nextIsTerms ? aheadKey.withBytes { a in target.withUnsafeBytes { KeyEncoding.compare(a, $0) } } : 1
             if order > 0 {
                 // Below the next block's first key: in this block, or the next block's first.
                 if try readOn(to: target) { return true }
@@ -147,9 +152,8 @@ struct PostingCursor {
                 return try enterFollowing()
             }
         }
-        probe.removeLast(probe.count - prefix.count)
-        probe.append(contentsOf: target)
-        let found = try isOn ? cursor.seekForward(probe) : cursor.seek(probe)
+        prefix.withUnsafeBytes { p in target.withUnsafeBytes { probe.set(p, $0) } }
+        let found = try probe.withBytes { try isOn ? cursor.seekForward($0) : cursor.seek($0) }
         if found, onTerm, tailOrder(target) == 0 { return try enter() }
         // The block before the landing place begins below the target and may hold it.
         let back = found ? try cursor.prev() : try cursor.last()
@@ -158,7 +162,7 @@ struct PostingCursor {
             if try block.compareKey(target) >= 0 || readOn(to: target) { return true }
         }
         // Past that block: the next one, if it is the term's, starts above the target.
-        guard try back ? cursor.next() : cursor.seek(probe) else { return stop() }
+        guard try back ? cursor.next() : probe.withBytes({ try cursor.seek($0) }) else { return stop() }
         return try enter()
     }
 
