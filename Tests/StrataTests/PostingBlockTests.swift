@@ -158,8 +158,11 @@ import Testing
     }
 
     /// String keys with long shared prefixes and optional texts; each transaction adds postings
-    /// in random order to blocks in the middle of each word.
-    @Test func stringKeysAndOptionalTexts() throws {
+    /// in random order to blocks in the middle of each word. Also with keys of about 800 bytes,
+    /// which a prefix or phrase search gathers into sets and dictionaries (and each block holds
+    /// one posting).
+    @Test(arguments: ["message/2026-12-05/", String(repeating: "m", count: 780) + "/"])
+    func stringKeysAndOptionalTexts(_ keyPrefix: String) throws {
         let seed: UInt64 = 77
         var rng = SeededRandom(seed: seed)
         let db = try Database.inMemory(models: [Tagged.self])
@@ -167,7 +170,7 @@ import Testing
         for round in 0..<Self.rounds {
             try db.write { tx in
                 for _ in 0..<200 {
-                    let id = "message/2026-12-05/" + String(repeating: "0", count: rng.below(3)) + "\(rng.below(800))"
+                    let id = keyPrefix + String(repeating: "0", count: rng.below(3)) + "\(rng.below(800))"
                     if rng.below(5) == 0 {
                         try tx.upsert(Tagged(id: id, text: nil))
                         texts[id] = nil

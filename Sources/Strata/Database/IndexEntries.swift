@@ -134,9 +134,9 @@ enum IndexEntries {
             for prefix in combined { for value in values { next.append(prefix + value) } }
             combined = next
         }
-        var seen = Set<[UInt8]>()
+        var seen = Set<ByteKey>()
         var pairs: [IndexPair] = []
-        for value in combined where seen.insert(value).inserted {
+        for value in combined where seen.insert(ByteKey(value)).inserted {
             var bytes = value
             if !index.unique { bytes += primaryKey }
             let keyCount = bytes.count

@@ -82,7 +82,7 @@ private struct ObjectCheck {
         }
         // The entries every index should hold (key → value), from the records; and a full-text
         // index's statistics.
-        var expected = [[[UInt8]: [UInt8]]](repeating: [:], count: schema.indexes.count)
+        var expected = [[ByteKey: [UInt8]]](repeating: [:], count: schema.indexes.count)
         var textStats = [(documents: Int, words: Int)](repeating: (0, 0), count: schema.indexes.count)
         var dangling: [String: (count: Int, sample: String)] = [:]
         try records.forEach { key, record in
@@ -120,7 +120,7 @@ private struct ObjectCheck {
                 do {
                     let (pairs, words) = try IndexEntries.entries(record, schema: schema.object, index: index, primaryKey: Array(key))
                     for pair in pairs {
-                        let key = Array(pair.key), value = Array(pair.value)
+                        let key = ByteKey(Array(pair.key)), value = Array(pair.value)
                         if let other = expected[i][key], index.unique, other != value {
                             problem("\(model) \(keyText): its \(index.path) value is also another object's, in a unique index")
                         }
@@ -174,7 +174,7 @@ private struct ObjectCheck {
                     }
                     return
                 }
-                guard let expectedValue = remaining.removeValue(forKey: entry) else {
+                guard let expectedValue = remaining.removeValue(forKey: ByteKey(entry)) else {
                     problem("\(model): index \(index.summary) has an entry no record gives (\(entry.count) bytes)")
                     return
                 }

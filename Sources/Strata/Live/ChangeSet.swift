@@ -20,13 +20,13 @@ struct ChangeSet: Equatable, Sendable {
     /// The change from `old` to `new`. The objects kept in place are a longest run of common keys
     /// whose old order is preserved, so the change set is as small as a list of moves allows.
     static func between(_ old: [Row], _ new: [Row]) -> ChangeSet {
-        var oldIndex: [[UInt8]: Int] = [:]
+        var oldIndex: [ByteKey: Int] = [:]
         oldIndex.reserveCapacity(old.count)
-        for (i, row) in old.enumerated() { oldIndex[row.key] = i }
+        for (i, row) in old.enumerated() { oldIndex[ByteKey(row.key)] = i }
         // Common keys in new order, with their old positions.
         var common: [(new: Int, old: Int)] = []
         for (j, row) in new.enumerated() {
-            if let i = oldIndex[row.key] { common.append((j, i)) }
+            if let i = oldIndex[ByteKey(row.key)] { common.append((j, i)) }
         }
         let kept = longestIncreasingRun(common.map(\.old))
         var keptOld = Set<Int>()

@@ -33,8 +33,8 @@ struct TextIndexReader<T: KeyValueTree> {
     }
 
     /// Every text holding `term`, by primary key.
-    func postings(_ term: SearchTerm) throws -> [[UInt8]: Posting] {
-        var found: [[UInt8]: Posting] = [:]
+    func postings(_ term: SearchTerm) throws -> [ByteKey: Posting] {
+        var found: [ByteKey: Posting] = [:]
         var cursor = try PostingCursor(term, in: tree, keyLength: keyLength)
         let control = Self.beginScan()
         defer { control?.endScan() }
@@ -42,13 +42,13 @@ struct TextIndexReader<T: KeyValueTree> {
         while more {
             try control?.step()
             let (words, positions) = try cursor.block.posting()
-            if var posting = found[cursor.primaryKey] {
-                posting.positions = (posting.positions + positions).sorted()
-                found[cursor.primaryKey] = posting
-            } else {
-                found[cursor.primaryKey] = Posting(words: words, positions: positions)
-            }
+            // (A prefix's words each add their positions in one text; a whole word's postings
+            // come once per text.)
+            found[ByteKey(cursor.primaryKey), default: Posting(words: words, positions: [])].positions.append(contentsOf: positions)
             more = try cursor.next()
+        }
+        if term.isPrefix {
+            for key in found.keys { found[key]?.positions.sort() }
         }
         return found
     }
@@ -89,10 +89,10 @@ struct TextIndexReader<T: KeyValueTree> {
             return try allWholeWords(terms, limit: limit)
         }
         let maps = try (search.mode == .phrase ? search.terms : terms).map(postings)
-        var keys: [[UInt8]]
+        var keys: [ByteKey]
         switch search.mode {
         case .anyWord:
-            var all = Set<[UInt8]>()
+            var all = Set<ByteKey>()
             for map in maps { all.formUnion(map.keys) }
             keys = Array(all)
         case .allWords:
@@ -104,12 +104,12 @@ struct TextIndexReader<T: KeyValueTree> {
                 return lists[0].contains { start in later.enumerated().allSatisfy { $0.element.contains(start + $0.offset + 1) } }
             }
         }
-        keys.sort { $0.lexicographicallyPrecedes($1) }
+        keys.sort { KeyEncoding.compare($0.bytes, $1.bytes) < 0 }
         if let limit, keys.count > limit { keys.removeLast(keys.count - limit) }
-        return keys
+        return keys.map(\.bytes)
     }
 
-    private func intersection(_ maps: [[[UInt8]: Posting]]) -> [[UInt8]] {
+    private func intersection(_ maps: [[ByteKey: Posting]]) -> [ByteKey] {
         guard let smallest = maps.min(by: { $0.count < $1.count }) else { return [] }
         return smallest.keys.filter { key in maps.allSatisfy { $0[key] != nil } }
     }

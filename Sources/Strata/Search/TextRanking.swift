@@ -47,6 +47,7 @@ struct TextRanking: Sendable {
             let maps = try terms.map(reader.postings)
             let frequencies = maps.map(\.count)
             return keys.map { key in
+                let key = ByteKey(key)
                 let postings = maps.map { $0[key] }
                 let length = postings.lazy.compactMap { $0?.words }.first ?? 0
                 return Self.score(
@@ -56,10 +57,10 @@ struct TextRanking: Sendable {
         }
         // No index: the same figures from every record's text.
         guard let records = try source.tree(named: info.recordTree) else { return keys.map { _ in 0 } }
-        let wanted = Set(keys)
+        let wanted = Set(keys.map(ByteKey.init))
         var documents = 0, totalWords = 0
         var frequencies = [Int](repeating: 0, count: terms.count)
-        var perText: [[UInt8]: (length: Int, tf: [Int])] = [:]
+        var perText: [ByteKey: (length: Int, tf: [Int])] = [:]
         try Planner.scan(records, KeyRange(lower: nil, upper: nil)) { key, record in
             guard case .present(let bytes, _) = try IndexEntries.leaf(record, schema: info.stored.object, path: path) else { return true }
             let words = WordTokenizer.words(utf8: bytes)
@@ -68,12 +69,12 @@ struct TextRanking: Sendable {
             totalWords += words.count
             let tf = terms.map { term in words.reduce(0) { $0 + (term.matches($1) ? 1 : 0) } }
             for t in terms.indices where tf[t] > 0 { frequencies[t] += 1 }
-            let primaryKey = Array(key)
+            let primaryKey = ByteKey(key)
             if wanted.contains(primaryKey) { perText[primaryKey] = (words.count, tf) }
             return true
         }
         return keys.map { key in
-            guard let text = perText[key] else { return 0 }
+            guard let text = perText[ByteKey(key)] else { return 0 }
             return Self.score(
                 termFrequencies: text.tf, documentFrequencies: frequencies, length: text.length,
                 documents: documents, totalWords: totalWords)
