@@ -38,14 +38,17 @@ struct KeyList: Sendable {
     /// Key `i` as an array.
     subscript(i: Int) -> [UInt8] { Array(bytes[range(i)]) }
 
+    /// Every key, as arrays.
+    var arrays: [[UInt8]] { (0..<count).map { self[$0] } }
+
     /// The keys reordered by `sortKeys` (one per key), ties in key order.
     mutating func sort(by sortKeys: [[UInt8]]) {
         var order = Array(0..<count)
         let keys = self
         order.sort { a, b in
-            let x = sortKeys[a], y = sortKeys[b]
-            if x != y { return x.lexicographicallyPrecedes(y) }
-            return keys.withKey(a) { ka in keys.withKey(b) { kb in ka.lexicographicallyPrecedes(kb) } }
+            let c = KeyEncoding.compare(sortKeys[a], sortKeys[b])
+            if c != 0 { return c < 0 }
+            return keys.withKey(a) { ka in keys.withKey(b) { kb in KeyEncoding.compare(ka, kb) < 0 } }
         }
         var sorted = KeyList()
         sorted.bytes.reserveCapacity(bytes.count)

@@ -337,19 +337,28 @@ enum QueryEngine {
     /// sort (if any) that compares encodings only (its keys read from the records), no distinct.
     /// Nil when the query needs decoded objects.
     static func keys<M: Model, S: TreeSource>(_ query: Query<M>, info: ModelInfo<M>, source: S) throws -> KeyList? {
-        guard !query.isDistinct, query.ranking == nil else { return nil }
+        guard !query.isDistinct else { return nil }
         let conditions = query.conditions
         let order = ResultOrder(query, info: info)
         guard order.isEncoded else { return nil }
         guard let records = try source.tree(named: info.recordTree) else { return KeyList() }
         let plan = try Planner.plan(query, conditions: conditions, info: info, source: source)
-        let sortInMemory = query.isSorted && plan.walk == nil
+        // Ranked results are ordered by their scores first, in memory, whatever the plan walks.
+        let ranking = query.ranking
+        let sortInMemory = ranking != nil || (query.isSorted && plan.walk == nil)
         let window: Int? = query.limit.map { query.offset + $0 }
-        if !query.isSorted, let exact = try exactKeyList(plan, info: info, source: source, offset: query.offset, limit: query.limit) {
-            // The index answers the conditions exactly: no record is read.
-            return exact
+        if !query.isSorted,
+            let exact = try exactKeyList(
+                plan, info: info, source: source, offset: ranking == nil ? query.offset : 0, limit: ranking == nil ? query.limit : nil)
+        {
+            // The index answers the conditions exactly: no record is read (a ranking reads the
+            // words' postings for the scores).
+            guard let ranking else { return exact }
+            var ranked = exact
+            ranked.sort(by: try ranking.sortKeys(for: ranked, info: info, source: source))
+            return ranked.window(offset: query.offset, limit: query.limit)
         }
-        if let walk = plan.walk, walk.exact {
+        if ranking == nil, let walk = plan.walk, walk.exact {
             // The walked range holds exactly the matches, in order: no record is read, and the
             // offset is skipped on the index alone.
             var found = query.limit.map { KeyList(reservingKeys: $0) } ?? KeyList()
@@ -385,6 +394,11 @@ enum QueryEngine {
             if sortInMemory { sortKeys.append(try order.sortKey(record: record, schema: info.stored.object)) }
             if canStopEarly, let window, found.count >= window { return false }
             return true
+        }
+        if let ranking {
+            // The score leads, then the sort descriptors' values.
+            let leading = try ranking.sortKeys(for: found, info: info, source: source)
+            sortKeys = query.isSorted ? zip(leading, sortKeys).map { $0 + $1 } : leading
         }
         if sortInMemory { found.sort(by: sortKeys) }
         return found.window(offset: query.offset, limit: query.limit)

@@ -200,9 +200,9 @@ struct ResultOrder<M: Model> {
             var sortKeys = try objects.map(sortKey)
             if let leading { sortKeys = zip(leading, sortKeys).map { $0 + $1 } }
             order.sort { a, b in
-                let x = sortKeys[a], y = sortKeys[b]
-                if x != y { return x.lexicographicallyPrecedes(y) }
-                return keys[a].lexicographicallyPrecedes(keys[b])
+                let c = KeyEncoding.compare(sortKeys[a], sortKeys[b])
+                if c != 0 { return c < 0 }
+                return KeyEncoding.compare(keys[a], keys[b]) < 0
             }
         } else {
             // Per object, the encoding of each encoded part (empty for compared ones).

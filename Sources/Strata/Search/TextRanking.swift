@@ -45,15 +45,7 @@ struct TextRanking: Sendable {
             let reader = TextIndexReader(tree: tree, keyLength: info.postingKeyLength)
             let (documents, words) = try reader.stats()
             let maps = try terms.map(reader.postings)
-            let frequencies = maps.map(\.count)
-            return keys.map { key in
-                let key = ByteKey(key)
-                let postings = maps.map { $0[key] }
-                let length = postings.lazy.compactMap { $0?.words }.first ?? 0
-                return Self.score(
-                    termFrequencies: postings.map { $0?.positions.count ?? 0 }, documentFrequencies: frequencies,
-                    length: length, documents: documents, totalWords: words)
-            }
+            return Self.scores(for: keys, postings: maps, documents: documents, totalWords: words)
         }
         // No index: the same figures from every record's text.
         guard let records = try source.tree(named: info.recordTree) else { return keys.map { _ in 0 } }
@@ -79,6 +71,38 @@ struct TextRanking: Sendable {
                 termFrequencies: text.tf, documentFrequencies: frequencies, length: text.length,
                 documents: documents, totalWords: totalWords)
         }
+    }
+
+    /// The scores of the texts of `keys` from each term's postings: plain loops (this runs once
+    /// per match, and lazy or mapped sequences here cost a generic metadata lookup per text).
+    static func scores(for keys: [[UInt8]], postings maps: [[ByteKey: TextIndexReader<some KeyValueTree>.Posting]], documents: Int, totalWords: Int) -> [Double]
+    {
+        let frequencies = maps.map(\.count)
+        var termFrequencies = [Int](repeating: 0, count: maps.count)
+        var scores: [Double] = []
+        scores.reserveCapacity(keys.count)
+        for key in keys {
+            let key = ByteKey(key)
+            var length: Int?
+            for t in maps.indices {
+                if let posting = maps[t][key] {
+                    termFrequencies[t] = posting.positions.count
+                    if length == nil { length = posting.words }
+                } else {
+                    termFrequencies[t] = 0
+                }
+            }
+            scores.append(
+                score(
+                    termFrequencies: termFrequencies, documentFrequencies: frequencies, length: length ?? 0, documents: documents,
+                    totalWords: totalWords))
+        }
+        return scores
+    }
+
+    /// The keys that put `keys` in this ranking's order (most relevant first), one per key.
+    func sortKeys<M: Model, S: TreeSource>(for keys: KeyList, info: ModelInfo<M>, source: S) throws -> [[UInt8]] {
+        try scores(for: keys.arrays, info: info, source: source).map(Self.sortKey)
     }
 
     /// Keys that order by descending score (ascending bytes), to lead a sort.
