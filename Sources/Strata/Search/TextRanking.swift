@@ -44,8 +44,8 @@ struct TextRanking: Sendable {
         {
             let reader = TextIndexReader(tree: tree, keyLength: info.postingKeyLength)
             let (documents, words) = try reader.stats()
-            let maps = try terms.map(reader.postings)
-            return Self.scores(for: keys, postings: maps, documents: documents, totalWords: words)
+            let figures = try terms.map { try Self.figures(of: $0, for: keys, in: reader) }
+            return Self.scores(for: keys.count, figures, documents: documents, totalWords: words)
         }
         // No index: the same figures from every record's text.
         guard let records = try source.tree(named: info.recordTree) else { return keys.map { _ in 0 } }
@@ -73,21 +73,49 @@ struct TextRanking: Sendable {
         }
     }
 
-    /// The scores of the texts of `keys` from each term's postings: plain loops (this runs once
-    /// per match, and lazy or mapped sequences here cost a generic metadata lookup per text).
-    static func scores(for keys: [[UInt8]], postings maps: [[ByteKey: TextIndexReader<some KeyValueTree>.Posting]], documents: Int, totalWords: Int) -> [Double]
-    {
-        let frequencies = maps.map(\.count)
-        var termFrequencies = [Int](repeating: 0, count: maps.count)
+    /// What a term contributes to the scores: how many texts hold it, and per key (in the order
+    /// of the keys asked for) how often the text holds it and the text's word count (nil: not at all).
+    struct TermFigures {
+        var documents: Int
+        var perKey: [(count: Int, words: Int)?]
+    }
+
+    /// A whole word's figures are read by one cursor moved forward through the keys in order,
+    /// seeking past the texts no key names (a common word's postings are mostly skipped), and its
+    /// count of texts from its blocks' heads; a prefix's words are gathered, as a search does.
+    static func figures<T: KeyValueTree>(of term: SearchTerm, for keys: [[UInt8]], in reader: TextIndexReader<T>) throws -> TermFigures {
+        var perKey = [(count: Int, words: Int)?](repeating: nil, count: keys.count)
+        if term.isPrefix {
+            let postings = try reader.postings(term)
+            for i in keys.indices { perKey[i] = postings[ByteKey(keys[i])].map { ($0.positions.count, $0.words) } }
+            return TermFigures(documents: postings.count, perKey: perKey)
+        }
+        let documents = try reader.count(term, cap: Int.max)
+        var cursor = try PostingCursor(term, in: reader.tree, keyLength: reader.keyLength)
+        var on = try cursor.first()
+        for i in keys.indices.sorted(by: { KeyEncoding.compare(keys[$0], keys[$1]) < 0 }) where on {
+            on = try cursor.seek(atLeast: keys[i])
+            if on, cursor.compareKey(keys[i]) == 0 {
+                let (words, positions) = try cursor.block.posting()
+                perKey[i] = (positions.count, words)
+            }
+        }
+        return TermFigures(documents: documents, perKey: perKey)
+    }
+
+    /// The scores of `count` texts from each term's figures: plain loops (this runs once per
+    /// match, and lazy or mapped sequences here cost a generic metadata lookup per text).
+    static func scores(for count: Int, _ figures: [TermFigures], documents: Int, totalWords: Int) -> [Double] {
+        let frequencies = figures.map(\.documents)
+        var termFrequencies = [Int](repeating: 0, count: figures.count)
         var scores: [Double] = []
-        scores.reserveCapacity(keys.count)
-        for key in keys {
-            let key = ByteKey(key)
+        scores.reserveCapacity(count)
+        for i in 0..<count {
             var length: Int?
-            for t in maps.indices {
-                if let posting = maps[t][key] {
-                    termFrequencies[t] = posting.positions.count
-                    if length == nil { length = posting.words }
+            for t in figures.indices {
+                if let found = figures[t].perKey[i] {
+                    termFrequencies[t] = found.count
+                    if length == nil { length = found.words }
                 } else {
                     termFrequencies[t] = 0
                 }
