@@ -153,8 +153,27 @@ struct PostingCursor {
             }
         }
         prefix.withUnsafeBytes { p in target.withUnsafeBytes { probe.set(p, $0) } }
-        let found = try probe.withBytes { try isOn ? cursor.seekForward($0) : cursor.seek($0) }
-        if found, onTerm, tailOrder(target) == 0 { return try enter() }
+        // (On a posting, the tree cursor is here on the next block, which starts below the
+        // target.) A target up to four blocks further on is reached by stepping the tree cursor, an
+        // entry a step, rather than by a seek: two-word searches make many such short jumps.
+        var landed = false
+        if isOn {
+            for _ in 0..<4 {
+                guard try cursor.next() else { break }
+                if !onTerm {
+                    landed = true
+                    break
+                }
+                let order = tailOrder(target)
+                if order == 0 { return try enter() }
+                if order > 0 {
+                    landed = true
+                    break
+                }
+            }
+        }
+        let found = try landed || probe.withBytes { try isOn ? cursor.seekForward($0) : cursor.seek($0) }
+        if !landed, found, onTerm, tailOrder(target) == 0 { return try enter() }
         // The block before the landing place begins below the target and may hold it.
         let back = found ? try cursor.prev() : try cursor.last()
         if back, onTerm {
