@@ -261,13 +261,11 @@ struct PostingBlockReader {
                         (out + shared).copyMemory(from: source + p, byteCount: suffix)
                     }
                     keyCount = shared + suffix
-                    if fixed >= 0 && keyCount != fixed {
-                        throw PostingBlocks.corrupt("holds a primary key of \(keyCount) bytes, where the model's keys have \(fixed)")
-                    }
+                    if fixed >= 0 && keyCount != fixed { throw Self.wrongLength(keyCount, fixed) }
                     p += suffix
                     let restStart = p
-                    // The word count and the positions, passed over by their varints' last bytes
-                    // (high bit clear); `posting()` reads and checks them when they are wanted.
+                    // (`skipRest`, written out over the pointer: through the buffer it measured
+                    // 11% more instructions for a two-word search.)
                     try Self.skipVarints(1, source, end, &p)
                     let positions = try Self.varint(raw, &p)
                     guard positions <= end - p else { throw PostingBlocks.corrupt("has a posting whose positions run past its end") }
@@ -317,9 +315,11 @@ struct PostingBlockReader {
     }
 
     private func checkLength() throws {
-        if let keyLength, keyCount != keyLength {
-            throw PostingBlocks.corrupt("holds a primary key of \(keyCount) bytes, where the model's keys have \(keyLength)")
-        }
+        if let keyLength, keyCount != keyLength { throw Self.wrongLength(keyCount, keyLength) }
+    }
+
+    private static func wrongLength(_ count: Int, _ fixed: Int) -> StrataError {
+        PostingBlocks.corrupt("holds a primary key of \(count) bytes, where the model's keys have \(fixed)")
     }
 
     private mutating func finish(rest: Range<Int>) throws {
@@ -346,7 +346,8 @@ struct PostingBlockReader {
         return Int(value)
     }
 
-    /// Moves `p` past a posting's word count and positions, as `scan` does.
+    /// Moves `p` past a posting's word count and positions, by their varints' last bytes (high
+    /// bit clear); `posting()` reads and checks them when they are wanted.
     private static func skipRest(_ raw: UnsafeRawBufferPointer, _ p: inout Int) throws {
         guard let source = raw.baseAddress else { throw PostingBlocks.corrupt("is empty") }
         try skipVarints(1, source, raw.count, &p)

@@ -140,7 +140,7 @@ struct PostingCursor {
             let order = nextIsTerms ? aheadKey.withBytes { a in target.withUnsafeBytes { KeyEncoding.compare(a, $0) } } : 1
             if order > 0 {
                 // Below the next block's first key: in this block, or the next block's first.
-                if try readOn(to: target) { return true }
+                if try block.next(atLeast: target) { return true }
                 ahead = false
                 return nextIsTerms ? try enterFollowing() : stop()
             }
@@ -152,7 +152,6 @@ struct PostingCursor {
                 return try enterFollowing()
             }
         }
-        prefix.withUnsafeBytes { p in target.withUnsafeBytes { probe.set(p, $0) } }
         // (On a posting, the tree cursor is here on the next block, which starts below the
         // target.) A target up to four blocks further on is reached by stepping the tree cursor, an
         // entry a step, rather than by a seek: two-word searches make many such short jumps.
@@ -172,23 +171,19 @@ struct PostingCursor {
                 }
             }
         }
+        if !landed { prefix.withUnsafeBytes { p in target.withUnsafeBytes { probe.set(p, $0) } } }
         let found = try landed || probe.withBytes { try isOn ? cursor.seekForward($0) : cursor.seek($0) }
         if !landed, found, onTerm, tailOrder(target) == 0 { return try enter() }
         // The block before the landing place begins below the target and may hold it.
         let back = found ? try cursor.prev() : try cursor.last()
         if back, onTerm {
             guard try enter() else { return false }
-            if try block.compareKey(target) >= 0 || readOn(to: target) { return true }
+            if try block.compareKey(target) >= 0 || block.next(atLeast: target) { return true }
         }
         // Past that block: the next one, if it is the term's, starts above the target.
+        if !back && landed { prefix.withUnsafeBytes { p in target.withUnsafeBytes { probe.set(p, $0) } } }
         guard try back ? cursor.next() : probe.withBytes({ try cursor.seek($0) }) else { return stop() }
         return try enter()
-    }
-
-    /// Reads on in the current block to its first posting at or above `target`; false when the
-    /// block runs out first.
-    private mutating func readOn(to target: [UInt8]) throws -> Bool {
-        try block.next(atLeast: target)
     }
 
     /// Whether the tree cursor is on an entry of the term (a block of its word, or of a word with

@@ -48,7 +48,12 @@ struct TextIndexReader<T: KeyValueTree> {
             more = try cursor.next()
         }
         if term.isPrefix {
-            for key in found.keys { found[key]?.positions.sort() }
+            // By index, in place: iterating `keys` would share the storage and copy it.
+            var i = found.values.startIndex
+            while i != found.values.endIndex {
+                found.values[i].positions.sort()
+                found.values.formIndex(after: &i)
+            }
         }
         return found
     }
