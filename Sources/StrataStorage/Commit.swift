@@ -73,6 +73,19 @@ extension WriteTransaction {
 
         let file = env.file
         if durability == .full { try secureBase() }
+        // A small durable commit syncs a frame of the commit log, not the page file (CommitLog.swift).
+        let log = env.commitLog
+        let pages = writes.reduce(0) { $0 + $1.1.count / pageSize }
+        var logged = durability == .full && env.syncMode == .single && recordRun == nil && self.pages.spilled.isEmpty
+        if logged, let log, log.accepts(entries: writes.count, pages: pages) {
+            logged = try log.prepare(base: base.txnid, frameBytes: UInt64((pages + 2) * pageSize), pageFile: file, pageFileSynced: baseSecured)
+        } else {
+            logged = false
+        }
+        // Any other commit ends the log's generation first, since a replay must never take the
+        // file back past it; but a `.noSync` commit after this process's own frames leaves it
+        // (their commit is pinned instead, see `CommitLog.pinned`).
+        if !logged, let log, !(durability == .noSync && log.pinned(base: base.txnid) != nil) { try log.end(pageFile: file) }
         try writePages(writes, file: file)
         try growFile(around: writes, file: file)
 
@@ -86,7 +99,11 @@ extension WriteTransaction {
             if durability == .full && env.syncMode == .double { try file.sync() }
             metaWritten = true
             try file.write(metaBytes, at: metaOffset)
-            if durability == .full { try file.sync() }
+            if logged, let log {
+                try log.append(txnid: txnid, images: writes, meta: metaBytes)
+            } else if durability == .full {
+                try file.sync()
+            }
         } catch {
             // The meta may be in the page cache and reach the disk later with pages that did not:
             // spoil it so that reopening picks the previous commit. Best effort; the error stands.
@@ -95,6 +112,7 @@ extension WriteTransaction {
             if metaWritten { try? env.spoilMeta(at: metaOffset) }
             throw error
         }
+        log?.committed(txnid)
         env.readers.publish(latest: txnid)
         env.freeScanHint = allocator.nextHint
         returnFreeTail()

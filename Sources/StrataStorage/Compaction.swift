@@ -410,7 +410,9 @@ extension WriteTransaction {
         let file = env.file
         // The meta that stopped needing the tail must be on disk before the tail goes: else a
         // crash could bring back the previous meta, whose pages would lie past the end.
-        if durability == .noSync { guard (try? file.sync()) != nil else { return } }
+        // That sync also ends the commit log's generation: a replay would bring back a commit whose
+        // pages may lie past the cut.
+        if durability == .noSync { guard (try? file.sync()) != nil, (try? env.commitLog?.end(pageFile: file)) != nil else { return } }
         // The check of this process's holders and the cut happen under their lock: a snapshot (or
         // a page copy) of this process that begins meanwhile either stops the cut or, counted
         // after it, finds the file already cut, never a cut under its feet.

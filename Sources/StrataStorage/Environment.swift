@@ -28,6 +28,8 @@ final class Environment: @unchecked Sendable {
     let lockIdentity: FileIdentity?
     /// Set for an environment opened read-only (ReadOnly.swift); nil for a read-write one.
     let readOnly: ReadOnlyState?
+    /// The commit log small durable commits sync (CommitLog.swift); nil when read-only or in memory.
+    let commitLog: CommitLog?
     /// Serialises writers of this process; the lock file's fcntl lock serialises processes.
     let writer = Mutex<Void>(())
     /// Hash of the thread inside `write`, to turn a nested write into an error instead of a deadlock.
@@ -59,8 +61,10 @@ final class Environment: @unchecked Sendable {
 
     init(
         file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
-        pageSize: Int, syncMode: SyncMode, identity: FileIdentity?, lockIdentity: FileIdentity?, readOnly: ReadOnlyState? = nil
+        pageSize: Int, syncMode: SyncMode, identity: FileIdentity?, lockIdentity: FileIdentity?, readOnly: ReadOnlyState? = nil,
+        commitLog: CommitLog? = nil
     ) {
+        self.commitLog = commitLog
         self.file = file
         self.lockFile = lockFile
         self.lockFileMap = lockFileMap
@@ -83,6 +87,13 @@ final class Environment: @unchecked Sendable {
 
     deinit {
         commitWatch?.shutdown()  // its pins are slots of the lock file's table, unmapped below
+        // Ends the commit log's generation (CommitLog.close). Not waiting for the writer lock: while
+        // another process's writer holds it, the generation stays for a replay to finish.
+        if let commitLog, let lockFile, (try? lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: false)) == true {
+            let alone = (try? lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: true, wait: false)) == true
+            commitLog.close(pageFile: file, alone: alone)
+            lockFile.unlock(offset: LockLayout.writerLockByte, length: 1)
+        }
         if let lockFile, let lockFileMap {
             lockFile.unmap(UnsafeMutableRawPointer(bitPattern: lockFileMap.address)!, length: lockFileMap.length)
         }
@@ -229,6 +240,9 @@ final class Environment: @unchecked Sendable {
             if let wanted = options.pageSize, wanted != pageSize {
                 throw StorageError.pageSizeMismatch(path: file.path, found: pageSize, expected: wanted)
             }
+            // Commits the log made durable that a power loss kept from the page file go back in
+            // before anything reads it. Another process alive means the page cache holds them.
+            if alone { try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap) }
             let fileSize = try file.size()
             let maps = try MapTable(file: file, minimumBytes: Int(fileSize))
             if alone {
@@ -245,7 +259,8 @@ final class Environment: @unchecked Sendable {
             return Environment(
                 file: file, lockFile: lockFile, lockFileMap: (UInt(bitPattern: lockMemory), lockLength),
                 readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode,
-                identity: identity, lockIdentity: try lockFile.identity())
+                identity: identity, lockIdentity: try lockFile.identity(),
+                commitLog: CommitLog(pagePath: path, pageSize: pageSize, wrap: wrap))
         } catch {
             lockFile.unmap(lockMemory, length: lockLength)
             throw error

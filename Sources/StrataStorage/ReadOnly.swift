@@ -119,8 +119,13 @@ extension Environment {
             if try file.size() < 2 * UInt64(pageSize) {
                 throw StorageError.truncated(path: path, expectedBytes: 2 * UInt64(pageSize), actualBytes: try file.size())
             }
-            let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
             let view = lockFileView(path: LockFileName.path(for: path), registry: registry)
+            // With no read-write process alive, the page file must already hold what the commit
+            // log made durable (a read-only process cannot replay it).
+            if view?.file.isLockedByOthers(offset: LockLayout.aliveLockByte) != true {
+                try LogReplay.checkApplied(pageFile: file, pagePath: path, pageSize: pageSize)
+            }
+            let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
             #if os(Linux)
             let lockFile = view?.file
             #else

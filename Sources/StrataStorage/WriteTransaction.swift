@@ -130,8 +130,11 @@ public final class WriteTransaction {
         self.splitScratch = .allocate(byteCount: pageSize, alignment: 16)
         self.entryScratch = .allocate(byteCount: pageSize, alignment: 16)
         let readers = env.readers
+        // The commit a replay of the commit log would bring back is kept whole, as if a snapshot of it were open.
+        let pinned = env.commitLog?.pinned(base: meta.txnid)
         self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root, hint: env.freeScanHint) {
-            readers.liveReaders().map(\.txnid)
+            let live = readers.liveReaders().map(\.txnid)
+            return pinned.map { live + [$0] } ?? live
         }
         if meta.recordRun != 0 {
             let run = try pages.page(meta.recordRun)

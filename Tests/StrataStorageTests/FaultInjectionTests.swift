@@ -8,6 +8,11 @@ import Synchronization
 /// from some write on), and power loss: every write since the last successful sync is journaled with
 /// the bytes it replaced, and `losePower` puts those bytes back, for all of them or a random subset,
 /// chunk by chunk (a page, or a 512-byte sector for torn pages).
+///
+/// The files one store opens through the same wrapping closure (the page file, and the commit log
+/// beside it) share one fault plan (`FaultPlan`): writes and syncs are counted across both, a fault
+/// strikes whichever file's operation reaches its number, a power cut stops both, and power loss
+/// puts back each file's unsynced writes (a sync of one file makes only that file's writes durable).
 final class FaultyFile: FileIO {
     let inner: any FileIO
 
@@ -30,19 +35,27 @@ final class FaultyFile: FileIO {
         /// Writes or growth past this many bytes fail with ENOSPC (the part below the limit is written).
         var diskLimit: UInt64?
         var failReads = false
-        /// Bytes replaced by each write since the last good sync, oldest first.
-        var journal: [(offset: UInt64, old: [UInt8])] = []
-        var sizeAtSync: UInt64 = 0
+        /// Bytes replaced by each write since its file's last good sync, oldest first.
+        var journal: [(file: ObjectIdentifier, offset: UInt64, old: [UInt8])] = []
+        /// Each file's size at its last good sync (or when it was wrapped).
+        var sizeAtSync: [ObjectIdentifier: UInt64] = [:]
+        /// The wrapped files of the plan, for putting bytes back (their wrappers refer to the plan).
+        var files: [ObjectIdentifier: any FileIO] = [:]
     }
 
-    let state: Mutex<State>
+    let state: FaultPlan
+    private var id: ObjectIdentifier { ObjectIdentifier(inner) }
 
-    init(_ inner: any FileIO) {
+    /// Wraps `inner` with a plan of its own, or with `sharing`'s plan.
+    init(_ inner: any FileIO, sharing: FaultyFile? = nil) {
         self.inner = inner
         let size = (try? inner.size()) ?? 0
-        var s = State()
-        s.sizeAtSync = size
-        self.state = Mutex(s)
+        self.state = sharing?.state ?? FaultPlan()
+        let id = ObjectIdentifier(inner)
+        state.withLock { s in
+            s.sizeAtSync[id] = size
+            s.files[id] = inner
+        }
     }
 
     var path: String { inner.path }
@@ -90,7 +103,8 @@ final class FaultyFile: FileIO {
 
     private func journaled(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
         let old = try currentBytes(at: offset, count: bytes.count)
-        state.withLock { $0.journal.append((offset, old)) }
+        let id = self.id
+        state.withLock { $0.journal.append((id, offset, old)) }
         try inner.write(bytes, at: offset)
     }
 
@@ -142,9 +156,10 @@ final class FaultyFile: FileIO {
         if !outcome { throw StorageError.io(operation: "fdatasync", path: path, errno: 5) }
         try inner.sync()
         let size = try inner.size()
+        let id = self.id
         state.withLock { s in
-            s.journal.removeAll()
-            s.sizeAtSync = size
+            s.journal.removeAll { $0.file == id }
+            s.sizeAtSync[id] = size
         }
     }
 
@@ -214,35 +229,47 @@ final class FaultyFile: FileIO {
     /// (and the file shrinks back to its synced size); otherwise each `chunk`-byte piece of each
     /// lost write survives when `keep` says so. Call with every store handle on the file released.
     func losePower(chunk: Int = 4096, keep: ((Int) -> Bool)? = nil) throws {
-        let (journal, sizeAtSync) = state.withLock { s in
+        let (journal, sizeAtSync, files) = state.withLock { s in
             let j = s.journal
             s.journal.removeAll()
             s.powerOff = false
             s.cutPowerAtWrite = nil
             s.cutPowerAtSync = nil
-            return (j, s.sizeAtSync)
+            return (j, s.sizeAtSync, s.files)
         }
         var piece = 0
         // Newest first, so that a place written twice ends up with its oldest surviving content.
         for entry in journal.reversed() {
+            guard let file = files[entry.file] else { continue }
             var start = 0
             while start < entry.old.count {
                 let end = min(entry.old.count, start + chunk)
                 let lose = keep.map { !$0(piece) } ?? true
                 piece += 1
                 if lose {
-                    try entry.old[start..<end].withUnsafeBytes { (b) throws in try inner.write(b, at: entry.offset + UInt64(start)) }
+                    try entry.old[start..<end].withUnsafeBytes { (b) throws in try file.write(b, at: entry.offset + UInt64(start)) }
                 }
                 start = end
             }
         }
-        if keep == nil, try inner.size() > sizeAtSync { try inner.truncate(to: sizeAtSync) }
-        try inner.sync()
-        state.withLock { s in
-            s.journal.removeAll()
-            s.sizeAtSync = (try? inner.size()) ?? s.sizeAtSync
+        // This file, and every file that lost writes (a file renamed into place, such as a
+        // creation's temporary one, may be another name of this one: it is left as it is).
+        var touched = Set(journal.map(\.file))
+        touched.insert(id)
+        for fileID in touched {
+            guard let file = files[fileID] else { continue }
+            if keep == nil, let synced = sizeAtSync[fileID], try file.size() > synced { try file.truncate(to: synced) }
+            try file.sync()
+            let size = try file.size()
+            state.withLock { $0.sizeAtSync[fileID] = size }
         }
     }
+}
+
+/// The fault plan the files of one store share (see `FaultyFile`).
+final class FaultPlan: Sendable {
+    private let mutex = Mutex(FaultyFile.State())
+    func withLock<R, E: Error>(_ body: (inout sending FaultyFile.State) throws(E) -> sending R) throws(E) -> sending R { try mutex.withLock(body) }
 }
 
 /// Holds a weak reference so a test can check that a store's environment is gone before reopening.
@@ -258,7 +285,7 @@ func openFaulty(_ path: String, _ options: StoreOptions) throws -> (Store, Fault
     var options = options
     options.compaction.idleDelay = nil
     let store = try Store(path: path, options: options) { inner in
-        let faulty = FaultyFile(inner)
+        let faulty = FaultyFile(inner, sharing: created)
         created = faulty
         return faulty
     }
@@ -460,7 +487,6 @@ struct FaultMode: Sendable, CustomStringConvertible, CustomTestStringConvertible
         defer { removeStoreFiles(path) }
         for _ in 0..<3 { try store.write { txn in try mutate(txn, &model, &rng, operations: 500) } }
         let synced = model
-        #expect(faulty.unsyncedWrites == 0)
         for _ in 0..<4 { try store.write(durability: .noSync) { txn in try mutate(txn, &model, &rng, operations: 500) } }
         #expect(faulty.unsyncedWrites > 0)
         var environment = WeakEnvironmentRef(store.env)

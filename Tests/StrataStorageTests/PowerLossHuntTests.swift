@@ -29,7 +29,7 @@ enum HuntC {
         if tight { options.compaction.freeFraction = 0.01; options.compaction.pagesPerCommit = 8 }
         if spilling { options.transactionMemory = 0 }
         let store = try Store(path: path, options: options) { inner in
-            let faulty = FaultyFile(inner)
+            let faulty = FaultyFile(inner, sharing: created)
             created = faulty
             return faulty
         }
@@ -559,6 +559,8 @@ enum HuntC {
             let made = Mutex<FaultyFile?>(nil)
             let opened = Result {
                 try Store(path: path, options: StoreOptions()) { io in
+                    // The commit log beside the page file shares the page file's fault plan.
+                    if io.path.hasSuffix("-log"), let pageFile = made.withLock({ $0 }) { return FaultyFile(io, sharing: pageFile) }
                     let file = FaultyFile(io)
                     if atSync { file.cutPower(atSync: 1) } else { file.cutPower(atWrite: n, partial: partial) }
                     made.withLock { $0 = file }
@@ -579,9 +581,9 @@ enum HuntC {
             try file.losePower(chunk: chunk) { _ in keepRng.percent(share) }
             let context = "seed \(seed) cut at \(atSync ? "the sync" : "write \(n)\(partial ? " (half)" : "")"), chunk \(chunk), keep \(share)%"
             do {
-                try UpgradeTests.expectContents(try Store(path: path, options: StoreOptions(readOnly: true)), formatVersion: [2, 3])
+                try UpgradeTests.expectContents(try Store(path: path, options: StoreOptions(readOnly: true)), formatVersion: [2, strataFormatVersion])
                 let store = try Store(path: path, options: StoreOptions(durability: .noSync))
-                try UpgradeTests.expectContents(store, formatVersion: [3])
+                try UpgradeTests.expectContents(store, formatVersion: [strataFormatVersion])
                 let problems = storeCheckProblems(store)
                 #expect(problems.isEmpty, "\(context): \(problems)")
             } catch {

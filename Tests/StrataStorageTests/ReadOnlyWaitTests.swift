@@ -41,11 +41,17 @@ final class SlowSyncFile: ForwardingFile {
     let inner: any FileIO
     let held = Atomic<Bool>(false)
     let inSync = Atomic<Bool>(false)
-    init(_ inner: any FileIO) { self.inner = inner }
+    /// The page file's wrapper, for the commit log's: a commit's sync is held whichever file it syncs.
+    private let pageFile: SlowSyncFile?
+    init(_ inner: any FileIO, logOf pageFile: SlowSyncFile? = nil) {
+        self.inner = inner
+        self.pageFile = pageFile
+    }
     func sync() throws {
-        inSync.store(true, ordering: .sequentiallyConsistent)
-        while held.load(ordering: .sequentiallyConsistent) { usleep(1000) }
-        inSync.store(false, ordering: .sequentiallyConsistent)
+        let control = pageFile ?? self
+        control.inSync.store(true, ordering: .sequentiallyConsistent)
+        while control.held.load(ordering: .sequentiallyConsistent) { usleep(1000) }
+        control.inSync.store(false, ordering: .sequentiallyConsistent)
         try inner.sync()
     }
 }
@@ -71,6 +77,7 @@ final class SlowSyncBox: Sendable {
         _ = try reader.read { $0.txnid }
         let box = SlowSyncBox()
         let writer = try Store(path: path, options: StoreOptions(durability: .full)) { file in
+            if file.path.hasSuffix("-log"), let pageFile = box.file.withLock({ $0 }) { return SlowSyncFile(file, logOf: pageFile) }
             let slow = SlowSyncFile(file)
             box.file.withLock { $0 = slow }
             return slow

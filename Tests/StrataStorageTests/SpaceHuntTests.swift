@@ -1019,8 +1019,13 @@ final class SyncHookFile: ForwardingFile {
     let inner: any FileIO
     let readHook = Mutex<Hook?>(nil)
     let syncHook = Mutex<Hook?>(nil)
+    /// The page file's wrapper, for the commit log's: a commit's sync hook runs whichever file it syncs.
+    private let pageFile: SyncHookFile?
 
-    init(_ inner: any FileIO) { self.inner = inner }
+    init(_ inner: any FileIO, logOf pageFile: SyncHookFile? = nil) {
+        self.inner = inner
+        self.pageFile = pageFile
+    }
 
     private static func take(_ hook: borrowing Mutex<Hook?>) -> Hook? {
         hook.withLock { (h: inout Hook?) -> Hook? in
@@ -1034,7 +1039,7 @@ final class SyncHookFile: ForwardingFile {
         Self.take(readHook)?()
     }
     func sync() throws {
-        Self.take(syncHook)?()
+        Self.take((pageFile ?? self).syncHook)?()
         try inner.sync()
     }
 }
@@ -1055,6 +1060,7 @@ extension SpaceHuntTests {
         var options = SpaceHunt.options(.full)
         options.compaction.idleDelay = nil
         let store = try Store(path: path, options: options) { inner in
+            if inner.path.hasSuffix("-log"), let pageFile = file.current { return SyncHookFile(inner, logOf: pageFile) }
             let hooked = SyncHookFile(inner)
             file.withLock { $0 = hooked }
             return hooked

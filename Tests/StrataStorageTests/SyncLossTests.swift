@@ -21,6 +21,18 @@ final class SyncLossFile: ForwardingFile, @unchecked Sendable {
         var failedSyncs = 0
     }
     let state: Mutex<State>
+    /// For the commit log beside a page file: the page file, whose `failNextSync` also fails this
+    /// file's next sync (one fault plan for both files).
+    private weak var pageFile: SyncLossFile?
+    /// For a page file: the commit logs that share its plan, put back with it by `losePower`.
+    private let logs = Mutex<[SyncLossFile]>([])
+
+    /// Wraps the commit log `inner` beside `pageFile`, sharing its plan.
+    convenience init(_ inner: any FileIO, logOf pageFile: SyncLossFile) throws {
+        try self.init(inner)
+        self.pageFile = pageFile
+        pageFile.logs.withLock { $0.append(self) }
+    }
 
     init(_ inner: any FileIO) throws {
         self.inner = inner
@@ -42,16 +54,18 @@ final class SyncLossFile: ForwardingFile, @unchecked Sendable {
     }
 
     func sync() throws {
-        let fail = state.withLock { s -> Bool in
+        let fail = (pageFile ?? self).state.withLock { s -> Bool in
             if s.failNextSync {
                 s.failNextSync = false
                 s.failedSyncs += 1
-                s.written.removeAll()  // dropped from writeback: never reach the disk
                 return true
             }
             return false
         }
-        if fail { throw StorageError.io(operation: "fdatasync", path: path, errno: 5) }
+        if fail {
+            state.withLock { $0.written.removeAll() }  // dropped from writeback: never reach the disk
+            throw StorageError.io(operation: "fdatasync", path: path, errno: 5)
+        }
         try inner.sync()
         let size = Int(try inner.size())
         let ranges = state.withLock { $0.written }
@@ -78,6 +92,7 @@ final class SyncLossFile: ForwardingFile, @unchecked Sendable {
 
     /// Power loss: the file becomes the disk image. Call with every store handle released.
     func losePower() throws {
+        for log in logs.withLock({ $0 }) { try log.losePower() }
         let image = state.withLock { $0.image }
         try inner.truncate(to: UInt64(image.count))
         try image.withUnsafeBytes { try inner.write($0, at: 0) }
@@ -93,6 +108,7 @@ final class SyncLossFile: ForwardingFile, @unchecked Sendable {
         var failure: (any Error)?
         let store = try Store(path: path, options: options) { inner in
             do {
+                if inner.path.hasSuffix("-log"), let pageFile = made.withLock({ $0 }) { return try SyncLossFile(inner, logOf: pageFile) }
                 let f = try SyncLossFile(inner)
                 made.withLock { $0 = f }
                 return f

@@ -17,6 +17,7 @@ enum TestEnv {
 func removeStoreFiles(_ path: String) {
     try? FileManager.default.removeItem(atPath: path)
     try? FileManager.default.removeItem(atPath: path + "-lock")
+    try? FileManager.default.removeItem(atPath: path + "-log")
 }
 
 /// Size of the file at `path` in bytes (0 when missing).

@@ -99,6 +99,8 @@ import Testing
         var options = StoreOptions(durability: .full, syncMode: sync)
         options.compaction.idleDelay = nil
         var store = try Store(path: path, options: options) { inner in
+            // The commit log beside the page file shares the page file's fault plan.
+            if inner.path.hasSuffix("-log"), let (pageFile, _) = made.withLock({ $0 }) { return FaultyFile(inner, sharing: pageFile) }
             let faulty = FaultyFile(inner)
             let failing = MetaWriteFails(faulty)
             made.withLock { $0 = (faulty, failing) }

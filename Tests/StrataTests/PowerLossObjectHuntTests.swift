@@ -43,7 +43,20 @@ final class HCPowerFile: FileIO, @unchecked Sendable {
         var journal: [(offset: UInt64, old: [UInt8])] = []
     }
     let state = Mutex(State())
+    /// For the commit log beside a page file: the page file, whose counts and power switch this
+    /// file shares (one plan for both files; each keeps its own journal).
+    private weak var pageFile: HCPowerFile?
+    /// For a page file: the commit logs that share its plan, put back with it by `losePower`.
+    private let logs = Mutex<[HCPowerFile]>([])
+    private var plan: HCPowerFile { pageFile ?? self }
     init(_ inner: any FileIO) { self.inner = inner }
+
+    /// Wraps the commit log `inner` beside `pageFile`, sharing its plan.
+    convenience init(_ inner: any FileIO, logOf pageFile: HCPowerFile) {
+        self.init(inner)
+        self.pageFile = pageFile
+        pageFile.logs.withLock { $0.append(self) }
+    }
     var path: String { inner.path }
     func size() throws -> UInt64 { try inner.size() }
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
@@ -60,7 +73,7 @@ final class HCPowerFile: FileIO, @unchecked Sendable {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
-        let (ok, half) = state.withLock { s -> (Bool, Bool) in
+        let (ok, half) = plan.state.withLock { s -> (Bool, Bool) in
             s.writes += 1
             if s.off { return (false, false) }
             if let cut = s.cutAtWrite, s.writes >= cut { s.off = true; return (false, s.partial) }
@@ -78,7 +91,7 @@ final class HCPowerFile: FileIO, @unchecked Sendable {
     }
 
     func sync() throws {
-        let ok = state.withLock { s -> Bool in
+        let ok = plan.state.withLock { s -> Bool in
             s.syncs += 1
             if let cut = s.cutAtSync, s.syncs >= cut { s.off = true }
             return !s.off
@@ -89,7 +102,7 @@ final class HCPowerFile: FileIO, @unchecked Sendable {
     }
 
     func truncate(to length: UInt64) throws {
-        if state.withLock({ $0.off }) { throw StorageError.io(operation: "ftruncate", path: path, errno: 5) }
+        if plan.state.withLock({ $0.off }) { throw StorageError.io(operation: "ftruncate", path: path, errno: 5) }
         try inner.truncate(to: length)
     }
     func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try inner.map(length: length, writable: writable) }
@@ -114,6 +127,7 @@ final class HCPowerFile: FileIO, @unchecked Sendable {
     }
 
     func losePower(chunk: Int, keep: (Int) -> Bool) throws {
+        for log in logs.withLock({ $0 }) { try log.losePower(chunk: chunk, keep: keep) }
         let journal = state.withLock { s -> [(offset: UInt64, old: [UInt8])] in
             let j = s.journal
             s.journal.removeAll()
@@ -194,6 +208,7 @@ enum PowerLossObjects {
         if tight { options.compaction.freeFraction = 0.02; options.compaction.pagesPerCommit = 8 }
         let made = Mutex<HCPowerFile?>(nil)
         let store = try Store(path: path, options: options) { inner in
+            if inner.path.hasSuffix("-log"), let pageFile = made.withLock({ $0 }) { return HCPowerFile(inner, logOf: pageFile) }
             let f = HCPowerFile(inner)
             made.withLock { $0 = f }
             return f

@@ -18,6 +18,19 @@ final class HCSyncLossFile: FileIO, @unchecked Sendable {
         var failedSyncs = 0
     }
     let state: Mutex<State>
+    /// For the commit log beside a page file: the page file, whose `failNextSync` also fails this
+    /// file's next sync (one fault plan for both files).
+    private weak var pageFile: HCSyncLossFile?
+    /// For a page file: the commit logs that share its plan, put back with it by `losePower`.
+    private let logs = Mutex<[HCSyncLossFile]>([])
+
+    /// Wraps the commit log `inner` beside `pageFile`, sharing its plan.
+    convenience init(_ inner: any FileIO, logOf pageFile: HCSyncLossFile) throws {
+        try self.init(inner)
+        self.pageFile = pageFile
+        pageFile.logs.withLock { $0.append(self) }
+    }
+
     init(_ inner: any FileIO) throws {
         self.inner = inner
         let size = Int(try inner.size())
@@ -38,14 +51,16 @@ final class HCSyncLossFile: FileIO, @unchecked Sendable {
         state.withLock { $0.written.append((offset, total)) }
     }
     func sync() throws {
-        let fail = state.withLock { s -> Bool in
+        let fail = (pageFile ?? self).state.withLock { s -> Bool in
             guard s.failNextSync else { return false }
             s.failNextSync = false
             s.failedSyncs += 1
-            s.written.removeAll()
             return true
         }
-        if fail { throw StorageError.io(operation: "fdatasync", path: path, errno: 5) }
+        if fail {
+            state.withLock { $0.written.removeAll() }
+            throw StorageError.io(operation: "fdatasync", path: path, errno: 5)
+        }
         try inner.sync()
         let size = Int(try inner.size())
         let ranges = state.withLock { $0.written }
@@ -70,6 +85,7 @@ final class HCSyncLossFile: FileIO, @unchecked Sendable {
     }
     func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
     func losePower() throws {
+        for log in logs.withLock({ $0 }) { try log.losePower() }
         let image = state.withLock { $0.image }
         try inner.truncate(to: UInt64(image.count))
         try image.withUnsafeBytes { try inner.write($0, at: 0) }
@@ -95,6 +111,7 @@ final class HCSyncLossFile: FileIO, @unchecked Sendable {
         options.compaction.idleDelay = nil
         let made = Mutex<HCSyncLossFile?>(nil)
         var store: Store? = try Store(path: path, options: options) { inner in
+            if inner.path.hasSuffix("-log"), let pageFile = made.withLock({ $0 }) { return try! HCSyncLossFile(inner, logOf: pageFile) }
             let f = try! HCSyncLossFile(inner)
             made.withLock { $0 = f }
             return f

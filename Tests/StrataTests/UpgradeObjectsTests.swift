@@ -30,7 +30,7 @@ struct UpgradeObjectsTests {
             #expect(try db.store.metaPages().first { $0.isCurrent }?.formatVersion == 2)
         }
         let db = try Database(path: path, models: [FixtureItem.self], options: StoreOptions(durability: .noSync))
-        #expect(try db.store.metaPages().first { $0.isCurrent }?.formatVersion == 3)
+        #expect(try db.store.metaPages().first { $0.isCurrent }?.formatVersion == strataFormatVersion)
         let all = db.objects(FixtureItem.self).sorted(by: SortDescriptor(\FixtureItem.id)).map { $0 }
         #expect(all == Self.ids.map { FixtureItem(id: $0, name: "item \($0)", group: $0 % 13) })
         let seven = db.objects(FixtureItem.self).filter(#Predicate { $0.group == 7 })

@@ -1,0 +1,304 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The commit log: a durable small commit syncs one contiguous append instead of its scattered pages.
+//
+// A commit writes its pages and meta page into the page file as always, but does not sync it: it
+// appends a frame (a header page, an image of every page it wrote, and its meta page) to `NAME-log`
+// and syncs that. A sync of a few adjacent blocks the filesystem already has costs about half the
+// sync of a dozen pages spread over the page file (FORMAT.md §10 has the figures).
+//
+// The frames since the page file was last synced form a generation. After a power loss, replaying
+// every frame of the generation in order over the page file gives exactly the last frame's commit:
+// every page written into the page file since that sync went through a frame (the last image of a
+// page wins), and the pages written before it are on the disk. So the rules are about keeping it so:
+//   - a frame extends a generation only when the commit builds on the generation's last frame, made
+//     by this process (the chain); otherwise the page file is synced first and a new generation
+//     starts at offset 0, with a new random salt;
+//   - a commit that does not go through the log (`.noSync`, `.double`, a spilled transaction, one
+//     too large for a frame) first ends the generation: the page file is synced and the first frame
+//     zeroed. Else a later replay would take the file back to the last frame over newer commits;
+//   - recovery trusts a generation only if every valid meta page of the page file is one the
+//     generation knew (the two at its start, or a frame's): a log left beside a replaced file is
+//     ignored.
+
+/// Byte offsets of a frame header (one page at the start of each frame), little-endian.
+enum LogLayout {
+    static let checksum = 0  // u64: XXH64 of the header's bytes 8..<pageSize, as a page's
+    static let magic = 8  // u64
+    static let salt = 16  // u64: the generation's, random, never 0
+    static let txnid = 24  // u64: the commit's
+    static let pageSize = 32  // u32
+    static let count = 36  // u32: entries
+    static let startMeta0 = 40  // u64: checksum of meta page 0 when the generation began
+    static let startMeta1 = 48  // u64: checksum of meta page 1 when the generation began
+    static let entries = 64  // then `count` entries of `entrySize` bytes
+    static let entrySize = 24  // u64 page number, u32 pages, u32 reserved (0), u64 the image's checksum
+
+    /// "STRATLOG".
+    static let magicValue: UInt64 = 0x474F_4C54_4152_5453
+
+    static func capacity(pageSize: Int) -> Int { (pageSize - entries) / entrySize }
+}
+
+/// One entry of a frame: where an image goes in the page file and what it holds.
+struct LogEntry: Equatable {
+    var page: PageNo
+    var pages: Int
+    var checksum: UInt64
+}
+
+/// The commit log of one read-write environment. `@unchecked Sendable`: the chain and the file are
+/// touched only by the write transaction, which holds the environment's writer lock, and by
+/// opening, before the environment is shared.
+final class CommitLog: @unchecked Sendable {
+    let path: String
+    let pageSize: Int
+    private let wrap: ((FileIO) -> FileIO)?
+    private var file: FileIO?
+    /// Set once the log cannot be used (not creatable, or the name holds another file): commits
+    /// then sync the page file, as they did before the log.
+    private var unusable = false
+    /// This process's generation: its salt, the commit of its last frame (0: none), where the
+    /// next frame goes, and how many bytes of the file are written (frames or zeros).
+    private var salt: UInt64 = 0
+    private var lastTxnid: UInt64 = 0
+    private var next: UInt64 = 0
+    private var written: UInt64 = 0
+    /// The last commit this process made (through the log or not).
+    private var lastOwnCommit: UInt64 = 0
+
+    /// The log's largest size: a full log starts a new generation, which syncs the page file.
+    static let capacity: UInt64 = 16 << 20
+    /// The log grows by written zeros, like the page file (Commit.swift, `growFile`).
+    static let growthStep: UInt64 = 1 << 20
+
+    /// The log of the page file at `pagePath` (canonical, as the lock file's).
+    static func path(for pagePath: String) -> String { LockFileName.canonical(pagePath) + "-log" }
+
+    init(pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) {
+        self.path = Self.path(for: pagePath)
+        self.pageSize = pageSize
+        self.wrap = wrap
+    }
+
+    /// Whether a commit of `entries` images totalling `pages` pages fits in one frame.
+    func accepts(entries: Int, pages: Int) -> Bool {
+        if unusable || entries + 1 > LogLayout.capacity(pageSize: pageSize) { return false }
+        return UInt64((pages + 2) * pageSize) <= Self.capacity / 4
+    }
+
+    /// Readies the log for the frame of a commit built on `base`, of `frameBytes` bytes; false
+    /// when there is no log to be had (the commit then syncs the page file). A commit that does
+    /// not extend this process's generation, or whose frame does not fit, starts a new one: the
+    /// page file is synced first. Called before the commit writes anything, so that this sync
+    /// never makes the commit itself durable before its frame is.
+    func prepare(base: UInt64, frameBytes: UInt64, pageFile: FileIO, pageFileSynced: Bool) throws -> Bool {
+        guard let log = try opened(create: true) else { return false }
+        if lastTxnid == 0 || lastTxnid != base || next + frameBytes > Self.capacity {
+            try begin(pageFile: pageFile, log: log, pageFileSynced: pageFileSynced)
+        }
+        return true
+    }
+
+    /// Appends the frame of commit `txnid` after `prepare`, and syncs the log. `images` are the
+    /// commit's page runs and `meta` its meta page, all written to the page file already. On any
+    /// error the chain is broken, so the next frame starts a new generation.
+    func append(txnid: UInt64, images: [(PageNo, UnsafeRawBufferPointer)], meta: UnsafeRawBufferPointer) throws {
+        do {
+            guard let log = file else { throw StorageError.internalError("commit log appended to before it was prepared") }
+            let frameBytes = UInt64((images.reduce(0) { $0 + $1.1.count / pageSize } + 2) * pageSize)
+            let header = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
+            defer { header.deallocate() }
+            header.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
+            header.setU64(LogLayout.magic, LogLayout.magicValue)
+            header.setU64(LogLayout.salt, salt)
+            header.setU64(LogLayout.txnid, txnid)
+            header.setU32(LogLayout.pageSize, UInt32(pageSize))
+            header.setU32(LogLayout.count, UInt32(images.count + 1))
+            header.setU64(LogLayout.startMeta0, startChecksums.0)
+            header.setU64(LogLayout.startMeta1, startChecksums.1)
+            var buffers = [UnsafeRawBufferPointer(start: header, count: pageSize)]
+            buffers.reserveCapacity(images.count + 2)
+            for (i, (page, bytes)) in images.enumerated() {
+                Self.store(LogEntry(page: page, pages: bytes.count / pageSize, checksum: bytes.baseAddress!.u64(PageHeader.checksum)), into: header, at: i)
+                buffers.append(bytes)
+            }
+            Self.store(LogEntry(page: txnid % 2, pages: 1, checksum: meta.baseAddress!.u64(PageHeader.checksum)), into: header, at: images.count)
+            buffers.append(meta)
+            header.setU64(LogLayout.checksum, pageChecksum(UnsafeRawPointer(header), byteCount: pageSize))
+            // Zeros first where the frame passes the written end: the frame's sync then makes the
+            // blocks allocated, and later generations overwrite them in place.
+            let end = next + frameBytes
+            if end > written {
+                let target = min(Self.capacity, (end + Self.growthStep - 1) / Self.growthStep * Self.growthStep)
+                try writeZeros(log, from: written, to: target)
+                written = target
+            }
+            try log.write(buffers, at: next)
+            try log.sync()
+            lastTxnid = txnid
+            next = end
+        } catch {
+            // The frame may be on the disk in part or in whole: spoil its header (best effort), so
+            // that a replay stops before a commit that reported failure.
+            if let file {
+                let zeros = UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize])
+                try? file.write(zeros, at: next)
+            }
+            lastTxnid = 0
+            throw error
+        }
+    }
+
+    /// Notes a commit this process made, through the log or not (see `pinned`).
+    func committed(_ txnid: UInt64) { lastOwnCommit = txnid }
+
+    /// The commit a transaction built on `base` must keep whole, or nil: the last frame of this
+    /// process's generation, while only this process's `.noSync` commits came after it. A replay
+    /// after a power loss takes the file back to that frame's commit, so no page it can see may be
+    /// overwritten until the generation ends (the pages `.noSync` commits free stay unused, as if
+    /// a snapshot of it were open). Such a `.noSync` commit then ends nothing and syncs nothing.
+    func pinned(base: UInt64) -> UInt64? {
+        lastTxnid != 0 && base == lastOwnCommit ? lastTxnid : nil
+    }
+
+    /// The checksums of both meta pages when this process's generation began.
+    private var startChecksums: (UInt64, UInt64) = (0, 0)
+
+    /// Starts a generation at offset 0. While the log holds one (this process's or another's),
+    /// the page file is synced first (unless the transaction just did), so that nothing written
+    /// before needs its frames, which the new one overwrites. Without one, every commit before is
+    /// on the disk already: a durable one was synced or logged in a generation since ended, and a
+    /// `.noSync` base was synced by `secureBase`.
+    private func begin(pageFile: FileIO, log: FileIO, pageFileSynced: Bool) throws {
+        lastTxnid = 0
+        if !pageFileSynced, try Self.holdsGeneration(log, pageSize: pageSize) { try pageFile.sync() }
+        var metas = [UInt8](repeating: 0, count: 2 * pageSize)
+        try metas.withUnsafeMutableBytes { (m) throws in try pageFile.read(into: m, at: 0) }
+        startChecksums = metas.withUnsafeBytes { ($0.baseAddress!.u64(0), $0.baseAddress!.u64(pageSize)) }
+        var s: UInt64 = 0
+        while s == 0 { s = UInt64.random(in: 1...UInt64.max) }
+        salt = s
+        next = 0
+    }
+
+    /// Ends whatever generation the log holds (this process's or another's): syncs the page file,
+    /// then zeros the first frame's header and syncs the log. Called before a commit that does not
+    /// go through the log writes its meta page. Cheap when the log holds none: a read of 16 bytes.
+    func end(pageFile: FileIO) throws {
+        lastTxnid = 0
+        guard !unusable, let log = try opened(create: false), try Self.holdsGeneration(log, pageSize: pageSize) else { return }
+        try pageFile.sync()
+        try log.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: 0)
+        try log.sync()
+    }
+
+    /// Called when this process closes the file, holding the writer lock, best effort. The last
+    /// process to close it (`alone`) ends any generation and removes the log, as SQLite removes
+    /// its WAL: the page file then holds everything by itself, so a copy of it is whole, and
+    /// damage to it is not papered over by a replay. While other processes have the file open
+    /// (and may write to the log through descriptors of their own) only this process's own
+    /// generation is ended, if no commit came after its last frame.
+    func close(pageFile: FileIO, alone: Bool) {
+        // `.noSync` commits after this process's last frame: ending the generation would sync them,
+        // which a `.noSync` commit never asks for. The next opener finds the log (LogReplay.recover).
+        if lastTxnid != 0 && lastOwnCommit != lastTxnid { return }
+        if alone {
+            // Only a log of this database's: `opened` leaves any other file alone.
+            guard (try? opened(create: false)) != nil, (try? end(pageFile: pageFile)) != nil, !unusable else { return }
+            file = nil
+            unlink(path)
+        } else {
+            endOwnGeneration(pageFile: pageFile)
+        }
+    }
+
+    private func endOwnGeneration(pageFile: FileIO) {
+        guard lastTxnid != 0, let file else { return }
+        lastTxnid = 0
+        var head = [UInt8](repeating: 0, count: 24)
+        guard (try? head.withUnsafeMutableBytes { (h) throws in try file.read(into: h, at: 0) }) != nil,
+            head.withUnsafeBytes({ $0.baseAddress!.u64(LogLayout.salt) }) == salt
+        else { return }
+        guard (try? pageFile.sync()) != nil else { return }
+        if (try? file.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: 0)) != nil { try? file.sync() }
+    }
+
+    /// The log file, opened (and when `create`, created, its name made durable) at first use; nil
+    /// when it does not exist and `create` is false.
+    private func opened(create: Bool) throws -> FileIO? {
+        if let file { return file }
+        if unusable { return nil }
+        if let existing = try PosixFile.openExisting(path, mode: .readWrite) {
+            // A name that holds something else (a database named like this one's log) is left alone.
+            if !(try Self.isLog(existing, pageSize: pageSize)) {
+                unusable = true
+                return nil
+            }
+            let wrapped = wrap?(existing) ?? existing
+            file = wrapped
+            written = try wrapped.size()
+            return wrapped
+        }
+        guard create else { return nil }
+        let made: PosixFile
+        do {
+            made = try PosixFile(path: path, mode: .readWriteCreate)
+            try syncDirectory(containing: path)
+        } catch {
+            unusable = true
+            return nil
+        }
+        let wrapped = wrap?(made) ?? made
+        file = wrapped
+        written = try wrapped.size()
+        return wrapped
+    }
+
+    /// Whether the log's first frame header is there (its magic; a frame spoiled or torn counts too).
+    static func holdsGeneration(_ log: FileIO, pageSize: Int) throws -> Bool {
+        if try log.size() < UInt64(pageSize) { return false }
+        var head = [UInt8](repeating: 0, count: 16)
+        try head.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: 0) }
+        return head.withUnsafeBytes { $0.baseAddress!.u64(LogLayout.magic) } == LogLayout.magicValue
+    }
+
+    /// Whether `file` is a regular file that is empty or starts with zeros or a frame header (not
+    /// some other file).
+    static func isLog(_ file: PosixFile, pageSize: Int) throws -> Bool {
+        if try file.status().st_mode & 0o170000 != 0o100000 { return false }
+        let size = try file.size()
+        if size == 0 { return true }
+        if size < 16 { return false }
+        var head = [UInt8](repeating: 0, count: 16)
+        try head.withUnsafeMutableBytes { (h) throws in try file.read(into: h, at: 0) }
+        return head.allSatisfy { $0 == 0 } || head.withUnsafeBytes { $0.baseAddress!.u64(LogLayout.magic) } == LogLayout.magicValue
+    }
+
+    private func writeZeros(_ log: FileIO, from start: UInt64, to end: UInt64) throws {
+        let zeros = ZeroBlock.shared.bytes
+        var offset = start
+        while offset < end {
+            let count = Int(min(UInt64(zeros.count), end - offset))
+            try log.write(UnsafeRawBufferPointer(rebasing: zeros[0..<count]), at: offset)
+            offset += UInt64(count)
+        }
+    }
+
+    static func store(_ entry: LogEntry, into header: UnsafeMutableRawPointer, at i: Int) {
+        let p = header + LogLayout.entries + i * LogLayout.entrySize
+        p.setU64(0, entry.page)
+        p.setU32(8, UInt32(entry.pages))
+        p.setU32(12, 0)
+        p.setU64(16, entry.checksum)
+    }
+
+    static func load(_ header: UnsafeRawPointer, at i: Int) -> LogEntry {
+        let p = header + LogLayout.entries + i * LogLayout.entrySize
+        return LogEntry(page: p.u64(0), pages: Int(p.u32(8)), checksum: p.u64(16))
+    }
+}

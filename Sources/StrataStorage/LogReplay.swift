@@ -1,0 +1,198 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Reading the commit log back (CommitLog.swift): its generation's frames, verified, and their
+// replay over the page file by the first read-write process to open it.
+
+enum LogReplay {
+    /// A verified frame: its commit and its images (the page runs, then the meta page).
+    struct Frame {
+        var txnid: UInt64
+        var entries: [LogEntry]
+        var images: [UInt8]
+    }
+
+    /// The log's generation: its frames in order, as long as they chain (same salt, consecutive
+    /// commits, every checksum right), and the meta pages' checksums when it began. Empty when the
+    /// first frame is missing or damaged: nothing needs replaying then.
+    static func chain(log: FileIO, pageSize: Int) throws -> (frames: [Frame], start: (UInt64, UInt64)) {
+        let size = try log.size()
+        var frames: [Frame] = []
+        var start: (UInt64, UInt64) = (0, 0)
+        var salt: UInt64 = 0
+        var offset: UInt64 = 0
+        var header = [UInt8](repeating: 0, count: pageSize)
+        while offset + UInt64(pageSize) <= size {
+            try header.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: offset) }
+            let parsed: (txnid: UInt64, entries: [LogEntry])? = header.withUnsafeBytes { raw in
+                let h = raw.baseAddress!
+                guard pageChecksum(h, byteCount: pageSize) == h.u64(LogLayout.checksum), h.u64(LogLayout.magic) == LogLayout.magicValue,
+                    h.u32(LogLayout.pageSize) == UInt32(pageSize)
+                else { return nil }
+                let txnid = h.u64(LogLayout.txnid)
+                if frames.isEmpty {
+                    guard h.u64(LogLayout.salt) != 0 else { return nil }
+                    salt = h.u64(LogLayout.salt)
+                    start = (h.u64(LogLayout.startMeta0), h.u64(LogLayout.startMeta1))
+                } else if h.u64(LogLayout.salt) != salt || txnid != frames[frames.count - 1].txnid &+ 1 {
+                    return nil
+                }
+                let count = Int(h.u32(LogLayout.count))
+                guard count >= 1, count <= LogLayout.capacity(pageSize: pageSize) else { return nil }
+                var entries: [LogEntry] = []
+                for i in 0..<count { entries.append(CommitLog.load(h, at: i)) }
+                guard let meta = entries.last, meta.page == txnid % 2, meta.pages == 1 else { return nil }
+                for entry in entries.dropLast() where entry.page < 2 || entry.pages < 1 || entry.pages > Int(size / UInt64(pageSize)) { return nil }
+                return (txnid, entries)
+            }
+            guard let parsed else { break }
+            let pages = parsed.entries.reduce(0) { $0 + $1.pages }
+            let imageBytes = UInt64(pages) * UInt64(pageSize)
+            guard offset + UInt64(pageSize) + imageBytes <= size else { break }
+            var images = [UInt8](repeating: 0, count: Int(imageBytes))
+            try images.withUnsafeMutableBytes { (b) throws in try log.read(into: b, at: offset + UInt64(pageSize)) }
+            let valid = images.withUnsafeBytes { raw -> Bool in
+                var at = 0
+                for (i, entry) in parsed.entries.enumerated() {
+                    let p = raw.baseAddress! + at
+                    let count = entry.pages * pageSize
+                    guard p.u64(PageHeader.checksum) == entry.checksum, pageChecksum(p, byteCount: count) == entry.checksum else { return false }
+                    if i == parsed.entries.count - 1 {
+                        guard let meta = try? Meta.decode(p, slot: entry.page, pageSize: pageSize, path: log.path), meta.txnid == parsed.txnid else {
+                            return false
+                        }
+                    } else if p.u64(PageHeader.pageNumber) != entry.page || p.u64(PageHeader.txnid) != parsed.txnid {
+                        return false
+                    }
+                    at += count
+                }
+                return true
+            }
+            guard valid else { break }
+            frames.append(Frame(txnid: parsed.txnid, entries: parsed.entries, images: images))
+            offset += UInt64(pageSize) + imageBytes
+        }
+        return (frames, start)
+    }
+
+    /// Replays the log of the page file at `pagePath` over `pageFile`, then ends its generation.
+    /// Called by a read-write process that opens the file alone, before it chooses a commit: after
+    /// a power loss the page file may lack pages of commits the log made durable.
+    static func recover(pageFile: FileIO, pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) throws {
+        let path = CommitLog.path(for: pagePath)
+        guard let posix = try PosixFile.openExisting(path, mode: .readWrite) else { return }
+        guard try CommitLog.isLog(posix, pageSize: pageSize) else { return }
+        let log = wrap?(posix) ?? posix
+        let (frames, start) = try chain(log: log, pageSize: pageSize)
+        if frames.isEmpty { return }
+        // After a crash without a power loss the page file holds every frame already (the page
+        // cache had them): the `.noSync` commits made after the last frame stay.
+        if try belongs(frames: frames, start: start, pageFile: pageFile, pageSize: pageSize),
+            try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize)
+        {
+            for frame in frames {
+                try frame.images.withUnsafeBytes { (raw) throws in
+                    var at = 0
+                    for entry in frame.entries {
+                        let count = entry.pages * pageSize
+                        try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + count)]), at: entry.page * UInt64(pageSize))
+                        at += count
+                    }
+                }
+            }
+            // The last commit's pages all exist now; its free pages past them may not.
+            let last = try frames[frames.count - 1].images.withUnsafeBytes { (raw) throws -> Meta in
+                try Meta.decode(raw.baseAddress! + raw.count - pageSize, slot: frames[frames.count - 1].txnid % 2, pageSize: pageSize, path: pagePath)
+            }
+            let needed = last.pageCount * UInt64(pageSize)
+            if try pageFile.size() < needed { try pageFile.truncate(to: needed) }
+            if frames.count == 1 {
+                // The other meta page may hold a commit after the frame (its own frame lost, or a
+                // `.noSync` one) whose pages the power loss kept in part: the file opens at the frame.
+                try pageFile.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: ((last.txnid + 1) % 2) * UInt64(pageSize))
+            }
+        }
+        try pageFile.sync()
+        try log.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: 0)
+        try log.sync()
+    }
+
+    /// Whether the generation belongs to this page file: each of its meta pages that is valid is
+    /// one the generation began with or a frame wrote. A meta page it never knew means the file
+    /// was replaced or written without the log since (by a build without it): replaying would
+    /// take it back.
+    ///
+    /// Besides those, a meta page may hold the commit after the last frame (whose frame the power
+    /// loss took), or `.noSync` commits made after it: a replay takes those back, as a power loss may.
+    static func belongs(frames: [Frame], start: (UInt64, UInt64), pageFile: FileIO, pageSize: Int) throws -> Bool {
+        var known: Set<UInt64> = [start.0, start.1]
+        for frame in frames { known.insert(frame.entries[frame.entries.count - 1].checksum) }
+        let last = frames[frames.count - 1].txnid
+        guard try pageFile.size() >= UInt64(2 * pageSize) else { return true }
+        let metas = try Recovery.readMetaPages(file: pageFile, pageSize: pageSize)
+        return metas.withUnsafeBytes { raw in
+            for slot in 0..<2 {
+                let p = raw.baseAddress! + slot * pageSize
+                guard let meta = try? Meta.decode(p, slot: UInt64(slot), pageSize: pageSize, path: pageFile.path) else { continue }
+                if known.contains(p.u64(PageHeader.checksum)) || meta.txnid == last &+ 1 || (meta.txnid > last && meta.unsynced) { continue }
+                return false
+            }
+            return true
+        }
+    }
+
+    /// Whether the page file holds what the frames wrote: for every page, its last image, or a
+    /// later commit's page. A page written after its last frame (sealed with a greater txnid) was
+    /// free then, reused by a commit the log did not take (one in flight when the process died,
+    /// or a `.noSync` one, which never reuses a page the last frame's commit sees): it does not
+    /// count. An older txnid, a torn page or a missing one means a write the disk lost.
+    static func applied(frames: [Frame], pageFile: FileIO, pageSize: Int) throws -> Bool {
+        var last: [PageNo: (frame: Int, at: Int, count: Int)] = [:]
+        for (f, frame) in frames.enumerated() {
+            var at = 0
+            for entry in frame.entries {
+                last[entry.page] = (f, at, entry.pages * pageSize)
+                at += entry.pages * pageSize
+            }
+        }
+        let size = try pageFile.size()
+        var current = [UInt8]()
+        for (page, image) in last {
+            let offset = page * UInt64(pageSize)
+            if offset + UInt64(image.count) > size { return false }
+            if current.count < image.count { current = [UInt8](repeating: 0, count: image.count) }
+            let same = try current.withUnsafeMutableBytes { (c) throws -> Bool in
+                try pageFile.read(into: UnsafeMutableRawBufferPointer(rebasing: c[0..<image.count]), at: offset)
+                return frames[image.frame].images.withUnsafeBytes { framed in
+                    let written = UnsafeRawPointer(c.baseAddress!).u64(PageHeader.txnid)
+                    let logged = (framed.baseAddress! + image.at).u64(PageHeader.txnid)
+                    return written > logged || (written == logged && memcmp(c.baseAddress!, framed.baseAddress! + image.at, image.count) == 0)
+                }
+            }
+            if !same { return false }
+        }
+        return true
+    }
+
+    /// For a read-only opening while no read-write process has the file open: throws when the
+    /// log holds commits the page file lacks (after a power loss). Reading the page file then
+    /// would miss them, and a read-only process may not replay them.
+    static func checkApplied(pageFile: FileIO, pagePath: String, pageSize: Int) throws {
+        guard let log = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readOnly),
+            try CommitLog.isLog(log, pageSize: pageSize)
+        else { return }
+        let (frames, start) = try chain(log: log, pageSize: pageSize)
+        if frames.isEmpty { return }
+        if !(try belongs(frames: frames, start: start, pageFile: pageFile, pageSize: pageSize)) { return }
+        if !(try applied(frames: frames, pageFile: pageFile, pageSize: pageSize)) {
+            throw StorageError.noValidMeta(
+                path: pagePath,
+                reason:
+                    "its commit log \(log.path) holds commits the file lacks (a power loss before they reached it); open the database read-write once to replay them"
+            )
+        }
+    }
+}
