@@ -76,16 +76,17 @@ extension WriteTransaction {
         // A small durable commit syncs a frame of the commit log, not the page file (CommitLog.swift).
         let log = env.commitLog
         let pages = writes.reduce(0) { $0 + $1.1.count / pageSize }
-        var logged = durability == .full && env.syncMode == .single && recordRun == nil && self.pages.spilled.isEmpty
-        if logged, let log, log.accepts(entries: writes.count, pages: pages) {
-            logged = try log.prepare(base: base.txnid, frameBytes: UInt64((pages + 2) * pageSize), pageFile: file, pageFileSynced: baseSecured)
-        } else {
-            logged = false
+        var logged =
+            durability == .full && env.syncMode == .single && recordRun == nil && self.pages.spilled.isEmpty
+            && log?.accepts(entries: writes.count, pages: pages) == true
+        try secureLog()
+        if logged, let log {
+            logged = try log.prepare(base: base.txnid, frameBytes: UInt64((pages + 2) * pageSize), pageFile: file)
         }
-        // Any other commit ends the log's generation first, since a replay must never take the
-        // file back past it; but a `.noSync` commit after this process's own frames leaves it
-        // (their commit is pinned instead, see `CommitLog.pinned`).
-        if !logged, let log, !(durability == .noSync && log.pinned(base: base.txnid) != nil) { try log.end(pageFile: file) }
+        // A durable commit that does not go through the log ends its generation first: a replay
+        // must never take the file back past it. (A pinned `.noSync` one leaves it, see
+        // `CommitLog.pinned`; an unpinned one ended it in `secureLog`.)
+        if !logged, durability == .full, let log { try log.end(pageFile: file) }
         try writePages(writes, file: file)
         try growFile(around: writes, file: file)
 
@@ -109,7 +110,12 @@ extension WriteTransaction {
             // spoil it so that reopening picks the previous commit. Best effort; the error stands.
             // Not before the meta was written: the slot then still holds the commit before the
             // previous one, which may be the newest durable commit (after `.noSync` commits).
-            if metaWritten { try? env.spoilMeta(at: metaOffset) }
+            if metaWritten {
+                try? env.spoilMeta(at: metaOffset)
+                // The slot spoiled may have held the meta of the log's last frame: a replay would
+                // then take the file back to that frame, past the `.noSync` commits after it.
+                if logPinned { try? log?.end(pageFile: file) }
+            }
             throw error
         }
         log?.committed(txnid)
@@ -123,6 +129,17 @@ extension WriteTransaction {
             for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
             return CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys)
         }
+    }
+
+    /// Ends the commit log's generation before this transaction writes its first page, unless the
+    /// generation's last frame is pinned for it. Unpinned, it may reuse a page that frame's commit
+    /// sees (freed by a `.noSync` commit after it, of this process or another): a replay after a
+    /// power loss would then bring back a commit whose page was overwritten. Costs a read of the
+    /// log's first bytes when it holds no generation.
+    func secureLog() throws {
+        if logPinned || logSecured { return }
+        try env.commitLog?.end(pageFile: env.file)
+        logSecured = true
     }
 
     /// Syncs the file before this transaction overwrites anything, when the commit it began from

@@ -96,10 +96,10 @@ final class CommitLog: @unchecked Sendable {
     /// not extend this process's generation, or whose frame does not fit, starts a new one: the
     /// page file is synced first. Called before the commit writes anything, so that this sync
     /// never makes the commit itself durable before its frame is.
-    func prepare(base: UInt64, frameBytes: UInt64, pageFile: FileIO, pageFileSynced: Bool) throws -> Bool {
-        guard let log = try opened(create: true) else { return false }
+    func prepare(base: UInt64, frameBytes: UInt64, pageFile: FileIO) throws -> Bool {
+        guard try opened(create: true) != nil else { return false }
         if lastTxnid == 0 || lastTxnid != base || next + frameBytes > Self.capacity {
-            try begin(pageFile: pageFile, log: log, pageFileSynced: pageFileSynced)
+            try begin(base: base, pageFile: pageFile)
         }
         return true
     }
@@ -154,7 +154,8 @@ final class CommitLog: @unchecked Sendable {
         }
     }
 
-    /// Notes a commit this process made, through the log or not (see `pinned`).
+    /// Notes a commit this process made, through the log or not (see `pinned`), or, when it
+    /// opened the file alone and synced it, the commit it found.
     func committed(_ txnid: UInt64) { lastOwnCommit = txnid }
 
     /// The commit a transaction built on `base` must keep whole, or nil: the last frame of this
@@ -169,14 +170,17 @@ final class CommitLog: @unchecked Sendable {
     /// The checksums of both meta pages when this process's generation began.
     private var startChecksums: (UInt64, UInt64) = (0, 0)
 
-    /// Starts a generation at offset 0. While the log holds one (this process's or another's),
-    /// the page file is synced first (unless the transaction just did), so that nothing written
-    /// before needs its frames, which the new one overwrites. Without one, every commit before is
-    /// on the disk already: a durable one was synced or logged in a generation since ended, and a
-    /// `.noSync` base was synced by `secureBase`.
-    private func begin(pageFile: FileIO, log: FileIO, pageFileSynced: Bool) throws {
+    /// Starts a generation at offset 0. The page file must be on the disk first: nothing written
+    /// before may need the old generation's frames, which the new one overwrites, and the meta
+    /// pages' checksums recorded for recovery (`LogReplay.belongs`) must be what the disk holds.
+    /// The sync is skipped only when it would flush nothing: this process has written nothing
+    /// since its last good sync of the page file (`SyncRecoveringFile.isClean`), and no other
+    /// process has committed since this process's last commit (a generation the log holds is then
+    /// this process's, and that sync made its frames unneeded).
+    private func begin(base: UInt64, pageFile: FileIO) throws {
         lastTxnid = 0
-        if !pageFileSynced, try Self.holdsGeneration(log, pageSize: pageSize) { try pageFile.sync() }
+        let clean = (pageFile as? SyncRecoveringFile)?.isClean ?? false
+        if !clean || base != lastOwnCommit { try pageFile.sync() }
         var metas = [UInt8](repeating: 0, count: 2 * pageSize)
         try metas.withUnsafeMutableBytes { (m) throws in try pageFile.read(into: m, at: 0) }
         startChecksums = metas.withUnsafeBytes { ($0.baseAddress!.u64(0), $0.baseAddress!.u64(pageSize)) }

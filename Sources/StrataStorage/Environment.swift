@@ -242,12 +242,19 @@ final class Environment: @unchecked Sendable {
             }
             // Commits the log made durable that a power loss kept from the page file go back in
             // before anything reads it. Another process alive means the page cache holds them.
-            if alone { try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap) }
+            // Then one sync, so that what the page cache holds (a dead process's unsynced or failed
+            // writes) is what the disk holds before this process's log records it (CommitLog.begin).
+            if alone {
+                try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap)
+                try file.sync()
+            }
             let fileSize = try file.size()
             let maps = try MapTable(file: file, minimumBytes: Int(fileSize))
+            let commitLog = CommitLog(pagePath: path, pageSize: pageSize, wrap: wrap)
             if alone {
                 let meta = try Recovery.choose(file: file, map: maps.current.base, fileSize: fileSize, pageSize: pageSize)
                 readers.publish(latest: meta.txnid)
+                commitLog.committed(meta.txnid)
             } else {
                 let latest = readers.latest
                 let meta = try Recovery.readMeta(file: file, slot: latest % 2, pageSize: pageSize)
@@ -260,7 +267,7 @@ final class Environment: @unchecked Sendable {
                 file: file, lockFile: lockFile, lockFileMap: (UInt(bitPattern: lockMemory), lockLength),
                 readers: readers, maps: maps, pageSize: pageSize, syncMode: options.syncMode,
                 identity: identity, lockIdentity: try lockFile.identity(),
-                commitLog: CommitLog(pagePath: path, pageSize: pageSize, wrap: wrap))
+                commitLog: commitLog)
         } catch {
             lockFile.unmap(lockMemory, length: lockLength)
             throw error

@@ -13,6 +13,8 @@ enum LogReplay {
         var txnid: UInt64
         var entries: [LogEntry]
         var images: [UInt8]
+        /// The commit's `pageCount` (from its meta page).
+        var pageCount: UInt64
     }
 
     /// The log's generation: its frames in order, as long as they chain (same salt, consecutive
@@ -54,25 +56,27 @@ enum LogReplay {
             guard offset + UInt64(pageSize) + imageBytes <= size else { break }
             var images = [UInt8](repeating: 0, count: Int(imageBytes))
             try images.withUnsafeMutableBytes { (b) throws in try log.read(into: b, at: offset + UInt64(pageSize)) }
-            let valid = images.withUnsafeBytes { raw -> Bool in
+            let pageCount = images.withUnsafeBytes { raw -> UInt64? in
+                // The meta page first (the last image): every other image must lie inside its pages.
+                let metaEntry = parsed.entries[parsed.entries.count - 1]
+                let metaImage = raw.baseAddress! + raw.count - pageSize
+                guard metaImage.u64(PageHeader.checksum) == metaEntry.checksum,
+                    let meta = try? Meta.decode(metaImage, slot: metaEntry.page, pageSize: pageSize, path: log.path), meta.txnid == parsed.txnid
+                else { return nil }
                 var at = 0
-                for (i, entry) in parsed.entries.enumerated() {
+                for entry in parsed.entries.dropLast() {
                     let p = raw.baseAddress! + at
                     let count = entry.pages * pageSize
-                    guard p.u64(PageHeader.checksum) == entry.checksum, pageChecksum(p, byteCount: count) == entry.checksum else { return false }
-                    if i == parsed.entries.count - 1 {
-                        guard let meta = try? Meta.decode(p, slot: entry.page, pageSize: pageSize, path: log.path), meta.txnid == parsed.txnid else {
-                            return false
-                        }
-                    } else if p.u64(PageHeader.pageNumber) != entry.page || p.u64(PageHeader.txnid) != parsed.txnid {
-                        return false
-                    }
+                    guard entry.page < meta.pageCount, UInt64(entry.pages) <= meta.pageCount - entry.page,
+                        p.u64(PageHeader.checksum) == entry.checksum, pageChecksum(p, byteCount: count) == entry.checksum,
+                        p.u64(PageHeader.pageNumber) == entry.page, p.u64(PageHeader.txnid) == parsed.txnid
+                    else { return nil }
                     at += count
                 }
-                return true
+                return meta.pageCount
             }
-            guard valid else { break }
-            frames.append(Frame(txnid: parsed.txnid, entries: parsed.entries, images: images))
+            guard let pageCount else { break }
+            frames.append(Frame(txnid: parsed.txnid, entries: parsed.entries, images: images, pageCount: pageCount))
             offset += UInt64(pageSize) + imageBytes
         }
         return (frames, start)
@@ -90,23 +94,25 @@ enum LogReplay {
         if frames.isEmpty { return }
         // After a crash without a power loss the page file holds every frame already (the page
         // cache had them): the `.noSync` commits made after the last frame stay.
-        if try belongs(frames: frames, start: start, pageFile: pageFile, pageSize: pageSize),
-            try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize)
-        {
+        // A generation that does not belong to the file is left as it is: the next commit that
+        // needs the log ends or overwrites it.
+        guard try belongs(frames: frames, start: start, pageFile: pageFile, pageSize: pageSize) else { return }
+        let last = frames[frames.count - 1]
+        if try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize) {
             for frame in frames {
                 try frame.images.withUnsafeBytes { (raw) throws in
                     var at = 0
                     for entry in frame.entries {
                         let count = entry.pages * pageSize
-                        try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + count)]), at: entry.page * UInt64(pageSize))
+                        // Pages a later frame cut off the file's end are left out (see `applied`).
+                        if entry.page < 2 || entry.page + UInt64(entry.pages) <= last.pageCount {
+                            try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + count)]), at: entry.page * UInt64(pageSize))
+                        }
                         at += count
                     }
                 }
             }
             // The last commit's pages all exist now; its free pages past them may not.
-            let last = try frames[frames.count - 1].images.withUnsafeBytes { (raw) throws -> Meta in
-                try Meta.decode(raw.baseAddress! + raw.count - pageSize, slot: frames[frames.count - 1].txnid % 2, pageSize: pageSize, path: pagePath)
-            }
             let needed = last.pageCount * UInt64(pageSize)
             if try pageFile.size() < needed { try pageFile.truncate(to: needed) }
             if frames.count == 1 {
@@ -149,12 +155,15 @@ enum LogReplay {
     /// free then, reused by a commit the log did not take (one in flight when the process died,
     /// or a `.noSync` one, which never reuses a page the last frame's commit sees): it does not
     /// count. An older txnid, a torn page or a missing one means a write the disk lost.
+    ///
+    /// Pages past the last commit's `pageCount` do not count either: a later frame cut them off.
     static func applied(frames: [Frame], pageFile: FileIO, pageSize: Int) throws -> Bool {
+        let limit = frames[frames.count - 1].pageCount
         var last: [PageNo: (frame: Int, at: Int, count: Int)] = [:]
         for (f, frame) in frames.enumerated() {
             var at = 0
             for entry in frame.entries {
-                last[entry.page] = (f, at, entry.pages * pageSize)
+                if entry.page < 2 || entry.page + UInt64(entry.pages) <= limit { last[entry.page] = (f, at, entry.pages * pageSize) }
                 at += entry.pages * pageSize
             }
         }

@@ -35,6 +35,10 @@ final class SyncRecoveringFile: FileIO {
     init(_ inner: any FileIO) { self.inner = inner }
 
     var path: String { inner.path }
+
+    /// Whether nothing was written through this file since its last sync that succeeded.
+    var isClean: Bool { state.withLock { $0.touched.isEmpty && !$0.syncFailed } }
+
     func size() throws -> UInt64 { try inner.size() }
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
 

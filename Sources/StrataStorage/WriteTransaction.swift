@@ -77,6 +77,11 @@ public final class WriteTransaction {
     var spills = 0
     /// Whether this transaction has synced the file since it began (`secureBase`).
     var baseSecured = false
+    /// Whether the commit log's last frame is pinned for this transaction (CommitLog.pinned): its
+    /// pages are then never reused, and a generation in the log need not end before this
+    /// transaction writes. Without the pin, `secureLog` ends any generation first.
+    var logPinned = false
+    var logSecured = false
     var spilledPages = 0
     /// Whether commit listeners want the changed keys: without any, writes do not collect them.
     let tracksChangedKeys: Bool
@@ -132,6 +137,7 @@ public final class WriteTransaction {
         let readers = env.readers
         // The commit a replay of the commit log would bring back is kept whole, as if a snapshot of it were open.
         let pinned = env.commitLog?.pinned(base: meta.txnid)
+        self.logPinned = pinned != nil
         self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root, hint: env.freeScanHint) {
             let live = readers.liveReaders().map(\.txnid)
             return pinned.map { live + [$0] } ?? live

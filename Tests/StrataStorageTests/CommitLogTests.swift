@@ -32,6 +32,12 @@ import Testing
     static func put(_ store: Store, _ model: inout [UInt64: [UInt8]], _ rng: inout SplitMix, count: Int, durability: Durability = .full) throws {
         try store.write(durability: durability) { txn in
             let tree = try txn.createTree("t")
+            // One put of a value never written before: the commit always changes something (a
+            // commit that changes nothing writes nothing and syncs nothing).
+            let fresh = UInt64(rng.below(3000))
+            let value = withUnsafeBytes(of: rng.next()) { Array($0) }
+            try tree.put(bigEndianKey(fresh), value)
+            model[fresh] = value
             for _ in 0..<count {
                 let key = UInt64(rng.below(3000))
                 if rng.percent(20) {
@@ -117,6 +123,112 @@ import Testing
         }
     }
 
+    /// Random mixes of logged, classic (large), spilling, `.noSync` and failed commits (a write or a
+    /// sync of either file fails), then a power loss keeping a random subset of both files'
+    /// unsynced writes: the file opens at the last acknowledged durable commit, at a later
+    /// `.noSync` or failed one, never at anything else, and checks clean. After a run of two or
+    /// more `.noSync` commits the durable commit before them may go too, as Durability.md says:
+    /// opening then finds an earlier whole commit, or throws `noValidMeta`, never damaged data.
+    @Test func powerLossAfterMixedAndFailedCommits() throws {
+        let seed = UInt64(TestEnv.int("STRATA_COMMIT_LOG_SEED", default: 0x10C)) &+ 1
+        let rounds = TestEnv.int("STRATA_COMMIT_LOG_ROUNDS", default: 24)
+        var rng = SplitMix(seed: seed)
+        for round in 0..<rounds {
+            let path = temporaryPath()
+            defer { removeStoreFiles(path) }
+            var model: [UInt64: [UInt8]] = [:]
+            var acceptable: [[UInt64: [UInt8]]] = []
+            var options = StoreOptions(durability: .full)
+            if rng.percent(30) { options.transactionMemory = 0 }
+            var history: [String] = []
+            var everything: [[UInt64: [UInt8]]] = [[:]]
+            var noSyncRun = 0
+            let page = try { () throws -> FaultyFile in
+                let (store, page, _) = try Self.open(path, options: options)
+                for step in 0..<rng.within(4...14) {
+                    let durable = !rng.percent(30)
+                    let count = rng.percent(15) ? rng.within(300...900) : rng.within(1...30)
+                    let fails = step > 0 && rng.percent(25)
+                    if fails {
+                        if rng.percent(50) { page.failSync(in: rng.within(1...2)) } else { page.failWrite(in: rng.within(1...6), partial: rng.percent(50)) }
+                    }
+                    var attempted = model
+                    do {
+                        try Self.put(store, &attempted, &rng, count: count, durability: durable ? .full : .noSync)
+                        model = attempted
+                        if durable { acceptable.removeAll() }
+                        acceptable.append(model)
+                        noSyncRun = durable ? 0 : noSyncRun + 1
+                        history.append("\(durable ? "full" : "noSync") \(count)")
+                    } catch {
+                        acceptable.append(attempted)  // in flight: whole or not at all
+                        everything.append(attempted)
+                        if !durable { noSyncRun += 1 }  // it wrote pages as a `.noSync` commit does
+                        history.append("failed \(durable ? "full" : "noSync") \(count)")
+                    }
+                    page.clearFaults()
+                    everything.append(model)
+                }
+                acceptable.append(model)
+                page.cutPower(atSync: 1)
+                return page
+            }()
+            let keep = rng.next()
+            try page.losePower(chunk: 512) { piece in (keep >> UInt64(piece % 64)) & 1 == 1 }
+            let reopened: Store
+            do { reopened = try Store(path: path) } catch {
+                if noSyncRun >= 2, case StorageError.noValidMeta = error { continue }
+                Issue.record("seed \(seed) round \(round): reopening after \(history) failed: \(error)")
+                continue
+            }
+            let found = try Self.contents(reopened)
+            #expect(
+                (noSyncRun >= 2 ? everything : acceptable).contains(found),
+                "seed \(seed) round \(round): reopened to a state no acknowledged commit made (\(found.count) keys, state \(everything.firstIndex(of: found).map(String.init) ?? "none") of \(everything.count)) after \(history)"
+            )
+            // Not checked after such a run: Durability.md's "noValidMeta rather than damaged data"
+            // does not hold there, log or not (the closing note of 2026-12-05 says how).
+            if noSyncRun < 2 { #expect(storeCheckProblems(reopened).isEmpty, "seed \(seed) round \(round) after \(history)") }
+        }
+    }
+
+    /// A commit whose first frame fails after its meta page was written, then its retry, which is
+    /// acknowledged, then a power loss: the retry is there (the retry's generation must begin by
+    /// syncing the page file, whose cache held the failed commit's writes, not the disk's).
+    @Test(arguments: [false, true])
+    func aRetryAfterAFailedFirstFrameSurvivesPowerLoss(failWrite: Bool) throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var rng = SplitMix(seed: 6)
+        var model: [UInt64: [UInt8]] = [:]
+        let page = try { () throws -> FaultyFile in
+            let (store, page, _) = try Self.open(path)
+            // Two commits too large for a frame (6 MB each): synced in the page file, no log.
+            for round in 0..<2 {
+                try store.write { txn in
+                    let tree = try txn.createTree("t")
+                    for key in UInt64(0)..<2000 {
+                        let value = [UInt8](repeating: UInt8(truncatingIfNeeded: key &+ UInt64(round)), count: 3000)
+                        try tree.put(bigEndianKey(key), value)
+                        model[key] = value
+                    }
+                }
+            }
+            #expect(!FileManager.default.fileExists(atPath: path + "-log"))
+            if failWrite { page.failWrite(in: 3) } else { page.failSync(in: 1) }
+            var attempted = model
+            #expect(throws: StorageError.self) { try Self.put(store, &attempted, &rng, count: 5) }
+            page.clearFaults()
+            try Self.put(store, &model, &rng, count: 5)
+            page.cutPower(atSync: 1)
+            return page
+        }()
+        try page.losePower()
+        let reopened = try Store(path: path)
+        #expect(try Self.contents(reopened) == model)
+        #expect(storeCheckProblems(reopened).isEmpty)
+    }
+
     /// A crash (the power lost before the close) leaves the log; returns the acknowledged content.
     static func crashAfterLoggedCommits(_ path: String, seed: UInt64) throws -> (before: [UInt64: [UInt8]], after: [UInt64: [UInt8]]) {
         var rng = SplitMix(seed: seed)
@@ -151,11 +263,14 @@ import Testing
             try Self.put(store, &model, &rng, count: 300)
         }
         try FileManager.default.copyItem(atPath: path + "-log", toPath: other + "-log")
+        let copied = try readFileRange(other + "-log", at: 0, count: 4096)
         let reopened = try Store(path: other)
         #expect(try Self.contents(reopened) == model)
         #expect(storeCheckProblems(reopened).isEmpty)
-        // The copied log was ended: its first frame is gone.
-        #expect(try readFileRange(other + "-log", at: 0, count: 16) == [UInt8](repeating: 0, count: 16))
+        // Left as it was (the next commit through the log ends it).
+        #expect(try readFileRange(other + "-log", at: 0, count: 4096) == copied)
+        try Self.put(reopened, &model, &rng, count: 5)
+        #expect(try Self.contents(reopened) == model)
     }
 
     /// A read-only opening refuses a file whose log holds commits it lacks; a read-write opening
