@@ -97,10 +97,12 @@ final class CommitLog: @unchecked Sendable {
     /// page file is synced first. Called before the commit writes anything, so that this sync
     /// never makes the commit itself durable before its frame is.
     func prepare(base: UInt64, frameBytes: UInt64, pageFile: FileIO) throws -> Bool {
-        guard try opened(create: true) != nil else { return false }
-        if lastTxnid == 0 || lastTxnid != base || next + frameBytes > Self.capacity {
-            try begin(base: base, pageFile: pageFile)
-        }
+        guard let log = try opened(create: true) else { return false }
+        // Another process may have ended this generation since (a transaction of its own that was
+        // not pinned, which then committed nothing): frames appended to it would never be read.
+        var extends = lastTxnid != 0 && lastTxnid == base && next + frameBytes <= Self.capacity
+        if extends { extends = try holdsOwnGeneration(log) }
+        if !extends { try begin(base: base, pageFile: pageFile) }
         return true
     }
 
@@ -174,12 +176,14 @@ final class CommitLog: @unchecked Sendable {
     /// before may need the old generation's frames, which the new one overwrites, and the meta
     /// pages' checksums recorded for recovery (`LogReplay.belongs`) must be what the disk holds.
     /// The sync is skipped only when it would flush nothing: this process has written nothing
-    /// since its last good sync of the page file (`SyncRecoveringFile.isClean`), and no other
-    /// process has committed since this process's last commit (a generation the log holds is then
-    /// this process's, and that sync made its frames unneeded).
+    /// since its last good sync of the page file (`SyncRecoveringFile.isClean`), no other process
+    /// has committed since this process's last commit (a generation the log holds is then this
+    /// process's, and that sync made its frames unneeded), and the meta pages are as that sync
+    /// left them (another process's failed commit writes and spoils one without a sync).
     private func begin(base: UInt64, pageFile: FileIO) throws {
         lastTxnid = 0
-        let clean = (pageFile as? SyncRecoveringFile)?.isClean ?? false
+        let synced = pageFile as? SyncRecoveringFile
+        let clean = synced.map { $0.isClean && $0.metasUnchangedSinceSync() } ?? false
         if !clean || base != lastOwnCommit { try pageFile.sync() }
         var metas = [UInt8](repeating: 0, count: 2 * pageSize)
         try metas.withUnsafeMutableBytes { (m) throws in try pageFile.read(into: m, at: 0) }
@@ -261,6 +265,22 @@ final class CommitLog: @unchecked Sendable {
         file = wrapped
         written = try wrapped.size()
         return wrapped
+    }
+
+    /// Removes the log left beside a file that was just created (or initialised) in its place:
+    /// it belongs to a database deleted since, whose first meta pages were the same as every new
+    /// file's, so recovery could not tell it from this file's own. Called under the writer lock.
+    static func removeStale(besideNew pagePath: String) {
+        let path = Self.path(for: pagePath)
+        guard let existing = try? PosixFile.openExisting(path, mode: .readOnly), (try? isLog(existing, pageSize: 0)) == true else { return }
+        unlink(path)
+    }
+
+    /// Whether the log's first frame header is this process's generation's (its salt).
+    private func holdsOwnGeneration(_ log: FileIO) throws -> Bool {
+        var head = [UInt8](repeating: 0, count: 24)
+        try head.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: 0) }
+        return head.withUnsafeBytes { $0.baseAddress!.u64(LogLayout.magic) == LogLayout.magicValue && $0.baseAddress!.u64(LogLayout.salt) == salt }
     }
 
     /// Whether the log's first frame header is there (its magic; a frame spoiled or torn counts too).

@@ -240,6 +240,7 @@ final class Environment: @unchecked Sendable {
             if let wanted = options.pageSize, wanted != pageSize {
                 throw StorageError.pageSizeMismatch(path: file.path, found: pageSize, expected: wanted)
             }
+            (file as? SyncRecoveringFile)?.noteMetas(pageSize: pageSize)
             // Commits the log made durable that a power loss kept from the page file go back in
             // before anything reads it. Another process alive means the page cache holds them.
             // Then one sync, so that what the page cache holds (a dead process's unsynced or failed
@@ -294,6 +295,7 @@ final class Environment: @unchecked Sendable {
             guard let current = file else {
                 if !options.createIfMissing { throw StorageError.io(operation: "open", path: path, errno: ENOENT) }
                 _ = try FileCreation.create(path: path, pageSize: try chosenPageSize(options), replacing: nil, wrap: wrap)
+                CommitLog.removeStale(besideNew: path)
                 continue
             }
             let status = try current.status()
@@ -309,6 +311,7 @@ final class Environment: @unchecked Sendable {
                 throw StorageError.notAStrataFile(path: path, reason: "empty file, 0 bytes")
             }
             _ = try FileCreation.create(path: path, pageSize: try chosenPageSize(options), replacing: status, wrap: wrap)
+            CommitLog.removeStale(besideNew: path)
             file = nil
         }
         throw StorageError.io(operation: "open (the file kept changing while it was created)", path: path, errno: EAGAIN)

@@ -39,6 +39,29 @@ final class SyncRecoveringFile: FileIO {
     /// Whether nothing was written through this file since its last sync that succeeded.
     var isClean: Bool { state.withLock { $0.touched.isEmpty && !$0.syncFailed } }
 
+    /// The page size, once known: each successful sync then notes the two meta pages' checksums.
+    private let metaPageSize = Mutex<Int?>(nil)
+    private let syncedMetas = Mutex<(UInt64, UInt64)?>(nil)
+
+    func noteMetas(pageSize: Int) { metaPageSize.withLock { $0 = pageSize } }
+
+    /// Whether both meta pages (as the page cache has them) still hold what they held at the last
+    /// successful sync: else some process wrote one since (a commit of another process, or a
+    /// meta page spoiled after a failed commit), which may not be on the disk.
+    func metasUnchangedSinceSync() -> Bool {
+        guard let pageSize = metaPageSize.withLock({ $0 }), let synced = syncedMetas.withLock({ $0 }),
+            let now = try? metaChecksums(pageSize: pageSize)
+        else { return false }
+        return now == synced
+    }
+
+    private func metaChecksums(pageSize: Int) throws -> (UInt64, UInt64) {
+        var bytes = (UInt64(0), UInt64(0))
+        try withUnsafeMutableBytes(of: &bytes.0) { (b) throws in try inner.read(into: b, at: 0) }
+        try withUnsafeMutableBytes(of: &bytes.1) { (b) throws in try inner.read(into: b, at: UInt64(pageSize)) }
+        return (UInt64(littleEndian: bytes.0), UInt64(littleEndian: bytes.1))
+    }
+
     func size() throws -> UInt64 { try inner.size() }
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
 
@@ -66,6 +89,8 @@ final class SyncRecoveringFile: FileIO {
             s.touched.removeAll(keepingCapacity: true)
             s.syncFailed = false
         }
+        let noted = metaPageSize.withLock { $0 }.flatMap { try? metaChecksums(pageSize: $0) }
+        syncedMetas.withLock { $0 = noted }
     }
 
     func truncate(to length: UInt64) throws {
