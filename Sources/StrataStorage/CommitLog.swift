@@ -147,10 +147,7 @@ final class CommitLog: @unchecked Sendable {
         } catch {
             // The frame may be on the disk in part or in whole: spoil its header (best effort), so
             // that a replay stops before a commit that reported failure.
-            if let file {
-                let zeros = UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize])
-                try? file.write(zeros, at: next)
-            }
+            if let file { try? Self.spoilFrame(file, at: next, pageSize: pageSize) }
             lastTxnid = 0
             throw error
         }
@@ -201,7 +198,7 @@ final class CommitLog: @unchecked Sendable {
         lastTxnid = 0
         guard !unusable, let log = try opened(create: false), try Self.holdsGeneration(log, pageSize: pageSize) else { return }
         try pageFile.sync()
-        try log.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: 0)
+        try Self.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
     }
 
@@ -228,12 +225,8 @@ final class CommitLog: @unchecked Sendable {
     private func endOwnGeneration(pageFile: FileIO) {
         guard lastTxnid != 0, let file else { return }
         lastTxnid = 0
-        var head = [UInt8](repeating: 0, count: 24)
-        guard (try? head.withUnsafeMutableBytes { (h) throws in try file.read(into: h, at: 0) }) != nil,
-            head.withUnsafeBytes({ $0.baseAddress!.u64(LogLayout.salt) }) == salt
-        else { return }
-        guard (try? pageFile.sync()) != nil else { return }
-        if (try? file.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: 0)) != nil { try? file.sync() }
+        guard (try? holdsOwnGeneration(file)) == true, (try? pageFile.sync()) != nil else { return }
+        if (try? Self.spoilFrame(file, at: 0, pageSize: pageSize)) != nil { try? file.sync() }
     }
 
     /// The log file, opened (and when `create`, created, its name made durable) at first use; nil
@@ -243,14 +236,11 @@ final class CommitLog: @unchecked Sendable {
         if unusable { return nil }
         if let existing = try PosixFile.openExisting(path, mode: .readWrite) {
             // A name that holds something else (a database named like this one's log) is left alone.
-            if !(try Self.isLog(existing, pageSize: pageSize)) {
+            if !(try Self.isLog(existing)) {
                 unusable = true
                 return nil
             }
-            let wrapped = wrap?(existing) ?? existing
-            file = wrapped
-            written = try wrapped.size()
-            return wrapped
+            return try adopt(existing)
         }
         guard create else { return nil }
         let made: PosixFile
@@ -261,7 +251,11 @@ final class CommitLog: @unchecked Sendable {
             unusable = true
             return nil
         }
-        let wrapped = wrap?(made) ?? made
+        return try adopt(made)
+    }
+
+    private func adopt(_ posix: PosixFile) throws -> FileIO {
+        let wrapped = wrap?(posix) ?? posix
         file = wrapped
         written = try wrapped.size()
         return wrapped
@@ -272,35 +266,43 @@ final class CommitLog: @unchecked Sendable {
     /// file's, so recovery could not tell it from this file's own. Called under the writer lock.
     static func removeStale(besideNew pagePath: String) {
         let path = Self.path(for: pagePath)
-        guard let existing = try? PosixFile.openExisting(path, mode: .readOnly), (try? isLog(existing, pageSize: 0)) == true else { return }
+        guard let existing = try? PosixFile.openExisting(path, mode: .readOnly), (try? isLog(existing)) == true else { return }
         unlink(path)
+    }
+
+    /// The first fields of the log's first frame header: checksum, magic and salt (nil when the
+    /// log is shorter than that).
+    static func firstHeader(_ log: FileIO) throws -> (checksum: UInt64, magic: UInt64, salt: UInt64)? {
+        if try log.size() < 24 { return nil }
+        var head = [UInt8](repeating: 0, count: 24)
+        try head.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: 0) }
+        return head.withUnsafeBytes { ($0.baseAddress!.u64(LogLayout.checksum), $0.baseAddress!.u64(LogLayout.magic), $0.baseAddress!.u64(LogLayout.salt)) }
     }
 
     /// Whether the log's first frame header is this process's generation's (its salt).
     private func holdsOwnGeneration(_ log: FileIO) throws -> Bool {
-        var head = [UInt8](repeating: 0, count: 24)
-        try head.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: 0) }
-        return head.withUnsafeBytes { $0.baseAddress!.u64(LogLayout.magic) == LogLayout.magicValue && $0.baseAddress!.u64(LogLayout.salt) == salt }
+        guard let head = try Self.firstHeader(log) else { return false }
+        return head.magic == LogLayout.magicValue && head.salt == salt
     }
 
     /// Whether the log's first frame header is there (its magic; a frame spoiled or torn counts too).
     static func holdsGeneration(_ log: FileIO, pageSize: Int) throws -> Bool {
         if try log.size() < UInt64(pageSize) { return false }
-        var head = [UInt8](repeating: 0, count: 16)
-        try head.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: 0) }
-        return head.withUnsafeBytes { $0.baseAddress!.u64(LogLayout.magic) } == LogLayout.magicValue
+        return try firstHeader(log)?.magic == LogLayout.magicValue
+    }
+
+    /// Overwrites the header page of the frame at `offset` with zeros: replay stops before it.
+    static func spoilFrame(_ log: FileIO, at offset: UInt64, pageSize: Int) throws {
+        try log.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: offset)
     }
 
     /// Whether `file` is a regular file that is empty or starts with zeros or a frame header (not
     /// some other file).
-    static func isLog(_ file: PosixFile, pageSize: Int) throws -> Bool {
+    static func isLog(_ file: PosixFile) throws -> Bool {
         if try file.status().st_mode & 0o170000 != 0o100000 { return false }
-        let size = try file.size()
-        if size == 0 { return true }
-        if size < 16 { return false }
-        var head = [UInt8](repeating: 0, count: 16)
-        try head.withUnsafeMutableBytes { (h) throws in try file.read(into: h, at: 0) }
-        return head.allSatisfy { $0 == 0 } || head.withUnsafeBytes { $0.baseAddress!.u64(LogLayout.magic) } == LogLayout.magicValue
+        if try file.size() == 0 { return true }
+        guard let head = try firstHeader(file) else { return false }
+        return (head.checksum == 0 && head.magic == 0) || head.magic == LogLayout.magicValue
     }
 
     private func writeZeros(_ log: FileIO, from start: UInt64, to end: UInt64) throws {

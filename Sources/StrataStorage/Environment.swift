@@ -88,7 +88,7 @@ final class Environment: @unchecked Sendable {
     deinit {
         commitWatch?.shutdown()  // its pins are slots of the lock file's table, unmapped below
         // Ends the commit log's generation (CommitLog.close). Not waiting for the writer lock: while
-        // another process's writer holds it, the generation stays for a replay to finish.
+        // another process's writer holds it, the generation stays, and the next opener alone ends it.
         if let commitLog, let lockFile, (try? lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: false)) == true {
             let alone = (try? lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: true, wait: false)) == true
             commitLog.close(pageFile: file, alone: alone)

@@ -88,7 +88,7 @@ enum LogReplay {
     static func recover(pageFile: FileIO, pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) throws {
         let path = CommitLog.path(for: pagePath)
         guard let posix = try PosixFile.openExisting(path, mode: .readWrite) else { return }
-        guard try CommitLog.isLog(posix, pageSize: pageSize) else { return }
+        guard try CommitLog.isLog(posix) else { return }
         let log = wrap?(posix) ?? posix
         let (frames, start) = try chain(log: log, pageSize: pageSize)
         if frames.isEmpty { return }
@@ -122,7 +122,7 @@ enum LogReplay {
             }
         }
         try pageFile.sync()
-        try log.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: 0)
+        try CommitLog.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
     }
 
@@ -191,7 +191,7 @@ enum LogReplay {
     /// would miss them, and a read-only process may not replay them.
     static func checkApplied(pageFile: FileIO, pagePath: String, pageSize: Int) throws {
         guard let log = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readOnly),
-            try CommitLog.isLog(log, pageSize: pageSize)
+            try CommitLog.isLog(log)
         else { return }
         let (frames, start) = try chain(log: log, pageSize: pageSize)
         if frames.isEmpty { return }

@@ -52,6 +52,29 @@ import Testing
         }
     }
 
+    /// Two commits too large for a frame (6 MB each): synced in the page file, no generation.
+    static func twoCommitsTooLargeForAFrame(_ store: Store, _ model: inout [UInt64: [UInt8]]) throws {
+        for round in 0..<2 {
+            try store.write { txn in
+                let tree = try txn.createTree("t")
+                for key in UInt64(0)..<2000 {
+                    let value = [UInt8](repeating: UInt8(truncatingIfNeeded: key &+ UInt64(round)), count: 3000)
+                    try tree.put(bigEndianKey(key), value)
+                    model[key] = value
+                }
+            }
+        }
+    }
+
+    /// Loses power on `page` (every unsynced write of both files), reopens `path` and expects
+    /// exactly `model`, checking clean.
+    static func expectAfterPowerLoss(_ path: String, _ page: FaultyFile, _ model: [UInt64: [UInt8]]) throws {
+        try page.losePower()
+        let reopened = try Store(path: path)
+        #expect(try contents(reopened) == model)
+        #expect(storeCheckProblems(reopened).isEmpty)
+    }
+
     static func contents(_ store: Store) throws -> [UInt64: [UInt8]] {
         try store.read { txn in
             var found: [UInt64: [UInt8]] = [:]
@@ -203,17 +226,7 @@ import Testing
         var model: [UInt64: [UInt8]] = [:]
         let page = try { () throws -> FaultyFile in
             let (store, page, _) = try Self.open(path)
-            // Two commits too large for a frame (6 MB each): synced in the page file, no log.
-            for round in 0..<2 {
-                try store.write { txn in
-                    let tree = try txn.createTree("t")
-                    for key in UInt64(0)..<2000 {
-                        let value = [UInt8](repeating: UInt8(truncatingIfNeeded: key &+ UInt64(round)), count: 3000)
-                        try tree.put(bigEndianKey(key), value)
-                        model[key] = value
-                    }
-                }
-            }
+            try Self.twoCommitsTooLargeForAFrame(store, &model)
             #expect(!FileManager.default.fileExists(atPath: path + "-log"))
             if failWrite { page.failWrite(in: 3) } else { page.failSync(in: 1) }
             var attempted = model
@@ -223,10 +236,7 @@ import Testing
             page.cutPower(atSync: 1)
             return page
         }()
-        try page.losePower()
-        let reopened = try Store(path: path)
-        #expect(try Self.contents(reopened) == model)
-        #expect(storeCheckProblems(reopened).isEmpty)
+        try Self.expectAfterPowerLoss(path, page, model)
     }
 
     /// Another process ends this process's generation (a transaction of its own, not pinned, that
@@ -247,10 +257,7 @@ import Testing
             page.cutPower(atSync: 1)
             return page
         }()
-        try page.losePower()
-        let reopened = try Store(path: path)
-        #expect(try Self.contents(reopened) == model)
-        #expect(storeCheckProblems(reopened).isEmpty)
+        try Self.expectAfterPowerLoss(path, page, model)
     }
 
     /// Another process's failed commit leaves a spoiled meta page in the page cache, not on the
@@ -263,17 +270,7 @@ import Testing
         var rng = SplitMix(seed: 11)
         let page = try { () throws -> FaultyFile in
             let (store, page, _) = try Self.open(path)
-            // Two commits too large for a frame: synced in the page file, no generation.
-            for round in 0..<2 {
-                try store.write { txn in
-                    let tree = try txn.createTree("t")
-                    for key in UInt64(0)..<2000 {
-                        let value = [UInt8](repeating: UInt8(truncatingIfNeeded: key &+ UInt64(round)), count: 3000)
-                        try tree.put(bigEndianKey(key), value)
-                        model[key] = value
-                    }
-                }
-            }
+            try Self.twoCommitsTooLargeForAFrame(store, &model)
             // The spoil, written below this process's page file object (as through another
             // descriptor), and not synced: the harness puts it back at the power loss.
             let next = (try store.read { $0.txnid } + 1) % 2
@@ -282,10 +279,7 @@ import Testing
             page.cutPower(atSync: 1)
             return page
         }()
-        try page.losePower()
-        let reopened = try Store(path: path)
-        #expect(try Self.contents(reopened) == model)
-        #expect(storeCheckProblems(reopened).isEmpty)
+        try Self.expectAfterPowerLoss(path, page, model)
     }
 
     /// A database deleted after a crash, its log left behind, and a new database made under the
@@ -306,10 +300,7 @@ import Testing
             page.cutPower(atSync: 1)
             return page
         }()
-        try page.losePower()
-        let reopened = try Store(path: path)
-        #expect(try Self.contents(reopened) == model)
-        #expect(storeCheckProblems(reopened).isEmpty)
+        try Self.expectAfterPowerLoss(path, page, model)
     }
 
     /// A crash (the power lost before the close) leaves the log; returns the acknowledged content.
