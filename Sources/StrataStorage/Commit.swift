@@ -23,7 +23,10 @@ extension WriteTransaction {
 
         try writeCatalog()
         if !mustCommit && !changedPages {
-            return  // Nothing changed: no write, no sync, no new transaction id.
+            // Nothing changed: no write and no new transaction id. A durable transaction still
+            // makes the `.noSync` commits it began from durable, as any durable commit does.
+            if durability == .full { try secureBase() }
+            return
         }
         if let (run, count) = previousRecordRun {
             // The previous commit's record is only needed while that commit is the newest.

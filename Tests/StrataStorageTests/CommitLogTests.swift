@@ -303,6 +303,26 @@ import Testing
         try Self.expectAfterPowerLoss(path, page, model)
     }
 
+    /// A durable transaction that changes nothing still makes the `.noSync` commits before it
+    /// durable (Durability.md: a durable commit makes the commits before it durable too).
+    @Test func aDurableTransactionThatChangesNothingMakesTheNoSyncOnesBeforeItDurable() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var rng = SplitMix(seed: 12)
+        var model: [UInt64: [UInt8]] = [:]
+        let page = try { () throws -> FaultyFile in
+            let (store, page, _) = try Self.open(path)
+            try Self.put(store, &model, &rng, count: 20)
+            for _ in 0..<3 { try Self.put(store, &model, &rng, count: 20, durability: .noSync) }
+            let txnid = try store.read { $0.txnid }
+            try store.write { txn in _ = try txn.tree("t")?.get(bigEndianKey(0)) }
+            #expect(try store.read { $0.txnid } == txnid, "a transaction that changed nothing made a commit")
+            page.cutPower(atSync: 1)
+            return page
+        }()
+        try Self.expectAfterPowerLoss(path, page, model)
+    }
+
     /// A crash (the power lost before the close) leaves the log; returns the acknowledged content.
     static func crashAfterLoggedCommits(_ path: String, seed: UInt64) throws -> (before: [UInt64: [UInt8]], after: [UInt64: [UInt8]]) {
         var rng = SplitMix(seed: seed)
