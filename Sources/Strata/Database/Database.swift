@@ -311,16 +311,36 @@ public final class Database: Sendable {
         // (Never an overtaken one: a read-only store's newest commit can be unreadable for a moment
         // while another process writes its meta page, and `latest` then falls back to the last seen.)
         if let shared = newestSnapshot.withLock({ $0?.snapshot }), shared.version == latest, shared.txn.isValid { return shared }
+        // On a read-only store a writer in another process can overtake a snapshot while it begins
+        // (choosing and verifying the commit, reading the stored schemas): nothing was handed out
+        // yet, so begin again on a newer commit rather than fail the caller.
+        var retries = 0
+        while true {
+            do {
+                let fresh = try beginSnapshot()
+                newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
+                return fresh
+            } catch StrataError.storage(.fileChangedDuringRead) where retries < Self.changedReadRetries {
+                retries += 1
+            }
+        }
+    }
+
+    /// A new snapshot of the newest commit, after checking that the stored schemas are still the
+    /// ones this handle opened with.
+    private func beginSnapshot() throws -> Snapshot {
         let txn = try wrapStorage { try store.beginRead() }
         do {
             try registry.checkStoredSchemas(in: wrapStorage { try txn.tree(Catalog.schemaTree) })
+            try wrapStorage { try txn.validate() }
         } catch {
+            // Schemas read from pages a writer was reusing say nothing about the file.
+            let overtaken = (try? txn.validate()) == nil
             txn.end()
+            if overtaken { throw StrataError.storage(.fileChangedDuringRead(path: store.path)) }
             throw error
         }
-        let fresh = Snapshot(db: self, txn: txn)
-        newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
-        return fresh
+        return Snapshot(db: self, txn: txn)
     }
 
     /// The object with primary key `key`, from the newest commit.
