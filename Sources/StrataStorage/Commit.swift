@@ -84,7 +84,7 @@ extension WriteTransaction {
             && log?.accepts(entries: writes.count, pages: pages) == true
         try secureLog()
         if logged, let log {
-            logged = try log.prepare(base: base.txnid, frameBytes: UInt64((pages + 2) * pageSize), pageFile: file)
+            logged = try log.prepare(base: base.txnid, pages: pages, pageFile: file)
         }
         // A durable commit that does not go through the log ends its generation first: a replay
         // must never take the file back past it. (A pinned `.noSync` one leaves it, see
@@ -225,15 +225,7 @@ extension WriteTransaction {
             cursor = max(cursor, end)
         }
         if cursor < target { gaps.append((cursor, target)) }
-        let zeros = env.zeroBlock
-        for gap in gaps {
-            var offset = gap.start
-            while offset < gap.end {
-                let count = Int(min(UInt64(zeros.count), gap.end - offset))
-                try file.write(UnsafeRawBufferPointer(rebasing: zeros[0..<count]), at: offset)
-                offset += UInt64(count)
-            }
-        }
+        for gap in gaps { try file.writeZeros(from: gap.start, to: gap.end) }
         fileSize = target
     }
 

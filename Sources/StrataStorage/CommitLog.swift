@@ -88,19 +88,22 @@ final class CommitLog: @unchecked Sendable {
     /// Whether a commit of `entries` images totalling `pages` pages fits in one frame.
     func accepts(entries: Int, pages: Int) -> Bool {
         if unusable || entries + 1 > LogLayout.capacity(pageSize: pageSize) { return false }
-        return UInt64((pages + 2) * pageSize) <= Self.capacity / 4
+        return frameBytes(pages: pages) <= Self.capacity / 4
     }
 
-    /// Readies the log for the frame of a commit built on `base`, of `frameBytes` bytes; false
+    /// The bytes of a frame holding `pages` pages of images: those, its header and the meta page.
+    func frameBytes(pages: Int) -> UInt64 { UInt64((pages + 2) * pageSize) }
+
+    /// Readies the log for the frame of a commit built on `base`, with `pages` pages of images; false
     /// when there is no log to be had (the commit then syncs the page file). A commit that does
     /// not extend this process's generation, or whose frame does not fit, starts a new one: the
     /// page file is synced first. Called before the commit writes anything, so that this sync
     /// never makes the commit itself durable before its frame is.
-    func prepare(base: UInt64, frameBytes: UInt64, pageFile: FileIO) throws -> Bool {
+    func prepare(base: UInt64, pages: Int, pageFile: FileIO) throws -> Bool {
         guard let log = try opened(create: true) else { return false }
         // Another process may have ended this generation since (a transaction of its own that was
         // not pinned, which then committed nothing): frames appended to it would never be read.
-        var extends = lastTxnid != 0 && lastTxnid == base && next + frameBytes <= Self.capacity
+        var extends = lastTxnid != 0 && lastTxnid == base && next + frameBytes(pages: pages) <= Self.capacity
         if extends { extends = try holdsOwnGeneration(log) }
         if !extends { try begin(base: base, pageFile: pageFile) }
         return true
@@ -112,7 +115,6 @@ final class CommitLog: @unchecked Sendable {
     func append(txnid: UInt64, images: [(PageNo, UnsafeRawBufferPointer)], meta: UnsafeRawBufferPointer) throws {
         do {
             guard let log = file else { throw StorageError.internalError("commit log appended to before it was prepared") }
-            let frameBytes = UInt64((images.reduce(0) { $0 + $1.1.count / pageSize } + 2) * pageSize)
             let header = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
             defer { header.deallocate() }
             header.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
@@ -134,10 +136,10 @@ final class CommitLog: @unchecked Sendable {
             header.setU64(LogLayout.checksum, pageChecksum(UnsafeRawPointer(header), byteCount: pageSize))
             // Zeros first where the frame passes the written end: the frame's sync then makes the
             // blocks allocated, and later generations overwrite them in place.
-            let end = next + frameBytes
+            let end = next + frameBytes(pages: images.reduce(0) { $0 + $1.1.count / pageSize })
             if end > written {
                 let target = min(Self.capacity, (end + Self.growthStep - 1) / Self.growthStep * Self.growthStep)
-                try writeZeros(log, from: written, to: target)
+                try log.writeZeros(from: written, to: target)
                 written = target
             }
             try log.write(buffers, at: next)
@@ -182,9 +184,7 @@ final class CommitLog: @unchecked Sendable {
         let synced = pageFile as? SyncRecoveringFile
         let clean = synced.map { $0.isClean && $0.metasUnchangedSinceSync() } ?? false
         if !clean || base != lastOwnCommit { try pageFile.sync() }
-        var metas = [UInt8](repeating: 0, count: 2 * pageSize)
-        try metas.withUnsafeMutableBytes { (m) throws in try pageFile.read(into: m, at: 0) }
-        startChecksums = metas.withUnsafeBytes { ($0.baseAddress!.u64(0), $0.baseAddress!.u64(pageSize)) }
+        startChecksums = try Recovery.metaChecksums(file: pageFile, pageSize: pageSize)
         var s: UInt64 = 0
         while s == 0 { s = UInt64.random(in: 1...UInt64.max) }
         salt = s
@@ -196,7 +196,7 @@ final class CommitLog: @unchecked Sendable {
     /// go through the log writes its meta page. Cheap when the log holds none: a read of 16 bytes.
     func end(pageFile: FileIO) throws {
         lastTxnid = 0
-        guard !unusable, let log = try opened(create: false), try Self.holdsGeneration(log, pageSize: pageSize) else { return }
+        guard !unusable, let log = try opened(create: false), try Self.holdsGeneration(log) else { return }
         try pageFile.sync()
         try Self.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
@@ -274,9 +274,11 @@ final class CommitLog: @unchecked Sendable {
     /// log is shorter than that).
     static func firstHeader(_ log: FileIO) throws -> (checksum: UInt64, magic: UInt64, salt: UInt64)? {
         if try log.size() < 24 { return nil }
-        var head = [UInt8](repeating: 0, count: 24)
-        try head.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: 0) }
-        return head.withUnsafeBytes { ($0.baseAddress!.u64(LogLayout.checksum), $0.baseAddress!.u64(LogLayout.magic), $0.baseAddress!.u64(LogLayout.salt)) }
+        var head: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        try withUnsafeMutableBytes(of: &head) { (h) throws in try log.read(into: h, at: 0) }
+        return withUnsafeBytes(of: head) {
+            ($0.baseAddress!.u64(LogLayout.checksum), $0.baseAddress!.u64(LogLayout.magic), $0.baseAddress!.u64(LogLayout.salt))
+        }
     }
 
     /// Whether the log's first frame header is this process's generation's (its salt).
@@ -286,14 +288,13 @@ final class CommitLog: @unchecked Sendable {
     }
 
     /// Whether the log's first frame header is there (its magic; a frame spoiled or torn counts too).
-    static func holdsGeneration(_ log: FileIO, pageSize: Int) throws -> Bool {
-        if try log.size() < UInt64(pageSize) { return false }
-        return try firstHeader(log)?.magic == LogLayout.magicValue
+    static func holdsGeneration(_ log: FileIO) throws -> Bool {
+        try firstHeader(log)?.magic == LogLayout.magicValue
     }
 
     /// Overwrites the header page of the frame at `offset` with zeros: replay stops before it.
     static func spoilFrame(_ log: FileIO, at offset: UInt64, pageSize: Int) throws {
-        try log.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: offset)
+        try log.writeZeros(from: offset, to: offset + UInt64(pageSize))
     }
 
     /// Whether `file` is a regular file that is empty or starts with zeros or a frame header (not
@@ -303,16 +304,6 @@ final class CommitLog: @unchecked Sendable {
         if try file.size() == 0 { return true }
         guard let head = try firstHeader(file) else { return false }
         return (head.checksum == 0 && head.magic == 0) || head.magic == LogLayout.magicValue
-    }
-
-    private func writeZeros(_ log: FileIO, from start: UInt64, to end: UInt64) throws {
-        let zeros = ZeroBlock.shared.bytes
-        var offset = start
-        while offset < end {
-            let count = Int(min(UInt64(zeros.count), end - offset))
-            try log.write(UnsafeRawBufferPointer(rebasing: zeros[0..<count]), at: offset)
-            offset += UInt64(count)
-        }
     }
 
     static func store(_ entry: LogEntry, into header: UnsafeMutableRawPointer, at i: Int) {

@@ -55,8 +55,6 @@ final class Environment: @unchecked Sendable {
     /// Threads of this process in `Store.write`, waiting for the writer lock or writing: idle-time
     /// compaction gives way to them.
     let activeWriters = Atomic<Int>(0)
-    /// Zeros the file grows by (see `growFile`).
-    var zeroBlock: UnsafeRawBufferPointer { ZeroBlock.shared.bytes }
     private let lockFileMap: (address: UInt, length: Int)?
 
     init(
@@ -381,8 +379,7 @@ extension Environment {
     /// Overwrites the meta page at `offset` with zeros: its checksum fails, so opening chooses the
     /// other meta page.
     func spoilMeta(at offset: UInt64) throws {
-        let zeros = [UInt8](repeating: 0, count: pageSize)
-        try zeros.withUnsafeBytes { (z) throws in try file.write(z, at: offset) }
+        try file.writeZeros(from: offset, to: offset + UInt64(pageSize))
     }
 }
 
@@ -404,6 +401,17 @@ enum Recovery {
         var pages = [UInt8](repeating: 0, count: 2 * pageSize)
         try pages.withUnsafeMutableBytes { (p) throws in try file.read(into: p, at: 0) }
         return pages
+    }
+
+    /// The checksums stored in meta pages 0 and 1 (two reads of 8 bytes): they change with every
+    /// write of either page.
+    static func metaChecksums(file: FileIO, pageSize: Int) throws -> (UInt64, UInt64) {
+        var bytes = (UInt64(0), UInt64(0))
+        try withUnsafeMutableBytes(of: &bytes.0) { (b) throws in try file.read(into: b, at: UInt64(PageHeader.checksum)) }
+        try withUnsafeMutableBytes(of: &bytes.1) { (b) throws in
+            try file.read(into: b, at: UInt64(pageSize + PageHeader.checksum))
+        }
+        return (UInt64(littleEndian: bytes.0), UInt64(littleEndian: bytes.1))
     }
 
     /// Decodes both metas and returns the newest one whose commit record verifies; falls back to

@@ -29,6 +29,19 @@ protocol FileIO: AnyObject, Sendable {
     func unlock(offset: Int64, length: Int64)
 }
 
+extension FileIO {
+    /// Writes zeros over `start..<end`, a megabyte at a time from one shared block of zeros.
+    func writeZeros(from start: UInt64, to end: UInt64) throws {
+        let zeros = ZeroBlock.shared.bytes
+        var offset = start
+        while offset < end {
+            let count = Int(min(UInt64(zeros.count), end - offset))
+            try write(UnsafeRawBufferPointer(rebasing: zeros[0..<count]), at: offset)
+            offset += UInt64(count)
+        }
+    }
+}
+
 /// How `PosixFile` opens a file.
 enum OpenMode {
     /// O_RDONLY: every write, sync, truncation and writable map throws `StorageError.readOnly`.

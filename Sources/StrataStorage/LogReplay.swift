@@ -86,18 +86,12 @@ enum LogReplay {
     /// Called by a read-write process that opens the file alone, before it chooses a commit: after
     /// a power loss the page file may lack pages of commits the log made durable.
     static func recover(pageFile: FileIO, pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) throws {
-        let path = CommitLog.path(for: pagePath)
-        guard let posix = try PosixFile.openExisting(path, mode: .readWrite) else { return }
-        guard try CommitLog.isLog(posix) else { return }
+        guard let posix = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readWrite) else { return }
         let log = wrap?(posix) ?? posix
-        let (frames, start) = try chain(log: log, pageSize: pageSize)
-        if frames.isEmpty { return }
+        guard let frames = try generation(of: log, checked: posix, pageFile: pageFile, pageSize: pageSize) else { return }
+        let last = frames[frames.count - 1]
         // After a crash without a power loss the page file holds every frame already (the page
         // cache had them): the `.noSync` commits made after the last frame stay.
-        // A generation that does not belong to the file is left as it is: the next commit that
-        // needs the log ends or overwrites it.
-        guard try belongs(frames: frames, start: start, pageFile: pageFile, pageSize: pageSize) else { return }
-        let last = frames[frames.count - 1]
         if try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize) {
             for frame in frames {
                 try frame.images.withUnsafeBytes { (raw) throws in
@@ -118,12 +112,25 @@ enum LogReplay {
             if frames.count == 1 {
                 // The other meta page may hold a commit after the frame (its own frame lost, or a
                 // `.noSync` one) whose pages the power loss kept in part: the file opens at the frame.
-                try pageFile.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<pageSize]), at: ((last.txnid + 1) % 2) * UInt64(pageSize))
+                let other = ((last.txnid + 1) % 2) * UInt64(pageSize)
+                try pageFile.writeZeros(from: other, to: other + UInt64(pageSize))
             }
         }
         try pageFile.sync()
         try CommitLog.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
+    }
+
+    /// The generation `log` holds for `pageFile`, or nil when there is none to replay: `checked`
+    /// (the log as opened) is not a log, its first frame is missing or damaged, or the generation
+    /// does not belong to the file. That last one is left as it is: the next commit that needs the
+    /// log ends or overwrites it.
+    private static func generation(of log: FileIO, checked: PosixFile, pageFile: FileIO, pageSize: Int) throws -> [Frame]? {
+        guard try CommitLog.isLog(checked) else { return nil }
+        let (frames, start) = try chain(log: log, pageSize: pageSize)
+        if frames.isEmpty { return nil }
+        guard try belongs(frames: frames, start: start, pageFile: pageFile, pageSize: pageSize) else { return nil }
+        return frames
     }
 
     /// Whether the generation belongs to this page file: each of its meta pages that is valid is
@@ -191,11 +198,8 @@ enum LogReplay {
     /// would miss them, and a read-only process may not replay them.
     static func checkApplied(pageFile: FileIO, pagePath: String, pageSize: Int) throws {
         guard let log = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readOnly),
-            try CommitLog.isLog(log)
+            let frames = try generation(of: log, checked: log, pageFile: pageFile, pageSize: pageSize)
         else { return }
-        let (frames, start) = try chain(log: log, pageSize: pageSize)
-        if frames.isEmpty { return }
-        if !(try belongs(frames: frames, start: start, pageFile: pageFile, pageSize: pageSize)) { return }
         if !(try applied(frames: frames, pageFile: pageFile, pageSize: pageSize)) {
             throw StorageError.noValidMeta(
                 path: pagePath,

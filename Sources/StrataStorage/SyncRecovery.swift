@@ -50,16 +50,9 @@ final class SyncRecoveringFile: FileIO {
     /// meta page spoiled after a failed commit), which may not be on the disk.
     func metasUnchangedSinceSync() -> Bool {
         guard let pageSize = metaPageSize.withLock({ $0 }), let synced = syncedMetas.withLock({ $0 }),
-            let now = try? metaChecksums(pageSize: pageSize)
+            let now = try? Recovery.metaChecksums(file: inner, pageSize: pageSize)
         else { return false }
         return now == synced
-    }
-
-    private func metaChecksums(pageSize: Int) throws -> (UInt64, UInt64) {
-        var bytes = (UInt64(0), UInt64(0))
-        try withUnsafeMutableBytes(of: &bytes.0) { (b) throws in try inner.read(into: b, at: 0) }
-        try withUnsafeMutableBytes(of: &bytes.1) { (b) throws in try inner.read(into: b, at: UInt64(pageSize)) }
-        return (UInt64(littleEndian: bytes.0), UInt64(littleEndian: bytes.1))
     }
 
     func size() throws -> UInt64 { try inner.size() }
@@ -89,7 +82,7 @@ final class SyncRecoveringFile: FileIO {
             s.touched.removeAll(keepingCapacity: true)
             s.syncFailed = false
         }
-        let noted = metaPageSize.withLock { $0 }.flatMap { try? metaChecksums(pageSize: $0) }
+        let noted = metaPageSize.withLock { $0 }.flatMap { try? Recovery.metaChecksums(file: inner, pageSize: $0) }
         syncedMetas.withLock { $0 = noted }
     }
 

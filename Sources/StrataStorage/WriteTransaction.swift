@@ -80,7 +80,8 @@ public final class WriteTransaction {
     /// Whether the commit log's last frame is pinned for this transaction (CommitLog.pinned): its
     /// pages are then never reused, and a generation in the log need not end before this
     /// transaction writes. Without the pin, `secureLog` ends any generation first.
-    var logPinned = false
+    let logPinned: Bool
+    /// Whether `secureLog` has ended the log's generation for this transaction (or found none).
     var logSecured = false
     var spilledPages = 0
     /// Whether commit listeners want the changed keys: without any, writes do not collect them.
