@@ -14,6 +14,10 @@ final class PageMap: @unchecked Sendable {
     /// Pages below this number are readable from the map (the snapshot's page count).
     let limit: UInt64
     let isWrite: Bool
+    /// The snapshot's transaction id: a committed page it reaches sealed by a later transaction
+    /// was reused while this snapshot's tree still pointed at it (damage, never a commit's doing),
+    /// and is refused rather than read as another commit's entries. `.max` checks nothing.
+    let newest: UInt64
     // `@exclusivity(unchecked)` on the writer's state, which every page read looks at: only the
     // thread running the write transaction touches it (see above), never through overlapping
     // inout accesses, so the runtime's dynamic exclusivity checks can never fire.
@@ -28,11 +32,12 @@ final class PageMap: @unchecked Sendable {
     /// Bumped on every write, so that cursors notice their tree changed under them.
     @exclusivity(unchecked) var version: UInt64 = 0
 
-    init(base: UnsafeRawPointer, pageSize: Int, limit: UInt64, isWrite: Bool) {
+    init(base: UnsafeRawPointer, pageSize: Int, limit: UInt64, isWrite: Bool, newest: UInt64 = .max) {
         self.base = base
         self.pageSize = pageSize
         self.limit = limit
         self.isWrite = isWrite
+        self.newest = newest
     }
 
     @inline(__always) func page(_ pgno: PageNo) throws -> UnsafeRawPointer {
@@ -44,7 +49,16 @@ final class PageMap: @unchecked Sendable {
             if isWrite, !spilled.isEmpty, spilled[pgno] != nil { return base + Int(pgno) * pageSize }
             throw StorageError.corrupt(page: pgno, reason: "page reference outside the file's 2..<\(limit) pages")
         }
-        return base + Int(pgno) * pageSize
+        let p = base + Int(pgno) * pageSize
+        // (A writer's spilled pages carry its own id; they are the only ones past `newest` it reads.)
+        if p.u64(PageHeader.txnid) > newest, !(isWrite && !spilled.isEmpty && spilled[pgno] != nil) {
+            throw StorageError.corrupt(
+                page: pgno,
+                reason:
+                    "written by transaction \(p.u64(PageHeader.txnid)), newer than the snapshot's \(newest): the page was reused while this commit still used it"
+            )
+        }
+        return p
     }
 
     @inline(__always) func node(_ pgno: PageNo) throws -> Node {

@@ -49,7 +49,7 @@ public final class ReadTransaction: Sendable {
             self.metaPages = copies
             self.passedOver = passedOver
             self.meta = meta
-            self.pages = PageMap(base: map.base, pageSize: env.pageSize, limit: meta.pageCount, isWrite: false)
+            self.pages = PageMap(base: map.base, pageSize: env.pageSize, limit: meta.pageCount, isWrite: false, newest: meta.txnid)
             return
         }
         self.metaPages = nil
@@ -85,7 +85,7 @@ public final class ReadTransaction: Sendable {
         }
         self.slot = slot
         self.meta = meta
-        self.pages = PageMap(base: map.base, pageSize: env.pageSize, limit: meta.pageCount, isWrite: false)
+        self.pages = PageMap(base: map.base, pageSize: env.pageSize, limit: meta.pageCount, isWrite: false, newest: meta.txnid)
     }
 
     deinit { end() }

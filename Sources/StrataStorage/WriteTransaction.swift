@@ -130,7 +130,7 @@ public final class WriteTransaction {
             throw StorageError.truncated(path: env.path, expectedBytes: meta.pageCount * UInt64(pageSize), actualBytes: fileSize)
         }
         map = try env.maps.ensure(bytes: Int(meta.pageCount) * pageSize)
-        self.pages = PageMap(base: map.base, pageSize: pageSize, limit: meta.pageCount, isWrite: true)
+        self.pages = PageMap(base: map.base, pageSize: pageSize, limit: meta.pageCount, isWrite: true, newest: meta.txnid)
         self.mappedPages = UInt64(map.length / pageSize)
         self.scratch = .allocate(byteCount: pageSize, alignment: 16)
         self.splitScratch = .allocate(byteCount: pageSize, alignment: 16)

@@ -122,6 +122,39 @@ import Foundation
         #expect(try store.stats().txnid == txnB)
     }
 
+    /// Pages of the newest commit's trees that it did not write, replaced by valid pages of a later
+    /// transaction (what reuse by a commit the disk lost would leave: the commit's record, which
+    /// lists only its own pages, still verifies): reads and writes refuse them as corrupt, naming
+    /// the newer transaction, instead of reading another commit's entries; `check()` reports them.
+    @Test func aPageSealedByALaterTransactionIsRefused() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let (_, b, _, txnB) = try Self.twoCommits(path)
+        let pageCount = try Store(path: path).stats().pageCount
+        var resealed = 0
+        for n in 2..<pageCount {
+            var bytes = try Self.page(path, n)
+            let (type, txnid) = bytes.withUnsafeBytes { ($0.baseAddress!.u8(PageHeader.type), $0.baseAddress!.u64(PageHeader.txnid)) }
+            guard type == PageType.leaf.rawValue, txnid < txnB else { continue }
+            withUnsafeBytes(of: (txnB + 3).littleEndian) { t in for i in 0..<8 { bytes[PageHeader.txnid + i] = t[i] } }
+            Self.resealMeta(&bytes)  // the page's own checksum, over the new id
+            try patchFile(path, at: Int(n) * Self.pageSize, bytes)
+            resealed += 1
+        }
+        #expect(resealed > 3)
+        let store = try Store(path: path)
+        #expect(try store.stats().txnid == txnB)
+        func isNewerPage(_ error: any Error) -> Bool {
+            guard case StorageError.corrupt(_, let reason) = error else { return false }
+            return reason.contains("written by transaction \(txnB + 3), newer than the snapshot's \(txnB)")
+        }
+        #expect(performing: { _ = try contents(of: store) }, throws: isNewerPage)
+        #expect(
+            performing: { try store.write { txn in for (name, entries) in b { for key in entries.keys { _ = try txn.createTree(name).put(key, [7]) } } } },
+            throws: isNewerPage)
+        #expect(!(try store.check().isOK))
+    }
+
     /// Both meta pages damaged: no valid commit (or, with the magic gone, not a Strata file).
     @Test func bothMetasSpoiled() throws {
         for how in Spoil.allCases {
