@@ -91,8 +91,12 @@ enum LogReplay {
         guard let frames = try generation(of: log, checked: posix, pageFile: pageFile, pageSize: pageSize) else { return }
         let last = frames[frames.count - 1]
         // After a crash without a power loss the page file holds every frame already (the page
-        // cache had them): the `.noSync` commits made after the last frame stay.
-        if try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize) {
+        // cache had them): the `.noSync` commits made after the last frame stay. Not when the
+        // file would then open before the last frame: `.noSync` commits after it whose meta pages
+        // reached the disk without all their pages leave no commit to open but an older one.
+        if try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize)
+            || !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize)
+        {
             for frame in frames {
                 try frame.images.withUnsafeBytes { (raw) throws in
                     var at = 0
@@ -119,6 +123,16 @@ enum LogReplay {
         try pageFile.sync()
         try CommitLog.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
+    }
+
+    /// Whether the page file as it is opens at commit `txnid` or a later one (`Recovery.choose`).
+    static func opens(atOrAfter txnid: UInt64, pageFile: FileIO, pageSize: Int) -> Bool {
+        guard let size = try? pageFile.size(), size >= 2 * UInt64(pageSize), size <= UInt64(Int.max),
+            let map = try? pageFile.map(length: Int(size), writable: false)
+        else { return false }
+        defer { pageFile.unmap(map, length: Int(size)) }
+        guard let meta = try? Recovery.choose(file: pageFile, map: map, fileSize: size, pageSize: pageSize) else { return false }
+        return meta.txnid >= txnid
     }
 
     /// The generation `log` holds for `pageFile`, or nil when there is none to replay: `checked`
