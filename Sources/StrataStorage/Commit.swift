@@ -75,14 +75,13 @@ extension WriteTransaction {
         }
 
         let file = env.file
-        if durability == .full { try secureBase() }
+        try secureBeforeWriting()
         // A small durable commit syncs a frame of the commit log, not the page file (CommitLog.swift).
         let log = env.commitLog
         let pages = writes.reduce(0) { $0 + $1.1.count / pageSize }
         var logged =
             durability == .full && env.syncMode == .single && recordRun == nil && self.pages.spilled.isEmpty
             && log?.accepts(entries: writes.count, pages: pages) == true
-        try secureLog()
         if logged, let log {
             logged = try log.prepare(base: base.txnid, pages: pages, pageFile: file)
         }
@@ -132,6 +131,14 @@ extension WriteTransaction {
             for state in changed { if let set = state.changedKeys { keys[state.name] = set } }
             return CommitEvent(txnid: txnid, changedTrees: Set(changed.map(\.name)), changedKeys: keys)
         }
+    }
+
+    /// What must be on the disk before this transaction writes its first page (a spill, or its
+    /// commit): a durable one's unsynced base (`secureBase`), and any generation of the commit log
+    /// its pages could overwrite (`secureLog`).
+    func secureBeforeWriting() throws {
+        if durability == .full { try secureBase() }
+        try secureLog()
     }
 
     /// Ends the commit log's generation before this transaction writes its first page, unless the

@@ -52,8 +52,8 @@ struct LogEntry: Equatable {
 }
 
 /// The commit log of one read-write environment. `@unchecked Sendable`: the chain and the file are
-/// touched only by the write transaction, which holds the environment's writer lock, and by
-/// opening, before the environment is shared.
+/// touched only by the write transaction, which holds the environment's writer lock, by opening,
+/// before the environment is shared, and by the environment's deinit, when nothing else holds it.
 final class CommitLog: @unchecked Sendable {
     let path: String
     let pageSize: Int

@@ -39,8 +39,7 @@ extension WriteTransaction {
         victims.sort { $0.pgno < $1.pgno }
         for victim in victims { seal(victim.buffer, as: victim.pgno) }
         let writes = victims.map { ($0.pgno, UnsafeRawBufferPointer(start: $0.buffer, count: runPages($0.buffer) * pageSize)) }
-        if durability == .full { try secureBase() }
-        try secureLog()
+        try secureBeforeWriting()
         try writePages(writes, file: env.file)
         try growFile(around: writes, file: env.file)
         for victim in victims {

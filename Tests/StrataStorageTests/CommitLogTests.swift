@@ -66,6 +66,17 @@ import Testing
         }
     }
 
+    /// Opens `path`, runs `body`, and cuts the power at the next sync, which is the close's: the
+    /// store is closed on return, and the file's `losePower` then drops every unsynced write.
+    static func runThenCutPower(
+        _ path: String, options: StoreOptions = StoreOptions(durability: .full), _ body: (Store, FaultyFile) throws -> Void
+    ) throws -> FaultyFile {
+        let (store, page, _) = try open(path, options: options)
+        try body(store, page)
+        page.cutPower(atSync: 1)
+        return page
+    }
+
     /// Loses power on `page` (every unsynced write of both files), reopens `path` and expects
     /// exactly `model`, checking clean.
     static func expectAfterPowerLoss(_ path: String, _ page: FaultyFile, _ model: [UInt64: [UInt8]]) throws {
@@ -166,8 +177,7 @@ import Testing
             var history: [String] = []
             var everything: [[UInt64: [UInt8]]] = [[:]]
             var noSyncRun = 0
-            let page = try { () throws -> FaultyFile in
-                let (store, page, _) = try Self.open(path, options: options)
+            let page = try Self.runThenCutPower(path, options: options) { store, page in
                 for step in 0..<rng.within(4...14) {
                     let durable = !rng.percent(30)
                     let count = rng.percent(15) ? rng.within(300...900) : rng.within(1...30)
@@ -193,9 +203,7 @@ import Testing
                     everything.append(model)
                 }
                 acceptable.append(model)
-                page.cutPower(atSync: 1)
-                return page
-            }()
+            }
             let keep = rng.next()
             try page.losePower(chunk: 512) { piece in (keep >> UInt64(piece % 64)) & 1 == 1 }
             let reopened: Store
@@ -224,8 +232,7 @@ import Testing
         defer { removeStoreFiles(path) }
         var rng = SplitMix(seed: 6)
         var model: [UInt64: [UInt8]] = [:]
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             try Self.twoCommitsTooLargeForAFrame(store, &model)
             #expect(!FileManager.default.fileExists(atPath: path + "-log"))
             if failWrite { page.failWrite(in: 3) } else { page.failSync(in: 1) }
@@ -233,9 +240,7 @@ import Testing
             #expect(throws: StorageError.self) { try Self.put(store, &attempted, &rng, count: 5) }
             page.clearFaults()
             try Self.put(store, &model, &rng, count: 5)
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try Self.expectAfterPowerLoss(path, page, model)
     }
 
@@ -247,16 +252,13 @@ import Testing
         defer { removeStoreFiles(path) }
         var rng = SplitMix(seed: 8)
         var model: [UInt64: [UInt8]] = [:]
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             for _ in 0..<3 { try Self.put(store, &model, &rng, count: 5) }
             // What another process's `secureLog` does, through a log object of its own.
             let other = CommitLog(pagePath: path, pageSize: store.env.pageSize, wrap: nil)
             try other.end(pageFile: store.env.file)
             for _ in 0..<2 { try Self.put(store, &model, &rng, count: 5) }
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try Self.expectAfterPowerLoss(path, page, model)
     }
 
@@ -268,17 +270,14 @@ import Testing
         defer { removeStoreFiles(path) }
         var model: [UInt64: [UInt8]] = [:]
         var rng = SplitMix(seed: 11)
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             try Self.twoCommitsTooLargeForAFrame(store, &model)
             // The spoil, written below this process's page file object (as through another
             // descriptor), and not synced: the harness puts it back at the power loss.
             let next = (try store.read { $0.txnid } + 1) % 2
             try page.write(UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<4096]), at: next * 4096)
             try Self.put(store, &model, &rng, count: 5)
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try Self.expectAfterPowerLoss(path, page, model)
     }
 
@@ -294,12 +293,9 @@ import Testing
         try FileManager.default.removeItem(atPath: path + "-lock")
         var rng = SplitMix(seed: 10)
         var model: [UInt64: [UInt8]] = [:]
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             try Self.put(store, &model, &rng, count: 5)
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try Self.expectAfterPowerLoss(path, page, model)
     }
 
@@ -310,16 +306,13 @@ import Testing
         defer { removeStoreFiles(path) }
         var rng = SplitMix(seed: 12)
         var model: [UInt64: [UInt8]] = [:]
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             try Self.put(store, &model, &rng, count: 20)
             for _ in 0..<3 { try Self.put(store, &model, &rng, count: 20, durability: .noSync) }
             let txnid = try store.read { $0.txnid }
             try store.write { txn in _ = try txn.tree("t")?.get(bigEndianKey(0)) }
             #expect(try store.read { $0.txnid } == txnid, "a transaction that changed nothing made a commit")
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try Self.expectAfterPowerLoss(path, page, model)
     }
 
@@ -328,14 +321,11 @@ import Testing
         var rng = SplitMix(seed: seed)
         var model: [UInt64: [UInt8]] = [:]
         var before: [UInt64: [UInt8]] = [:]
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             try Self.put(store, &model, &rng, count: 600)
             before = model
             for _ in 0..<5 { try Self.put(store, &model, &rng, count: 10) }
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try page.losePower()
         return (before, model)
     }
@@ -391,17 +381,14 @@ import Testing
         var rng = SplitMix(seed: 4)
         var states: [[UInt64: [UInt8]]] = []
         var model: [UInt64: [UInt8]] = [:]
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             try Self.put(store, &model, &rng, count: 600)
             states.append(model)
             for _ in 0..<4 {
                 try Self.put(store, &model, &rng, count: 5)
                 states.append(model)
             }
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try page.losePower()
         // Find the frames and flip a byte of the first image (a page of the tree) of the one
         // before the last.
@@ -437,12 +424,9 @@ import Testing
         try writeFileBytes(path + "-log", foreign)
         var rng = SplitMix(seed: 5)
         var model: [UInt64: [UInt8]] = [:]
-        let page = try { () throws -> FaultyFile in
-            let (store, page, _) = try Self.open(path)
+        let page = try Self.runThenCutPower(path) { store, page in
             for _ in 0..<5 { try Self.put(store, &model, &rng, count: 20) }
-            page.cutPower(atSync: 1)
-            return page
-        }()
+        }
         try page.losePower()
         #expect(try readFileRange(path + "-log", at: 0, count: foreign.count) == foreign)
         #expect(try Self.contents(try Store(path: path)) == model)

@@ -11,7 +11,8 @@ import Testing
 /// modelled: every write since the last successful sync is lost for good when a sync fails
 /// (unless written again later). The disk is a shadow image updated at each successful sync with
 /// the current bytes of the ranges written since; `losePower` puts the image back.
-// Unchecked: the mutable state is in `state` (a Mutex) and `truncations` (an Atomic).
+// Unchecked: the mutable state is in `state` (a Mutex), `logs` (a Mutex) and `truncations` (an
+// Atomic); `pageFile` is set once by the initializer, before the file is shared.
 final class SyncLossFile: ForwardingFile, @unchecked Sendable {
     let inner: any FileIO
     struct State {

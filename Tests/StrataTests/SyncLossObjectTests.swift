@@ -8,7 +8,8 @@ import Testing
 /// Linux's behaviour after a failed fdatasync (see Tests/StrataStorageTests/SyncLossTests.swift,
 /// `SyncLossFile`): the writes a failed sync could not flush never reach the disk, and a later sync
 /// succeeds without them. The disk is a shadow image updated at each successful sync.
-// Unchecked: its mutable state is in `state` (a Mutex).
+// Unchecked: its mutable state is in `state` and `logs` (Mutexes); `pageFile` is set once by the
+// initializer, before the file is shared.
 final class HCSyncLossFile: FileIO, @unchecked Sendable {
     let inner: any FileIO
     struct State {

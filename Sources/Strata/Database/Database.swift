@@ -274,22 +274,29 @@ public final class Database: Sendable {
     }
 
     /// How many times a read of a read-only database runs again after a writer in another process
-    /// overtook its snapshot (`onNewestSnapshot`).
+    /// overtook its snapshot (`onNewestSnapshot`, `snapshot()`).
     static let changedReadRetries = 100
+
+    /// `body`, run again (up to `changedReadRetries` times) while it throws `fileChangedDuringRead`.
+    static func againWhileOvertaken<R>(_ body: () throws -> R) throws -> R {
+        var retries = 0
+        while true {
+            do {
+                return try body()
+            } catch StrataError.storage(.fileChangedDuringRead) where retries < changedReadRetries {
+                retries += 1
+            }
+        }
+    }
 
     /// Runs `body` on a snapshot of the newest commit. On a read-only store, whose snapshots a
     /// writer in another process can overtake (their pages reused once it has committed twice
     /// more), a run whose reads did not stay on one commit is thrown away and `body` runs again
     /// on a newer snapshot; after `changedReadRetries` such runs the error reaches the caller.
     func onNewestSnapshot<R>(_ body: (Snapshot) throws -> R) throws -> R {
-        var retries = 0
-        while true {
-            do {
-                let snapshot = try self.snapshot()
-                return try snapshot.checked { try body(snapshot) }
-            } catch StrataError.storage(.fileChangedDuringRead) where retries < Self.changedReadRetries {
-                retries += 1
-            }
+        try Self.againWhileOvertaken {
+            let snapshot = try self.snapshot()
+            return try snapshot.checked { try body(snapshot) }
         }
     }
 
@@ -314,16 +321,9 @@ public final class Database: Sendable {
         // On a read-only store a writer in another process can overtake a snapshot while it begins
         // (choosing and verifying the commit, reading the stored schemas): nothing was handed out
         // yet, so begin again on a newer commit rather than fail the caller.
-        var retries = 0
-        while true {
-            do {
-                let fresh = try beginSnapshot()
-                newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
-                return fresh
-            } catch StrataError.storage(.fileChangedDuringRead) where retries < Self.changedReadRetries {
-                retries += 1
-            }
-        }
+        let fresh = try Self.againWhileOvertaken { try beginSnapshot() }
+        newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
+        return fresh
     }
 
     /// A new snapshot of the newest commit, after checking that the stored schemas are still the
