@@ -116,11 +116,12 @@ extension WriteTransaction {
                 try? env.spoilMeta(at: metaOffset)
                 // The slot spoiled may have held the meta of the log's last frame: a replay would
                 // then take the file back to that frame, past the `.noSync` commits after it.
-                if logPinned { try? log?.end(pageFile: file) }
+                if logPinned || basePinned { try? log?.end(pageFile: file) }
             }
             throw error
         }
         log?.committed(txnid)
+        noteRunPinHolds()
         env.readers.publish(latest: txnid)
         env.freeScanHint = allocator.nextHint
         returnFreeTail()
@@ -146,9 +147,17 @@ extension WriteTransaction {
     /// sees (freed by a `.noSync` commit after it, of this process or another): a replay after a
     /// power loss would then bring back a commit whose page was overwritten. Costs a read of the
     /// log's first bytes when it holds no generation.
+    ///
+    /// An unpinned `.noSync` transaction starts a run: it makes its base the log's frame instead
+    /// (`CommitLog.pin`), so that a power loss in the run can always take the file back to it.
     func secureLog() throws {
         if logPinned || logSecured { return }
-        try env.commitLog?.end(pageFile: env.file)
+        guard let log = env.commitLog else { return }
+        if durability == .noSync {
+            let slot = UnsafeRawBufferPointer(start: env.maps.current.base + Int(base.txnid % 2) * pageSize, count: pageSize)
+            basePinned = try log.pin(base: base.txnid, meta: slot, pageFile: env.file)
+        }
+        if !basePinned { try log.end(pageFile: env.file) }
         logSecured = true
     }
 

@@ -18,9 +18,13 @@ import Darwin
 //   - a frame extends a generation only when the commit builds on the generation's last frame, made
 //     by this process (the chain); otherwise the page file is synced first and a new generation
 //     starts at offset 0, with a new random salt;
-//   - a commit that does not go through the log (`.noSync`, `.double`, a spilled transaction, one
-//     too large for a frame) first ends the generation: the page file is synced and the first frame
+//   - a durable commit that does not go through the log (`.double`, a spilled transaction, one too
+//     large for a frame) first ends the generation: the page file is synced and the first frame
 //     zeroed. Else a later replay would take the file back to the last frame over newer commits;
+//   - a `.noSync` commit after the last frame leaves the generation (the replay of a power loss may
+//     take the file back past it); one that is not after it starts a generation whose one frame is
+//     the meta page of the commit it began from (`pin`), so that a power loss in the run of
+//     `.noSync` commits it starts can always go back to that commit (RunPin.swift);
 //   - recovery trusts a generation only if every valid meta page of the page file is one the
 //     generation knew (the two at its start, or a frame's): a log left beside a replaced file is
 //     ignored.
@@ -70,6 +74,9 @@ final class CommitLog: @unchecked Sendable {
     private var written: UInt64 = 0
     /// The last commit this process made (through the log or not).
     private var lastOwnCommit: UInt64 = 0
+    /// Pages the `.noSync` commits since the last frame freed that its commit sees: the pin holds
+    /// them (`pinned`; RunPin.swift ends the pin when they are many).
+    var heldByPin = 0
 
     /// The log's largest size: a full log starts a new generation, which syncs the page file.
     static let capacity: UInt64 = 16 << 20
@@ -145,6 +152,7 @@ final class CommitLog: @unchecked Sendable {
             try log.write(buffers, at: next)
             try log.sync()
             lastTxnid = txnid
+            heldByPin = 0
             next = end
         } catch {
             // The frame may be on the disk in part or in whole: spoil its header (best effort), so
@@ -153,6 +161,28 @@ final class CommitLog: @unchecked Sendable {
             lastTxnid = 0
             throw error
         }
+    }
+
+    /// Starts a generation whose one frame is commit `base`'s meta page (no page images): a
+    /// replay after a power loss can then always bring `base` back. Called before the first commit
+    /// of a run of `.noSync` commits writes anything, when `base` is not already the last frame
+    /// (a durable commit too large for a frame, another process's, the first after opening): each
+    /// commit of the run writes one of the two meta slots, so from the run's second commit on the
+    /// slot that held `base` may hold a commit whose pages did not all reach the disk, and the
+    /// frame is then the only copy of `base` a power loss cannot take. The page file is synced
+    /// first (`begin`), so `base`'s pages are on the disk; the pin (`pinned`) keeps the run off
+    /// them. Costs one small append and a sync of the log (and a sync of the page file when this
+    /// process has written to it since its last). False when there is no log to be had.
+    ///
+    /// ```swift
+    /// if durability == .noSync, let log = env.commitLog { basePinned = try log.pin(base: base.txnid, meta: bytes, pageFile: file) }
+    /// ```
+    func pin(base: UInt64, meta: UnsafeRawBufferPointer, pageFile: FileIO) throws -> Bool {
+        guard try opened(create: true) != nil else { return false }
+        try begin(base: base, pageFile: pageFile)
+        try append(txnid: base, images: [], meta: meta)
+        lastOwnCommit = base
+        return true
     }
 
     /// Notes a commit this process made, through the log or not (see `pinned`), or, when it
@@ -181,6 +211,7 @@ final class CommitLog: @unchecked Sendable {
     /// left them (another process's failed commit writes and spoils one without a sync).
     private func begin(base: UInt64, pageFile: FileIO) throws {
         lastTxnid = 0
+        heldByPin = 0
         let synced = pageFile as? SyncRecoveringFile
         let clean = synced.map { $0.isClean && $0.metasUnchangedSinceSync() } ?? false
         if !clean || base != lastOwnCommit { try pageFile.sync() }

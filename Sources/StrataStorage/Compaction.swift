@@ -163,6 +163,7 @@ extension WriteTransaction {
         schedule.readersAtCheck = Set(readers)
         schedule.freedSinceCheck = 0
         try allocator.loadAll()
+        if force { try releaseRunPin() }
         let reusable = allocator.reusablePages.count + spare.count
         schedule.moving = reusable > movingThreshold
         if schedule.moving || (force && reusable > 0) {
@@ -201,7 +202,10 @@ extension WriteTransaction {
     /// Whether an idle-time compaction commit would move or trim pages now.
     func idleCompactionIsDue() throws -> Bool {
         guard compaction.isEnabled else { return false }
-        let tail = try freeTailPages()  // loads the whole free list
+        try allocator.loadAll()
+        // The writes have stopped: a `.noSync` run gives up the pages its pin holds (RunPin.swift).
+        if let pin = runPin, allocator.heldOnly(by: pin) > 0 { try releaseRunPin() }
+        let tail = try freeTailPages()
         return allocator.reusablePages.count + spare.count > movingThreshold || tail >= 256
     }
 

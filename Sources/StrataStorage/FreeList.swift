@@ -195,6 +195,41 @@ final class FreePageAllocator {
         return ids
     }
 
+    /// Pages of the loaded chunks that snapshot `txnid` alone keeps from being reusable.
+    func heldOnly(by txnid: UInt64) -> Int {
+        var others = sortedReaders
+        guard let i = others.firstIndex(of: txnid) else { return 0 }
+        others.remove(at: i)
+        var count = 0
+        for chunk in chunks {
+            for e in chunk.held where isReusable(born: e.born, freedBy: chunk.freedBy, readers: others) { count += 1 }
+        }
+        return count
+    }
+
+    /// Stops counting snapshot `txnid` (once: a reader of the same commit still counts): the pages
+    /// only it held become reusable. No hint is made for the next transaction then, since chunks
+    /// skipped as held may now hold reusable pages.
+    func release(snapshot txnid: UInt64) {
+        var ids = sortedReaders
+        guard let i = ids.firstIndex(of: txnid) else { return }
+        ids.remove(at: i)
+        readerIDs = ids
+        for c in chunks.indices {
+            let freed = chunks[c].freedBy
+            let now = chunks[c].held.filter { isReusable(born: $0.born, freedBy: freed, readers: ids) }
+            if now.isEmpty { continue }
+            chunks[c].held.removeAll { isReusable(born: $0.born, freedBy: freed, readers: ids) }
+            chunks[c].reusable.append(contentsOf: now)
+            if prefersLow { chunks[c].reusable.sort { $0.page > $1.page } }
+        }
+        lowHeapValid = false
+        runBits = nil
+        runFloors = [:]
+        heldPrefixEnd = nil
+        prefixStillHeld = false
+    }
+
     /// Whether `allocateOne` hands out the lowest reusable page of the chunks loaded (compaction,
     /// Compaction.swift) instead of the newest entry of the oldest chunk.
     private(set) var prefersLow = false

@@ -248,7 +248,11 @@ extension Store {
                 guard quiet() else { return .cutShort }
                 let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
                 do {
-                    let readers = txn.allocator.sortedReaders
+                    // The snapshots that may hold pages: not the pin of a `.noSync` run, which
+                    // moves with the commits and is given up when it holds what compaction wants
+                    // (RunPin.swift).
+                    var readers = txn.allocator.sortedReaders
+                    if let pin = txn.runPin, let i = readers.firstIndex(of: pin) { readers.remove(at: i) }
                     let noted: [UInt64]
                     if try txn.idleCompactionIsDue() {
                         txn.compactNow = true

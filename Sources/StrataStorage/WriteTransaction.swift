@@ -81,8 +81,13 @@ public final class WriteTransaction {
     /// pages are then never reused, and a generation in the log need not end before this
     /// transaction writes. Without the pin, `secureLog` ends any generation first.
     let logPinned: Bool
-    /// Whether `secureLog` has ended the log's generation for this transaction (or found none).
+    /// Whether `secureLog` has ended the log's generation for this transaction (or found none),
+    /// or made this `.noSync` transaction's base its one frame (`basePinned`).
     var logSecured = false
+    var basePinned = false
+    /// The commit the log's pin keeps whole when it is older than this transaction's base (a
+    /// `.noSync` run after it): the pages only it sees are held (`RunPin.swift`). Nil once released.
+    var runPin: UInt64?
     var spilledPages = 0
     /// Whether commit listeners want the changed keys: without any, writes do not collect them.
     let tracksChangedKeys: Bool
@@ -139,6 +144,7 @@ public final class WriteTransaction {
         // The commit a replay of the commit log would bring back is kept whole, as if a snapshot of it were open.
         let pinned = env.commitLog?.pinned(base: meta.txnid)
         self.logPinned = pinned != nil
+        self.runPin = pinned.flatMap { $0 < meta.txnid ? $0 : nil }
         self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root, hint: env.freeScanHint) {
             let live = readers.liveReaders().map(\.txnid)
             return pinned.map { live + [$0] } ?? live
@@ -151,6 +157,7 @@ public final class WriteTransaction {
             }
             previousRecordRun = (meta.recordRun, count)
         }
+        try renewRunPinIfHoldingMuch()
     }
 
     deinit {

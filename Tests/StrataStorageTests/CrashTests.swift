@@ -156,6 +156,8 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
         let dying = DyingFileBox()
         do {
             let store = try Store(path: path, options: StoreOptions(durability: .noSync)) { file in
+                // The page file's: a `.noSync` run also opens the commit log (CommitLog.pin).
+                if file.path.hasSuffix("-log") { return file }
                 let wrapped = DyingFile(file, pageSize: Limits.defaultPageSize)
                 dying.file = wrapped
                 return wrapped

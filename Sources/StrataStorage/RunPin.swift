@@ -1,0 +1,49 @@
+// The pin of a run of `.noSync` commits, and when the run renews it.
+//
+// A run's first commit makes the commit before it the commit log's one frame (`CommitLog.pin`,
+// called from `secureLog`): whatever a power loss does to the run's meta pages and pages, a replay
+// brings that commit back. So no page it sees may be overwritten while the run lasts: the later
+// transactions of the run count it among the live snapshots (`CommitLog.pinned`), and the pages
+// the run frees that it sees stay free but unused. The run ends at the next durable commit.
+//
+// Until then the held pages cost space, like a snapshot kept open. So a `.noSync` transaction
+// renews the pin before it writes anything once the run has freed `runPinLimit` such pages (or
+// before `Store.compact()`): it syncs the page file, so that its own base is on the disk, and
+// makes that base the frame instead; the held pages are reusable at once. That costs a sync of
+// the page file and one of the log, once per `runPinLimit` pages the run frees.
+
+extension WriteTransaction {
+    /// Pages the run may free under its pin before the pin is renewed: a thirty-second of the file,
+    /// at least 64. The file grows by at most about that many pages for the pin.
+    var runPinLimit: Int { max(64, Int(pageCount / 32)) }
+
+    /// Renews the run's pin when it holds `runPinLimit` pages or more; called at the start of
+    /// a `.noSync` transaction.
+    func renewRunPinIfHoldingMuch() throws {
+        guard runPin != nil, durability == .noSync, let log = env.commitLog, log.heldByPin >= runPinLimit else { return }
+        try releaseRunPin()
+    }
+
+    /// Counts the pages this committed transaction freed that the pin holds for the transactions
+    /// after it (born at or before the log's frame).
+    func noteRunPinHolds() {
+        guard let log = env.commitLog, let pin = log.pinned(base: txnid), pin < txnid else { return }
+        log.heldByPin += freed.reduce(0) { $0 + ($1.born <= pin ? 1 : 0) }
+    }
+
+    /// Syncs the page file and makes this transaction's base the log's frame: the pages only the
+    /// old pin held become reusable.
+    ///
+    /// ```swift
+    /// if force { try releaseRunPin() }   // Store.compact() gives back every page it can
+    /// ```
+    func releaseRunPin() throws {
+        guard let pin = runPin, durability == .noSync, let log = env.commitLog else { return }
+        let slot = UnsafeRawBufferPointer(start: env.maps.current.base + Int(base.txnid % 2) * pageSize, count: pageSize)
+        guard try log.pin(base: base.txnid, meta: slot, pageFile: env.file) else { return }
+        basePinned = true
+        logSecured = true
+        runPin = nil
+        allocator.release(snapshot: pin)
+    }
+}
