@@ -27,7 +27,10 @@ import Testing
             defer { removeStoreFiles(path) }
             var (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: sync))
             var model: Contents = [:]
-            try store.write { txn in try mutate(txn, &model, &rng, operations: 1500, keySpace: 3000) }
+            // A third of the trials on a larger file, whose run frees enough pages the pin holds
+            // for its second commit to renew the pin (RunPin.swift).
+            let keySpace = rng.percent(33) ? 20_000 : 3000
+            try store.write { txn in try mutate(txn, &model, &rng, operations: keySpace / 2, keySpace: keySpace) }
             // The commit before the durable one stays on the disk in the other meta slot until the
             // run's first meta page overwrites it: opening there would lose the durable commit.
             let beforeDurable = model
@@ -37,10 +40,10 @@ import Testing
             // `mutate` changes nothing.)
             let kind = rng.below(3)
             try store.write { txn in
-                try mutate(txn, &model, &rng, operations: kind == 0 ? 1 : 200, keySpace: 3000)
+                try mutate(txn, &model, &rng, operations: kind == 0 ? 1 : 200, keySpace: keySpace)
                 let value = kind == 2 ? [UInt8](repeating: UInt8(truncatingIfNeeded: trial), count: 5 << 20) : [1]
-                try txn.createTree("a").put(bigEndianKey(UInt64(3000 + trial)), value)
-                model["a", default: [:]][bigEndianKey(UInt64(3000 + trial))] = value
+                try txn.createTree("a").put(bigEndianKey(UInt64(20_000 + trial)), value)
+                model["a", default: [:]][bigEndianKey(UInt64(20_000 + trial))] = value
             }
             var states = [model]  // the durable commit, then each commit of the run
             // A commit of the run that renews the pin (RunPin.swift) syncs: the commit it began
@@ -48,7 +51,7 @@ import Testing
             var durable = 0
             for _ in 0..<(2 + rng.below(4)) {
                 let syncs = faulty.syncs
-                try store.write(durability: .noSync) { txn in try mutate(txn, &model, &rng, operations: 100 + rng.below(300), keySpace: 3000) }
+                try store.write(durability: .noSync) { txn in try mutate(txn, &model, &rng, operations: 100 + rng.below(300), keySpace: keySpace) }
                 if faulty.syncs > syncs { durable = states.count - 1 }
                 states.append(model)
             }
