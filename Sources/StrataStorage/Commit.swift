@@ -15,6 +15,8 @@ extension WriteTransaction {
         try applyAllDeferred()
         finish()
         defer { releaseBuffers() }
+        // First, so that compaction may use the pages a run's pin held (`secureBase`).
+        if durability == .full { try secureBase() }
 
         // Compaction moves pages before the catalog records the trees' roots (Compaction.swift).
         let mustCommit = forceCompaction || compactNow
@@ -39,14 +41,19 @@ extension WriteTransaction {
             try writeFreeList()
         }
         if compacting, try trimFreeTail() { try writeFreeList() }
-        let recordRun = try reserveRecordRun()
+        // Before the record: whether it carries the run's pages depends on it (RunPin.swift).
+        try secureBeforeWriting()
+        let recordRun = try reserveRecordRun(carrying: try carriedRecord().count)
 
-        // Seal every dirty page. The record lists them with the pages spilled earlier (Spill.swift).
+        // Seal every dirty page. The record lists them with the pages spilled earlier (Spill.swift)
+        // and, in a run of `.noSync` commits, the run's earlier pages this commit still uses.
         let dirty = pages.dirty.sorted { $0.key < $1.key }
         for (pgno, buffer) in dirty { seal(buffer, as: pgno) }
         var record = dirty.map { RecordEntry(page: $0.key, checksum: UnsafeRawPointer($0.value).u64(PageHeader.checksum)) }
-        if !pages.spilled.isEmpty {
+        let carried = try carriedRecord()
+        if !pages.spilled.isEmpty || !carried.isEmpty {
             record += pages.spilled.map { RecordEntry(page: $0.key, checksum: $0.value) }
+            record += carried
             record.sort { $0.page < $1.page }
         }
 
@@ -75,7 +82,6 @@ extension WriteTransaction {
         }
 
         let file = env.file
-        try secureBeforeWriting()
         // A small durable commit syncs a frame of the commit log, not the page file (CommitLog.swift).
         let log = env.commitLog
         let pages = writes.reduce(0) { $0 + $1.1.count / pageSize }
@@ -172,6 +178,11 @@ extension WriteTransaction {
         if !base.unsynced || baseSecured { return }
         try env.file.sync()
         baseSecured = true
+        // The run is on the disk: the commit its pin kept whole is no longer needed (RunPin.swift).
+        if let pin = runPin {
+            runPin = nil
+            allocator.release(snapshot: pin)
+        }
     }
 
     /// Records every modified tree's root and count in the catalog (or removes a dropped tree).
@@ -201,10 +212,11 @@ extension WriteTransaction {
     /// commit; then the free list is brought up to date again. That can dirty a few more pages, so
     /// it repeats with a larger run until the record fits. Once a run is reserved it is used, even
     /// if the record would now fit inline, so that no allocated page goes unaccounted for.
-    private func reserveRecordRun() throws -> (PageNo, Int)? {
+    private func reserveRecordRun(carrying carried: Int) throws -> (PageNo, Int)? {
         var reserved: (run: PageNo, count: Int)?
         for attempt in 0..<16 {
-            let entries = pages.dirty.count + pages.spilled.count
+            // (The carried entries only get fewer as the free list frees more.)
+            let entries = pages.dirty.count + pages.spilled.count + carried
             if reserved == nil && entries <= Meta.inlineCapacity(pageSize: pageSize) { return nil }
             let needed = (PageHeader.size + 16 * entries + pageSize - 1) / pageSize
             if let reserved, reserved.count >= needed { return reserved }

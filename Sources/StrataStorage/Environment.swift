@@ -243,15 +243,18 @@ final class Environment: @unchecked Sendable {
             // before anything reads it. Another process alive means the page cache holds them.
             // Then one sync, so that what the page cache holds (a dead process's unsynced or failed
             // writes) is what the disk holds before this process's log records it (CommitLog.begin).
+            // A generation in the log means the last run of `.noSync` commits may have been cut
+            // short by a power loss: a commit of it opens only if the run's pages it uses are whole.
+            var runMayBeCut = true
             if alone {
-                try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap)
+                runMayBeCut = try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap)
                 try file.sync()
             }
             let fileSize = try file.size()
             let maps = try MapTable(file: file, minimumBytes: Int(fileSize))
             let commitLog = CommitLog(pagePath: path, pageSize: pageSize, wrap: wrap)
             if alone {
-                let meta = try Recovery.choose(file: file, map: maps.current.base, fileSize: fileSize, pageSize: pageSize)
+                let meta = try Recovery.choose(file: file, map: maps.current.base, fileSize: fileSize, pageSize: pageSize, carried: runMayBeCut)
                 readers.publish(latest: meta.txnid)
                 commitLog.committed(meta.txnid)
             } else {
@@ -416,13 +419,14 @@ enum Recovery {
 
     /// Decodes both metas and returns the newest one whose commit record verifies; falls back to
     /// the older one when the newest commit is torn.
-    static func choose(file: FileIO, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int) throws -> Meta {
+    /// `carried`: whether to verify the pages of a `.noSync` run a commit lists (`verifyCommit`).
+    static func choose(file: FileIO, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int, carried: Bool = true) throws -> Meta {
         if fileSize < 2 * UInt64(pageSize) {
             throw StorageError.truncated(path: file.path, expectedBytes: 2 * UInt64(pageSize), actualBytes: fileSize)
         }
         let metaPages = try readMetaPages(file: file, pageSize: pageSize)
         return try metaPages.withUnsafeBytes { (m) throws -> Meta in
-            try choose(path: file.path, metaPages: m.baseAddress!, map: map, fileSize: fileSize, pageSize: pageSize)
+            try choose(path: file.path, metaPages: m.baseAddress!, map: map, fileSize: fileSize, pageSize: pageSize, carried: carried)
         }
     }
 
@@ -433,7 +437,7 @@ enum Recovery {
     /// is passed over, unless no meta page is within it (a damaged lock file).
     static func choose(
         path: String, metaPages: UnsafeRawPointer, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int,
-        newest: UInt64? = nil, alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }
+        newest: UInt64? = nil, alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }, carried: Bool = true
     ) throws -> Meta {
         var candidates: [Meta] = []
         var problems: [String] = []
@@ -466,7 +470,7 @@ enum Recovery {
             }
             if alreadyVerified(meta, (metaPages + Int(meta.txnid % 2) * pageSize).u64(PageHeader.checksum)) { return meta }
             do {
-                try verifyCommit(meta, map: map, pageSize: pageSize)
+                try verifyCommit(meta, map: map, pageSize: pageSize, carried: carried)
                 return meta
             } catch {
                 problems.append("meta \(meta.txnid % 2) (transaction \(meta.txnid)): \(error)")
@@ -478,10 +482,14 @@ enum Recovery {
     }
 
     /// Checks every page the commit wrote: number, transaction id, type and checksum, and (format 2)
-    /// that the checksum is the one the commit recorded.
-    static func verifyCommit(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws {
-        for entry in try commitRecord(meta, map: map, pageSize: pageSize) {
-            try verifyPage(entry.page, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize, recorded: entry.checksum)
+    /// that the checksum is the one the commit recorded. With `carried`, also the pages of the
+    /// run of `.noSync` commits it lists (RunPin.swift), which an earlier commit of the run wrote:
+    /// needed when a power loss may have cut the run short (a generation in the commit log).
+    static func verifyCommit(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int, carried: Bool = true) throws {
+        for entry in try commitRecord(meta, map: map, pageSize: pageSize) where carried || !entry.carried {
+            try verifyPage(
+                entry.page, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize, recorded: entry.checksum,
+                earlier: entry.carried)
         }
     }
 
@@ -509,8 +517,10 @@ enum Recovery {
         return entries
     }
 
-    /// Checks one page or run written by `txnid`.
-    static func verifyPage(_ pgno: PageNo, txnid: UInt64, pageCount: UInt64, map: UnsafeRawPointer, pageSize: Int, recorded: UInt64?) throws {
+    /// Checks one page or run written by `txnid` (or, `earlier`, by a commit before it).
+    static func verifyPage(
+        _ pgno: PageNo, txnid: UInt64, pageCount: UInt64, map: UnsafeRawPointer, pageSize: Int, recorded: UInt64?, earlier: Bool = false
+    ) throws {
         if pgno < 2 || pgno >= pageCount {
             throw StorageError.corrupt(page: pgno, reason: "commit record names a page outside 2..<\(pageCount)")
         }
@@ -528,8 +538,10 @@ enum Recovery {
         if p.u64(PageHeader.pageNumber) != pgno {
             throw StorageError.corrupt(page: pgno, reason: "header names page \(p.u64(PageHeader.pageNumber))")
         }
-        if p.u64(PageHeader.txnid) != txnid {
-            throw StorageError.corrupt(page: pgno, reason: "written by transaction \(p.u64(PageHeader.txnid)), expected \(txnid) (a lost write)")
+        // (A carried page's transaction id is covered by its recorded checksum.)
+        let written = p.u64(PageHeader.txnid)
+        if earlier ? written > txnid : written != txnid {
+            throw StorageError.corrupt(page: pgno, reason: "written by transaction \(written), expected \(txnid) (a lost write)")
         }
         if let recorded, recorded != p.u64(PageHeader.checksum) {
             throw StorageError.corrupt(page: pgno, reason: "checksum differs from the commit record's (a page left by another attempt at transaction \(txnid))")

@@ -248,11 +248,10 @@ extension Store {
                 guard quiet() else { return .cutShort }
                 let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
                 do {
-                    // The snapshots that may hold pages: not the pin of a `.noSync` run, which
-                    // moves with the commits and is given up when it holds what compaction wants
-                    // (RunPin.swift).
-                    var readers = txn.allocator.sortedReaders
-                    if let pin = txn.runPin, let i = readers.firstIndex(of: pin) { readers.remove(at: i) }
+                    // The snapshots that may hold pages: not the commit log's pin (of a `.noSync`
+                    // run, RunPin.swift), which no snapshot's end releases.
+                    let live = Set(env.readers.liveReaders().map(\.txnid))
+                    let readers = txn.allocator.sortedReaders.filter { live.contains($0) }
                     let noted: [UInt64]
                     if try txn.idleCompactionIsDue() {
                         txn.compactNow = true

@@ -84,11 +84,14 @@ enum LogReplay {
 
     /// Replays the log of the page file at `pagePath` over `pageFile`, then ends its generation.
     /// Called by a read-write process that opens the file alone, before it chooses a commit: after
-    /// a power loss the page file may lack pages of commits the log made durable.
-    static func recover(pageFile: FileIO, pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) throws {
-        guard let posix = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readWrite) else { return }
+    /// a power loss the page file may lack pages of commits the log made durable. True when the
+    /// log held a generation of this file (then a run of `.noSync` commits after its last frame may
+    /// have been cut short by a power loss; without one, the last closer synced the file).
+    @discardableResult
+    static func recover(pageFile: FileIO, pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) throws -> Bool {
+        guard let posix = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readWrite) else { return false }
         let log = wrap?(posix) ?? posix
-        guard let frames = try generation(of: log, checked: posix, pageFile: pageFile, pageSize: pageSize) else { return }
+        guard let frames = try generation(of: log, checked: posix, pageFile: pageFile, pageSize: pageSize) else { return false }
         let last = frames[frames.count - 1]
         // After a crash without a power loss the page file holds every frame already (the page
         // cache had them): the `.noSync` commits made after the last frame stay. Not when the
@@ -123,6 +126,7 @@ enum LogReplay {
         try pageFile.sync()
         try CommitLog.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
+        return true
     }
 
     /// Whether the page file as it is opens at commit `txnid` or a later one (`Recovery.choose`).

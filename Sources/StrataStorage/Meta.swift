@@ -181,13 +181,21 @@ struct RecordEntry: Equatable {
     var page: PageNo
     /// The page's checksum; nil in format 1 records, which list page numbers only.
     var checksum: UInt64?
+    /// A page an earlier commit of a run of `.noSync` commits wrote, which this one uses (RunPin.swift;
+    /// bit 63 of the stored page number, which page numbers below 2^40 never set).
+    var carried = false
+
+    static let carriedBit: UInt64 = 1 << 63
 
     func store(to p: UnsafeMutableRawPointer, version: UInt32) {
-        p.setU64(0, page)
+        p.setU64(0, carried ? page | Self.carriedBit : page)
         if version >= 2 { p.setU64(8, checksum ?? 0) }
     }
 
     static func load(_ p: UnsafeRawPointer, version: UInt32) -> RecordEntry {
-        RecordEntry(page: p.u64(0), checksum: version >= 2 ? p.u64(8) : nil)
+        let stored = p.u64(0)
+        // Format 1 records carry nothing: a page number there is a page number.
+        let carried = version >= 2 && stored & carriedBit != 0
+        return RecordEntry(page: carried ? stored & ~carriedBit : stored, checksum: version >= 2 ? p.u64(8) : nil, carried: carried)
     }
 }

@@ -164,7 +164,7 @@ extension Store {
             for i in 0..<((pageSize - PageHeader.size) / entrySize) {
                 let entry = RecordEntry.load(p + PageHeader.size + entrySize * i, version: version)
                 if entry.page == 0 { break }
-                listed.append(String(entry.page))
+                listed.append(entry.carried ? "\(entry.page)(carried)" : String(entry.page))
             }
             lines.append("  lists (first page): " + (listed.count > 64 ? listed[0..<64].joined(separator: " ") + " …" : listed.joined(separator: " ")))
         } else {
@@ -228,7 +228,10 @@ extension Store {
                 defer { page.deallocate() }
                 let shown = min(m.recordCount, 64)
                 let width = m.formatVersion >= 2 ? 16 : 8
-                let listed = (0..<shown).map { String(UnsafeRawPointer(page).u64(MetaLayout.inlineRecord + width * $0)) }
+                let listed = (0..<shown).map { i -> String in
+                    let entry = RecordEntry.load(UnsafeRawPointer(page) + MetaLayout.inlineRecord + width * i, version: m.formatVersion)
+                    return entry.carried ? "\(entry.page)(carried)" : String(entry.page)
+                }
                 lines.append("    " + listed.joined(separator: " ") + (m.recordCount > shown ? " …" : ""))
             }
         }

@@ -20,8 +20,27 @@ extension WriteTransaction {
     /// Renews the run's pin when it holds `runPinLimit` pages or more; called at the start of
     /// a `.noSync` transaction.
     func renewRunPinIfHoldingMuch() throws {
-        guard runPin != nil, durability == .noSync, let log = env.commitLog, log.heldByPin >= runPinLimit else { return }
+        guard runPin != nil, durability == .noSync, let log = env.commitLog,
+            log.heldByPin >= runPinLimit || base.recordCount > Meta.inlineCapacity(pageSize: pageSize)
+        else { return }
         try releaseRunPin()
+    }
+
+    /// The pages of the run's earlier commits that this `.noSync` commit still uses, with their
+    /// checksums, for its commit record: the commit it began from is one of the run (unsynced,
+    /// with no sync since), so a power loss may keep this commit's meta page and pages and lose
+    /// theirs, and opening must then not take this commit. That commit's record lists its own
+    /// pages and those it carried; this one drops the pages it frees. Empty otherwise.
+    ///
+    /// ```swift
+    /// record += try carriedRecord()
+    /// ```
+    func carriedRecord() throws -> [RecordEntry] {
+        guard durability == .noSync, logPinned, !basePinned, base.unsynced else { return [] }
+        let gone = Set(freed.lazy.map(\.page))
+        return try Recovery.commitRecord(base, map: pages.base, pageSize: pageSize).compactMap { entry in
+            gone.contains(entry.page) ? nil : RecordEntry(page: entry.page, checksum: entry.checksum, carried: true)
+        }
     }
 
     /// Counts the pages this committed transaction freed that the pin holds for the transactions

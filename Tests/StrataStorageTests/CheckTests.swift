@@ -331,8 +331,10 @@ struct CheckTests {
                 for i in 0..<2000 { try a.put(Array("a\(i)".utf8), Array("value \(i)".utf8)) }
             }
             // A later commit that does not touch tree "a": the damaged leaf is not the newest
-            // commit's, so open keeps that commit and check must find the damage.
-            try store.write { txn in _ = try txn.createTree("b").put([1], [1]) }
+            // commit's, so open keeps that commit and check must find the damage. Durable: a
+            // commit inside a run of `.noSync` commits lists the run's pages it uses, and a
+            // damaged one takes opening back to the commit before the run (RunPin.swift).
+            try store.write(durability: .full) { txn in _ = try txn.createTree("b").put([1], [1]) }
             leaf = try rootAndFirstLeaf(store, "a").leaf
         }
         try patchPage(path, pageSize: pageSize, leaf, reseal: false) { p in
@@ -624,7 +626,8 @@ struct CheckTests {
                 let t = try txn.createTree("t")
                 for i in 0..<2000 { try t.put(Array("k\(i)".utf8), Array("v\(i)".utf8)) }
             }
-            try store.write { txn in _ = try txn.createTree("u").put([1], [1]) }
+            // Durable, so that the leaf damaged below is not a page of the newest commit's run.
+            try store.write(durability: .full) { txn in _ = try txn.createTree("u").put([1], [1]) }
             leaf = try rootAndFirstLeaf(store, "t").leaf
         }
         var result = try runTool(tool, ["check", path])

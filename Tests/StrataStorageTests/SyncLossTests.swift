@@ -197,7 +197,6 @@ final class SyncLossFile: ForwardingFile, @unchecked Sendable {
             let t = try txn.createTree("big")
             for i in 0..<2000 { try t.put(bigEndianKey(UInt64(i)), [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 4000)) }
         }
-        file.state.withLock { $0.failNextSync = true }
         let cutsBefore = file.truncations.load(ordering: .relaxed)
         try store.write(durability: .noSync) { txn in
             let t = try txn.createTree("big")
@@ -207,11 +206,20 @@ final class SyncLossFile: ForwardingFile, @unchecked Sendable {
         }
         model["big"] = [:]
         model["small"] = Dictionary(uniqueKeysWithValues: (0..<3000).map { (bigEndianKey(UInt64($0)), [UInt8](repeating: 7, count: 300)) })
+        file.state.withLock { $0.failNextSync = true }
         // Small .noSync commits: they move the live pages off the end (commit compaction) until
-        // one trims the free tail and, before cutting the file, makes the sync that fails.
+        // one trims the free tail and, before cutting the file, makes the sync that fails. Or,
+        // since a run renews its pin once its commits moved many pages (RunPin.swift), the sync of
+        // a renewal fails first: that one is not swallowed, and the commit fails whole.
+        var swallowed = true
         for i in 0..<12 where file.state.withLock({ $0.failedSyncs }) == 0 {
-            try store.write(durability: .noSync) { txn in _ = try txn.createTree("small").put(bigEndianKey(UInt64(10_000 + i)), [UInt8(i)]) }
-            model["small"]?[bigEndianKey(UInt64(10_000 + i))] = [UInt8(i)]
+            do {
+                try store.write(durability: .noSync) { txn in _ = try txn.createTree("small").put(bigEndianKey(UInt64(10_000 + i)), [UInt8(i)]) }
+                model["small"]?[bigEndianKey(UInt64(10_000 + i))] = [UInt8(i)]
+            } catch let error as StorageError {
+                guard case .io = error else { throw error }
+                swallowed = false
+            }
         }
         let failed = file.state.withLock { $0.failedSyncs }
         let st = try store.stats(); let fsz = try file.size()
@@ -219,7 +227,7 @@ final class SyncLossFile: ForwardingFile, @unchecked Sendable {
             failed == 1,
             "\(st) file \(fsz) cuts \(file.truncations.load(ordering: .relaxed)): the trimming .noSync commit made no sync (no trim): the scenario was not reached"
         )
-        #expect(file.truncations.load(ordering: .relaxed) == cutsBefore, "the cut happened despite the failed sync")
+        if swallowed { #expect(file.truncations.load(ordering: .relaxed) == cutsBefore, "the cut happened despite the failed sync") }
         // D: durable, acknowledged.
         try store.write { txn in _ = try txn.createTree("keep").put([2], [2]) }
         model["keep"]?[[2]] = [2]

@@ -386,7 +386,9 @@ struct ModelTree {
                 }
             }
         }
-        _ = try s.write { txn in try txn.createTree("marker").put([1], [1]) }
+        // Durable: it ends the run of `.noSync` commits, whose pin would hold the pages the run
+        // freed that the commit before it saw (up to 64 here, RunPin.swift).
+        _ = try s.write(durability: .full) { txn in try txn.createTree("marker").put([1], [1]) }
         let empty = try s.stats()
         print(
             "TreeModelTests: full store \(full.pageCount) pages (\(full.usedPages) used, \(full.freePages) free); after deleting everything \(empty.usedPages) used, \(empty.freePages) free"
