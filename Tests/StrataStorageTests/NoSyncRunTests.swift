@@ -58,11 +58,13 @@ import Testing
             store = try Store.inMemory()
             // Any subset of the run's writes may have reached the disk, page by page: here the
             // oldest ones up to a point (pieces are numbered newest first), and some after it.
-            let pieces = faulty.state.withLock { s in s.journal.reduce(0) { $0 + ($1.old.count + 4095) / 4096 } }
+            // A fifth of the trials tear pages: 512-byte sectors.
+            let chunk = rng.percent(20) ? 512 : 4096
+            let pieces = faulty.state.withLock { s in s.journal.reduce(0) { $0 + ($1.old.count + chunk - 1) / chunk } }
             let newest = rng.below(pieces + 1)
             let keepPercent = rng.below(90)
             var keep = rng
-            try faulty.losePower(chunk: 4096) { piece in piece >= newest || keep.percent(keepPercent) }
+            try faulty.losePower(chunk: chunk) { piece in piece >= newest || keep.percent(keepPercent) }
             rng = keep
             let reopened: Store
             do {
