@@ -15,7 +15,8 @@ extension WriteTransaction {
         try applyAllDeferred()
         finish()
         defer { releaseBuffers() }
-        // First, so that compaction may use the pages a run's pin held (`secureBase`).
+        // A durable transaction makes the `.noSync` commits it began from durable, first: also
+        // when it changes nothing, and so that compaction may use the pages a run's pin held.
         if durability == .full { try secureBase() }
 
         // Compaction moves pages before the catalog records the trees' roots (Compaction.swift).
@@ -25,9 +26,7 @@ extension WriteTransaction {
 
         try writeCatalog()
         if !mustCommit && !changedPages {
-            // Nothing changed: no write and no new transaction id. A durable transaction still
-            // makes the `.noSync` commits it began from durable, as any durable commit does.
-            if durability == .full { try secureBase() }
+            // Nothing changed: no write and no new transaction id.
             return
         }
         if let (run, count) = previousRecordRun {
@@ -43,14 +42,19 @@ extension WriteTransaction {
         if compacting, try trimFreeTail() { try writeFreeList() }
         // Before the record: whether it carries the run's pages depends on it (RunPin.swift).
         try secureBeforeWriting()
-        let recordRun = try reserveRecordRun(carrying: try carriedRecord().count)
+        var carried = try carriedRecord()
+        let recordRun = try reserveRecordRun(carrying: carried.count)
 
         // Seal every dirty page. The record lists them with the pages spilled earlier (Spill.swift)
         // and, in a run of `.noSync` commits, the run's earlier pages this commit still uses.
         let dirty = pages.dirty.sorted { $0.key < $1.key }
         for (pgno, buffer) in dirty { seal(buffer, as: pgno) }
         var record = dirty.map { RecordEntry(page: $0.key, checksum: UnsafeRawPointer($0.value).u64(PageHeader.checksum)) }
-        let carried = try carriedRecord()
+        if !carried.isEmpty {
+            // Less the pages the free list's last passes freed.
+            let gone = Set(freed.lazy.map(\.page))
+            carried.removeAll { gone.contains($0.page) }
+        }
         if !pages.spilled.isEmpty || !carried.isEmpty {
             record += pages.spilled.map { RecordEntry(page: $0.key, checksum: $0.value) }
             record += carried
@@ -158,12 +162,8 @@ extension WriteTransaction {
     /// (`CommitLog.pin`), so that a power loss in the run can always take the file back to it.
     func secureLog() throws {
         if logPinned || logSecured { return }
-        guard let log = env.commitLog else { return }
-        if durability == .noSync {
-            let slot = UnsafeRawBufferPointer(start: env.maps.current.base + Int(base.txnid % 2) * pageSize, count: pageSize)
-            basePinned = try log.pin(base: base.txnid, meta: slot, pageFile: env.file)
-        }
-        if !basePinned { try log.end(pageFile: env.file) }
+        if durability == .noSync { try pinBase() }
+        if !basePinned { try env.commitLog?.end(pageFile: env.file) }
         logSecured = true
     }
 

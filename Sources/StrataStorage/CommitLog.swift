@@ -211,7 +211,6 @@ final class CommitLog: @unchecked Sendable {
     /// left them (another process's failed commit writes and spoils one without a sync).
     private func begin(base: UInt64, pageFile: FileIO) throws {
         lastTxnid = 0
-        heldByPin = 0
         let synced = pageFile as? SyncRecoveringFile
         let clean = synced.map { $0.isClean && $0.metasUnchangedSinceSync() } ?? false
         if !clean || base != lastOwnCommit { try pageFile.sync() }

@@ -163,7 +163,6 @@ extension WriteTransaction {
         schedule.readersAtCheck = Set(readers)
         schedule.freedSinceCheck = 0
         try allocator.loadAll()
-        if force { try releaseRunPin() }
         let reusable = allocator.reusablePages.count + spare.count
         schedule.moving = reusable > movingThreshold
         if schedule.moving || (force && reusable > 0) {

@@ -195,11 +195,18 @@ final class FreePageAllocator {
         return ids
     }
 
+    /// The snapshots but one of `txnid` (a reader of the same commit still counts); nil when
+    /// `txnid` is not among them.
+    private func readers(without txnid: UInt64) -> [UInt64]? {
+        var ids = sortedReaders
+        guard let i = ids.firstIndex(of: txnid) else { return nil }
+        ids.remove(at: i)
+        return ids
+    }
+
     /// Pages of the loaded chunks that snapshot `txnid` alone keeps from being reusable.
     func heldOnly(by txnid: UInt64) -> Int {
-        var others = sortedReaders
-        guard let i = others.firstIndex(of: txnid) else { return 0 }
-        others.remove(at: i)
+        guard let others = readers(without: txnid) else { return 0 }
         var count = 0
         for chunk in chunks {
             for e in chunk.held where isReusable(born: e.born, freedBy: chunk.freedBy, readers: others) { count += 1 }
@@ -207,19 +214,18 @@ final class FreePageAllocator {
         return count
     }
 
-    /// Stops counting snapshot `txnid` (once: a reader of the same commit still counts): the pages
-    /// only it held become reusable. No hint is made for the next transaction then, since chunks
-    /// skipped as held may now hold reusable pages.
+    /// Stops counting snapshot `txnid`: the pages only it held become reusable. No hint is made
+    /// for the next transaction then, since chunks skipped as held may now hold reusable pages.
     func release(snapshot txnid: UInt64) {
-        var ids = sortedReaders
-        guard let i = ids.firstIndex(of: txnid) else { return }
-        ids.remove(at: i)
+        guard let ids = readers(without: txnid) else { return }
         readerIDs = ids
         for c in chunks.indices {
-            let freed = chunks[c].freedBy
-            let now = chunks[c].held.filter { isReusable(born: $0.born, freedBy: freed, readers: ids) }
+            let freedBy = chunks[c].freedBy
+            let (now, still) = chunks[c].held.reduce(into: ([FreeEntry](), [FreeEntry]())) {
+                if isReusable(born: $1.born, freedBy: freedBy, readers: ids) { $0.0.append($1) } else { $0.1.append($1) }
+            }
             if now.isEmpty { continue }
-            chunks[c].held.removeAll { isReusable(born: $0.born, freedBy: freed, readers: ids) }
+            chunks[c].held = still
             chunks[c].reusable.append(contentsOf: now)
             if prefersLow { chunks[c].reusable.sort { $0.page > $1.page } }
         }

@@ -8,9 +8,10 @@
 //
 // Until then the held pages cost space, like a snapshot kept open. So a `.noSync` transaction
 // renews the pin before it writes anything once the run has freed `runPinLimit` such pages (or
-// before `Store.compact()`): it syncs the page file, so that its own base is on the disk, and
-// makes that base the frame instead; the held pages are reusable at once. That costs a sync of
-// the page file and one of the log, once per `runPinLimit` pages the run frees.
+// when idle compaction wants them): it syncs the page file, so that its own base is on the disk,
+// and makes that base the frame instead; the held pages are reusable at once. That costs a sync
+// of the page file and one of the log, once per `runPinLimit` pages the run frees. A durable
+// transaction ends the run instead (`secureBase`).
 
 extension WriteTransaction {
     /// Pages the run may free under its pin before the pin is renewed: a thirty-second of the file,
@@ -36,7 +37,7 @@ extension WriteTransaction {
     /// record += try carriedRecord()
     /// ```
     func carriedRecord() throws -> [RecordEntry] {
-        guard durability == .noSync, logPinned, !basePinned, base.unsynced else { return [] }
+        guard durability == .noSync, runPin != nil else { return [] }
         let gone = Set(freed.lazy.map(\.page))
         return try Recovery.commitRecord(base, map: pages.base, pageSize: pageSize).compactMap { entry in
             gone.contains(entry.page) ? nil : RecordEntry(page: entry.page, checksum: entry.checksum, carried: true)
@@ -54,15 +55,23 @@ extension WriteTransaction {
     /// old pin held become reusable.
     ///
     /// ```swift
-    /// if force { try releaseRunPin() }   // Store.compact() gives back every page it can
+    /// if let pin = runPin, allocator.heldOnly(by: pin) > 0 { try releaseRunPin() }
     /// ```
     func releaseRunPin() throws {
-        guard let pin = runPin, durability == .noSync, let log = env.commitLog else { return }
-        let slot = UnsafeRawBufferPointer(start: env.maps.current.base + Int(base.txnid % 2) * pageSize, count: pageSize)
-        guard try log.pin(base: base.txnid, meta: slot, pageFile: env.file) else { return }
-        basePinned = true
+        guard let pin = runPin, durability == .noSync else { return }
+        try pinBase()
+        guard basePinned else { return }
         logSecured = true
         runPin = nil
         allocator.release(snapshot: pin)
+    }
+
+    /// Makes this transaction's base the commit log's one frame (`CommitLog.pin`), reading its meta
+    /// page from its slot (this transaction has not written its own yet); `basePinned` says whether
+    /// there was a log to do it in.
+    func pinBase() throws {
+        guard let log = env.commitLog else { return }
+        let slot = UnsafeRawBufferPointer(start: env.maps.current.base + Int(base.txnid % 2) * pageSize, count: pageSize)
+        basePinned = try log.pin(base: base.txnid, meta: slot, pageFile: env.file)
     }
 }
