@@ -56,6 +56,11 @@ final class Environment: @unchecked Sendable {
     /// compaction gives way to them.
     let activeWriters = Atomic<Int>(0)
     private let lockFileMap: (address: UInt, length: Int)?
+    /// Finished at the end of `deinit`. The registry keeps it past the environment's release: its
+    /// weak reference is nil from the last release on, while `deinit` still ends the commit log's
+    /// generation (and may remove the log), so an opener of the same file waits for this instead
+    /// of opening the file beside it (`Environment.open`).
+    let teardown = Teardown()
 
     init(
         file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
@@ -95,6 +100,12 @@ final class Environment: @unchecked Sendable {
         if let lockFile, let lockFileMap {
             lockFile.unmap(UnsafeMutableRawPointer(bitPattern: lockFileMap.address)!, length: lockFileMap.length)
         }
+        // Its locks (alive, pid, writer bytes) go now, not when the descriptor closes after this
+        // body: an opener waiting for `teardown` would otherwise find the file still "open in
+        // another process" and take the published `latest` over recovery's choice (a commit whose
+        // writer died before publishing it, or a commit that never reached the file).
+        lockFile?.unlock(offset: 0, length: 0)
+        teardown.finish()
     }
 
     /// Whether this environment was opened read-only: nothing is written, snapshots are not registered.
@@ -113,12 +124,32 @@ final class Environment: @unchecked Sendable {
         // A path with a NUL byte reaches the system cut short at it: "dir/x\0y.strata" opened, and
         // created a lock file named, "dir/x".
         if path.utf8.contains(0) { throw StorageError.io(operation: "open (the path contains a NUL byte)", path: path, errno: EINVAL) }
-        if options.readOnly { return try openReadOnly(path: path, options: options, wrap: wrap) }
-        return try registry.withLock { (registry) throws -> Environment in
+        return try untilNoneEnding {
+            options.readOnly ? try openReadOnly(path: path, options: options, wrap: wrap) : try openReadWrite(path: path, options: options, wrap: wrap)
+        }
+    }
+
+    /// Runs `open` again (after a millisecond) while it returns nil: an environment of the file is
+    /// still ending on another thread (`teardown`). Its deinit runs when its last handle, snapshot
+    /// or background thread lets go of it, so a file closed and opened again at once can meet it.
+    private static func untilNoneEnding(_ open: () throws -> Environment?) throws -> Environment {
+        while true {
+            if let env = try open() { return env }
+            usleep(1000)
+        }
+    }
+
+    /// The read-write environment for `path`, or nil while one of the file is still ending.
+    private static func openReadWrite(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment? {
+        try registry.withLock { (registry) throws -> Environment? in
             // A file this process has open read-write is found by name first, without opening
             // another descriptor of it (see PosixFile.lockCommands).
-            if let identity = FileIdentity(path: path), let env = registry[identity]?.environment, !env.isReadOnly {
-                return try env.shared(path: path, options: options)
+            if let identity = FileIdentity(path: path) {
+                switch registry.registered(identity) {
+                case .ending: return nil
+                case .live(let env) where !env.isReadOnly: return try env.shared(path: path, options: options)
+                case .live, .none: break
+                }
             }
             // The file as it is, not created yet: a missing file with `createIfMissing` false must
             // not get a lock file, and a file this process has open must not have its lock file
@@ -138,12 +169,15 @@ final class Environment: @unchecked Sendable {
             // process turns a non-empty file into a database, and this accepts a file whose meta
             // page 0 is torn as opening does. An empty file is initialised, below.)
             if let existing, try existing.size() > 0 { _ = try detectPageSize(existing) }
-            if let existing, let env = registry[try existing.identity()]?.environment, !env.isReadOnly {
-                return try env.shared(path: path, options: options)
+            if let existing {
+                switch registry.registered(try existing.identity()) {
+                case .ending: return nil
+                case .live(let env) where !env.isReadOnly: return try env.shared(path: path, options: options)
+                case .live, .none: break
+                }
             }
             let env = try openShared(path: path, existing: existing, options: options, wrap: wrap)
-            registry = registry.filter { $0.value.environment != nil }
-            if let identity = env.identity { registry[identity] = WeakEnvironment(environment: env) }
+            registry.register(env)
             return env
         }
     }
@@ -388,6 +422,42 @@ extension Environment {
 
 struct WeakEnvironment: Sendable {
     weak var environment: Environment?
+    /// The environment's own, which outlives it here (see `Environment.teardown`).
+    let teardown: Teardown
+
+    init(environment: Environment) {
+        self.environment = environment
+        self.teardown = environment.teardown
+    }
+}
+
+/// Whether an environment's `deinit` has finished with its files.
+final class Teardown: Sendable {
+    private let finished = Atomic<Bool>(false)
+    var isFinished: Bool { finished.load(ordering: .acquiring) }
+    func finish() { finished.store(true, ordering: .releasing) }
+}
+
+/// What this process has open of one file.
+enum Registered {
+    case none
+    case live(Environment)
+    /// Released, its `deinit` not finished: wait, then look again.
+    case ending
+}
+
+extension [FileIdentity: WeakEnvironment] {
+    func registered(_ identity: FileIdentity) -> Registered {
+        guard let entry = self[identity] else { return .none }
+        if let env = entry.environment { return .live(env) }
+        return entry.teardown.isFinished ? .none : .ending
+    }
+
+    /// Adds `env` (a file's new environment), dropping the entries of environments that have ended.
+    mutating func register(_ env: Environment) {
+        self = filter { $0.value.environment != nil || !$0.value.teardown.isFinished }
+        if let identity = env.identity { self[identity] = WeakEnvironment(environment: env) }
+    }
 }
 
 /// Choosing the meta page on open: the newest whose commit is provably whole.

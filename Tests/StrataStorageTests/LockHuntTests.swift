@@ -2,6 +2,7 @@ import Testing
 @testable import StrataStorage
 import StrataTestWorkloads
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -439,6 +440,46 @@ extension LockHuntTests {
         }
     }
 
+    /// A file's last handle released on another thread while this thread opens the file again:
+    /// the new opening waits for the old environment's deinit and then opens alone, through
+    /// recovery. It met the old environment's locks still held (the lock file's descriptor closed
+    /// only as its properties went, after its deinit), took this process for another one, and
+    /// trusted the lock file's published `latest`: a commit whose writer died before publishing it,
+    /// or (under a dead file) one that never reached the disk. Seen as flaky CrashTests under load.
+    @Test func reopeningWaitsForTheEnvironmentStillEnding() throws {
+        let path = temporaryPath("ending")
+        defer { removeStoreFiles(path) }
+        let control = EndingControl()
+        var options = StoreOptions()
+        options.compaction.idleDelay = nil
+        let holder = Mutex<Store?>(nil)
+        // (In a closure of its own: no local of this function keeps the first handle.)
+        let newest = try { () throws -> UInt64 in
+            let first = try Store(path: path, options: options) { file in
+                file.path.hasSuffix("-log") ? file : EndingFile(file, control)
+            }
+            try first.write { _ = try $0.createTree("t").put([1], [1]) }
+            try first.write { _ = try $0.createTree("t").put([2], [2]) }
+            let newest = first.env.readers.latest
+            // As a writer of another process leaves it when killed before publishing its commit.
+            first.env.readers.publish(latest: newest - 1)
+            holder.withLock { $0 = first }
+            return newest
+        }()
+        control.armed.store(true, ordering: .sequentiallyConsistent)
+        let releaser = Thread { holder.withLock { $0 = nil } }
+        releaser.start()
+        // The deinit ends the commit log's generation (a page-file sync), then its properties go,
+        // the page file's slowly.
+        for _ in 0..<5000 where !control.syncing.load(ordering: .sequentiallyConsistent) { usleep(1000) }
+        let syncing = control.syncing.load(ordering: .sequentiallyConsistent)
+        try #require(syncing, "the released environment's deinit did not sync")
+        control.armed.store(false, ordering: .sequentiallyConsistent)
+        let second = try Store(path: path, options: options)
+        #expect(try second.read { $0.txnid } == newest, "opened beside the ending environment, not alone")
+        #expect(try second.read { try $0.tree("t")?.count } == 2)
+    }
+
     /// A slot planted with the pid of a live process that has the file open read-write (no
     /// snapshot: a writer waiting at its gate) cannot be told from that process's own and is
     /// kept; once that process exits, the slot is dropped.
@@ -595,5 +636,35 @@ extension LockHuntTests {
         #expect(try store.read { try CounterWorkload.check($0) } == 350)
         let problems = storeCheckProblems(store)
         #expect(problems.isEmpty, "check: \(problems)")
+    }
+}
+
+/// What `EndingFile` does, set from a test that holds no reference to the file.
+final class EndingControl: Sendable {
+    /// While set, a sync waits; a file released while it was set dies slowly.
+    let armed = Atomic<Bool>(false)
+    let syncing = Atomic<Bool>(false)
+}
+
+/// A page file whose environment ends slowly: its sync waits while `armed`, and once a sync
+/// waited, its deinit takes 300 ms (properties of the environment going after its deinit).
+final class EndingFile: ForwardingFile {
+    let inner: any FileIO
+    let control: EndingControl
+    private let waited = Atomic<Bool>(false)
+    init(_ inner: any FileIO, _ control: EndingControl) {
+        self.inner = inner
+        self.control = control
+    }
+    func sync() throws {
+        if control.armed.load(ordering: .sequentiallyConsistent) {
+            waited.store(true, ordering: .sequentiallyConsistent)
+            control.syncing.store(true, ordering: .sequentiallyConsistent)
+            while control.armed.load(ordering: .sequentiallyConsistent) { usleep(1000) }
+        }
+        try inner.sync()
+    }
+    deinit {
+        if waited.load(ordering: .sequentiallyConsistent) { usleep(300_000) }
     }
 }
