@@ -32,9 +32,12 @@ public final class Store: Sendable {
     let compaction: Compaction
 
     /// Opens (or creates) the store at `path`. Handles of the same file in one process share one
-    /// map, one writer lock and one reader table. A new file is created atomically (FORMAT.md §4.1):
-    /// a crash leaves no file or a complete one. An empty file that no other process has open is
-    /// initialised the same way; any other file is never overwritten.
+    /// map, one writer lock and one reader table. The file closes when its last handle and
+    /// snapshot are gone; an opening that meets it still closing on another thread waits for that
+    /// to finish, and then opens it as a process that has it alone (through recovery). A new file
+    /// is created atomically (FORMAT.md §4.1): a crash leaves no file or a complete one. An empty
+    /// file that no other process has open is initialised the same way; any other file is never
+    /// overwritten.
     ///
     /// A file written by an earlier format that this build can still read (FORMAT.md §9) is
     /// upgraded on its first read-write open, in one commit (durable, whatever `durability` says);
