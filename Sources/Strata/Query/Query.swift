@@ -68,7 +68,10 @@ private struct MatchCollector<M: Model> {
     let keepKeys: Bool
     /// Where the scan may stop (offset plus limit), when it may stop early.
     let window: Int?
-    let filter: RecordFilter?
+    /// The conditions compiled to record tests (`passing` when they did not compile: see
+    /// `testsRecords`). Not optional: unwrapping one per record copied it, its closure retained.
+    let filter: RecordFilter
+    let testsRecords: Bool
     /// (Checked once: even an empty test list costs a generic metadata lookup per object.)
     let testsObjects: Bool
     var keys: [[UInt8]] = []
@@ -79,7 +82,8 @@ private struct MatchCollector<M: Model> {
         self.info = info
         self.keepKeys = keepKeys
         self.window = window
-        self.filter = filter
+        self.filter = filter ?? .passing
+        testsRecords = filter != nil
         testsObjects = query.hasConditions
     }
 
@@ -95,7 +99,7 @@ private struct MatchCollector<M: Model> {
 
     /// Takes the candidate in if it matches; false when the window is full.
     mutating func consider(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer) throws -> Bool {
-        if let filter {
+        if testsRecords {
             guard try filter.matches(record) else { return true }
             objects.append(try info.decode(record))
         } else {
@@ -380,16 +384,16 @@ enum QueryEngine {
         }
         // Records are read and filtered: the conditions must compile to record tests (else the
         // query needs decoded objects; the planning above was cheap unless estimates compared).
-        var filter: RecordFilter?
-        if !conditions.isEmpty {
-            guard let compiled = RecordFilter.compile(conditions, schema: info.stored.object) else { return nil }
-            filter = compiled
-        }
+        let compiled = conditions.isEmpty ? nil : RecordFilter.compile(conditions, schema: info.stored.object)
+        if !conditions.isEmpty && compiled == nil { return nil }
+        // (A let, unwrapped once: an optional var captured by the loop's closure was copied, its
+        // closure retained and released, for every record.)
+        let filter = compiled ?? RecordFilter.passing
         let canStopEarly = !sortInMemory && plan.accesses.isEmpty
         var found = canStopEarly ? window.map { KeyList(reservingKeys: $0) } ?? KeyList() : KeyList()
         var sortKeys: [[UInt8]] = []
         try forEachCandidate(plan, info: info, source: source, records: records) { key, record in
-            if let filter, try !filter.matches(record) { return true }
+            if try !filter.matches(record) { return true }
             found.append(key)
             if sortInMemory { sortKeys.append(try order.sortKey(record: record, schema: info.stored.object)) }
             if canStopEarly, let window, found.count >= window { return false }

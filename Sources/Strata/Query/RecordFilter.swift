@@ -11,17 +11,23 @@ struct RecordFilter: Sendable {
 
     func matches(_ record: UnsafeRawBufferPointer) throws -> Bool { try test(record) }
 
+    /// The filter of no conditions: every record passes.
+    static let passing = RecordFilter { _ in true }
+
     static func compile(_ conditions: [Condition], schema: ObjectSchema) -> RecordFilter? {
         var tests: [@Sendable (UnsafeRawBufferPointer) throws -> Bool] = []
         for condition in conditions {
             guard let test = compile(condition, schema: schema) else { return nil }
             tests.append(test)
         }
-        let all = tests
-        return RecordFilter { record in
-            for test in all where try !test(record) { return false }
-            return true
+        // One closure, not a loop over an array of them: iterating the array copied each closure
+        // (a retain and a release of its context) for every record scanned.
+        guard var test = tests.first else { return passing }
+        for next in tests.dropFirst() {
+            let before = test
+            test = { try before($0) && next($0) }
         }
+        return RecordFilter(test: test)
     }
 
     private static func compile(_ condition: Condition, schema: ObjectSchema) -> (@Sendable (UnsafeRawBufferPointer) throws -> Bool)? {
