@@ -81,11 +81,10 @@ struct RecordFilter: Sendable {
                 tests.append(test)
             }
             let id = field.id
-            let all = tests
+            let any = anyOf(tests[...])
             return { record in
                 guard let (bytes, isNil) = try RecordField.find(id, in: record), !isNil else { return false }
-                for test in all where try test(bytes) { return true }
-                return false
+                return try any(bytes)
             }
         case let .startsWith(path, prefix):
             guard !path.isNestedPath, let field = schema.field(named: path), field.type == .string else { return nil }
@@ -111,6 +110,16 @@ struct RecordFilter: Sendable {
         case .arrayContains, .unknown, .opaque:
             return nil
         }
+    }
+
+    /// `tests` joined by `||`, as a balanced tree of closures (as deep as the log of their count):
+    /// one call per value tested, and no array walked per record (which copied each closure).
+    private static func anyOf(_ tests: ArraySlice<@Sendable (UnsafeRawBufferPointer) throws -> Bool>) -> @Sendable (UnsafeRawBufferPointer) throws -> Bool {
+        guard let first = tests.first else { return { _ in false } }
+        if tests.count == 1 { return first }
+        let middle = tests.startIndex + tests.count / 2
+        let left = anyOf(tests[..<middle]), right = anyOf(tests[middle...])
+        return { try left($0) || right($0) }
     }
 
     /// A test of one stored (non-nil) value against a constant, when both are of a kind this
