@@ -129,27 +129,27 @@ final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Runs `open` again (after a millisecond) while it returns nil: an environment of the file is
-    /// still ending on another thread (`teardown`). Its deinit runs when its last handle, snapshot
-    /// or background thread lets go of it, so a file closed and opened again at once can meet it.
-    private static func untilNoneEnding(_ open: () throws -> Environment?) throws -> Environment {
+    /// Runs `open` again (after a millisecond, outside the registry's lock) while an environment of
+    /// the file is still ending on another thread (`teardown`). Its deinit runs when its last
+    /// handle, snapshot or background thread lets go of it, so a file closed and opened again at
+    /// once can meet it.
+    private static func untilNoneEnding(_ open: () throws -> Environment) throws -> Environment {
         while true {
-            if let env = try open() { return env }
-            usleep(1000)
+            do {
+                return try open()
+            } catch is StillEnding {
+                usleep(1000)
+            }
         }
     }
 
-    /// The read-write environment for `path`, or nil while one of the file is still ending.
-    private static func openReadWrite(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment? {
-        try registry.withLock { (registry) throws -> Environment? in
+    /// The read-write environment for `path`.
+    private static func openReadWrite(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
+        try registry.withLock { (registry) throws -> Environment in
             // A file this process has open read-write is found by name first, without opening
             // another descriptor of it (see PosixFile.lockCommands).
-            if let identity = FileIdentity(path: path) {
-                switch registry.registered(identity) {
-                case .ending: return nil
-                case .live(let env) where !env.isReadOnly: return try env.shared(path: path, options: options)
-                case .live, .none: break
-                }
+            if let identity = FileIdentity(path: path), let env = try registry.shareable(identity, readOnlyWillDo: false) {
+                return try env.shared(path: path, options: options)
             }
             // The file as it is, not created yet: a missing file with `createIfMissing` false must
             // not get a lock file, and a file this process has open must not have its lock file
@@ -169,12 +169,8 @@ final class Environment: @unchecked Sendable {
             // process turns a non-empty file into a database, and this accepts a file whose meta
             // page 0 is torn as opening does. An empty file is initialised, below.)
             if let existing, try existing.size() > 0 { _ = try detectPageSize(existing) }
-            if let existing {
-                switch registry.registered(try existing.identity()) {
-                case .ending: return nil
-                case .live(let env) where !env.isReadOnly: return try env.shared(path: path, options: options)
-                case .live, .none: break
-                }
+            if let existing, let env = try registry.shareable(try existing.identity(), readOnlyWillDo: false) {
+                return try env.shared(path: path, options: options)
             }
             let env = try openShared(path: path, existing: existing, options: options, wrap: wrap)
             registry.register(env)
@@ -438,19 +434,19 @@ final class Teardown: Sendable {
     func finish() { finished.store(true, ordering: .releasing) }
 }
 
-/// What this process has open of one file.
-enum Registered {
-    case none
-    case live(Environment)
-    /// Released, its `deinit` not finished: wait, then look again.
-    case ending
-}
+/// Thrown inside the registry's lock when an environment of the file is still ending: the opening
+/// waits and looks again (`Environment.untilNoneEnding`).
+struct StillEnding: Error {}
 
 extension [FileIdentity: WeakEnvironment] {
-    func registered(_ identity: FileIdentity) -> Registered {
-        guard let entry = self[identity] else { return .none }
-        if let env = entry.environment { return .live(env) }
-        return entry.teardown.isFinished ? .none : .ending
+    /// The environment this process has open for the file `identity`, to share (a read-only one
+    /// only when `readOnlyWillDo`); nil when there is none to share. Throws `StillEnding` while a
+    /// released one's `deinit` runs.
+    func shareable(_ identity: FileIdentity, readOnlyWillDo: Bool) throws -> Environment? {
+        guard let entry = self[identity] else { return nil }
+        if let env = entry.environment { return readOnlyWillDo || !env.isReadOnly ? env : nil }
+        if entry.teardown.isFinished { return nil }
+        throw StillEnding()
     }
 
     /// Adds `env` (a file's new environment), dropping the entries of environments that have ended.

@@ -99,26 +99,17 @@ final class ReadOnlyState: Sendable {
 extension Environment {
     /// A read-only environment for `path`; the read-write one if this process already has the file
     /// open (its snapshots are then registered like any other).
-    /// Nil while an environment of the file is still ending (`Environment.teardown`).
-    static func openReadOnly(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment? {
-        try registry.withLock { (registry) throws -> Environment? in
+    static func openReadOnly(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
+        try registry.withLock { (registry) throws -> Environment in
             // Found by name before any descriptor is opened: one opened and closed again would, with
             // classic fcntl locks, drop the locks this process holds on the file (FileIO.swift).
-            if let identity = FileIdentity(path: path) {
-                switch registry.registered(identity) {
-                case .ending: return nil
-                case .live(let env): return try env.shared(path: path, options: options)
-                case .none: break
-                }
+            if let identity = FileIdentity(path: path), let env = try registry.shareable(identity, readOnlyWillDo: true) {
+                return try env.shared(path: path, options: options)
             }
             let posix = try PosixFile(path: path, mode: .readOnly)
             let status = try posix.status()
             let identity = FileIdentity(status)
-            switch registry.registered(identity) {
-            case .ending: return nil
-            case .live(let env): return try env.shared(path: path, options: options)
-            case .none: break
-            }
+            if let env = try registry.shareable(identity, readOnlyWillDo: true) { return try env.shared(path: path, options: options) }
             if status.st_mode & 0o170000 != 0o100000 {
                 throw StorageError.notAStrataFile(path: path, reason: "not a regular file")
             }
