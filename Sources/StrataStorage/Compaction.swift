@@ -154,13 +154,13 @@ extension WriteTransaction {
             if freedMuch || schedule.freedSinceCheck >= muchFreed { schedule.commitsUntilCheck = 0 }
             env.compactionSchedule = schedule
         }
-        let readers = allocator.sortedReaders
+        let readers = allocator.holdingReaders
         if !force && !now && !schedule.moving && schedule.commitsUntilCheck > 0 && schedule.readersAtCheck.isSubset(of: readers) {
             schedule.commitsUntilCheck -= 1
             return false
         }
         schedule.commitsUntilCheck = ShrinkLock.checkInterval
-        schedule.readersAtCheck = Set(readers)
+        schedule.readersAtCheck = readers
         schedule.freedSinceCheck = 0
         try allocator.loadAll()
         let reusable = allocator.reusablePages.count + spare.count

@@ -104,6 +104,8 @@ struct FreeChunk {
 final class FreePageAllocator {
     private let pages: PageMap
     private let baseRoot: PageNo
+    /// The transaction id of the commit the writer began from.
+    private let base: UInt64
     private let readers: () -> [UInt64]
     private var readerIDs: [UInt64]?
     // `@exclusivity(unchecked)`: only the writer's thread uses an allocator, never through
@@ -141,9 +143,10 @@ final class FreePageAllocator {
     private(set) var heldPrefixEnd: [UInt8]?
     private var prefixStillHeld = true
 
-    init(pages: PageMap, baseRoot: PageNo, hint: FreeScanHint? = nil, readers: @escaping () -> [UInt64]) {
+    init(pages: PageMap, baseRoot: PageNo, base: UInt64, hint: FreeScanHint? = nil, readers: @escaping () -> [UInt64]) {
         self.pages = pages
         self.baseRoot = baseRoot
+        self.base = base
         self.readers = readers
         self.hint = hint
         self.exhausted = baseRoot == 0
@@ -183,9 +186,16 @@ final class FreePageAllocator {
 
     /// The hint the next transaction can start from, if this one found a held prefix.
     var nextHint: FreeScanHint? {
-        guard let heldPrefixEnd, let readerIDs else { return nil }
-        return FreeScanHint(readers: Set(readerIDs), skipThrough: heldPrefixEnd)
+        guard let heldPrefixEnd, readerIDs != nil else { return nil }
+        return FreeScanHint(readers: holdingReaders, skipThrough: heldPrefixEnd)
     }
+
+    /// The snapshots that can keep a page of the committed free list from reuse: those older than
+    /// the base commit. The list holds pages freed by the base or before it, which no snapshot of
+    /// the base or a newer commit sees; so the commit log's pin of the base (CommitLog.pinned),
+    /// which moves with every commit, does not make the reader set look changed from one commit to
+    /// the next (it made every commit load the whole free list for compaction's check).
+    var holdingReaders: Set<UInt64> { Set(sortedReaders.lazy.filter { $0 < self.base }) }
 
     /// The snapshots live when this transaction first looked, ascending.
     var sortedReaders: [UInt64] {
@@ -445,7 +455,7 @@ final class FreePageAllocator {
 
     private func loadNextChunk() throws -> Bool {
         if exhausted { return false }
-        if lastLoadedKey == nil, let hint, hint.readers.isSubset(of: Set(sortedReaders)) {
+        if lastLoadedKey == nil, let hint, hint.readers.isSubset(of: holdingReaders) {
             // Every chunk up to the hint held only pages that these snapshots (or a subset of
             // them) can see: with the same snapshots or more, they still do. New frees land in
             // later chunks, and held chunks are never consumed, so the prefix is unchanged.

@@ -145,7 +145,7 @@ public final class WriteTransaction {
         let pinned = env.commitLog?.pinned(base: meta.txnid)
         self.logPinned = pinned != nil
         self.runPin = pinned.flatMap { $0 < meta.txnid ? $0 : nil }
-        self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root, hint: env.freeScanHint) {
+        self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root, base: meta.txnid, hint: env.freeScanHint) {
             let live = readers.liveReaders().map(\.txnid)
             return pinned.map { live + [$0] } ?? live
         }
