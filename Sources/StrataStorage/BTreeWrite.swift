@@ -214,14 +214,13 @@ extension WriteTransaction {
     /// descent: the recorded path stays right until a split or a merge changes the tree's shape,
     /// a spill writes its pages out, or another descent (a delete) overwrites it.
     func applySorted(_ tree: inout TreeInfo, _ deferred: DeferredWrites) throws {
-        let order = deferred.sortedOrder()
+        let sorted = deferred.sorted()
         // The leaf of the last put and its buffer (which stays put until a spill or a split).
         var finger: (pgno: PageNo, page: UnsafeMutableRawPointer)? = nil
         var upper: [UInt8]? = nil  // that leaf's exclusive upper bound; nil: the rightmost leaf
         var placed: Int? = nil  // the last put's index in `finger`: the next key sorts at or above it
-        let all = deferred.bytes
-        for i in order {
-            let write = deferred.writes[i]
+        let all = sorted.bytes
+        for write in sorted.writes {
             let key = UnsafeRawBufferPointer(rebasing: all[write.start..<(write.start + write.keyLength)])
             let shape = shapeChanges, spilled = spills
             if write.isDelete {

@@ -32,10 +32,9 @@ package struct DeferredBatch {
     package let writes: [DeferredWrite]
 
     init(_ deferred: DeferredWrites) {
-        self.deferred = deferred
-        bytes = deferred.bytes
-        let all = deferred.writes
-        writes = deferred.sortedOrder().map { all[$0] }
+        self.deferred = deferred.sorted()
+        bytes = self.deferred.bytes
+        writes = self.deferred.writes
     }
 
     /// The number of writes.
@@ -125,8 +124,37 @@ final class DeferredWrites {
         append(key)
     }
 
+    /// The same writes in key order (writes to one key in arrival order), their keys and values
+    /// copied into new memory in that order, so that whoever applies them reads it front to back.
+    /// Read in key order where they arrived, the writes of a large batch (an index's entries, in
+    /// the random order of their objects) were scattered over megabytes, and each read missed the
+    /// caches while the work between two reads left nothing to overlap it with: a seventh of a
+    /// million-object bulk load. Copying is a pass of independent reads, which the processor
+    /// overlaps.
+    func sorted() -> DeferredWrites {
+        let order = sortedOrder()
+        let copy = DeferredWrites()
+        guard let base = storage else { return copy }
+        copy.storage = UnsafeMutableRawPointer.allocate(byteCount: max(used, 1), alignment: 8)
+        copy.capacity = max(used, 1)
+        copy.writes.reserveCapacity(order.count)
+        let target = copy.storage.unsafelyUnwrapped
+        var at = 0
+        writes.withUnsafeBufferPointer { writes in
+            for i in order {
+                let w = writes[i]
+                let length = w.keyLength + max(0, w.valueLength)
+                copy.writes.append(DeferredWrite(start: at, keyLength: w.keyLength, valueLength: w.valueLength))
+                (target + at).copyMemory(from: base + w.start, byteCount: length)
+                at += length
+            }
+        }
+        copy.used = at
+        return copy
+    }
+
     /// The writes in key order, writes to one key in arrival order.
-    func sortedOrder() -> [Int] {
+    private func sortedOrder() -> [Int] {
         // Ordered by the keys' first 24 bytes as three integers, then (rarely) by whole keys,
         // by an introsort of plain values: the comparison runs n log n times, and the standard
         // library's sort with a closure reading the buffer cost as much as applying the writes.
