@@ -249,8 +249,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public func objects(in range: Range<Int>) -> [M] {
         let outcome = self.outcome
         let clamped = range.clamped(to: 0..<outcome.count)
-        var cursor: Cursor?  // a scan steps one cursor through the range
-        return clamped.map { outcome.next($0, cursor: &cursor, state) }
+        guard let walk = outcome.walk() else { return clamped.map { outcome.object(at: $0, state) } }
+        return clamped.map { walk.element($0, state) }
     }
 
     /// Streams the objects: each is decoded when reached, so iterating a million objects holds one
@@ -303,13 +303,17 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
         let outcome: ResultsOutcome<M>
         let state: ResultsState
         var position = 0
-        var cursor: Cursor?
+        /// Made at the first element (`ResultsOutcome.walk`); nil while none was read, or when
+        /// the objects are held.
+        var walk: ResultsWalk<M>?
 
         public mutating func next() -> M? {
             // A cancelled read (or a stopped withProgress) ends the iteration (Progress.swift).
             guard position < outcome.count, !OperationControl.shouldStop else { return nil }
             defer { position += 1 }
-            let object = outcome.next(position, cursor: &cursor, state)
+            if position == 0 { walk = outcome.walk() }
+            let object: M
+            if let walk { object = walk.element(position, state) } else { object = outcome.object(at: position, state) }
             // Stopped while reading this one: it is the placeholder, not an element to hand out.
             return OperationControl.shouldStop ? nil : object
         }
@@ -336,6 +340,56 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// let oldest = db.objects(Person.self).sorted(by: SortDescriptor(\.age, order: .reverse)).first
     /// ```
     public var first: M? { isEmpty ? nil : self[0] }
+}
+
+/// Elements taken in order (an iteration, a range) from an outcome's keys or scan: the keys, the
+/// record tree, the model's info and one cursor, unwrapped once when the walk begins. A `scan`
+/// steps its cursor instead of descending per element, and a key list finds each record with the
+/// same cursor, which looks in the leaf of the record before first (`Cursor.find`: an index walk's
+/// or a search's keys are mostly near each other). (Unwrapped from the outcome per element, in
+/// code generic over the model and run unspecialized, each of them was retained and released for
+/// every element.)
+final class ResultsWalk<M: Model> {
+    private let info: ModelInfo<M>
+    private let keys: KeyList
+    private let isScan: Bool
+    private let offset: Int
+    private let cursor: Cursor
+    private let validating: ReadTransaction?
+    /// A scan's cursor stands on the previous element.
+    private var stepping = false
+
+    init(info: ModelInfo<M>, records: ReadTree, keys: KeyList?, offset: Int, validating: ReadTransaction?) {
+        self.info = info
+        self.keys = keys ?? KeyList()
+        self.isScan = keys == nil
+        self.offset = offset
+        self.cursor = records.cursor()
+        self.validating = validating
+    }
+
+    /// Element `i` (inside the outcome's count); a record that cannot be read gives the
+    /// placeholder and notes the error.
+    func element(_ i: Int, _ state: ResultsState) -> M {
+        do {
+            return try trustedRead(validating) {
+                if !isScan {
+                    guard try keys.withKey(i, { try cursor.find($0) }) else {
+                        throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
+                    }
+                } else if stepping {
+                    guard try cursor.next() else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
+                } else {
+                    guard try cursor.seek(toPosition: offset + i) else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
+                    stepping = true
+                }
+                return try info.decode(cursor.value)
+            }
+        } catch {
+            state.note(error)
+            return info.placeholder
+        }
+    }
 }
 
 /// A query's evaluated results, held as lightly as the query allows:
@@ -489,42 +543,13 @@ final class ResultsOutcome<M: Model>: Sendable {
         return info.placeholder
     }
 
-    /// Element `i` while iterating: a `scan` walks its own cursor instead of the key list, and a
-    /// key list finds its records with one cursor, which looks in the leaf of the record before
-    /// first (`Cursor.find`): an index walk's or a search's keys are mostly near each other.
-    func next(_ i: Int, cursor: inout Cursor?, _ state: ResultsState) -> M {
-        if case .keys(let list) = rows, let records, let info, i >= 0, i < list.count {
-            do {
-                return try trustedRead(validating) {
-                    let finder = cursor ?? records.cursor()
-                    cursor = finder
-                    // (Found inside `withKey`, decoded after it: see `decode(keyAt:of:_:_:)`.)
-                    guard try list.withKey(i, { try finder.find($0) }) else {
-                        throw StrataError.corruptRecord("a result of \(info.name) vanished from its own snapshot")
-                    }
-                    return try info.decode(finder.value)
-                }
-            } catch {
-                state.note(error)
-                return info.placeholder
-            }
-        }
-        guard case let .scan(offset, _) = rows, let records, let info else { return object(at: i, state) }
-        do {
-            return try trustedRead(validating) {
-                if cursor == nil {
-                    let c = records.cursor()
-                    guard try c.seek(toPosition: offset + i) else { throw StrataError.corruptRecord("\(info.name) has fewer records than its count") }
-                    cursor = c
-                } else if let c = cursor, try !c.next() {
-                    throw StrataError.corruptRecord("\(info.name) has fewer records than its count")
-                }
-                guard let c = cursor else { return info.placeholder }
-                return try info.decode(c.value)
-            }
-        } catch {
-            state.note(error)
-            return info.placeholder
+    /// A reader for elements taken in order (an iteration, a range); nil when the objects are held.
+    func walk() -> ResultsWalk<M>? {
+        guard let info, let records else { return nil }
+        switch rows {
+        case .keys(let list): return ResultsWalk(info: info, records: records, keys: list, offset: 0, validating: validating)
+        case .scan(let offset, _): return ResultsWalk(info: info, records: records, keys: nil, offset: offset, validating: validating)
+        case .objects: return nil
         }
     }
 
