@@ -492,6 +492,7 @@ final class FreePageAllocator {
         let key = Array(cursor.key)
         let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
         let entries = try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: pages.limit)
+        listedBy.reserveCapacity(listedBy.count + entries.count)  // (grown step by step, it rehashed every page again)
         for e in entries {
             if let other = listedBy.updateValue(key, forKey: e.page), other != key {
                 throw StorageError.corrupt(
@@ -500,6 +501,7 @@ final class FreePageAllocator {
         }
         let ids = sortedReaders
         var chunk = FreeChunk(key: key, freedBy: freedBy, held: [], reusable: [])
+        chunk.reusable.reserveCapacity(entries.count)
         for e in entries {
             if isReusable(born: e.born, freedBy: freedBy, readers: ids) { chunk.reusable.append(e) } else { chunk.held.append(e) }
         }
