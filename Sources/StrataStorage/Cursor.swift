@@ -127,7 +127,10 @@ public final class Cursor {
     /// the cursor is on, that leaf alone is searched (a key in that range can be in no other
     /// leaf): records looked up in about the order they are stored — an index walk's objects, a
     /// search's matches, forwards or backwards — then cost one leaf search each instead of a
-    /// descent from the root.
+    /// descent from the root. A target past the leaf (ahead of the cursor's key) is searched for
+    /// from the lowest page on the cursor's path whose range holds it, as `seekForward` does: the
+    /// next object of an index walk a few leaves on costs a search of the leaves' parent and of
+    /// the leaf.
     ///
     /// ```swift
     /// for key in keysFromAnIndex where try cursor.find(key) { handle(cursor.value) }
@@ -147,7 +150,10 @@ public final class Cursor {
             reset()
             return false
         }
-        guard try seek(target), compareBytes(key, target) == 0 else {
+        // Ahead of the leaf (the next record of an index walk, a few leaves on): down from the
+        // lowest page on the path whose range holds it (`seekForward`), not from the root.
+        let ahead = positioned && version == pages.version && depth > 0 && compareBytes(key, target) <= 0
+        guard try ahead ? seekForward(target) : seek(target), compareBytes(key, target) == 0 else {
             reset()
             return false
         }
