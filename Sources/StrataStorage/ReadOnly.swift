@@ -20,7 +20,9 @@ import Synchronization
 // is complete), so S + 2 writes nothing before commit S + 1 has rewritten meta slot (S + 1) % 2. A
 // snapshot copies both meta pages when it begins; if both still hold the same bytes after it read
 // its pages, no commit S + 2 wrote anything meanwhile and what it read was commit S. If not, the
-// read throws `fileChangedDuringRead`, and the caller reads again.
+// read throws `fileChangedDuringRead`, and the caller reads again. A read that a busy writer
+// overtakes every time can instead run with writers held off (`holdingWritersOff`): the one lock a
+// read-only environment takes on the lock file, the writer byte held shared.
 
 /// What a read-only environment keeps: the lock file's reader table seen through a read-only map
 /// (to list other processes' snapshots), and the newest commit it has verified.
@@ -50,6 +52,34 @@ final class ReadOnlyState: Sendable {
             if count == 0 { _ = try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true) }
             count += 1
         }
+    }
+
+    /// Callers of `holdingWritersOff` running now in this process: fcntl locks of one open file
+    /// description do not nest (the first unlock would end them all), hence the count.
+    private let writerHolders = Mutex<Int>(0)
+
+    /// Runs `body` while no writer in another process commits: a shared lock on the lock file's
+    /// writer byte, which every writer takes exclusively for each transaction (waiting for the
+    /// writer inside one to finish first). Where that cannot be taken (no lock file, or no open
+    /// file description locks to keep it by: see `lockFile`) `body` runs unprotected.
+    func holdingWritersOff<R>(_ body: () throws -> R) rethrows -> R {
+        guard let lockFile else { return try body() }
+        let locked = writerHolders.withLock { count -> Bool in
+            if count == 0 {
+                guard (try? lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: false, wait: true)) == true else { return false }
+            }
+            count += 1
+            return true
+        }
+        defer {
+            if locked {
+                writerHolders.withLock { count in
+                    count -= 1
+                    if count == 0 { lockFile.unlock(offset: LockLayout.writerLockByte, length: 1) }
+                }
+            }
+        }
+        return try body()
     }
 
     func releaseShrinkLock(_ file: FileIO) {

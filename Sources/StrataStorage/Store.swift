@@ -234,6 +234,22 @@ public final class Store: Sendable {
         return result
     }
 
+    /// Runs `body` while no writer in another process can commit. For a read-only store whose
+    /// reads a busy writer keeps overtaking (each `read` throws `fileChangedDuringRead`): reads
+    /// inside `body` cannot be overtaken, because writers wait (as for each other) until it
+    /// returns. Keep `body` short, and never write to this file from it through another handle:
+    /// that write would wait for `body`. Elsewhere (a read-write store, whose snapshots no writer
+    /// overtakes, or a platform without open file description locks) it just runs `body`.
+    ///
+    /// ```swift
+    /// let names = try store.holdingWritersOff { try store.read { try $0.treeNames() } }
+    /// ```
+    public func holdingWritersOff<R>(_ body: () throws -> R) throws -> R {
+        try checkOpen()
+        guard let readOnly = env.readOnly else { return try body() }
+        return try readOnly.holdingWritersOff(body)
+    }
+
     /// Runs `body` in the write transaction and commits it, returning `body`'s result. If `body`
     /// throws, nothing it did is kept and the error is rethrown. One writer at a time: others, in
     /// this process or another, wait. Calling `write` inside `write` throws.

@@ -178,6 +178,29 @@ final class XProcChild {
         }
     }
 
+    /// `readLine` for a test that must not suspend while the helper runs: a suspended test of a
+    /// busy parallel run resumes only when a thread of the shared pool is free, which can be
+    /// minutes, and the helper works on meanwhile.
+    func readLineWithoutSuspending(timeout: Double = 60) throws -> String? {
+        let fd = output.fileHandleForReading.fileDescriptor
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                defer { buffer.removeSubrange(...newline) }
+                return String(decoding: buffer[..<newline], as: UTF8.self)
+            }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 10) > 0 {
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress!, $0.count) }
+                if n <= 0 { return nil }
+                buffer.append(contentsOf: chunk[..<n])
+                continue
+            }
+            if Date() > deadline { throw StrataError.invalidQuery("no output from the helper within \(timeout) s") }
+        }
+    }
+
     func send(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
 
     func waitForExit(timeout: Double = 120) async throws {

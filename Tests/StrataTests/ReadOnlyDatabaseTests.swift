@@ -52,17 +52,13 @@ struct ReadOnlyDatabaseTests {
     /// commit: one-shot reads (`read`, `object`, `run`, `read` async) are exact (they run again on
     /// a newer snapshot), and results kept across commits either read exactly their own commit or
     /// report `fileChangedDuringRead` (placeholders and `error` for the collection API, a throw
-    /// for `fetch`), never objects of another commit or a corruption error.
-    @Test func readsBesideAWriterInAnotherProcessAreExactOrSayTheFileChanged() async throws {
+    /// for `fetch`), never objects of another commit or a corruption error. (Synchronous, as is
+    /// the next test: a test that suspends while the writer runs may resume minutes later in a
+    /// busy parallel run, with the writer taking a core all along. `read`'s async form makes
+    /// its runs as `read` does, `onNewestSnapshot`.)
+    @Test func readsBesideAWriterInAnotherProcessAreExactOrSayTheFileChanged() throws {
         let reads = Int(ProcessInfo.processInfo.environment["STRATA_READONLY_READS"] ?? "") ?? 60
-        let path = databasePath()
-        do {
-            let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(durability: .noSync))
-            try await db.write { tx in try ChurnWorkload.write(round: 0, in: tx) }
-        }
-        let writer = try XProcChild(["objects-churn", path])
-        #expect(try await writer.readLine() == "ready")
-        // SIGKILL: the helper inherits the test process's blocked signals, SIGTERM among them.
+        let (path, writer) = try Self.churningStore()
         defer { writer.stop() }
         let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(readOnly: true))
 
@@ -76,11 +72,11 @@ struct ReadOnlyDatabaseTests {
         }
         func isFileChanged(_ error: StrataError?) -> Bool { error?.isFileChangedDuringRead ?? false }
         /// Waits until the writer has committed twice after `version`: a snapshot of it is overtaken.
-        func waitPast(_ version: UInt64?) async throws {
+        func waitPast(_ version: UInt64?) throws {
             let deadline = Date().addingTimeInterval(60)
             while db.store.latestVersion < (version ?? 0) + 2 {
                 if Date() > deadline { throw StrataError.invalidQuery("the writer stopped committing") }
-                try await Task.sleep(for: .milliseconds(1))
+                usleep(1000)
             }
         }
 
@@ -99,7 +95,7 @@ struct ReadOnlyDatabaseTests {
             #expect(grouped.count == ChurnWorkload.groupCount(3, round: round) && grouped.allSatisfy { $0.group == 3 && $0.round == round && $0.isExact })
             let one = try #require(try db.object(ChurnItem.self, key: i % ChurnWorkload.count))
             #expect(one.isExact, "object(key:) read \(one)")
-            let sum = try await db.read { snapshot in
+            let sum = try db.read { snapshot in
                 let results = snapshot.objects(ChurnItem.self)
                 return (results.sum(of: \.round), results.max(of: \.round).map { $0 * ChurnWorkload.count }, results.error)
             }
@@ -110,7 +106,7 @@ struct ReadOnlyDatabaseTests {
             let scanned = db.objects(ChurnItem.self)
             let started = db.objects(ChurnItem.self).filter(#Predicate { $0.id >= 0 })
             _ = started.first  // evaluated now; its objects are decoded later, one by one
-            try await waitPast([unevaluated, scanned, started].compactMap(\.version).max())
+            try waitPast([unevaluated, scanned, started].compactMap(\.version).max())
             for results in [unevaluated, scanned, started] {
                 let objects = Array(results)
                 if isFileChanged(results.error) {
@@ -129,7 +125,7 @@ struct ReadOnlyDatabaseTests {
             #expect(
                 n == ChurnWorkload.count / ChurnWorkload.groups || n == ChurnWorkload.count / ChurnWorkload.groups + 1
                     || (n == 0 && isFileChanged(counted.error)), "counted \(n), error \(String(describing: counted.error))")
-            try await waitPast(counted.version)
+            try waitPast(counted.version)
             let indexed = (0..<n).map { counted[$0] }
             #expect(indexed.count == n && Array(counted).count == n)
             #expect(isFileChanged(counted.error), "counted then overtaken: \(String(describing: counted.error))")
@@ -137,7 +133,7 @@ struct ReadOnlyDatabaseTests {
 
             // A kept snapshot's own reads throw rather than return another commit's object.
             let snapshot = try db.snapshot()
-            try await waitPast(snapshot.version)
+            try waitPast(snapshot.version)
             do {
                 let object = try snapshot.object(ChurnItem.self, key: 7)
                 #expect(object?.isExact == true, "a kept snapshot read \(String(describing: object))")
@@ -153,11 +149,73 @@ struct ReadOnlyDatabaseTests {
                 if case .initial(let results) = change { delivered.withLock { $0 = Array(results) } }
             }
             let deadline = Date().addingTimeInterval(60)
-            while delivered.withLock({ $0 }) == nil && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+            while delivered.withLock({ $0 }) == nil && Date() < deadline { usleep(2000) }
             checkRound(delivered.withLock { $0 } ?? [], "observer's initial results")
             token.invalidate()
         }
         // Both meta pages were rewritten after each kept snapshot: every kept read noticed.
         #expect(reported == 3 * reads, "\(reported) of \(3 * reads) overtaken results reported it")
+    }
+
+    /// A store of `ChurnWorkload`'s first round, and a helper process rewriting it in every commit
+    /// (stop it with `stop()`; SIGKILL, as the helper inherits the test process's blocked signals).
+    private static func churningStore() throws -> (String, XProcChild) {
+        let path = databasePath()
+        do {
+            let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try ChurnWorkload.write(round: 0, in: tx) }
+        }
+        let writer = try XProcChild(["objects-churn", path])
+        guard try writer.readLineWithoutSuspending() == "ready" else {
+            writer.stop()
+            throw StrataError.invalidQuery("the helper did not start: \(writer.errorText)")
+        }
+        return (path, writer)
+    }
+
+    /// A one-shot read slower than two of the writer's commits is overtaken every time it runs;
+    /// after a few such runs it runs with the writer held off, and ends with one commit's objects
+    /// exactly, rather than failing (or running for ever) beside a writer that never pauses.
+    @Test func aReadEveryCommitOvertakesHoldsTheWriterOffAndEnds() throws {
+        let (path, writer) = try Self.churningStore()
+        defer { writer.stop() }
+        let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(readOnly: true))
+        func waitForCommits(_ count: UInt64) throws {
+            let start = db.store.latestVersion
+            let deadline = Date().addingTimeInterval(60)
+            while db.store.latestVersion < start + count {
+                if Date() > deadline { throw StrataError.invalidQuery("the writer stopped committing") }
+                usleep(1000)
+            }
+        }
+        try waitForCommits(2)
+
+        // While writers are held off, the newest commit stays put; afterwards the writer goes on.
+        let (before, after) = try db.store.holdingWritersOff { () -> (UInt64, UInt64) in
+            let before = db.store.latestVersion
+            Thread.sleep(forTimeInterval: 0.1)
+            return (before, db.store.latestVersion)
+        }
+        #expect(before == after, "commits \(before) → \(after) while writers were held off")
+        try waitForCommits(2)
+
+        /// The objects a slow read found, and how many times it ran.
+        func readSlowly() throws -> ([ChurnItem], Int) {
+            var runs = 0
+            let objects = try db.read { snapshot in
+                runs += 1
+                let objects = try snapshot.objects(ChurnItem.self).fetch()
+                // Longer than two of the writer's commits (each a few milliseconds).
+                Thread.sleep(forTimeInterval: 0.1)
+                return objects
+            }
+            return (objects, runs)
+        }
+        for round in 0..<3 {
+            let (objects, runs) = try readSlowly()
+            #expect(runs <= Database.overtakesBeforeHoldingWritersOff + 1, "round \(round): the read ran \(runs) times")
+            #expect(objects.count == ChurnWorkload.count && Set(objects.map(\.round)).count == 1 && objects.allSatisfy(\.isExact))
+            try waitForCommits(2)
+        }
     }
 }

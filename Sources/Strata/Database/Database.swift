@@ -277,13 +277,32 @@ public final class Database: Sendable {
     /// overtook its snapshot (`onNewestSnapshot`, `snapshot()`).
     static let changedReadRetries = 100
 
+    /// Overtaken attempts in a row after which a read of a read-only database runs again with
+    /// other processes' writers held off (`Store.holdingWritersOff`), so that it ends: a writer
+    /// that commits twice during every attempt would otherwise starve the reader. They wait one
+    /// read's length, once in a while, rather than the reader for ever.
+    static let overtakesBeforeHoldingWritersOff = 3
+
+    /// `body`, run after `overtakes` overtaken attempts in a row: from the
+    /// `overtakesBeforeHoldingWritersOff`-th on, while writers in other processes wait.
+    func attempt<R>(after overtakes: Int, _ body: () throws -> R) throws -> R {
+        guard overtakes >= Self.overtakesBeforeHoldingWritersOff else { return try body() }
+        return try wrapStorage { try store.holdingWritersOff(body) }
+    }
+
+    /// `attempt(after:_:)` for a read that reports its own errors (an observer's): on a closed
+    /// store, which `attempt` refuses before running anything, `body` runs as is and finds it closed.
+    func attemptReporting(after overtakes: Int, _ body: () -> Void) {
+        do { try attempt(after: overtakes, body) } catch { body() }
+    }
+
     /// `body`, run again (up to `changedReadRetries` times) while it throws `fileChangedDuringRead`.
-    static func againWhileOvertaken<R>(_ body: () throws -> R) throws -> R {
+    func againWhileOvertaken<R>(_ body: () throws -> R) throws -> R {
         var retries = 0
         while true {
             do {
-                return try body()
-            } catch StrataError.storage(.fileChangedDuringRead) where retries < changedReadRetries {
+                return try attempt(after: retries, body)
+            } catch StrataError.storage(.fileChangedDuringRead) where retries < Self.changedReadRetries {
                 retries += 1
             }
         }
@@ -292,9 +311,10 @@ public final class Database: Sendable {
     /// Runs `body` on a snapshot of the newest commit. On a read-only store, whose snapshots a
     /// writer in another process can overtake (their pages reused once it has committed twice
     /// more), a run whose reads did not stay on one commit is thrown away and `body` runs again
-    /// on a newer snapshot; after `changedReadRetries` such runs the error reaches the caller.
+    /// on a newer snapshot (after a few, with writers held off: `attempt(after:_:)`); after
+    /// `changedReadRetries` such runs the error reaches the caller.
     func onNewestSnapshot<R>(_ body: (Snapshot) throws -> R) throws -> R {
-        try Self.againWhileOvertaken {
+        try againWhileOvertaken {
             let snapshot = try self.snapshot()
             return try snapshot.checked { try body(snapshot) }
         }
@@ -321,7 +341,7 @@ public final class Database: Sendable {
         // On a read-only store a writer in another process can overtake a snapshot while it begins
         // (choosing and verifying the commit, reading the stored schemas): nothing was handed out
         // yet, so begin again on a newer commit rather than fail the caller.
-        let fresh = try Self.againWhileOvertaken { try beginSnapshot() }
+        let fresh = try againWhileOvertaken { try beginSnapshot() }
         newestSnapshot.withLock { $0 = WeakSnapshot(fresh) }
         return fresh
     }

@@ -303,7 +303,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let overtaken = error.isFileChangedDuringRead || read.map { !$0.txn.isValid } ?? false
             if overtaken && changedReads < Database.changedReadRetries {
                 changedReads += 1
-                return refresh(initial: initial)
+                return db.attemptReporting(after: changedReads) { refresh(initial: initial) }
             }
             changedReads = 0
             // The listing is still news for the next read, while no read has succeeded.

@@ -580,7 +580,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             let overtaken = error.isFileChangedDuringRead || read.map { !$0.txn.isValid } ?? false
             if overtaken && changedReads < Database.changedReadRetries {
                 changedReads += 1
-                return refresh(initial: initial)
+                return db.attemptReporting(after: changedReads) { refresh(initial: initial) }
             }
             changedReads = 0
             fail(error)
