@@ -44,7 +44,16 @@ import StrataStorage
         let readProblems = Mutex<[String]>([])
         let readerThread = Thread {
             // Snapshots taken while groups commit: each must be whole (its counts match its entries).
+            // One per new commit: while none comes (the test awaits its writes, which in a busy
+            // parallel run can be minutes) the thread sleeps rather than spin on a core.
+            var seen: UInt64 = 0
             while !stopReading.load(ordering: .relaxed) {
+                let latest = reader.store.latestVersion
+                if latest == seen {
+                    usleep(100)
+                    continue
+                }
+                seen = latest
                 do {
                     let results = reader.objects(LDThing.self).filter(#Predicate { $0.rank >= 1 })
                     let count = results.count

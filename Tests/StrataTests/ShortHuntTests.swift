@@ -175,11 +175,13 @@ struct ShortHuntReadOnlyTests {
         for i in 0..<n { _ = try tx.upsert(SHItem(id: i, group: (i + r) % 4, score: r, name: "r\(r)-\(i)")) }
     }
 
-    @Test func readOnlyBesideAWriterInTheSameProcess() async throws {
+    // Synchronous: a test that suspends while its writer thread churns may resume minutes later
+    // in a busy parallel run, with the writer taking a core all along.
+    @Test func readOnlyBesideAWriterInTheSameProcess() throws {
         let path = shPath()
         defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: path + "-lock") }
         let writer = try Database(path: path, models: [SHItem.self], options: StoreOptions(durability: .noSync))
-        try await writer.write { tx in try Self.round(0, in: tx) }
+        try writer.write { tx in try Self.round(0, in: tx) }
         let ro = try Database(path: path, models: [SHItem.self], options: StoreOptions(readOnly: true))
         let stop = SHStop()
         let done = DispatchSemaphore(value: 0)
@@ -195,10 +197,10 @@ struct ShortHuntReadOnlyTests {
         var changed = 0
         var seen = Set<Int>()
         for i in 0..<300 {
-            let all = try await ro.read { s in try s.objects(SHItem.self).fetch() }
+            let all = try ro.read { s in try s.objects(SHItem.self).fetch() }
             Self.check(all, "read \(i)")
             seen.insert(all.first?.score ?? -1)
-            let (g, r) = try await ro.read { s in
+            let (g, r) = try ro.read { s in
                 let a = try s.objects(SHItem.self).fetch()
                 return (
                     try s.objects(SHItem.self).filter(#Predicate { $0.group == 2 }).sorted(by: SortDescriptor(\.id, order: .reverse)).fetch(),
@@ -314,14 +316,22 @@ struct ShortHuntLiveChangeSetTests {
         try await writer.write { tx in try ShortHuntReadOnlyTests.round(0, in: tx) }
         let stop = SHStop()
         let done = DispatchSemaphore(value: 0)
+        // The writer commits in bursts, one as each observer starts, not for as long as the test
+        // runs: the test suspends, and in a busy parallel run may resume minutes later.
+        let go = DispatchSemaphore(value: 0)
         Thread {
             var r = 1
-            while !stop.isStopped { try! writer.write { tx in try ShortHuntReadOnlyTests.round(r, in: tx) }; r += 1 }
+            while true {
+                go.wait()
+                if stop.isStopped { break }
+                for _ in 0..<40 { try! writer.write { tx in try ShortHuntReadOnlyTests.round(r, in: tx) }; r += 1 }
+            }
             done.signal()
         }.start()
-        defer { stop.stop(); done.wait() }
+        defer { stop.stop(); go.signal(); done.wait() }
         let probe = SHProbe()
         for i in 0..<30 {
+            go.signal()
             let ro = try Database(path: path, models: [SHItem.self], options: StoreOptions(readOnly: true))
             let live = LiveResults(ro.objects(SHItem.self).sorted(by: SortDescriptor(\.score, order: .reverse)).prefix(10), updatingOn: probe)
             let deadline = Date().addingTimeInterval(60)
