@@ -100,7 +100,7 @@ enum IndexEntries {
             if let (bytes, isNil) = try RecordField.find(field.id, in: record), !isNil {
                 if let collation = field.collation {
                     if field.type.isOptional { key.append(1) }
-                    collation.appendEncodedKey(String(decoding: bytes, as: UTF8.self), to: &key)
+                    collation.appendEncodedKey(utf8: bytes, to: &key)
                 } else {
                     try RecordIndexKeys.append(bytes, as: field.type, to: &key)
                 }
@@ -160,7 +160,7 @@ enum IndexEntries {
         case .absent: return [[0]]
         case let .present(bytes, type):
             var out: [UInt8] = type.isOptional ? [1] : []
-            collation.appendEncodedKey(String(decoding: bytes, as: UTF8.self), to: &out)
+            collation.appendEncodedKey(utf8: bytes, to: &out)
             return [out]
         }
     }

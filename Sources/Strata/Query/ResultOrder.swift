@@ -131,7 +131,7 @@ struct ResultOrder<M: Model> {
                 case let .present(bytes, type):
                     key.append(1)
                     if let collation {
-                        collation.appendEncodedKey(String(decoding: bytes, as: UTF8.self), to: &key)
+                        collation.appendEncodedKey(utf8: bytes, to: &key)
                     } else {
                         try RecordIndexKeys.append(bytes, as: type, to: &key)
                     }

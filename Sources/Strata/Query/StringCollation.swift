@@ -197,7 +197,53 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
     /// The key encoding (FORMAT.md §8.1) of `s`'s sort key: escaped and terminated, so that it
     /// can start an index key or a composite sort key.
     func appendEncodedKey(_ s: String, to out: inout [UInt8]) {
-        KeyEncoding.appendBytes(key(s), to: &out)
+        var s = s
+        s.withUTF8 { appendEncodedKey(utf8: UnsafeRawBufferPointer($0), to: &out) }
+    }
+
+    /// `appendEncodedKey` of a string given as its UTF-8 bytes (a stored field's). An ASCII
+    /// string (most names, handles and tags) is folded, keyed and escaped in one pass, with no
+    /// folded copy and no key array: ASCII folds to ASCII (case folding lowers A–Z, and nothing
+    /// has a mark) and is its own NFC, so `key` would only lower it and rewrite its digit runs.
+    /// Any other string is keyed by `key`.
+    func appendEncodedKey(utf8 bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard bytes.allSatisfy({ $0 < 0x80 }) else {
+            KeyEncoding.appendBytes(key(String(decoding: bytes, as: UTF8.self)), to: &out)
+            return
+        }
+        let lower = options.contains(.caseInsensitive)
+        let numeric = options.contains(.numeric)
+        @inline(__always) func emit(_ b: UInt8) {
+            out.append(b)
+            if b == 0 { out.append(0xFF) }
+        }
+        @inline(__always) func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
+        var i = 0
+        while i < bytes.count {
+            let byte = bytes[i]
+            guard numeric && isDigit(byte) else {
+                emit(lower && byte &- 0x41 < 26 ? byte | 0x20 : byte)
+                i += 1
+                continue
+            }
+            // A run of digits, as `key` writes it: 0x30, its significant length, its significant digits.
+            var start = i
+            var end = i
+            while end < bytes.count && isDigit(bytes[end]) { end += 1 }
+            while start < end - 1 && bytes[start] == 0x30 { start += 1 }
+            let length = end - start
+            emit(0x30)
+            if length < 0xFF {
+                emit(UInt8(length))
+            } else {
+                emit(0xFF)
+                for shift in stride(from: 24, through: 0, by: -8) { emit(UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(shift))) }
+            }
+            for j in start..<end { emit(bytes[j]) }
+            i = end
+        }
+        out.append(0)
+        out.append(0)
     }
 }
 
