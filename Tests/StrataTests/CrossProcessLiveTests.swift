@@ -157,22 +157,28 @@ final class XProcChild {
         throw StrataError.invalidQuery("StrataTestHelper not found in \(directories) (swift build --product StrataTestHelper)")
     }
 
-    func readLine(timeout: Double = 60) async throws -> String? {
+    /// The next line of the helper's output if one is buffered or arrives within `waitMs`
+    /// milliseconds; `.some(nil)` once the output has ended; nil when no line came yet.
+    private func pollLine(waitMs: Int32) -> String?? {
         let fd = output.fileHandleForReading.fileDescriptor
-        let deadline = Date().addingTimeInterval(timeout)
         while true {
             if let newline = buffer.firstIndex(of: 10) {
                 defer { buffer.removeSubrange(...newline) }
                 return String(decoding: buffer[..<newline], as: UTF8.self)
             }
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&p, 1, 0) > 0 {
-                var chunk = [UInt8](repeating: 0, count: 4096)
-                let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress!, $0.count) }
-                if n <= 0 { return nil }
-                buffer.append(contentsOf: chunk[..<n])
-                continue
-            }
+            guard poll(&p, 1, waitMs) > 0 else { return nil }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress!, $0.count) }
+            if n <= 0 { return .some(nil) }
+            buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+
+    func readLine(timeout: Double = 60) async throws -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let line = pollLine(waitMs: 0) { return line }
             if Date() > deadline { throw StrataError.invalidQuery("no output from the helper within \(timeout) s") }
             try await Task.sleep(for: .milliseconds(2))
         }
@@ -182,21 +188,9 @@ final class XProcChild {
     /// busy parallel run resumes only when a thread of the shared pool is free, which can be
     /// minutes, and the helper works on meanwhile.
     func readLineWithoutSuspending(timeout: Double = 60) throws -> String? {
-        let fd = output.fileHandleForReading.fileDescriptor
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            if let newline = buffer.firstIndex(of: 10) {
-                defer { buffer.removeSubrange(...newline) }
-                return String(decoding: buffer[..<newline], as: UTF8.self)
-            }
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&p, 1, 10) > 0 {
-                var chunk = [UInt8](repeating: 0, count: 4096)
-                let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress!, $0.count) }
-                if n <= 0 { return nil }
-                buffer.append(contentsOf: chunk[..<n])
-                continue
-            }
+            if let line = pollLine(waitMs: 10) { return line }
             if Date() > deadline { throw StrataError.invalidQuery("no output from the helper within \(timeout) s") }
         }
     }
