@@ -58,8 +58,8 @@ public struct StoreOptions: Sendable, Equatable {
     /// the snapshot, and a snapshot from `beginRead` can be checked with `validate()`. (Opening
     /// takes snapshots until one holds, 100 at most, so it throws that only beside writers that
     /// overtake every one of them; `Store.holdingWritersOff` makes writers wait while a read runs,
-    /// for reads that a writer overtakes every time.) A snapshot begun while another process's commit is in its
-    /// sync waits for that commit, up to 50 ms, and sees it. In a process
+    /// for reads that a writer overtakes every time.) A snapshot begun while another process's
+    /// commit is in its sync waits for that commit, up to 50 ms, and sees it. In a process
     /// that already has the file open read-write, a read-only handle shares that opening and its
     /// snapshots are registered like any other. (A `Database` on a read-only store reads the
     /// stored schemas and refuses, with `migrationRequired`, models whose schema it would have to
