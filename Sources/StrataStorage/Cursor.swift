@@ -151,9 +151,10 @@ public final class Cursor {
             return false
         }
         // Ahead of the leaf (the next record of an index walk, a few leaves on): down from the
-        // lowest page on the path whose range holds it (`seekForward`), not from the root.
-        let ahead = positioned && version == pages.version && depth > 0 && compareBytes(key, target) <= 0
-        guard try ahead ? seekForward(target) : seek(target), compareBytes(key, target) == 0 else {
+        // lowest page on the path whose range holds it; `seekForward` seeks from the root itself
+        // when the target is behind, or the cursor not positioned. After a write it would throw,
+        // where `find` starts over.
+        guard try version == pages.version ? seekForward(target) : seek(target), compareBytes(key, target) == 0 else {
             reset()
             return false
         }
