@@ -131,9 +131,11 @@ extension Store {
         let file = env.file
         let identity = env.identity
         if let identity { ShrinkLock.countLocal(identity, 1) }
-        let locked = (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true)) == true
+        // Counted: two such reads on two threads share the lock, and the first to end must not
+        // drop it under the other (the locks of one open file description do not nest).
+        env.cutsHeldOff.take(file)
         defer {
-            if locked { file.unlock(offset: ShrinkLock.offset, length: 1) }
+            env.cutsHeldOff.release(file)
             if let identity { ShrinkLock.countLocal(identity, -1) }
         }
         return try body()

@@ -37,6 +37,9 @@ final class Environment: @unchecked Sendable {
     /// Told of every commit made through this environment, and (through `commitWatch`) of other
     /// processes' commits.
     let commitListeners = CommitListeners()
+    /// This process's share of the page file's shrink lock for what reads every page of a
+    /// snapshot (`Store.holdingOffCuts`): held while any such read runs.
+    let cutsHeldOff = SharedByteLock(offset: ShrinkLock.offset)
     /// Reports other processes' commits to `commitListeners` while there are any; nil for a file
     /// no other process can write (in memory, or opened read-only).
     let commitWatch: CommitWatch?

@@ -41,22 +41,23 @@ final class ReadOnlyState: Sendable {
     /// The page file, as `ShrinkLock.localHolders` counts its snapshots.
     let identity: FileIdentity
     /// Snapshots of this environment alive now; while any is, this process share-locks the
-    /// page file's shrink byte (Compaction.swift). fcntl locks are per process, hence the count.
-    private let shrinkHolders = Mutex<Int>(0)
+    /// page file's shrink byte (Compaction.swift).
+    private let shrinkLock = SharedByteLock(offset: ShrinkLock.offset)
 
     /// Called as an unregistered snapshot begins: no writer truncates the file while it lives.
     /// Where the file system has no fcntl locks the snapshot goes unprotected (as it is from reuse).
     func holdShrinkLock(_ file: FileIO) {
         ShrinkLock.countLocal(identity, 1)
-        shrinkHolders.withLock { count in
-            if count == 0 { _ = try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true) }
-            count += 1
-        }
+        shrinkLock.take(file)
     }
 
-    /// Callers of `holdingWritersOff` running now in this process: fcntl locks of one open file
-    /// description do not nest (the first unlock would end them all), hence the count.
-    private let writerHolders = Mutex<Int>(0)
+    func releaseShrinkLock(_ file: FileIO) {
+        shrinkLock.release(file)
+        ShrinkLock.countLocal(identity, -1)
+    }
+
+    /// Callers of `holdingWritersOff` running now in this process.
+    private let writersHeldOff = SharedByteLock(offset: LockLayout.writerLockByte)
 
     /// Runs `body` while no writer in another process commits: a shared lock on the lock file's
     /// writer byte, which every writer takes exclusively for each transaction (waiting for the
@@ -64,30 +65,9 @@ final class ReadOnlyState: Sendable {
     /// file description locks to keep it by: see `lockFile`) `body` runs unprotected.
     func holdingWritersOff<R>(_ body: () throws -> R) rethrows -> R {
         guard let lockFile else { return try body() }
-        let locked = writerHolders.withLock { count -> Bool in
-            if count == 0 {
-                guard (try? lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: false, wait: true)) == true else { return false }
-            }
-            count += 1
-            return true
-        }
-        defer {
-            if locked {
-                writerHolders.withLock { count in
-                    count -= 1
-                    if count == 0 { lockFile.unlock(offset: LockLayout.writerLockByte, length: 1) }
-                }
-            }
-        }
+        writersHeldOff.take(lockFile)
+        defer { writersHeldOff.release(lockFile) }
         return try body()
-    }
-
-    func releaseShrinkLock(_ file: FileIO) {
-        shrinkHolders.withLock { count in
-            count -= 1
-            if count == 0 { file.unlock(offset: ShrinkLock.offset, length: 1) }
-        }
-        ShrinkLock.countLocal(identity, -1)
     }
 
     init(identity: FileIdentity, lockView: ReaderTable?, lockViewMap: (UInt, Int)?, lockFile: PosixFile?) {
@@ -123,6 +103,31 @@ final class ReadOnlyState: Sendable {
 
     func remember(_ meta: Meta, checksum: UInt64) {
         verified.withLock { $0 = (meta.txnid, checksum) }
+    }
+}
+
+/// A shared fcntl lock on one byte, held by this process while any of its holders holds it: the
+/// locks of one open file description do not nest (the first unlock would end them all), so the
+/// first holder takes it (waiting for an exclusive holder to let go) and the last lets it go.
+/// Where the lock cannot be taken the holders go on without it.
+final class SharedByteLock: Sendable {
+    private let offset: Int64
+    private let holders = Mutex<Int>(0)
+
+    init(offset: Int64) { self.offset = offset }
+
+    func take(_ file: FileIO) {
+        holders.withLock { count in
+            if count == 0 { _ = try? file.lock(offset: offset, length: 1, exclusive: false, wait: true) }
+            count += 1
+        }
+    }
+
+    func release(_ file: FileIO) {
+        holders.withLock { count in
+            count -= 1
+            if count == 0 { file.unlock(offset: offset, length: 1) }
+        }
     }
 }
 
