@@ -167,31 +167,39 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
         guard options.contains(.numeric) else { return utf8 }
         var out: [UInt8] = []
         out.reserveCapacity(utf8.count + 4)
+        Self.writeNumeric(count: utf8.count, byte: { utf8[$0] }) { out.append($0) }
+        return out
+    }
+
+    /// `count` bytes (`byte(i)` each) through `emit`, each run of ASCII digits rewritten as
+    /// `.numeric` orders it: 0x30, the run's significant length (one byte, or 0xFF and four
+    /// big-endian bytes from 255 on), its significant digits.
+    @inline(__always)
+    private static func writeNumeric(count: Int, byte: (Int) -> UInt8, emit: (UInt8) -> Void) {
+        @inline(__always) func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
         var i = 0
-        while i < utf8.count {
-            let byte = utf8[i]
-            guard byte >= 0x30 && byte <= 0x39 else {
-                out.append(byte)
+        while i < count {
+            let b = byte(i)
+            guard isDigit(b) else {
+                emit(b)
                 i += 1
                 continue
             }
-            // A run of digits: 0x30, its significant length, its significant digits.
             var start = i
             var end = i
-            while end < utf8.count && utf8[end] >= 0x30 && utf8[end] <= 0x39 { end += 1 }
-            while start < end - 1 && utf8[start] == 0x30 { start += 1 }
+            while end < count && isDigit(byte(end)) { end += 1 }
+            while start < end - 1 && byte(start) == 0x30 { start += 1 }
             let length = end - start
-            out.append(0x30)
+            emit(0x30)
             if length < 0xFF {
-                out.append(UInt8(length))
+                emit(UInt8(length))
             } else {
-                out.append(0xFF)
-                for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(shift))) }
+                emit(0xFF)
+                for shift in stride(from: 24, through: 0, by: -8) { emit(UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(shift))) }
             }
-            out.append(contentsOf: utf8[start..<end])
+            for j in start..<end { emit(byte(j)) }
             i = end
         }
-        return out
     }
 
     /// The key encoding (FORMAT.md §8.1) of `s`'s sort key: escaped and terminated, so that it
@@ -212,35 +220,18 @@ public struct StringCollation: Hashable, Sendable, Codable, CustomStringConverti
             return
         }
         let lower = options.contains(.caseInsensitive)
-        let numeric = options.contains(.numeric)
         @inline(__always) func emit(_ b: UInt8) {
             out.append(b)
             if b == 0 { out.append(0xFF) }
         }
-        @inline(__always) func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
-        var i = 0
-        while i < bytes.count {
-            let byte = bytes[i]
-            guard numeric && isDigit(byte) else {
-                emit(lower && byte &- 0x41 < 26 ? byte | 0x20 : byte)
-                i += 1
-                continue
-            }
-            // A run of digits, as `key` writes it: 0x30, its significant length, its significant digits.
-            var start = i
-            var end = i
-            while end < bytes.count && isDigit(bytes[end]) { end += 1 }
-            while start < end - 1 && bytes[start] == 0x30 { start += 1 }
-            let length = end - start
-            emit(0x30)
-            if length < 0xFF {
-                emit(UInt8(length))
-            } else {
-                emit(0xFF)
-                for shift in stride(from: 24, through: 0, by: -8) { emit(UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(shift))) }
-            }
-            for j in start..<end { emit(bytes[j]) }
-            i = end
+        @inline(__always) func folded(_ i: Int) -> UInt8 {
+            let b = bytes[i]
+            return lower && b &- 0x41 < 26 ? b | 0x20 : b
+        }
+        if options.contains(.numeric) {
+            Self.writeNumeric(count: bytes.count, byte: folded, emit: emit)
+        } else {
+            for i in 0..<bytes.count { emit(folded(i)) }
         }
         out.append(0)
         out.append(0)
