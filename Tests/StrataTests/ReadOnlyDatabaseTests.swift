@@ -72,13 +72,7 @@ struct ReadOnlyDatabaseTests {
         }
         func isFileChanged(_ error: StrataError?) -> Bool { error?.isFileChangedDuringRead ?? false }
         /// Waits until the writer has committed twice after `version`: a snapshot of it is overtaken.
-        func waitPast(_ version: UInt64?) throws {
-            let deadline = Date().addingTimeInterval(60)
-            while db.store.latestVersion < (version ?? 0) + 2 {
-                if Date() > deadline { throw StrataError.invalidQuery("the writer stopped committing") }
-                usleep(1000)
-            }
-        }
+        func waitPast(_ version: UInt64?) throws { try Self.waitUntil(db, reaches: (version ?? 0) + 2) }
 
         var reported = 0
         for i in 0..<reads {
@@ -157,6 +151,15 @@ struct ReadOnlyDatabaseTests {
         #expect(reported == 3 * reads, "\(reported) of \(3 * reads) overtaken results reported it")
     }
 
+    /// Waits (blocking, not suspending) until the writer's newest commit is `version` or later.
+    private static func waitUntil(_ db: Database, reaches version: UInt64) throws {
+        let deadline = Date().addingTimeInterval(60)
+        while db.store.latestVersion < version {
+            if Date() > deadline { throw StrataError.invalidQuery("the writer stopped committing") }
+            usleep(1000)
+        }
+    }
+
     /// A store of `ChurnWorkload`'s first round, and a helper process rewriting it in every commit
     /// (stop it with `stop()`; SIGKILL, as the helper inherits the test process's blocked signals).
     private static func churningStore() throws -> (String, XProcChild) {
@@ -180,14 +183,7 @@ struct ReadOnlyDatabaseTests {
         let (path, writer) = try Self.churningStore()
         defer { writer.stop() }
         let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(readOnly: true))
-        func waitForCommits(_ count: UInt64) throws {
-            let start = db.store.latestVersion
-            let deadline = Date().addingTimeInterval(60)
-            while db.store.latestVersion < start + count {
-                if Date() > deadline { throw StrataError.invalidQuery("the writer stopped committing") }
-                usleep(1000)
-            }
-        }
+        func waitForCommits(_ count: UInt64) throws { try Self.waitUntil(db, reaches: db.store.latestVersion + count) }
         try waitForCommits(2)
 
         // While writers are held off, the newest commit stays put; afterwards the writer goes on.
