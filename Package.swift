@@ -16,7 +16,10 @@ let package = Package(
         .target(name: "StrataStorage"),
         .target(name: "Strata", dependencies: ["StrataStorage"]),
         .executableTarget(name: "strata", dependencies: ["Strata", "StrataStorage"]),
-        .executableTarget(name: "strata-bench", dependencies: ["Strata", "StrataStorage"], path: "Benchmarks/strata-bench"),
+        .executableTarget(name: "strata-bench", dependencies: ["Strata", "StrataStorage", "CodableFloor"], path: "Benchmarks/strata-bench"),
+        // Codable's own cost for the bench's codec workloads: coders that read and write nothing,
+        // in a module of their own so that a model's coding methods run as they do against Strata.
+        .target(name: "CodableFloor", path: "Benchmarks/CodableFloor"),
         // The documented repository pattern (Examples/README.md); `swift run RepositoryExample`.
         .executableTarget(name: "RepositoryExample", dependencies: ["Strata"], path: "Examples/Repository"),
         // Spawned by the crash and multi-process tests: commits numbered transactions until killed.

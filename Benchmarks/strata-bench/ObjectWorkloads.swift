@@ -1,3 +1,4 @@
+import CodableFloor
 import Foundation
 import Synchronization
 
@@ -100,11 +101,19 @@ enum ObjectsSuite: BenchSuite {
         id: "codec_encode", unit: "object",
         summary: "N Items (4,096 distinct, made beforehand) encoded to records, the codec alone (no engine; SQLite has none)",
         perOp: true)
+    static let codableFloorDecode = WorkloadInfo(
+        id: "codable_floor_decode", unit: "object",
+        summary: "codec_decode's Items through a Decoder that reads no bytes (Codable's dispatch and the String and Data alone; in Strata's process)",
+        perOp: true)
+    static let codableFloorEncode = WorkloadInfo(
+        id: "codable_floor_encode", unit: "object",
+        summary: "codec_encode's Items through an Encoder that writes nothing (Codable's dispatch alone; in Strata's process)",
+        perOp: true)
 
     static let workloads = [
         bulkInsert, individualWrites, batchWrites, pointReads, rangeScan, indexedQuery,
         unindexedFilter, count, aggregate, concurrentReads, updates, deletes,
-        codecDecode, codecEncode,
+        codecDecode, codecEncode, codableFloorDecode, codableFloorEncode,
     ]
 
     /// Distinct objects the codec workloads cycle through: enough to leave the caches' favourites
@@ -475,6 +484,70 @@ enum ObjectsSuite: BenchSuite {
                 sink.stat(codecEncode.id, "record_bytes_mean", UInt64(total / max(1, plan.n)))
             }
         }
+        if engine is StrataObjects, selected(codableFloorDecode) || selected(codableFloorEncode) {
+            try measureCodableFloor(plan: plan, data: data, selected: selected, sink: sink)
+        }
         for (key, value) in engine.info() { sink.info(key, value) }
+    }
+
+    /// The codec workloads' Items through coders that read and write nothing (CodableFloor): what
+    /// Swift's Codable costs any codec, to set `codec_decode` and `codec_encode` against.
+    private static func measureCodableFloor(plan: ObjectPlan, data: ItemData, selected: (WorkloadInfo) -> Bool, sink: ResultSink) throws {
+        let items = (0..<min(plan.n, codecDistinct)).map { data.item($0) }
+        // Each Item's values, in the order its synthesized init(from:) asks for them; the strings'
+        // and blobs' bytes back to back in one buffer, as a record's are.
+        var bytes: [UInt8] = []
+        var spans: [(name: Range<Int>, blob: Range<Int>)] = []
+        for item in items {
+            let name = bytes.count..<(bytes.count + item.name.utf8.count)
+            bytes += item.name.utf8
+            let blob = bytes.count..<(bytes.count + item.blob.count)
+            bytes += item.blob
+            spans.append((name, blob))
+        }
+        try bytes.withUnsafeBytes { all in
+            var values: [FloorValue] = []
+            for (item, span) in zip(items, spans) {
+                values += [
+                    .int(item.id), .string(UnsafeRawBufferPointer(rebasing: all[span.name])), .int(item.category), .double(item.score),
+                    .data(UnsafeRawBufferPointer(rebasing: all[span.blob])),
+                ]
+            }
+            let fields = 5
+            try values.withUnsafeBufferPointer { values in
+                let decoder = FloorDecoder()
+                func of(_ i: Int) -> UnsafeBufferPointer<FloorValue> { UnsafeBufferPointer(rebasing: values[(i * fields)..<((i + 1) * fields)]) }
+                // Untimed: every value list makes its Item (so the floor decodes what codec_decode does).
+                for (i, item) in items.enumerated() where try decoder.decode(Item.self, values: of(i)) != item {
+                    sink.problem("codable floor: object \(item.id) does not come back from its values")
+                    break
+                }
+                guard selected(codableFloorDecode) else { return }
+                try sink.measure(codableFloorDecode, ops: plan.n) {
+                    var sum: UInt64 = 0
+                    var i = 0
+                    for _ in 0..<plan.n {
+                        let item = try decoder.decode(Item.self, values: of(i))
+                        sum &+= UInt64(bitPattern: item.id) ^ item.score.bitPattern ^ UInt64(item.name.utf8.count) ^ UInt64(item.blob.count)
+                        i += 1
+                        if i == items.count { i = 0 }
+                    }
+                    return (plan.n, sum)
+                }
+            }
+        }
+        if selected(codableFloorEncode) {
+            let encoder = FloorEncoder()
+            try sink.measure(codableFloorEncode, ops: plan.n) {
+                var i = 0
+                for _ in 0..<plan.n {
+                    try encoder.encode(items[i])
+                    i += 1
+                    if i == items.count { i = 0 }
+                }
+                return (plan.n, nil)
+            }
+            sink.stat(codableFloorEncode.id, "sum", encoder.sum)
+        }
     }
 }
