@@ -289,3 +289,68 @@ struct RecordTests {
         #expect(KeyEncoding.encode(Optional<Int>.none as Any)! == [0])
     }
 }
+
+/// A model written in declaration order (the common case: its record's values are the encoder's
+/// buffer as it stands).
+struct InOrderRecord: Model, Equatable {
+    var id: Int
+    var name: String
+    var note: String?
+    var blob: Data
+    var score: Double
+}
+
+/// The same fields, written backwards by a hand-written `encode(to:)`, a present note twice (the
+/// last value counts, as in JSON): the record must still list its fields by id.
+struct BackwardsRecord: Model, Equatable {
+    var id: Int
+    var name: String
+    var note: String?
+    var blob: Data
+    var score: Double
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(score, forKey: .score)
+        try c.encode(blob, forKey: .blob)
+        if let note {
+            try c.encode("overwritten", forKey: .note)
+            try c.encode(note, forKey: .note)
+        }
+        try c.encode(name, forKey: .name)
+        try c.encode(id, forKey: .id)
+    }
+}
+
+struct RecordOrderTests {
+    static let values: [(Int, String, String?, Data, Double)] = [
+        (0, "", nil, Data(), 0),
+        (Int.min, "e\u{301}", "", Data([0]), -0.0),
+        (Int.max, String(repeating: "ü", count: 300), "x", Data(repeating: 7, count: 5_000), .infinity),
+        (-1, "a", nil, Data([1, 2, 3]), -.greatestFiniteMagnitude),
+    ]
+
+    /// `RecordCoder.encode` writes a record's values in one piece when they were encoded in schema
+    /// order, and field by field otherwise: both must give the bytes the general path
+    /// (`RecordEncoding.encode`) writes, and decode back to the object.
+    @Test func recordsAreTheSameWhateverOrderTheFieldsWereWrittenIn() throws {
+        let db = try Database.inMemory(models: [InOrderRecord.self, BackwardsRecord.self])
+        let inOrder = try db.recordCoder(for: InOrderRecord.self)
+        let backwards = try db.recordCoder(for: BackwardsRecord.self)
+        let inOrderSchema = try SchemaProbe.schema(of: InOrderRecord.self, modelName: "InOrderRecord")
+        let backwardsSchema = try SchemaProbe.schema(of: BackwardsRecord.self, modelName: "BackwardsRecord")
+        #expect(inOrderSchema.fields.map(\.name) == ["id", "name", "note", "blob", "score"])
+        #expect(backwardsSchema.fields.map(\.name) == inOrderSchema.fields.map(\.name))
+        for (id, name, note, blob, score) in Self.values {
+            let a = InOrderRecord(id: id, name: name, note: note, blob: blob, score: score)
+            let b = BackwardsRecord(id: id, name: name, note: note, blob: blob, score: score)
+            let aRecord = try inOrder.encode(a)
+            let bRecord = try backwards.encode(b)
+            #expect(aRecord == (try RecordEncoding.encode(a, schema: inOrderSchema, model: "InOrderRecord")), "id \(id)")
+            #expect(bRecord == (try RecordEncoding.encode(b, schema: backwardsSchema, model: "BackwardsRecord")), "id \(id)")
+            #expect(aRecord == bRecord, "id \(id)")
+            #expect(try inOrder.decode(aRecord) == a)
+            #expect(try backwards.decode(bRecord) == b)
+        }
+    }
+}

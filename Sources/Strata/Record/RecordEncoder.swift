@@ -356,37 +356,63 @@ struct RecordFields {
 
     /// The record: the table (by ascending id), then the values in the same order.
     func serialize(into out: inout [UInt8]) {
-        withOrder { order, values, size in
-            // Written on the stack (on the heap past the standard library's limit for that), then
-            // appended in one copy: zero-filling `size` bytes of `out` first, to write over them,
-            // went byte by byte.
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { record in
-                guard let base = record.baseAddress else { return }
-                Self.write(order, values, to: base)
-                out.append(contentsOf: UnsafeBufferPointer(record))
-            }
-        }
+        withOrder { order, values, size in Self.append(order, values, size: size, to: &out) }
     }
 
     /// The record as a new array of its size.
     func record() -> [UInt8] {
-        // Grown by appending, not made with `init(unsafeUninitializedCapacity:)` or
-        // `init(repeating:count:)`: those reach the standard library's unspecialized allocation,
-        // which looks up the storage class's generic metadata (~200 instructions) on every
-        // object encoded; growth by append is specialized in this module.
-        var out: [UInt8] = []
-        serialize(into: &out)
-        return out
+        withOrder { order, values, size in
+            // Reserved, then appended to: `init(unsafeUninitializedCapacity:)` and
+            // `init(repeating:count:)` reach the standard library's unspecialized allocation, which
+            // looks up the storage class's generic metadata on every object encoded; reserving is
+            // specialized in this module.
+            var out: [UInt8] = []
+            out.reserveCapacity(size)
+            Self.append(order, values, size: size, to: &out)
+            return out
+        }
+    }
+
+    /// Appends the record of `order` (`size` bytes) to `out`. The table is written on the stack
+    /// (on the heap past the standard library's limit for that) and appended in one copy, as are
+    /// the values when they lie in the buffer in the table's order (fields written once, in schema
+    /// order); else the whole record is assembled first. (Zero-filling `size` bytes of `out` to
+    /// write over them went byte by byte.)
+    private static func append(_ order: UnsafeBufferPointer<Span>, _ values: UnsafeBufferPointer<UInt8>, size: Int, to out: inout [UInt8]) {
+        if valuesAreInOrder(order), let source = values.baseAddress {
+            let valueBytes = order.last.map { $0.end } ?? 0
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size - valueBytes) { table in
+                guard let base = table.baseAddress else { return }
+                writeTable(order, to: base)
+                out.append(contentsOf: UnsafeBufferPointer(table))
+            }
+            out.append(contentsOf: UnsafeBufferPointer(start: source, count: valueBytes))
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { record in
+            guard let base = record.baseAddress else { return }
+            write(order, values, to: base)
+            out.append(contentsOf: UnsafeBufferPointer(record))
+        }
     }
 
     /// The spans by ascending id, the values, and the size of the record they make.
     private func withOrder<R>(_ body: (UnsafeBufferPointer<Span>, UnsafeBufferPointer<UInt8>, Int) -> R) -> R {
-        let order = spans.isSorted(by: { $0.id < $1.id }) ? spans : Self.ordered(spans)
+        if spans.isSorted(by: { $0.id < $1.id }) {
+            return spans.withUnsafeBufferPointer { order in buffer.withUnsafeBufferPointer { values in body(order, values, Self.size(of: order)) } }
+        }
+        return Self.ordered(spans).withUnsafeBufferPointer { order in
+            buffer.withUnsafeBufferPointer { values in body(order, values, Self.size(of: order)) }
+        }
+    }
+
+    /// The size of the record of `order`.
+    private static func size(of order: UnsafeBufferPointer<Span>) -> Int {
         var size = varintSize(UInt64(order.count))
         for span in order {
             size += varintSize(UInt64(span.id) << 1 | (span.isNil ? 1 : 0)) + varintSize(UInt64(span.end - span.start)) + (span.end - span.start)
         }
-        return order.withUnsafeBufferPointer { order in buffer.withUnsafeBufferPointer { values in body(order, values, size) } }
+        return size
     }
 
     /// Spans written out of schema order (a hand-written `encode(to:)`), by ascending id. A field
@@ -408,15 +434,34 @@ struct RecordFields {
         return order
     }
 
-    /// Writes the record of `order` to `p`, which has room for the size `withOrder` computed from
-    /// exactly what is written here (the table's varints, then every span's bytes).
-    private static func write(_ order: UnsafeBufferPointer<Span>, _ values: UnsafeBufferPointer<UInt8>, to start: UnsafeMutablePointer<UInt8>) {
+    /// Whether the values of `order` lie in the buffer in its order, back to back from its start
+    /// (every field written once, in schema order): the record's values are then the buffer.
+    private static func valuesAreInOrder(_ order: UnsafeBufferPointer<Span>) -> Bool {
+        var end = 0
+        for span in order {
+            if span.start != end { return false }
+            end = span.end
+        }
+        return true
+    }
+
+    /// Writes the table of `order` (the record's start: its field count, then per field its id,
+    /// nil flag and length) to `p`, and returns where it ends.
+    @discardableResult
+    private static func writeTable(_ order: UnsafeBufferPointer<Span>, to start: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
         var p = start
         storeVarint(UInt64(order.count), at: &p)
         for span in order {
             storeVarint(UInt64(span.id) << 1 | (span.isNil ? 1 : 0), at: &p)
             storeVarint(UInt64(span.end - span.start), at: &p)
         }
+        return p
+    }
+
+    /// Writes the record of `order` to `p`, which has room for the size `withOrder` computed from
+    /// exactly what is written here (the table's varints, then every span's bytes).
+    private static func write(_ order: UnsafeBufferPointer<Span>, _ values: UnsafeBufferPointer<UInt8>, to start: UnsafeMutablePointer<UInt8>) {
+        var p = writeTable(order, to: start)
         guard let source = values.baseAddress else { return }
         for span in order where span.end > span.start {
             p.update(from: source + span.start, count: span.end - span.start)
