@@ -100,13 +100,14 @@ enum LogReplay {
         if try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize)
             || !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize)
         {
-            for frame in frames {
+            let limits = counting(frames)
+            for (f, frame) in frames.enumerated() {
                 try frame.images.withUnsafeBytes { (raw) throws in
                     var at = 0
                     for entry in frame.entries {
                         let count = entry.pages * pageSize
                         // Pages a later frame cut off the file's end are left out (see `applied`).
-                        if entry.page < 2 || entry.page + UInt64(entry.pages) <= last.pageCount {
+                        if entry.page < 2 || entry.page + UInt64(entry.pages) <= limits[f] {
                             try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + count)]), at: entry.page * UInt64(pageSize))
                         }
                         at += count
@@ -181,14 +182,16 @@ enum LogReplay {
     /// or a `.noSync` one, which never reuses a page the last frame's commit sees): it does not
     /// count. An older txnid, a torn page or a missing one means a write the disk lost.
     ///
-    /// Pages past the last commit's `pageCount` do not count either: a later frame cut them off.
+    /// Nor does an image a later frame cut off the file's end (`counting`).
     static func applied(frames: [Frame], pageFile: FileIO, pageSize: Int) throws -> Bool {
-        let limit = frames[frames.count - 1].pageCount
+        let limits = counting(frames)
         var last: [PageNo: (frame: Int, at: Int, count: Int)] = [:]
         for (f, frame) in frames.enumerated() {
             var at = 0
             for entry in frame.entries {
-                if entry.page < 2 || entry.page + UInt64(entry.pages) <= limit { last[entry.page] = (f, at, entry.pages * pageSize) }
+                // (Limits never fall from frame to frame: an image that counts is never followed
+                // by a later one of the same page that does not.)
+                if entry.page < 2 || entry.page + UInt64(entry.pages) <= limits[f] { last[entry.page] = (f, at, entry.pages * pageSize) }
                 at += entry.pages * pageSize
             }
         }
@@ -209,6 +212,20 @@ enum LogReplay {
             if !same { return false }
         }
         return true
+    }
+
+    /// Per frame, the page count below which its images still count: the least `pageCount` of it
+    /// and every later frame. A page at or past a later frame's end was cut off the file then (it
+    /// was free in that commit): the file may since have been cut and grown again over it, leaving
+    /// zeros there, and a commit that used the page again wrote it anew, in a later frame.
+    static func counting(_ frames: [Frame]) -> [UInt64] {
+        var limits = [UInt64](repeating: 0, count: frames.count)
+        var least = UInt64.max
+        for f in frames.indices.reversed() {
+            least = min(least, frames[f].pageCount)
+            limits[f] = least
+        }
+        return limits
     }
 
     /// For a read-only opening while no read-write process has the file open: throws when the

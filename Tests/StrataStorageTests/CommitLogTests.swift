@@ -431,4 +431,49 @@ import Testing
         #expect(try readFileRange(path + "-log", at: 0, count: foreign.count) == foreign)
         #expect(try Self.contents(try Store(path: path)) == model)
     }
+
+    /// An image that a later frame cut off the file does not count (`LogReplay.counting`): frame 5
+    /// wrote page 10 of a 20-page file, frame 6's commit cut the file to 8 pages, frame 7's grew it
+    /// to 20 again without page 10, which now holds zeros. That is what a kill leaves, not a lost
+    /// write: found by ObjectKillTests under load, where `strata check` and read-only openings
+    /// refused such a file ("its commit log holds commits the file lacks") and a read-write
+    /// opening replayed the whole generation over it.
+    @Test func anImageALaterFrameCutOffTheFileDoesNotCount() throws {
+        let pageSize = 4096
+        func page(_ number: UInt64, txnid: UInt64, fill: UInt8) -> [UInt8] {
+            var bytes = [UInt8](repeating: fill, count: pageSize)
+            bytes.withUnsafeMutableBytes { raw in
+                raw.storeBytes(of: number.littleEndian, toByteOffset: PageHeader.pageNumber, as: UInt64.self)
+                raw.storeBytes(of: txnid.littleEndian, toByteOffset: PageHeader.txnid, as: UInt64.self)
+            }
+            return bytes
+        }
+        func frame(_ txnid: UInt64, pageCount: UInt64, writing pages: [UInt64]) -> LogReplay.Frame {
+            var entries: [LogEntry] = []
+            var images: [UInt8] = []
+            for number in pages + [txnid % 2] {
+                entries.append(LogEntry(page: number, pages: 1, checksum: 0))
+                images += page(number, txnid: txnid, fill: number < 2 ? 0xEE : UInt8(txnid))
+            }
+            return LogReplay.Frame(txnid: txnid, entries: entries, images: images, pageCount: pageCount)
+        }
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let file = try PosixFile(path: path, create: true)
+        // The file as the kill left it: the last two frames' meta pages, page 10 zeroed by the regrowth.
+        for number in UInt64(0)..<20 {
+            let bytes = number < 2 ? page(number, txnid: 6 + number, fill: 0xEE) : [UInt8](repeating: 0, count: pageSize)
+            try bytes.withUnsafeBytes { try file.write($0, at: number * UInt64(pageSize)) }
+        }
+        let cut = [frame(5, pageCount: 20, writing: [10]), frame(6, pageCount: 8, writing: [3]), frame(7, pageCount: 20, writing: [4])]
+        #expect(LogReplay.counting(cut) == [8, 8, 20])
+        // Pages 3 and 4 as their frames wrote them.
+        for (number, txnid) in [(UInt64(3), UInt64(6)), (4, 7)] {
+            try page(number, txnid: txnid, fill: UInt8(txnid)).withUnsafeBytes { try file.write($0, at: number * UInt64(pageSize)) }
+        }
+        #expect(try LogReplay.applied(frames: cut, pageFile: file, pageSize: pageSize))
+        // Without the cut, page 10's zeros are a write the disk lost.
+        let uncut = [frame(5, pageCount: 20, writing: [10]), frame(6, pageCount: 20, writing: [3]), frame(7, pageCount: 20, writing: [4])]
+        #expect(try !LogReplay.applied(frames: uncut, pageFile: file, pageSize: pageSize))
+    }
 }
