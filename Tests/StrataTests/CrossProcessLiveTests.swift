@@ -331,9 +331,12 @@ private func eventually(seconds: Double = 120, _ condition: () -> Bool) async th
         let dying = try XProcChild(["die-in-write", path])
         #expect(try await dying.readLine() == "in-write")
         try await dying.kill()
-        let next = try XProcChild(["objects-writer", path, "\(seed &+ 1)", "1"])
+        // (One transaction that surely changes something: a seeded one may change nothing, and
+        // commit nothing, as above.)
+        let target = try #require(everything.min { $0.id < $1.id })
+        let next = try XProcChild(["objects-set-score", path, "\(target.id)", "\(target.score + 1)"])
         try await next.waitForExit()
-        #expect(next.succeeded, "objects-writer failed: \(next.errorText)")
+        #expect(next.succeeded, "objects-set-score failed: \(next.errorText)")
         #expect(db.store.latestVersion == final + 1)
         let arrived = try await eventually { commits.withLock { $0.count } > before }
         #expect(arrived)
