@@ -180,6 +180,11 @@ extension WriteTransaction {
         baseSecured = true
         // The run is on the disk: the commit its pin kept whole is no longer needed (RunPin.swift).
         if let pin = runPin {
+            // But the log's generation still ends with the pinned commit's frame until a new one
+            // overwrites it, after this transaction has written its pages: a power loss between the
+            // two would replay the frame, taking the file back past the run to a commit whose pages
+            // this one reused. End it before the pin goes (the file was just synced).
+            try env.commitLog?.end(pageFile: env.file)
             runPin = nil
             allocator.release(snapshot: pin)
         }
