@@ -110,7 +110,18 @@ enum HuntC {
     /// changes no content; the `.noSync` commit may or may not survive).
     @Test(arguments: [SyncMode.single, SyncMode.double])
     func powerLossDuringCompactKeepsTheContent(sync: SyncMode) throws {
-        let seed = HuntC.baseSeed ^ (sync == .single ? 0x11 : 0x12)
+        try Self.compactHunt(sync: sync, baseSeed: HuntC.baseSeed)
+    }
+
+    /// The seed that found a durable transaction after a `.noSync` run releasing the run's pin
+    /// while the commit log's generation still ended with the run's start: a cut inside
+    /// `compact()` then replayed that frame over pages the compaction had reused.
+    @Test func powerLossDuringCompactAfterANoSyncRun() throws {
+        try Self.compactHunt(sync: .single, baseSeed: 99991)
+    }
+
+    static func compactHunt(sync: SyncMode, baseSeed: UInt64) throws {
+        let seed = baseSeed ^ (sync == .single ? 0x11 : 0x12)
         let path = temporaryPath("huntc-compact-\(sync)")
         defer { removeStoreFiles(path) }
         var rng = SplitMix(seed: seed)
@@ -120,7 +131,7 @@ enum HuntC {
         try store.write { try HuntC.churn($0, &model, &rng, puts: 3000, deleteShare: 0) }
         var cuts = 0, reachedEnd = 0
         for iteration in 0..<HuntC.iterations(12) {
-            let context = "seed \(seed) (HUNTC_SEED=\(HuntC.baseSeed)) iteration \(iteration) \(sync)"
+            let context = "seed \(seed) (HUNTC_SEED=\(baseSeed)) iteration \(iteration) \(sync)"
             // Mass delete and a few big values: holes everywhere, overflow runs at the end.
             try store.write { try HuntC.churn($0, &model, &rng, puts: 400, deleteShare: 60) }
             try store.write { try HuntC.churn($0, &model, &rng, puts: 1500, deleteShare: 0) }

@@ -151,10 +151,11 @@ import Synchronization
                         txn.durability = .noSync; try txn.createTree("t").put([3], [3])
                     }
                 } == 0, "\(mode): set inside")
-            // The first durable commit after .noSync ones syncs them before it writes (secureBase).
-            // (and, when the run's pin is a frame only, ends the log's generation: the page file
-            // and the log once more).
-            #expect(try syncs { _ = try store.write(durability: .full) { try $0.createTree("t").put([4], [4]) } } == perCommit + 1 + 2 * runStart)
+            // The first durable commit after .noSync ones syncs them before it writes (secureBase),
+            // and ends the log's generation, whose last frame the run's pin kept (the page file and
+            // the log once more): a replay of that frame after a power loss in this commit would
+            // go back to the run's start over pages this commit reuses.
+            #expect(try syncs { _ = try store.write(durability: .full) { try $0.createTree("t").put([4], [4]) } } == perCommit + 1 + 2)
             #expect(try syncs { _ = try store.write(durability: .full) { try $0.createTree("t").put([5], [5]) } } == perCommit)
             // A transaction that changes nothing writes and syncs nothing and keeps the id.
             let txnid = try store.stats().txnid
@@ -176,8 +177,9 @@ import Synchronization
         try store.write { txn in
             txn.durability = .full; try txn.createTree("t").put([2], [2])
         }
-        // One for the .noSync commit before it (secureBase), one for itself (through the log).
-        #expect(faulty.syncs == before + 2)
+        // One for the .noSync commit before it (secureBase), two to end the generation that
+        // pinned the run (the page file and the log), one for itself (through the log).
+        #expect(faulty.syncs == before + 4)
         before = faulty.syncs
         try store.write { txn in
             txn.durability = .full; try txn.createTree("t").put([3], [3])
