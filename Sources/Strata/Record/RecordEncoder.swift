@@ -398,12 +398,8 @@ struct RecordFields {
 
     /// The spans by ascending id, the values, and the size of the record they make.
     private func withOrder<R>(_ body: (UnsafeBufferPointer<Span>, UnsafeBufferPointer<UInt8>, Int) -> R) -> R {
-        if spans.isSorted(by: { $0.id < $1.id }) {
-            return spans.withUnsafeBufferPointer { order in buffer.withUnsafeBufferPointer { values in body(order, values, Self.size(of: order)) } }
-        }
-        return Self.ordered(spans).withUnsafeBufferPointer { order in
-            buffer.withUnsafeBufferPointer { values in body(order, values, Self.size(of: order)) }
-        }
+        let order = spans.isSorted(by: { $0.id < $1.id }) ? spans : Self.ordered(spans)
+        return order.withUnsafeBufferPointer { order in buffer.withUnsafeBufferPointer { values in body(order, values, Self.size(of: order)) } }
     }
 
     /// The size of the record of `order`.
