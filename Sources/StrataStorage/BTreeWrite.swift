@@ -130,6 +130,7 @@ extension WriteTransaction {
         let newPage = try allocate()
         let buffer = newDirty(newPage)
         buffer.copyMemory(from: source, byteCount: pageSize)
+        origins[newPage] = pgno
         try free(pgno)
         env.insertHints.move(from: pgno, to: newPage)
         return (newPage, buffer)

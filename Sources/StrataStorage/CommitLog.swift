@@ -39,8 +39,9 @@ enum LogLayout {
     static let count = 36  // u32: entries
     static let startMeta0 = 40  // u64: checksum of meta page 0 when the generation began
     static let startMeta1 = 48  // u64: checksum of meta page 1 when the generation began
+    static let patchPages = 56  // u32: pages of patches after the header (LogPatch.swift), then u32 0
     static let entries = 64  // then `count` entries of `entrySize` bytes
-    static let entrySize = 24  // u64 page number, u32 pages, u32 reserved (0), u64 the image's checksum
+    static let entrySize = 24  // u64 page number, u32 pages, u32 kind (0 image, 1 patch), u64 the image's checksum
 
     /// "STRATLOG".
     static let magicValue: UInt64 = 0x474F_4C54_4152_5453
@@ -48,11 +49,13 @@ enum LogLayout {
     static func capacity(pageSize: Int) -> Int { (pageSize - entries) / entrySize }
 }
 
-/// One entry of a frame: where an image goes in the page file and what it holds.
+/// One entry of a frame: where an image goes in the page file and what it holds, and whether the
+/// frame holds it as a patch (one page, rebuilt from its base page) rather than whole.
 struct LogEntry: Equatable {
     var page: PageNo
     var pages: Int
     var checksum: UInt64
+    var patch = false
 }
 
 /// The commit log of one read-write environment. `@unchecked Sendable`: the chain and the file are
@@ -77,6 +80,9 @@ final class CommitLog: @unchecked Sendable {
     /// Pages the `.noSync` commits since the last frame freed that its commit sees: the pin holds
     /// them (`pinned`; RunPin.swift ends the pin when they are many).
     var heldByPin = 0
+    /// The commit this process's generation began from: the frames' patches are made only against
+    /// pages the commits after it wrote (`WriteTransaction.patchBases`).
+    private(set) var startTxnid: UInt64 = 0
 
     /// The log's largest size: a full log starts a new generation, which syncs the page file.
     static let capacity: UInt64 = 16 << 20
@@ -117,9 +123,17 @@ final class CommitLog: @unchecked Sendable {
     }
 
     /// Appends the frame of commit `txnid` after `prepare`, and syncs the log. `images` are the
-    /// commit's page runs and `meta` its meta page, all written to the page file already. On any
-    /// error the chain is broken, so the next frame starts a new generation.
-    func append(txnid: UInt64, images: [(PageNo, UnsafeRawBufferPointer)], meta: UnsafeRawBufferPointer) throws {
+    /// commit's page runs and `meta` its meta page, all written to the page file already; `bases`
+    /// maps a page of `images` to the page it was copied from (of the commit it builds on, whose
+    /// bytes are on the disk or in an earlier frame of the generation), so that it is logged as a
+    /// patch when that is smaller (LogPatch.swift). On any error the chain is broken, so the next
+    /// frame starts a new generation.
+    func append(
+        txnid: UInt64, images: [(PageNo, UnsafeRawBufferPointer)], bases: [PageNo: (page: PageNo, bytes: UnsafeRawPointer)] = [:],
+        meta: UnsafeRawBufferPointer
+    ) throws {
+        var patchArea: UnsafeMutableRawPointer?
+        defer { patchArea?.deallocate() }
         do {
             guard let log = file else { throw StorageError.internalError("commit log appended to before it was prepared") }
             let header = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
@@ -133,17 +147,42 @@ final class CommitLog: @unchecked Sendable {
             header.setU64(LogLayout.startMeta0, startChecksums.0)
             header.setU64(LogLayout.startMeta1, startChecksums.1)
             var buffers = [UnsafeRawBufferPointer(start: header, count: pageSize)]
-            buffers.reserveCapacity(images.count + 2)
-            for (i, (page, bytes)) in images.enumerated() {
-                Self.store(LogEntry(page: page, pages: bytes.count / pageSize, checksum: bytes.baseAddress!.u64(PageHeader.checksum)), into: header, at: i)
-                buffers.append(bytes)
+            buffers.reserveCapacity(images.count + 3)
+            // The patches first, after the area's checksum (its first 8 bytes, as a page's).
+            var area = [UInt8](repeating: 0, count: 8)
+            var patched = [Bool](repeating: false, count: images.count)
+            if !bases.isEmpty {
+                area.reserveCapacity(pageSize)
+                for (i, (page, bytes)) in images.enumerated() where bytes.count == pageSize {
+                    guard let base = bases[page] else { continue }
+                    patched[i] = LogPatch.append(page: bytes.baseAddress!, base: base.bytes, basePage: base.page, pageSize: pageSize, to: &area)
+                }
             }
+            var imagePages = 0
+            for (i, (page, bytes)) in images.enumerated() {
+                Self.store(
+                    LogEntry(page: page, pages: bytes.count / pageSize, checksum: bytes.baseAddress!.u64(PageHeader.checksum), patch: patched[i]),
+                    into: header, at: i)
+                if !patched[i] { imagePages += bytes.count / pageSize }
+            }
+            var patchPages = 0
+            if patched.contains(true) {
+                patchPages = (area.count + pageSize - 1) / pageSize
+                let buffer = UnsafeMutableRawPointer.allocate(byteCount: patchPages * pageSize, alignment: 4096)
+                patchArea = buffer
+                buffer.initializeMemory(as: UInt8.self, repeating: 0, count: patchPages * pageSize)
+                area.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                buffer.setU64(0, pageChecksum(UnsafeRawPointer(buffer), byteCount: patchPages * pageSize))
+                buffers.append(UnsafeRawBufferPointer(start: buffer, count: patchPages * pageSize))
+            }
+            header.setU32(LogLayout.patchPages, UInt32(patchPages))
+            for (i, (_, bytes)) in images.enumerated() where !patched[i] { buffers.append(bytes) }
             Self.store(LogEntry(page: txnid % 2, pages: 1, checksum: meta.baseAddress!.u64(PageHeader.checksum)), into: header, at: images.count)
             buffers.append(meta)
             header.setU64(LogLayout.checksum, pageChecksum(UnsafeRawPointer(header), byteCount: pageSize))
             // Zeros first where the frame passes the written end: the frame's sync then makes the
             // blocks allocated, and later generations overwrite them in place.
-            let end = next + frameBytes(pages: images.reduce(0) { $0 + $1.1.count / pageSize })
+            let end = next + frameBytes(pages: patchPages + imagePages)
             if end > written {
                 let target = min(Self.capacity, (end + Self.growthStep - 1) / Self.growthStep * Self.growthStep)
                 try log.writeZeros(from: written, to: target)
@@ -198,6 +237,7 @@ final class CommitLog: @unchecked Sendable {
         lastTxnid != 0 && base == lastOwnCommit ? lastTxnid : nil
     }
 
+
     /// The checksums of both meta pages when this process's generation began.
     private var startChecksums: (UInt64, UInt64) = (0, 0)
 
@@ -215,6 +255,7 @@ final class CommitLog: @unchecked Sendable {
         let clean = synced.map { $0.isClean && $0.metasUnchangedSinceSync() } ?? false
         if !clean || base != lastOwnCommit { try pageFile.sync() }
         startChecksums = try Recovery.metaChecksums(file: pageFile, pageSize: pageSize)
+        startTxnid = base
         var s: UInt64 = 0
         while s == 0 { s = UInt64.random(in: 1...UInt64.max) }
         salt = s
@@ -340,12 +381,15 @@ final class CommitLog: @unchecked Sendable {
         let p = header + LogLayout.entries + i * LogLayout.entrySize
         p.setU64(0, entry.page)
         p.setU32(8, UInt32(entry.pages))
-        p.setU32(12, 0)
+        p.setU32(12, entry.patch ? 1 : 0)
         p.setU64(16, entry.checksum)
     }
 
-    static func load(_ header: UnsafeRawPointer, at i: Int) -> LogEntry {
+    /// The entry `i` of a frame header, or nil when its kind is not one this build knows.
+    static func load(_ header: UnsafeRawPointer, at i: Int) -> LogEntry? {
         let p = header + LogLayout.entries + i * LogLayout.entrySize
-        return LogEntry(page: p.u64(0), pages: Int(p.u32(8)), checksum: p.u64(16))
+        let kind = p.u32(12)
+        guard kind <= 1 else { return nil }
+        return LogEntry(page: p.u64(0), pages: Int(p.u32(8)), checksum: p.u64(16), patch: kind == 1)
     }
 }

@@ -19,7 +19,10 @@ enum LogReplay {
 
     /// The log's generation: its frames in order, as long as they chain (same salt, consecutive
     /// commits, every checksum right), and the meta pages' checksums when it began. Empty when the
-    /// first frame is missing or damaged: nothing needs replaying then.
+    /// first frame is missing or damaged: nothing needs replaying then. A patched page is rebuilt
+    /// from its base's last image in an earlier frame (a frame that patches a page no earlier
+    /// frame wrote ends the chain, as a damaged one); each frame's images are then whole, as if
+    /// the frame had held them.
     static func chain(log: FileIO, pageSize: Int) throws -> (frames: [Frame], start: (UInt64, UInt64)) {
         let size = try log.size()
         var frames: [Frame] = []
@@ -27,9 +30,11 @@ enum LogReplay {
         var salt: UInt64 = 0
         var offset: UInt64 = 0
         var header = [UInt8](repeating: 0, count: pageSize)
+        // Where the last image of each page lies: frame, and byte offset in its images.
+        var latest: [PageNo: (frame: Int, at: Int)] = [:]
         while offset + UInt64(pageSize) <= size {
             try header.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: offset) }
-            let parsed: (txnid: UInt64, entries: [LogEntry])? = header.withUnsafeBytes { raw in
+            let parsed: (txnid: UInt64, entries: [LogEntry], patchPages: Int)? = header.withUnsafeBytes { raw in
                 let h = raw.baseAddress!
                 guard pageChecksum(h, byteCount: pageSize) == h.u64(LogLayout.checksum), h.u64(LogLayout.magic) == LogLayout.magicValue,
                     h.u32(LogLayout.pageSize) == UInt32(pageSize)
@@ -45,17 +50,56 @@ enum LogReplay {
                 let count = Int(h.u32(LogLayout.count))
                 guard count >= 1, count <= LogLayout.capacity(pageSize: pageSize) else { return nil }
                 var entries: [LogEntry] = []
-                for i in 0..<count { entries.append(CommitLog.load(h, at: i)) }
-                guard let meta = entries.last, meta.page == txnid % 2, meta.pages == 1 else { return nil }
+                for i in 0..<count {
+                    guard let entry = CommitLog.load(h, at: i) else { return nil }
+                    entries.append(entry)
+                }
+                guard let meta = entries.last, meta.page == txnid % 2, meta.pages == 1, !meta.patch else { return nil }
                 for entry in entries.dropLast() where entry.page < 2 || entry.pages < 1 || entry.pages > Int(size / UInt64(pageSize)) { return nil }
-                return (txnid, entries)
+                // A patch is one page, and the patches of `count` pages take at most `count` pages.
+                let patchPages = Int(h.u32(LogLayout.patchPages))
+                let patches = entries.lazy.filter(\.patch).count
+                guard !entries.contains(where: { $0.patch && $0.pages != 1 }), patchPages <= patches, (patches == 0) == (patchPages == 0) else { return nil }
+                return (txnid, entries, patchPages)
             }
             guard let parsed else { break }
+            let storedPages = parsed.entries.reduce(0) { $0 + ($1.patch ? 0 : $1.pages) }
+            let storedBytes = UInt64(parsed.patchPages + storedPages) * UInt64(pageSize)
+            guard offset + UInt64(pageSize) + storedBytes <= size else { break }
+            var stored = [UInt8](repeating: 0, count: Int(storedBytes))
+            try stored.withUnsafeMutableBytes { (b) throws in try log.read(into: b, at: offset + UInt64(pageSize)) }
+            let areaBytes = parsed.patchPages * pageSize
+            if areaBytes > 0 {
+                let sound = stored.withUnsafeBytes { pageChecksum($0.baseAddress!, byteCount: areaBytes) == $0.baseAddress!.u64(0) }
+                guard sound else { break }
+            }
+            // Every image whole, in entry order: the stored ones as they are, the patched ones rebuilt.
             let pages = parsed.entries.reduce(0) { $0 + $1.pages }
-            let imageBytes = UInt64(pages) * UInt64(pageSize)
-            guard offset + UInt64(pageSize) + imageBytes <= size else { break }
-            var images = [UInt8](repeating: 0, count: Int(imageBytes))
-            try images.withUnsafeMutableBytes { (b) throws in try log.read(into: b, at: offset + UInt64(pageSize)) }
+            var images = [UInt8](repeating: 0, count: pages * pageSize)
+            let rebuilt = images.withUnsafeMutableBytes { out -> Bool in
+                stored.withUnsafeBytes { raw -> Bool in
+                    let area = UnsafeRawBufferPointer(rebasing: raw[0..<areaBytes])
+                    var patchAt = 8
+                    var storedAt = areaBytes
+                    var at = 0
+                    for entry in parsed.entries {
+                        let count = entry.pages * pageSize
+                        let image = out.baseAddress! + at
+                        if entry.patch {
+                            guard let page = LogPatch.basePage(in: area, at: patchAt), page >= 2, let (f, from) = latest[page] else { return false }
+                            frames[f].images.withUnsafeBytes { image.copyMemory(from: $0.baseAddress! + from, byteCount: pageSize) }
+                            guard let next = LogPatch.apply(area, at: patchAt, to: image, pageSize: pageSize) else { return false }
+                            patchAt = next
+                        } else {
+                            image.copyMemory(from: raw.baseAddress! + storedAt, byteCount: count)
+                            storedAt += count
+                        }
+                        at += count
+                    }
+                    return true
+                }
+            }
+            guard rebuilt else { break }
             let pageCount = images.withUnsafeBytes { raw -> UInt64? in
                 // The meta page first (the last image): every other image must lie inside its pages.
                 let metaEntry = parsed.entries[parsed.entries.count - 1]
@@ -76,8 +120,13 @@ enum LogReplay {
                 return meta.pageCount
             }
             guard let pageCount else { break }
+            var at = 0
+            for entry in parsed.entries {
+                for k in 0..<entry.pages { latest[entry.page + UInt64(k)] = (frames.count, at + k * pageSize) }
+                at += entry.pages * pageSize
+            }
             frames.append(Frame(txnid: parsed.txnid, entries: parsed.entries, images: images, pageCount: pageCount))
-            offset += UInt64(pageSize) + imageBytes
+            offset += UInt64(pageSize) + storedBytes
         }
         return (frames, start)
     }

@@ -23,7 +23,7 @@ enum MetaLayout {
 /// ```swift
 /// let versions = try store.metaPages().map(\.formatVersion)   // [strataFormatVersion, …]
 /// ```
-public let strataFormatVersion: UInt32 = 4
+public let strataFormatVersion: UInt32 = 5
 
 /// The decoded fields of a meta page.
 struct Meta: Equatable, Sendable {

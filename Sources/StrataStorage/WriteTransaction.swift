@@ -88,6 +88,9 @@ public final class WriteTransaction {
     /// The commit the log's pin keeps whole when it is older than this transaction's base (a
     /// `.noSync` run after it): the pages only it sees are held (`RunPin.swift`). Nil once released.
     var runPin: UInt64?
+    /// The committed page each copied page was copied from (`touch`): the commit log may write the
+    /// copy as a patch against it (`patchBases`).
+    var origins: [PageNo: PageNo] = [:]
     var spilledPages = 0
     /// Whether commit listeners want the changed keys: without any, writes do not collect them.
     let tracksChangedKeys: Bool

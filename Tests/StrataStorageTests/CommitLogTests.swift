@@ -390,8 +390,8 @@ import Testing
             }
         }
         try page.losePower()
-        // Find the frames and flip a byte of the first image (a page of the tree) of the one
-        // before the last.
+        // Find the frames and flip a byte of the one before the last, just after its header: in
+        // its patches, or in its first image when it has none.
         let log = try #require(FileHandle(forUpdatingAtPath: path + "-log"))
         let bytes = [UInt8](log.readDataToEndOfFile())
         var offset = 0
@@ -400,9 +400,11 @@ import Testing
             bytes[(offset + 8)..<(offset + 16)].elementsEqual(withUnsafeBytes(of: LogLayout.magicValue.littleEndian) { Array($0) })
         {
             frames.append(offset)
-            let count = Int(bytes[offset + 36]) | Int(bytes[offset + 37]) << 8
-            var pages = 0
-            for i in 0..<count { pages += Int(bytes[offset + 64 + 24 * i + 8]) | Int(bytes[offset + 64 + 24 * i + 9]) << 8 }
+            func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
+            let count = u16(offset + 36)
+            // The patches' pages, then each image stored whole (kind 0; a patch's is rebuilt).
+            var pages = u16(offset + LogLayout.patchPages)
+            for i in 0..<count where u16(offset + 64 + 24 * i + 12) == 0 { pages += u16(offset + 64 + 24 * i + 8) }
             offset += (1 + pages) * 4096
         }
         try #require(frames.count >= 3, "\(frames.count) frames")

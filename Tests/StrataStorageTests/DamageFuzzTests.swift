@@ -564,7 +564,7 @@ struct DamageImage {
             case "pageCount": value = [0, 1, 2, 3, old &- 1, old &- 2, old &+ 1, old &+ 100, old &* 1_000, 1 << 40, UInt64.max, UInt64(pages)][rng.below(12)]
             case "catalogRoot", "freeRoot", "recordRun", "pageNumber", "record entry": value = pageValue(&rng, old: old, roles: roles)
             case "txnid": value = [0, 1, 2, old &+ 2, old &- 2, old &+ 1, 1 << 62, (1 << 62) + 2, UInt64.max - 1, UInt64.max][rng.below(10)]
-            case "formatVersion": value = [0, 1, 2, 5, 255, UInt64(UInt32.max)][rng.below(6)]
+            case "formatVersion": value = [0, 1, 2, UInt64(strataFormatVersion) + 1, 255, UInt64(UInt32.max)][rng.below(6)]
             case "pageSize": value = [0, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 4095, UInt64(UInt32.max)][rng.below(11)]
             case "recordCount": value = u32Value(&rng, old: old)
             case "type": value = UInt64(rng.below(8))
