@@ -39,9 +39,13 @@ enum LogLayout {
     static let count = 36  // u32: entries
     static let startMeta0 = 40  // u64: checksum of meta page 0 when the generation began
     static let startMeta1 = 48  // u64: checksum of meta page 1 when the generation began
-    static let patchPages = 56  // u32: pages of patches after the header (LogPatch.swift), then u32 0
-    static let entries = 64  // then `count` entries of `entrySize` bytes
+    static let headerPages = 56  // u32: pages of this header (0 read as 1), which the checksum covers
+    static let patchBytes = 60  // u32: bytes of patches after the entries (LogPatch.swift)
+    static let entries = 64  // then `count` entries of `entrySize` bytes, then the patches
     static let entrySize = 24  // u64 page number, u32 pages, u32 kind (0 image, 1 patch), u64 the image's checksum
+
+    /// Where the patches of a header with `entries` entries begin (8-byte aligned).
+    static func patches(entries count: Int) -> Int { (entries + count * entrySize + 7) / 8 * 8 }
 
     /// "STRATLOG".
     static let magicValue: UInt64 = 0x474F_4C54_4152_5453
@@ -96,7 +100,17 @@ final class CommitLog: @unchecked Sendable {
         self.path = Self.path(for: pagePath)
         self.pageSize = pageSize
         self.wrap = wrap
+        self.metaCopies = .allocate(byteCount: 2 * pageSize, alignment: 16)
     }
+
+    deinit { metaCopies.deallocate() }
+
+    /// The meta pages of this process's last two frames, by slot, and their commits: a frame's
+    /// meta page is logged as a patch against the one two commits before it (same slot), when that
+    /// is a frame of the generation. Kept here rather than read from the page file, where a failed
+    /// commit may have spoiled the slot since.
+    private let metaCopies: UnsafeMutableRawPointer
+    private var metaCopyTxnids: (UInt64, UInt64) = (0, 0)
 
     /// Whether a commit of `entries` images totalling `pages` pages fits in one frame.
     func accepts(entries: Int, pages: Int) -> Bool {
@@ -123,66 +137,64 @@ final class CommitLog: @unchecked Sendable {
     }
 
     /// Appends the frame of commit `txnid` after `prepare`, and syncs the log. `images` are the
-    /// commit's page runs and `meta` its meta page, all written to the page file already; `bases`
-    /// maps a page of `images` to the page it was copied from (of the commit it builds on, whose
-    /// bytes are on the disk or in an earlier frame of the generation), so that it is logged as a
-    /// patch when that is smaller (LogPatch.swift). On any error the chain is broken, so the next
-    /// frame starts a new generation.
+    /// commit's page runs and `meta` its meta page, all written to the page file already. `bases`
+    /// maps a page of `images`, or the meta page's slot, to the page it was copied from and that
+    /// page's bytes, when an earlier frame of the generation wrote it (`patchBases`): the page is
+    /// then logged as a patch when that is smaller (LogPatch.swift). On any error the chain is
+    /// broken, so the next frame starts a new generation.
     func append(
         txnid: UInt64, images: [(PageNo, UnsafeRawBufferPointer)], bases: [PageNo: (page: PageNo, bytes: UnsafeRawPointer)] = [:],
         meta: UnsafeRawBufferPointer
     ) throws {
-        var patchArea: UnsafeMutableRawPointer?
-        defer { patchArea?.deallocate() }
         do {
             guard let log = file else { throw StorageError.internalError("commit log appended to before it was prepared") }
-            let header = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 4096)
-            defer { header.deallocate() }
-            header.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
-            header.setU64(LogLayout.magic, LogLayout.magicValue)
-            header.setU64(LogLayout.salt, salt)
-            header.setU64(LogLayout.txnid, txnid)
-            header.setU32(LogLayout.pageSize, UInt32(pageSize))
-            header.setU32(LogLayout.count, UInt32(images.count + 1))
-            header.setU64(LogLayout.startMeta0, startChecksums.0)
-            header.setU64(LogLayout.startMeta1, startChecksums.1)
-            var buffers = [UnsafeRawBufferPointer(start: header, count: pageSize)]
-            buffers.reserveCapacity(images.count + 3)
-            // The patches first, after the area's checksum (its first 8 bytes, as a page's).
-            var area = [UInt8](repeating: 0, count: 8)
-            var patched = [Bool](repeating: false, count: images.count)
+            let all = images + [(txnid % 2, meta)]
+            let slot = Int(txnid % 2)
+            var bases = bases
+            if txnid >= 2, txnid - 2 > startTxnid, (slot == 0 ? metaCopyTxnids.0 : metaCopyTxnids.1) == txnid - 2 {
+                bases[txnid % 2] = (txnid % 2, UnsafeRawPointer(metaCopies + slot * pageSize))
+            }
+            // The patches, which the header carries after its entries (and pages of its own when
+            // they do not fit in one).
+            var area: [UInt8] = []
+            var patched = [Bool](repeating: false, count: all.count)
             if !bases.isEmpty {
                 area.reserveCapacity(pageSize)
-                for (i, (page, bytes)) in images.enumerated() where bytes.count == pageSize {
+                for (i, (page, bytes)) in all.enumerated() where bytes.count == pageSize {
                     guard let base = bases[page] else { continue }
                     patched[i] = LogPatch.append(page: bytes.baseAddress!, base: base.bytes, basePage: base.page, pageSize: pageSize, to: &area)
                 }
             }
-            var imagePages = 0
-            for (i, (page, bytes)) in images.enumerated() {
-                Self.store(
-                    LogEntry(page: page, pages: bytes.count / pageSize, checksum: bytes.baseAddress!.u64(PageHeader.checksum), patch: patched[i]),
-                    into: header, at: i)
-                if !patched[i] { imagePages += bytes.count / pageSize }
+            let areaStart = LogLayout.patches(entries: all.count)
+            let headerPages = (areaStart + area.count + pageSize - 1) / pageSize
+            let header = UnsafeMutableRawPointer.allocate(byteCount: headerPages * pageSize, alignment: 4096)
+            defer { header.deallocate() }
+            header.initializeMemory(as: UInt8.self, repeating: 0, count: headerPages * pageSize)
+            header.setU64(LogLayout.magic, LogLayout.magicValue)
+            header.setU64(LogLayout.salt, salt)
+            header.setU64(LogLayout.txnid, txnid)
+            header.setU32(LogLayout.pageSize, UInt32(pageSize))
+            header.setU32(LogLayout.count, UInt32(all.count))
+            header.setU64(LogLayout.startMeta0, startChecksums.0)
+            header.setU64(LogLayout.startMeta1, startChecksums.1)
+            header.setU32(LogLayout.headerPages, UInt32(headerPages))
+            header.setU32(LogLayout.patchBytes, UInt32(area.count))
+            area.withUnsafeBytes { if $0.count > 0 { (header + areaStart).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+            var buffers = [UnsafeRawBufferPointer(start: header, count: headerPages * pageSize)]
+            buffers.reserveCapacity(all.count + 1)
+            var storedPages = 0
+            for (i, (page, bytes)) in all.enumerated() {
+                let entry = LogEntry(page: page, pages: bytes.count / pageSize, checksum: bytes.baseAddress!.u64(PageHeader.checksum), patch: patched[i])
+                Self.store(entry, into: header, at: i)
+                if !patched[i] {
+                    buffers.append(bytes)
+                    storedPages += entry.pages
+                }
             }
-            var patchPages = 0
-            if patched.contains(true) {
-                patchPages = (area.count + pageSize - 1) / pageSize
-                let buffer = UnsafeMutableRawPointer.allocate(byteCount: patchPages * pageSize, alignment: 4096)
-                patchArea = buffer
-                buffer.initializeMemory(as: UInt8.self, repeating: 0, count: patchPages * pageSize)
-                area.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                buffer.setU64(0, pageChecksum(UnsafeRawPointer(buffer), byteCount: patchPages * pageSize))
-                buffers.append(UnsafeRawBufferPointer(start: buffer, count: patchPages * pageSize))
-            }
-            header.setU32(LogLayout.patchPages, UInt32(patchPages))
-            for (i, (_, bytes)) in images.enumerated() where !patched[i] { buffers.append(bytes) }
-            Self.store(LogEntry(page: txnid % 2, pages: 1, checksum: meta.baseAddress!.u64(PageHeader.checksum)), into: header, at: images.count)
-            buffers.append(meta)
-            header.setU64(LogLayout.checksum, pageChecksum(UnsafeRawPointer(header), byteCount: pageSize))
+            header.setU64(LogLayout.checksum, pageChecksum(UnsafeRawPointer(header), byteCount: headerPages * pageSize))
             // Zeros first where the frame passes the written end: the frame's sync then makes the
             // blocks allocated, and later generations overwrite them in place.
-            let end = next + frameBytes(pages: patchPages + imagePages)
+            let end = next + UInt64((headerPages + storedPages) * pageSize)
             if end > written {
                 let target = min(Self.capacity, (end + Self.growthStep - 1) / Self.growthStep * Self.growthStep)
                 try log.writeZeros(from: written, to: target)
@@ -190,6 +202,8 @@ final class CommitLog: @unchecked Sendable {
             }
             try log.write(buffers, at: next)
             try log.sync()
+            (metaCopies + slot * pageSize).copyMemory(from: meta.baseAddress!, byteCount: pageSize)
+            if slot == 0 { metaCopyTxnids.0 = txnid } else { metaCopyTxnids.1 = txnid }
             lastTxnid = txnid
             heldByPin = 0
             next = end
@@ -236,7 +250,6 @@ final class CommitLog: @unchecked Sendable {
     func pinned(base: UInt64) -> UInt64? {
         lastTxnid != 0 && base == lastOwnCommit ? lastTxnid : nil
     }
-
 
     /// The checksums of both meta pages when this process's generation began.
     private var startChecksums: (UInt64, UInt64) = (0, 0)

@@ -30,13 +30,25 @@ enum LogReplay {
         var salt: UInt64 = 0
         var offset: UInt64 = 0
         var header = [UInt8](repeating: 0, count: pageSize)
-        // Where the last image of each page lies: frame, and byte offset in its images.
+        // Where the last image of each page (meta slots included) lies: frame, and byte offset in its images.
         var latest: [PageNo: (frame: Int, at: Int)] = [:]
         while offset + UInt64(pageSize) <= size {
+            header.removeAll(keepingCapacity: true)
+            header.append(contentsOf: repeatElement(0, count: pageSize))
             try header.withUnsafeMutableBytes { (h) throws in try log.read(into: h, at: offset) }
-            let parsed: (txnid: UInt64, entries: [LogEntry], patchPages: Int)? = header.withUnsafeBytes { raw in
+            // A header longer than a page (patches that do not fit in one): the rest, within the log.
+            let headerPages = header.withUnsafeBytes { max(1, Int($0.baseAddress!.u32(LogLayout.headerPages))) }
+            let count = header.withUnsafeBytes { Int($0.baseAddress!.u32(LogLayout.count)) }
+            guard headerPages <= count + 1, offset + UInt64(headerPages * pageSize) <= size else { break }
+            if headerPages > 1 {
+                header.append(contentsOf: repeatElement(0, count: (headerPages - 1) * pageSize))
+                try header.withUnsafeMutableBytes { (h) throws in
+                    try log.read(into: UnsafeMutableRawBufferPointer(rebasing: h[pageSize...]), at: offset + UInt64(pageSize))
+                }
+            }
+            let parsed: (txnid: UInt64, entries: [LogEntry], patches: Range<Int>)? = header.withUnsafeBytes { raw in
                 let h = raw.baseAddress!
-                guard pageChecksum(h, byteCount: pageSize) == h.u64(LogLayout.checksum), h.u64(LogLayout.magic) == LogLayout.magicValue,
+                guard pageChecksum(h, byteCount: raw.count) == h.u64(LogLayout.checksum), h.u64(LogLayout.magic) == LogLayout.magicValue,
                     h.u32(LogLayout.pageSize) == UInt32(pageSize)
                 else { return nil }
                 let txnid = h.u64(LogLayout.txnid)
@@ -47,56 +59,57 @@ enum LogReplay {
                 } else if h.u64(LogLayout.salt) != salt || txnid != frames[frames.count - 1].txnid &+ 1 {
                     return nil
                 }
-                let count = Int(h.u32(LogLayout.count))
                 guard count >= 1, count <= LogLayout.capacity(pageSize: pageSize) else { return nil }
                 var entries: [LogEntry] = []
                 for i in 0..<count {
                     guard let entry = CommitLog.load(h, at: i) else { return nil }
                     entries.append(entry)
                 }
-                guard let meta = entries.last, meta.page == txnid % 2, meta.pages == 1, !meta.patch else { return nil }
+                guard let meta = entries.last, meta.page == txnid % 2, meta.pages == 1 else { return nil }
                 for entry in entries.dropLast() where entry.page < 2 || entry.pages < 1 || entry.pages > Int(size / UInt64(pageSize)) { return nil }
-                // A patch is one page, and the patches of `count` pages take at most `count` pages.
-                let patchPages = Int(h.u32(LogLayout.patchPages))
-                let patches = entries.lazy.filter(\.patch).count
-                guard !entries.contains(where: { $0.patch && $0.pages != 1 }), patchPages <= patches, (patches == 0) == (patchPages == 0) else { return nil }
-                return (txnid, entries, patchPages)
+                // A patch is of one page; the patches lie within the header.
+                let from = LogLayout.patches(entries: count)
+                let bytes = Int(h.u32(LogLayout.patchBytes))
+                guard !entries.contains(where: { $0.patch && $0.pages != 1 }), bytes <= raw.count - from else { return nil }
+                return (txnid, entries, from..<(from + bytes))
             }
             guard let parsed else { break }
             let storedPages = parsed.entries.reduce(0) { $0 + ($1.patch ? 0 : $1.pages) }
-            let storedBytes = UInt64(parsed.patchPages + storedPages) * UInt64(pageSize)
-            guard offset + UInt64(pageSize) + storedBytes <= size else { break }
+            let storedBytes = UInt64(storedPages) * UInt64(pageSize)
+            let imagesAt = offset + UInt64(headerPages * pageSize)
+            guard imagesAt + storedBytes <= size else { break }
             var stored = [UInt8](repeating: 0, count: Int(storedBytes))
-            try stored.withUnsafeMutableBytes { (b) throws in try log.read(into: b, at: offset + UInt64(pageSize)) }
-            let areaBytes = parsed.patchPages * pageSize
-            if areaBytes > 0 {
-                let sound = stored.withUnsafeBytes { pageChecksum($0.baseAddress!, byteCount: areaBytes) == $0.baseAddress!.u64(0) }
-                guard sound else { break }
-            }
-            // Every image whole, in entry order: the stored ones as they are, the patched ones rebuilt.
+            try stored.withUnsafeMutableBytes { (b) throws in try log.read(into: b, at: imagesAt) }
+            // Every image whole, in entry order: the stored ones as they are, the patched ones
+            // rebuilt on their base's last image in an earlier frame (the meta page's: its slot's).
             let pages = parsed.entries.reduce(0) { $0 + $1.pages }
             var images = [UInt8](repeating: 0, count: pages * pageSize)
             let rebuilt = images.withUnsafeMutableBytes { out -> Bool in
                 stored.withUnsafeBytes { raw -> Bool in
-                    let area = UnsafeRawBufferPointer(rebasing: raw[0..<areaBytes])
-                    var patchAt = 8
-                    var storedAt = areaBytes
-                    var at = 0
-                    for entry in parsed.entries {
-                        let count = entry.pages * pageSize
-                        let image = out.baseAddress! + at
-                        if entry.patch {
-                            guard let page = LogPatch.basePage(in: area, at: patchAt), page >= 2, let (f, from) = latest[page] else { return false }
-                            frames[f].images.withUnsafeBytes { image.copyMemory(from: $0.baseAddress! + from, byteCount: pageSize) }
-                            guard let next = LogPatch.apply(area, at: patchAt, to: image, pageSize: pageSize) else { return false }
-                            patchAt = next
-                        } else {
-                            image.copyMemory(from: raw.baseAddress! + storedAt, byteCount: count)
-                            storedAt += count
+                    header.withUnsafeBytes { h -> Bool in
+                        let area = UnsafeRawBufferPointer(rebasing: h[parsed.patches])
+                        var patchAt = 0
+                        var storedAt = 0
+                        var at = 0
+                        for (i, entry) in parsed.entries.enumerated() {
+                            let count = entry.pages * pageSize
+                            let image = out.baseAddress! + at
+                            if entry.patch {
+                                let isMeta = i == parsed.entries.count - 1
+                                guard let page = LogPatch.basePage(in: area, at: patchAt), isMeta ? page == entry.page : page >= 2,
+                                    let (f, from) = latest[page]
+                                else { return false }
+                                frames[f].images.withUnsafeBytes { image.copyMemory(from: $0.baseAddress! + from, byteCount: pageSize) }
+                                guard let next = LogPatch.apply(area, at: patchAt, to: image, pageSize: pageSize) else { return false }
+                                patchAt = next
+                            } else {
+                                image.copyMemory(from: raw.baseAddress! + storedAt, byteCount: count)
+                                storedAt += count
+                            }
+                            at += count
                         }
-                        at += count
+                        return true
                     }
-                    return true
                 }
             }
             guard rebuilt else { break }
@@ -126,7 +139,7 @@ enum LogReplay {
                 at += entry.pages * pageSize
             }
             frames.append(Frame(txnid: parsed.txnid, entries: parsed.entries, images: images, pageCount: pageCount))
-            offset += UInt64(pageSize) + storedBytes
+            offset = imagesAt + storedBytes
         }
         return (frames, start)
     }
