@@ -89,6 +89,8 @@ final class CommitLog: @unchecked Sendable {
     /// The commit this process's generation began from: the frames' patches are made only against
     /// pages the commits after it wrote (`WriteTransaction.patchBases`).
     private(set) var startTxnid: UInt64 = 0
+    /// The bytes of the images the generation's frames hold, patched ones counted whole.
+    private var imageBytes: UInt64 = 0
 
     /// The log's largest size: a full log starts a new generation, which syncs the page file.
     static let capacity: UInt64 = 16 << 20
@@ -132,7 +134,11 @@ final class CommitLog: @unchecked Sendable {
         guard let log = try opened(create: true) else { return false }
         // Another process may have ended this generation since (a transaction of its own that was
         // not pinned, which then committed nothing): frames appended to it would never be read.
-        var extends = lastTxnid != 0 && lastTxnid == base && next + frameBytes(pages: pages) <= Self.capacity
+        // A replay rebuilds every image of the generation in memory (LogReplay.chain): patched or
+        // not, they stay within the log's capacity, as when frames held them whole.
+        var extends =
+            lastTxnid != 0 && lastTxnid == base && next + frameBytes(pages: pages) <= Self.capacity
+            && imageBytes + frameBytes(pages: pages) <= Self.capacity
         if extends { extends = try holdsOwnGeneration(log) }
         if !extends { try begin(base: base, pageFile: pageFile) }
         return true
@@ -209,6 +215,7 @@ final class CommitLog: @unchecked Sendable {
             lastTxnid = txnid
             heldByPin = 0
             next = end
+            imageBytes += UInt64(all.reduce(0) { $0 + $1.1.count })
         } catch {
             // The frame may be on the disk in part or in whole: spoil its header (best effort), so
             // that a replay stops before a commit that reported failure.
@@ -271,6 +278,7 @@ final class CommitLog: @unchecked Sendable {
         if !clean || base != lastOwnCommit { try pageFile.sync() }
         startChecksums = try Recovery.metaChecksums(file: pageFile, pageSize: pageSize)
         startTxnid = base
+        imageBytes = 0
         var s: UInt64 = 0
         while s == 0 { s = UInt64.random(in: 1...UInt64.max) }
         salt = s

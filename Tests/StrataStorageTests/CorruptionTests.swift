@@ -215,6 +215,27 @@ import Foundation
         }
     }
 
+    /// A format-4 file (before the commit log's patches, FORMAT.md §9) is read as it is, and its next
+    /// commit writes a meta of this build's format, which a format-4 build then refuses.
+    @Test func aFormat4FileIsReadAndItsNextCommitWritesTheCurrentFormat() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let (_, b, _, _) = try Self.twoCommits(path)
+        for slot: UInt64 in [0, 1] {
+            var meta = try Self.page(path, slot)
+            meta.withUnsafeMutableBytes { $0.baseAddress!.setU32(MetaLayout.formatVersion, 4) }
+            Self.resealMeta(&meta)
+            try patchFile(path, at: Int(slot) * Self.pageSize, meta)
+        }
+        let store = try Store(path: path)
+        #expect(try store.metaPages().first { $0.isCurrent }?.formatVersion == 4)
+        #expect(try contents(of: store) == b)
+        _ = try store.write { txn in try txn.createTree("after").put([1], [1]) }
+        #expect(try store.metaPages().first { $0.isCurrent }?.formatVersion == strataFormatVersion)
+        #expect(strataFormatVersion == 5)
+        #expect(storeCheckProblems(store).isEmpty)
+    }
+
     /// Only the newest meta has a newer version: a newer build committed to this file. Falling back to
     /// the older meta would let this build write over that commit, so it is refused as well.
     @Test func newerFormatVersionInNewestMetaOnlyIsRefused() throws {
