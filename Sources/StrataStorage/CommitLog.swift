@@ -10,7 +10,7 @@ import Darwin
 // appends a frame (a header page, an image of every page it wrote, and its meta page) to `NAME-log`
 // and syncs that. A page copied from one an earlier frame of the generation wrote goes into the
 // header as a patch against that page instead (LogPatch.swift): a one-object commit's frame is
-// then usually one page. A sync of a few adjacent blocks the filesystem already has costs about half the
+// then most often one page. A sync of a few adjacent blocks the filesystem already has costs about half the
 // sync of a dozen pages spread over the page file (FORMAT.md §10 has the figures).
 //
 // The frames since the page file was last synced form a generation. After a power loss, replaying
