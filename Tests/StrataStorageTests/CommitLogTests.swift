@@ -469,6 +469,30 @@ import Testing
         #expect(storeCheckProblems(reopened).isEmpty)
     }
 
+    /// A log written by a format-4 build (no patches: header bytes 56 ..< 64 zero, every entry of
+    /// kind 0) is replayed after a power loss as before: its header counts as one page.
+    @Test func aFormat4LogIsReplayed() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var rng = SplitMix(seed: 0x4F4)
+        var model: [UInt64: [UInt8]] = [:]
+        // One logged commit after opening: the generation's first frame, whose pages are all whole.
+        let page = try Self.runThenCutPower(path) { store, _ in try Self.put(store, &model, &rng, count: 30) }
+        try page.losePower()
+        var bytes = [UInt8](try #require(FileManager.default.contents(atPath: path + "-log")))
+        let frames = Self.frames(of: bytes)
+        try #require(frames.count == 1, "\(frames.count) frames")
+        #expect(frames[0].entries.allSatisfy { !$0.patch })
+        #expect(bytes[LogLayout.headerPages] == 1)
+        for i in LogLayout.headerPages..<LogLayout.entries { bytes[i] = 0 }
+        let checksum = bytes.withUnsafeBytes { pageChecksum($0.baseAddress!, byteCount: 4096) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(0..<8, with: $0) }
+        try writeFileBytes(path + "-log", bytes)
+        let reopened = try Store(path: path)
+        #expect(try Self.contents(reopened) == model)
+        #expect(storeCheckProblems(reopened).isEmpty)
+    }
+
     /// A file that holds something else under the log's name is never written: commits sync the
     /// page file instead, and stay durable.
     @Test func aForeignFileUnderTheLogsNameIsLeftAlone() throws {
