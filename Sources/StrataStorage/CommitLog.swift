@@ -122,7 +122,9 @@ final class CommitLog: @unchecked Sendable {
         return frameBytes(pages: pages) <= Self.capacity / 4
     }
 
-    /// The bytes of a frame holding `pages` pages of images: those, its header and the meta page.
+    /// The bytes of a frame holding `pages` pages of images whole: those, its header and the meta
+    /// page. With patches it is smaller (each patch takes at most half of the page it replaces), so
+    /// this bounds every frame of such a commit.
     func frameBytes(pages: Int) -> UInt64 { UInt64((pages + 2) * pageSize) }
 
     /// Readies the log for the frame of a commit built on `base`, with `pages` pages of images; false
