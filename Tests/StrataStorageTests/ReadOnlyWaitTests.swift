@@ -148,7 +148,11 @@ final class SlowSyncBox: Sendable {
     }
 
     /// Beside a writer committing durably without pause (its sync is most of each commit),
-    /// one-shot read-only reads are consistent or say the file changed, and most succeed.
+    /// one-shot read-only reads are consistent or say the file changed, and none is starved: a read
+    /// tried again after each "changed" succeeds in fewer than 50 tries, half the 100 opening allows
+    /// itself. (How many tries fail depends on the machine's load against the writer's commit rate:
+    /// 1 in 8 to 1 in 18 alone, up to 3 in 5 once under the whole suite, where the longest run of
+    /// failures to expect at that rate is about 18.)
     @Test func readOnlyReadsBesideADurableWriterAreExactAndNotStarved() async throws {
         let helper = try strataTestHelperPath()
         let path = temporaryPath()
@@ -166,6 +170,9 @@ final class SlowSyncBox: Sendable {
         let reader = opened!
         var ok = 0
         var changed = 0
+        // The most "changed" in a row: the tries one read would have needed.
+        var failedInARow = 0
+        var mostFailedInARow = 0
         var wrong: [String] = []
         let deadline = Date().addingTimeInterval(6)
         var slowest = 0.0
@@ -189,14 +196,18 @@ final class SlowSyncBox: Sendable {
                 }
                 slowest = max(slowest, t)
                 if let result { wrong.append(result) } else { ok += 1 }
+                failedInARow = 0
             } catch StorageError.fileChangedDuringRead {
                 changed += 1
+                failedInARow += 1
+                mostFailedInARow = max(mostFailedInARow, failedInARow)
             }
         }
         print(
-            "ReadOnlyWaitTests: durable writer: \(openFailures) opens said changed, \(ok) reads ok, \(changed) changed, slowest \(slowest) ms, \(wrong.count) wrong"
+            "ReadOnlyWaitTests: durable writer: \(openFailures) opens said changed, \(ok) reads ok, \(changed) changed (at most \(mostFailedInARow) in a row), slowest \(slowest) ms, \(wrong.count) wrong"
         )
         #expect(wrong.isEmpty, "inconsistent reads: \(wrong.prefix(5))")
-        #expect(ok > 0 && changed <= ok, "\(ok) reads succeeded, \(changed) said the file changed")
+        #expect(ok > 0, "no read succeeded, \(changed) said the file changed")
+        #expect(mostFailedInARow < 50, "a read said the file changed \(mostFailedInARow) times in a row (\(ok) ok, \(changed) changed)")
     }
 }
