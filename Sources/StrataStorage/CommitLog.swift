@@ -138,9 +138,8 @@ final class CommitLog: @unchecked Sendable {
         // not pinned, which then committed nothing): frames appended to it would never be read.
         // A replay rebuilds every image of the generation in memory (LogReplay.chain): patched or
         // not, they stay within the log's capacity, as when frames held them whole.
-        var extends =
-            lastTxnid != 0 && lastTxnid == base && next + frameBytes(pages: pages) <= Self.capacity
-            && imageBytes + frameBytes(pages: pages) <= Self.capacity
+        let bytes = frameBytes(pages: pages)
+        var extends = lastTxnid != 0 && lastTxnid == base && next + bytes <= Self.capacity && imageBytes + bytes <= Self.capacity
         if extends { extends = try holdsOwnGeneration(log) }
         if !extends { try begin(base: base, pageFile: pageFile) }
         return true

@@ -4,9 +4,10 @@
 // A one-object commit copies about a dozen pages (the paths from the roots of the record tree, its
 // indexes, the catalog and the free-page tree), and changes a few dozen bytes of most of them: a
 // child's number and count in a branch, one entry in a leaf. Logging each whole page made the
-// frame of such a commit about 14 pages; as patches it is the header, a page of patches and the
-// meta page. A replay rebuilds each patched page from its base, which it reads from the page file
-// or from an earlier frame of the generation: `CommitLog.generationStart` keeps every base there.
+// frame of such a commit about 14 pages; with patches, which the frame's header carries, it is
+// most often the header alone. A base is always a page an earlier frame of the generation wrote
+// (`WriteTransaction.patchBases`), so a replay rebuilds each patched page from that frame's image,
+// never from the page file, where the base's number may have been reused since.
 
 enum LogPatch {
     /// Bytes of a patch before its runs: u64 base page, u32 run count.
