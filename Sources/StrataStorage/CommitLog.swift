@@ -201,16 +201,27 @@ final class CommitLog: @unchecked Sendable {
                 }
             }
             header.setU64(LogLayout.checksum, pageChecksum(UnsafeRawPointer(header), byteCount: headerPages * pageSize))
-            // Zeros first where the frame passes the written end: the frame's sync then makes the
-            // blocks allocated, and later generations overwrite them in place.
+            // Where the frame passes the written end, zeros after it up to the next growth step,
+            // in the same durable write: the blocks are then allocated and on the disk, and later
+            // frames (later generations' too) overwrite them in place. A durable write into blocks
+            // the filesystem must still allocate, or over zeros still in the page cache, would pay
+            // for that in its sync.
             let end = next + UInt64((headerPages + storedPages) * pageSize)
+            var grownTo = written
             if end > written {
-                let target = min(Self.capacity, (end + Self.growthStep - 1) / Self.growthStep * Self.growthStep)
-                try log.writeZeros(from: written, to: target)
-                written = target
+                // (Frames follow each other from offset 0, so nothing unwritten lies before one.)
+                if next > written { try log.writeZeros(from: written, to: next) }
+                grownTo = min(Self.capacity, (end + Self.growthStep - 1) / Self.growthStep * Self.growthStep)
+                let zeros = ZeroBlock.shared.bytes
+                var at = end
+                while at < grownTo {
+                    let count = Int(min(UInt64(zeros.count), grownTo - at))
+                    buffers.append(UnsafeRawBufferPointer(rebasing: zeros[0..<count]))
+                    at += UInt64(count)
+                }
             }
-            try log.write(buffers, at: next)
-            try log.sync()
+            try log.writeDurably(buffers, at: next)
+            written = grownTo
             (metaCopies + slot * pageSize).copyMemory(from: meta.baseAddress!, byteCount: pageSize)
             if slot == 0 { metaCopyTxnids.0 = txnid } else { metaCopyTxnids.1 = txnid }
             lastTxnid = txnid

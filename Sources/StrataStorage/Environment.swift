@@ -621,16 +621,18 @@ enum Recovery {
     }
 }
 
-/// A megabyte of zeros, for writing the blocks a file grows by. `@unchecked Sendable`: the bytes
-/// are zeroed once by `calloc` (untouched pages stay the kernel's shared zero page, costing no
-/// memory) and never written, so any thread may read them.
+/// A megabyte of zeros, for writing the blocks a file grows by, starting on a 4 KiB boundary (so
+/// that an `O_DIRECT` write may take them, `PosixFile.writeDurably`). `@unchecked Sendable`: the
+/// bytes are zeroed once by `calloc` (untouched pages stay the kernel's shared zero page, costing
+/// no memory) and never written, so any thread may read them.
 final class ZeroBlock: @unchecked Sendable {
     static let shared = ZeroBlock(count: 1 << 20)
     let bytes: UnsafeRawBufferPointer
 
     private init(count: Int) {
-        if let zeroed = calloc(1, count) {
-            bytes = UnsafeRawBufferPointer(start: zeroed, count: count)
+        if let zeroed = calloc(1, count + 4096) {
+            let aligned = (Int(bitPattern: zeroed) + 4095) & ~4095
+            bytes = UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: aligned), count: count)
         } else {
             let made = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 4096)
             made.initializeMemory(as: UInt8.self, repeating: 0, count: count)

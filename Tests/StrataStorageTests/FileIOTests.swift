@@ -40,3 +40,99 @@ struct FileIOTests {
         #expect(try file.size() == singleOffset + UInt64(single.count))
     }
 }
+
+/// `writeDurably` (FileIO.swift): page-aligned buffers go out in one `O_DIRECT | O_DSYNC` write
+/// where the filesystem takes one, anything else through the page cache and a sync; either way the
+/// bytes must be what every other view of the file then shows — reads, a map made before the
+/// write, another descriptor — also over a range the page cache held from an earlier write.
+struct DurableWriteTests {
+    /// Whether the filesystem holding `path` takes an `O_DIRECT` write, probed with a file of its own.
+    private func directWritesWork(beside path: String) -> Bool {
+        guard let flag = PosixFile.directFlag else { return false }
+        let probe = path + "-probe"
+        defer { unlink(probe) }
+        let fd = open(probe, O_RDWR | O_CREAT | O_CLOEXEC | flag, 0o644)
+        if fd < 0 { return false }
+        defer { close(fd) }
+        let page = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 4096)
+        defer { page.deallocate() }
+        page.initializeMemory(as: UInt8.self, repeating: 7, count: 4096)
+        return pwrite(fd, page, 4096, 0) == 4096
+    }
+
+    @Test func durableWritesLandAndEveryViewOfTheFileShowsThem() throws {
+        let path = temporaryPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try PosixFile(path: path, create: true)
+        let length = 64 * 1024
+        // Cached first: zeros written through the page cache and synced, and a map made of them.
+        try file.writeZeros(from: 0, to: UInt64(length))
+        try file.sync()
+        let map = try file.map(length: length, writable: false)
+        defer { file.unmap(map, length: length) }
+        #expect(UnsafeRawPointer(map).load(fromByteOffset: 8192, as: UInt8.self) == 0)
+
+        var seed: UInt64 = 0xd1_7ec7
+        func fill(_ p: UnsafeMutableRawBufferPointer) {
+            for i in p.indices {
+                seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                p[i] = UInt8(truncatingIfNeeded: seed >> 33)
+            }
+        }
+        var expected = [UInt8](repeating: 0, count: length)
+        /// The first byte where `bytes` differs from `expected`, nil when none does.
+        func firstDifference(_ bytes: [UInt8]) -> Int? { bytes.indices.first { bytes[$0] != expected[$0] } }
+        func check(_ what: Comment) throws {
+            var read = [UInt8](repeating: 0, count: length)
+            try read.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }
+            #expect(firstDifference(read) == nil, "read: \(what)")
+            #expect(firstDifference(Array(UnsafeRawBufferPointer(start: map, count: length))) == nil, "map: \(what)")
+            let other = try PosixFile(path: path, mode: .readOnly)
+            var again = [UInt8](repeating: 0, count: length)
+            try again.withUnsafeMutableBytes { try other.read(into: $0, at: 0) }
+            #expect(firstDifference(again) == nil, "another descriptor: \(what)")
+        }
+
+        // Three aligned pages at an aligned offset: the direct write, where there is one.
+        let pages = (0..<3).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096) }
+        defer { pages.forEach { $0.deallocate() } }
+        pages.forEach(fill)
+        try file.writeDurably(pages.map { UnsafeRawBufferPointer($0) }, at: 8192)
+        for (i, page) in pages.enumerated() { expected.replaceSubrange((8192 + 4096 * i)..<(8192 + 4096 * (i + 1)), with: page) }
+        try check("aligned pages")
+        if directWritesWork(beside: path) {
+            #expect(file.writesDirectly, "the filesystem takes O_DIRECT writes, but the durable write went through the page cache")
+        }
+
+        // Over them again, after a buffered write cached part of the range.
+        let cached = UnsafeMutableRawBufferPointer.allocate(byteCount: 100, alignment: 16)
+        defer { cached.deallocate() }
+        fill(cached)
+        try file.write(UnsafeRawBufferPointer(cached), at: 12_000)
+        expected.replaceSubrange(12_000..<12_100, with: cached)
+        try check("a buffered write between")
+        pages.forEach(fill)
+        try file.writeDurably(pages.map { UnsafeRawBufferPointer($0) }, at: 8192)
+        for (i, page) in pages.enumerated() { expected.replaceSubrange((8192 + 4096 * i)..<(8192 + 4096 * (i + 1)), with: page) }
+        try check("aligned pages over cached bytes")
+
+        // Not aligned (the buffer, its length, the offset): through the page cache, same bytes.
+        let odd = UnsafeMutableRawBufferPointer.allocate(byteCount: 5000, alignment: 16)
+        defer { odd.deallocate() }
+        fill(odd)
+        try file.writeDurably([UnsafeRawBufferPointer(rebasing: odd[3...])], at: 40_003)
+        expected.replaceSubrange(40_003..<(40_003 + 4997), with: odd[3...])
+        try check("unaligned")
+
+        // Past the end, followed by the shared block of zeros (as the commit log grows): the file
+        // grows by the write, and a direct one stays direct (the zeros start on a page boundary).
+        let zeros = UnsafeRawBufferPointer(rebasing: ZeroBlock.shared.bytes[0..<(16 * 4096)])
+        try file.writeDurably(pages.map { UnsafeRawBufferPointer($0) } + [zeros], at: UInt64(length))
+        #expect(try file.size() == UInt64(length + 19 * 4096))
+        var tail = [UInt8](repeating: 1, count: 19 * 4096)
+        try tail.withUnsafeMutableBytes { try file.read(into: $0, at: UInt64(length)) }
+        #expect(tail == pages.flatMap { Array($0) } + [UInt8](repeating: 0, count: 16 * 4096))
+        #expect(Int(bitPattern: ZeroBlock.shared.bytes.baseAddress) % 4096 == 0)
+        if directWritesWork(beside: path) { #expect(file.writesDirectly) }
+    }
+}
