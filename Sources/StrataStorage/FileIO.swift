@@ -316,8 +316,9 @@ final class PosixFile: FileIO {
         try sync()
     }
 
-    /// The `O_DIRECT | O_DSYNC` descriptor, opened at first use through `/proc/self/fd` (the same
-    /// file whatever has happened to its name since), or nil where there is none.
+    /// The `O_DIRECT | O_DSYNC` descriptor, opened at first use by the file's path and kept only if
+    /// it is this file (device and inode: the name may have been given to another file since), or
+    /// nil where there is none.
     private func directDescriptor() -> Int32? {
         directWrites.withLock { state -> Int32? in
             switch state {
@@ -326,7 +327,7 @@ final class PosixFile: FileIO {
             case .untried:
                 state = .unavailable
                 guard let flag = Self.directFlag else { return nil }
-                let direct = open("/proc/self/fd/\(fd)", O_RDWR | O_CLOEXEC | O_DSYNC | flag)
+                let direct = open(path, O_RDWR | O_CLOEXEC | O_DSYNC | flag)
                 if direct < 0 { return nil }
                 var mine = stat(), theirs = stat()
                 guard fstat(fd, &mine) == 0, fstat(direct, &theirs) == 0, mine.st_dev == theirs.st_dev, mine.st_ino == theirs.st_ino else {

@@ -135,4 +135,33 @@ struct DurableWriteTests {
         #expect(Int(bitPattern: ZeroBlock.shared.bytes.baseAddress) % 4096 == 0)
         if directWritesWork(beside: path) { #expect(file.writesDirectly) }
     }
+
+    /// The direct descriptor is opened by name at the first durable write: when the name has been
+    /// given to another file since, the bytes must still go to the file this one is, never to the
+    /// file now under its name.
+    @Test func aDurableWriteAfterTheNameWasReplacedGoesToThisFile() throws {
+        let path = temporaryPath()
+        let other = path + "-other"
+        defer {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: other)
+        }
+        let file = try PosixFile(path: path, create: true)
+        try file.writeZeros(from: 0, to: 8192)
+        let replacement = try PosixFile(path: other, create: true)
+        try replacement.writeZeros(from: 0, to: 8192)
+        #expect(rename(other, path) == 0)
+
+        let page = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096)
+        defer { page.deallocate() }
+        for i in page.indices { page[i] = UInt8(truncatingIfNeeded: i &* 7 &+ 1) }
+        try file.writeDurably([UnsafeRawBufferPointer(page)], at: 4096)
+        #expect(!file.writesDirectly)
+        var mine = [UInt8](repeating: 0, count: 4096)
+        try mine.withUnsafeMutableBytes { try file.read(into: $0, at: 4096) }
+        #expect(mine == Array(page))
+        var theirs = [UInt8](repeating: 1, count: 4096)
+        try theirs.withUnsafeMutableBytes { try replacement.read(into: $0, at: 4096) }
+        #expect(theirs == [UInt8](repeating: 0, count: 4096))
+    }
 }
