@@ -11,7 +11,7 @@ import Darwin
 // and syncs that. A page copied from one an earlier frame of the generation wrote goes into the
 // header as a patch against that page instead (LogPatch.swift): a one-object commit's frame is
 // then most often one page. A sync of a few adjacent blocks the filesystem already has costs about half the
-// sync of a dozen pages spread over the page file (FORMAT.md §10 has the figures).
+// sync of a dozen pages spread over the page file (FORMAT.md §3.2 has the figures).
 //
 // The frames since the page file was last synced form a generation. After a power loss, replaying
 // every frame of the generation in order over the page file gives exactly the last frame's commit:

@@ -130,7 +130,7 @@ final class PosixFile: FileIO {
 
     deinit {
         close(fd)
-        if case .open(let direct) = directWrites.withLock({ $0 }) { close(direct) }
+        if case .open(let direct) = directWrites.withLock({ $0.descriptor }) { close(direct) }
     }
 
     /// The file's length, from `lseek(SEEK_END)` rather than `fstat`. On Linux 6.13 and later
@@ -249,19 +249,22 @@ final class PosixFile: FileIO {
 
     /// A second descriptor of this file, opened `O_DIRECT | O_DSYNC` at the first durable write:
     /// not tried yet, open, or not to be had (no such flag here, the filesystem refuses it, or a
-    /// write through it was refused).
-    private enum DirectWrites {
-        case untried
-        case open(Int32)
-        case unavailable
+    /// write through it was refused). The lock is held across each write through it, so that no
+    /// write can use the descriptor after a failure elsewhere closed it.
+    private struct DirectWrites {
+        enum Descriptor {
+            case untried
+            case open(Int32)
+            case unavailable
+        }
+        var descriptor = Descriptor.untried
+        /// Writes that went out through it whole (for tests).
+        var completed = 0
     }
-    private let directWrites = Mutex(DirectWrites.untried)
+    private let directWrites = Mutex(DirectWrites())
 
-    /// Whether durable writes go through the `O_DIRECT | O_DSYNC` descriptor (for tests).
-    var writesDirectly: Bool {
-        if case .open = directWrites.withLock({ $0 }) { return true }
-        return false
-    }
+    /// How many durable writes went out through the `O_DIRECT | O_DSYNC` descriptor (for tests).
+    var directWriteCount: Int { directWrites.withLock { $0.completed } }
 
     /// `O_DIRECT`, which Glibc's Swift module does not export (its value depends on the architecture).
     static var directFlag: Int32? {
@@ -277,66 +280,73 @@ final class PosixFile: FileIO {
     /// Writes `buffers` at `offset` and returns once they are durable. On Linux, when every buffer
     /// is page-aligned, this is one `pwritev` through a descriptor opened `O_DIRECT | O_DSYNC`:
     /// the block layer sends the bytes and flushes the disk's cache in one request, with no page
-    /// cache in between, which took ~10 % off a one-object durable commit here (a frame of the
-    /// commit log, CommitLog.swift; FORMAT.md §10 has the figures). Anywhere that cannot be done
-    /// (another platform, a filesystem without O_DIRECT, a buffer not aligned, a write the
-    /// filesystem refuses as EINVAL) it is `write` and then `sync`, as before.
+    /// cache in between, which took 6-8 % off a one-object durable commit here (a frame of the
+    /// commit log, CommitLog.swift; FORMAT.md §3.2 has the figures). Anywhere that cannot be done
+    /// (another platform or architecture, a filesystem without O_DIRECT, a buffer not aligned, a
+    /// write the filesystem refuses) it is `write` and then `sync`, as before.
     func writeDurably(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
         if isReadOnly { throw StorageError.readOnly(path: path) }
         let total = buffers.reduce(0) { $0 + $1.count }
         if total > 0, offset % 4096 == 0, buffers.count <= 1024,
             buffers.allSatisfy({ Int(bitPattern: $0.baseAddress) % 4096 == 0 && $0.count % 4096 == 0 }),
-            let direct = directDescriptor()
+            try writeDirectly(buffers, total: total, at: offset)
         {
-            var iov = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
-            while true {
-                let n = iov.withUnsafeMutableBufferPointer { pwritev(direct, $0.baseAddress, Int32($0.count), off_t(offset)) }
-                if n == total { return }
-                if n < 0 && errno == EINTR { continue }
-                if n < 0 && errno == EINVAL {
-                    // The filesystem takes no direct writes of this shape (nothing was written):
-                    // from now on this file writes through the page cache.
-                    directWrites.withLock { state in
-                        if case .open(let fd) = state { close(fd) }
-                        state = .unavailable
-                    }
-                    break
-                }
-                // A kernel that will not pin a buffer for the device (the shared zero page of
-                // untouched zeros, on some) refuses it, and writes nothing: this once, through the
-                // page cache, which copies from any readable page.
-                if n < 0 && errno == EFAULT { break }
-                if n < 0 { throw StorageError.io(operation: "pwritev (O_DIRECT | O_DSYNC)", path: path, errno: errno) }
-                // Short (a full disk, or a signal mid-way): the rest, and the part written, go
-                // through the page cache and one sync below.
-                break
-            }
+            return
         }
         try write(buffers, at: offset)
         try sync()
     }
 
+    /// The direct write of `writeDurably`: true when the bytes are on the disk, false when they
+    /// must go through the page cache (nothing written, or a part: the caller writes them all).
+    private func writeDirectly(_ buffers: [UnsafeRawBufferPointer], total: Int, at offset: UInt64) throws -> Bool {
+        try directWrites.withLock { state throws -> Bool in
+            guard let direct = openDirect(&state.descriptor) else { return false }
+            var iov = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+            while true {
+                let n = iov.withUnsafeMutableBufferPointer { pwritev(direct, $0.baseAddress, Int32($0.count), off_t(offset)) }
+                if n == total {
+                    state.completed += 1
+                    return true
+                }
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 && errno == EINVAL {
+                    // The filesystem takes no direct writes of this shape (nothing was written):
+                    // from now on this file writes through the page cache.
+                    close(direct)
+                    state.descriptor = .unavailable
+                    return false
+                }
+                // A kernel that will not pin a buffer for the device (the shared zero page of
+                // untouched zeros, on some) refuses it and writes nothing: this once, through the
+                // page cache, which copies from any readable page.
+                if n < 0 && errno == EFAULT { return false }
+                if n < 0 { throw StorageError.io(operation: "pwritev (O_DIRECT | O_DSYNC)", path: path, errno: errno) }
+                // Short (a full disk, or a signal mid-way): all of it again, through the page cache.
+                return false
+            }
+        }
+    }
+
     /// The `O_DIRECT | O_DSYNC` descriptor, opened at first use by the file's path and kept only if
     /// it is this file (device and inode: the name may have been given to another file since), or
     /// nil where there is none.
-    private func directDescriptor() -> Int32? {
-        directWrites.withLock { state -> Int32? in
-            switch state {
-            case .open(let fd): return fd
-            case .unavailable: return nil
-            case .untried:
-                state = .unavailable
-                guard let flag = Self.directFlag else { return nil }
-                let direct = open(path, O_RDWR | O_CLOEXEC | O_DSYNC | flag)
-                if direct < 0 { return nil }
-                var mine = stat(), theirs = stat()
-                guard fstat(fd, &mine) == 0, fstat(direct, &theirs) == 0, mine.st_dev == theirs.st_dev, mine.st_ino == theirs.st_ino else {
-                    close(direct)
-                    return nil
-                }
-                state = .open(direct)
-                return direct
+    private func openDirect(_ descriptor: inout DirectWrites.Descriptor) -> Int32? {
+        switch descriptor {
+        case .open(let fd): return fd
+        case .unavailable: return nil
+        case .untried:
+            descriptor = .unavailable
+            guard let flag = Self.directFlag else { return nil }
+            let direct = open(path, O_RDWR | O_CLOEXEC | O_DSYNC | flag)
+            if direct < 0 { return nil }
+            var mine = stat(), theirs = stat()
+            guard fstat(fd, &mine) == 0, fstat(direct, &theirs) == 0, mine.st_dev == theirs.st_dev, mine.st_ino == theirs.st_ino else {
+                close(direct)
+                return nil
             }
+            descriptor = .open(direct)
+            return direct
         }
     }
 

@@ -435,6 +435,48 @@ import Testing
         return frames
     }
 
+    /// The log grows in steps of `CommitLog.growthStep` written with the frame that first passes
+    /// the written end (one durable write, direct where the filesystem allows): through the real
+    /// files, the log ends on a step, the frames chain from offset 0, every byte after the last is
+    /// zero, and a copy of both files taken while the store is open (as a kill leaves them) opens at
+    /// the last commit with every value.
+    @Test func theLogGrowsInWrittenStepsWithItsFrames() throws {
+        let path = temporaryPath()
+        let copy = temporaryPath() + "-copy"
+        defer {
+            removeStoreFiles(path)
+            removeStoreFiles(copy)
+        }
+        var rng = SplitMix(seed: 0x6_7041)
+        var model: [UInt64: [UInt8]] = [:]
+        var options = StoreOptions(durability: .full)
+        options.compaction.idleDelay = nil
+        let store = try Store(path: path, options: options)
+        // Values that make most frames several pages, so that the log passes a step many times.
+        for _ in 0..<240 {
+            try store.write { txn in
+                let tree = try txn.createTree("t")
+                for _ in 0..<3 {
+                    let key = UInt64(rng.below(1_000_000))
+                    let value = rng.byteArray(rng.within(600...1500))
+                    try tree.put(bigEndianKey(key), value)
+                    model[key] = value
+                }
+            }
+        }
+        let log = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "-log")))
+        #expect(log.count % Int(CommitLog.growthStep) == 0 && log.count >= 2 * Int(CommitLog.growthStep), "log of \(log.count) bytes")
+        let frames = Self.frames(of: log)
+        let end = frames.last.map { $0.offset + $0.pages * 4096 } ?? 0
+        #expect(frames.count > 100, "\(frames.count) frames")
+        #expect(end <= log.count && log[end...].allSatisfy { $0 == 0 }, "bytes after the last frame (at \(end)) are not all zeros")
+
+        for suffix in ["", "-log"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix) }
+        let reopened = try Store(path: copy)
+        #expect(try Self.contents(reopened) == model)
+        #expect(storeCheckProblems(reopened).isEmpty)
+    }
+
     /// Small commits on the same pages are logged as patches against the previous frames' pages
     /// (their meta pages too), in frames of about a page; a power loss that keeps none of the page
     /// file's unsynced writes leaves their replay to rebuild every page from the patches, exactly.

@@ -46,7 +46,9 @@ struct FileIOTests {
 /// bytes must be what every other view of the file then shows — reads, a map made before the
 /// write, another descriptor — also over a range the page cache held from an earlier write.
 struct DurableWriteTests {
-    /// Whether the filesystem holding `path` takes an `O_DIRECT` write, probed with a file of its own.
+    /// Whether the filesystem holding `path` takes an `O_DIRECT` write, probed with a file of its
+    /// own. Where it does, the flag must also be what it claims to be: a descriptor opened with it
+    /// refuses a write from a buffer off the block boundary (EINVAL), which any other flag allows.
     private func directWritesWork(beside path: String) -> Bool {
         guard let flag = PosixFile.directFlag else { return false }
         let probe = path + "-probe"
@@ -54,10 +56,13 @@ struct DurableWriteTests {
         let fd = open(probe, O_RDWR | O_CREAT | O_CLOEXEC | flag, 0o644)
         if fd < 0 { return false }
         defer { close(fd) }
-        let page = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 4096)
+        let page = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 4096)
         defer { page.deallocate() }
-        page.initializeMemory(as: UInt8.self, repeating: 7, count: 4096)
-        return pwrite(fd, page, 4096, 0) == 4096
+        page.initializeMemory(as: UInt8.self, repeating: 7, count: 8192)
+        guard pwrite(fd, page, 4096, 0) == 4096 else { return false }
+        let odd = pwrite(fd, page + 1, 4096, 4096)
+        #expect(odd == -1 && errno == EINVAL, "PosixFile.directFlag (\(flag)) is not O_DIRECT here: an unaligned write went through")
+        return true
     }
 
     @Test func durableWritesLandAndEveryViewOfTheFileShowsThem() throws {
@@ -94,15 +99,14 @@ struct DurableWriteTests {
         }
 
         // Three aligned pages at an aligned offset: the direct write, where there is one.
+        let direct = directWritesWork(beside: path)
         let pages = (0..<3).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096) }
         defer { pages.forEach { $0.deallocate() } }
         pages.forEach(fill)
         try file.writeDurably(pages.map { UnsafeRawBufferPointer($0) }, at: 8192)
         for (i, page) in pages.enumerated() { expected.replaceSubrange((8192 + 4096 * i)..<(8192 + 4096 * (i + 1)), with: page) }
         try check("aligned pages")
-        if directWritesWork(beside: path) {
-            #expect(file.writesDirectly, "the filesystem takes O_DIRECT writes, but the durable write went through the page cache")
-        }
+        #expect(file.directWriteCount == (direct ? 1 : 0), "the filesystem takes O_DIRECT writes: \(direct)")
 
         // Over them again, after a buffered write cached part of the range.
         let cached = UnsafeMutableRawBufferPointer.allocate(byteCount: 100, alignment: 16)
@@ -123,6 +127,7 @@ struct DurableWriteTests {
         try file.writeDurably([UnsafeRawBufferPointer(rebasing: odd[3...])], at: 40_003)
         expected.replaceSubrange(40_003..<(40_003 + 4997), with: odd[3...])
         try check("unaligned")
+        #expect(file.directWriteCount == (direct ? 2 : 0), "only the aligned writes go direct")
 
         // Past the end, followed by the shared block of zeros (as the commit log grows): the file
         // grows by the write, and a direct one stays direct (the zeros start on a page boundary).
@@ -133,7 +138,7 @@ struct DurableWriteTests {
         try tail.withUnsafeMutableBytes { try file.read(into: $0, at: UInt64(length)) }
         #expect(tail == pages.flatMap { Array($0) } + [UInt8](repeating: 0, count: 16 * 4096))
         #expect(Int(bitPattern: ZeroBlock.shared.bytes.baseAddress) % 4096 == 0)
-        if directWritesWork(beside: path) { #expect(file.writesDirectly) }
+        #expect(file.directWriteCount == (direct ? 3 : 0), "the pages and the zeros after them went direct")
     }
 
     /// The direct descriptor is opened by name at the first durable write: when the name has been
@@ -156,7 +161,7 @@ struct DurableWriteTests {
         defer { page.deallocate() }
         for i in page.indices { page[i] = UInt8(truncatingIfNeeded: i &* 7 &+ 1) }
         try file.writeDurably([UnsafeRawBufferPointer(page)], at: 4096)
-        #expect(!file.writesDirectly)
+        #expect(file.directWriteCount == 0)
         var mine = [UInt8](repeating: 0, count: 4096)
         try mine.withUnsafeMutableBytes { try file.read(into: $0, at: 4096) }
         #expect(mine == Array(page))
