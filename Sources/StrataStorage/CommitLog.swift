@@ -209,8 +209,8 @@ final class CommitLog: @unchecked Sendable {
             let end = next + UInt64((headerPages + storedPages) * pageSize)
             var grownTo = written
             if end > written {
-                // (Frames follow each other from offset 0, so nothing unwritten lies before one.)
-                if next > written { try log.writeZeros(from: written, to: next) }
+                // (Frames follow each other from offset 0 and `written` never falls below the end
+                // of the last, so nothing unwritten lies before this one.)
                 grownTo = min(Self.capacity, (end + Self.growthStep - 1) / Self.growthStep * Self.growthStep)
                 let zeros = ZeroBlock.shared.bytes
                 var at = end

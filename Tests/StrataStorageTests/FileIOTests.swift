@@ -77,13 +77,8 @@ struct DurableWriteTests {
         defer { file.unmap(map, length: length) }
         #expect(UnsafeRawPointer(map).load(fromByteOffset: 8192, as: UInt8.self) == 0)
 
-        var seed: UInt64 = 0xd1_7ec7
-        func fill(_ p: UnsafeMutableRawBufferPointer) {
-            for i in p.indices {
-                seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-                p[i] = UInt8(truncatingIfNeeded: seed >> 33)
-            }
-        }
+        var rng = SplitMix(seed: 0xd1_7ec7)
+        func fill(_ p: UnsafeMutableRawBufferPointer) { p.copyBytes(from: rng.byteArray(p.count)) }
         var expected = [UInt8](repeating: 0, count: length)
         /// The first byte where `bytes` differs from `expected`, nil when none does.
         func firstDifference(_ bytes: [UInt8]) -> Int? { bytes.indices.first { bytes[$0] != expected[$0] } }
