@@ -14,7 +14,7 @@ import StrataStorage
 func info(path: String) throws(ToolFailure) {
     let store = try openStore(path)
     // One attempt reads all three from snapshots of the same commit, or is made again.
-    let (stats, metas, notes, treeCount) = try on(path) {
+    let (stats, metas, notes, treeCount) = try on(path, store) {
         let stats = try store.stats()
         let metas = try store.metaPages()
         let notes = try store.metaNotes()
@@ -61,7 +61,7 @@ func info(path: String) throws(ToolFailure) {
 /// `strata trees FILE`: one line per tree, the internal ones last.
 func trees(path: String) throws(ToolFailure) {
     let store = try openStore(path)
-    let stats = try on(path) { try store.treeStats() }
+    let stats = try on(path, store) { try store.treeStats() }
     let rows = stats.map { t -> [String] in
         [
             t.name, String(t.depth), grouped(t.branchPages), grouped(t.leafPages), grouped(t.overflowPages), grouped(t.entries),
@@ -76,7 +76,7 @@ func trees(path: String) throws(ToolFailure) {
 /// `strata check FILE`: the full walk; exits 5 when anything is wrong.
 func check(path: String) throws(ToolFailure) {
     let store = try openStore(path)
-    let report = try on(path) { try store.check() }
+    let report = try on(path, store) { try store.check() }
     let p = report.pages
     print("checked transaction \(report.txnid): \(grouped(report.pageCount)) pages of \(report.pageSize) bytes")
     print(
@@ -92,7 +92,7 @@ func check(path: String) throws(ToolFailure) {
     // against the stored schemas (a file of the engine alone has none).
     var objectProblems = 0
     if report.isOK, user.contains(where: { $0.name == "strata:schema" }) {
-        let objects = try on(path) { try StoredObjects.check(in: store) }
+        let objects = try on(path, store) { try StoredObjects.check(in: store) }
         print("  objects: \(grouped(objects.objects)) objects, \(grouped(objects.indexEntries)) index entries checked against their schemas")
         for note in objects.notes { print("note: \(note)") }
         for problem in objects.problems { print("problem: \(problem)") }
@@ -109,7 +109,7 @@ func check(path: String) throws(ToolFailure) {
 /// `strata page FILE N`: one page decoded.
 func page(path: String, number: UInt64) throws(ToolFailure) {
     let store = try openStore(path)
-    let text = try on(path) { () throws -> String in
+    let text = try on(path, store) { () throws -> String in
         do {
             return try store.describePage(number)
         } catch let error as InspectError {
@@ -124,7 +124,7 @@ func readers(path: String) throws(ToolFailure) {
     let store = try openStore(path)
     // The tool reads the lock file's table without registering in it, so it never lists itself.
     let slots = store.readers()
-    let latest = try on(path) { try store.read { $0.txnid } }
+    let latest = try on(path, store) { try store.read { $0.txnid } }
     print("newest transaction \(latest)")
     if slots.isEmpty {
         print("no live readers")
@@ -143,9 +143,9 @@ func compact(path: String, output: String) throws(ToolFailure) {
         throw ToolFailure(.usage, "\(output) already exists; compact writes a new file")
     }
     let store = try openStore(path)
-    let before = try on(path) { try store.stats().fileSize }
+    let before = try on(path, store) { try store.stats().fileSize }
     // A copy whose source changed under it removes what it wrote, so it can simply be made again.
-    try on(path) { try store.copy(to: output, compacting: true) }
+    try on(path, store) { try store.copy(to: output, compacting: true) }
     var st = stat()
     let after = stat(output, &st) == 0 ? UInt64(st.st_size) : 0
     print("wrote \(output): \(grouped(after)) bytes (\(humanBytes(after))), from \(grouped(before)) bytes (\(humanBytes(before)))")

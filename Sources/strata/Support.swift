@@ -22,8 +22,8 @@ enum ExitCode: Int32 {
     case checkFailed = 5
     /// Any other failure (permissions, I/O, resources).
     case ioError = 6
-    /// A writer in another process changed the file while the tool read it, again and again:
-    /// nothing is wrong with the file; run the command again.
+    /// A writer in another process changed the file while the tool read it, again and again, and
+    /// could not be held off: nothing is wrong with the file; run the command again.
     case changed = 7
 }
 
@@ -65,8 +65,8 @@ struct ToolFailure: Error {
         case .fileChangedDuringRead:
             self.init(
                 .changed,
-                "\(path): the file changed during inspection (a writer in another process committed while it "
-                    + "was read, and the tool never registers as a reader); run the command again")
+                "\(path): the file changed during inspection (a writer in another process committed during every "
+                    + "attempt to read it, and could not be held off: no lock file, or no fcntl locks); run the command again")
         default:
             self.init(.ioError, "\(path): \(e)")
         }
@@ -88,24 +88,33 @@ let usage = """
                           every object, decoded from the stored schema alone (JSON lines with --json)
       help                this text
 
-    Every command only reads: it opens FILE read-only and creates, changes or locks nothing,
-    not even the lock file FILE-lock (a read-only directory is fine).
+    Every command only reads: it opens FILE read-only and creates or changes nothing, not even
+    the lock file FILE-lock (a read-only directory is fine). Beside a writer that commits during
+    every read, the tool holds writers in other processes off for one read's length.
 
     exit codes: 0 ok, 1 usage error, 2 missing file, 3 not a Strata file, 4 corrupt file,
                 5 check found problems, 6 other I/O error, 7 the file changed during inspection
-                (a live writer; run again)
+                (a live writer the tool could not hold off; run again)
     """
 
 /// One line on stderr, after whatever stdout holds so far.
 func printError(_ message: String) {
     fflush(nil)
     let bytes = Array("strata: \(message)\n".utf8)
+    _ = bytes.withUnsafeBytes { writeAll(2, $0) }
+}
+
+/// Writes all of `bytes` to descriptor `fd`, through short writes and interruptions; false on
+/// an error (`errno` says which).
+func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
     var done = 0
     while done < bytes.count {
-        let n = bytes.withUnsafeBytes { write(2, $0.baseAddress! + done, $0.count - done) }
-        if n <= 0 { break }
+        let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return false }
         done += n
     }
+    return true
 }
 
 func systemMessage(_ err: Int32) -> String {
@@ -117,19 +126,25 @@ func systemMessage(_ err: Int32) -> String {
 /// included, and the tool takes no reader slot. A writer in another process may therefore reuse
 /// pages the tool is reading; the engine notices (`fileChangedDuringRead`) and `on` reads again.
 func openStore(_ path: String) throws(ToolFailure) -> Store {
-    try on(path) { try Store(path: path, options: StoreOptions(readOnly: true)) }
+    try on(path, nil) { try Store(path: path, options: StoreOptions(readOnly: true)) }
 }
 
-/// How often a read that a writer changed under the tool is tried in all.
-private let attempts = 3
+/// How often a read that a writer changed under the tool is tried in all, and how many of those
+/// tries run with writers plainly beside it.
+private let attempts = 5
+private let attemptsBesideWriters = 2
 
 /// Runs `body`, classifying any engine error as a failure on `path`. A read that a writer in
 /// another process changed under the tool (`fileChangedDuringRead`) is run again, up to
-/// `attempts` times in all; so `body` must not print.
-func on<R>(_ path: String, _ body: () throws -> R) throws(ToolFailure) -> R {
+/// `attempts` times in all: the first tries beside the writers, the later ones with `store`'s
+/// writers in other processes held off (`Store.holdingWritersOff`: they wait for this one read),
+/// so that a busy writer, which commits during every read, cannot fail the tool. `body` must not
+/// print.
+func on<R>(_ path: String, _ store: Store?, _ body: () throws -> R) throws(ToolFailure) -> R {
     var attempt = 1
     while true {
         do {
+            if attempt > attemptsBesideWriters, let store { return try store.holdingWritersOff(body) }
             return try body()
         } catch let failure as ToolFailure {
             throw failure
@@ -140,17 +155,6 @@ func on<R>(_ path: String, _ body: () throws -> R) throws(ToolFailure) -> R {
             }
             throw ToolFailure(error, path: path)
         }
-    }
-}
-
-/// `on` for a `body` that prints as it goes: run once, never again.
-func once<R>(_ path: String, _ body: () throws -> R) throws(ToolFailure) -> R {
-    do {
-        return try body()
-    } catch let failure as ToolFailure {
-        throw failure
-    } catch {
-        throw ToolFailure(error, path: path)
     }
 }
 

@@ -6,7 +6,8 @@
 // Every command opens FILE read-only and changes nothing on disk (see `openStore`).
 //
 // Exit codes (see `ExitCode`): 0 ok, 1 usage, 2 missing file, 3 not a Strata file, 4 corrupt,
-// 5 check found problems, 6 other I/O error, 7 the file changed during inspection (run again).
+// 5 check found problems, 6 other I/O error, 7 the file changed during inspection and writers
+// could not be held off (run again).
 
 #if canImport(Glibc)
 import Glibc
