@@ -260,11 +260,26 @@ final class PosixFile: FileIO {
         var descriptor = Descriptor.untried
         /// Writes that went out through it whole (for tests).
         var completed = 0
+        /// Asked before each write through it (tests only): what the write does instead.
+        var fault: (@Sendable () -> DirectWriteFault?)?
     }
     private let directWrites = Mutex(DirectWrites())
 
     /// How many durable writes went out through the `O_DIRECT | O_DSYNC` descriptor (for tests).
     var directWriteCount: Int { directWrites.withLock { $0.completed } }
+
+    /// What a write through the `O_DIRECT | O_DSYNC` descriptor does instead, for tests of the
+    /// paths the disk and the kernel rarely take: write only the first `bytes` (a multiple of
+    /// 4 KiB; 0 for none) and then fail with `errno`, or return that count (a short write).
+    enum DirectWriteFault: Sendable {
+        case error(Int32, afterBytes: Int = 0)
+        case short(bytes: Int)
+    }
+
+    /// Sets what each later direct write asks for its fault (nil: none); tests only.
+    func injectDirectWriteFaults(_ fault: (@Sendable () -> DirectWriteFault?)?) {
+        directWrites.withLock { $0.fault = fault }
+    }
 
     /// `O_DIRECT`, which Glibc's Swift module does not export (its value depends on the architecture).
     static var directFlag: Int32? {
@@ -304,7 +319,15 @@ final class PosixFile: FileIO {
             guard let direct = openDirect(&state.descriptor) else { return false }
             var iov = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
             while true {
-                let n = iov.withUnsafeMutableBufferPointer { pwritev(direct, $0.baseAddress, Int32($0.count), off_t(offset)) }
+                let n: Int
+                switch state.fault?() {
+                case nil: n = iov.withUnsafeMutableBufferPointer { pwritev(direct, $0.baseAddress, Int32($0.count), off_t(offset)) }
+                case .error(let err, let bytes)?:
+                    if bytes > 0 { _ = Self.writeShort(direct, buffers, bytes: bytes, at: offset) }
+                    errno = err
+                    n = -1
+                case .short(let bytes)?: n = Self.writeShort(direct, buffers, bytes: bytes, at: offset)
+                }
                 if n == total {
                     state.completed += 1
                     return true
@@ -326,6 +349,19 @@ final class PosixFile: FileIO {
                 return false
             }
         }
+    }
+
+    /// The first `bytes` of `buffers` written at `offset` through `fd` (an injected short write).
+    private static func writeShort(_ fd: Int32, _ buffers: [UnsafeRawBufferPointer], bytes: Int, at offset: UInt64) -> Int {
+        var done = 0
+        for buffer in buffers where done < bytes {
+            let count = min(buffer.count, bytes - done)
+            let n = pwrite(fd, buffer.baseAddress, count, off_t(offset) + off_t(done))
+            if n < 0 { return done > 0 ? done : -1 }
+            done += n
+            if n < count { break }
+        }
+        return done
     }
 
     /// The `O_DIRECT | O_DSYNC` descriptor, opened at first use by the file's path and kept only if

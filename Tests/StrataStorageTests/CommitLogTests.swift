@@ -249,6 +249,66 @@ import Testing
         try Self.expectAfterPowerLoss(path, page, model)
     }
 
+    /// Frames written through the direct path (`PosixFile.writeDurably`: one `O_DIRECT | O_DSYNC`
+    /// write), with its rare outcomes injected between good writes: interrupted, a disk error
+    /// after part of the frame landed (the commit fails and must not come back; the next starts a
+    /// new generation, syncing the page file), EFAULT, short, and EINVAL (the rest through the
+    /// page cache and a sync). The last short write comes after the last new generation, so only
+    /// the log holds its commit when the power goes. Then the power goes: the page file
+    /// loses every write since its last sync, the log keeps what it wrote (its writes were durable
+    /// when they returned), and the reopened file holds every acknowledged commit, none other.
+    @Test func framesWrittenDirectlyThroughTheirFailuresSurvivePowerLoss() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var rng = SplitMix(seed: 0xd1_2ec7)
+        var model: [UInt64: [UInt8]] = [:]
+        let faults = DirectFaultQueue()
+        let files = Mutex<(page: FaultyFile?, log: PosixFile?)>((nil, nil))
+        var options = StoreOptions(durability: .full)
+        options.compaction.idleDelay = nil
+        do {
+            let store = try Store(path: path, options: options) { inner in
+                if inner.path.hasSuffix("-log"), let log = inner as? PosixFile {
+                    log.injectDirectWriteFaults { faults.next() }
+                    files.withLock { $0.log = log }
+                    return log
+                }
+                let page = FaultyFile(inner)
+                files.withLock { $0.page = page }
+                return page
+            }
+            try Self.put(store, &model, &rng, count: 300)
+            var directBeforeEINVAL = 0
+            for round in 0..<60 {
+                if round == 50 { directBeforeEINVAL = try #require(files.withLock { $0.log }).directWriteCount }
+                let frameBytes = 4096 * (1 + rng.below(3))
+                // From round 50 on the log writes through the page cache: nothing more to inject.
+                let queued: [PosixFile.DirectWriteFault] =
+                    switch round < 50 ? round % 10 : 0 {
+                    case 2: [.error(EINTR)]
+                    case 4: [.error(EIO, afterBytes: frameBytes)]
+                    case 6: [.error(EFAULT)]
+                    case 8: [.short(bytes: frameBytes)]
+                    default: []
+                    }
+                faults.queue(round == 50 ? [.error(EINVAL)] : queued)
+                if case .error(EIO, _)? = queued.first {
+                    var attempted = model
+                    #expect(throws: StorageError.self, "round \(round)") { try Self.put(store, &attempted, &rng, count: 4) }
+                } else {
+                    try Self.put(store, &model, &rng, count: 4)
+                }
+                #expect(faults.pending == 0, "round \(round): the commit made no direct write")
+                #expect(try Self.contents(store) == model, "round \(round)")
+            }
+            let log = try #require(files.withLock { $0.log })
+            try #require(log.directWriteCount > 0, "the filesystem under \(path) takes no O_DIRECT writes: nothing was injected")
+            #expect(log.directWriteCount == directBeforeEINVAL, "EINVAL did not end the direct writes")
+            try #require(files.withLock { $0.page }).cutPower(atSync: 1)
+        }
+        try Self.expectAfterPowerLoss(path, try #require(files.withLock { $0.page }), model)
+    }
+
     /// Another process ends this process's generation (a transaction of its own, not pinned, that
     /// then commits nothing); this process's next logged commit must start a generation of its own,
     /// not append to the ended one, which recovery would never read.

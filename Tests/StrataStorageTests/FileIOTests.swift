@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import StrataStorage
@@ -136,6 +137,82 @@ struct DurableWriteTests {
         #expect(file.directWriteCount == (direct ? 3 : 0), "the pages and the zeros after them went direct")
     }
 
+    /// The direct path's rare outcomes, injected (`PosixFile.injectDirectWriteFaults`): an
+    /// interrupted write is made again; a short one (a full disk, a signal) is written again whole
+    /// through the page cache; EFAULT (a buffer the kernel will not pin) goes through the page
+    /// cache that once; EINVAL (a filesystem that refuses the shape) for good; any other error
+    /// fails the write, and the next one goes direct again. Every write that returns has its bytes
+    /// where every view of the file shows them.
+    @Test func directWriteFailuresFallBackOrFailAndTheBytesLand() throws {
+        let path = temporaryPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try PosixFile(path: path, create: true)
+        let length = 64 * 1024
+        try file.writeZeros(from: 0, to: UInt64(length))
+        try file.sync()
+        let direct = directWritesWork(beside: path)
+        try #require(direct, "the filesystem under \(path) takes no O_DIRECT writes: no direct path to fail")
+        let map = try file.map(length: length, writable: false)
+        defer { file.unmap(map, length: length) }
+        let faults = DirectFaultQueue()
+        file.injectDirectWriteFaults { faults.next() }
+
+        var rng = SplitMix(seed: 0xfa_0175)
+        var expected = [UInt8](repeating: 0, count: length)
+        let pages = (0..<3).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096) }
+        defer { pages.forEach { $0.deallocate() } }
+        /// Fills the pages afresh and writes them durably at `offset`, after queueing `queued`.
+        func write(at offset: Int, after queued: [PosixFile.DirectWriteFault]) throws {
+            faults.queue(queued)
+            for page in pages { page.copyBytes(from: rng.byteArray(4096)) }
+            try file.writeDurably(pages.map { UnsafeRawBufferPointer($0) }, at: UInt64(offset))
+            for (i, page) in pages.enumerated() { expected.replaceSubrange((offset + 4096 * i)..<(offset + 4096 * (i + 1)), with: page) }
+        }
+        func check(_ what: Comment) throws {
+            var read = [UInt8](repeating: 0, count: length)
+            try read.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }
+            /// The first byte where `bytes` differs from `expected`, nil when none does.
+            func firstDifference(_ bytes: [UInt8]) -> Int? { bytes.indices.first { bytes[$0] != expected[$0] } }
+            #expect(firstDifference(read) == nil, "read: \(what)")
+            #expect(firstDifference(Array(UnsafeRawBufferPointer(start: map, count: length))) == nil, "map: \(what)")
+            let other = try PosixFile(path: path, mode: .readOnly)
+            var again = [UInt8](repeating: 0, count: length)
+            try again.withUnsafeMutableBytes { try other.read(into: $0, at: 0) }
+            #expect(firstDifference(again) == nil, "another descriptor: \(what)")
+        }
+
+        try write(at: 8192, after: [.error(EINTR), .error(EINTR)])
+        try check("interrupted twice")
+        #expect(file.directWriteCount == 1, "an interrupted direct write is made again, direct")
+
+        try write(at: 16_384, after: [.short(bytes: 4096)])
+        try check("short")
+        #expect(file.directWriteCount == 1, "a short write is written again through the page cache")
+
+        try write(at: 4096, after: [.error(EFAULT)])
+        try check("EFAULT")
+        #expect(file.directWriteCount == 1)
+        try write(at: 20_480, after: [])
+        try check("after EFAULT")
+        #expect(file.directWriteCount == 2, "EFAULT sends one write through the page cache, not the next")
+
+        // A failure of the disk: the write fails (some of it may have landed; the caller treats the
+        // range as unknown), and the descriptor stays for the next.
+        faults.queue([.error(EIO)])
+        for page in pages { page.copyBytes(from: rng.byteArray(4096)) }
+        #expect(throws: StorageError.self) { try file.writeDurably(pages.map { UnsafeRawBufferPointer($0) }, at: 32_768) }
+        try write(at: 32_768, after: [])
+        try check("after EIO")
+        #expect(file.directWriteCount == 3, "an error of the disk does not give up the direct descriptor")
+
+        try write(at: 40_960, after: [.error(EINVAL)])
+        try check("EINVAL")
+        try write(at: 8192, after: [])
+        try check("after EINVAL")
+        #expect(file.directWriteCount == 3, "a filesystem that refused a direct write is written through the page cache from then on")
+        #expect(faults.pending == 0)
+    }
+
     /// The direct descriptor is opened by name at the first durable write: when the name has been
     /// given to another file since, the bytes must still go to the file this one is, never to the
     /// file now under its name.
@@ -164,4 +241,14 @@ struct DurableWriteTests {
         try theirs.withUnsafeMutableBytes { try replacement.read(into: $0, at: 4096) }
         #expect(theirs == [UInt8](repeating: 0, count: 4096))
     }
+}
+
+/// Faults for `PosixFile.injectDirectWriteFaults`, handed out one per direct write in the order
+/// queued; none once the queue is empty.
+final class DirectFaultQueue: Sendable {
+    private let faults = Mutex<[PosixFile.DirectWriteFault]>([])
+
+    func queue(_ more: [PosixFile.DirectWriteFault]) { faults.withLock { $0 += more } }
+    func next() -> PosixFile.DirectWriteFault? { faults.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
+    var pending: Int { faults.withLock { $0.count } }
 }
