@@ -55,27 +55,27 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
     // process overtook is thrown away and made again (the later ones with that writer held off,
     // `on`), so what is printed is every model's objects as one commit holds them, and a slow
     // reader of the output never holds a writer off.
-    guard let buffer = tmpfile() else {
-        throw ToolFailure(.ioError, "\(path): cannot make a temporary file for the dump: \(systemMessage(errno))")
+    guard let buffer = temporaryFile() else {
+        // No temporary file to be had (no writable $TMPDIR or /tmp): printed as it is read, once, with
+        // writers in other processes held off throughout, so that it is still one commit. (Where
+        // they cannot be, one that overtakes the read makes the tool exit 7, and what it printed
+        // may mix commits.)
+        do {
+            try store.holdingWritersOff { try dumpObjects(store, names, json: json, path: path) { print($0, terminator: "") } }
+        } catch let failure as ToolFailure {
+            throw failure
+        } catch {
+            throw ToolFailure(error, path: path)
+        }
+        return
     }
     defer { fclose(buffer) }
     try on(path, store) {
         rewind(buffer)
         if ftruncate(fileno(buffer), 0) != 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
-        let commit = try store.read { $0.txnid }
-        for name in names {
-            try StoredObjects.forEach(in: store, model: name) { key, fields in
-                let object = StoredValue.object(fields)
-                let line =
-                    json
-                    ? "{\"model\":\(StoredValue.string(name).json),\"key\":\(key.json),\"object\":\(object.json)}\n"
-                    : "\(name) \(key.json) \(object.json)\n"
-                if fputs(line, buffer) < 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
-                return true
-            }
+        try dumpObjects(store, names, json: json, path: path) { line in
+            if fputs(line, buffer) < 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
         }
-        // Each model was read in a snapshot of its own: they must all be the one commit.
-        if try store.read({ $0.txnid }) != commit { throw StorageError.fileChangedDuringRead(path: path) }
         if fflush(buffer) != 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
     }
     rewind(buffer)
@@ -89,4 +89,37 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
         }
     }
     if ferror(buffer) != 0 { throw ToolFailure(.ioError, "temporary file: read failed") }
+}
+
+/// Every object of the models `names`, one line each (`--json`: a JSON object per line), handed to
+/// `emit` in key order; throws `fileChangedDuringRead` when the models were not read from one commit.
+private func dumpObjects(_ store: Store, _ names: [String], json: Bool, path: String, _ emit: (String) throws -> Void) throws {
+    let commit = try store.read { $0.txnid }
+    for name in names {
+        try StoredObjects.forEach(in: store, model: name) { key, fields in
+            let object = StoredValue.object(fields)
+            try emit(
+                json
+                    ? "{\"model\":\(StoredValue.string(name).json),\"key\":\(key.json),\"object\":\(object.json)}\n"
+                    : "\(name) \(key.json) \(object.json)\n")
+            return true
+        }
+    }
+    // Each model was read in a snapshot of its own: they must all be the one commit.
+    if try store.read({ $0.txnid }) != commit { throw StorageError.fileChangedDuringRead(path: path) }
+}
+
+/// A new file in `$TMPDIR` (else /tmp), already unlinked, open for writing and reading; nil when
+/// none can be made there.
+private func temporaryFile() -> UnsafeMutablePointer<FILE>? {
+    let directory = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    var template = Array("\(directory)/strata-dump-XXXXXX".utf8CString)
+    let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+    if fd < 0 { return nil }
+    template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+    guard let file = fdopen(fd, "w+") else {
+        close(fd)
+        return nil
+    }
+    return file
 }

@@ -23,6 +23,25 @@ struct ToolBesideWriterTests {
         var balance: Int64
     }
 
+    /// `runTool`, with `$TMPDIR` set to `temporaryDirectory` when given.
+    static func run(_ tool: String, _ arguments: [String], temporaryDirectory: String?) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        if let temporaryDirectory {
+            var environment = ProcessInfo.processInfo.environment
+            environment["TMPDIR"] = temporaryDirectory
+            process.environment = environment
+        }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
     final class WriterState: Sendable {
         let stop = Atomic<Bool>(false)
         let commits = Atomic<Int>(0)
@@ -86,9 +105,10 @@ struct ToolBesideWriterTests {
                     try FileManager.default.removeItem(atPath: output)
                 }
             }
-            for json in [false, true] {
-                let result = try runTool(tool, ["dump", path] + (json ? ["--json"] : []))
-                #expect(result.status == 0, "round \(round): strata dump: \(result.output)")
+            for (json, withTemporaryFile) in [(false, true), (true, true), (false, false)] {
+                // Without a temporary file to write first, the dump prints as it reads, writers held off.
+                let result = try Self.run(tool, ["dump", path] + (json ? ["--json"] : []), temporaryDirectory: withTemporaryFile ? nil : "/nonexistent/strata")
+                #expect(result.status == 0, "round \(round): strata dump (temporary file: \(withTemporaryFile)): \(result.output)")
                 let lines = result.output.split(separator: "\n")
                 #expect(lines.count == Self.accounts + Self.vaults, "round \(round): \(lines.count) objects dumped")
                 var sum: Int64 = 0
