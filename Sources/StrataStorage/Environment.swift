@@ -222,8 +222,8 @@ final class Environment: @unchecked Sendable {
             throw StorageError.io(operation: "create (its directory does not exist)", path: path, errno: ENOENT)
         }
         // Hold the writer lock while opening: no other process commits, creates or initialises meanwhile.
-        _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
-        defer { lockFile.unlock(offset: LockLayout.writerLockByte, length: 1) }
+        try WriterLock.take(lockFile)
+        defer { WriterLock.release(lockFile) }
         // Alone if no other process holds its shared "alive" lock: then the reader table is stale
         // (its processes are gone) and recovery of the page file is ours to do.
         let alone = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: true, wait: false)

@@ -28,6 +28,8 @@ enum LockLayout {
     /// fcntl byte ranges in the lock file.
     static let writerLockByte: Int64 = 0
     static let aliveLockByte: Int64 = 1
+    /// Held by the process whose turn at the writer lock is next (WriterLock.swift).
+    static let writerTurnByte: Int64 = 2
     /// Byte `pidLockBase + pid`: held shared by process `pid` for as long as it has the file open
     /// read-write, so that a slot whose pid now names a process that never opened the file (the
     /// pid was reused after its owner died) is told from a live reader's. Far past any data.

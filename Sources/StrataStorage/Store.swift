@@ -302,10 +302,13 @@ public final class Store: Sendable {
             env.writerThread.store(me, ordering: .relaxed)
             defer { env.writerThread.store(0, ordering: .relaxed) }
             if let lockFile = env.lockFile {
-                let locked = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: waitForOtherProcesses)
-                if !locked { return nil }
+                if waitForOtherProcesses {
+                    try WriterLock.take(lockFile)
+                } else if try !WriterLock.takeIfFree(lockFile) {
+                    return nil
+                }
             }
-            defer { env.lockFile?.unlock(offset: LockLayout.writerLockByte, length: 1) }
+            defer { env.lockFile.map(WriterLock.release) }
             try env.discardUnpublishedMeta()
             return try body()
         }

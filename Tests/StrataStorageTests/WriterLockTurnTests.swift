@@ -1,0 +1,38 @@
+import Foundation
+import Testing
+
+@testable import StrataStorage
+import StrataTestWorkloads
+
+/// The writer lock across processes is taken in turn (WriterLock.swift): beside another process
+/// that commits in a loop, a write waits for at most the transaction in progress and the one
+/// that began before it queued, never for a run of the other's. (An fcntl lock alone let the loop
+/// take it back again and again: a write here once waited through hundreds of the loop's commits.)
+@Suite struct WriterLockTurnTests {
+    @Test func aWriteBesideAWriterInALoopWaitsItsTurnOnly() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        try Store(path: path).close()
+        let writer = try HelperProcess(path: helper, arguments: ["commit-loop", path, "1"])
+        defer { writer.process.send(SIGKILL) }
+        #expect(try await writer.readLine()?.hasPrefix("resume") == true)
+        _ = try await writer.readLine()
+        let store = try Store(path: path)
+        func loopCommits(_ txn: ReadTransaction) throws -> UInt64 { CrashWorkload.u64(try txn.tree("meta")?.get(Array("last".utf8))) ?? 0 }
+        var mostPassed: UInt64 = 0
+        var passedInAll: UInt64 = 0
+        for i in 0..<300 {
+            let before = try store.read { try loopCommits($0) }
+            let at = try store.write(durability: .noSync) { txn -> UInt64 in
+                try txn.createTree("mine").put(Array("k\(i)".utf8), [1])
+                return CrashWorkload.u64(try txn.tree("meta")?.get(Array("last".utf8))) ?? 0
+            }
+            mostPassed = max(mostPassed, at - before)
+            passedInAll += at - before
+        }
+        print("WriterLockTurnTests: the loop committed \(passedInAll) times while 300 writes waited, at most \(mostPassed) during one")
+        #expect(passedInAll > 0, "the other process made no commit: nothing was contended")
+        #expect(mostPassed <= 3, "a write waited while the other process committed \(mostPassed) times")
+    }
+}
