@@ -5,8 +5,8 @@ import Testing
 import StrataTestWorkloads
 
 /// The writer lock across processes is taken in turn (WriterLock.swift): beside another process
-/// that commits in a loop, a write waits for at most the transaction in progress and the one
-/// that began before it queued, never for a run of the other's. (An fcntl lock alone let the loop
+/// that commits in a loop, a write waits for the transaction in progress and at most the one that
+/// began before it queued, never for a run of the other's. (An fcntl lock alone let the loop
 /// take it back again and again: a write here once waited through hundreds of the loop's commits.)
 @Suite struct WriterLockTurnTests {
     @Test func aWriteBesideAWriterInALoopWaitsItsTurnOnly() async throws {
@@ -22,6 +22,7 @@ import StrataTestWorkloads
         func loopCommits(_ txn: ReadTransaction) throws -> UInt64 { CrashWorkload.u64(try txn.tree("meta")?.get(Array("last".utf8))) ?? 0 }
         var mostPassed: UInt64 = 0
         var passedInAll: UInt64 = 0
+        var longWaits = 0
         for i in 0..<300 {
             let before = try store.read { try loopCommits($0) }
             let at = try store.write(durability: .noSync) { txn -> UInt64 in
@@ -30,9 +31,17 @@ import StrataTestWorkloads
             }
             mostPassed = max(mostPassed, at - before)
             passedInAll += at - before
+            if at - before > 3 { longWaits += 1 }
         }
-        print("WriterLockTurnTests: the loop committed \(passedInAll) times while 300 writes waited, at most \(mostPassed) during one")
+        print(
+            "WriterLockTurnTests: the loop committed \(passedInAll) times while 300 writes waited, at most \(mostPassed) during one, more than 3 during \(longWaits)"
+        )
         #expect(passedInAll > 0, "the other process made no commit: nothing was contended")
-        #expect(mostPassed <= 3, "a write waited while the other process committed \(mostPassed) times")
+        // In turn, a write waits for one or two of the loop's commits. A busy machine may still
+        // deschedule this process between its two lock requests (then the loop goes on for that
+        // long), so a few longer waits are allowed; without turns, waits of 140-800 commits were
+        // the rule here.
+        #expect(longWaits <= 3, "\(longWaits) of 300 writes waited through more than 3 of the other process's commits")
+        #expect(mostPassed < 60, "a write waited while the other process committed \(mostPassed) times")
     }
 }
