@@ -270,7 +270,8 @@ final class PosixFile: FileIO {
 
     /// What a write through the `O_DIRECT | O_DSYNC` descriptor does instead, for tests of the
     /// paths the disk and the kernel rarely take: write only the first `bytes` (a multiple of
-    /// 4 KiB; 0 for none) and then fail with `errno`, or return that count (a short write).
+    /// 4 KiB; 0 for none; never the last 4 KiB of the write) and then fail with `errno`, or
+    /// return that count (a short write).
     enum DirectWriteFault: Sendable {
         case error(Int32, afterBytes: Int = 0)
         case short(bytes: Int)
@@ -323,10 +324,10 @@ final class PosixFile: FileIO {
                 switch state.fault?() {
                 case nil: n = iov.withUnsafeMutableBufferPointer { pwritev(direct, $0.baseAddress, Int32($0.count), off_t(offset)) }
                 case .error(let err, let bytes)?:
-                    if bytes > 0 { _ = Self.writeShort(direct, buffers, bytes: bytes, at: offset) }
+                    if bytes > 0 { _ = Self.writeShort(direct, buffers, bytes: min(bytes, total - 4096), at: offset) }
                     errno = err
                     n = -1
-                case .short(let bytes)?: n = Self.writeShort(direct, buffers, bytes: bytes, at: offset)
+                case .short(let bytes)?: n = Self.writeShort(direct, buffers, bytes: min(bytes, total - 4096), at: offset)
                 }
                 if n == total {
                     state.completed += 1

@@ -57,7 +57,7 @@ final class ReadOnlyState: Sendable {
     }
 
     /// Callers of `holdingWritersOff` running now in this process.
-    private let writersHeldOff = SharedByteLock(offset: LockLayout.writerLockByte)
+    private let writersHeldOff = SharedByteLock(offset: LockLayout.writerLockByte, inTurn: true)
 
     /// Runs `body` while no writer in another process commits: a shared lock on the lock file's
     /// writer byte, which every writer takes exclusively for each transaction (waiting for the
@@ -112,13 +112,24 @@ final class ReadOnlyState: Sendable {
 /// Where the lock cannot be taken the holders go on without it.
 final class SharedByteLock: Sendable {
     private let offset: Int64
+    /// Whether the lock is the writer lock, taken in turn with writers (WriterLock.swift).
+    private let inTurn: Bool
     private let holders = Mutex<Int>(0)
 
-    init(offset: Int64) { self.offset = offset }
+    init(offset: Int64, inTurn: Bool = false) {
+        self.offset = offset
+        self.inTurn = inTurn
+    }
 
     func take(_ file: FileIO) {
         holders.withLock { count in
-            if count == 0 { _ = try? file.lock(offset: offset, length: 1, exclusive: false, wait: true) }
+            if count == 0 {
+                if inTurn {
+                    try? WriterLock.take(file, exclusive: false)
+                } else {
+                    _ = try? file.lock(offset: offset, length: 1, exclusive: false, wait: true)
+                }
+            }
             count += 1
         }
     }

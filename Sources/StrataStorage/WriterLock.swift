@@ -10,17 +10,20 @@
 // of the turn is thus next, whatever the writer before it does.
 
 enum WriterLock {
-    /// Takes the writer lock, waiting its turn behind any process already waiting.
-    static func take(_ lockFile: FileIO) throws {
-        if try takeIfFree(lockFile) { return }
-        _ = try lockFile.lock(offset: LockLayout.writerTurnByte, length: 1, exclusive: true, wait: true)
+    /// Takes the writer lock, waiting its turn behind any process already waiting. `exclusive`
+    /// false: held shared, as a read-only process holding writers off holds it (ReadOnly.swift),
+    /// which waits its turn too, holding the turn byte shared (its descriptor is read-only, and
+    /// such readers may wait together; a writer asking sees the byte held all the same).
+    static func take(_ lockFile: FileIO, exclusive: Bool = true) throws {
+        if try takeIfFree(lockFile, exclusive: exclusive) { return }
+        _ = try lockFile.lock(offset: LockLayout.writerTurnByte, length: 1, exclusive: exclusive, wait: true)
         defer { lockFile.unlock(offset: LockLayout.writerTurnByte, length: 1) }
-        _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: true)
+        _ = try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: exclusive, wait: true)
     }
 
     /// Takes the writer lock if it is free and no other process is waiting for it; false otherwise.
-    static func takeIfFree(_ lockFile: FileIO) throws -> Bool {
-        guard try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: true, wait: false) else { return false }
+    static func takeIfFree(_ lockFile: FileIO, exclusive: Bool = true) throws -> Bool {
+        guard try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: exclusive, wait: false) else { return false }
         // (Where the question cannot be asked, nobody is taken to be waiting: the lock as before.)
         if (lockFile as? PosixFile)?.isLockedByOthers(offset: LockLayout.writerTurnByte) == true {
             lockFile.unlock(offset: LockLayout.writerLockByte, length: 1)

@@ -66,7 +66,7 @@ struct ToolFailure: Error {
             self.init(
                 .changed,
                 "\(path): the file changed during inspection (a writer in another process committed during every "
-                    + "attempt to read it, and could not be held off: no lock file, or no fcntl locks); run the command again")
+                    + "attempt to read it, and could not be held off: no lock file, no fcntl locks, or not Linux); run the command again")
         default:
             self.init(.ioError, "\(path): \(e)")
         }

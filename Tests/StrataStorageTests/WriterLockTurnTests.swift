@@ -38,10 +38,10 @@ import StrataTestWorkloads
         )
         #expect(passedInAll > 0, "the other process made no commit: nothing was contended")
         // In turn, a write waits for one or two of the loop's commits. A busy machine may still
-        // deschedule this process between its two lock requests (then the loop goes on for that
-        // long), so a few longer waits are allowed; without turns, waits of 140-800 commits were
-        // the rule here.
-        #expect(longWaits <= 3, "\(longWaits) of 300 writes waited through more than 3 of the other process's commits")
-        #expect(mostPassed < 60, "a write waited while the other process committed \(mostPassed) times")
+        // deschedule this process between its read and its lock requests (then the loop goes on
+        // for that long, every few tens of microseconds where syncs cost nothing), so longer waits
+        // are allowed now and then; without turns, the longest was 288-1844 commits here.
+        #expect(longWaits <= 30, "\(longWaits) of 300 writes waited through more than 3 of the other process's commits")
+        #expect(mostPassed < 150, "a write waited while the other process committed \(mostPassed) times")
     }
 }

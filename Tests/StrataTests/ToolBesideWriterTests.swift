@@ -37,6 +37,10 @@ struct ToolBesideWriterTests {
         process.standardOutput = pipe
         process.standardError = pipe
         try process.run()
+        // A tool that waits for ever (behind a writer it can never get past) fails the test, not CI.
+        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
+        defer { watchdog.cancel() }
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -89,12 +93,12 @@ struct ToolBesideWriterTests {
         while state.commits.load(ordering: .relaxed) < (pause > 0 ? 3 : 100) { usleep(1_000) }
 
         let output = NSTemporaryDirectory() + "strata-beside-writer-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        defer { try? FileManager.default.removeItem(atPath: output) }
+        defer { for file in [output, output + "-lock", output + "-log"] { try? FileManager.default.removeItem(atPath: file) } }
         let commands: [[String]] = [["info", path], ["trees", path], ["check", path], ["schema", path], ["readers", path], ["compact", path, output]]
         for round in 0..<(pause > 0 ? 6 : 3) {
             for command in commands {
                 let before = state.commits.load(ordering: .relaxed)
-                let result = try runTool(tool, command)
+                let result = try Self.run(tool, command, temporaryDirectory: nil)
                 #expect(result.status == 0, "round \(round): strata \(command.joined(separator: " ")): \(result.output)")
                 #expect(state.commits.load(ordering: .relaxed) > before || result.status != 0, "the writer made no commit while the tool ran")
                 if command.first == "compact" {
@@ -102,7 +106,7 @@ struct ToolBesideWriterTests {
                     let copy = try Database(path: output, models: [Account.self, Vault.self])
                     #expect(copy.objects(Account.self).sum(of: \.balance) + copy.objects(Vault.self).sum(of: \.balance) == Self.total)
                     copy.close()
-                    try FileManager.default.removeItem(atPath: output)
+                    for file in [output, output + "-lock", output + "-log"] { try? FileManager.default.removeItem(atPath: file) }
                 }
             }
             for (json, withTemporaryFile) in [(false, true), (true, true), (false, false)] {
