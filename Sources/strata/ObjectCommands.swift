@@ -55,11 +55,11 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
     // process overtook is thrown away and made again (the later ones with that writer held off,
     // `on`), so what is printed is every model's objects as one commit holds them, and a slow
     // reader of the output never holds a writer off.
-    guard let buffer = temporaryFile() else {
-        // No temporary file to be had (no writable $TMPDIR or /tmp): printed as it is read, once, with
-        // writers in other processes held off throughout, so that it is still one commit. (Where
-        // they cannot be, one that overtakes the read makes the tool exit 7, and what it printed
-        // may mix commits.)
+    // Where no temporary file can be had (no writable $TMPDIR or /tmp), or it fills up: printed
+    // as it is read, once, with writers in other processes held off throughout, so that it is
+    // still one commit. (Where they cannot be, one that overtakes the read makes the tool exit 7,
+    // and what it printed may mix commits.)
+    func printHoldingWritersOff() throws(ToolFailure) {
         do {
             try store.holdingWritersOff { try dumpObjects(store, names, json: json, path: path) { print($0, terminator: "") } }
         } catch let failure as ToolFailure {
@@ -67,17 +67,23 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
         } catch {
             throw ToolFailure(error, path: path)
         }
-        return
     }
+    guard let buffer = temporaryFile() else { return try printHoldingWritersOff() }
     defer { fclose(buffer) }
+    var full = false
     try on(path, store) {
         rewind(buffer)
         if ftruncate(fileno(buffer), 0) != 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
-        try dumpObjects(store, names, json: json, path: path) { line in
-            if fputs(line, buffer) < 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
+        do {
+            try dumpObjects(store, names, json: json, path: path) { line in
+                if fputs(line, buffer) < 0 { throw TemporaryFileFailed() }
+            }
+            if fflush(buffer) != 0 { throw TemporaryFileFailed() }
+        } catch is TemporaryFileFailed {
+            full = true
         }
-        if fflush(buffer) != 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
     }
+    if full { return try printHoldingWritersOff() }
     rewind(buffer)
     fflush(nil)
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -108,6 +114,9 @@ private func dumpObjects(_ store: Store, _ names: [String], json: Bool, path: St
     // Each model was read in a snapshot of its own: they must all be the one commit.
     if try store.read({ $0.txnid }) != commit { throw StorageError.fileChangedDuringRead(path: path) }
 }
+
+/// A write to the dump's temporary file failed (a full disk, a file too large for it).
+private struct TemporaryFileFailed: Error {}
 
 /// A new file in `$TMPDIR` (else /tmp), already unlinked, open for writing and reading; nil when
 /// none can be made there.
