@@ -414,6 +414,16 @@ final class HelperProcess {
 
     var pid: Int32 { process.pid }
 
+    /// A helper committing durably in a loop (`commit-loop`) on a new store at `path`, once it has
+    /// made its first commit. The caller kills it (`process.send(SIGKILL)`).
+    static func commitLoop(on path: String) async throws -> HelperProcess {
+        try Store(path: path).close()
+        let writer = try HelperProcess(path: try strataTestHelperPath(), arguments: ["commit-loop", path, "1"])
+        #expect(try await writer.readLine()?.hasPrefix("resume") == true)
+        _ = try await writer.readLine()
+        return writer
+    }
+
     /// The next line of its output; nil at the end. Throws after `timeout` seconds without one.
     func readLine(timeout: Double = 60) async throws -> String? {
         let fd = process.outputFD

@@ -51,19 +51,10 @@ struct DurableWriteTests {
     /// own. Where it does, the flag must also be what it claims to be: a descriptor opened with it
     /// refuses a write from a buffer off the block boundary (EINVAL), which any other flag allows.
     private func directWritesWork(beside path: String) -> Bool {
-        guard let flag = PosixFile.directFlag else { return false }
-        let probe = path + "-probe"
-        defer { unlink(probe) }
-        let fd = open(probe, O_RDWR | O_CREAT | O_CLOEXEC | flag, 0o644)
-        if fd < 0 { return false }
-        defer { close(fd) }
-        let page = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 4096)
-        defer { page.deallocate() }
-        page.initializeMemory(as: UInt8.self, repeating: 7, count: 8192)
-        guard pwrite(fd, page, 4096, 0) == 4096 else { return false }
-        let odd = pwrite(fd, page + 1, 4096, 4096)
-        #expect(odd == -1 && errno == EINVAL, "PosixFile.directFlag (\(flag)) is not O_DIRECT here: an unaligned write went through")
-        return true
+        StrataStorageTests.directWritesWork(probe: path + "-probe") { fd, page in
+            let odd = pwrite(fd, page + 1, 4096, 4096)
+            #expect(odd == -1 && errno == EINVAL, "PosixFile.directFlag is not O_DIRECT here: an unaligned write went through")
+        }
     }
 
     @Test func durableWritesLandAndEveryViewOfTheFileShowsThem() throws {
@@ -247,17 +238,22 @@ struct DurableWriteTests {
 /// Whether files in the tests' temporary directory take `O_DIRECT` writes (not on every
 /// filesystem, nor on systems without the flag): the tests that inject faults into the direct path
 /// have nothing to inject into otherwise.
-func directWritesWorkInTemporaryDirectory() -> Bool {
+func directWritesWorkInTemporaryDirectory() -> Bool { directWritesWork(probe: temporaryPath("direct-probe")) }
+
+/// Whether a file made at `probe` (and removed after) with `PosixFile.directFlag` takes an aligned
+/// 4 KiB write; `then` runs with its descriptor and an aligned 8 KiB buffer when it does.
+func directWritesWork(probe: String, then: (Int32, UnsafeMutableRawPointer) -> Void = { _, _ in }) -> Bool {
     guard let flag = PosixFile.directFlag else { return false }
-    let probe = temporaryPath("direct-probe")
     defer { unlink(probe) }
     let fd = open(probe, O_RDWR | O_CREAT | O_CLOEXEC | flag, 0o644)
     if fd < 0 { return false }
     defer { close(fd) }
-    let page = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 4096)
+    let page = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 4096)
     defer { page.deallocate() }
-    page.initializeMemory(as: UInt8.self, repeating: 1, count: 4096)
-    return pwrite(fd, page, 4096, 0) == 4096
+    page.initializeMemory(as: UInt8.self, repeating: 7, count: 8192)
+    guard pwrite(fd, page, 4096, 0) == 4096 else { return false }
+    then(fd, page)
+    return true
 }
 
 /// Faults for `PosixFile.injectDirectWriteFaults`, handed out one per direct write in the order

@@ -154,14 +154,10 @@ final class SlowSyncBox: Sendable {
     /// 1 in 8 to 1 in 18 alone, up to 3 in 5 once under the whole suite, where the longest run of
     /// failures to expect at that rate is about 18.)
     @Test func readOnlyReadsBesideADurableWriterAreExactAndNotStarved() async throws {
-        let helper = try strataTestHelperPath()
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        try Store(path: path).close()
-        let writer = try HelperProcess(path: helper, arguments: ["commit-loop", path, "1"])
+        let writer = try await HelperProcess.commitLoop(on: path)
         defer { writer.process.send(SIGKILL) }
-        #expect(try await writer.readLine()?.hasPrefix("resume") == true)
-        _ = try await writer.readLine()
         var opened: Store?
         var openFailures = 0
         while opened == nil {
