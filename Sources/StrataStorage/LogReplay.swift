@@ -163,13 +163,17 @@ enum LogReplay {
             || !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize)
         {
             let limits = counting(frames)
+            let kept = try pagesWrittenAfter(last.txnid, pageFile: pageFile, pageSize: pageSize)
             for (f, frame) in frames.enumerated() {
                 try frame.images.withUnsafeBytes { (raw) throws in
                     var at = 0
                     for entry in frame.entries {
                         let count = entry.pages * pageSize
-                        // Pages a later frame cut off the file's end are left out (see `applied`).
-                        if entry.page < 2 || entry.page + UInt64(entry.pages) <= limits[f] {
+                        // Pages a later frame cut off the file's end are left out (see `applied`),
+                        // and so are the pages of the commits after the last frame
+                        // (`pagesWrittenAfter`).
+                        let range = entry.page..<(entry.page + UInt64(entry.pages))
+                        if entry.page < 2 || range.upperBound <= limits[f], !kept.contains(where: { $0.overlaps(range) }) {
                             try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + count)]), at: entry.page * UInt64(pageSize))
                         }
                         at += count
@@ -179,9 +183,20 @@ enum LogReplay {
             // The last commit's pages all exist now; its free pages past them may not.
             let needed = last.pageCount * UInt64(pageSize)
             if try pageFile.size() < needed { try pageFile.truncate(to: needed) }
-            if frames.count == 1 {
+            if frames.count == 1 || !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize) {
                 // The other meta page may hold a commit after the frame (its own frame lost, or a
                 // `.noSync` one) whose pages the power loss kept in part: the file opens at the frame.
+                // So it does too when no commit from the frame on opens: the meta pages kept for
+                // the commits after it (`pagesWrittenAfter`) hold none that is whole.
+                try frames[frames.count - 1].images.withUnsafeBytes { (raw) throws in
+                    var at = 0
+                    for entry in last.entries {
+                        if entry.page == last.txnid % 2 {
+                            try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + pageSize)]), at: entry.page * UInt64(pageSize))
+                        }
+                        at += entry.pages * pageSize
+                    }
+                }
                 let other = ((last.txnid + 1) % 2) * UInt64(pageSize)
                 try pageFile.writeZeros(from: other, to: other + UInt64(pageSize))
             }
@@ -190,6 +205,43 @@ enum LogReplay {
         try CommitLog.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
         return true
+    }
+
+    /// The pages (and runs) that the commits after the generation's last frame (`txnid`) wrote or
+    /// carry, by the commit records of the meta pages past it, with those meta pages: a replay
+    /// leaves them alone. They belong to a `.noSync` run after the last frame, which may reuse pages
+    /// the generation's earlier commits freed, and which the sync of the durable commit after it
+    /// makes durable before that commit ends the generation: writing the frames' older images over
+    /// them would tear a run that a power loss in between must keep. None of them is a page the last
+    /// frame's commit sees (the run's pin keeps those), so the replay still restores all of that
+    /// commit. A run the power loss tore fails its own record, and the file opens before it.
+    /// A run whose checksum does not hold counts for its first page only (its length is not to be
+    /// trusted).
+    static func pagesWrittenAfter(_ txnid: UInt64, pageFile: FileIO, pageSize: Int) throws -> [Range<PageNo>] {
+        let size = try pageFile.size()
+        guard size >= 2 * UInt64(pageSize), size <= UInt64(Int.max) else { return [] }
+        let pageCount = size / UInt64(pageSize)
+        let metaPages = try Recovery.readMetaPages(file: pageFile, pageSize: pageSize)
+        let map = try pageFile.map(length: Int(size), writable: false)
+        defer { pageFile.unmap(map, length: Int(size)) }
+        var kept: [Range<PageNo>] = []
+        try metaPages.withUnsafeBytes { (m) throws in
+            for slot: UInt64 in [0, 1] {
+                guard let meta = try? Meta.decode(m.baseAddress! + Int(slot) * pageSize, slot: slot, pageSize: pageSize, path: pageFile.path),
+                    meta.txnid > txnid, let record = try? Recovery.commitRecord(meta, map: UnsafeRawPointer(map), pageSize: pageSize)
+                else { continue }
+                kept.append(slot..<(slot + 1))
+                for page in record.map(\.page) + (meta.recordRun >= 2 ? [meta.recordRun] : []) where page >= 2 && page < pageCount {
+                    let p = UnsafeRawPointer(map) + Int(page) * pageSize
+                    let type = p.u8(PageHeader.type)
+                    let run = type == PageType.overflow.rawValue || type == PageType.commitRecord.rawValue ? UInt64(p.u32(PageHeader.runPages)) : 1
+                    let whole =
+                        run >= 1 && page + run <= pageCount && pageChecksum(p, byteCount: Int(run) * pageSize) == p.u64(PageHeader.checksum)
+                    kept.append(page..<(page + (whole ? run : 1)))
+                }
+            }
+        }
+        return kept
     }
 
     /// Whether the page file as it is opens at commit `txnid` or a later one (`Recovery.choose`).

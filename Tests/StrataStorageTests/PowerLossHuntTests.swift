@@ -223,7 +223,19 @@ enum HuntC {
     /// Ordinary commits compact too (tight settings: they move pages at every commit); the power
     /// goes at a random write or sync of one of them.
     @Test func powerLossDuringCommitsThatCompactThemselves() throws {
-        let seed = HuntC.baseSeed ^ 0x31
+        try Self.selfCompactHunt(baseSeed: HuntC.baseSeed)
+    }
+
+    /// The seed that found a `.noSync` commit lost after the durable commit's first sync had made
+    /// it durable: the power went at that commit's second sync, before it ended the log's
+    /// generation, and the replay wrote the generation's older images over pages the `.noSync`
+    /// commit had reused (LogReplay.pagesWrittenAfter).
+    @Test func powerLossAfterTheSyncThatSecuredANoSyncCommit() throws {
+        try Self.selfCompactHunt(baseSeed: 1_234_567)
+    }
+
+    static func selfCompactHunt(baseSeed: UInt64) throws {
+        let seed = baseSeed ^ 0x31
         let path = temporaryPath("huntc-selfcompact")
         defer { removeStoreFiles(path) }
         var rng = SplitMix(seed: seed)
@@ -235,7 +247,7 @@ enum HuntC {
         var history: [(UInt64, Contents)] = [(store.latestVersion, model)]
         func note() { history.append((store.latestVersion, model)); if history.count > 12 { history.removeFirst() } }
         for iteration in 0..<HuntC.iterations(14) {
-            let context = "seed \(seed) (HUNTC_SEED=\(HuntC.baseSeed)) iteration \(iteration)"
+            let context = "seed \(seed) (HUNTC_SEED=\(baseSeed)) iteration \(iteration)"
             try store.write { try HuntC.churn($0, &model, &rng, puts: 300, deleteShare: 50) }
             note()
             for _ in 0..<rng.within(0...3) { try store.write { try HuntC.churn($0, &model, &rng, puts: 30, deleteShare: 3) }; note() }
