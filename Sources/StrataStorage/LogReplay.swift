@@ -228,7 +228,8 @@ enum LogReplay {
         try metaPages.withUnsafeBytes { (m) throws in
             for slot: UInt64 in [0, 1] {
                 guard let meta = try? Meta.decode(m.baseAddress! + Int(slot) * pageSize, slot: slot, pageSize: pageSize, path: pageFile.path),
-                    meta.txnid > txnid, let record = try? Recovery.commitRecord(meta, map: UnsafeRawPointer(map), pageSize: pageSize)
+                    meta.txnid > txnid, meta.pageCount <= pageCount,  // (its record then lies inside the map)
+                    let record = try? Recovery.commitRecord(meta, map: UnsafeRawPointer(map), pageSize: pageSize)
                 else { continue }
                 kept.append(slot..<(slot + 1))
                 for page in record.map(\.page) + (meta.recordRun >= 2 ? [meta.recordRun] : []) where page >= 2 && page < pageCount {
