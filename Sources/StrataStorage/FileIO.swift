@@ -32,9 +32,14 @@ protocol FileIO: AnyObject, Sendable {
     /// another process holds a conflicting lock.
     func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool
     func unlock(offset: Int64, length: Int64)
+    /// Whether another open file description holds a lock on `length` bytes at `offset`; nil where
+    /// that cannot be asked.
+    func isLockedByOthers(offset: Int64, length: Int64) -> Bool?
 }
 
 extension FileIO {
+    func isLockedByOthers(offset: Int64, length: Int64) -> Bool? { nil }
+
     func writeDurably(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws {
         try write(buffers, at: offset)
         try sync()

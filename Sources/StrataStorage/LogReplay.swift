@@ -188,7 +188,7 @@ enum LogReplay {
                 // `.noSync` one) whose pages the power loss kept in part: the file opens at the frame.
                 // So it does too when no commit from the frame on opens: the meta pages kept for
                 // the commits after it (`pagesWrittenAfter`) hold none that is whole.
-                try frames[frames.count - 1].images.withUnsafeBytes { (raw) throws in
+                try last.images.withUnsafeBytes { (raw) throws in
                     var at = 0
                     for entry in last.entries {
                         if entry.page == last.txnid % 2 {

@@ -104,6 +104,7 @@ final class SyncRecoveringFile: FileIO {
         try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
     }
     func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
+    func isLockedByOthers(offset: Int64, length: Int64) -> Bool? { inner.isLockedByOthers(offset: offset, length: length) }
 
     private func note(_ offset: UInt64, _ count: UInt64) {
         guard count > 0 else { return }

@@ -25,7 +25,7 @@ enum WriterLock {
     static func takeIfFree(_ lockFile: FileIO, exclusive: Bool = true) throws -> Bool {
         guard try lockFile.lock(offset: LockLayout.writerLockByte, length: 1, exclusive: exclusive, wait: false) else { return false }
         // (Where the question cannot be asked, nobody is taken to be waiting: the lock as before.)
-        if (lockFile as? PosixFile)?.isLockedByOthers(offset: LockLayout.writerTurnByte) == true {
+        if lockFile.isLockedByOthers(offset: LockLayout.writerTurnByte, length: 1) == true {
             lockFile.unlock(offset: LockLayout.writerLockByte, length: 1)
             return false
         }

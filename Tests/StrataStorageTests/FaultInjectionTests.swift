@@ -179,6 +179,7 @@ final class FaultyFile: FileIO {
         try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
     }
     func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
+    func isLockedByOthers(offset: Int64, length: Int64) -> Bool? { inner.isLockedByOthers(offset: offset, length: length) }
 
     // MARK: Controls
 

@@ -146,15 +146,21 @@ func toolExecutable() -> String? {
     return directories.map { $0.appendingPathComponent("strata").path }.first { FileManager.default.isExecutableFile(atPath: $0) }
 }
 
-/// Runs a tool, returning its exit status and its output and errors together.
-func runTool(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+/// Runs a tool, returning its exit status and its output and errors together; `environment`
+/// adds to (or replaces in) this process's. A tool still running after two minutes is stopped
+/// (it then fails its test rather than hang the run).
+func runTool(_ tool: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tool)
     process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe
     try process.run()
+    let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+    DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
+    defer { watchdog.cancel() }
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))

@@ -23,29 +23,6 @@ struct ToolBesideWriterTests {
         var balance: Int64
     }
 
-    /// `runTool`, with `$TMPDIR` set to `temporaryDirectory` when given.
-    static func run(_ tool: String, _ arguments: [String], temporaryDirectory: String?) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        if let temporaryDirectory {
-            var environment = ProcessInfo.processInfo.environment
-            environment["TMPDIR"] = temporaryDirectory
-            process.environment = environment
-        }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        // A tool that waits for ever (behind a writer it can never get past) fails the test, not CI.
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
-        defer { watchdog.cancel() }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
     final class WriterState: Sendable {
         let stop = Atomic<Bool>(false)
         let commits = Atomic<Int>(0)
@@ -98,7 +75,7 @@ struct ToolBesideWriterTests {
         for round in 0..<(pause > 0 ? 6 : 3) {
             for command in commands {
                 let before = state.commits.load(ordering: .relaxed)
-                let result = try Self.run(tool, command, temporaryDirectory: nil)
+                let result = try runTool(tool, command)
                 #expect(result.status == 0, "round \(round): strata \(command.joined(separator: " ")): \(result.output)")
                 #expect(state.commits.load(ordering: .relaxed) > before || result.status != 0, "the writer made no commit while the tool ran")
                 if command.first == "compact" {
@@ -111,7 +88,8 @@ struct ToolBesideWriterTests {
             }
             for (json, withTemporaryFile) in [(false, true), (true, true), (false, false)] {
                 // Without a temporary file to write first, the dump prints as it reads, writers held off.
-                let result = try Self.run(tool, ["dump", path] + (json ? ["--json"] : []), temporaryDirectory: withTemporaryFile ? nil : "/nonexistent/strata")
+                let result = try runTool(
+                    tool, ["dump", path] + (json ? ["--json"] : []), environment: withTemporaryFile ? [:] : ["TMPDIR": "/nonexistent/strata"])
                 #expect(result.status == 0, "round \(round): strata dump (temporary file: \(withTemporaryFile)): \(result.output)")
                 let lines = result.output.split(separator: "\n")
                 #expect(lines.count == Self.accounts + Self.vaults, "round \(round): \(lines.count) objects dumped")
