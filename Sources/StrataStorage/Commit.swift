@@ -113,7 +113,7 @@ extension WriteTransaction {
             metaWritten = true
             try file.write(metaBytes, at: metaOffset)
             if logged, let log {
-                try log.append(txnid: txnid, images: writes, bases: patchBases(for: writes, after: log.startTxnid), meta: metaBytes)
+                try log.append(txnid: txnid, images: writes, bases: patchBases(for: writes, in: log), meta: metaBytes)
             } else if durability == .full {
                 try file.sync()
             }
@@ -237,18 +237,17 @@ extension WriteTransaction {
         throw StorageError.internalError("commit record run reservation did not converge")
     }
 
-    /// The pages of `writes` that were copied from a page a commit after `start` wrote (`origins`),
-    /// with that page's bytes in the map, for the commit log's patches (LogPatch.swift). `start`
-    /// is the commit the log's generation began from: every commit after it up to the base is a
-    /// frame of the generation (`CommitLog.prepare`), so a replay has the base page's image from
-    /// an earlier frame and never reads it from the page file, where it may have been reused since.
-    func patchBases(for writes: [(PageNo, UnsafeRawBufferPointer)], after start: UInt64) -> [PageNo: (page: PageNo, bytes: UnsafeRawPointer)] {
+    /// The pages of `writes` that were copied from a page the log's generation holds the last
+    /// image of (`origins`, `CommitLog.holdsImage`), with that page's bytes in the map, for the
+    /// commit log's patches (LogPatch.swift): a replay rebuilds the page on that image and never
+    /// reads it from the page file, where it may have been reused since.
+    func patchBases(for writes: [(PageNo, UnsafeRawBufferPointer)], in log: CommitLog) -> [PageNo: (page: PageNo, bytes: UnsafeRawPointer)] {
         var bases: [PageNo: (page: PageNo, bytes: UnsafeRawPointer)] = [:]
         for (pgno, bytes) in writes where bytes.count == pageSize {
             guard let origin = origins[pgno], origin >= 2, origin < base.pageCount, origin < mappedPages, pages.dirty[origin] == nil else { continue }
             let p = pages.base + Int(origin) * pageSize
             let born = p.u64(PageHeader.txnid)
-            guard p.u64(PageHeader.pageNumber) == origin, born > start, born <= base.txnid else { continue }
+            guard p.u64(PageHeader.pageNumber) == origin, born > log.startTxnid, born <= base.txnid, log.holdsImage(of: origin, p) else { continue }
             bases[pgno] = (origin, p)
         }
         return bases

@@ -91,6 +91,18 @@ final class CommitLog: @unchecked Sendable {
     private(set) var startTxnid: UInt64 = 0
     /// The bytes of the images the generation's frames hold, patched ones counted whole.
     private var imageBytes: UInt64 = 0
+    /// The checksum of the last image of each page the generation's frames hold (a page of a
+    /// longer run: none), which is the image a replay rebuilds a patch on.
+    private var loggedImages: [PageNo: UInt64] = [:]
+
+    /// Whether the page file's page at `pgno` (`bytes`, through the map) is the last image of that
+    /// page the generation's frames hold, so that a patch against it rebuilds on replay. Not every
+    /// page sealed by a commit of the generation is: a commit that failed, or was killed, before
+    /// its frame leaves pages sealed with the transaction id the next attempt takes again (found by
+    /// the review of 2026-12-06).
+    func holdsImage(of pgno: PageNo, _ bytes: UnsafeRawPointer) -> Bool {
+        loggedImages[pgno].map { $0 == bytes.u64(PageHeader.checksum) } ?? false
+    }
 
     /// The log's largest size: a full log starts a new generation, which syncs the page file.
     static let capacity: UInt64 = 16 << 20
@@ -224,6 +236,13 @@ final class CommitLog: @unchecked Sendable {
             written = grownTo
             (metaCopies + slot * pageSize).copyMemory(from: meta.baseAddress!, byteCount: pageSize)
             if slot == 0 { metaCopyTxnids.0 = txnid } else { metaCopyTxnids.1 = txnid }
+            for (page, bytes) in images {
+                if bytes.count == pageSize {
+                    loggedImages[page] = bytes.baseAddress!.u64(PageHeader.checksum)
+                } else {
+                    for k in 0..<UInt64(bytes.count / pageSize) { loggedImages[page + k] = nil }
+                }
+            }
             lastTxnid = txnid
             heldByPin = 0
             next = end
@@ -272,6 +291,21 @@ final class CommitLog: @unchecked Sendable {
         lastTxnid != 0 && base == lastOwnCommit ? lastTxnid : nil
     }
 
+    /// `pinned`, for a transaction about to begin: also asks the log whether it still holds this
+    /// process's generation. Another process may have ended it (its durable transaction does so
+    /// before its first write, and may then commit nothing: it throws, fails or is killed); a
+    /// run going on as if pinned would have no frame left to bring its base back after a power
+    /// loss (found by the review of 2026-12-06). The transaction then pins anew. Costs a read of
+    /// the log's first bytes in a run.
+    func pinnedAtBegin(base: UInt64) -> UInt64? {
+        guard let pin = pinned(base: base) else { return nil }
+        guard let log = file, (try? holdsOwnGeneration(log)) == true else {
+            lastTxnid = 0
+            return nil
+        }
+        return pin
+    }
+
     /// The checksums of both meta pages when this process's generation began.
     private var startChecksums: (UInt64, UInt64) = (0, 0)
 
@@ -291,6 +325,7 @@ final class CommitLog: @unchecked Sendable {
         startChecksums = try Recovery.metaChecksums(file: pageFile, pageSize: pageSize)
         startTxnid = base
         imageBytes = 0
+        loggedImages.removeAll(keepingCapacity: true)
         var s: UInt64 = 0
         while s == 0 { s = UInt64.random(in: 1...UInt64.max) }
         salt = s

@@ -276,18 +276,20 @@ final class Environment: @unchecked Sendable {
             // before anything reads it. Another process alive means the page cache holds them.
             // Then one sync, so that what the page cache holds (a dead process's unsynced or failed
             // writes) is what the disk holds before this process's log records it (CommitLog.begin).
-            // A generation in the log means the last run of `.noSync` commits may have been cut
-            // short by a power loss: a commit of it opens only if the run's pages it uses are whole.
-            var runMayBeCut = true
             if alone {
-                runMayBeCut = try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap)
+                try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap)
                 try file.sync()
             }
             let fileSize = try file.size()
             let maps = try MapTable(file: file, minimumBytes: Int(fileSize))
             let commitLog = CommitLog(pagePath: path, pageSize: pageSize, wrap: wrap)
             if alone {
-                let meta = try Recovery.choose(file: file, map: maps.current.base, fileSize: fileSize, pageSize: pageSize, carried: runMayBeCut)
+                // A commit of a run of `.noSync` commits opens only if the run's pages it uses are
+                // whole (its record carries them): a power loss may have cut the run short. Also
+                // when the log holds no generation: the opening that replayed it ended it, and may
+                // have chosen an older commit without changing the newer meta page (found by the
+                // review of 2026-12-06: the next opening took the torn commit).
+                let meta = try Recovery.choose(file: file, map: maps.current.base, fileSize: fileSize, pageSize: pageSize)
                 readers.publish(latest: meta.txnid)
                 commitLog.committed(meta.txnid)
             } else {
@@ -488,14 +490,13 @@ enum Recovery {
 
     /// Decodes both metas and returns the newest one whose commit record verifies; falls back to
     /// the older one when the newest commit is torn.
-    /// `carried`: whether to verify the pages of a `.noSync` run a commit lists (`verifyCommit`).
-    static func choose(file: FileIO, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int, carried: Bool = true) throws -> Meta {
+    static func choose(file: FileIO, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int) throws -> Meta {
         if fileSize < 2 * UInt64(pageSize) {
             throw StorageError.truncated(path: file.path, expectedBytes: 2 * UInt64(pageSize), actualBytes: fileSize)
         }
         let metaPages = try readMetaPages(file: file, pageSize: pageSize)
         return try metaPages.withUnsafeBytes { (m) throws -> Meta in
-            try choose(path: file.path, metaPages: m.baseAddress!, map: map, fileSize: fileSize, pageSize: pageSize, carried: carried)
+            try choose(path: file.path, metaPages: m.baseAddress!, map: map, fileSize: fileSize, pageSize: pageSize)
         }
     }
 
@@ -506,7 +507,7 @@ enum Recovery {
     /// is passed over, unless no meta page is within it (a damaged lock file).
     static func choose(
         path: String, metaPages: UnsafeRawPointer, map: UnsafeRawPointer, fileSize: UInt64, pageSize: Int,
-        newest: UInt64? = nil, alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }, carried: Bool = true
+        newest: UInt64? = nil, alreadyVerified: (Meta, UInt64) -> Bool = { _, _ in false }
     ) throws -> Meta {
         var candidates: [Meta] = []
         var problems: [String] = []
@@ -539,7 +540,7 @@ enum Recovery {
             }
             if alreadyVerified(meta, (metaPages + Int(meta.txnid % 2) * pageSize).u64(PageHeader.checksum)) { return meta }
             do {
-                try verifyCommit(meta, map: map, pageSize: pageSize, carried: carried)
+                try verifyCommit(meta, map: map, pageSize: pageSize)
                 return meta
             } catch {
                 problems.append("meta \(meta.txnid % 2) (transaction \(meta.txnid)): \(error)")
@@ -551,11 +552,11 @@ enum Recovery {
     }
 
     /// Checks every page the commit wrote: number, transaction id, type and checksum, and (format 2)
-    /// that the checksum is the one the commit recorded. With `carried`, also the pages of the
-    /// run of `.noSync` commits it lists (RunPin.swift), which an earlier commit of the run wrote:
-    /// needed when a power loss may have cut the run short (a generation in the commit log).
-    static func verifyCommit(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int, carried: Bool = true) throws {
-        for entry in try commitRecord(meta, map: map, pageSize: pageSize) where carried || !entry.carried {
+    /// that the checksum is the one the commit recorded; also the pages of the run of `.noSync`
+    /// commits it lists (RunPin.swift), which an earlier commit of the run wrote and a power loss
+    /// may have lost (the commit still uses them, so nothing has written them since).
+    static func verifyCommit(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws {
+        for entry in try commitRecord(meta, map: map, pageSize: pageSize) {
             try verifyPage(
                 entry.page, txnid: meta.txnid, pageCount: meta.pageCount, map: map, pageSize: pageSize, recorded: entry.checksum,
                 earlier: entry.carried)

@@ -146,65 +146,66 @@ enum LogReplay {
 
     /// Replays the log of the page file at `pagePath` over `pageFile`, then ends its generation.
     /// Called by a read-write process that opens the file alone, before it chooses a commit: after
-    /// a power loss the page file may lack pages of commits the log made durable. True when the
-    /// log held a generation of this file (then a run of `.noSync` commits after its last frame may
-    /// have been cut short by a power loss; without one, the last closer synced the file).
-    @discardableResult
-    static func recover(pageFile: FileIO, pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) throws -> Bool {
-        guard let posix = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readWrite) else { return false }
+    /// a power loss the page file may lack pages of commits the log made durable.
+    static func recover(pageFile: FileIO, pagePath: String, pageSize: Int, wrap: ((FileIO) -> FileIO)?) throws {
+        guard let posix = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readWrite) else { return }
         let log = wrap?(posix) ?? posix
-        guard let frames = try generation(of: log, checked: posix, pageFile: pageFile, pageSize: pageSize) else { return false }
+        guard let frames = try generation(of: log, checked: posix, pageFile: pageFile, pageSize: pageSize) else { return }
         let last = frames[frames.count - 1]
-        // After a crash without a power loss the page file holds every frame already (the page
-        // cache had them): the `.noSync` commits made after the last frame stay. Not when the
-        // file would then open before the last frame: `.noSync` commits after it whose meta pages
-        // reached the disk without all their pages leave no commit to open but an older one.
-        if try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize)
-            || !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize)
-        {
-            let limits = counting(frames)
-            let kept = try pagesWrittenAfter(last.txnid, pageFile: pageFile, pageSize: pageSize)
-            for (f, frame) in frames.enumerated() {
-                try frame.images.withUnsafeBytes { (raw) throws in
-                    var at = 0
-                    for entry in frame.entries {
-                        let count = entry.pages * pageSize
-                        // Pages a later frame cut off the file's end are left out (see `applied`),
-                        // and so are the pages of the commits after the last frame
-                        // (`pagesWrittenAfter`).
-                        let range = entry.page..<(entry.page + UInt64(entry.pages))
-                        if entry.page < 2 || range.upperBound <= limits[f], !kept.contains(where: { $0.overlaps(range) }) {
-                            try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + count)]), at: entry.page * UInt64(pageSize))
-                        }
-                        at += count
+        // Every frame is written again, whatever the page file seems to hold: no test of the
+        // pages can tell a write the power loss took from an older page that happens to look
+        // newer (bytes of a value where a header would be, or a page sealed by a run of `.noSync`
+        // commits that an earlier power loss took back, whose transaction ids were then used
+        // again). That is harmless where the page file holds them already, and for every page but
+        // those the commits after the last frame use (`pagesWrittenAfter`), which stay: the
+        // commit the file opens at sees no other page than the frames' last images of them.
+        let limits = counting(frames)
+        let kept = try pagesWrittenAfter(last.txnid, pageFile: pageFile, pageSize: pageSize)
+        for (f, frame) in frames.enumerated() {
+            try frame.images.withUnsafeBytes { (raw) throws in
+                var at = 0
+                for entry in frame.entries {
+                    let count = entry.pages * pageSize
+                    // Pages a later frame cut off the file's end are left out (see `applied`),
+                    // and so are the pages of the commits after the last frame.
+                    let range = entry.page..<(entry.page + UInt64(entry.pages))
+                    if entry.page < 2 || range.upperBound <= limits[f], !kept.contains(where: { $0.overlaps(range) }) {
+                        try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + count)]), at: entry.page * UInt64(pageSize))
                     }
+                    at += count
                 }
             }
-            // The last commit's pages all exist now; its free pages past them may not.
-            let needed = last.pageCount * UInt64(pageSize)
-            if try pageFile.size() < needed { try pageFile.truncate(to: needed) }
-            if frames.count == 1 || !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize) {
-                // The other meta page may hold a commit after the frame (its own frame lost, or a
-                // `.noSync` one) whose pages the power loss kept in part: the file opens at the frame.
-                // So it does too when no commit from the frame on opens: the meta pages kept for
-                // the commits after it (`pagesWrittenAfter`) hold none that is whole.
-                try last.images.withUnsafeBytes { (raw) throws in
-                    var at = 0
-                    for entry in last.entries {
-                        if entry.page == last.txnid % 2 {
-                            try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + pageSize)]), at: entry.page * UInt64(pageSize))
-                        }
-                        at += entry.pages * pageSize
+        }
+        // The last commit's pages all exist now; its free pages past them may not.
+        let needed = last.pageCount * UInt64(pageSize)
+        if try pageFile.size() < needed { try pageFile.truncate(to: needed) }
+        if !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize) {
+            // The meta pages kept for the commits after the frame (`pagesWrittenAfter`) hold none
+            // that is whole, and the frame's own slot was one of them: the file opens at the frame.
+            try last.images.withUnsafeBytes { (raw) throws in
+                var at = 0
+                for entry in last.entries {
+                    if entry.page == last.txnid % 2 {
+                        try pageFile.write(UnsafeRawBufferPointer(rebasing: raw[at..<(at + pageSize)]), at: entry.page * UInt64(pageSize))
                     }
+                    at += entry.pages * pageSize
                 }
-                let other = ((last.txnid + 1) % 2) * UInt64(pageSize)
-                try pageFile.writeZeros(from: other, to: other + UInt64(pageSize))
+            }
+            let other = ((last.txnid + 1) % 2) * UInt64(pageSize)
+            try pageFile.writeZeros(from: other, to: other + UInt64(pageSize))
+            if !opens(atOrAfter: last.txnid, pageFile: pageFile, pageSize: pageSize) {
+                // The log stays as it is (a later build, or a person, may still do better with it).
+                try pageFile.sync()
+                throw StorageError.noValidMeta(
+                    path: pagePath,
+                    reason:
+                        "after replaying its commit log \(posix.path), the file still does not open at the log's last commit \(last.txnid) (pages of it are damaged)"
+                )
             }
         }
         try pageFile.sync()
         try CommitLog.spoilFrame(log, at: 0, pageSize: pageSize)
         try log.sync()
-        return true
     }
 
     /// The pages (and runs) that the commits after the generation's last frame (`txnid`) wrote or
@@ -215,8 +216,8 @@ enum LogReplay {
     /// them would tear a run that a power loss in between must keep. None of them is a page the last
     /// frame's commit sees (the run's pin keeps those), so the replay still restores all of that
     /// commit. A run the power loss tore fails its own record, and the file opens before it.
-    /// A run whose checksum does not hold counts for its first page only (its length is not to be
-    /// trusted).
+    /// A run that does not carry the checksum its commit recorded counts for its first page only
+    /// (its length is not to be trusted).
     static func pagesWrittenAfter(_ txnid: UInt64, pageFile: FileIO, pageSize: Int) throws -> [Range<PageNo>] {
         let size = try pageFile.size()
         guard size >= 2 * UInt64(pageSize), size <= UInt64(Int.max) else { return [] }
@@ -232,12 +233,20 @@ enum LogReplay {
                     let record = try? Recovery.commitRecord(meta, map: UnsafeRawPointer(map), pageSize: pageSize)
                 else { continue }
                 kept.append(slot..<(slot + 1))
-                for page in record.map(\.page) + (meta.recordRun >= 2 ? [meta.recordRun] : []) where page >= 2 && page < pageCount {
+                if meta.recordRun >= 2 {
+                    // (`commitRecord` verified the run.)
+                    kept.append(meta.recordRun..<(meta.recordRun + UInt64((UnsafeRawPointer(map) + Int(meta.recordRun) * pageSize).u32(PageHeader.runPages))))
+                }
+                for entry in record where entry.page >= 2 && entry.page < pageCount {
+                    let page = entry.page
                     let p = UnsafeRawPointer(map) + Int(page) * pageSize
                     let type = p.u8(PageHeader.type)
-                    let run = type == PageType.overflow.rawValue || type == PageType.commitRecord.rawValue ? UInt64(p.u32(PageHeader.runPages)) : 1
+                    let run = type == PageType.overflow.rawValue ? UInt64(p.u32(PageHeader.runPages)) : 1
+                    // A run's length only from the page the commit wrote (its recorded checksum):
+                    // the header of an older run left there could claim pages a frame's commit sees.
                     let whole =
-                        run >= 1 && page + run <= pageCount && pageChecksum(p, byteCount: Int(run) * pageSize) == p.u64(PageHeader.checksum)
+                        p.u64(PageHeader.pageNumber) == page && p.u64(PageHeader.checksum) == entry.checksum && run >= 1
+                        && page + run <= pageCount && pageChecksum(p, byteCount: Int(run) * pageSize) == entry.checksum
                     kept.append(page..<(page + (whole ? run : 1)))
                 }
             }
@@ -292,10 +301,12 @@ enum LogReplay {
     }
 
     /// Whether the page file holds what the frames wrote: for every page, its last image, or a
-    /// later commit's page. A page written after its last frame (sealed with a greater txnid) was
-    /// free then, reused by a commit the log did not take (one in flight when the process died,
-    /// or a `.noSync` one, which never reuses a page the last frame's commit sees): it does not
-    /// count. An older txnid, a torn page or a missing one means a write the disk lost.
+    /// later commit's page. A page written after its last frame (sealed as that page, with a
+    /// greater txnid and its checksum) was free then, reused by a commit the log did not take (one
+    /// in flight when the process died, or a `.noSync` one, which never reuses a page the last
+    /// frame's commit sees): it does not count. Anything else means a write the disk lost. (Only a
+    /// read-only opening asks, which cannot replay: a txnid an earlier power loss took back and
+    /// commits used again can still pass for later here; a read-write opening replays every frame.)
     ///
     /// Nor does an image a later frame cut off the file's end (`counting`).
     static func applied(frames: [Frame], pageFile: FileIO, pageSize: Int) throws -> Bool {
@@ -311,22 +322,39 @@ enum LogReplay {
             }
         }
         let size = try pageFile.size()
-        var current = [UInt8]()
+        guard size >= 2 * UInt64(pageSize), size <= UInt64(Int.max) else { return false }
+        let map = UnsafeRawPointer(try pageFile.map(length: Int(size), writable: false))
+        defer { pageFile.unmap(UnsafeMutableRawPointer(mutating: map), length: Int(size)) }
         for (page, image) in last {
             let offset = page * UInt64(pageSize)
             if offset + UInt64(image.count) > size { return false }
-            if current.count < image.count { current = [UInt8](repeating: 0, count: image.count) }
-            let same = try current.withUnsafeMutableBytes { (c) throws -> Bool in
-                try pageFile.read(into: UnsafeMutableRawBufferPointer(rebasing: c[0..<image.count]), at: offset)
-                return frames[image.frame].images.withUnsafeBytes { framed in
-                    let written = UnsafeRawPointer(c.baseAddress!).u64(PageHeader.txnid)
-                    let logged = (framed.baseAddress! + image.at).u64(PageHeader.txnid)
-                    return written > logged || (written == logged && memcmp(c.baseAddress!, framed.baseAddress! + image.at, image.count) == 0)
-                }
+            let p = map + Int(offset)
+            let same = frames[image.frame].images.withUnsafeBytes { framed in
+                let logged = (framed.baseAddress! + image.at).u64(PageHeader.txnid)
+                let written = p.u64(PageHeader.txnid)
+                if written == logged { return memcmp(p, framed.baseAddress! + image.at, image.count) == 0 }
+                // (A meta slot a later commit wrote: whether the file opens at or after the last
+                // frame is the question then, which `checkApplied` asks.)
+                if page < 2 { return written > logged }
+                return writtenLater(page, than: logged, map: map, pageCount: size / UInt64(pageSize), pageSize: pageSize)
             }
             if !same { return false }
         }
         return true
+    }
+
+    /// Whether a commit after `logged` wrote the page: the page that heads it (itself, or the
+    /// first page of the overflow run it lies in: the nearest page before it that names itself)
+    /// carries its own number, a newer txnid and its checksum, and covers it. Looks back at most
+    /// 65,536 pages for a run's head (a longer value's page is taken as not written later).
+    static func writtenLater(_ page: PageNo, than logged: UInt64, map: UnsafeRawPointer, pageCount: UInt64, pageSize: Int) -> Bool {
+        var head = page
+        while head > 2, page - head < 65_536, (map + Int(head) * pageSize).u64(PageHeader.pageNumber) != head { head -= 1 }
+        let h = map + Int(head) * pageSize
+        guard h.u64(PageHeader.pageNumber) == head, h.u64(PageHeader.txnid) > logged else { return false }
+        let run = h.u8(PageHeader.type) == PageType.overflow.rawValue ? UInt64(h.u32(PageHeader.runPages)) : 1
+        guard run >= 1, head + run > page, head + run <= pageCount else { return false }
+        return pageChecksum(h, byteCount: Int(run) * pageSize) == h.u64(PageHeader.checksum)
     }
 
     /// Per frame, the page count below which its images still count: the least `pageCount` of it
@@ -350,11 +378,16 @@ enum LogReplay {
         guard let log = try PosixFile.openExisting(CommitLog.path(for: pagePath), mode: .readOnly),
             let frames = try generation(of: log, checked: log, pageFile: pageFile, pageSize: pageSize)
         else { return }
-        if !(try applied(frames: frames, pageFile: pageFile, pageSize: pageSize)) {
+        let last = frames[frames.count - 1].txnid
+        var lacking = try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize)
+        // (A run of `.noSync` commits after the last frame that the power loss tore can leave the
+        // file opening before it, with every frame's pages in place.)
+        if !lacking && !opens(atOrAfter: last, pageFile: pageFile, pageSize: pageSize) { lacking = true }
+        if lacking {
             throw StorageError.noValidMeta(
                 path: pagePath,
                 reason:
-                    "its commit log \(log.path) holds commits the file lacks (a power loss before they reached it); open the database read-write once to replay them"
+                    "its commit log \(log.path) holds commits the file lacks, up to transaction \(last) (a power loss before they reached it); open the database read-write once to replay them"
             )
         }
     }
