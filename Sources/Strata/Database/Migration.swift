@@ -192,12 +192,16 @@ public final class Migration {
     }
 
     /// Deletes every stored object of `model` (old or new), e.g. before reinserting converted ones.
+    /// Its indexes are emptied with it: those of a model this opening does not list are not
+    /// rebuilt after the migration.
     public func deleteAll(_ model: String) throws {
         guard let schema = oldSchemas[model] else { return }
         transaction.forgetTrees()
         try wrapStorage {
-            try transaction.txn.dropTree(schema.recordTree)
-            _ = try transaction.txn.createTree(schema.recordTree)
+            for name in [schema.recordTree] + schema.indexes.map({ $0.treeName(model: model) }) {
+                try transaction.txn.dropTree(name)
+                _ = try transaction.txn.createTree(name)
+            }
         }
     }
 }

@@ -151,7 +151,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         } catch StrataError.corruptRecord(let reason) {
             throw StrataError.corruptRecord("\(reason) (the record stored under key \(quotedForError(describeValue(key))))")
         }
-        guard object.id == key else { throw recordUnderWrongKey(key, holding: object.id) }
+        // (A NaN key, which equals nothing, not even the NaN the record holds: one key encodes them all.)
+        guard object.id == key || (key != key && object.id != object.id) else { throw recordUnderWrongKey(key, holding: object.id) }
         return object
     }
 
@@ -254,13 +255,20 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         return UntypedDecoding.text(value)
     }
 
+    /// After a migration: every record must read as the model, and lie under the key its id
+    /// encodes to. One that does not (the key's type changed, say `Int` to `Int?` for automatic
+    /// keys, and the migration left the objects as they were) moves there; two objects with one
+    /// key then throw `duplicateKey`.
     func validateRecords(in txn: StrataStorage.WriteTransaction) throws {
         guard let records = try txn.tree(recordTree) else { return }
         var failures = 0
         var first = ""
+        var moves: [(from: [UInt8], to: [UInt8], record: [UInt8], id: M.ID)] = []
         try records.forEach { key, value in
             do {
-                _ = try decode(value)
+                let object = try decode(value)
+                let encoded = try keyBytes(object.id)
+                if !encoded.elementsEqual(key) { moves.append((Array(key), encoded, Array(value), object.id)) }
             } catch {
                 if failures == 0 { first = "\(describeStoredKey(key)): \(error)" }
                 failures += 1
@@ -269,6 +277,10 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         }
         if failures > 0 {
             throw StrataError.migrationRequired(["\(name): the migration left \(failures) object(s) unreadable as \(M.self), first \(first)"])
+        }
+        for move in moves { _ = try records.delete(move.from) }
+        for move in moves where try !records.insert(move.to, move.record) {
+            throw StrataError.duplicateKey(model: name, key: describeValue(move.id))
         }
     }
 
