@@ -400,28 +400,32 @@ extension WriteTransaction {
     /// After the commit is durable: gives the file's unused end back to the file system, in steps.
     /// The file is cut only once it holds two growth steps (`growthStep`) beyond its pages, so that
     /// a workload growing and shrinking around one size does not cut and regrow it on every
-    /// commit; it keeps an eighth of its pages beyond them. An idle-time compaction commit and
-    /// `Store.compact()` cut down to that eighth at once. Skipped, and tried again at a later
-    /// commit, while an unregistered snapshot holds the shrink lock. Failure here loses nothing
-    /// (the commit is done): the file just stays larger.
+    /// commit; it keeps an eighth of its pages beyond them, at most one growth step (past 512 MiB
+    /// of pages an eighth is more than the two steps that allow a cut: the cut would grow the file,
+    /// and then come again at every commit). An idle-time compaction commit and
+    /// `Store.compact()` cut down to that at once. Skipped, and tried again at a later commit,
+    /// while an unregistered snapshot holds the shrink lock. Failure here loses nothing (the
+    /// commit is done): the file just stays larger.
     func returnFreeTail() {
-        guard compaction.isEnabled || forceCompaction else { return }
-        let needed = pageCount * UInt64(pageSize)
-        let step = WriteTransaction.growthStep(needed: needed)
-        let target = (needed + needed / 8 + UInt64(pageSize) - 1) / UInt64(pageSize) * UInt64(pageSize)
-        // An idle-time compaction commit or `compact()` runs when the writes have stopped: it cuts
-        // whatever lies past the target.
-        guard fileSize > (cutsToFit || forceCompaction ? target : needed + 2 * step) else { return }
+        guard compaction.isEnabled || forceCompaction,
+            let target = Self.cutTarget(needed: pageCount * UInt64(pageSize), fileSize: fileSize, pageSize: pageSize, toFit: cutsToFit || forceCompaction)
+        else { return }
         let file = env.file
+        let identity = env.identity
+        // Not when a snapshot holds the lock now (asked without a sync first; asked again below).
+        if file.isLockedByOthers(offset: ShrinkLock.offset, length: 1) == true { return }
+        if let identity, ShrinkLock.localHolders.withLock({ $0[identity, default: 0] > 0 }) { return }
         // The meta that stopped needing the tail must be on disk before the tail goes: else a
         // crash could bring back the previous meta, whose pages would lie past the end.
         // That sync also ends the commit log's generation: a replay would bring back a commit whose
         // pages may lie past the cut.
-        if durability == .noSync { guard (try? file.sync()) != nil, (try? env.commitLog?.end(pageFile: file)) != nil else { return } }
+        if durability == .noSync {
+            guard (try? file.sync()) != nil else { return }
+            if let log = env.commitLog, (try? log.end(pageFile: file)) == nil { return }
+        }
         // The check of this process's holders and the cut happen under their lock: a snapshot (or
         // a page copy) of this process that begins meanwhile either stops the cut or, counted
         // after it, finds the file already cut, never a cut under its feet.
-        let identity = env.identity
         let cut = ShrinkLock.localHolders.withLock { holders -> Bool in
             if let identity, holders[identity, default: 0] > 0 { return false }
             guard (try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: true, wait: false)) == true else { return false }
@@ -432,6 +436,15 @@ extension WriteTransaction {
             fileSize = target
             truncations += 1
         }
+    }
+
+    /// The size to cut a file of `fileSize` bytes to when its pages take `needed`, or nil to leave
+    /// it (`returnFreeTail`); `toFit`: an idle-time compaction commit or `compact()`, which run
+    /// when the writes have stopped and cut whatever lies past the target.
+    static func cutTarget(needed: UInt64, fileSize: UInt64, pageSize: Int, toFit: Bool) -> UInt64? {
+        let step = growthStep(needed: needed)
+        let target = (needed + min(needed / 8, step) + UInt64(pageSize) - 1) / UInt64(pageSize) * UInt64(pageSize)
+        return fileSize > (toFit ? target : needed + 2 * step) ? target : nil
     }
 
     /// How far the file grows beyond its pages when it must grow: an eighth of its size, 1 MiB to

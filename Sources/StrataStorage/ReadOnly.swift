@@ -237,6 +237,11 @@ extension Environment {
     /// `ReadTransaction.validate` watches for.
     func readOnlySnapshot() throws -> (meta: Meta, mapping: MapTable.Mapping, metaPages: [UInt8], passedOver: UInt64?) {
         guard let state = readOnly else { throw StorageError.internalError("read-only snapshot of a read-write environment") }
+        // Verifying the commit reads its pages through the map: no writer may cut the file under
+        // them meanwhile (SIGBUS). A snapshot holds the lock already (this nests); `latestVersion`
+        // and opening did not (found by the review of 2026-12-06).
+        state.holdShrinkLock(file)
+        defer { state.releaseShrinkLock(file) }
         var copies = try Recovery.readMetaPages(file: file, pageSize: pageSize)
         var newest = state.newestPublished()  // after the copies: a commit published meanwhile is in them
         // A meta page newer than the published commit while a writer holds the writer lock is a
