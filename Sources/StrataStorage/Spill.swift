@@ -18,7 +18,16 @@ extension WriteTransaction {
     /// when no view into a dirty page is in use.
     @inline(__always)
     func spillIfNeeded() throws {
-        if dirtySinceSpill > spillPages && savepoints.isEmpty && !committingFreeList { try spill() }
+        guard dirtySinceSpill > spillPages && savepoints.isEmpty && !committingFreeList else { return }
+        do {
+            try spill()
+        } catch {
+            // The write that called this is in the tree, yet reported failed: the transaction must
+            // not commit it (found by the review of 2026-12-06), as after deferred writes applied
+            // in part. (No savepoint is open: none undoes it.)
+            deferredFailure = (error, 0)
+            throw error
+        }
     }
 
     /// Writes every dirty leaf and overflow run the map covers to its place, and frees its buffer.

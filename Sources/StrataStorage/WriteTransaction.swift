@@ -51,9 +51,10 @@ public final class WriteTransaction {
     @exclusivity(unchecked) var path: [PathStep] = []
     /// Counts splits and merges: a path recorded before one may no longer lead where it did.
     @exclusivity(unchecked) var shapeChanges = 0
-    /// The error of an application of deferred writes that failed halfway, and how many
-    /// savepoints were open then: the transaction refuses to commit, and to apply deferred
-    /// writes, until a rollback below that depth undoes it (DeferredWrites.swift).
+    /// The error of an application of deferred writes that failed halfway (DeferredWrites.swift),
+    /// or of a spill after a write (Spill.swift), and how many savepoints were open then: the
+    /// transaction refuses to commit, and to apply deferred writes, until a rollback below that
+    /// depth undoes it.
     @exclusivity(unchecked) var deferredFailure: (error: any Error, depth: Int)?
     /// About what the deferred writes of every tree hold (not lowered when one tree's are applied
     /// alone: reaching the limit early is harmless).
