@@ -176,7 +176,14 @@ extension WriteTransaction {
     /// run, and Durability.md says what a power loss may take then).
     func secureBase() throws {
         if !base.unsynced || baseSecured { return }
-        try env.file.sync()
+        do {
+            try env.file.sync()
+        } catch {
+            // The run may be another process's, or this one's from before it opened the file
+            // again: its pages are then not among those the next sync writes again by itself.
+            try? (env.file as? SyncRecoveringFile)?.noteUnsyncedCommits(pageSize: pageSize)
+            throw error
+        }
         baseSecured = true
         // The run is on the disk: the commit its pin kept whole is no longer needed (RunPin.swift).
         if let pin = runPin {

@@ -278,6 +278,9 @@ final class Environment: @unchecked Sendable {
             // writes) is what the disk holds before this process's log records it (CommitLog.begin).
             if alone {
                 try LogReplay.recover(pageFile: file, pagePath: path, pageSize: pageSize, wrap: wrap)
+                // (The newest commits' pages, if made with `.noSync`, first written again: their
+                // writeback may have failed before this opening, which its sync would not see.)
+                try (file as? SyncRecoveringFile)?.noteUnsyncedCommits(pageSize: pageSize)
                 try file.sync()
             }
             let fileSize = try file.size()

@@ -106,6 +106,45 @@ final class SyncRecoveringFile: FileIO {
     func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
     func isLockedByOthers(offset: Int64, length: Int64) -> Bool? { inner.isLockedByOthers(offset: offset, length: length) }
 
+    /// Notes the pages of the commits in the meta slots made with `.noSync` (their own pages, the
+    /// run's pages they carry, their record runs and meta pages) as written since the last good
+    /// sync, and has the next sync write them again. Another process wrote them, or this one
+    /// before it opened the file again; a failed writeback, reported to that process or to nobody,
+    /// may have left them clean in the page cache and not on the disk, and this file's own
+    /// memory of what it wrote does not hold them. Called by an opening alone before its sync
+    /// (which the failure, reported once, no longer fails), and after a sync over a `.noSync`
+    /// base failed (found by the review of 2026-12-06). A page the kernel evicted since is read
+    /// from the disk: the commit then fails its checksums, as without this.
+    func noteUnsyncedCommits(pageSize: Int) throws {
+        let size = try inner.size()
+        guard size >= 2 * UInt64(pageSize), size <= UInt64(Int.max) else { return }
+        let metas = try Recovery.readMetaPages(file: inner, pageSize: pageSize)
+        let map = try inner.map(length: Int(size), writable: false)
+        defer { inner.unmap(map, length: Int(size)) }
+        let pages = size / UInt64(pageSize)
+        var any = false
+        metas.withUnsafeBytes { m in
+            for slot: UInt64 in [0, 1] {
+                guard let meta = try? Meta.decode(m.baseAddress! + Int(slot) * pageSize, slot: slot, pageSize: pageSize, path: path),
+                    meta.unsynced, meta.pageCount <= pages,
+                    let record = try? Recovery.commitRecord(meta, map: UnsafeRawPointer(map), pageSize: pageSize)
+                else { continue }
+                any = true
+                note(slot * UInt64(pageSize), UInt64(pageSize))
+                var runs = record.map(\.page)
+                if meta.recordRun >= 2 { runs.append(meta.recordRun) }
+                for page in runs where page >= 2 && page < pages {
+                    let p = UnsafeRawPointer(map) + Int(page) * pageSize
+                    let type = p.u8(PageHeader.type)
+                    var count = type == PageType.overflow.rawValue || type == PageType.commitRecord.rawValue ? UInt64(p.u32(PageHeader.runPages)) : 1
+                    count = max(1, min(count, pages - page))
+                    note(page * UInt64(pageSize), count * UInt64(pageSize))
+                }
+            }
+        }
+        if any { state.withLock { $0.syncFailed = true } }
+    }
+
     private func note(_ offset: UInt64, _ count: UInt64) {
         guard count > 0 else { return }
         let first = offset / Self.granule
