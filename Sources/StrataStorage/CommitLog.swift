@@ -296,9 +296,11 @@ final class CommitLog: @unchecked Sendable {
     /// before its first write, and may then commit nothing: it throws, fails or is killed); a
     /// run going on as if pinned would have no frame left to bring its base back after a power
     /// loss (found by the review of 2026-12-06). The transaction then pins anew. Costs a read of
-    /// the log's first bytes in a run.
-    func pinnedAtBegin(base: UInt64) -> UInt64? {
+    /// the log's first bytes in a run (`asking`: a `.noSync` transaction; a durable one asks in
+    /// `prepare`, before it appends to the generation).
+    func pinnedAtBegin(base: UInt64, asking: Bool) -> UInt64? {
         guard let pin = pinned(base: base) else { return nil }
+        guard asking else { return pin }
         guard let log = file, (try? holdsOwnGeneration(log)) == true else {
             lastTxnid = 0
             return nil

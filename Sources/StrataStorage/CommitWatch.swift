@@ -324,7 +324,8 @@ final class CommitWatch: Sendable {
                 return (base, first)
             }
             guard let (base, segment) = taken else { return }
-            if segment.kind == .other, let event = changes(from: base.meta, to: segment.end.meta, env) {
+            if segment.kind == .other {
+                let event = changes(from: base.meta, to: segment.end.meta, env)
                 env.commitListeners.notify { event }
                 counters.withLock { $0.events += 1 }
             }
@@ -338,10 +339,14 @@ final class CommitWatch: Sendable {
     }
 
     /// What changed between two pinned versions: the trees whose catalog entries differ, and for
-    /// each the keys whose values differ (up to `maxKeys`). Nil when nothing did (a commit that
-    /// changed only the free list). If the pages cannot be read (a damaged file), every tree of
-    /// both versions is reported as changed anywhere, so listeners look again.
-    private func changes(from old: Meta, to new: Meta, _ env: Environment) -> CommitEvent? {
+    /// each the keys whose values differ (up to `maxKeys`); none when nothing did (commits that
+    /// changed only the free list, as a compaction's that only cuts the file's end). Reported all
+    /// the same, as local commits are: a listener that counts the versions it has heard of would
+    /// otherwise wait for these forever (found by the review of 2026-12-06: the observer hub kept
+    /// every later commit pending, and each observer's pass waited and ran its query whole). If
+    /// the pages cannot be read (a damaged file), every tree of both versions is reported as
+    /// changed anywhere, so listeners look again.
+    private func changes(from old: Meta, to new: Meta, _ env: Environment) -> CommitEvent {
         let pageSize = self.pageSize
         do {
             let map = try env.maps.ensure(bytes: Int(max(old.pageCount, new.pageCount)) * pageSize)
@@ -356,7 +361,6 @@ final class CommitWatch: Sendable {
                 trees.append((name, oldRoot, newRoot))
                 return true
             }
-            if trees.isEmpty { return nil }
             var keys: [String: Set<[UInt8]>] = [:]
             for tree in trees {
                 var found = Set<[UInt8]>()

@@ -146,7 +146,7 @@ public final class WriteTransaction {
         self.entryScratch = .allocate(byteCount: pageSize, alignment: 16)
         let readers = env.readers
         // The commit a replay of the commit log would bring back is kept whole, as if a snapshot of it were open.
-        let pinned = env.commitLog?.pinnedAtBegin(base: meta.txnid)
+        let pinned = env.commitLog?.pinnedAtBegin(base: meta.txnid, asking: durability == .noSync)
         self.logPinned = pinned != nil
         self.runPin = pinned.flatMap { $0 < meta.txnid ? $0 : nil }
         self.allocator = FreePageAllocator(pages: pages, baseRoot: meta.free.root, base: meta.txnid, hint: env.freeScanHint) {

@@ -171,3 +171,33 @@ final class EventLog: @unchecked Sendable {
         third.invalidate()
     }
 }
+
+extension CrossProcessCommitTests {
+    /// Another process's commits that change no tree (`compact()` commits until the file stops
+    /// shrinking; on a file with nothing to move they change only the free list) are reported
+    /// too, with no changes: a listener counting the versions it has heard of waited for them
+    /// forever (review of 2026-12-06: the observer hub kept every later commit pending, and each
+    /// observer's pass then waited and ran its query whole).
+    @Test func anotherProcesssCommitsThatChangeNoTreeAreReported() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath("cross-process-empty-commit")
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: .countingEveryCommit())
+        _ = try store.write { txn in try txn.createTree("kept").put([1], [1]) }
+        let start = store.latestVersion
+        let log = EventLog()
+        let token = store.addCommitListener { log.append($0) }
+        defer { token.invalidate() }
+        let compactor = try HelperProcess(path: helper, arguments: ["compact", path])
+        let said = try await compactor.readLine()
+        try await compactor.waitForExit(timeout: 120)
+        #expect(compactor.succeeded, "helper ended with \(compactor.status): \(compactor.errorOutput())")
+        let commits = try #require(said.flatMap { UInt64($0.dropFirst("compacted ".count)) }, "helper said \(said ?? "nothing")")
+        try #require(commits > 0 && store.latestVersion == start + commits)
+        _ = try store.write { txn in try txn.createTree("kept").put([2], [2]) }
+        let final = store.latestVersion
+        let complete = try await log.waitForCoverage(from: start, to: final, seconds: 20)
+        #expect(complete, "events cover versions up to \(log.covered(from: start)) of \(final)")
+        #expect(log.all.contains { $0.isFromOtherProcess && $0.changedTrees.isEmpty })
+    }
+}

@@ -102,6 +102,7 @@ func usage() -> Never {
         usage: StrataTestHelper commit-loop FILE START [--sync single|double] [--big]
                StrataTestHelper writer FILE ID COUNT [--durable] [--gate]
                StrataTestHelper hold-reader FILE [--read-only]
+               StrataTestHelper compact FILE
                StrataTestHelper die-in-write FILE
                StrataTestHelper objects-writer FILE SEED COUNT [--gate] [--compacting]
                StrataTestHelper objects-set-score FILE ID SCORE
@@ -188,6 +189,14 @@ func writer(_ args: [String]) throws {
         if i % 16 == 0 { sched_yield() }
     }
     say("done \(id)")
+}
+
+/// Compacts the file (`Store.compact()`: commits until the file stops shrinking, the last ones
+/// changing no tree), and says how many commits it made.
+func compact(_ args: [String]) throws {
+    guard args.count == 1 else { usage() }
+    let report = try Store(path: args[0]).compact()
+    say("compacted \(report.commits)")
 }
 
 /// Checks snapshot after snapshot until one shows `target` commits.
@@ -486,6 +495,7 @@ do {
     case "commit-loop": try commitLoop(Array(arguments.dropFirst()))
     case "writer": try writer(Array(arguments.dropFirst()))
     case "hold-reader": try holdReader(Array(arguments.dropFirst()))
+    case "compact": try compact(Array(arguments.dropFirst()))
     case "check-loop": try checkLoop(Array(arguments.dropFirst()))
     case "die-in-write": try dieInWrite(Array(arguments.dropFirst()))
     case "objects-writer": try objectsWriter(Array(arguments.dropFirst()))

@@ -281,7 +281,9 @@ extension PredicateExpressions.FloatDivision: CheckedExpression where LHS: Check
 }
 
 extension PredicateExpressions.Range: CheckedExpression where LHS: CheckedExpression, RHS: CheckedExpression {
-    static var mayTrap: Bool { LHS.mayTrap || RHS.mayTrap }
+    // Foundation's throws (lower bound above the upper, or NaN): a window must not stop before an
+    // object that throws, nor an index keep it out (found by the review of 2026-12-06).
+    static var mayTrap: Bool { true }
     func checkedEvaluate(_ bindings: PredicateBindings) throws -> Swift.Range<LHS.Output> {
         let low = try lower.checkedEvaluate(bindings)
         let high = try upper.checkedEvaluate(bindings)

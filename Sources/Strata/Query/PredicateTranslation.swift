@@ -15,8 +15,11 @@ import Synchronization
 /// fields that are certainly not nil there.
 struct TranslationScope {
     var nonNil: Set<String> = []
+    /// Inside a closure (an optional's `flatMap`): its variable, the only one that reads as the
+    /// root there. Nil at the top, where the predicate's own variable is the only one.
+    var variable: PredicateExpressions.VariableID?
 
-    func adding(_ paths: Set<String>) -> TranslationScope { TranslationScope(nonNil: nonNil.union(paths)) }
+    func adding(_ paths: Set<String>) -> TranslationScope { TranslationScope(nonNil: nonNil.union(paths), variable: variable) }
 }
 
 enum CompareOp: String, Sendable {
@@ -229,7 +232,12 @@ private func mayThrow(_ expression: Any) -> Bool {
 private let throwingExpressionNames = ["ForcedUnwrap", "ForceCast", "Subscript", "Division", "Remainder", "PredicateEvaluate"]
 
 extension PredicateExpressions.Variable: OperandExpression {
-    func operand(in scope: TranslationScope) -> Operand? { .root }
+    func operand(in scope: TranslationScope) -> Operand? {
+        // A closure that reads the predicate's object, not its own value, is evaluated whole
+        // (found by the review of 2026-12-06: `s.inner.flatMap { _ in s.n }` read as `inner.n`).
+        if let variable = scope.variable, variable != key { return nil }
+        return .root
+    }
 }
 
 extension PredicateExpressions.KeyPath: OperandExpression where Root: OperandExpression {
@@ -267,7 +275,9 @@ extension PredicateExpressions.ForcedUnwrap: OperandExpression where Inner: Oper
 extension PredicateExpressions.OptionalFlatMap: OperandExpression where LHS: OperandExpression, RHS: OperandExpression {
     func operand(in scope: TranslationScope) -> Operand? {
         // The transform reads the unwrapped value: its paths are relative to it.
-        guard case .field(let parent)? = wrapped.operand(in: scope), case .field(let child)? = transform.operand(in: TranslationScope()) else { return nil }
+        guard case .field(let parent)? = wrapped.operand(in: scope),
+            case .field(let child)? = transform.operand(in: TranslationScope(variable: variable.key))
+        else { return nil }
         return .field(parent + "." + child)
     }
 }

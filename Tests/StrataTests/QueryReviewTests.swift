@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+@testable import Strata
+
+/// Findings of the review of 2026-12-06 in query planning, each checked against Foundation's own
+/// evaluation of the predicate over every object.
+@Suite struct QueryReviewTests {
+    struct Slot: Model {
+        static let indexes: [PartialKeyPath<Slot> & Sendable] = [\.room]
+        var id: Int
+        var room: Int
+        var lo: Int
+        var hi: Int
+    }
+
+    /// Whether Foundation's evaluation throws for any of `objects`.
+    static func throwsForAny<M>(_ predicate: Predicate<M>, _ objects: [M]) -> Bool {
+        objects.contains { (try? predicate.evaluate($0)) == nil }
+    }
+
+    /// A half-open range built from fields throws when its lower bound is above its upper (as
+    /// Foundation's evaluation does): the query throws, whether an index or a window would have
+    /// kept the object out. It returned the other objects.
+    @Test func aRangeThatThrowsFailsTheQueryWhateverThePlan() throws {
+        let db = try Database.inMemory(models: [Slot.self])
+        let objects = [Slot(id: 1, room: 7, lo: 9, hi: 1), Slot(id: 2, room: 3, lo: 1, hi: 9)]
+        try db.write { tx in for object in objects { try tx.insert(object) } }
+        let indexed = #Predicate<Slot> { ($0.lo..<$0.hi).contains(5) && $0.room == 3 }
+        #expect(Self.throwsForAny(indexed, objects))
+        #expect(throws: (any Error).self) { try db.objects(Slot.self).filter(indexed).fetch() }
+        #expect(throws: (any Error).self) { try db.objects(Slot.self).filter(indexed).fetchCount() }
+        // No index, a window that the first object fills: the second throws all the same.
+        let windowed = #Predicate<Slot> { ($0.hi..<$0.lo).contains(5) }
+        let reversed = [Slot(id: 1, room: 0, lo: 9, hi: 1), Slot(id: 2, room: 0, lo: 1, hi: 9)]
+        let other = try Database.inMemory(models: [Slot.self])
+        try other.write { tx in for object in reversed { try tx.insert(object) } }
+        #expect(Self.throwsForAny(windowed, reversed))
+        #expect(throws: (any Error).self) { try other.objects(Slot.self).filter(windowed).prefix(1).fetch() }
+    }
+
+    struct Inner: Codable, Sendable, Hashable {
+        var n: Int
+    }
+
+    struct Holder: Model {
+        static let indexes: [PartialKeyPath<Holder> & Sendable] = [\.inner?.n]
+        var id: Int
+        var inner: Inner?
+        var n: Int
+    }
+
+    /// A closure in an optional's `flatMap` that reads the predicate's object, not the unwrapped
+    /// value: `h.inner.flatMap { _ in h.n }` is `h.n` when `inner` is there, not `inner.n`.
+    @Test func aFlatMapClosureThatReadsTheObjectIsNotAFieldOfTheValue() throws {
+        let db = try Database.inMemory(models: [Holder.self])
+        let objects = [Holder(id: 1, inner: Inner(n: 1), n: 5), Holder(id: 2, inner: Inner(n: 5), n: 1), Holder(id: 3, inner: nil, n: 5)]
+        try db.write { tx in for object in objects { try tx.insert(object) } }
+        let predicate = #Predicate<Holder> { h in h.inner.flatMap { _ in h.n } == 5 }
+        let expected = try objects.filter { try predicate.evaluate($0) }.map(\.id)
+        #expect(expected == [1])
+        #expect(try db.objects(Holder.self).filter(predicate).fetch().map(\.id) == expected)
+        #expect(db.objects(Holder.self).filter(predicate).count == expected.count)
+    }
+}
