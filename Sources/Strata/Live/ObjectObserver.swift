@@ -176,6 +176,9 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     /// Reads in a row thrown away because a writer in another process overtook a read-only
     /// store's snapshot (worker only).
     private var changedReads = 0
+    /// The first read has run (worker only); a refresh a commit asked for before it waits for it.
+    private var firstReadDone = false
+    private var refreshAfterFirstRead = false
     /// For `LiveObject`: told the object as first read (nil if absent), before any change; and
     /// then an object that appears is reported (`.changed` with every field) and a deletion
     /// does not end the observation. Nil for `observe(_:key:)`.
@@ -203,6 +206,9 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         let tree = info.recordTree
         // A commit that lists its changed keys and not this one cannot have changed the object.
         let keyBytes = try? info.keyBytes(key)
+        // Until the first read has run, an event spanning several commits may hide a change after
+        // the baseline taken below (`mayHide`): as if a read were under way.
+        reading.store(true, ordering: .sequentiallyConsistent)
         let token = db.store.addCommitListener { [weak self] event in
             guard let self, event.changedTrees.contains(tree) else { return }
             if let keyBytes, let changed = event.changedKeys[tree], !changed.contains(keyBytes), !self.mayHide(event) { return }
@@ -220,6 +226,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         // The first read is of the commit that was newest as `observe` was called, taken now: read
         // later on the worker (behind other observers' first evaluations), it would take in a
         // commit made meanwhile as the starting point and never report it (a deletion included).
+        objectObserverStartHook.withLock { $0 }?()
         let baseline = try? db.snapshot()
         worker.async { self.refresh(initial: true, at: baseline) }
     }
@@ -242,8 +249,25 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     /// Reads the object (at `baseline`, else at the newest commit) and delivers what changed.
     private func refresh(initial: Bool, at baseline: Snapshot? = nil) {
         guard lifecycle.shouldCompute(db.store) else { return lifecycle.stopListening() }
+        // A commit between the listener's start and the baseline asked for a refresh before the
+        // first read was queued: it runs after it, at a newer commit (found by the review of
+        // 2026-12-06: it ran first, against no read, and reported a change the starting point held).
+        if !initial && !firstReadDone {
+            refreshAfterFirstRead = true
+            return
+        }
         reading.store(true, ordering: .sequentiallyConsistent)
-        defer { reading.store(false, ordering: .sequentiallyConsistent) }
+        var retrying = false
+        defer {
+            reading.store(false, ordering: .sequentiallyConsistent)
+            if initial && !retrying {
+                firstReadDone = true
+                if refreshAfterFirstRead {
+                    refreshAfterFirstRead = false
+                    worker.async { self.refresh(initial: false) }
+                }
+            }
+        }
         let listed = keyListed.exchange(false, ordering: .sequentiallyConsistent)
         var read: Snapshot?
         do {
@@ -303,6 +327,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let overtaken = error.isFileChangedDuringRead || read.map { !$0.txn.isValid } ?? false
             if overtaken && changedReads < Database.changedReadRetries {
                 changedReads += 1
+                retrying = true
                 return db.attemptReporting(after: changedReads) { refresh(initial: initial) }
             }
             changedReads = 0
@@ -338,3 +363,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         }
     }
 }
+
+/// Called by `ObjectObserver.start` between adding its commit listener and taking its baseline:
+/// tests make a commit there. Nil in production.
+let objectObserverStartHook = Mutex<(@Sendable () -> Void)?>(nil)
