@@ -948,9 +948,23 @@ final class THLiveMirror<M: Model & Equatable>: Sendable {
 // MARK: Full-text reference (FORMAT.md §8.5, written from the text)
 
 enum THWords {
-    static func standalone(_ s: Unicode.Scalar) -> Bool { s.properties.isIdeographic || (0x3040...0x309F).contains(s.value) }
+    static func standalone(_ s: Unicode.Scalar) -> Bool {
+        s.properties.isIdeographic || ((0x3040...0x309F).contains(s.value) && !isVoicingMark(s))
+    }
+
+    static func isVoicingMark(_ s: Unicode.Scalar) -> Bool { s.value == 0x3099 || s.value == 0x309A }
+
+    /// A combining mark: it continues a word, and is no word alone (FORMAT.md §8.5).
+    static func isMark(_ s: Unicode.Scalar) -> Bool {
+        if isVoicingMark(s) { return true }
+        switch s.properties.generalCategory {
+        case .nonspacingMark, .spacingMark, .enclosingMark: return true
+        default: return false
+        }
+    }
 
     static func isWord(_ s: Unicode.Scalar) -> Bool {
+        if isVoicingMark(s) { return true }
         if standalone(s) { return false }
         switch s.properties.generalCategory {
         case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter, .nonspacingMark, .spacingMark,
@@ -988,6 +1002,8 @@ enum THWords {
             if standalone(c) {
                 end()
                 words.append(String(c))
+            } else if isMark(c) {
+                if !current.isEmpty { current.append(c) }
             } else if isWord(c) {
                 current.append(c)
             } else {

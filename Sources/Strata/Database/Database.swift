@@ -116,9 +116,10 @@ public final class Database: Sendable {
                             reasons.append(
                                 "\(info.name) is stored at schema version \(stored), below the \(given) given: a read-only open cannot migrate it (open it read-write first)"
                             )
-                        } else if let old = catalog[info.name]?.indexes.first(where: { $0.kind == .fullTextEntries }) {
+                        } else if let old = catalog[info.name]?.indexes.first(where: { $0.kind?.isOutdatedFullText == true }) {
+                            let by = old.kind == .fullTextEntries ? "a build before full-text blocks" : "a build with older word rules"
                             reasons.append(
-                                "\(info.name): the full-text index on \(old.path) was written by a build before full-text blocks (FORMAT.md §8.5), which "
+                                "\(info.name): the full-text index on \(old.path) was written by \(by) (FORMAT.md §8.5), which "
                                     + "this build does not read; a read-write open rebuilds it, and a read-only one cannot")
                         } else if change.changed {
                             reasons.append(

@@ -81,13 +81,20 @@ public struct IndexSchema: Codable, Equatable, Sendable {
     /// What an index holds.
     public enum IndexKind: String, Codable, Sendable {
         /// The words of a text field, each word's postings in blocks (FORMAT.md §8.5). Stored as
-        /// `fullTextBlocks`, which builds that predate the blocks refuse to read rather than
-        /// misread.
-        case fullText = "fullTextBlocks"
+        /// `fullTextBlocks2`, which builds with other words (or before the blocks) refuse to read
+        /// rather than misread.
+        case fullText = "fullTextBlocks2"
         /// The words of a text field, one entry per word and text: the full-text index of files
         /// written before the blocks (stored as `fullText`). Not read: the first read-write open
         /// rebuilds it as `fullText`, and a read-only open refuses the model until then.
         case fullTextEntries = "fullText"
+        /// Blocks of the words builds before 2026-12-06 made, which took a combining mark with no
+        /// word open (the variation selector of "❤️") for a word (stored as `fullTextBlocks`).
+        /// Not read: rebuilt as `fullTextEntries` is.
+        case fullTextMarkWords = "fullTextBlocks"
+
+        /// A full-text index this build does not read: the first read-write open rebuilds it.
+        var isOutdatedFullText: Bool { self == .fullTextEntries || self == .fullTextMarkWords }
     }
 
     /// A single-field index, as catalogs have always stored it.
@@ -131,6 +138,7 @@ public struct IndexSchema: Codable, Equatable, Sendable {
         if let collation { text += " collation \(collation)" }
         if kind == .fullText { text += " (full text)" }
         if kind == .fullTextEntries { text += " (full text, written before blocks: rebuilt by a read-write open)" }
+        if kind == .fullTextMarkWords { text += " (full text, written with older word rules: rebuilt by a read-write open)" }
         if unique { text += " (unique)" }
         return text
     }

@@ -10,8 +10,10 @@ import Foundation
 //      .widthInsensitive], locale: nil)` (full case folding, "Straße" → "strasse"; marks removed,
 //      "Café" → "cafe"; fullwidth forms to ASCII), then NFC.
 //   2. Split the folded scalars. Word scalars are letters (general categories L*), marks (M*),
-//      numbers (N*) and connector punctuation (Pc, "_"); a word is a run of them. Ideographs and
-//      Hiragana are each a word of their own. An apostrophe (U+0027, U+2019) or a full stop
+//      numbers (N*) and connector punctuation (Pc, "_"); a word is a run of them, but a mark
+//      (the combining voicing marks U+3099 and U+309A among them) only continues a word: where
+//      none is open (after an emoji, "❤️" being U+2764 U+FE0F, an ideograph or a separator) it
+//      is dropped. Ideographs and Hiragana are each a word of their own. An apostrophe (U+0027, U+2019) or a full stop
 //      between two word scalars joins them ("can't", "e.g", "3.14"), and so does a comma between
 //      two decimal digits ("1,000"); an ideograph or Hiragana on either side is not one, so
 //      there it separates. Everything else separates words, and is no word.
@@ -138,12 +140,16 @@ enum WordTokenizer {
 
     private enum ScalarClass {
         case separator, word, digit, standalone, joiner, comma
+        /// A combining mark (a variation selector among them): part of the word it follows, and
+        /// nothing where no word is open (after an emoji, an ideograph or a separator).
+        case mark
     }
 
     private static func classify(_ scalar: Unicode.Scalar) -> ScalarClass {
         switch scalar.value {
         case 0x27, 0x2E, 0x2019: return .joiner
         case 0x2C: return .comma
+        case 0x3099, 0x309A: return .mark  // the combining (semi-)voiced sound marks, in the Hiragana block
         case 0x3040...0x309F: return .standalone  // Hiragana
         default: break
         }
@@ -158,8 +164,10 @@ enum WordTokenizer {
         if properties.isIdeographic { return .standalone }
         switch properties.generalCategory {
         case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
-            .nonspacingMark, .spacingMark, .enclosingMark, .letterNumber, .otherNumber, .connectorPunctuation:
+            .letterNumber, .otherNumber, .connectorPunctuation:
             return .word
+        case .nonspacingMark, .spacingMark, .enclosingMark:
+            return .mark
         case .decimalNumber:
             return .digit
         default:
@@ -171,7 +179,7 @@ enum WordTokenizer {
     /// connector, ideograph or Hiragana, as step 2 reads them.
     static func isWordScalar(_ scalar: Unicode.Scalar) -> Bool {
         switch classify(scalar) {
-        case .word, .digit, .standalone: return true
+        case .word, .digit, .standalone, .mark: return true
         default: return false
         }
     }
@@ -198,13 +206,16 @@ enum WordTokenizer {
             case .word, .digit:
                 append(scalar)
                 lastIsDigit = classes[i] == .digit
+            case .mark:
+                // (After a standalone scalar the word is already flushed: its marks are dropped.)
+                if !current.isEmpty { append(scalar) }
             case .standalone:
                 flush()
                 append(scalar)
                 flush()
             case .joiner, .comma:
                 let next = i + 1 < scalars.count ? classes[i + 1] : .separator
-                let joins = classes[i] == .joiner ? (next == .word || next == .digit) : (lastIsDigit && next == .digit)
+                let joins = classes[i] == .joiner ? (next == .word || next == .digit || next == .mark) : (lastIsDigit && next == .digit)
                 if !current.isEmpty && joins { append(scalar) } else { flush() }
             case .separator:
                 flush()
