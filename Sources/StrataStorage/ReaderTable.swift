@@ -95,13 +95,13 @@ final class ReaderTable: Sendable {
     /// anyone unless another process watches too.
     private let selfWatching = Atomic<Bool>(false)
 
-    /// Whether process `pid` has the file open (holds its pid byte in the lock file), nil when that
-    /// cannot be asked (an in-process table, or a read-only view). Asked only of pids that exist.
-    private let holdsFile: (@Sendable (UInt64) -> Bool)?
+    /// Whether process `pid` has the file open (holds its pid byte in the lock file); nil, or a nil
+    /// answer, when that cannot be asked (an in-process table; a failed query).
+    private let holdsFile: (@Sendable (UInt64) -> Bool?)?
 
     init(
         memory: UnsafeMutableRawPointer, slotCount: Int, ownsMemory: Bool, readOnly: Bool = false,
-        holdsFile: (@Sendable (UInt64) -> Bool)? = nil
+        holdsFile: (@Sendable (UInt64) -> Bool?)? = nil
     ) {
         self.memoryAddress = UInt(bitPattern: memory)
         self.slotCount = slotCount
@@ -111,10 +111,9 @@ final class ReaderTable: Sendable {
         self.holdsFile = holdsFile
     }
 
-    /// `holdsFile` for a table in the lock file `lockFile`: whether anyone holds the pid's byte
-    /// (a failed query counts as held, as before pid bytes existed).
-    static func pidHolders(_ lockFile: PosixFile) -> @Sendable (UInt64) -> Bool {
-        { [lockFile] pid in lockFile.isLockedByOthers(offset: LockLayout.pidByte(pid)) ?? true }
+    /// `holdsFile` for a table in the lock file `lockFile`: whether anyone holds the pid's byte.
+    static func pidHolders(_ lockFile: PosixFile) -> @Sendable (UInt64) -> Bool? {
+        { [lockFile] pid in lockFile.isLockedByOthers(offset: LockLayout.pidByte(pid)) }
     }
 
     /// A table in process memory, for stores no other process can open.
@@ -268,9 +267,14 @@ final class ReaderTable: Sendable {
             if ownerPid == 0 || ownerPid == Self.reclaiming { continue }
             let t = txn(slot).pointee.load(ordering: .sequentiallyConsistent)
             if ownerPid != pid {
-                // A pid may be reused once its process dies: a live process with that pid that
-                // does not hold the pid's byte in the lock file is not the slot's owner.
-                if deadPids.contains(ownerPid) || !processIsAlive(ownerPid) || holdsFile?(ownerPid) == false {
+                // The owner is gone when nobody holds its pid's byte in the lock file: a pid may be
+                // reused once its process dies (a live process with that pid and no byte is not
+                // the owner), and a process in another PID namespace (a container sharing the
+                // volume) is no process here (`kill` says so) while it holds its byte (found by the
+                // review of 2026-12-06: its snapshots' pages were reused). `kill` decides only
+                // where the byte cannot be asked.
+                let holds = holdsFile?(ownerPid) ?? nil
+                if deadPids.contains(ownerPid) || holds == false || (holds == nil && !processIsAlive(ownerPid)) {
                     deadPids.insert(ownerPid)
                     if isReadOnly { continue }
                     // One scanner wins the slot from the dead owner, and only it clears the slot:

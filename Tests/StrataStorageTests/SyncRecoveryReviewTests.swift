@@ -5,13 +5,10 @@ import Testing
 @testable import StrataStorage
 
 /// A page file that records where it was written, and the syncs between.
-private final class RecordingFile: FileIO {
+private final class RecordingFile: ForwardingFile {
     let inner: any FileIO
     let events = Mutex<[(offset: UInt64, count: Int)?]>([])  // nil: a sync
     init(_ inner: any FileIO) { self.inner = inner }
-    var path: String { inner.path }
-    func size() throws -> UInt64 { try inner.size() }
-    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
         events.withLock { $0.append((offset, bytes.count)) }
         try inner.write(bytes, at: offset)
@@ -24,13 +21,6 @@ private final class RecordingFile: FileIO {
         events.withLock { $0.append(nil) }
         try inner.sync()
     }
-    func truncate(to length: UInt64) throws { try inner.truncate(to: length) }
-    func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer { try inner.map(length: length, writable: writable) }
-    func unmap(_ address: UnsafeMutableRawPointer, length: Int) { inner.unmap(address, length: length) }
-    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
-        try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
-    }
-    func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
     func isLockedByOthers(offset: Int64, length: Int64) -> Bool? { inner.isLockedByOthers(offset: offset, length: length) }
 }
 
