@@ -566,6 +566,46 @@ enum Recovery {
         }
     }
 
+    /// The pages that the commits in `file`'s meta slots for which `include` holds wrote or carry,
+    /// as ranges: each one's meta slot, its record run, and every page its commit record lists, an
+    /// overflow run by its own length only when its first page carries its number and the checksum
+    /// the record lists (else that page alone: the header of an older run left there could claim
+    /// pages of other commits). A slot whose meta page does not decode, whose `pageCount` the file
+    /// does not cover or whose record cannot be read adds nothing.
+    static func listedPages(file: FileIO, pageSize: Int, where include: (Meta) -> Bool) throws -> [Range<PageNo>] {
+        let size = try file.size()
+        guard size >= 2 * UInt64(pageSize), size <= UInt64(Int.max) else { return [] }
+        let pageCount = size / UInt64(pageSize)
+        let metaPages = try readMetaPages(file: file, pageSize: pageSize)
+        let mapped = try file.map(length: Int(size), writable: false)
+        defer { file.unmap(mapped, length: Int(size)) }
+        let map = UnsafeRawPointer(mapped)
+        var ranges: [Range<PageNo>] = []
+        metaPages.withUnsafeBytes { m in
+            for slot: UInt64 in [0, 1] {
+                guard let meta = try? Meta.decode(m.baseAddress! + Int(slot) * pageSize, slot: slot, pageSize: pageSize, path: file.path),
+                    include(meta), meta.pageCount <= pageCount,  // (its record then lies inside the map)
+                    let record = try? commitRecord(meta, map: map, pageSize: pageSize)
+                else { continue }
+                ranges.append(slot..<(slot + 1))
+                if meta.recordRun >= 2 {
+                    // (`commitRecord` verified the run.)
+                    ranges.append(meta.recordRun..<(meta.recordRun + UInt64((map + Int(meta.recordRun) * pageSize).u32(PageHeader.runPages))))
+                }
+                for entry in record where entry.page >= 2 && entry.page < pageCount {
+                    let page = entry.page
+                    let p = map + Int(page) * pageSize
+                    let run = p.u8(PageHeader.type) == PageType.overflow.rawValue ? UInt64(p.u32(PageHeader.runPages)) : 1
+                    let whole =
+                        p.u64(PageHeader.pageNumber) == page && p.u64(PageHeader.checksum) == entry.checksum && run >= 1
+                        && page + run <= pageCount && pageChecksum(p, byteCount: Int(run) * pageSize) == entry.checksum
+                    ranges.append(page..<(page + (whole ? run : 1)))
+                }
+            }
+        }
+        return ranges
+    }
+
     /// The pages a commit wrote, from its meta page or its record run.
     static func commitRecord(_ meta: Meta, map: UnsafeRawPointer, pageSize: Int) throws -> [RecordEntry] {
         var entries: [RecordEntry] = []

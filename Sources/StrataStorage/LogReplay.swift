@@ -219,39 +219,7 @@ enum LogReplay {
     /// A run that does not carry the checksum its commit recorded counts for its first page only
     /// (its length is not to be trusted).
     static func pagesWrittenAfter(_ txnid: UInt64, pageFile: FileIO, pageSize: Int) throws -> [Range<PageNo>] {
-        let size = try pageFile.size()
-        guard size >= 2 * UInt64(pageSize), size <= UInt64(Int.max) else { return [] }
-        let pageCount = size / UInt64(pageSize)
-        let metaPages = try Recovery.readMetaPages(file: pageFile, pageSize: pageSize)
-        let map = try pageFile.map(length: Int(size), writable: false)
-        defer { pageFile.unmap(map, length: Int(size)) }
-        var kept: [Range<PageNo>] = []
-        try metaPages.withUnsafeBytes { (m) throws in
-            for slot: UInt64 in [0, 1] {
-                guard let meta = try? Meta.decode(m.baseAddress! + Int(slot) * pageSize, slot: slot, pageSize: pageSize, path: pageFile.path),
-                    meta.txnid > txnid, meta.pageCount <= pageCount,  // (its record then lies inside the map)
-                    let record = try? Recovery.commitRecord(meta, map: UnsafeRawPointer(map), pageSize: pageSize)
-                else { continue }
-                kept.append(slot..<(slot + 1))
-                if meta.recordRun >= 2 {
-                    // (`commitRecord` verified the run.)
-                    kept.append(meta.recordRun..<(meta.recordRun + UInt64((UnsafeRawPointer(map) + Int(meta.recordRun) * pageSize).u32(PageHeader.runPages))))
-                }
-                for entry in record where entry.page >= 2 && entry.page < pageCount {
-                    let page = entry.page
-                    let p = UnsafeRawPointer(map) + Int(page) * pageSize
-                    let type = p.u8(PageHeader.type)
-                    let run = type == PageType.overflow.rawValue ? UInt64(p.u32(PageHeader.runPages)) : 1
-                    // A run's length only from the page the commit wrote (its recorded checksum):
-                    // the header of an older run left there could claim pages a frame's commit sees.
-                    let whole =
-                        p.u64(PageHeader.pageNumber) == page && p.u64(PageHeader.checksum) == entry.checksum && run >= 1
-                        && page + run <= pageCount && pageChecksum(p, byteCount: Int(run) * pageSize) == entry.checksum
-                    kept.append(page..<(page + (whole ? run : 1)))
-                }
-            }
-        }
-        return kept
+        try Recovery.listedPages(file: pageFile, pageSize: pageSize) { $0.txnid > txnid }
     }
 
     /// Whether the page file as it is opens at commit `txnid` or a later one (`Recovery.choose`).
@@ -379,11 +347,9 @@ enum LogReplay {
             let frames = try generation(of: log, checked: log, pageFile: pageFile, pageSize: pageSize)
         else { return }
         let last = frames[frames.count - 1].txnid
-        var lacking = try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize)
         // (A run of `.noSync` commits after the last frame that the power loss tore can leave the
         // file opening before it, with every frame's pages in place.)
-        if !lacking && !opens(atOrAfter: last, pageFile: pageFile, pageSize: pageSize) { lacking = true }
-        if lacking {
+        if try !applied(frames: frames, pageFile: pageFile, pageSize: pageSize) || !opens(atOrAfter: last, pageFile: pageFile, pageSize: pageSize) {
             throw StorageError.noValidMeta(
                 path: pagePath,
                 reason:

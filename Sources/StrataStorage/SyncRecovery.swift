@@ -116,33 +116,9 @@ final class SyncRecoveringFile: FileIO {
     /// base failed (found by the review of 2026-12-06). A page the kernel evicted since is read
     /// from the disk: the commit then fails its checksums, as without this.
     func noteUnsyncedCommits(pageSize: Int) throws {
-        let size = try inner.size()
-        guard size >= 2 * UInt64(pageSize), size <= UInt64(Int.max) else { return }
-        let metas = try Recovery.readMetaPages(file: inner, pageSize: pageSize)
-        let map = try inner.map(length: Int(size), writable: false)
-        defer { inner.unmap(map, length: Int(size)) }
-        let pages = size / UInt64(pageSize)
-        var any = false
-        metas.withUnsafeBytes { m in
-            for slot: UInt64 in [0, 1] {
-                guard let meta = try? Meta.decode(m.baseAddress! + Int(slot) * pageSize, slot: slot, pageSize: pageSize, path: path),
-                    meta.unsynced, meta.pageCount <= pages,
-                    let record = try? Recovery.commitRecord(meta, map: UnsafeRawPointer(map), pageSize: pageSize)
-                else { continue }
-                any = true
-                note(slot * UInt64(pageSize), UInt64(pageSize))
-                var runs = record.map(\.page)
-                if meta.recordRun >= 2 { runs.append(meta.recordRun) }
-                for page in runs where page >= 2 && page < pages {
-                    let p = UnsafeRawPointer(map) + Int(page) * pageSize
-                    let type = p.u8(PageHeader.type)
-                    var count = type == PageType.overflow.rawValue || type == PageType.commitRecord.rawValue ? UInt64(p.u32(PageHeader.runPages)) : 1
-                    count = max(1, min(count, pages - page))
-                    note(page * UInt64(pageSize), count * UInt64(pageSize))
-                }
-            }
-        }
-        if any { state.withLock { $0.syncFailed = true } }
+        let ranges = try Recovery.listedPages(file: inner, pageSize: pageSize) { $0.unsynced }
+        for range in ranges { note(range.lowerBound * UInt64(pageSize), UInt64(range.count) * UInt64(pageSize)) }
+        if !ranges.isEmpty { state.withLock { $0.syncFailed = true } }
     }
 
     private func note(_ offset: UInt64, _ count: UInt64) {

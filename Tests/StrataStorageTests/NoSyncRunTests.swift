@@ -159,11 +159,7 @@ import Testing
         defer { removeStoreFiles(path) }
         var (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: sync))
         var model: Contents = [:]
-        func put(_ txn: WriteTransaction, _ key: Int, _ byte: UInt8) throws {
-            let value = [UInt8](repeating: byte, count: 100)
-            try txn.createTree("t").put(bigEndianKey(UInt64(key)), value)
-            model["t", default: [:]][bigEndianKey(UInt64(key))] = value
-        }
+        func put(_ txn: WriteTransaction, _ key: Int, _ byte: UInt8) throws { try putFilled(txn, &model, key, byte) }
         // A durable commit too large for a frame of the log (it syncs the page file).
         try store.write { txn in for key in 0..<2000 { try put(txn, key, 1) } }
         _ = try store.write { txn in try txn.createTree("big").put([1], [UInt8](repeating: 7, count: 5 << 20)) }
@@ -218,11 +214,7 @@ import Testing
         defer { removeStoreFiles(path) }
         var (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: sync))
         var model: Contents = [:]
-        func put(_ txn: WriteTransaction, _ key: Int, _ byte: UInt8) throws {
-            let value = [UInt8](repeating: byte, count: 100)
-            try txn.createTree("t").put(bigEndianKey(UInt64(key)), value)
-            model["t", default: [:]][bigEndianKey(UInt64(key))] = value
-        }
+        func put(_ txn: WriteTransaction, _ key: Int, _ byte: UInt8) throws { try putFilled(txn, &model, key, byte) }
         try store.write { txn in for key in 0..<500 { try put(txn, key, 1) } }
         try store.write { txn in for key in 0..<50 { try put(txn, key, 2) } }
         let durable = model
@@ -332,4 +324,11 @@ extension LogReplayReviewTests {
         #expect(after.contains(victim..<(victim + 1)), "\(after)")
         #expect(!after.contains { $0.contains(victim + 1) || $0.contains(victim + 3) }, "the stale run was kept whole: \(after)")
     }
+}
+
+/// Puts 100 bytes of `byte` under `key` in tree "t", and in `model`.
+func putFilled(_ txn: WriteTransaction, _ model: inout Contents, _ key: Int, _ byte: UInt8) throws {
+    let value = [UInt8](repeating: byte, count: 100)
+    try txn.createTree("t").put(bigEndianKey(UInt64(key)), value)
+    model["t", default: [:]][bigEndianKey(UInt64(key))] = value
 }

@@ -116,8 +116,9 @@ public final class Database: Sendable {
                             reasons.append(
                                 "\(info.name) is stored at schema version \(stored), below the \(given) given: a read-only open cannot migrate it (open it read-write first)"
                             )
-                        } else if let old = catalog[info.name]?.indexes.first(where: { $0.kind?.isOutdatedFullText == true }) {
-                            let by = old.kind == .fullTextEntries ? "a build before full-text blocks" : "a build with older word rules"
+                        } else if let old = catalog[info.name]?.indexes.first(where: { $0.kind?.outdatedBy != nil }),
+                            let by = old.kind?.outdatedBy
+                        {
                             reasons.append(
                                 "\(info.name): the full-text index on \(old.path) was written by \(by) (FORMAT.md §8.5), which "
                                     + "this build does not read; a read-write open rebuilds it, and a read-only one cannot")

@@ -116,7 +116,7 @@ private struct ObjectCheck {
                             + "the record stored under key \(Self.shown(keyValue)) holds the object with \(keyField.name) \(id)")
                 }
             }
-            for (i, index) in schema.indexes.enumerated() where index.kind?.isOutdatedFullText != true {
+            for (i, index) in schema.indexes.enumerated() where index.kind?.outdatedBy == nil {
                 do {
                     let (pairs, words) = try IndexEntries.entries(record, schema: schema.object, index: index, primaryKey: Array(key))
                     for pair in pairs {
@@ -150,16 +150,10 @@ private struct ObjectCheck {
             report.notes.append("\(name): \(found.count) reference(s) to objects that do not exist (e.g. \(found.sample))")
         }
         for (i, index) in schema.indexes.enumerated() {
-            if index.kind == .fullTextEntries {
+            if let by = index.kind?.outdatedBy {
                 report.notes.append(
-                    "\(model): the full-text index on \(index.path) has the layout of builds before its blocks (an entry per word and "
-                        + "text), which this build does not read; the next read-write open of the database rebuilds it")
-                continue
-            }
-            if index.kind == .fullTextMarkWords {
-                report.notes.append(
-                    "\(model): the full-text index on \(index.path) holds words by the rules of older builds (a variation selector "
-                        + "could be a word), which this build does not read; the next read-write open of the database rebuilds it")
+                    "\(model): the full-text index on \(index.path) was written by \(by), which this build does not read; "
+                        + "the next read-write open of the database rebuilds it")
                 continue
             }
             let treeName = index.treeName(model: model)

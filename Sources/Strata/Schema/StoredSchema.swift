@@ -93,8 +93,15 @@ public struct IndexSchema: Codable, Equatable, Sendable {
         /// Not read: rebuilt as `fullTextEntries` is.
         case fullTextMarkWords = "fullTextBlocks"
 
-        /// A full-text index this build does not read: the first read-write open rebuilds it.
-        var isOutdatedFullText: Bool { self == .fullTextEntries || self == .fullTextMarkWords }
+        /// For a full-text index this build does not read (the first read-write open rebuilds it),
+        /// who wrote it, for messages; nil for one it reads.
+        var outdatedBy: String? {
+            switch self {
+            case .fullText: return nil
+            case .fullTextEntries: return "a build before full-text blocks (an entry per word and text)"
+            case .fullTextMarkWords: return "older builds, with older word rules (a variation selector could be a word)"
+            }
+        }
     }
 
     /// A single-field index, as catalogs have always stored it.
@@ -137,8 +144,7 @@ public struct IndexSchema: Codable, Equatable, Sendable {
         var text = paths.joined(separator: ", ")
         if let collation { text += " collation \(collation)" }
         if kind == .fullText { text += " (full text)" }
-        if kind == .fullTextEntries { text += " (full text, written before blocks: rebuilt by a read-write open)" }
-        if kind == .fullTextMarkWords { text += " (full text, written with older word rules: rebuilt by a read-write open)" }
+        if let by = kind?.outdatedBy { text += " (full text, written by \(by): rebuilt by a read-write open)" }
         if unique { text += " (unique)" }
         return text
     }

@@ -13,10 +13,10 @@ import Foundation
 //      numbers (N*) and connector punctuation (Pc, "_"); a word is a run of them, but a mark
 //      (the combining voicing marks U+3099 and U+309A among them) only continues a word: where
 //      none is open (after an emoji, "❤️" being U+2764 U+FE0F, an ideograph or a separator) it
-//      is dropped. Ideographs and Hiragana are each a word of their own. An apostrophe (U+0027, U+2019) or a full stop
-//      between two word scalars joins them ("can't", "e.g", "3.14"), and so does a comma between
-//      two decimal digits ("1,000"); an ideograph or Hiragana on either side is not one, so
-//      there it separates. Everything else separates words, and is no word.
+//      is dropped. Ideographs and Hiragana are each a word of their own. An apostrophe (U+0027,
+//      U+2019) or a full stop between two word scalars joins them ("can't", "e.g", "3.14"), and
+//      so does a comma between two decimal digits ("1,000"); an ideograph or Hiragana on either
+//      side is not one, so there it separates. Everything else separates words, and is no word.
 //   3. A word longer than 120 UTF-8 bytes is cut to its first 120 bytes' whole scalars.
 //
 // Positions count words from 0. ASCII text takes a byte-wise path that gives the same words.
