@@ -87,9 +87,10 @@ extension WriteTransaction {
             return
         }
         if !pages.spilled.isEmpty, pages.spilled[pgno] != nil {
-            if savepoints.isEmpty {
-                // Written early by this transaction, never committed: reusable at once.
+            if ownsSpilled(pgno) {
+                // Written early by this transaction (in this scope), never committed: reusable at once.
                 pages.spilled[pgno] = nil
+                if !savepoints.isEmpty { savepoints[savepoints.count - 1].spilledHere.remove(pgno) }
                 for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
                 if count > 1 { spareRuns += 1 }
             } else {
@@ -110,13 +111,14 @@ extension WriteTransaction {
     /// Makes `pgno` writable: returns it if already dirty, otherwise a dirty copy under a new number.
     func touch(_ pgno: PageNo) throws -> (PageNo, UnsafeMutableRawPointer) {
         if let buffer = pages.dirty[pgno] { return (pgno, buffer) }
-        if !pages.spilled.isEmpty, savepoints.isEmpty, pages.spilled[pgno] != nil {
-            // This transaction's own page, written early: back into memory under the same number
-            // (no snapshot sees it), to be written again at commit or at the next spill.
+        if !pages.spilled.isEmpty, pages.spilled[pgno] != nil, ownsSpilled(pgno) {
+            // This transaction's own page (this scope's), written early: back into memory under
+            // the same number (no snapshot sees it), to be written again at commit or at the next spill.
             let source = try pages.page(pgno)  // before `newDirty` makes the page read as the new buffer
             let buffer = newDirty(pgno)
             buffer.copyMemory(from: source, byteCount: pageSize)
             pages.spilled[pgno] = nil
+            if !savepoints.isEmpty { savepoints[savepoints.count - 1].spilledHere.remove(pgno) }
             return (pgno, buffer)
         }
         let source = try pages.page(pgno)

@@ -10,6 +10,11 @@
 //
 // Nested savepoints stack: each remembers which pages it froze and which frozen pages were freed
 // while it was innermost.
+//
+// Pages made inside a savepoint may be spilled (Spill.swift) like any: no snapshot sees them, and
+// a rollback only has to forget them. Each savepoint lists the pages it spilled of its own
+// (`spilledHere`); only those are changed in place or reused at once while it is innermost. A
+// page spilled before it began is read-only to it, as a frozen page is.
 
 /// What a savepoint restores.
 struct Savepoint {
@@ -24,6 +29,8 @@ struct Savepoint {
     let frozenHere: [PageNo]
     /// Frozen pages (first page, page count) freed while this savepoint was the innermost.
     var freedFrozen: [(PageNo, Int)] = []
+    /// Pages made inside this savepoint (or inner ones released into it) and spilled: its own.
+    var spilledHere: Set<PageNo> = []
 }
 
 struct SavedTree {
@@ -64,6 +71,9 @@ extension WriteTransaction {
         // Applied now, so that the pages hold everything from before, and all that a rollback
         // finds deferred was written inside.
         try applyAllDeferred()
+        // The pages about to be frozen are not spilled while the savepoint is open: spilled now if
+        // due, so that a run of savepoints (grouped writes) does not pile them up in memory.
+        try spillIfNeeded()
         var saved: [String: SavedTree] = [:]
         for (name, state) in trees {
             saved[name] = SavedTree(
@@ -91,8 +101,10 @@ extension WriteTransaction {
         if let failure = deferredFailure, failure.depth > savepoints.count { deferredFailure = nil }  // undone with the rest
         for (_, buffer) in pages.dirty { buffer.deallocate() }
         pages.dirty.removeAll(keepingCapacity: true)
+        // Made inside: their numbers go back with the allocator's state, their bytes are garbage.
+        for pgno in savepoint.spilledHere { pages.spilled[pgno] = nil }
         for pgno in savepoint.frozenHere {
-            if let buffer = pages.frozen.removeValue(forKey: pgno) { pages.dirty[pgno] = buffer }
+            if let buffer = pages.frozen.removeValue(forKey: pgno) { thaw(pgno, buffer) }
         }
         pageCount = savepoint.pageCount
         catalog = savepoint.catalog
@@ -151,14 +163,33 @@ extension WriteTransaction {
                 for p in pgno..<(pgno + UInt64(count)) { spare.append(p) }
                 if count > 1 { spareRuns += 1 }
             } else {
-                pages.dirty[pgno] = buffer
+                thaw(pgno, buffer)
             }
         }
-        if savepoints.isEmpty {
-            // Pages spilled before the outermost savepoint and freed inside it: free them now.
-            for (pgno, count) in freedBelow { try free(pgno, pages: count) }
-        } else if !freedBelow.isEmpty {
-            savepoints[savepoints.count - 1].freedFrozen += freedBelow
+        if !savepoints.isEmpty && !savepoint.spilledHere.isEmpty {
+            // Its own spilled pages are the enclosing scope's own now.
+            savepoints[savepoints.count - 1].spilledHere.formUnion(savepoint.spilledHere)
         }
+        for (pgno, count) in freedBelow {
+            if ownsSpilled(pgno) {
+                // Spilled by the scope this one closes into (or before any savepoint): free now.
+                try free(pgno, pages: count)
+            } else {
+                savepoints[savepoints.count - 1].freedFrozen.append((pgno, count))
+            }
+        }
+    }
+
+    /// Makes a frozen page dirty again, and so spillable: counted as made since the last spill,
+    /// or the pages a run of savepoints leaves behind would pile up without ever asking for one.
+    private func thaw(_ pgno: PageNo, _ buffer: UnsafeMutableRawPointer) {
+        pages.dirty[pgno] = buffer
+        dirtySinceSpill += runPages(buffer)
+    }
+
+    /// Whether `pgno`, a spilled page, was made in the innermost open scope (or no savepoint is
+    /// open): then it may be changed in place and reused at once, as a dirty page.
+    func ownsSpilled(_ pgno: PageNo) -> Bool {
+        savepoints.isEmpty || savepoints[savepoints.count - 1].spilledHere.contains(pgno)
     }
 }

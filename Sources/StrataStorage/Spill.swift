@@ -10,22 +10,24 @@
 // dirty and lists spilled and dirty pages alike in its record, so recovery verifies them the same
 // way; an abort leaves the spilled pages as garbage in pages no commit references.
 //
-// While a savepoint is open nothing is spilled, and spilled pages are copied on write like frozen
-// ones, so rolling back finds them as they were.
+// Inside a savepoint, the pages made in it are spilled the same way (frozen ones, made before it,
+// stay in memory), and the savepoint lists them: a rollback forgets them, and pages spilled before
+// it began are copied on write like frozen ones, so rolling back finds them as they were
+// (Savepoint.swift).
 
 extension WriteTransaction {
     /// Spills when enough pages were made since the last spill. Called after each tree operation,
     /// when no view into a dirty page is in use.
     @inline(__always)
     func spillIfNeeded() throws {
-        guard dirtySinceSpill > spillPages && savepoints.isEmpty && !committingFreeList else { return }
+        guard dirtySinceSpill > spillPages && !committingFreeList else { return }
         do {
             try spill()
         } catch {
             // The write that called this is in the tree, yet reported failed: the transaction must
             // not commit it (found by the review of 2026-12-06), as after deferred writes applied
-            // in part. (No savepoint is open: none undoes it.)
-            deferredFailure = (error, 0)
+            // in part, unless the open savepoint that holds it is rolled back.
+            deferredFailure = (error, savepoints.count)
             throw error
         }
     }
@@ -56,6 +58,7 @@ extension WriteTransaction {
             pages.dirty[victim.pgno] = nil
             victim.buffer.deallocate()
         }
+        if !savepoints.isEmpty { savepoints[savepoints.count - 1].spilledHere.formUnion(victims.lazy.map(\.pgno)) }
         spills += 1
         spilledPages += writes.reduce(0) { $0 + $1.1.count / pageSize }
     }

@@ -10,10 +10,11 @@ private struct Rollback: Error {}
     typealias Contents = [String: [[UInt8]: [UInt8]]]
 
     /// With `spilling`, transactions keep at most 64 pages in memory: pages spilled before a
-    /// savepoint are changed and freed inside it, then rolled back or kept.
+    /// savepoint are changed and freed inside it, pages made inside it are spilled, changed and
+    /// freed again, then rolled back or kept, at every depth.
     @Test(arguments: [false, true])
     func randomNestedSavepointsMatchModel(spilling: Bool) throws {
-        let seed: UInt64 = spilling ? 0x5A7E_9015 : 0x5A7E_9014
+        let seed = UInt64(TestEnv.int("STRATA_SAVEPOINT_SEED", default: 0x5A7E_9014)) &+ (spilling ? 1 : 0)
         let commits = TestEnv.int("STRATA_SAVEPOINT_COMMITS", default: 120)
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
@@ -24,6 +25,7 @@ private struct Rollback: Error {}
         var store = try Store(path: path, options: options)
         var held: ReadTransaction?
         var spills = 0
+        var spillsInside = 0  // spills while a savepoint was open
         let names = ["a", "b", "c"]
 
         // One random operation on both the transaction and the model.
@@ -57,7 +59,9 @@ private struct Rollback: Error {}
                     let fails = rng.percent(40)
                     do {
                         try txn.savepoint {
+                            let before = txn.spills
                             try block(txn, &inner, depth: depth - 1)
+                            spillsInside += txn.spills - before
                             if fails { throw Rollback() }
                         }
                         state = inner
@@ -101,6 +105,55 @@ private struct Rollback: Error {}
         let report = try store.check()
         #expect(report.isOK, "seed \(seed): \(report.problems)")
         #expect(spilling ? spills > 20 : spills == 0, "seed \(seed): \(spills) spills")
+        #expect(spilling ? spillsInside > 20 : spillsInside == 0, "seed \(seed): \(spillsInside) spills inside savepoints")
+    }
+
+    /// A large write inside one savepoint (an async write, a grouped writer's unit) keeps about
+    /// `transactionMemory` in memory, as one outside a savepoint does: the pages it makes are
+    /// spilled. Then a second one is rolled back after spilling, and a run of savepoints (a group
+    /// of writers) keeps the bound too. The store reads back as written and checks clean.
+    @Test func largeWritesInsideSavepointsSpill() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.transactionMemory = 0  // the smallest budget: 64 pages
+        let store = try Store(path: path, options: options)
+        let value = [UInt8](repeating: 7, count: 100)
+        var inMemory = 0  // most pages held in memory at once
+        func note(_ txn: WriteTransaction) { inMemory = max(inMemory, txn.pages.dirty.count + txn.pages.frozen.count) }
+        _ = try store.write { txn in
+            let tree = try txn.createTree("t")
+            try txn.savepoint {
+                for i in 0..<20_000 {
+                    try tree.put(bigEndianKey(UInt64(i)), value)
+                    if i % 500 == 0 { note(txn) }
+                }
+            }
+            #expect(txn.spills > 5, "\(txn.spills) spills")
+            let spilled = txn.spills
+            _ = try? txn.savepoint {
+                for i in 20_000..<40_000 { try tree.put(bigEndianKey(UInt64(i)), value) }
+                for i in stride(from: 0, to: 20_000, by: 3) { _ = try tree.delete(bigEndianKey(UInt64(i))) }
+                note(txn)
+                throw Rollback()
+            }
+            #expect(txn.spills > spilled + 10, "\(txn.spills - spilled) spills in the rolled-back savepoint")
+            for group in 0..<40 {
+                try txn.savepoint {
+                    for i in 0..<500 { try tree.put(bigEndianKey(UInt64(40_000 + group * 500 + i)), value) }
+                }
+                note(txn)
+            }
+        }
+        // 20,000 entries of ~110 bytes fill ~600 leaves; the budget is 64 pages, plus branches
+        // and the pages of the savepoint's first spill round.
+        #expect(inMemory < 200, "\(inMemory) pages in memory at once")
+        let count = try store.read { try $0.tree("t")?.count ?? -1 }
+        #expect(count == 40_000)
+        #expect(try store.read { try $0.tree("t")?.get(bigEndianKey(20_000)) } == nil)
+        #expect(try store.read { try $0.tree("t")?.get(bigEndianKey(3)) } == value)
+        let report = try store.check()
+        #expect(report.isOK, "\(report.problems)")
     }
 
     @Test func commitInsideSavepointThrows() throws {

@@ -38,8 +38,8 @@ final class WriteQueue: Sendable {
 
     private let pending = Mutex(Pending())
     private let wake = DispatchSemaphore(value: 0)
-    /// Most writes in one commit: bounds the first writer's wait. (Not the commit's memory: each
-    /// write runs in a savepoint, whose pages stay in memory until the commit.)
+    /// Most writes in one commit: bounds the first writer's wait. (The commit's memory is bounded
+    /// by `transactionMemory`, savepoints or not: Spill.swift.)
     static let maxGroup = 1_000
 
     /// Writes queued or being committed (for tests).
