@@ -256,6 +256,10 @@ public final class Database: Sendable {
                     let result = try body(tx)
                     // `body` caught the error of a write that failed halfway: do not commit.
                     if let failure = tx.failedMidway { throw Transaction.halfDone(failure) }
+                    // Stopped (withProgress, a cancelled task): a loop over results in `body` ended
+                    // early without throwing, so what it wrote is partial; `withProgress` reports
+                    // CancellationError, and nothing of it may commit.
+                    if OperationControl.shouldStop { throw CancellationError() }
                     return result
                 }
             }

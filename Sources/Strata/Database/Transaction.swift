@@ -126,6 +126,8 @@ public final class Transaction {
                 let result = try body()
                 // A write inside failed halfway and `body` caught it: undo the savepoint instead.
                 if before == nil, let failedMidway { throw Self.halfDone(failedMidway) }
+                // Stopped meanwhile: what `body` wrote may be partial (see `Database.write`).
+                if OperationControl.shouldStop { throw CancellationError() }
                 return result
             }
         } catch {

@@ -229,7 +229,14 @@ private func mayThrow(_ expression: Any) -> Bool {
     return throwingExpressionNames.contains { name.contains($0) }
 }
 
-private let throwingExpressionNames = ["ForcedUnwrap", "ForceCast", "Subscript", "Division", "Remainder", "PredicateEvaluate"]
+// Matched anywhere in the type's name, generic arguments included: an expression that may throw
+// makes any expression around it one that may. A nested predicate or expression
+// (`PredicateEvaluate`, `ExpressionEvaluate`) is type-erased: what it holds cannot be seen, so it
+// may throw. (This toolchain's `#Predicate` takes neither, nor is `ExpressionEvaluate` of an
+// `Expression` value a standard predicate expression here; a toolchain that allows them is covered.)
+private let throwingExpressionNames = [
+    "ForcedUnwrap", "ForceCast", "Subscript", "Division", "Remainder", "PredicateEvaluate", "ExpressionEvaluate",
+]
 
 extension PredicateExpressions.Variable: OperandExpression {
     func operand(in scope: TranslationScope) -> Operand? {

@@ -29,12 +29,30 @@ enum RecordDecoding {
     /// Decodes a value of a type that is not primitive with its own `init(from:)`, from `decoder`
     /// (made for a present value, its field type unwrapped once as `decodeValue` does).
     static func decode<T: Decodable>(_ type: T.Type, with decoder: ValueDecoder) throws -> T {
+        // An enum is stored as its raw value: RecordEncoding writes `rawValue`, never the enum's
+        // own encode(to:). So the raw value names the case it was written from, whatever shape
+        // the enum's init(from:) reads (a case name for an Int enum, a keyed container, a number
+        // mapped another way, as in a wire format): that init runs only for a raw value that
+        // names no case (its fallback for values it does not know).
+        if case .enumeration(let raw) = decoder.fieldType { return try decodeEnumeration(T.self, raw: raw, with: decoder) }
         do {
             if decoder.holdsCollection, let collection = T.self as? any DirectlyDecodedCollection.Type,
                 let value = try decodeDirectly(collection, as: T.self, from: decoder)
             {
                 return value
             }
+            return try T(from: decoder)
+        } catch {
+            return try recover(T.self, from: error, decoder: decoder)
+        }
+    }
+
+    /// `decode(_:with:)` of a value stored as an enum's raw value. Apart, so that the common path
+    /// names no `T?` (whose metadata an unspecialized caller looks up on entry).
+    @inline(never)
+    private static func decodeEnumeration<T: Decodable>(_ type: T.Type, raw: FieldType, with decoder: ValueDecoder) throws -> T {
+        if let value = rawCase(T.self, raw: raw, bytes: decoder.bytes, context: decoder.context) { return value }
+        do {
             return try T(from: decoder)
         } catch {
             return try recover(T.self, from: error, decoder: decoder)
@@ -51,15 +69,6 @@ enum RecordDecoding {
     /// common path names no `T?` (whose metadata an unspecialized caller looks up on entry).
     @inline(never)
     private static func recover<T: Decodable>(_ type: T.Type, from error: any Error, decoder: ValueDecoder) throws -> T {
-        // An enum is stored as its raw value: RecordEncoding writes `rawValue`, never the
-        // enum's own encode(to:). An init(from:) that reads another shape (the case's name
-        // for an Int enum, a keyed container) cannot read that back, and the object would be
-        // stored unreadable: the raw value names the case it was written from.
-        if case .enumeration(let raw) = decoder.fieldType,
-            let value = rawCase(T.self, raw: raw, bytes: decoder.bytes, context: decoder.context)
-        {
-            return value
-        }
         if let error = error as? StrataError { throw error }
         throw decoder.context.mismatch("\(T.self).init(from:) failed: \(error)")
     }
