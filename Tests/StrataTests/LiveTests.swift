@@ -253,6 +253,28 @@ struct LiveResultsTests {
         _ = live
     }
 
+    /// An observation that fails at once (a model not passed to `Database(models:)`, a closed
+    /// database) delivers its error later on the queue: a token invalidated before then stops it,
+    /// as `invalidate()` promises (it ran regardless, found by the review of 2026-12-07).
+    @Test func anErrorQueuedBeforeInvalidateIsNotDelivered() throws {
+        struct Unlisted: Model { var id: Int }
+        let db = try Database.inMemory(models: [Item.self])
+        let queue = DispatchQueue(label: "o")
+        queue.suspend()
+        let unlisted = Inbox<ResultsChange<Unlisted>>()
+        db.objects(Unlisted.self).observe(on: queue) { unlisted.append($0) }.invalidate()
+        db.close()
+        let closed = Inbox<ResultsChange<Item>>()
+        db.objects(Item.self).observe(on: queue) { closed.append($0) }.invalidate()
+        // Not invalidated: its error arrives (the queue runs the blocks above first).
+        let kept = Inbox<ResultsChange<Item>>()
+        let token = db.objects(Item.self).observe(on: queue) { kept.append($0) }
+        queue.resume()
+        #expect(kept.wait { $0.count == 1 })
+        #expect(unlisted.all.isEmpty && closed.all.isEmpty, "\(unlisted.all) \(closed.all)")
+        withExtendedLifetime(token) {}
+    }
+
     @Test func observersLeaveNothingBehind() throws {
         let db = try Database.inMemory(models: [Item.self])
         #expect(db.store.commitListenerCount == 0)

@@ -70,8 +70,10 @@ public final class LiveResults<M: Model>: Observable, Sendable {
         return state.withLock { $0.results }
     }
 
-    /// What the last update changed; nil when the results were replaced as a whole (the first
-    /// update, which evaluates the query afresh, or after an error).
+    /// What the last update changed, relative to the `results` before it; nil when the results
+    /// were replaced as a whole (the first update, which evaluates the query afresh). An error
+    /// (`error`) leaves `results` and `lastChange` as they were, and the update after it is
+    /// relative to those `results` again.
     ///
     /// ```swift
     /// if let change = people.lastChange {   // animate rows instead of reloading the list

@@ -95,8 +95,9 @@ extension Results {
     ) -> NotificationToken {
         guard let db = observedDatabase else {
             let error = state.failure(M.self) ?? .databaseClosed
-            queue.async { block(.error(error), true) }
-            return NotificationToken {}
+            let lifecycle = ObservationState()  // so that the token stops even this one delivery
+            queue.async { if lifecycle.isWanted { block(.error(error), true) } }
+            return NotificationToken { lifecycle.invalidate() }
         }
         // A serial queue in front of the caller's: on a concurrent queue the closing error could
         // otherwise run beside, and finish before, an update still running.
@@ -256,7 +257,7 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
         guard (try? db.info(M.self)) != nil else {
             let error = StrataError.unsupportedType(model: M.modelName, field: "(model)", reason: "\(M.self) was not passed to Database(models:)")
             switch delivery {
-            case .queue(let queue, let block): queue.async { block(.error(error), true) }
+            case .queue(let queue, let block): queue.async { [self] in if lifecycle.isWanted { block(.error(error), true) } }
             case .handoff(let handoff): handoff(.error(error), true) {}
             }
             return
