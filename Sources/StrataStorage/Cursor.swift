@@ -341,15 +341,18 @@ public final class Cursor {
     /// a format-2 branch (a file opened read-only without its upgrade).
     private func entries(of node: Node, child i: Int) throws -> UInt64 {
         if let recorded = try node.childCount(i) { return recorded }
-        return try entries(below: try node.child(i), depth: depth)
+        var seen: Set<PageNo> = []
+        return try entries(below: try node.child(i), depth: depth, seen: &seen)
     }
 
-    private func entries(below pgno: PageNo, depth level: Int) throws -> UInt64 {
+    private func entries(below pgno: PageNo, depth level: Int, seen: inout Set<PageNo>) throws -> UInt64 {
         if level > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
+        // A damaged tree may reach a page by two paths: each would be walked again (2^depth walks).
+        if !seen.insert(pgno).inserted { throw StorageError.corrupt(page: pgno, reason: "page reached by two paths of one tree") }
         let node = try pages.node(pgno)
         if let count = try node.subtreeCount() { return count }
         var total: UInt64 = 0
-        for i in 0..<node.count { total &+= try entries(below: try node.child(i), depth: level + 1) }
+        for i in 0..<node.count { total &+= try entries(below: try node.child(i), depth: level + 1, seen: &seen) }
         return total
     }
 

@@ -110,6 +110,55 @@ import Foundation
         #expect(try !store.check().isOK)
     }
 
+    /// A format-2 file's branches carry no counts: positions and range counts walk below them,
+    /// and that walk must stop at a page reached twice too. Here, under the root's first child
+    /// (a branch over leaves), leaves 1-4 become copies of that branch, each with every child the
+    /// next one (the last's: leaf 0), and its children but the first lead to the first copy: a
+    /// walk below it visited leaf 0 n^4 times (n ≈ 100 children; hours at five levels).
+    @Test func aFormat2BranchReachingAPageTwiceStopsCounting() throws {
+        let (dir, path) = try UpgradeTests.copy("v2-trees.strata")
+        defer { removeDirectory(dir) }
+        let store = try Store(path: path, options: StoreOptions(readOnly: true))
+        let root = try store.read { try #require(try $0.tree("many")).info.root }
+        func children(_ page: [UInt8], _ pgno: PageNo) throws -> (leaves: Bool, [PageNo]) {
+            try page.withUnsafeBytes { raw in
+                let node = try Node(raw.baseAddress!, pgno: pgno, pageSize: Self.pageSize)
+                if node.isLeaf { return (true, []) }
+                let below = try (0..<node.count).map { try node.child($0) }
+                let first = try Node(try CorruptionTests.page(path, below[0]).withUnsafeBytes { $0.baseAddress! }, pgno: below[0], pageSize: Self.pageSize)
+                return (first.isLeaf, below)
+            }
+        }
+        var branch = root
+        var page = try CorruptionTests.page(path, branch)
+        var (overLeaves, below) = try children(page, branch)
+        while !overLeaves {
+            branch = below[0]
+            page = try CorruptionTests.page(path, branch)
+            (overLeaves, below) = try children(page, branch)
+        }
+        #expect(branch != root && below.count > 50, "\(below.count) leaves under page \(branch)")
+        let chain = Array(below[1...4])
+        for (level, pgno) in chain.enumerated() {
+            var copy = page
+            copy.withUnsafeMutableBytes { raw in
+                raw.baseAddress!.setU64(PageHeader.pageNumber, pgno)
+                let node = MutableNode(base: raw.baseAddress!, pageSize: Self.pageSize)
+                for i in below.indices { node.setChild(i, level + 1 < chain.count ? chain[level + 1] : below[0]) }
+            }
+            try patchFile(path, at: Int(pgno) * Self.pageSize, copy)
+        }
+        try Self.patchPage(path, branch) { p in
+            let node = MutableNode(base: p, pageSize: Self.pageSize)
+            for i in 1..<below.count { node.setChild(i, chain[0]) }
+        }
+        try store.read { txn in
+            let many = try #require(try txn.tree("many"))
+            #expect(throws: StorageError.self) { _ = try many.cursor().seek(toPosition: 13_000) }
+            #expect(throws: StorageError.self) { _ = try many.count(from: UpgradeTests.key(19_000), to: nil) }
+        }
+    }
+
     /// The same damage in a newer commit only: comparing the two snapshots (what observers of
     /// other processes' commits do) walks the differing subtrees, and stops there too.
     @Test func aPageReachedByTwoPathsStopsTheComparisonOfSnapshots() throws {

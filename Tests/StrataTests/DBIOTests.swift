@@ -197,6 +197,26 @@ struct DBIOTests {
 
     // MARK: Transactions
 
+    /// A read-typed operation joined to a write is handed a reader, not the transaction: cast
+    /// back, it wrote outside any savepoint, and its throw did not undo the write (review of
+    /// 2026-12-07). It still reads the transaction's own writes.
+    @Test func aReadJoinedToAWriteCannotWrite() throws {
+        let db = try seeded()
+        let sneaky = DBRead<Int> { reader in
+            if let tx = reader as? Transaction { try tx.insert(member("z", "Zed", age: 1)) }
+            #expect(!(reader is Transaction))
+            throw Custom()
+        }
+        let sees = DBRead<Member?> { reader in try reader.object(Member.self, key: "d") }
+        let seen = try db.write { tx in
+            _ = try? tx.run(sneaky)
+            try tx.insert(member("d", "Di", age: 20))
+            return try tx.run(sees)
+        }
+        #expect(seen?.name == "Di")
+        #expect(try db.object(Member.self, key: "z") == nil)
+    }
+
     @Test func oneTransactionPerRun() throws {
         let db = try seeded()
         let before = try version(db)

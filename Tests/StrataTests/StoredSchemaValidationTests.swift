@@ -94,6 +94,21 @@ struct StoredSchemaValidationTests {
         ),
         ("key integer width", { $0.key = .int(bits: -64, signed: false) }, ["SVPerson", "key", "-64"]),
         ("name differs from its catalog key", { $0.name = "Other" }, ["SVPerson", "Other"]),
+        // From the review of 2026-12-07: `strata check` exited 6 (an I/O error) without a report.
+        ("index tree name past 255 bytes", { $0.indexes[0].path = String(repeating: "a", count: 300) }, ["SVPerson", "255 bytes"]),
+        // A compound index over an object or an array: `check` built every combination of the
+        // values (10^10 for two arrays of 100,000).
+        (
+            "compound index over an object", { $0.indexes.append(IndexSchema(paths: ["age", "home"], unique: false, collation: nil, kind: nil)) },
+            ["SVPerson", "age,home", "home"]
+        ),
+        (
+            "compound index over an array",
+            {
+                setType("nick", .optional(.array(.string)))(&$0.object)
+                $0.indexes.append(IndexSchema(paths: ["nick", "age"], unique: false, collation: nil, kind: nil))
+            }, ["SVPerson", "nick,age", "nick"]
+        ),
     ]
 
     private func expectCorrupt(_ what: String, _ words: [String], _ body: () throws -> Void) {
@@ -118,6 +133,24 @@ struct StoredSchemaValidationTests {
         expectCorrupt(what + ", forEach", words) { try StoredObjects.forEach(in: store, model: "SVPerson") { _, _ in true } }
         let report = try StoredObjects.check(in: store)
         #expect(report.problems.count == 1 && report.problems[0].contains("schema catalog"), "\(what): \(report.problems)")
+    }
+
+    /// An old catalog names a computed key's type by its Swift name alone: one of a hundred
+    /// thousand `Optional<` layers was parsed by recursion, copying the rest of the name at each
+    /// level (gigabytes, then a stack overflow in `strata dump` and `check`). It names no type
+    /// Strata stores: the records are listed without decoding their keys' type.
+    @Test func aKeyTypeNameOfManyOptionalsIsNoType() throws {
+        let layers = 100_000
+        let path = try file {
+            $0.key = nil
+            $0.keyField = "none"
+            $0.keyType = String(repeating: "Optional<", count: layers) + "Int" + String(repeating: ">", count: layers)
+        }
+        let store = try Store(path: path, options: StoreOptions(readOnly: true))
+        #expect(try StoredObjects.schemas(in: store).first?.keyFieldType == nil)
+        _ = try? StoredObjects.forEach(in: store, model: "SVPerson") { _, _ in true }
+        _ = try StoredObjects.check(in: store)
+        #expect(FieldType(primitiveTypeName: "Optional<Optional<Int>>") == .optional(.optional(.int(bits: 64, signed: true))))
     }
 
     /// The largest id is a field id like any other: read, written and queried.

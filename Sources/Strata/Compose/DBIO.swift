@@ -47,7 +47,7 @@ enum DBContext {
     var reader: any ObjectReader {
         switch self {
         case .snapshot(let snapshot): return snapshot
-        case .transaction(let tx): return tx
+        case .transaction(let tx): return TransactionReader(tx: tx)
         }
     }
 

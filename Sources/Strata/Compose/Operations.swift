@@ -54,6 +54,20 @@ extension ObjectReader {
 /// A transaction reads its own writes, so reads composed into a write see what came before them.
 extension Transaction: ObjectReader {}
 
+/// A write transaction as a `DBRead` sees it: its reads alone. (Handed the transaction itself, a
+/// read-typed operation could cast it back and write, outside any savepoint.)
+struct TransactionReader: ObjectReader {
+    let tx: Transaction
+
+    func object<M: Model>(_ type: M.Type, key: M.ID) throws -> M? { try tx.object(type, key: key) }
+
+    func objects<M: Model>(_ type: M.Type, where predicate: Predicate<M>?, sortedBy sort: [SortDescriptor<M>]) throws -> [M] {
+        try tx.objects(type, where: predicate, sortedBy: sort)
+    }
+
+    func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>?) throws -> Int { try tx.count(type, where: predicate) }
+}
+
 extension Snapshot: ObjectReader {
     /// The objects matching `predicate` (all when nil), sorted, as an array (the `ObjectReader`
     /// form; `objects(_:)` gives lazy `Results` instead).
@@ -83,8 +97,8 @@ extension Snapshot: ObjectReader {
 // MARK: - Reads
 
 extension DBIO where Mode == Read {
-    /// A custom read. `reader` is the snapshot of a read-only run, or the transaction when the
-    /// read is part of a write (then it sees that transaction's writes).
+    /// A custom read. `reader` is the snapshot of a read-only run, or the reads of the transaction
+    /// when the read is part of a write (then it sees that transaction's writes; it cannot write).
     ///
     /// ```swift
     /// let oldest: DBRead<Person?> = DBRead { reader in

@@ -144,11 +144,21 @@ extension FieldType {
     /// The stored type of a primitive Swift type named as `String(describing:)` names it
     /// ("Int", "Optional<String>", "UUID"); nil for anything else.
     init?(primitiveTypeName name: String) {
-        if name.hasPrefix("Optional<"), name.hasSuffix(">") {
-            guard let inner = FieldType(primitiveTypeName: String(name.dropFirst("Optional<".count).dropLast())) else { return nil }
-            self = .optional(inner)
-            return
+        // Peeled in a loop, a few layers at most: the name may come from a damaged catalog, where
+        // a million "Optional<" would recurse (and copy the rest of the string) a million times.
+        var rest = Substring(name)
+        var optionals = 0
+        while rest.hasPrefix("Optional<"), rest.hasSuffix(">") {
+            optionals += 1
+            if optionals > 8 { return nil }
+            rest = rest.dropFirst("Optional<".count).dropLast()
         }
+        guard var type = FieldType(primitiveTypeNameWithoutOptional: rest) else { return nil }
+        for _ in 0..<optionals { type = .optional(type) }
+        self = type
+    }
+
+    private init?(primitiveTypeNameWithoutOptional name: Substring) {
         switch name {
         case "Bool": self = .bool
         case "Int", "Int64": self = .int(bits: 64, signed: true)

@@ -45,6 +45,23 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
     func validate() throws {
         try object.validate(path: name)
         try key?.validate(path: name + ".id (the primary key)")
+        // What writers refuse when they declare an index, refused when read: a tree name the
+        // engine cannot hold (it would fail every read of the model, not as damage), and a
+        // compound or collated index over a field that holds several values (its entries would
+        // be every combination of them; `ModelInfo.validated` allows one entry per object).
+        for tree in [recordTree] + indexes.map({ $0.treeName(model: name) }) where tree.utf8.count > 255 {
+            throw StrataError.corruptRecord("stored schema: \(name): tree name \(quotedForError(String(tree.prefix(80))))… is longer than 255 bytes")
+        }
+        for index in indexes where index.paths.count > 1 || index.collation != nil {
+            for path in index.paths {
+                switch object.type(atPath: path)?.unwrapped {
+                case .array?, .dictionary?, .object?:
+                    throw StrataError.corruptRecord(
+                        "stored schema: \(name): index \(quotedForError(index.path)) combines field \(path), which holds several values or none")
+                default: break
+                }
+            }
+        }
     }
 
     init(name: String, keyType: String, keyField: String?, key: FieldType?, object: ObjectSchema, indexes: [IndexSchema], schemaVersion: Int) {
