@@ -138,8 +138,8 @@ enum FieldNames {
         /// Property path → stored path.
         var stored: [String: String] = [:]
         /// Property paths whose value a stored nil does not give: the property is not optional,
-        /// but `init(from:)` reads its field (or a struct holding it) with `decodeIfPresent` and
-        /// puts a value of its own where the record has none (`?? 3`).
+        /// but `init(from:)` reads its field (or a struct holding it) with `decodeIfPresent`, or
+        /// does without its key, and puts a value of its own where the record has none (`?? 3`).
         var defaulted: Set<String> = []
         /// Property paths whose value is not the one their stored field holds: `init(from:)`
         /// normalizes it (`.lowercased()`, trimming, `max(0, …)`, `isEmpty ? "Untitled" : s`),
@@ -320,6 +320,16 @@ enum FieldNames {
         // A stored optional read into a property that is not optional: a default fills the nil.
         for (property, path) in table.stored where schema?.type(atPath: path)?.isOptional == true && !optionalProperties.contains(property) {
             table.defaulted.insert(property)
+        }
+        // A required field whose key `init(from:)` does without (`contains` first, `try?`, a
+        // default after a failed decode): a record may lack it (an `encode(to:)` that skips a
+        // default value, a record written before the field was added), and its property then
+        // reads the default, where the record, its index entries and sort keys say nil.
+        for (property, path) in table.stored where !table.defaulted.contains(property) && schema?.type(atPath: path)?.isOptional == false {
+            let state = ProbeState(modelName: String(describing: T.self))
+            state.marking = ProbeMarking(run: 0)
+            state.absent = path.split(separator: ".").map(String.init)
+            if (try? state.probe(T.self, path: [], depth: 0)) != nil, state.askedAbsent { table.defaulted.insert(property) }
         }
         // Once more with each kind of unusual telltale: a property that does not read back what
         // its field received is one `init(from:)` changes. (An `init(from:)` that throws on them,

@@ -66,6 +66,10 @@ final class ProbeState {
     let modelName: String
     /// Set when probing for field names (`FieldNames`): leaves get telltale values.
     var marking: ProbeMarking?
+    /// The path of a field whose key this probe's containers do not hold (`FieldNames` asks
+    /// whether `init(from:)` does without it), and whether it asked for it.
+    var absent: [String]?
+    var askedAbsent = false
     /// Dotted paths of fields whose type is an enum naming its case by key, and those types.
     var caseKeyedPaths = Set<String>()
     var caseKeyedTypes = Set<ObjectIdentifier>()
@@ -529,8 +533,23 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return [cases[decoder.caseIndex]]
     }
 
+    /// Whether `key` is the field `ProbeState.absent` leaves out (noting that it was asked).
+    private func isAbsent(_ key: Key) -> Bool {
+        guard let absent = decoder.state.absent, !decoder.dictionaryMode, decoder.path.count + 1 == absent.count,
+            key.stringValue == absent.last, decoder.path.elementsEqual(absent.dropLast())
+        else { return false }
+        decoder.state.askedAbsent = true
+        return true
+    }
+
+    /// What JSONDecoder throws for a key the container does not hold.
+    private func notFound(_ key: Key) -> DecodingError {
+        .keyNotFound(key, DecodingError.Context(codingPath: [], debugDescription: "No value associated with key \(key.stringValue)"))
+    }
+
     func contains(_ key: Key) -> Bool {
         if decoder.dictionaryMode { return true }
+        if isAbsent(key) { return false }
         decoder.askedContains.insert(key.stringValue)
         if let only = decoder.containsOnly { return key.stringValue == only }
         if decoder.containsCases == nil { decoder.containsCases = CodingKeyCases.cases(of: Key.self)?.map(\.stringValue) }
@@ -538,6 +557,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
+        if isAbsent(key) { throw notFound(key) }
         if !decoder.dictionaryMode, decoder.position(of: key.stringValue) == nil {
             decoder.addField(key.stringValue, .optional(.bool))  // type filled in by the decode that follows
         }
@@ -548,6 +568,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private func path(_ key: Key) -> [String] { decoder.path + [decoder.dictionaryMode ? "[key]" : key.stringValue] }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if isAbsent(key) { throw notFound(key) }
         if decoder.nested[key.stringValue] != nil {
             throw decoder.state.fail(path(key), "\(key.stringValue) is read both as a value and as a nested container")
         }
@@ -563,6 +584,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        if isAbsent(key) { return nil }
         if decoder.nested[key.stringValue] != nil {
             throw decoder.state.fail(path(key), "\(key.stringValue) is read both as a value and as a nested container")
         }
@@ -579,6 +601,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// A keyed container nested under `key` is stored as a nested struct would be: a field of
     /// object type, whose fields are what the type decodes from the container.
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        if isAbsent(key) { throw notFound(key) }
         let name = key.stringValue
         if decoder.dictionaryMode {
             throw decoder.state.fail(path(key), "nested containers inside a dictionary are not supported; decode a nested struct instead")
