@@ -59,6 +59,9 @@ extension WriteTransaction {
             victim.buffer.deallocate()
         }
         if !savepoints.isEmpty { savepoints[savepoints.count - 1].spilledHere.formUnion(victims.lazy.map(\.pgno)) }
+        // Views into the freed buffers (cursors, values read) end as they do at a write: a spill
+        // as a savepoint begins follows no write that would have ended them.
+        pages.version &+= 1
         spills += 1
         spilledPages += writes.reduce(0) { $0 + $1.1.count / pageSize }
     }

@@ -156,6 +156,36 @@ private struct Rollback: Error {}
         #expect(report.isOK, "\(report.problems)")
     }
 
+    /// A spill as a savepoint begins frees the buffers of pages a cursor or a value read before
+    /// it points into, with no write before it that would have ended them: it ends them as a
+    /// write does (found by the review of 2026-12-07 of the change above: reads of freed memory).
+    @Test func aSpillAsASavepointBeginsEndsViews() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.transactionMemory = 0
+        let store = try Store(path: path, options: options)
+        _ = try store.write { txn in
+            let t = try txn.createTree("t")
+            // Over half the spill budget made, under all of it.
+            var i: UInt64 = 0
+            while txn.dirtySinceSpill <= txn.spillPages / 2 + 2 {
+                try t.put(bigEndianKey(i), [UInt8](repeating: UInt8(i & 0xFF), count: 1000))
+                i += 1
+            }
+            let spills = txn.spills
+            try txn.savepoint {}  // its release counts the pages again
+            #expect(txn.spills == spills)
+            let cursor = try t.cursor()
+            #expect(try cursor.first())
+            let stamp = txn.changeCount
+            try txn.savepoint {}  // spills as it begins
+            #expect(txn.spills == spills + 1)
+            #expect(txn.changeCount != stamp)
+            #expect(throws: (any Error).self) { try cursor.next() }
+        }
+    }
+
     @Test func commitInsideSavepointThrows() throws {
         let store = try Store.inMemory()
         _ = try store.write { txn in

@@ -133,7 +133,9 @@ final class ObjectDecodingState {
             return context.appending(name).mismatch(
                 "stored as \(old.type), written before a migration changed the field\(now); convert it in the migration (Migration.enumerateObjects)")
         }
-        return context.appending(name).mismatch("no value stored (field added after this record was written?)")
+        return context.appending(name).mismatch(
+            "no value stored (the field was added after this record was written, or encode(to:) left it out; an init(from:) that does without it reads such records)"
+        )
     }
 
     @inline(__always) func slice(_ entry: FieldTable.Entry) -> UnsafeRawBufferPointer {
