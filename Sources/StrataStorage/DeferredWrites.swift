@@ -370,6 +370,8 @@ extension WriteTransaction {
         state.deferred = DeferredWrites()
         state.beside = []
         if state.dropped { return }
+        let version = pages.version
+        defer { deferredApplyChanges &+= pages.version &- version }
         do {
             if let merge = state.merge, !deferred.isEmpty {
                 try merge.apply(DeferredBatch(deferred), to: WriteTree(txn: self, state: state))
@@ -388,6 +390,17 @@ extension WriteTransaction {
             throw error
         }
     }
+
+    /// `changeCount` less the changes applying deferred writes made: it moves only when the
+    /// transaction's callers write (the object layer tells a write that failed before changing
+    /// anything from one that failed halfway by it, and a query applies deferred writes).
+    ///
+    /// ```swift
+    /// let stamp = txn.writeCount
+    /// // ... a write that may fail ...
+    /// let changedSomething = txn.writeCount != stamp
+    /// ```
+    package var writeCount: UInt64 { pages.version &- deferredApplyChanges }
 
     /// Applies every tree's deferred writes, as a savepoint's start does: for a reader about to
     /// hold cursors on several trees (applying one tree's deferred writes is a write, which

@@ -70,6 +70,8 @@ public final class WriteTransaction {
     @exclusivity(unchecked) var savepoints: [Savepoint] = []
     /// Dirty pages (counting each page of a run) above which `spillIfNeeded` writes some out.
     let spillPages: Int
+    /// Of `pages.version`'s changes, those made applying deferred writes (`writeCount`).
+    @exclusivity(unchecked) var deferredApplyChanges: UInt64 = 0
     /// Pages made since the last spill (an upper bound on growth: frees are not subtracted).
     @exclusivity(unchecked) var dirtySinceSpill = 0
     /// Pages the map of this transaction covers: only those can be spilled and read back.

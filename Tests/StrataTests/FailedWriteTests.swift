@@ -110,4 +110,31 @@ struct FailedWriteTests {
         db.close()
         #expect(try stored(path).map(\.id) == [1, 5])
     }
+
+    /// A write that fails before changing anything, after a query inside the transaction applied
+    /// the deferred index entries of earlier writes (bookkeeping, no change of its own), leaves
+    /// the transaction usable: a `delete(where:)` whose predicate throws, an `update` whose
+    /// closure reads through the transaction and refuses. Both made the commit fail, losing the
+    /// earlier writes (found by the review of 2026-12-07).
+    @Test func aFailureAfterAQueryAppliedDeferredEntriesLeavesTheTransactionUsable() throws {
+        struct Refused: Error {}
+        let path = databasePath()
+        let db = try Database(path: path, models: [FWPerson.self, FWKeyed.self])
+        try db.write { tx in
+            try tx.insert(person(1, name: "n0"))
+            #expect(throws: (any Error).self) { try tx.delete(FWPerson.self, where: #Predicate { 10 / ($0.id - 1) > 1 }) }
+            try tx.insert(person(2))
+            #expect(throws: Refused.self) {
+                try tx.update(FWPerson.self, key: 1) { p in
+                    if try tx.count(FWPerson.self) > 0 { throw Refused() }
+                    p.name = "never"
+                }
+            }
+            try tx.insert(person(3))
+        }
+        #expect(try db.objects(FWPerson.self).fetch().map(\.id) == [1, 2, 3])
+        #expect(try db.object(FWPerson.self, key: 1)?.name == "n0")
+        db.close()
+        #expect(try stored(path).map(\.id) == [1, 2, 3])
+    }
 }

@@ -43,11 +43,13 @@ public final class Transaction {
     /// Runs one write operation (see `failedMidway`).
     private func writing<R>(_ body: () throws -> R) throws -> R {
         if let failedMidway { throw Self.halfDone(failedMidway) }
-        let stamp = txn.changeCount
+        // (Not `changeCount`: a query inside the write applies the transaction's deferred index
+        // writes, earlier writes' bookkeeping, and that is no change of this one's.)
+        let stamp = txn.writeCount
         do {
             return try body()
         } catch {
-            if failedMidway == nil && txn.changeCount != stamp { failedMidway = error }
+            if failedMidway == nil && txn.writeCount != stamp { failedMidway = error }
             throw error
         }
     }
