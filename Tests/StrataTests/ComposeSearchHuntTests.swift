@@ -150,7 +150,12 @@ enum HAWords {
         var terms: [(String, Bool)] = []
         for (n, piece) in pieces.enumerated() {
             let ws = words(String(piece))
-            let last = piece.unicodeScalars.last
+            // A word written directly before the `*`: its last scalar but combining marks (which
+            // are nothing after no word: "hi ❤️*").
+            let last = piece.unicodeScalars.last { scalar in
+                ![.nonspacingMark, .spacingMark, .enclosingMark].contains(scalar.properties.generalCategory) && scalar.value != 0x3099
+                    && scalar.value != 0x309A
+            }
             let prefix = n < pieces.count - 1 && last.map { isWordScalar($0) || isStandalone($0) } == true
             for (i, w) in ws.enumerated() { terms.append((w, prefix && i == ws.count - 1)) }
         }

@@ -41,6 +41,20 @@ import Testing
         #expect(posts.search(\.text, "down").keys == [2])
     }
 
+    /// A word is a prefix when written directly before `*`: not when an emoji or a mark with no
+    /// word open comes between ("hi ❤️*" searched for `hi*`, review of 2026-12-07).
+    @Test func onlyAWordDirectlyBeforeTheStarIsAPrefix() throws {
+        let db = try Database.inMemory(models: [Post.self])
+        let texts = [1: "hide", 2: "hi there", 3: "héllo", 4: "he"]
+        try db.write { tx in for (id, text) in texts { try tx.insert(Post(id: id, text: text)) } }
+        let posts = db.objects(Post.self)
+        #expect(posts.search(\.text, "hi ❤️*").keys == [2])
+        #expect(posts.search(\.text, "hi \u{301}*").keys == [2])
+        #expect(posts.search(\.text, "hi*").keys == [1, 2])
+        // A mark inside the word before the star keeps it a prefix (folded away: `he*`).
+        #expect(posts.search(\.text, "he\u{301}*").keys == [3, 4])
+    }
+
     /// An index written by the older rules (catalog kind `fullTextBlocks`) is refused read-only,
     /// noted by `check`, and rebuilt by the first read-write open.
     @Test func anIndexOfOlderWordsIsRebuilt() throws {

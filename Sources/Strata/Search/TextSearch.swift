@@ -80,13 +80,13 @@ struct ParsedSearch: Sendable, Hashable, CustomStringConvertible {
     init(_ search: TextSearch) {
         mode = search.mode
         var terms: [SearchTerm] = []
-        // Pieces between `*`s: a piece followed by a `*` that ends in a word scalar ends in a
-        // word written directly before the `*`, a prefix. (`*` is no word scalar, so no word
-        // spans two pieces.)
+        // Pieces between `*`s: a piece followed by a `*` that ends in a word ends in a word
+        // written directly before the `*`, a prefix. (`*` is no word scalar, so no word spans two
+        // pieces.)
         let pieces = search.text.split(separator: "*", omittingEmptySubsequences: false)
         for (n, piece) in pieces.enumerated() {
             let words = WordTokenizer.words(String(piece))
-            let prefix = n < pieces.count - 1 && piece.unicodeScalars.last.map(WordTokenizer.isWordScalar) == true
+            let prefix = n < pieces.count - 1 && WordTokenizer.endsInWord(piece)
             for (i, word) in words.enumerated() {
                 terms.append(SearchTerm(word: word, isPrefix: prefix && i == words.count - 1))
             }

@@ -184,6 +184,20 @@ enum WordTokenizer {
         }
     }
 
+    /// Whether `text` (before folding) ends in a word: its last scalar that is not a combining
+    /// mark is part of one. (A mark ends a word only where one is open: "hi ❤️" ends in the
+    /// emoji's variation selector, after no word.)
+    static func endsInWord(_ text: Substring) -> Bool {
+        for scalar in text.unicodeScalars.reversed() {
+            switch classify(scalar) {
+            case .mark: continue
+            case .word, .digit, .standalone: return true
+            default: return false
+            }
+        }
+        return false
+    }
+
     /// Any text, by scalars (internal so that tests can compare it with the ASCII path).
     static func generalWords(_ text: String) -> [[UInt8]] {
         let folded = KeyEncoding.normalized(text.folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil))
