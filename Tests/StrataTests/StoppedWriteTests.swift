@@ -67,28 +67,4 @@ import Testing
         }
         #expect(try db.objects(Archived.self).fetch().map(\.id) == [-1])
     }
-
-    /// A write inside a task that is cancelled meanwhile, on a read thread (`await db.read`).
-    @Test func aWriteInACancelledReadCommitsNothing() async throws {
-        let db = try Self.filled()
-        let started = AsyncStream<Void>.makeStream()
-        let task = Task {
-            try await db.read { _ in
-                started.continuation.yield()
-                // Until the cancellation reaches this thread's operation (at most 120 s: the
-                // whole suite runs beside, and the task that cancels waits for a thread).
-                let deadline = Date().addingTimeInterval(120)
-                while !OperationControl.shouldStop && Date() < deadline { usleep(1_000) }
-                try db.write { tx in
-                    try tx.insert(Archived(id: 1, text: "one"))
-                    for _ in db.objects(Note.self) {}
-                }
-            }
-        }
-        var iterator = started.stream.makeAsyncIterator()
-        await iterator.next()
-        task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(try db.objects(Archived.self).fetchCount() == 0)
-    }
 }
