@@ -13,8 +13,17 @@ import Synchronization
 
 /// Marks the leaves of one probing run (see `FieldNames`).
 final class ProbeMarking {
-    /// Runs give Bools and enums one bit of their leaf number each.
-    static let runs = 7
+    /// Runs give Bools and enums one bit of their leaf number each: runs 0-6 the bit itself, runs
+    /// 7-13 its complement. With only the bits, `a || b` held leaf b's values in every run where
+    /// a's bits are a subset of b's (leaves 2 and 3), and was taken for b's field; with both, only
+    /// a leaf's own field holds its values in every run.
+    static let runs = 14
+    static let bits = 7
+
+    /// This run's bit of leaf number `n`.
+    private func bit(_ n: Int) -> Bool {
+        run < Self.bits ? (n >> run) & 1 == 1 : (n >> (run - Self.bits)) & 1 == 0
+    }
     let run: Int
 
     /// Telltales an `init(from:)` that normalizes what it reads would change (see
@@ -46,7 +55,7 @@ final class ProbeMarking {
     func value<T>(_ type: T.Type) -> T? {
         leaf += 1
         let n = leaf
-        let bit = (n >> run) & 1 == 1
+        let bit = bit(n)
         if let value = variantValue(T.self, n) { return value }
         let sign = decorated ? -1 : 1
         let fraction = decorated ? 0.123456789 : 0.5
@@ -66,7 +75,8 @@ final class ProbeMarking {
         case is UInt16.Type: value = UInt16(truncatingIfNeeded: n)
         case is UInt32.Type: value = UInt32(truncatingIfNeeded: n)
         case is UInt64.Type: value = UInt64(n)
-        case is Date.Type: value = Date(timeIntervalSinceReferenceDate: Double(n) + 0.5)
+        // (Negative when decorated, as numbers are: the later of two dates is another leaf.)
+        case is Date.Type: value = Date(timeIntervalSinceReferenceDate: Double(sign) * (Double(n) + fraction))
         case is UUID.Type:
             var bytes = [UInt8](repeating: 0, count: 16)
             bytes[15] = UInt8(truncatingIfNeeded: n)
@@ -110,7 +120,7 @@ final class ProbeMarking {
     /// For an enum leaf: whether to take its second case this run.
     func enumBit() -> Bool {
         leaf += 1
-        return (leaf >> run) & 1 == 1
+        return bit(leaf)
     }
 
     func record(_ value: Any, at path: [String]) {
@@ -325,11 +335,24 @@ enum FieldNames {
         // default after a failed decode): a record may lack it (an `encode(to:)` that skips a
         // default value, a record written before the field was added), and its property then
         // reads the default, where the record, its index entries and sort keys say nil.
-        for (property, path) in table.stored where !table.defaulted.contains(property) && schema?.type(atPath: path)?.isOptional == false {
+        // So is an optional one that reads a value where the key is absent (`?? 0`): the record
+        // holds nothing, and a stored nil is no nil the property reads.
+        for (property, path) in table.stored where !table.defaulted.contains(property) {
+            guard let type = schema?.type(atPath: path) else { continue }
             let state = ProbeState(modelName: String(describing: T.self))
             state.marking = ProbeMarking(run: 0)
             state.absent = path.split(separator: ".").map(String.init)
-            if (try? state.probe(T.self, path: [], depth: 0)) != nil, state.askedAbsent { table.defaulted.insert(property) }
+            guard let (_, instance) = try? state.probe(T.self, path: [], depth: 0), state.askedAbsent else { continue }
+            if !type.isOptional {
+                table.defaulted.insert(property)
+                continue
+            }
+            var found: [String: Set<String>] = [:]
+            var optionals = Set<String>()
+            var leaves = Set<String>()
+            var types: [String: String] = [:]
+            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals, leaves: &leaves, types: &types)
+            if found[property]?.isEmpty == false { table.defaulted.insert(property) }
         }
         // Once more with each kind of unusual telltale: a property that does not read back what
         // its field received is one `init(from:)` changes. (An `init(from:)` that throws on them,
