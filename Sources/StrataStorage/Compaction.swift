@@ -129,7 +129,7 @@ extension Store {
     func holdingOffCuts<R>(if needed: Bool = true, _ body: () throws -> R) rethrows -> R {
         guard needed, !env.isReadOnly else { return try body() }
         let file = env.file
-        let identity = env.identity
+        let identity = env.cutHolders
         if let identity { ShrinkLock.countLocal(identity, 1) }
         // Counted: two such reads on two threads share the lock, and the first to end must not
         // drop it under the other (the locks of one open file description do not nest).
@@ -411,7 +411,7 @@ extension WriteTransaction {
             let target = Self.cutTarget(needed: pageCount * UInt64(pageSize), fileSize: fileSize, pageSize: pageSize, toFit: cutsToFit || forceCompaction)
         else { return }
         let file = env.file
-        let identity = env.identity
+        let identity = env.cutHolders
         // Not when a snapshot holds the lock now (asked without a sync first; asked again below).
         if file.isLockedByOthers(offset: ShrinkLock.offset, length: 1) == true { return }
         if let identity, ShrinkLock.localHolders.withLock({ $0[identity, default: 0] > 0 }) { return }

@@ -23,6 +23,12 @@ final class Environment: @unchecked Sendable {
     let syncMode: SyncMode
     /// The page file's identity (nil for an anonymous file): the registry's key.
     let identity: FileIdentity?
+    /// An anonymous file's own identity (nil for a named one), for what counts this process's
+    /// holders of a file without sharing it (`cutHolders`).
+    private let anonymousIdentity: FileIdentity?
+    /// The key of this file's holders of cuts in this process (`holdingOffCuts`): an in-memory
+    /// store's page copies and checks hold its cuts off too.
+    var cutHolders: FileIdentity? { identity ?? anonymousIdentity }
     /// The lock file's identity, so that a read-only opening never opens (and closes) a lock file
     /// this process holds fcntl locks on through another environment.
     let lockIdentity: FileIdentity?
@@ -68,8 +74,9 @@ final class Environment: @unchecked Sendable {
     init(
         file: FileIO, lockFile: FileIO?, lockFileMap: (UInt, Int)?, readers: ReaderTable, maps: MapTable,
         pageSize: Int, syncMode: SyncMode, identity: FileIdentity?, lockIdentity: FileIdentity?, readOnly: ReadOnlyState? = nil,
-        commitLog: CommitLog? = nil
+        commitLog: CommitLog? = nil, anonymousIdentity: FileIdentity? = nil
     ) {
+        self.anonymousIdentity = anonymousIdentity
         self.commitLog = commitLog
         self.file = file
         self.lockFile = lockFile
@@ -200,7 +207,7 @@ final class Environment: @unchecked Sendable {
         let maps = try MapTable(file: file, minimumBytes: 2 * pageSize)
         return Environment(
             file: file, lockFile: nil, lockFileMap: nil, readers: readers, maps: maps,
-            pageSize: pageSize, syncMode: options.syncMode, identity: nil, lockIdentity: nil)
+            pageSize: pageSize, syncMode: options.syncMode, identity: nil, lockIdentity: nil, anonymousIdentity: try file.identity())
     }
 
     static func chosenPageSize(_ options: StoreOptions) throws -> Int {

@@ -112,6 +112,13 @@ enum SpaceHunt {
         try copyWhileTheFileIsCut(compacting: false)
     }
 
+    /// The same in an in-memory store, whose file has no identity to count this process's
+    /// holders of cuts by: the hold did nothing, and the page copy failed with EFAULT (review of
+    /// 2026-12-07).
+    @Test func aPageCopyOfAnInMemoryStoreHoldsOffCutsToo() throws {
+        try copyWhileTheFileIsCut(compacting: false, inMemory: true)
+    }
+
     /// `check()` compares the file's size with its snapshot's page count: a commit that cut the
     /// snapshot's free end in between made it report a healthy live file as truncated. It holds
     /// cuts off from before its snapshot begins; here the same hold, with the cutting commits
@@ -136,11 +143,12 @@ enum SpaceHunt {
         #expect(fileSizeOf(path) < sizeBefore / 2, "the file was not cut once check() ended")
     }
 
-    func copyWhileTheFileIsCut(compacting: Bool) throws {
+    func copyWhileTheFileIsCut(compacting: Bool, inMemory: Bool = false) throws {
         let path = temporaryPath()
         let copyPath = temporaryPath()
         defer { removeStoreFiles(path); removeStoreFiles(copyPath) }
-        let store = try Store(path: path, options: SpaceHunt.options())
+        let store = inMemory ? try Store.inMemory(options: SpaceHunt.options()) : try Store(path: path, options: SpaceHunt.options())
+        @Sendable func fileSizeOf(_ path: String) -> UInt64 { (try? store.stats().fileSize) ?? 0 }
         let (model, holder) = try Self.storeWithAPendingFreeEnd(store)
         let before = try store.stats()
         let sizeBefore = fileSizeOf(path)
