@@ -84,4 +84,61 @@ import Testing
             #expect(try db.objects(Member.self).sorted(by: [sort]).fetch().map(\.id) == expected)
         }
     }
+
+    /// A property that reads one field, or another where the first is empty or zero.
+    struct Profile: Model, Equatable {
+        var id: Int
+        var nick: String
+        var fullName: String
+        var displayName: String
+        var sale: Int
+        var list: Int
+        var price: Int
+
+        enum CodingKeys: String, CodingKey { case id, nick, fullName, sale, list }
+
+        init(id: Int, nick: String, fullName: String, sale: Int, list: Int) {
+            self.id = id
+            self.nick = nick
+            self.fullName = fullName
+            self.displayName = nick.isEmpty ? fullName : nick
+            self.sale = sale
+            self.list = list
+            self.price = sale == 0 ? list : sale
+        }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                id: try c.decode(Int.self, forKey: .id), nick: try c.decode(String.self, forKey: .nick),
+                fullName: try c.decode(String.self, forKey: .fullName), sale: try c.decode(Int.self, forKey: .sale),
+                list: try c.decode(Int.self, forKey: .list))
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(id, forKey: .id)
+            try c.encode(nick, forKey: .nick)
+            try c.encode(fullName, forKey: .fullName)
+            try c.encode(sale, forKey: .sale)
+            try c.encode(list, forKey: .list)
+        }
+    }
+
+    @Test func aFallbackToAnotherFieldIsNoField() throws {
+        let profiles = [
+            Profile(id: 1, nick: "", fullName: "Ana Silva", sale: 0, list: 30), Profile(id: 2, nick: "ben", fullName: "Ben Ode", sale: 20, list: 25),
+            Profile(id: 3, nick: "Ana Silva", fullName: "X", sale: 30, list: 40),
+        ]
+        let db = try Database.inMemory(models: [Profile.self])
+        try db.write { tx in for profile in profiles { try tx.insert(profile) } }
+        let predicates = [
+            #Predicate<Profile> { $0.displayName == "Ana Silva" }, #Predicate<Profile> { $0.price == 30 },
+            #Predicate<Profile> { $0.displayName.starts(with: "B") || $0.price < 25 },
+        ]
+        for (i, predicate) in predicates.enumerated() {
+            let expected = try profiles.filter { try predicate.evaluate($0) }.map(\.id)
+            #expect(try db.objects(Profile.self).filter(predicate).fetch().map(\.id) == expected, "predicate \(i)")
+        }
+    }
 }

@@ -41,13 +41,18 @@ final class ProbeMarking {
     }
 
     let variant: Variant
+    /// For a blank run: blank only the leaves whose bit `bit` is `set` (nil: every leaf), the
+    /// others plain. A property that reads one field, or another where the first is empty
+    /// (`nick.isEmpty ? fullName : nick`), held the first's blank in a run that blanks both.
+    let blankLeaves: (bit: Int, set: Bool)?
     var decorated: Bool { variant == .decorated }
     private var leaf = 0
     /// Stored path (dotted, cut before any array element or dictionary value) → tokens beneath.
     private(set) var tokens: [String: Set<String>] = [:]
 
-    init(run: Int, variant: Variant = .plain) {
+    init(run: Int, variant: Variant = .plain, blankLeaves: (bit: Int, set: Bool)? = nil) {
         self.run = run
+        self.blankLeaves = blankLeaves
         self.variant = variant
     }
 
@@ -98,6 +103,7 @@ final class ProbeMarking {
     private func variantValue<T>(_ type: T.Type, _ n: Int) -> T? {
         func pick<V>(_ blank: V, _ large: V) -> T? { (variant == .blank ? blank : large) as? T }
         guard variant == .blank || variant == .large else { return nil }
+        if variant == .blank, let blankLeaves, ((n >> blankLeaves.bit) & 1 == 1) != blankLeaves.set { return nil }
         switch T.self {
         case is String.Type: return pick("", String(repeating: "\u{1}\(n)", count: 200))
         case is Double.Type: return pick(0.0, Double.greatestFiniteMagnitude)
@@ -357,8 +363,11 @@ enum FieldNames {
         // Once more with each kind of unusual telltale: a property that does not read back what
         // its field received is one `init(from:)` changes. (An `init(from:)` that throws on them,
         // say one that validates, keeps the mapping the plain runs found.)
-        for variant in ProbeMarking.Variant.allCases where variant != .plain {
-            let marking = ProbeMarking(run: ProbeMarking.runs, variant: variant)
+        let blanksByBit = (0..<ProbeMarking.bits).flatMap { bit in
+            [true, false].map { ProbeMarking(run: ProbeMarking.runs, variant: .blank, blankLeaves: (bit, $0)) }
+        }
+        let variants = ProbeMarking.Variant.allCases.filter { $0 != .plain }.map { ProbeMarking(run: ProbeMarking.runs, variant: $0) }
+        for marking in variants + blanksByBit {
             let state = ProbeState(modelName: String(describing: T.self))
             state.marking = marking
             guard let (_, instance) = try? state.probe(T.self, path: [], depth: 0) else { continue }
