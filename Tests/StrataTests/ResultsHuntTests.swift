@@ -845,6 +845,44 @@ struct RHTextual: Model, Equatable {
         }
     }
 
+    /// The standard library's index loops over results stopped midway: `count` drops to 0 so
+    /// that loops over it end, and `endIndex` dropped with it, so `map` (which reads `count` once)
+    /// stepped past it and `firstIndex(where:)` never met it: "Index out of bounds", a trap that
+    /// killed the process (found by the review of 2026-12-07). They end over placeholders, and
+    /// `withProgress` throws.
+    @Test func indexLoopsOverResultsStoppedMidwayDoNotTrap() throws {
+        typealias I = RHItem<RHIndexed>
+        let db = try Database.inMemory(models: [I.self, RHItem<RHPlain>.self])
+        var r = RHRandom(rng: SeededRandom(seed: 5))
+        try db.write { tx in for id in 0..<3_000 { try tx.insert(RHValues.item(&r, id: id, nan: false)) } }
+        let shapes: [() -> Results<I>] = [
+            { db.objects(I.self) },
+            { db.objects(I.self).filter(#Predicate { $0.group < 5 }).sorted(by: SortDescriptor(\.score)) },
+        ]
+        for fresh in shapes {
+            let evaluated = fresh()
+            _ = evaluated.count
+            for results in [fresh(), evaluated] {
+                #expect(throws: CancellationError.self) { try withProgress(every: 100, { $0.completed < 500 }) { results.map(\.id).count } }
+                #expect(throws: CancellationError.self) {
+                    try withProgress(every: 100, { $0.completed < 500 }) { results.firstIndex { $0.id == -1 } ?? -1 }
+                }
+                #expect(throws: CancellationError.self) {
+                    try withProgress(every: 100, { $0.completed < 500 }) { () -> Int in
+                        _ = results.map(\.id)
+                        return results.last?.id ?? -1
+                    }
+                }
+                #expect(throws: CancellationError.self) { try withProgress(every: 100, { $0.completed < 500 }) { results.reversed().map(\.id).count } }
+            }
+            // Not stopped: the same loops give every element.
+            let results = fresh()
+            #expect(results.map(\.id) == results.keys)
+            #expect(results.last?.id == results.keys.last)
+            #expect(results.firstIndex { $0.id == results.keys.last } == results.count - 1)
+        }
+    }
+
     /// Results first read inside an operation that was stopped are not that stop's forever: read
     /// again afterwards (they are `Sendable` and may be shared) they give the query's answer and
     /// no error. Evaluation stopped midway kept the stop as the results' failure (empty results

@@ -229,7 +229,30 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     public var keys: [M.ID] { outcome.ids(state) }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { count }
+    /// The position after the last object. Unlike `count`, it does not drop to 0 when the
+    /// operation is stopped: an index loop the standard library runs (`firstIndex(where:)`,
+    /// `last`, `map` started before the stop) steps to it over placeholders instead of stepping
+    /// past it and trapping ("Index out of bounds").
+    ///
+    /// ```swift
+    /// let people = db.objects(Person.self)
+    /// for i in people.startIndex..<people.endIndex { print(people[i].name) }
+    /// ```
+    public var endIndex: Int { countWithoutEvaluating() ?? outcome.count }
+
+    /// The next position (not range-checked against `endIndex`, which a stop may move).
+    ///
+    /// ```swift
+    /// let second = people.index(after: people.startIndex)
+    /// ```
+    public func index(after i: Int) -> Int { i + 1 }
+
+    /// The previous position (not range-checked, as `index(after:)`).
+    ///
+    /// ```swift
+    /// let lastPosition = people.index(before: people.endIndex)
+    /// ```
+    public func index(before i: Int) -> Int { i - 1 }
 
     /// Object `position`, decoded when read (unless the query decoded it already). As for any
     /// collection, a position outside `0..<count` is a programming error and traps; `objects(in:)`
