@@ -52,7 +52,8 @@ public struct Compaction: Sendable, Equatable {
     /// compacts the file: it makes compaction commits, each moving up to 16 × `pagesPerCommit`
     /// pages and trimming the end, until the file is compact, a write comes, or another process
     /// writes. A bulk delete's file then shrinks soon after the deleting stops, without slowing
-    /// the deletes down. nil: only commits compact, each a little.
+    /// the deletes down. nil: only commits compact, each a little. At least 1 ms (opening
+    /// throws `invalidOption` otherwise).
     ///
     /// ```swift
     /// var options = StoreOptions()

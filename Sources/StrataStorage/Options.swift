@@ -137,5 +137,9 @@ extension StoreOptions {
             throw StorageError.invalidOption(
                 name: "compaction.pagesPerCommit", reason: "\(compaction.pagesPerCommit) is not in 1...\(Compaction.maxPagesPerCommit)")
         }
+        // The idle thread sleeps this long between looks: shorter, and it spins.
+        if let delay = compaction.idleDelay, delay < .milliseconds(1) {
+            throw StorageError.invalidOption(name: "compaction.idleDelay", reason: "\(delay) is under 1 ms (nil: no background compaction)")
+        }
     }
 }

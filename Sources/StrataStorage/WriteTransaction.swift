@@ -174,6 +174,8 @@ public final class WriteTransaction {
     }
 
     func releaseBuffers() {
+        // A cursor kept past the transaction's end must not read the buffers freed here.
+        pages.version &+= 1
         for (_, buffer) in pages.dirty { buffer.deallocate() }
         pages.dirty.removeAll()
         for (_, buffer) in pages.frozen { buffer.deallocate() }

@@ -9,6 +9,43 @@ import Synchronization
     /// `delete(_:inspectingValue:)` shows the value (inline or in overflow pages) before removing
     /// it; a throw from the inspector leaves the tree and the file exactly as they were, and an
     /// inspector that writes (even to the same tree, splitting its pages) makes it look again.
+    /// An idle delay under 1 ms made the background compaction thread spin (it sleeps that long
+    /// between looks): refused when the store opens (review of 2026-12-07).
+    @Test func anIdleDelayUnderAMillisecondIsRefused() throws {
+        for delay: Duration in [.zero, .microseconds(999), .milliseconds(-5)] {
+            var options = StoreOptions(durability: .noSync)
+            options.compaction.idleDelay = delay
+            #expect(throws: StorageError.self) { _ = try Store.inMemory(options: options) }
+        }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction.idleDelay = .milliseconds(1)
+        _ = try Store.inMemory(options: options)
+    }
+
+    /// A cursor of a write transaction kept past its end (abort, or the commit) read the dirty
+    /// buffers the end freed (review of 2026-12-07): it now throws.
+    @Test func aCursorKeptPastItsWriteTransactionThrows() throws {
+        let store = try Store.inMemory()
+        var kept: Cursor?
+        _ = try store.write { txn in
+            let t = try txn.createTree("t")
+            for i in 0..<50 { try t.put(bigEndianKey(UInt64(i)), [UInt8](repeating: 1, count: 60)) }
+            let cursor = try t.cursor()
+            #expect(try cursor.first())
+            kept = try t.cursor()
+            _ = try kept?.first()
+            txn.abort()
+            #expect(throws: (any Error).self) { try cursor.next() }
+        }
+        _ = try store.write { txn in
+            let t = try txn.createTree("t")
+            for i in 0..<50 { try t.put(bigEndianKey(UInt64(i)), [UInt8](repeating: 2, count: 60)) }
+            kept = try t.cursor()
+            _ = try kept?.first()
+        }
+        #expect(throws: (any Error).self) { try kept?.next() }
+    }
+
     @Test func deleteShowsTheValueFirst() throws {
         struct Refused: Error {}
         let path = temporaryPath()
