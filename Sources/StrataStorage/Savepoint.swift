@@ -24,7 +24,7 @@ struct Savepoint {
     let spare: [PageNo]
     let freedCount: Int
     let allocator: FreePageAllocator.State
-    let trees: [String: SavedTree]
+    let trees: [TreeName: SavedTree]
     /// The pages this savepoint moved from dirty to frozen.
     let frozenHere: [PageNo]
     /// Frozen pages (first page, page count) freed while this savepoint was the innermost.
@@ -74,7 +74,7 @@ extension WriteTransaction {
         // The pages about to be frozen are not spilled while the savepoint is open: spilled now if
         // due, so that a run of savepoints (grouped writes) does not pile them up in memory.
         try spillIfNeeded()
-        var saved: [String: SavedTree] = [:]
+        var saved: [TreeName: SavedTree] = [:]
         for (name, state) in trees {
             saved[name] = SavedTree(
                 state: state, info: state.info, modified: state.modified, dropped: state.dropped,
@@ -116,8 +116,8 @@ extension WriteTransaction {
         for (name, state) in trees where savepoint.trees[name] == nil {
             // Opened inside the savepoint: back to what the restored catalog says, so that a handle
             // kept from inside stays right (or, for a tree created inside, stops working).
-            let stored = try? Array(name.utf8).withUnsafeBytes { (k) throws -> TreeInfo? in
-                try pages.get(root: catalog.root, key: k).map { try TreeInfo.decode($0, name: name) }
+            let stored = try? Array(name.name.utf8).withUnsafeBytes { (k) throws -> TreeInfo? in
+                try pages.get(root: catalog.root, key: k).map { try TreeInfo.decode($0, name: name.name) }
             }
             state.modified = false
             if let info = stored ?? nil {

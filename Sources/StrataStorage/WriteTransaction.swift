@@ -31,7 +31,7 @@ public final class WriteTransaction {
     @exclusivity(unchecked) var pageCount: UInt64
     @exclusivity(unchecked) var catalog: TreeInfo
     @exclusivity(unchecked) var freeTree: TreeInfo
-    @exclusivity(unchecked) var trees: [String: TreeState] = [:]
+    @exclusivity(unchecked) var trees: [TreeName: TreeState] = [:]
     @exclusivity(unchecked) var allocator: FreePageAllocator!
     /// Pages this transaction allocated and freed again: reusable at once.
     @exclusivity(unchecked) var spare: [PageNo] = []
@@ -192,7 +192,7 @@ public final class WriteTransaction {
     // MARK: Trees
 
     func state(_ name: String) throws -> TreeState? {
-        if let state = trees[name] { return state.dropped ? nil : state }
+        if let state = trees[TreeName(name)] { return state.dropped ? nil : state }
         try validateTreeName(name)
         let key = Array(name.utf8)
         guard let bytes = try key.withUnsafeBytes({ (k) throws in try pages.get(root: catalog.root, key: k) }) else { return nil }
@@ -200,7 +200,7 @@ public final class WriteTransaction {
         // written the catalog already: compaction, a savepoint's restart) can hold.
         let info = try TreeInfo.decode(bytes, name: name, pageCount: max(pages.limit, pageCount), pageSize: pageSize)
         let state = TreeState(name: name, info: info, tracksKeys: tracksChangedKeys)
-        trees[name] = state
+        trees[TreeName(name)] = state
         return state
     }
 
@@ -249,10 +249,10 @@ public final class WriteTransaction {
         // A tree dropped earlier in this transaction and made again lost every key it had: the
         // new state must not list its keys (an empty list would tell listeners that nothing of
         // it changed, and `deleteAll` would reach no observer).
-        let droppedHere = trees[name]?.dropped == true
+        let droppedHere = trees[TreeName(name)]?.dropped == true
         let state = TreeState(name: name, info: .empty, tracksKeys: tracksChangedKeys && !droppedHere)
         state.modified = true
-        trees[name] = state
+        trees[TreeName(name)] = state
         return WriteTree(txn: self, state: state)
     }
 
@@ -284,11 +284,11 @@ public final class WriteTransaction {
     /// ```
     public func treeNames() throws -> [String] {
         try checkOpen()
-        var names = Set(try listTrees(pages: pages, catalogRoot: catalog.root))
+        var names = Set(try listTrees(pages: pages, catalogRoot: catalog.root).map(TreeName.init))
         for (name, state) in trees {
             if state.dropped { names.remove(name) } else { names.insert(name) }
         }
-        return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        return names.map(\.name).sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
     }
 
     /// Abandons every change. The store is left as it was before the transaction began.

@@ -483,7 +483,7 @@ import Foundation
         }
         try store.write { txn in
             _ = try txn.createTree("t").put([200], [1])
-            try #require(txn.trees["t"]).info.count = count
+            try #require(txn.trees[TreeName("t")]).info.count = count
         }
         // Reading it throws or gives a number; it never traps.
         do {

@@ -9,6 +9,32 @@ import Synchronization
     /// `delete(_:inspectingValue:)` shows the value (inline or in overflow pages) before removing
     /// it; a throw from the inspector leaves the tree and the file exactly as they were, and an
     /// inspector that writes (even to the same tree, splitting its pages) makes it look again.
+    /// Tree names that Swift's `String` equality calls equal ("\u{E9}", "e\u{301}") are two trees
+    /// (the catalog keys names by their bytes): a write transaction took one for the other, the
+    /// second's writes went into the first, and `treeNames()` listed one (review of 2026-12-07).
+    @Test func canonicallyEquivalentTreeNamesAreTwoTrees() throws {
+        let store = try Store.inMemory()
+        let (precomposed, decomposed) = ("\u{E9}", "e\u{301}")
+        _ = try store.write { txn in
+            try txn.createTree(precomposed).put([1], [1])
+            try txn.createTree(decomposed).put([2], [2])
+            #expect(try txn.treeNames().count == 2)
+            #expect(try txn.tree(decomposed)?.get([1]) == nil)
+        }
+        try store.read { (txn) throws -> Void in
+            #expect(try txn.tree(precomposed)?.get([1]) == [1])
+            #expect(try txn.tree(precomposed)?.get([2]) == nil)
+            #expect(try txn.tree(decomposed)?.get([2]) == [2])
+        }
+        _ = try store.write { txn in
+            _ = try txn.tree(precomposed)
+            #expect(try txn.tree(decomposed)?.get([2]) == [2])
+            #expect(try txn.dropTree(decomposed))
+            #expect(try txn.treeNames() == [precomposed])
+        }
+        #expect(try store.read { try $0.tree(precomposed)?.get([1]) } == [1])
+    }
+
     /// An idle delay under 1 ms made the background compaction thread spin (it sleeps that long
     /// between looks): refused when the store opens (review of 2026-12-07).
     @Test func anIdleDelayUnderAMillisecondIsRefused() throws {
