@@ -136,15 +136,18 @@ import Testing
             #expect(try db.objects(Counter.self).filter(predicate).fetchCount() == expected.count, "predicate \(i)")
         }
         for sort in [SortDescriptor(\Counter.count), SortDescriptor(\Counter.count, order: .reverse), SortDescriptor(\Counter.inner.level)] {
-            // SortDescriptor's order, ties in key order.
-            let expected = counters.enumerated().sorted { a, b in
-                switch sort.compare(a.element, b.element) {
-                case .orderedAscending: return true
-                case .orderedDescending: return false
-                case .orderedSame: return a.offset < b.offset
-                }
-            }.map(\.element.id)
-            #expect(try db.objects(Counter.self).sorted(by: [sort]).fetch().map(\.id) == expected)
+            #expect(try db.objects(Counter.self).sorted(by: [sort]).fetch().map(\.id) == Self.sorted(counters, by: sort))
         }
+    }
+
+    /// The ids of `objects` (inserted in key order) in `sort`'s order, ties in key order.
+    static func sorted<M: Model>(_ objects: [M], by sort: SortDescriptor<M>) -> [M.ID] {
+        objects.enumerated().sorted { a, b in
+            switch sort.compare(a.element, b.element) {
+            case .orderedAscending: return true
+            case .orderedDescending: return false
+            case .orderedSame: return a.offset < b.offset
+            }
+        }.map(\.element.id)
     }
 }

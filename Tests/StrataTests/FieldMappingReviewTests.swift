@@ -74,14 +74,7 @@ import Testing
             #expect(try db.objects(Member.self).filter(predicate).fetch().map(\.id) == expected, "predicate \(i)")
         }
         for sort in [SortDescriptor(\Member.lastActive), SortDescriptor(\Member.lastActive, order: .reverse)] {
-            let expected = members.enumerated().sorted { a, b in
-                switch sort.compare(a.element, b.element) {
-                case .orderedAscending: return true
-                case .orderedDescending: return false
-                case .orderedSame: return a.offset < b.offset
-                }
-            }.map(\.element.id)
-            #expect(try db.objects(Member.self).sorted(by: [sort]).fetch().map(\.id) == expected)
+            #expect(try db.objects(Member.self).sorted(by: [sort]).fetch().map(\.id) == CodecReviewTests.sorted(members, by: sort))
         }
     }
 
