@@ -9,7 +9,11 @@ final class StrataKV: KVEngine {
     let path: String
 
     /// Opens a fresh store at `path` (any old file there and its lock file are removed first).
+    /// The options it was opened with (what `info()` reports).
+    let options: StoreOptions
+
     init(path: String, options: StoreOptions = StoreOptions()) throws {
+        self.options = options
         removeFile(path)
         removeFile(path + "-lock")
         self.path = path
@@ -39,7 +43,6 @@ final class StrataKV: KVEngine {
     }
 
     func info() -> [(String, String)] {
-        let options = StoreOptions()
         var facts: [(String, String)] = [
             ("page size", "\(store.pageSize)"),
             (
@@ -47,6 +50,7 @@ final class StrataKV: KVEngine {
                 (options.durability == .full ? "full (fdatasync)" : "noSync")
                     + (options.syncMode == .single ? ", single-sync commits" : ", double-sync commits")
             ),
+            ("compaction", options.compaction.isEnabled ? "on" : "off"),
         ]
         if let stats = try? store.stats() {
             facts.append(("pages used/free/pending", "\(stats.usedPages)/\(stats.freePages)/\(stats.pendingPages)"))

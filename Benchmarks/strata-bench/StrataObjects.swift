@@ -9,7 +9,11 @@ final class StrataObjects: ObjectEngine {
     let path: String
 
     /// Opens a fresh database at `path` (any old file there and its lock file are removed first).
+    /// The options it was opened with (what `info()` reports).
+    let options: StoreOptions
+
     init(path: String, options: StoreOptions = StoreOptions()) throws {
+        self.options = options
         removeFile(path)
         removeFile(path + "-lock")
         self.path = path
@@ -35,7 +39,6 @@ final class StrataObjects: ObjectEngine {
     func openReaders(_ count: Int) throws {}
 
     func info() -> [(String, String)] {
-        let options = StoreOptions()
         var facts: [(String, String)] = [
             ("page size", "\(db.store.pageSize)"),
             (
@@ -43,6 +46,7 @@ final class StrataObjects: ObjectEngine {
                 (options.durability == .full ? "full (fdatasync)" : "noSync")
                     + (options.syncMode == .single ? ", single-sync commits" : ", double-sync commits")
             ),
+            ("compaction", options.compaction.isEnabled ? "on" : "off"),
             ("index", "Item.category (static let indexes)"),
         ]
         if let stats = try? db.store.stats() {
