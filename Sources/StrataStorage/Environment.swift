@@ -23,12 +23,10 @@ final class Environment: @unchecked Sendable {
     let syncMode: SyncMode
     /// The page file's identity (nil for an anonymous file): the registry's key.
     let identity: FileIdentity?
-    /// An anonymous file's own identity (nil for a named one), for what counts this process's
-    /// holders of a file without sharing it (`cutHolders`).
-    private let anonymousIdentity: FileIdentity?
-    /// The key of this file's holders of cuts in this process (`holdingOffCuts`): an in-memory
-    /// store's page copies and checks hold its cuts off too.
-    var cutHolders: FileIdentity? { identity ?? anonymousIdentity }
+    /// The key of this file's holders of cuts in this process (`holdingOffCuts`): `identity`, or
+    /// an anonymous file's own, so that an in-memory store's page copies and checks hold its cuts
+    /// off too.
+    let cutHolders: FileIdentity?
     /// The lock file's identity, so that a read-only opening never opens (and closes) a lock file
     /// this process holds fcntl locks on through another environment.
     let lockIdentity: FileIdentity?
@@ -76,7 +74,7 @@ final class Environment: @unchecked Sendable {
         pageSize: Int, syncMode: SyncMode, identity: FileIdentity?, lockIdentity: FileIdentity?, readOnly: ReadOnlyState? = nil,
         commitLog: CommitLog? = nil, anonymousIdentity: FileIdentity? = nil
     ) {
-        self.anonymousIdentity = anonymousIdentity
+        self.cutHolders = identity ?? anonymousIdentity
         self.commitLog = commitLog
         self.file = file
         self.lockFile = lockFile

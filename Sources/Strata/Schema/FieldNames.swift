@@ -353,12 +353,7 @@ enum FieldNames {
                 table.defaulted.insert(property)
                 continue
             }
-            var found: [String: Set<String>] = [:]
-            var optionals = Set<String>()
-            var leaves = Set<String>()
-            var types: [String: String] = [:]
-            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals, leaves: &leaves, types: &types)
-            if found[property]?.isEmpty == false { table.defaulted.insert(property) }
+            if tokensByProperty(instance)[property]?.isEmpty == false { table.defaulted.insert(property) }
         }
         // Once more with each kind of unusual telltale: a property that does not read back what
         // its field received is one `init(from:)` changes. (An `init(from:)` that throws on them,
@@ -371,16 +366,22 @@ enum FieldNames {
             let state = ProbeState(modelName: String(describing: T.self))
             state.marking = marking
             guard let (_, instance) = try? state.probe(T.self, path: [], depth: 0) else { continue }
-            var found: [String: Set<String>] = [:]
-            var optionals = Set<String>()
-            var leaves = Set<String>()
-            var types: [String: String] = [:]
-            _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals, leaves: &leaves, types: &types)
+            let found = tokensByProperty(instance)
             for (property, path) in table.stored where found[property] != marking.tokens[path] {
                 table.transformed.insert(property)
             }
         }
         return table
+    }
+
+    /// The tokens beneath each property path of `instance` (`walk`, its other findings dropped).
+    private static func tokensByProperty(_ instance: Any) -> [String: Set<String>] {
+        var found: [String: Set<String>] = [:]
+        var optionals = Set<String>()
+        var leaves = Set<String>()
+        var types: [String: String] = [:]
+        _ = walk(instance, path: "", record: true, into: &found, optionals: &optionals, leaves: &leaves, types: &types)
+        return found
     }
 
     /// Collects the tokens beneath `value`, recording them per property path when `record`, the
