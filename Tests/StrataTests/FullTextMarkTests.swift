@@ -29,6 +29,18 @@ import Testing
         #expect(words("क़िला").count == 1)
     }
 
+    /// A comma joins two digits when marks follow the first (UAX #29 skips them, WB4), as
+    /// FORMAT.md §8.5 says; a comma after a letter's marks still separates.
+    @Test func marksAfterADigitDoNotPartACommaNumber() {
+        func words(_ text: String) -> [String] { WordTokenizer.words(text).map { String(decoding: $0, as: UTF8.self) } }
+        // Folding removes most marks first.
+        #expect(words("1️⃣,2 and 3,4") == ["1,2", "and", "3,4"])
+        // A spacing mark (Devanagari vowel sign AA) stays.
+        #expect(words("1\u{093E},2") == ["1\u{093E},2"])
+        #expect(words("\u{0967}\u{093E},\u{0968}") == ["\u{0967}\u{093E},\u{0968}"])
+        #expect(words("a\u{093E},2") == ["a\u{093E}", "2"])
+    }
+
     @Test func searchesLookPastEmojiWithVariationSelectors() throws {
         let db = try Database.inMemory(models: [Post.self])
         let texts = [1: "I ❤️ NY", 2: "⚠️ server down", 3: "hello"]

@@ -122,6 +122,13 @@ public final class Database: Sendable {
                             reasons.append(
                                 "\(info.name): the full-text index on \(old.path) was written by \(by) (FORMAT.md §8.5), which "
                                     + "this build does not read; a read-write open rebuilds it, and a read-only one cannot")
+                        } else if let old = catalog[info.name]?.indexes.first(where: { old in
+                            old.kind == nil && info.stored.indexes.contains { $0.isTagged && $0.treeName(model: info.name) == old.treeName(model: info.name) }
+                        }) {
+                            reasons.append(
+                                "\(info.name): the index on \(old.path) reaches a field through an optional struct (or holds an optional array), and was "
+                                    + "written by a build whose entries could not tell a nil on the way from a value (FORMAT.md §8.3); a read-write open "
+                                    + "rebuilds it, and a read-only one cannot")
                         } else if change.changed {
                             reasons.append(
                                 contentsOf: change.differences.isEmpty
@@ -160,8 +167,9 @@ public final class Database: Sendable {
                     // at all: the changes that apply by themselves (a field dropped, an index
                     // added or dropped, a new optional field) would rewrite the newer app's schema
                     // under it, whose open handles then stop, and whose dropped fields read nil.
+                    // Rebuilding an index in this build's layout changes no declaration: it applies.
                     var reasons: [String] = []
-                    for (type, (info, change)) in zip(models, reconciled) where change.changed && catalog[type.modelName] != nil {
+                    for (type, (info, change)) in zip(models, reconciled) where change.changed && !change.layoutOnly && catalog[type.modelName] != nil {
                         reasons.append(
                             "\(info.name) is stored at schema version \(storedVersion), above the \(schemaVersion) given, and its type differs from the stored schema "
                                 + "(\(Self.describe(change))); an open at a lower version only opens a file whose schema the types match: open it with the newer types"

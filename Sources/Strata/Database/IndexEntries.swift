@@ -128,7 +128,7 @@ enum IndexEntries {
         // One list of encodings per field (an array field gives one per element), combined.
         var combined: [[UInt8]] = [[]]
         for path in index.paths {
-            let values = try fieldValues(record, schema: schema, path: path, collation: index.collation)
+            let values = try fieldValues(record, schema: schema, path: path, collation: index.collation, tagged: index.isTagged)
             var next: [[UInt8]] = []
             next.reserveCapacity(combined.count * values.count)
             for prefix in combined { for value in values { next.append(prefix + value) } }
@@ -148,18 +148,18 @@ enum IndexEntries {
 
     /// The encodings of the value at `path` as an index holds it: RecordIndexKeys, except that a
     /// string under a collation is encoded by its collation key (nil still 0x00, a present
-    /// optional 0x01 then the key).
+    /// optional 0x01 then the key; with `tagged`, a string reached through an optional as well).
     static func fieldValues(
         _ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String,
-        collation: StringCollation?
+        collation: StringCollation?, tagged: Bool
     ) throws -> [[UInt8]] {
         guard let collation, schema.type(atPath: path)?.unwrapped == .string else {
-            return try RecordIndexKeys.values(record, schema: schema, path: path)
+            return try RecordIndexKeys.values(record, schema: schema, path: path, tagged: tagged)
         }
         switch try leaf(record, schema: schema, path: path) {
         case .absent: return [[0]]
         case let .present(bytes, type):
-            var out: [UInt8] = type.isOptional ? [1] : []
+            var out: [UInt8] = type.isOptional || (tagged && schema.nilNeedsTag(atPath: path)) ? [1] : []
             collation.appendEncodedKey(utf8: bytes, to: &out)
             return [out]
         }

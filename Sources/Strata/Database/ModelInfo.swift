@@ -206,6 +206,16 @@ final class ModelInfo<M: Model>: AnyModelInfo {
             for (primaryKey, perIndex) in rows {
                 for (i, pairs) in perIndex.enumerated() {
                     for pair in pairs {
+                        // A value stored under another index, or none, can make a key too long
+                        // for this one (a layout that tags it is a byte longer): name it, as a
+                        // write would, rather than the engine's bare key length.
+                        if pair.key.count > txn.maxKeySize {
+                            let this = primaryKey.withUnsafeBytes { describeStoredKey($0) }
+                            throw StrataError.invalidInput(
+                                "\(name): the object \(this) makes an entry of the index \(built[i].treeName(model: name)) \(pair.key.count) bytes "
+                                    + "long, and an index key holds at most \(txn.maxKeySize) bytes (FORMAT.md §7); found building the index as the "
+                                    + "database opened, which keeps its stored schema: shorten the value in a migration, or leave the field out of the index")
+                        }
                         if built[i].unique {
                             if try !pair.withKeyAndValue({ try trees[i].insert($0, $1) }) {
                                 let other = try pair.withKey { try trees[i].get($0) }.map { describeStoredKey($0) } ?? "another object"
@@ -399,6 +409,10 @@ extension Model {
             let schema = try IndexSchema.validated(descriptor.kind, paths: paths, object: current, model: modelName)
             indexes.append((schema, descriptor.keyPaths))
         }
+        // Each index's layout as its fields' types call for (a field reached through an optional
+        // struct is tagged, FORMAT.md §8.3): an index written before the tags differs from the
+        // declaration, so it is dropped and rebuilt as any changed index is.
+        indexes = indexes.map { ($0.0.tagging(in: current), $0.1) }
         // Declarations of one index: the same one twice is one index, and one declared both plain
         // and unique is unique (the stronger). Two different indexes that would share a tree are
         // an error.
@@ -458,6 +472,9 @@ extension Model {
         }
         if let stored {
             change.changed = change.changed || stored.keyField != keyField || stored.key != key
+            change.layoutOnly =
+                change.changed && change.raisedVersion == nil && merged == stored.object && stored.keyField == keyField && stored.key == key
+                && stored.indexes.map(\.withoutLayout) == indexes.map(\.0.withoutLayout)
         }
         let schema = StoredModelSchema(
             name: modelName, keyType: keyType, keyField: keyField, key: key, object: merged,
@@ -498,6 +515,10 @@ struct SchemaChange {
     var differences: [String] = []
     var addedIndexes: [IndexSchema] = []
     var droppedIndexes: [IndexSchema] = []
+    /// The change only rebuilds indexes this build lays out otherwise (an index written before
+    /// `taggedValues`, a full-text index of older word rules): the schema the types declare is
+    /// the stored one, so an open at a lower schema version may apply it.
+    var layoutOnly = false
 }
 
 /// Merges the current type's schema into the stored one: fields keep their ids, new optional

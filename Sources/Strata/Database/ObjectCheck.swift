@@ -107,7 +107,7 @@ private struct ObjectCheck {
             // (decomposed and composed text) are one key. A computed id is not in the record, and
             // without the Swift type it cannot be computed here.
             if let keyField = schema.keyFieldSchema {
-                let stored = try? RecordIndexKeys.values(record, schema: schema.object, path: keyField.name)
+                let stored = try? RecordIndexKeys.values(record, schema: schema.object, path: keyField.name, tagged: false)
                 if stored != [Array(key)] {
                     // Both shown as JSON values, so that the key "5" and the id 5 read apart.
                     let id = fields[keyField.name].map(Self.shown) ?? "none (the field is absent)"

@@ -61,7 +61,14 @@ struct PlannerIndex {
     init(_ schema: IndexSchema, fieldTypes: [String: FieldType]) {
         self.schema = schema
         paths = schema.paths
-        types = paths.map { fieldTypes[$0] }
+        types = paths.map { path in
+            guard let type = fieldTypes[path] else { return nil }
+            // A `taggedValues` index holds a value reached through an optional struct as the
+            // optional the key path reads (FORMAT.md §8.3): constants are encoded as for an optional field.
+            if case .array = type.unwrapped { return type }
+            if schema.isTagged, reachesThroughOptional(path, typeAt: { fieldTypes[$0] }) { return .optional(type) }
+            return type
+        }
         walkOrders = paths.map { path in
             guard let type = fieldTypes[path], !reachesThroughOptional(path, typeAt: { fieldTypes[$0] }) else { return .no }
             if case .array = type.unwrapped { return .no }

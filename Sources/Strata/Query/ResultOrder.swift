@@ -137,7 +137,7 @@ struct ResultOrder<M: Model> {
                     }
                 }
             } else {
-                guard let value = try IndexEntries.fieldValues(record, schema: schema, path: path, collation: collation).first else {
+                guard let value = try IndexEntries.fieldValues(record, schema: schema, path: path, collation: collation, tagged: false).first else {
                     throw StrataError.invalidQuery("cannot read the sort value of \(keyPath)")
                 }
                 key.append(contentsOf: value)

@@ -4,23 +4,31 @@ import Foundation
 /// on a field path holds for the object. Every write computes its index entries so
 /// (IndexEntries), and `strata check` proves every index entry matches its record.
 ///
-/// The encoding of a value at a path (FORMAT.md §8.1): a nil reached on the way, or a nil leaf, is
-/// `0x00`; an optional leaf's value is `0x01` then its encoding; any other value its encoding
-/// alone. An array gives one key per element (none when empty).
+/// The encoding of a value at a path (FORMAT.md §8.1, §8.3): a nil leaf, or a nil reached on the
+/// way, is `0x00`; an optional leaf's value is `0x01` then its encoding; any other value its
+/// encoding alone. An array gives one key per element (none when empty). With `tagged` (an index
+/// of kind `taggedValues`), a value reached through an optional struct is
+/// encoded as the optional Swift reads it (`0x01` then its encoding), and an array that is nil, or
+/// under a nil, gives no key: otherwise a nil on the way and a present value could share a key.
 enum RecordIndexKeys {
-    static func values(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String) throws -> [[UInt8]] {
+    static func values(_ record: UnsafeRawBufferPointer, schema: ObjectSchema, path: String, tagged: Bool) throws -> [[UInt8]] {
         let parts = path.split(separator: ".").map(String.init)
         var schema = schema
         var current = record
+        var throughOptional = false
         for (i, part) in parts.enumerated() {
             guard let field = schema.field(named: part) else {
                 throw StrataError.corruptRecord("the schema has no field \(part) for the index on \(path)")
             }
-            guard let (bytes, isNil) = try RecordField.find(field.id, in: current), !isNil else { return [[0]] }
+            guard let (bytes, isNil) = try RecordField.find(field.id, in: current), !isNil else {
+                if tagged, case .array = schema.type(atPath: parts[i...].joined(separator: "."))?.unwrapped { return [] }
+                return [[0]]
+            }
             if i < parts.count - 1 {
                 guard case .object(let nested) = field.type.unwrapped else {
                     throw StrataError.corruptRecord("\(part) is not a struct, but the index on \(path) reaches into it")
                 }
+                throughOptional = throughOptional || field.type.isOptional
                 schema = nested
                 current = bytes
                 continue
@@ -31,7 +39,9 @@ enum RecordIndexKeys {
                     return try encoded(item.bytes, as: element)
                 }
             }
-            return [try encoded(bytes, as: field.type)]
+            var out: [UInt8] = tagged && throughOptional && !field.type.isOptional ? [1] : []
+            try append(bytes, as: field.type, to: &out)
+            return [out]
         }
         return [[0]]
     }

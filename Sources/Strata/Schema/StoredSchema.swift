@@ -97,6 +97,13 @@ public struct IndexSchema: Codable, Equatable, Sendable {
 
     /// What an index holds.
     public enum IndexKind: String, Codable, Sendable {
+        /// Field values, some reached through an optional struct or an optional array: such a
+        /// value is held as the optional Swift reads (0x00 for a nil on the way, 0x01 then the
+        /// value), and a nil array has no entry (FORMAT.md §8.3). Every other value index is
+        /// `nil`, as is such an index written before the tags, whose 0x00 for a nil could equal a
+        /// value's key (`false`): a read-write open rebuilds it. (A kind, not a flag beside it:
+        /// builds before it refuse the catalog rather than read these entries as their own.)
+        case taggedValues
         /// The words of a text field, each word's postings in blocks (FORMAT.md §8.5). Stored as
         /// `fullTextBlocks2`, which builds with other words (or before the blocks) refuse to read
         /// rather than misread.
@@ -114,7 +121,7 @@ public struct IndexSchema: Codable, Equatable, Sendable {
         /// who wrote it, for messages; nil for one it reads.
         var outdatedBy: String? {
             switch self {
-            case .fullText: return nil
+            case .fullText, .taggedValues: return nil
             case .fullTextEntries: return "a build before full-text blocks (an entry per word and text)"
             case .fullTextMarkWords: return "older builds, with older word rules (a variation selector could be a word)"
             }
@@ -139,11 +146,34 @@ public struct IndexSchema: Codable, Equatable, Sendable {
         self.kind = kind
     }
 
+    /// This value index as the fields' types in `object` call for: `taggedValues` when some
+    /// field needs its nils told apart (`ObjectSchema.nilNeedsTag`).
+    func tagging(in object: ObjectSchema) -> IndexSchema {
+        guard kind == nil || kind == .taggedValues else { return self }
+        var index = self
+        index.kind = paths.contains { object.nilNeedsTag(atPath: $0) } ? .taggedValues : nil
+        return index
+    }
+
+    var isTagged: Bool { kind == .taggedValues }
+
+    /// The index as declared, whatever layout of its entries a build wrote: two indexes whose
+    /// entries differ only in how a build lays them out are equal so.
+    var withoutLayout: IndexSchema {
+        var index = self
+        switch kind {
+        case .taggedValues?: index.kind = nil
+        case .fullTextEntries?, .fullTextMarkWords?: index.kind = .fullText
+        default: break
+        }
+        return index
+    }
+
     /// The indexed fields' paths, in order.
     public var paths: [String] { fields ?? [path] }
 
     /// A plain index on one field, as every index was before compound, collated and full-text ones.
-    var isSingleValue: Bool { fields == nil && collation == nil && kind == nil }
+    var isSingleValue: Bool { fields == nil && collation == nil && (kind == nil || kind == .taggedValues) }
 
     var isFullText: Bool { kind == .fullText }
 
@@ -151,8 +181,9 @@ public struct IndexSchema: Codable, Equatable, Sendable {
     func treeName(model: String) -> String {
         var name = "i:\(model):\(path)"
         if let collation { name += "(\(collation))" }
-        // Both layouts of a full-text index use one name: a rebuild drops the old tree first.
-        if kind != nil { name += "(fullText)" }
+        // Every layout of a full-text index uses one name, as both of a value index do: a
+        // rebuild drops the old tree first.
+        if let kind, kind != .taggedValues { name += "(fullText)" }
         return name
     }
 
@@ -229,6 +260,25 @@ extension ObjectSchema {
             }
         }
         return ids
+    }
+
+    /// Whether an index holds the value at `path` tagged (`IndexKind.taggedValues`): a value reached
+    /// through an optional struct that is not optional itself, or an array that can be nil.
+    func nilNeedsTag(atPath path: String) -> Bool {
+        var schema = self
+        var throughOptional = false
+        let parts = path.split(separator: ".")
+        for (i, part) in parts.enumerated() {
+            guard let field = schema.field(named: String(part)) else { return false }
+            if i == parts.count - 1 {
+                if case .array = field.type.unwrapped { return throughOptional || field.type.isOptional }
+                return throughOptional && !field.type.isOptional
+            }
+            guard case .object(let nested) = field.type.unwrapped else { return false }
+            throughOptional = throughOptional || field.type.isOptional
+            schema = nested
+        }
+        return false
     }
 
     /// The type of the field at a dotted path, looking through optional nested structs.

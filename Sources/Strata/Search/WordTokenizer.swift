@@ -15,7 +15,8 @@ import Foundation
 //      none is open (after an emoji, "❤️" being U+2764 U+FE0F, an ideograph or a separator) it
 //      is dropped. Ideographs and Hiragana are each a word of their own. An apostrophe (U+0027,
 //      U+2019) or a full stop between two word scalars joins them ("can't", "e.g", "3.14"), and
-//      so does a comma between two decimal digits ("1,000"); an ideograph or Hiragana on either
+//      so does a comma between two decimal digits ("1,000", marks after the first skipped as
+//      UAX #29's WB4 skips them); an ideograph or Hiragana on either
 //      side is not one, so there it separates. Everything else separates words, and is no word.
 //   3. A word longer than 120 UTF-8 bytes is cut to its first 120 bytes' whole scalars.
 //
