@@ -200,10 +200,12 @@ public final class Database: Sendable {
                     if !migrating { try info.buildIndexes(change.addedIndexes, in: txn) }
                 }
                 if migrating, let migration {
-                    let context = Migration(
-                        oldVersion: storedVersion, newVersion: schemaVersion, oldSchemas: catalog,
-                        transaction: Transaction(registry: registry, txn: txn, maintainsIndexes: false))
+                    let tx = Transaction(registry: registry, txn: txn, maintainsIndexes: false)
+                    let context = Migration(oldVersion: storedVersion, newVersion: schemaVersion, oldSchemas: catalog, transaction: tx)
                     try migration(context)
+                    // The closure caught the error of a write that failed halfway (as `write`
+                    // refuses to commit one): the open fails and nothing changes.
+                    if let failure = tx.failedMidway { throw Transaction.halfDone(failure) }
                     // Every record of every model must now read as its new type, and indexes follow.
                     for (info, _) in pending {
                         try info.validateRecords(in: txn)

@@ -450,9 +450,10 @@ extension Model {
             }
             change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } } + retyped
             // An index whose tree a dropped index shared (a file written when one path could be
-            // declared twice) is rebuilt after the drop.
-            let droppedPaths = Set(change.droppedIndexes.map(\.path))
-            change.addedIndexes = indexes.map(\.0).filter { !stored.indexes.contains($0) || droppedPaths.contains($0.path) }
+            // declared twice) is rebuilt after the drop; one on the same path in another tree (a
+            // collated or full-text index beside a plain one) is kept as it is: its tree is full.
+            let droppedTrees = Set(change.droppedIndexes.map { $0.treeName(model: modelName) })
+            change.addedIndexes = indexes.map(\.0).filter { !stored.indexes.contains($0) || droppedTrees.contains($0.treeName(model: modelName)) }
             // A version above the stored one is recorded; a lower one (a widget or a tool that
             // opens without one) never lowers it, or the next open would migrate again.
             if stored.schemaVersion < schemaVersion { change.raisedVersion = (stored.schemaVersion, schemaVersion) }
@@ -471,6 +472,13 @@ extension Model {
             throw failure.error
         }
         if let stored {
+            // A stored key made computed (`var id: String { email }`): the records stay under
+            // the old ids until a migration moves each to its computed one (validateRecords).
+            if keyField == nil, let old = stored.keyFieldSchema {
+                change.differences.append(
+                    "\(modelName).id: the primary key was the stored field \(old.name) and is now computed; its objects are stored under "
+                        + "the old keys: migrate (a migration moves each object to its new key)")
+            }
             change.changed = change.changed || stored.keyField != keyField || stored.key != key
             change.layoutOnly =
                 change.changed && change.raisedVersion == nil && merged == stored.object && stored.keyField == keyField && stored.key == key

@@ -1,0 +1,122 @@
+import Foundation
+import StrataStorage
+import Testing
+
+@testable import Strata
+
+// Schema changes found wrong by a review of reconciliation and migrations (2026-12-07).
+
+struct SCContactV1: Model {
+    static var modelName: String { "SCContact" }
+    static let uniqueIndexes: [PartialKeyPath<SCContactV1> & Sendable] = [\.email]
+    static let indexDescriptors: [IndexDescriptor<SCContactV1>] = [.on(\.email, collation: .caseInsensitive), .fullText(\.email)]
+    var id: Int
+    var email: String
+}
+
+struct SCContactV2: Model {
+    static var modelName: String { "SCContact" }
+    static let uniqueIndexes: [PartialKeyPath<SCContactV2> & Sendable] = [\.email]
+    var id: Int
+    var email: String
+}
+
+struct SCItemV1: Model {
+    static var modelName: String { "SCItem" }
+    var id: Int
+    var name: String
+}
+
+struct SCItemV2: Model {
+    static var modelName: String { "SCItem" }
+    var id: Int
+    var name: String
+    var extra: Int
+}
+
+struct SCAccountV1: Model {
+    static var modelName: String { "SCAccount" }
+    var id: String
+    var email: String
+}
+
+struct SCAccountV2: Model {
+    static var modelName: String { "SCAccount" }
+    var email: String
+    var id: String { email }
+}
+
+struct SchemaChangeReviewTests {
+    /// Dropping an index (collated, full-text) that shares its path with a kept unique index in
+    /// another tree keeps the unique index as it is: it was rebuilt into its own full tree, which
+    /// failed on every object's own entry, so the file no longer opened.
+    @Test func droppingAnIndexKeepsAnotherOnTheSamePath() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCContactV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(contentsOf: [SCContactV1(id: 1, email: "a@x"), SCContactV1(id: 2, email: "B@x")]) }
+            db.close()
+        }
+        for _ in 0..<2 {
+            let db = try Database(path: path, models: [SCContactV2.self], options: StoreOptions(durability: .noSync))
+            #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+            let names = try db.store.read { try $0.treeNames() }
+            #expect(names.filter { $0.hasPrefix("i:SCContact:") } == ["i:SCContact:email"], "\(names)")
+            #expect(throws: StrataError.self) { try db.write { tx in try tx.insert(SCContactV2(id: 3, email: "a@x")) } }
+            #expect(db.objects(SCContactV2.self).filter(#Predicate { $0.email == "B@x" }).map(\.id) == [2])
+            db.close()
+        }
+        // And back: the dropped indexes are built again beside the unique one.
+        let db = try Database(path: path, models: [SCContactV1.self], options: StoreOptions(durability: .noSync))
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+        #expect(try db.objects(SCContactV1.self).search(\.email, "x").fetchCount() == 2)
+    }
+
+    /// A migration whose closure swallows the error of a write that failed after it began
+    /// (`insert(contentsOf:)` with a duplicate after a new object) fails the open, as `write`
+    /// refuses to commit such a transaction: before, the open committed the half of it.
+    @Test func aMigrationThatSwallowsAHalfDoneWriteDoesNotCommit() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCItemV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(SCItemV1(id: 1, name: "one")) }
+            db.close()
+        }
+        #expect {
+            _ = try Database(path: path, models: [SCItemV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+                try migration.enumerateObjects("SCItem") { _, new in new["extra"] = .int(7) }
+                _ = try? migration.transaction.insert(contentsOf: [SCItemV2(id: 100, name: "new", extra: 0), SCItemV2(id: 1, name: "dup", extra: 0)])
+            }
+        } throws: { error in
+            guard case StrataError.invalidInput(let message) = error else { return false }
+            return message.contains("failed after it had begun")
+        }
+        let db = try Database(path: path, models: [SCItemV1.self], options: StoreOptions(durability: .noSync))
+        #expect(db.objects(SCItemV1.self).map(\.id) == [1])
+    }
+
+    /// A stored primary key made computed is a difference that needs a migration (which moves
+    /// each object to its computed key): before, the open went on with every object under its
+    /// old key, where `object(key:)` of the new one found nothing and an insert made a copy.
+    @Test func aStoredKeyMadeComputedNeedsAMigration() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCAccountV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(SCAccountV1(id: "u1", email: "a@x")) }
+            db.close()
+        }
+        #expect {
+            _ = try Database(path: path, models: [SCAccountV2.self], options: StoreOptions(durability: .noSync))
+        } throws: { error in
+            guard case StrataError.migrationRequired(let reasons) = error else { return false }
+            return reasons.contains { $0.contains("now computed") }
+        }
+        let db = try Database(path: path, models: [SCAccountV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { _ in }
+        #expect(try db.object(SCAccountV2.self, key: "a@x")?.email == "a@x")
+        #expect(try db.object(SCAccountV2.self, key: "u1") == nil)
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+    }
+}
