@@ -149,6 +149,7 @@ public final class Migration {
                 for name in carried.keys where new.fields[name] == nil { patch[name] = .null }
                 var encoder = PatchEncoder(model: model, options: PartialUpdateOptions(), registry: transaction.db)
                 encoder.skipsRemovedNestedFields = true
+                encoder.readsWireForms = false
                 let record = try oldRecord.withUnsafeBytes {
                     try encoder.merge(patch, into: $0, schema: newSchema.object, path: FieldPath(model: objectName))
                 }

@@ -7,6 +7,9 @@ protocol AnyModelInfo: AnyObject, Sendable {
     /// Dotted paths of fields whose type reads its case from the keys present (a payload enum):
     /// a partial update replaces such a field's object instead of merging into it.
     var caseKeyedPaths: Set<String> { get }
+    /// Fields whose raw-value enum has its own Codable, by dotted path: a partial update reads
+    /// them in their JSON form (WireEnum).
+    var wireEnums: [String: WireEnum] { get }
     /// Rebuilds secondary indexes that the stored schema did not have.
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws
     /// Decodes every record as the model's type; throws `migrationRequired` naming the first that fails.
@@ -69,10 +72,12 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     }
 
     let caseKeyedPaths: Set<String>
+    let wireEnums: [String: WireEnum]
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder
         self.caseKeyedPaths = SchemaProbe.caseKeyedPaths(of: M.self)
+        self.wireEnums = SchemaProbe.wireEnums(of: M.self)
         self.hasRemovedFields = stored.object.hasRemovedFields
         self.name = stored.name
         self.stored = stored

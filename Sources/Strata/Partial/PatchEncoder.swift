@@ -18,6 +18,9 @@ struct PatchEncoder {
     /// left out: a migration storing back a nested struct it read from the old record (whose
     /// fields the new type dropped are in it). At the top level such a name stays unknown.
     var skipsRemovedNestedFields = false
+    /// Whether an enum with its own Codable is given in its JSON form (a partial update, a change
+    /// message), not as its stored raw value (a migration, which carries values read from records).
+    var readsWireForms = true
 
     init(model: String, options: PartialUpdateOptions, registry: ModelRegistry) {
         self.model = model
@@ -138,7 +141,15 @@ struct PatchEncoder {
         case .url:
             PrimitiveLayout.append(url: try url(value, path: path), to: &out)
         case .enumeration(let raw):
-            // The raw value is checked against the enum's cases when the object is decoded.
+            // An enum with its own Codable is given as JSONEncoder writes it: its raw value is
+            // that of the case its init(from:) reads. Any other raw value is checked against the
+            // enum's cases when the object is decoded.
+            if readsWireForms, let wire = registry.byName[model]?.wireEnums[path.shape] {
+                switch wire.rawValue(value) {
+                case .success(let converted): return try encode(converted, as: raw, path: path)
+                case .failure(let error): throw path.mismatch(error.reason)
+                }
+            }
             return try encode(value, as: raw, path: path)
         case .reference(let target):
             return try referenceKey(value, target: target, path: path)
@@ -152,7 +163,7 @@ struct PatchEncoder {
         case .dictionary(let element):
             guard case .object(let fields) = value else { throw expected("an object", value, path) }
             let entries = try fields.map { key, item in
-                let entry = try collectionEntry(item, element: element, path: path.appending(key))
+                let entry = try collectionEntry(item, element: element, path: path.appending(entry: key))
                 return (key: key, isNil: entry.isNil, bytes: entry.bytes)
             }
             CollectionLayout.appendDictionary(entries, to: &out)

@@ -117,7 +117,10 @@ extension StoredValue {
             }
             if value is NSNull { self = .value(.null); return }
             if let number = value as? NSNumber { self = .value(StoredValue.number(number)); return }
-            // Enum cases and references given as themselves stand for their raw value and key.
+            // Enum cases and references given as themselves stand for their raw value and key;
+            // an enum with its own Codable for what JSONEncoder writes of it, as a patch holds
+            // such an enum (WireEnum).
+            if let wire = WireEnum.wireValue(of: value) { self = .json(wire); return }
             if let v = value as? any RawRepresentable { self = .wrapped(v.rawValue); return }
             if let v = value as? any ReferenceValue { self = .wrapped(v.keyAny); return }
             self = .unsupported(type)
@@ -193,19 +196,29 @@ struct FieldPath {
     let text: String
     /// How many levels below the object this is (bounds recursion on nested input).
     let depth: Int
+    /// The path as the schema probe names it: an element is `[]`, a dictionary's value `[key]`
+    /// (whatever its index or key), so that facts found per field apply to every element.
+    let shape: String
 
-    init(model: String, text: String = "", depth: Int = 0) {
+    init(model: String, text: String = "", depth: Int = 0, shape: String = "") {
         self.model = model
         self.text = text
         self.depth = depth
+        self.shape = shape
     }
 
     func appending(_ field: String) -> FieldPath {
-        FieldPath(model: model, text: text.isEmpty ? field : text + "." + field, depth: depth + 1)
+        FieldPath(
+            model: model, text: text.isEmpty ? field : text + "." + field, depth: depth + 1, shape: shape.isEmpty ? field : shape + "." + field)
     }
 
     func appending(index: Int) -> FieldPath {
-        FieldPath(model: model, text: text + "[\(index)]", depth: depth + 1)
+        FieldPath(model: model, text: text + "[\(index)]", depth: depth + 1, shape: shape + "[]")
+    }
+
+    /// A dictionary's value at `key`.
+    func appending(entry key: String) -> FieldPath {
+        FieldPath(model: model, text: text.isEmpty ? key : text + "." + key, depth: depth + 1, shape: shape + "[key]")
     }
 
     func mismatch(_ reason: String) -> StrataError {

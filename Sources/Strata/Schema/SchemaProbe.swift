@@ -18,8 +18,14 @@ enum SchemaProbe {
     }
 
     /// Per probed type: the dotted paths of fields whose type is an enum naming its case by key
-    /// (a payload enum), which a partial update replaces rather than merges into, and those types.
-    private static let caseKeyed = Mutex<[ObjectIdentifier: (paths: Set<String>, types: Set<ObjectIdentifier>)]>([:])
+    /// (a payload enum), which a partial update replaces rather than merges into, and those
+    /// types; and the raw-value enums with their own Codable, by path (`[]` an element).
+    private static let caseKeyed = Mutex<[ObjectIdentifier: (paths: Set<String>, types: Set<ObjectIdentifier>, wire: [String: WireEnum])]>([:])
+
+    /// The fields of `type` whose raw-value enum has its own Codable (WireEnum), by dotted path.
+    static func wireEnums(of type: Any.Type) -> [String: WireEnum] {
+        caseKeyed.withLock { $0[ObjectIdentifier(type)]?.wire } ?? [:]
+    }
 
     /// The case-keyed field paths of `type`, found when it was last probed.
     static func caseKeyedPaths(of type: Any.Type) -> Set<String> {
@@ -37,7 +43,7 @@ enum SchemaProbe {
     static func schemaAndPlaceholder<T: Decodable>(of type: T.Type, modelName: String) throws -> (schema: ObjectSchema, placeholder: T) {
         let probe = ProbeState(modelName: modelName)
         defer {
-            let found = (paths: probe.caseKeyedPaths, types: probe.caseKeyedTypes)
+            let found = (paths: probe.caseKeyedPaths, types: probe.caseKeyedTypes, wire: probe.wireEnums)
             caseKeyed.withLock { $0[ObjectIdentifier(T.self)] = found }
         }
         let fieldType: FieldType
@@ -73,6 +79,7 @@ final class ProbeState {
     /// Dotted paths of fields whose type is an enum naming its case by key, and those types.
     var caseKeyedPaths = Set<String>()
     var caseKeyedTypes = Set<ObjectIdentifier>()
+    var wireEnums: [String: WireEnum] = [:]
 
     init(modelName: String) { self.modelName = modelName }
 
@@ -185,6 +192,8 @@ final class ProbeState {
                 } else if let representable = value as? any RawRepresentable {
                     marking.record(representable.rawValue, at: path)
                 }
+            } else if let wire = WireEnum.of(value) {
+                wireEnums[dottedPath(path)] = wire
             }
             return (.enumeration(raw), value)
         }
