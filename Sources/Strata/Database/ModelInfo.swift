@@ -10,6 +10,9 @@ protocol AnyModelInfo: AnyObject, Sendable {
     /// Fields whose raw-value enum has its own Codable, by dotted path: a partial update reads
     /// them in their JSON form (WireEnum).
     var wireEnums: [String: WireEnum] { get }
+    /// Whether the model's `init(from:)` reads a value for the field at a stored path where the
+    /// record holds none (FieldNames.defaultedStoredPaths).
+    func decodesWithout(_ storedPath: String) -> Bool
     /// Rebuilds secondary indexes that the stored schema did not have.
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws
     /// Decodes every record as the model's type; throws `migrationRequired` naming the first that fails.
@@ -73,6 +76,8 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     let caseKeyedPaths: Set<String>
     let wireEnums: [String: WireEnum]
+
+    func decodesWithout(_ storedPath: String) -> Bool { FieldNames.defaultedStoredPaths(of: M.self).contains(storedPath) }
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder

@@ -211,8 +211,14 @@ extension Transaction {
             throw error
         }
         if try info.keyBytes(object.id) != keyBytes {
-            // The id came from the stored record, not from the fields: the record is damaged.
-            if oldRecord != nil && patch[info.keyPath] == nil { throw info.recordUnderWrongKey(key, holding: object.id) }
+            // The id came from the stored record, not from the fields: the record is damaged. (A
+            // computed id the fields changed, `var id: String { email }`, is the fields' doing:
+            // the stored record's own id is the key.)
+            if let oldRecord, patch[info.keyPath] == nil,
+                try oldRecord.withUnsafeBytes({ try info.keyBytes(try info.decode($0).id) }) != keyBytes
+            {
+                throw info.recordUnderWrongKey(key, holding: object.id)
+            }
             throw StrataError.typeMismatch(
                 model: info.name, field: info.keyPath,
                 reason: "the fields give the key \(describeValue(object.id)), but the update is for \(describeValue(key))")

@@ -81,7 +81,13 @@ struct PatchEncoder {
             entries[field.id] = (false, try encode(value, as: field.type, path: fieldPath))
         }
         for field in schema.liveFields where !field.type.isOptional {
-            if entries[field.id] == nil || entries[field.id]?.isNil == true { missing.append(path.appending(field.name).text) }
+            guard entries[field.id] == nil || entries[field.id]?.isNil == true else { continue }
+            let fieldPath = path.appending(field.name)
+            // A field `init(from:)` does without (`(try? c.decode(…)) ?? 0`) may be absent, as an
+            // `encode(to:)` that skips its default value leaves it: the object reads the default,
+            // as JSONDecoder reads it.
+            if registry.byName[model]?.decodesWithout(fieldPath.shape) == true { continue }
+            missing.append(fieldPath.text)
         }
         var fields = RecordFields()
         for id in entries.keys.sorted() {

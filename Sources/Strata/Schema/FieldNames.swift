@@ -262,6 +262,14 @@ enum FieldNames {
         return path
     }
 
+    /// The stored paths of `type`'s fields that `init(from:)` reads a value for where the record
+    /// holds none (`Table.defaulted`): a record may lack them, as an `encode(to:)` that skips a
+    /// default leaves them.
+    static func defaultedStoredPaths(of type: any Decodable.Type) -> Set<String> {
+        guard let table = table(for: type) else { return [] }
+        return Set(table.defaulted.compactMap { table.stored[$0] })
+    }
+
     private static func table(for type: any Decodable.Type) -> Table? {
         let id = ObjectIdentifier(type)
         if let known = tables.withLock({ $0[id] }) { return known }

@@ -1,0 +1,81 @@
+import Foundation
+import StrataStorage
+import Testing
+
+@testable import Strata
+
+// Partial updates found wrong by a review of the layer (2026-12-07), checked against JSONDecoder
+// and the typed writes.
+
+/// ModelsAndSchema's pattern: a counter left out of the JSON (and the record) while it is 0.
+struct PRTally: Model, Equatable {
+    var id: Int
+    var name: String
+    var hits: Int
+
+    enum CodingKeys: String, CodingKey { case id, name, hits }
+
+    init(id: Int, name: String, hits: Int) {
+        self.id = id
+        self.name = name
+        self.hits = hits
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(Int.self, forKey: .id)
+        name = try c.decode(String.self, forKey: .name)
+        hits = (try? c.decode(Int.self, forKey: .hits)) ?? 0
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(name, forKey: .name)
+        if hits != 0 { try c.encode(hits, forKey: .hits) }
+    }
+}
+
+struct PartialReviewTests {
+    /// A required field `init(from:)` does without, left out by `encode(to:)`, is no missing
+    /// field: updates of such an object, and objects created without it, read as JSONDecoder
+    /// reads the merged JSON (they threw `incompleteUpdate` / `incompleteObject`).
+    @Test func aFieldInitFromDoesWithoutMayBeLeftOut() throws {
+        let db = try Database.inMemory(models: [PRTally.self])
+        try db.write { tx in try tx.insert(contentsOf: [PRTally(id: 1, name: "a", hits: 0), PRTally(id: 2, name: "b", hits: 3)]) }
+        // Each patch applies to what the one before left; the third JSON is each object's then.
+        let cases: [(Int, String, String)] = [
+            (1, #"{"name": "b"}"#, #"{"id": 1, "name": "b"}"#),
+            (1, #"{"hits": 4}"#, #"{"id": 1, "name": "b", "hits": 4}"#),
+            (2, #"{"hits": 0}"#, #"{"id": 2, "name": "b", "hits": 0}"#),
+            (2, #"{"name": "c"}"#, #"{"id": 2, "name": "c"}"#),
+        ]
+        for (key, patch, merged) in cases {
+            let result = try db.write { tx in try tx.update(PRTally.self, key: key, json: Data(patch.utf8)) }
+            let expected = try JSONDecoder().decode(PRTally.self, from: Data(merged.utf8))
+            #expect(result.object == expected, "\(patch)")
+            #expect(try db.object(PRTally.self, key: key) == expected, "\(patch)")
+        }
+        let created = try db.write { tx in try tx.upsert(PRTally.self, key: 9, json: Data(#"{"name": "new"}"#.utf8)) }
+        #expect(created.created && created.object == PRTally(id: 9, name: "new", hits: 0))
+        // A field it needs is still missing.
+        #expect(throws: StrataError.self) { try db.write { tx in try tx.upsert(PRTally.self, key: 10, json: Data(#"{"hits": 2}"#.utf8)) } }
+    }
+
+    /// Fields that change a computed id (`var id: String { email }`) are the fields' error, as a
+    /// typed update changing the key is: it was reported as a damaged stored record.
+    @Test func fieldsChangingAComputedKeyAreATypeMismatch() throws {
+        let db = try Database.inMemory(models: [Account.self])
+        try db.write { tx in try tx.insert(Account(email: "a@x", balance: 1)) }
+        #expect {
+            try db.write { tx in try tx.update(Account.self, key: "a@x", json: Data(#"{"email": "c@x"}"#.utf8)) }
+        } throws: { error in
+            guard case StrataError.typeMismatch(_, _, let reason) = error else { return false }
+            return reason.contains("c@x")
+        }
+        #expect(try db.object(Account.self, key: "a@x") == Account(email: "a@x", balance: 1))
+        // A change that keeps the key is an update like any.
+        let result = try db.write { tx in try tx.update(Account.self, key: "a@x", json: Data(#"{"email": "a@x", "balance": 5}"#.utf8)) }
+        #expect(result.object == Account(email: "a@x", balance: 5))
+    }
+}
