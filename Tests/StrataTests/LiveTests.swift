@@ -173,6 +173,52 @@ struct LiveResultsTests {
         tokens.forEach { $0.invalidate() }
     }
 
+    /// A changed object that keeps its place among the unchanged rows is a modification, also
+    /// when another changed object of the same gap moves away (the incremental path compared the
+    /// gap's changed rows as a whole, and reported it deleted and inserted where it stood).
+    @Test func aChangedObjectThatKeepsItsPlaceIsAModification() throws {
+        func item(_ id: Int, _ score: Double) -> Item {
+            Item(id: id, name: "n\(id)", category: 0, score: score, label: nil, status: .online, tags: [], rank: nil)
+        }
+        // X A B C Y by score; each case: one commit, then the change set a list view expects.
+        let cases: [(String, (Transaction) throws -> Void, [Int], [Int], [Int])] = [
+            (
+                "rename A, B to the front",
+                { tx in
+                    _ = try tx.update(Item.self, key: 2) { $0.name = "A2" }
+                    _ = try tx.update(Item.self, key: 3) { $0.score = 0.05 }
+                }, [2], [0], [2]
+            ),
+            (
+                "A rewritten as it was, B to the end",
+                { tx in
+                    try tx.upsert(item(2, 0.2))
+                    _ = try tx.update(Item.self, key: 3) { $0.score = 0.9 }
+                }, [2], [4], []
+            ),
+            (
+                "rename A and C, B to the front",
+                { tx in
+                    _ = try tx.update(Item.self, key: 2) { $0.name = "A2" }
+                    _ = try tx.update(Item.self, key: 4) { $0.name = "C2" }
+                    _ = try tx.update(Item.self, key: 3) { $0.score = 0.05 }
+                }, [2], [0], [2, 3]
+            ),
+        ]
+        for (name, write, deletions, insertions, modifications) in cases {
+            let db = try Database.inMemory(models: [Item.self])
+            try db.write { tx in try tx.insert(contentsOf: [item(1, 0.1), item(2, 0.2), item(3, 0.3), item(4, 0.35), item(5, 0.4)]) }
+            let inbox = Inbox<Delivery>()
+            let token = inbox.observe(db.objects(Item.self).sorted(by: SortDescriptor(\.score)), context: name)
+            #expect(inbox.wait { $0.count == 1 })
+            try db.write { tx in try write(tx) }
+            #expect(inbox.wait { $0.count == 2 }, "\(name)")
+            let update = try #require(inbox.all.last)
+            #expect(update.deletions == deletions && update.insertions == insertions && update.modifications == modifications, "\(name): \(update)")
+            token.invalidate()
+        }
+    }
+
     @Test func keyPathsFilterDeliveries() throws {
         let db = try Database.inMemory(models: [Item.self])
         try db.write { tx in try tx.insert(contentsOf: QueryTests.makeItems(20, seed: 1)) }

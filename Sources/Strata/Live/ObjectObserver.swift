@@ -301,7 +301,8 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let wasKnown = known
             known = true
             let decoded = { try snapshot.checked { try info.decode(record) } }
-            defer { last = fields }
+            var readsFields = true
+            defer { if readsFields { last = fields } }
             if initial {
                 if self.initial != nil { deliverInitial(try decoded()) }
                 return
@@ -318,7 +319,12 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let changedIDs = Set(fields.keys).union(previous.keys).filter { fields[$0] != previous[$0] }
             if changedIDs.isEmpty { return }
             let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
-            deliver(.changed(try decoded(), fields: names))
+            // A value that does not decode is an `.error`: the next change lists the fields
+            // changed since the object last delivered, not since the value that failed.
+            readsFields = false
+            let object = try decoded()
+            readsFields = true
+            deliver(.changed(object, fields: names))
         } catch {
             // A writer in another process overtook a read-only store's snapshot (whatever the
             // error its reused pages caused): read a newer one. (`last` may hold what the

@@ -428,10 +428,11 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
             }
             for (row, _) in fresh { newIndices[row.key] = position(of: (row.sortKey, row.key), in: rows) }
 
-            // Changed objects stay in place when, at the same slot among the unchanged rows, the
-            // same changed keys sit in the same order before and after; every other change is a
-            // deletion and an insertion. (Slot = the number of unchanged rows before = index minus
-            // rank among the changed rows.)
+            // Changed objects stay in place when they keep their slot among the unchanged rows,
+            // and among the changed objects of that slot before and after, a longest run that
+            // keeps its order does (as ChangeSet.between keeps one); every other change is a
+            // deletion and an insertion. (Slot = the number of unchanged rows before = index
+            // minus rank among the changed rows.)
             let newSorted = newIndices.values.sorted()
             var oldGroups: [Int: [[UInt8]]] = [:]
             var newGroups: [Int: [[UInt8]]] = [:]
@@ -447,12 +448,20 @@ final class ResultsObserver<M: Model>: HubClient, @unchecked Sendable {
                 newSlot[j] = j - rank
                 newGroups[j - rank, default: []].append(newRowKeys[j] ?? [])
             }
+            var stays = Set<[UInt8]>()
+            for (slot, oldKeys) in oldGroups {
+                guard let newKeys = newGroups[slot] else { continue }
+                var oldRank: [[UInt8]: Int] = [:]
+                for (rank, key) in oldKeys.enumerated() { oldRank[key] = rank }
+                let common = newKeys.compactMap { key in oldRank[key].map { (key: key, rank: $0) } }
+                for k in ChangeSet.longestIncreasingRun(common.map(\.rank)) { stays.insert(common[k].key) }
+            }
             var change = ChangeSet()
             var inPlaceOld = Set<Int>()
             var inPlaceNew = Set<Int>()
             for (key, (fingerprint, i)) in oldFingerprints {
                 guard let j = newIndices[key], let before = oldSlot[i], let after = newSlot[j],
-                    before == after, oldGroups[before] == newGroups[after]
+                    before == after, stays.contains(key)
                 else { continue }
                 inPlaceOld.insert(i)
                 inPlaceNew.insert(j)
