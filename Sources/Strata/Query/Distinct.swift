@@ -14,8 +14,14 @@ enum Distinct {
         // Decided once per key path, from its value type, not by casting every value.
         let byEncoding = keyPaths.map { !holdsDecimal(type(of: $0).valueType) }
         for (i, object) in objects.enumerated() {
-            let values = keyPaths.map { object[keyPath: $0] }
-            if let signature = hashableSignature(values, byEncoding: byEncoding) {
+            // Each value as it is compared: a scalar by its key encoding, also beside a value
+            // that is only Equatable (its NaNs are then still one value).
+            let values = zip(keyPaths, byEncoding).map { keyPath, byEncoding -> Any in
+                let value = object[keyPath: keyPath]
+                var bytes: [UInt8] = []
+                return byEncoding && KeyEncoding.append(value, to: &bytes) ? bytes : value
+            }
+            if let signature = hashableSignature(values) {
                 if seen.insert(signature).inserted { kept.append(i) }
             } else if !unhashable.contains(where: { equal($0, values) }) {
                 unhashable.append(values)
@@ -25,17 +31,11 @@ enum Distinct {
         return kept
     }
 
-    private static func hashableSignature(_ values: [Any], byEncoding: [Bool]) -> [AnyHashable]? {
+    private static func hashableSignature(_ values: [Any]) -> [AnyHashable]? {
         var signature: [AnyHashable] = []
-        for (value, byEncoding) in zip(values, byEncoding) {
-            var bytes: [UInt8] = []
-            if byEncoding, KeyEncoding.append(value, to: &bytes) {
-                signature.append(AnyHashable(bytes))
-            } else if let hashable = value as? any Hashable {
-                signature.append(AnyHashable(hashable))
-            } else {
-                return nil
-            }
+        for value in values {
+            guard let hashable = value as? any Hashable else { return nil }
+            signature.append(AnyHashable(hashable))
         }
         return signature
     }
