@@ -61,17 +61,21 @@ extension Store {
         // Commit in batches so a large copy never holds the whole file in dirty pages.
         let batchBytes = 64 << 20
         let control = OperationControl.current
-        let names = try snapshot.treeNames()
-        var entries = 0
-        for name in names { entries += try snapshot.tree(name)?.count ?? 0 }
-        control?.begin("copy", total: entries)
+        // Every page read is checked against its checksum, the catalog's and branches included:
+        // the copy seals what it writes, so damage copied over would look whole there.
+        var verified = Set<PageNo>()
+        let names = try verifiedTreeNames(snapshot, verified: &verified)
+        var sources: [ReadTree] = []
         for name in names {
-            guard let source = try snapshot.tree(name) else { continue }
+            guard let source = try snapshot.tree(name) else {
+                throw StorageError.corrupt(page: snapshot.meta.catalog.root, reason: "the catalog lists tree '\(name)', which it does not hold")
+            }
+            sources.append(source)
+        }
+        control?.begin("copy", total: sources.reduce(0) { $0 + $1.count })
+        for (name, source) in zip(names, sources) {
             let cursor = source.cursor()
             var more = try cursor.first()
-            // Every page read is checked against its checksum: the copy seals what it writes, so
-            // damage copied over would look whole there.
-            var verifiedLeaf: PageNo?
             _ = try target.write { try $0.createTree(name) }
             while more {
                 more = try target.write { txn -> Bool in
@@ -80,8 +84,7 @@ extension Store {
                     var more = true
                     while more && bytes < batchBytes {
                         try control?.step()
-                        try cursor.verifySealed(leafToo: cursor.leafPage != verifiedLeaf)
-                        verifiedLeaf = cursor.leafPage
+                        try cursor.verifyPathSealed(verified: &verified)
                         // A key no writer makes (a damaged leaf whose checksum was made to
                         // match) is the source's damage, not the caller's bad key.
                         if cursor.key.isEmpty || cursor.key.count > maxKeySize {
@@ -97,6 +100,23 @@ extension Store {
             }
         }
         try target.env.file.sync()
+    }
+
+    /// The catalog's tree names, its pages checked against their checksums; a name that is not
+    /// UTF-8 (which no writer stores) is damage.
+    private func verifiedTreeNames(_ snapshot: ReadTransaction, verified: inout Set<PageNo>) throws -> [String] {
+        var names: [String] = []
+        let cursor = Cursor(pages: snapshot.pages, root: snapshot.meta.catalog.root, owner: snapshot.pages)
+        var more = try cursor.first()
+        while more {
+            try cursor.verifyPathSealed(verified: &verified)
+            guard let name = String(validating: cursor.key, as: UTF8.self) else {
+                throw StorageError.corrupt(page: cursor.leafPage ?? 0, reason: "the catalog holds a tree name that is not UTF-8")
+            }
+            names.append(name)
+            more = try cursor.next()
+        }
+        return names
     }
 
     private func pageCopy(_ snapshot: ReadTransaction, to path: String) throws {

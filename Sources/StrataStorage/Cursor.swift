@@ -324,6 +324,17 @@ public final class Cursor {
         if case .overflow(let run, _) = try leaf.leafEntry(frames[depth - 1].index).value { try pages.verifySealed(run) }
     }
 
+    /// `verifySealed` for every page from the root down to the entry (branches too: a damaged
+    /// branch can lead to another tree's sealed pages), each checked once across calls with
+    /// the same `verified`.
+    func verifyPathSealed(verified: inout Set<PageNo>) throws {
+        guard isPositioned, depth > 0, let leaf else { return }
+        for level in 0..<depth where verified.insert(frames[level].pgno).inserted {
+            try pages.verifySealed(frames[level].pgno)
+        }
+        if case .overflow(let run, _) = try leaf.leafEntry(frames[depth - 1].index).value { try pages.verifySealed(run) }
+    }
+
     /// The leaf page under the cursor.
     var leafPage: PageNo? { isPositioned ? leaf?.pgno : nil }
 

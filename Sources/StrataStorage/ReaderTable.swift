@@ -113,7 +113,12 @@ final class ReaderTable: Sendable {
 
     /// `holdsFile` for a table in the lock file `lockFile`: whether anyone holds the pid's byte.
     static func pidHolders(_ lockFile: PosixFile) -> @Sendable (UInt64) -> Bool? {
-        { [lockFile] pid in lockFile.isLockedByOthers(offset: LockLayout.pidByte(pid)) }
+        { [lockFile] pid in
+            // A pid read from the file that no process can have (a damaged slot) has no byte:
+            // its slot is dead. (Its byte's offset would overflow, and trap.)
+            guard pid > 0, pid <= UInt64(Int32.max) else { return false }
+            return lockFile.isLockedByOthers(offset: LockLayout.pidByte(pid))
+        }
     }
 
     /// A table in process memory, for stores no other process can open.

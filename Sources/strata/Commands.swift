@@ -96,7 +96,7 @@ func check(path: String) throws(ToolFailure) {
         print("  objects: \(grouped(objects.objects)) objects, \(grouped(objects.indexEntries)) index entries checked against their schemas")
         for note in objects.notes { print("note: \(note)") }
         for problem in objects.problems { print("problem: \(problem)") }
-        objectProblems = objects.problems.count
+        objectProblems = objects.problemCount
     }
     if report.isOK && objectProblems == 0 {
         print("ok")

@@ -156,6 +156,34 @@ import Foundation
     }
 
     /// Both meta pages damaged: no valid commit (or, with the magic gone, not a Strata file).
+    /// A compacting copy checks the catalog's pages and every branch it walks, as it checks
+    /// leaves: it reseals what it writes, so a damaged name copied over would look whole in the
+    /// copy (`strata check` of it said ok, and the app's tree was gone under its name). The
+    /// damaged leaf is one the newest commit did not write, which opening does not check.
+    @Test(arguments: [false, true])
+    func aCompactingCopyRefusesADamagedCatalog(validUTF8: Bool) throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let names = (0..<300).map { i in String(format: "tree-%04d-", i) + String(repeating: "n", count: 190) }
+        do {
+            let store = try Store(path: path, options: StoreOptions(pageSize: Self.pageSize))
+            try store.write { txn in for name in names { _ = try txn.createTree(name).put([1], [2]) } }
+            try store.write { txn in _ = try txn.createTree(names[299]).put([3], [4]) }
+            store.close()
+        }
+        // The first tree's name, in its catalog leaf: one byte changed, the checksum left as it was.
+        let file = try #require(FileManager.default.contents(atPath: path))
+        let needle = Data(names[0].utf8)
+        let at = try #require(file.range(of: needle)).lowerBound + 5
+        try patchFile(path, at: at, [validUTF8 ? UInt8(ascii: "X") : 0xFF])
+        let store = try Store(path: path, options: StoreOptions(pageSize: Self.pageSize))
+        defer { store.close() }
+        let out = temporaryPath()
+        defer { removeStoreFiles(out) }
+        #expect(throws: StorageError.self) { try store.copy(to: out) }
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
     @Test func bothMetasSpoiled() throws {
         for how in Spoil.allCases {
             let path = temporaryPath()

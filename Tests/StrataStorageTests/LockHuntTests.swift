@@ -605,6 +605,27 @@ extension LockHuntTests {
 }
 
 extension LockHuntTests {
+    /// A slot whose owner no process can have (a damaged lock file: pid 2^63, UInt64.max - 2,
+    /// above Int32.max) is a dead reader's: reading the reader table (`readers()`, `stats()`, a
+    /// writer's scan) trapped on the lock byte's offset for it.
+    @Test func aSlotOwnedByAnImpossiblePidIsDead() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        try Store(path: path).write { _ = try $0.createTree("t").put([1], [1]) }
+        do {
+            let map = try LockHuntLockMap(path: path)
+            for pid: UInt64 in [1 << 63, UInt64.max - 2, UInt64(Int32.max) + 1] { _ = map.plantSlot(pid: pid, txnid: 1) }
+        }
+        let readOnly = try Store(path: path, options: StoreOptions(readOnly: true))
+        #expect(readOnly.readers().filter { $0.pid > UInt64(Int32.max) }.isEmpty)
+        _ = try readOnly.stats()
+        readOnly.close()
+        let store = try Store(path: path)
+        for i in 0..<3 { try store.write { _ = try $0.createTree("t").put([UInt8(2 + i)], [1]) } }
+        #expect(store.readers().filter { $0.pid > UInt64(Int32.max) }.isEmpty)
+        store.close()
+    }
+
     /// This process reads while another process writes: a snapshot held through one handle stays
     /// exactly its commit while other handles of the file in this process come and go, and the
     /// other process commits 300 times (freeing and reusing pages).

@@ -217,6 +217,19 @@ struct DBIOTests {
         #expect(try db.object(Member.self, key: "z") == nil)
     }
 
+    /// Nor through reflection: the reader's stored transaction is not among its children.
+    @Test func aReadJoinedToAWriteCannotReachItsTransactionByReflection() throws {
+        let db = try seeded()
+        let sneaky = DBRead<Int> { reader in
+            let found = Mirror(reflecting: reader).descendant("tx") as? Transaction
+            #expect(found == nil)
+            if let tx = found { try tx.insert(member("z", "Zed", age: 1)) }
+            throw Custom()
+        }
+        try db.write { tx in _ = try? tx.run(sneaky) }
+        #expect(try db.object(Member.self, key: "z") == nil)
+    }
+
     @Test func oneTransactionPerRun() throws {
         let db = try seeded()
         let before = try version(db)

@@ -114,6 +114,28 @@ extension ObjectCheckTests {
 }
 
 extension ObjectCheckTests {
+    /// More problems than the report lists are counted whole, by the report and by `strata check`
+    /// (which said "found 51 problems" for 60: the 50 listed and the line counting the rest).
+    @Test func problemsBeyondTheListAreCounted() throws {
+        let damaged = try seeded()
+        _ = try Store(path: damaged).write { txn in
+            for i in 0..<40 { _ = try txn.tree("m:CKMessage")?.put(key("m\(i)"), [200, 1, 2]) }
+            for u in 0..<3 { _ = try txn.tree("m:CKUser")?.put(key("u\(u)"), [200, 1, 2]) }
+        }
+        let report = try StoredObjects.check(in: try Store(path: damaged), limit: 10)
+        #expect(report.omittedProblems > 0 && report.problems.count == 11)
+        let whole = try StoredObjects.check(in: try Store(path: damaged), limit: 10_000)
+        #expect(whole.omittedProblems == 0)
+        #expect(report.problemCount == whole.problems.count, "\(whole.problems.count)")
+        guard let tool = toolExecutable() else {
+            Issue.record("the strata executable was not found next to the test bundle")
+            return
+        }
+        let bad = try runTool(tool, ["check", damaged])
+        #expect(bad.status == 5)
+        #expect(bad.output.contains("check found \(whole.problems.count) problems"), "\(bad.output.suffix(300))")
+    }
+
     @Test func strataSchemaListsNestedFields() throws {
         guard let tool = toolExecutable() else {
             Issue.record("the strata executable was not found next to the test bundle")

@@ -68,6 +68,11 @@ struct TransactionReader: ObjectReader {
     func count<M: Model>(_ type: M.Type, where predicate: Predicate<M>?) throws -> Int { try tx.count(type, where: predicate) }
 }
 
+/// Reflection shows no transaction either (`Mirror(reflecting: reader).descendant("tx")`).
+extension TransactionReader: CustomReflectable {
+    var customMirror: Mirror { Mirror(self, children: []) }
+}
+
 extension Snapshot: ObjectReader {
     /// The objects matching `predicate` (all when nil), sorted, as an array (the `ObjectReader`
     /// form; `objects(_:)` gives lazy `Results` instead).

@@ -20,6 +20,10 @@ public struct ObjectCheckReport: Sendable {
     public var objects = 0
     /// Index entries examined.
     public var indexEntries = 0
+    /// Problems found beyond the `limit` listed (`problems` then ends with a line counting them).
+    public var omittedProblems = 0
+    /// Every problem found, listed or not.
+    public var problemCount: Int { problems.count - (omittedProblems > 0 ? 1 : 0) + omittedProblems }
 }
 
 extension StoredObjects {
@@ -68,7 +72,10 @@ private struct ObjectCheck {
         for schema in schemas.values.sorted(by: { $0.name < $1.name }) {
             try check(schema, decoding: decoding, schemas: schemas)
         }
-        if hidden > 0 { report.problems.append("… and \(hidden) more problems") }
+        if hidden > 0 {
+            report.problems.append("… and \(hidden) more problems")
+            report.omittedProblems = hidden
+        }
         return report
     }
 
