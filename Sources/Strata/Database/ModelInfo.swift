@@ -176,7 +176,10 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         try encoders.with(ObjectEncoder.self) { encoder in
             encoder.reset()
             try object.encode(to: encoder)
-            return encoder.record()
+            let record = encoder.record()
+            // A container the type asked for and Strata cannot write (`ObjectEncoding.failure`).
+            if let failure = encoder.state.failure { throw failure }
+            return record
         }
     }
 
@@ -326,6 +329,9 @@ extension Model {
                 model: modelName, field: field,
                 reason: "encode(to:) writes this key and init(from:) never reads it; the stored fields are those init(from:) reads, "
                     + "so it would have no place in the record: read it in init(from:) (and ignore the value), or stop writing it")
+        } catch StrataError.typeMismatch(_, let field, let reason) where reason.hasPrefix(ObjectEncoding.unwritableContainer) {
+            // Written so, the field would be missing from records (an empty array) or fail every write.
+            throw StrataError.unsupportedType(model: modelName, field: field, reason: "the field is " + reason)
         } catch {}
     }
 

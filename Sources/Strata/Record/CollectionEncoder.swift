@@ -103,7 +103,7 @@ final class ElementWriter {
         let encoder = hot.pointee.objects.unsafelyUnwrapped
         encoder.reset(at: context)
         try value.encode(to: encoder)
-        encoder.serialize(into: &hot.pointee.body)
+        try encoder.finish(into: &hot.pointee.body)
     }
 
     /// Orders the elements by their bytes (nil before an empty value): sets encode in hash order,

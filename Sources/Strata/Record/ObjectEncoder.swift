@@ -34,6 +34,12 @@ final class ObjectEncoder: ForwardingEncoder {
     func serialize(into out: inout [UInt8]) { state.serialize(into: &out) }
     /// The record of the fields encoded so far.
     func record() -> [UInt8] { state.record() }
+    /// The record of the fields encoded so far, appended to `out`, or the error of a container
+    /// the type asked for and Strata cannot write (`ObjectEncoding.failure`).
+    func finish(into out: inout [UInt8]) throws {
+        state.serialize(into: &out)
+        if let failure = state.failure { throw failure }
+    }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         if containerKeyType == ObjectIdentifier(Key.self), let container {
@@ -100,6 +106,11 @@ final class ObjectEncoding {
         /// Per field, the encoder its collections were last written with
         /// (`RecordEncoding.encodeCollection`'s slot; empty until one is needed).
         var collections: [AnyObject?] = []
+        /// A container the type asked for that Strata cannot write (a nested unkeyed one), whose
+        /// error is thrown when its first element is written; noted here, it is thrown at the
+        /// end of `encode(to:)` even when none was (an empty array written so left the field out
+        /// of the record, and the object could not be read back).
+        var failure: StrataError?
     }
 
     /// A nested container's field, its state, and the box handed out (to tell whether the type
@@ -128,6 +139,14 @@ final class ObjectEncoding {
     /// The fields encoded so far.
     var storage: RecordFields { hot.pointee.storage }
 
+    /// `Hot.failure`.
+    var failure: StrataError? { hot.pointee.failure }
+
+    /// Notes that `error` will fail the object (the first noted is kept).
+    func noteFailure(_ error: StrataError) {
+        if hot.pointee.failure == nil { hot.pointee.failure = error }
+    }
+
     /// Makes this state write an object at another place (a collection's next element): the
     /// encoders it made for fields under the old place name it in their errors, so they go.
     func move(to context: EncodingContext) {
@@ -139,6 +158,7 @@ final class ObjectEncoding {
     func reset() {
         hot.pointee.storage.removeAll()
         hot.pointee.next = 0
+        hot.pointee.failure = nil
         if !hot.pointee.nested.isEmpty { releaseNested() }
     }
 
@@ -160,11 +180,16 @@ final class ObjectEncoding {
         do {
             f = try field(name)
         } catch {
-            return KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: error as? StrataError ?? context.appending(name).mismatch("\(error)")))
+            let failure = error as? StrataError ?? context.appending(name).mismatch("\(error)")
+            noteFailure(failure)
+            return KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: failure))
         }
         guard case .object(let schema) = schema.fields[f].type.unwrapped else {
-            return KeyedEncodingContainer(
-                FailingKeyedEncoding<NestedKey>(error: context.appending(name).mismatch("stored as \(schema.fields[f].type), written as a nested container")))
+            let failure = context.appending(name).mismatch(
+                "\(Self.unwritableContainer) stored as \(schema.fields[f].type), written as a nested keyed container; encode the value itself (`encode(_:forKey:)`)"
+            )
+            noteFailure(failure)
+            return KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: failure))
         }
         // Asked again for the same key: the same container, as JSONEncoder merges them (written
         // twice, the field would be in the record twice, and read back from its first entry).
@@ -187,6 +212,7 @@ final class ObjectEncoding {
         for i in hot.pointee.nested.indices where hot.pointee.nested[i].writes {
             var bytes: [UInt8] = []
             hot.pointee.nested[i].state.serialize(into: &bytes)
+            if let failure = hot.pointee.nested[i].state.failure { noteFailure(failure) }
             hot.pointee.storage.append(id: layout.ids[hot.pointee.nested[i].field], isNil: false, bytes: bytes)
         }
         releaseNested()
@@ -200,6 +226,10 @@ final class ObjectEncoding {
         }
         hot.pointee.nested.removeAll()
     }
+
+    /// How the error of a container the type asks for and Strata cannot write begins
+    /// (`Model.reconcile` looks for it: such a type is refused at open).
+    static let unwritableContainer = "written through a container Strata cannot store:"
 
     /// Why a field the type writes has no place in the record (`Model.reconcile` looks for it).
     static let unreadField = "encode(to:) writes a field that init(from:) never reads, so the schema does not have it"
@@ -329,6 +359,7 @@ final class ObjectEncoding {
         encoder.reset()
         try value.encode(to: encoder)
         hot.pointee.storage.append(id: layout.ids[f]) { encoder.serialize(into: &$0) }
+        if let failure = encoder.state.failure { throw failure }
     }
 
     private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
@@ -391,7 +422,12 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: with { $0.context }.appending(key.stringValue).mismatch("nested containers are not supported; encode an array"))
+        with { state in
+            let failure = state.context.appending(key.stringValue).mismatch(
+                "\(ObjectEncoding.unwritableContainer) a nested unkeyed container is not supported; encode the array itself (`encode(_:forKey:)`)")
+            state.noteFailure(failure)
+            return FailingUnkeyedEncoding(error: failure)
+        }
     }
 
     mutating func superEncoder() -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }

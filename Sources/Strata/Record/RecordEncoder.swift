@@ -96,7 +96,7 @@ enum RecordEncoding {
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
             let encoder = ObjectEncoder(layout: layout ?? DecodingLayout(schema), context: context)
             try encodable.encode(to: encoder)
-            encoder.serialize(into: &out)
+            try encoder.finish(into: &out)
         case .array, .dictionary:
             guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
             try encodeCollection(encodable, as: type, into: &out, context: context, layout: layout)

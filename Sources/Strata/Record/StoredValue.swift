@@ -49,14 +49,17 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         case .bool(let b): return b ? "true" : "false"
         case .int(let i): return String(i)
         case .uint(let u): return String(u)
-        case .double(let d): return d.isFinite ? "\(d)" : "\"\(d)\""
+        // Every NaN as "nan" (Swift prints a negative or signalling one "-nan", "snan", which
+        // `decode` would not read back).
+        case .double(let d): return d.isFinite ? "\(d)" : d.isNaN ? "\"nan\"" : "\"\(d)\""
         case .string(let s): return jsonString(s)
         case .data(let d): return jsonString(d.base64EncodedString())
         case .date(let d):
             // Exact ISO 8601 (all the fraction digits a Date has); a date that is not a finite
             // number of seconds has no such text, and is written as its number, quoted like a
             // non-finite Double.
-            return jsonString(ISO8601.format(d) ?? "\(d.timeIntervalSinceReferenceDate)")
+            let seconds = d.timeIntervalSinceReferenceDate
+            return jsonString(ISO8601.format(d) ?? (seconds.isNaN ? "nan" : "\(seconds)"))
         case .uuid(let u): return jsonString(u.uuidString)
         case .decimal(let d): return d.description
         case .url(let u): return jsonString(u)
