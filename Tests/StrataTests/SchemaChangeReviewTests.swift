@@ -46,6 +46,30 @@ struct SCAccountV2: Model {
     var id: String { email }
 }
 
+struct SCAuthorV1: Model {
+    static var modelName: String { "SCAuthor" }
+    var id: Int
+    var name: String
+}
+
+struct SCAuthorV2: Model {
+    static var modelName: String { "SCAuthor" }
+    var id: Int?
+    var name: String
+}
+
+struct SCBookV1: Model {
+    static var modelName: String { "SCBook" }
+    var id: Int
+    var author: Ref<SCAuthorV1>
+}
+
+struct SCBookV2: Model {
+    static var modelName: String { "SCBook" }
+    var id: Int
+    var author: Ref<SCAuthorV2>
+}
+
 struct SchemaChangeReviewTests {
     /// Dropping an index (collated, full-text) that shares its path with a kept unique index in
     /// another tree keeps the unique index as it is: it was rebuilt into its own full tree, which
@@ -117,6 +141,31 @@ struct SchemaChangeReviewTests {
         let db = try Database(path: path, models: [SCAccountV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { _ in }
         #expect(try db.object(SCAccountV2.self, key: "a@x")?.email == "a@x")
         #expect(try db.object(SCAccountV2.self, key: "u1") == nil)
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+    }
+
+    /// A reference to a model whose key type changed (Int made Int?) is written anew as the new
+    /// key type encodes it when a migration gives it back (`new["author"] = old["author"]`): the
+    /// value equal to the one read was skipped, and the reference kept the old encoding, which
+    /// no longer decodes.
+    @Test func referencesToAModelWhoseKeyTypeChangedAreRewritten() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCAuthorV1.self, SCBookV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in
+                try tx.insert(SCAuthorV1(id: 1, name: "Ana"))
+                try tx.insert(SCBookV1(id: 7, author: Ref(1)))
+            }
+            db.close()
+        }
+        let db = try Database(path: path, models: [SCAuthorV2.self, SCBookV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) {
+            migration in
+            try migration.enumerateObjects("SCBook") { old, new in new["author"] = old["author"] }
+        }
+        let book = try #require(try db.object(SCBookV2.self, key: 7))
+        #expect(book.author.id == 1)
+        #expect(try db.object(SCAuthorV2.self, key: book.author.id)?.name == "Ana")
         #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
     }
 }

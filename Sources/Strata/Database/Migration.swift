@@ -119,6 +119,16 @@ public final class Migration {
                 oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
             })
         let keyName = newSchema.keyFieldSchema?.name
+        // References to a model whose key type changed hold its old key's encoding: given anew
+        // (even as the value read, `new["author"] = old["author"]`), they are written as the new
+        // key type encodes the key.
+        let rekeyed = Set(
+            newSchema.object.fields.filter { field in
+                guard !field.removed, case .reference(let targetModel) = field.type.unwrapped,
+                    let before = oldSchemas[targetModel], let after = transaction.db.byName[targetModel]?.stored
+                else { return false }
+                return before.keyFieldType != after.keyFieldType
+            }.map(\.name))
         transaction.forgetTrees()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
         let control = OperationControl.current
@@ -145,7 +155,7 @@ public final class Migration {
                 _ = try wrapStorage { try target.delete(oldKey) }
             } else {
                 var patch: [String: StoredValue] = [:]
-                for (name, value) in new.fields where carried[name] != value { patch[name] = value }
+                for (name, value) in new.fields where carried[name] != value || rekeyed.contains(name) { patch[name] = value }
                 for name in carried.keys where new.fields[name] == nil { patch[name] = .null }
                 var encoder = PatchEncoder(model: model, options: PartialUpdateOptions(), registry: transaction.db)
                 encoder.skipsRemovedNestedFields = true
