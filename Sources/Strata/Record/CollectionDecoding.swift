@@ -24,7 +24,8 @@ extension Array: DirectlyDecodedCollection where Element: Decodable {
         for (i, item) in items.enumerated() {
             let context = decoder.context.appending(index: i)
             if item.isNil {
-                values.append(try nilValue(of: Element.self, orThrow: context.mismatch("nil element read as \(Element.self)")))
+                values.append(
+                    try RecordDecoding.decodeNil(Element.self, as: element, context: context, orThrow: context.mismatch("nil element read as \(Element.self)")))
             } else {
                 values.append(
                     try RecordDecoding.decodeElement(Element.self, as: element, bytes: item.bytes, context: context, owner: decoder, layout: decoder.layout))
@@ -48,7 +49,8 @@ extension Dictionary: DirectlyDecodedCollection where Key == String, Value: Deco
         for entry in entries {
             let context = decoder.context.appending(entry.key)
             if entry.isNil {
-                values[entry.key] = try nilValue(of: Value.self, orThrow: context.mismatch("nil read as \(Value.self)"))
+                values[entry.key] = try RecordDecoding.decodeNil(
+                    Value.self, as: element, context: context, orThrow: context.mismatch("nil read as \(Value.self)"))
             } else {
                 values[entry.key] = try RecordDecoding.decodeElement(
                     Value.self, as: element, bytes: entry.bytes, context: context, owner: decoder, layout: decoder.layout)

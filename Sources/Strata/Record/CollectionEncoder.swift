@@ -76,6 +76,8 @@ final class ElementWriter {
         // to `OptionalValue` is a conformance lookup, for every element of every type.
         let optional = _isOptional(T.self)
         if optional, let wrapper = value as? any OptionalValue, wrapper.wrappedAny == nil { return appendNil() }
+        // A wrapper around an optional, holding nil (RecordEncoding.writesNil).
+        if !optional && element.isOptional && RecordEncoding.writesNil(value) { return appendNil() }
         let start = hot.pointee.body.count
         if optional {
             try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)

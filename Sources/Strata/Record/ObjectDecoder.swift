@@ -435,8 +435,9 @@ extension ObjectDecodingState {
             throw context.appending(name).mismatch("the schema has no field \(name)")
         }
         guard at.entry >= 0, !entry(at.entry).isNil else {
-            // A stored nil or a missing field, read as a non-optional: let Optional types decode nil.
-            return try nilValue(of: T.self, orThrow: missing(name))
+            // A stored nil or a missing field, read as a non-optional: let Optional types decode
+            // nil, and a wrapper around an optional its own nil.
+            return try RecordDecoding.decodeNil(T.self, as: field(at.field).type, context: context.appending(name), orThrow: missing(name))
         }
         return try general(T.self, at.field, name, slice(entry(at.entry)))
     }

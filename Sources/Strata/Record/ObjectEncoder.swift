@@ -318,7 +318,13 @@ final class ObjectEncoding {
                 return
             }
         } else if layout.kinds[f] == .object, let child = layout.children[f] {
-            return try object(value, f, name, layout: child)
+            do {
+                return try object(value, f, name, layout: child)
+            } catch  where schema.fields[f].type.isOptional && RecordEncoding.writesNil(value) {
+                // A wrapper around an optional, holding nil (told only on this path, rather than
+                // by encoding every present optional twice).
+                return hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+            }
         } else if layout.kinds[f].isCollection {
             if layout.kinds[f] == .array {
                 let element = layout.elementKinds[f]
@@ -336,8 +342,13 @@ final class ObjectEncoding {
             var slot: AnyObject?
             swap(&slot, &hot.pointee.collections[f])
             defer { swap(&slot, &hot.pointee.collections[f]) }
-            return try hot.pointee.storage.append(id: layout.ids[f]) {
-                try RecordEncoding.encodeCollection(value, as: type, into: &$0, context: context, layout: child, slot: &slot)
+            do {
+                return try hot.pointee.storage.append(id: layout.ids[f]) {
+                    try RecordEncoding.encodeCollection(value, as: type, into: &$0, context: context, layout: child, slot: &slot)
+                }
+            } catch  where schema.fields[f].type.isOptional && RecordEncoding.writesNil(value) {
+                // A wrapper around an optional collection, holding nil (as for a struct above).
+                return hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
             }
         }
         try general(value, f, name)
@@ -364,6 +375,10 @@ final class ObjectEncoding {
 
     private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
         let type = schema.fields[f].type
+        if type.isOptional && !_isOptional(T.self) && RecordEncoding.writesNil(value) {
+            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: [])
+            return
+        }
         let context = self.context.appending(name)
         let child = layout.children[f]
         try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context, layout: child) }

@@ -17,6 +17,22 @@ enum RecordDecoding {
         return try decode(T.self, with: ValueDecoder(fieldType: stored, bytes: bytes, isNil: false, context: context, layout: layout))
     }
 
+    /// A stored nil (or a missing value) of a field or element stored as `fieldType`, read as
+    /// `T`: an optional's nil, or, for a type that is not optional in a field that is (a wrapper
+    /// around an optional, `@NullCodable var n: Int?`), the value its own `init(from:)` reads from
+    /// a nil single value; `error` otherwise.
+    @inline(never)
+    static func decodeNil<T: Decodable>(_ type: T.Type, as fieldType: FieldType, context: EncodingContext, orThrow failure: @autoclosure () -> StrataError)
+        throws -> T
+    {
+        if let none = nilValue(of: T.self) { return none }
+        guard fieldType.isOptional, !isPrimitive(T.self) else { throw failure() }
+        let decoder = ValueDecoder(fieldType: fieldType.unwrappedOnce, bytes: UnsafeRawBufferPointer(start: nil, count: 0), isNil: true, context: context)
+        // A type that does not read a nil single value is missing its value, as before.
+        guard let value = try? T(from: decoder) else { throw failure() }
+        return value
+    }
+
     /// `decodeValue` for an element of a collection (or a dictionary's value): one of a type that
     /// is not primitive is read with the decoder `owner` keeps for its elements.
     static func decodeElement<T: Decodable>(

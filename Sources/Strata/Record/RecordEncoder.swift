@@ -229,6 +229,18 @@ enum RecordEncoding {
     /// A wrapper type (an enum, a custom single-value type such as a property wrapper or a tagged
     /// identifier) encodes itself into one primitive: the schema probe took the field's type from
     /// the value its `init(from:)` decodes, so every stored type falls back to this.
+    /// Whether `value`, which is not an optional, writes a nil single value (a wrapper around an
+    /// optional holding nil, `@NullCodable var n: Int?`): stored in a field or element of optional
+    /// type, it is a nil entry, which its own `init(from:)` reads back (`decodeNil()`).
+    static func writesNil(_ value: Any) -> Bool {
+        guard !(value is any OptionalValue), let encodable = value as? any Encodable else { return false }
+        let capture = SingleValueCapture(context: EncodingContext(model: "", path: []))
+        guard (try? encodable.encode(to: capture)) != nil, let captured = capture.value else { return false }
+        if let optional = captured as? any OptionalValue { return optional.wrappedAny == nil }
+        // A wrapper of a wrapper (never the same type again: that would not end).
+        return Swift.type(of: captured) != Swift.type(of: value) && writesNil(captured)
+    }
+
     private static func encodeThroughSingleValue(_ value: Any, as type: FieldType, into out: inout [UInt8], context: EncodingContext) throws {
         guard let encodable = value as? any Encodable else { throw context.mismatch("\(Swift.type(of: value)) is not Encodable") }
         let capture = SingleValueCapture(context: context)
