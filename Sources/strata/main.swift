@@ -22,7 +22,15 @@ func run(_ arguments: [String]) throws(ToolFailure) {
         throw ToolFailure(.usage, "no command given\n" + usage)
     }
     let rest = Array(arguments.dropFirst())
+    // An operand that looks like an option and names no file is one this command does not take
+    // (`strata info -x` said "-x: no such file", exit 2, where a usage error is meant).
+    func refuseOptions(_ given: [String], usage: String) throws(ToolFailure) {
+        if let option = given.first(where: { $0.count > 1 && $0.hasPrefix("-") && access($0, F_OK) != 0 }) {
+            throw ToolFailure(.usage, "unknown option '\(option)'; usage: strata \(command) \(usage)")
+        }
+    }
     func operands(_ names: String...) throws(ToolFailure) -> [String] {
+        try refuseOptions(rest, usage: names.joined(separator: " "))
         if rest.count != names.count {
             throw ToolFailure(.usage, "usage: strata \(command) \(names.joined(separator: " "))")
         }
@@ -49,6 +57,7 @@ func run(_ arguments: [String]) throws(ToolFailure) {
         try schema(path: operands("FILE")[0])
     case "dump":
         guard let path = rest.first else { throw ToolFailure(.usage, "usage: strata dump FILE [--model NAME] [--json]") }
+        try refuseOptions([path], usage: "FILE [--model NAME] [--json]")
         var model: String?
         var json = false
         var i = 1

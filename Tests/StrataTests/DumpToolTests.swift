@@ -40,6 +40,12 @@ struct DumpToolTests {
         #expect(object?["author"] as? String == "u1")
         #expect(json?["key"] as? Int == 1)
         #expect(try run(tool, ["dump", path, "--model", "Nope"]).status == 1)
+        // A misplaced option is a usage error, not a missing file (exit 2).
+        for arguments in [["info", "-x"], ["dump", "--json"], ["check", "--verbose"], ["compact", path, "-o"]] {
+            let misplaced = try run(tool, arguments)
+            #expect(misplaced.status == 1, "\(arguments): \(misplaced.output)")
+            #expect(misplaced.output.contains("unknown option"), "\(arguments): \(misplaced.output)")
+        }
     }
 
     /// A stored schema the object layer refuses (a field id out of range, a name that is not its
