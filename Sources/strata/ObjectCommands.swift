@@ -47,7 +47,6 @@ func schema(path: String) throws(ToolFailure) {
 func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
     let store = try openStore(path)
     let schemas = try on(path, store) { try StoredObjects.schemas(in: store) }
-    let names = model.map { [$0] } ?? schemas.map(\.name)
     if let model, !schemas.contains(where: { $0.name == model }) {
         throw ToolFailure(.usage, "\(path): no model named \(model) (models: \(schemas.map(\.name).joined(separator: ", ")))")
     }
@@ -61,7 +60,7 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
     // and what it printed may mix commits.)
     func printHoldingWritersOff() throws(ToolFailure) {
         do {
-            try store.holdingWritersOff { try dumpObjects(store, names, json: json, path: path) { print($0, terminator: "") } }
+            try store.holdingWritersOff { try dumpObjects(store, model: model, json: json, path: path) { print($0, terminator: "") } }
         } catch let failure as ToolFailure {
             throw failure
         } catch {
@@ -75,7 +74,7 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
         rewind(buffer)
         if ftruncate(fileno(buffer), 0) != 0 { throw ToolFailure(.ioError, "temporary file: \(systemMessage(errno))") }
         do {
-            try dumpObjects(store, names, json: json, path: path) { line in
+            try dumpObjects(store, model: model, json: json, path: path) { line in
                 if fputs(line, buffer) < 0 { throw TemporaryFileFailed() }
             }
             if fflush(buffer) != 0 { throw TemporaryFileFailed() }
@@ -97,10 +96,13 @@ func dump(path: String, model: String?, json: Bool) throws(ToolFailure) {
     if ferror(buffer) != 0 { throw ToolFailure(.ioError, "temporary file: read failed") }
 }
 
-/// Every object of the models `names`, one line each (`--json`: a JSON object per line), handed to
-/// `emit` in key order; throws `fileChangedDuringRead` when the models were not read from one commit.
-private func dumpObjects(_ store: Store, _ names: [String], json: Bool, path: String, _ emit: (String) throws -> Void) throws {
+/// Every object of `model` (nil: of every model), one line each (`--json`: a JSON object per
+/// line), handed to `emit` in key order; throws `fileChangedDuringRead` when the models were not
+/// read from one commit.
+private func dumpObjects(_ store: Store, model: String?, json: Bool, path: String, _ emit: (String) throws -> Void) throws {
     let commit = try store.read { $0.txnid }
+    // The model list of that commit too (a list read before it missed a model added since).
+    let names = try model.map { [$0] } ?? StoredObjects.schemas(in: store).map(\.name)
     for name in names {
         try StoredObjects.forEach(in: store, model: name) { key, fields in
             let object = StoredValue.object(fields)
