@@ -30,7 +30,8 @@ func run(_ arguments: [String]) throws(ToolFailure) {
         }
     }
     func operands(_ names: String...) throws(ToolFailure) -> [String] {
-        try refuseOptions(rest, usage: names.joined(separator: " "))
+        // (The input file alone: an output may be named anything, `compact`'s OUT a new name.)
+        try refuseOptions(Array(rest.prefix(1)), usage: names.joined(separator: " "))
         if rest.count != names.count {
             throw ToolFailure(.usage, "usage: strata \(command) \(names.joined(separator: " "))")
         }

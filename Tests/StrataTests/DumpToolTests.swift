@@ -41,7 +41,7 @@ struct DumpToolTests {
         #expect(json?["key"] as? Int == 1)
         #expect(try run(tool, ["dump", path, "--model", "Nope"]).status == 1)
         // A misplaced option is a usage error, not a missing file (exit 2).
-        for arguments in [["info", "-x"], ["dump", "--json"], ["check", "--verbose"], ["compact", path, "-o"]] {
+        for arguments in [["info", "-x"], ["dump", "--json"], ["check", "--verbose"], ["compact", "-o", path]] {
             let misplaced = try run(tool, arguments)
             #expect(misplaced.status == 1, "\(arguments): \(misplaced.output)")
             #expect(misplaced.output.contains("unknown option"), "\(arguments): \(misplaced.output)")

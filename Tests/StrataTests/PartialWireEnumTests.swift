@@ -9,7 +9,50 @@ import Testing
 // stored the case whose raw value the wire value happened to be (`{"day": 2}`, Tuesday on the
 // wire, became Wednesday), silently.
 
+/// An enum whose own Codable agrees with its raw value for its first case only (`rawValue * 10`
+/// on the wire, and none is 0 either way): told from one case, it was taken for a plain one.
+enum PWPriority: Int, Codable, Sendable {
+    case none = 0, low, medium, high
+
+    init(from decoder: any Decoder) throws {
+        let n = try decoder.singleValueContainer().decode(Int.self)
+        guard n % 10 == 0, let priority = PWPriority(rawValue: n / 10) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "no priority \(n)"))
+        }
+        self = priority
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue * 10)
+    }
+}
+
+struct PWTask: Model, Equatable {
+    static let indexes: [PartialKeyPath<PWTask> & Sendable] = [\.priority]
+    var id: Int
+    var priority: PWPriority
+}
+
 struct PartialWireEnumTests {
+    /// Every raw enum field reads its JSON form through its own init(from:), whatever its first
+    /// case writes; an enum given as itself is that case; the index holds its raw value.
+    @Test func anEnumWhoseFirstCaseWritesItsRawValueReadsItsWireForm() throws {
+        let db = try Database.inMemory(models: [PWTask.self])
+        try db.write { tx in try tx.insert(PWTask(id: 1, priority: .none)) }
+        let given = try db.write { tx in try tx.update(PWTask.self, key: 1, fields: ["priority": PWPriority.medium]) }
+        #expect(given.object.priority == .medium)
+        let medium = PWPriority.medium
+        #expect(db.objects(PWTask.self).filter(#Predicate { $0.priority == medium }).map(\.id) == [1])
+        let wire = try db.write { tx in try tx.update(PWTask.self, key: 1, json: Data(#"{"priority": 30}"#.utf8)) }
+        #expect(wire.object == (try JSONDecoder().decode(PWTask.self, from: Data(#"{"id": 1, "priority": 30}"#.utf8))))
+        let high = PWPriority.high
+        #expect(db.objects(PWTask.self).filter(#Predicate { $0.priority == high }).map(\.id) == [1])
+        // JSONDecoder refuses 2 (no priority has wire value 2): so does the update, and nothing changes.
+        #expect(throws: StrataError.self) { try db.write { tx in try tx.update(PWTask.self, key: 1, json: Data(#"{"priority": 2}"#.utf8)) } }
+        #expect(try db.object(PWTask.self, key: 1)?.priority == .high)
+    }
+
     typealias Shift = CodecReviewTests.Shift
     typealias Weekday = CodecReviewTests.Weekday
 

@@ -62,12 +62,16 @@ struct SCBookV1: Model {
     static var modelName: String { "SCBook" }
     var id: Int
     var author: Ref<SCAuthorV1>
+    var coauthors: [Ref<SCAuthorV1>]
+    var credits: [String: Ref<SCAuthorV1>]
 }
 
 struct SCBookV2: Model {
     static var modelName: String { "SCBook" }
     var id: Int
     var author: Ref<SCAuthorV2>
+    var coauthors: [Ref<SCAuthorV2>]
+    var credits: [String: Ref<SCAuthorV2>]
 }
 
 struct SchemaChangeReviewTests {
@@ -155,16 +159,20 @@ struct SchemaChangeReviewTests {
             let db = try Database(path: path, models: [SCAuthorV1.self, SCBookV1.self], options: StoreOptions(durability: .noSync))
             try db.write { tx in
                 try tx.insert(SCAuthorV1(id: 1, name: "Ana"))
-                try tx.insert(SCBookV1(id: 7, author: Ref(1)))
+                try tx.insert(SCBookV1(id: 7, author: Ref(1), coauthors: [Ref(1), Ref(2)], credits: ["editor": Ref(1)]))
             }
             db.close()
         }
         let db = try Database(path: path, models: [SCAuthorV2.self, SCBookV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) {
             migration in
-            try migration.enumerateObjects("SCBook") { old, new in new["author"] = old["author"] }
+            try migration.enumerateObjects("SCBook") { old, new in
+                for field in ["author", "coauthors", "credits"] { new[field] = old[field] }
+            }
         }
         let book = try #require(try db.object(SCBookV2.self, key: 7))
         #expect(book.author.id == 1)
+        #expect(book.coauthors.map(\.id) == [1, 2])
+        #expect(book.credits["editor"]?.id == 1)
         #expect(try db.object(SCAuthorV2.self, key: book.author.id)?.name == "Ana")
         #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
     }

@@ -96,6 +96,17 @@ public final class Migration {
     ///     }
     /// }
     /// ```
+    /// Whether values of `type` hold a reference to one of `models`, at any depth.
+    private static func holdsReference(_ type: FieldType, to models: Set<String>) -> Bool {
+        if models.isEmpty { return false }
+        switch type {
+        case .reference(let target): return models.contains(target)
+        case .optional(let inner), .array(let inner), .dictionary(let inner): return holdsReference(inner, to: models)
+        case .object(let schema): return schema.fields.contains { !$0.removed && holdsReference($0.type, to: models) }
+        default: return false
+        }
+    }
+
     public func enumerateObjects(
         _ model: String, progress: ((_ done: Int, _ total: Int) -> Void)? = nil,
         _ body: (_ old: OldObject, _ new: inout MigrationObject) throws -> Void
@@ -122,13 +133,12 @@ public final class Migration {
         // References to a model whose key type changed hold its old key's encoding: given anew
         // (even as the value read, `new["author"] = old["author"]`), they are written as the new
         // key type encodes the key.
-        let rekeyed = Set(
-            newSchema.object.fields.filter { field in
-                guard !field.removed, case .reference(let targetModel) = field.type.unwrapped,
-                    let before = oldSchemas[targetModel], let after = transaction.db.byName[targetModel]?.stored
-                else { return false }
-                return before.keyFieldType != after.keyFieldType
+        // (Anywhere in a field: an element of an array or dictionary, a nested struct's field.)
+        let rekeyedModels = Set(
+            oldSchemas.values.filter { before in
+                transaction.db.byName[before.name].map { $0.stored.keyFieldType != before.keyFieldType } ?? false
             }.map(\.name))
+        let rekeyed = Set(newSchema.object.fields.filter { !$0.removed && Self.holdsReference($0.type, to: rekeyedModels) }.map(\.name))
         transaction.forgetTrees()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
         let control = OperationControl.current

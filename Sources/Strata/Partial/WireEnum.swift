@@ -1,11 +1,13 @@
 import Foundation
 
-/// A raw-value enum whose own `Codable` writes another value than its raw value (a wire format's
-/// numbers or names: `encode(to:)` writing `rawValue + 1`, or "open" for the case whose raw
-/// value is "O"). A record holds its raw value (FORMAT.md §8.2); JSON given to a partial update
-/// holds what `JSONEncoder` writes, as a server sends it. This turns the one into the other,
-/// through the type's own `init(from:)` and `encode(to:)`, so that a patch stores the case
-/// `JSONDecoder` would read, not the case whose raw value the wire number happens to be.
+/// A raw-value enum as JSON holds it. A record holds its raw value (FORMAT.md §8.2); JSON given to
+/// a partial update holds what `JSONEncoder` writes, as a server sends it, which an enum with its
+/// own `Codable` makes another value (a wire format's numbers or names: `encode(to:)` writing
+/// `rawValue + 1`, or "open" for the case whose raw value is "O"). This turns the one into the
+/// other through the type's own `init(from:)`, so that a patch stores the case `JSONDecoder` would
+/// read, not the case whose raw value the wire number happens to be. Every raw-value enum field
+/// reads so (whether its `Codable` is its own cannot be told from one case: one may write its
+/// first case as its raw value and no other); for a synthesized `Codable` the two agree.
 struct WireEnum: Sendable {
     /// The enum's type name, for messages.
     let typeName: String
@@ -18,10 +20,10 @@ struct WireEnum: Sendable {
     /// The raw value of the case a wire value decodes to (by `JSONDecoder`), or why none.
     func rawValue(_ given: StoredValue) -> Result<StoredValue, WireEnumError> { converter.rawValue(given) }
 
-    /// The converter of `value`'s type, when its JSON form is not its raw value's; nil for an
-    /// enum coded by its raw value (the synthesized `Codable`), which needs none.
+    /// The converter of `value`'s type (a raw-value enum's, or an option set's); nil for a value
+    /// that is not `RawRepresentable` and `Codable`.
     static func of(_ value: Any) -> WireEnum? {
-        guard let value = value as? any RawRepresentable & Codable, wireValue(of: value) != nil else { return nil }
+        guard let value = value as? any RawRepresentable & Codable else { return nil }
         return WireEnum(typeName: "\(type(of: value))", converter: converter(value))
     }
 
@@ -41,9 +43,8 @@ struct WireEnum: Sendable {
     /// its metatype, which need not be Sendable.)
     private struct WireConverter<E: RawRepresentable & Codable>: WireConverting {
         func rawValue(_ given: StoredValue) -> Result<StoredValue, WireEnumError> {
-            guard let json = WireEnum.fragment(given) else {
-                return .failure(WireEnumError(reason: "\(given.summary) is not a value \(E.self)'s init(from:) reads"))
-            }
+            // (Any JSON value: a type may read an object or an array, as JSONDecoder lets it.)
+            let json = Data(given.json.utf8)
             let decoded: E
             do {
                 decoded = try JSONDecoder().decode(E.self, from: json)

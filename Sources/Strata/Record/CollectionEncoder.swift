@@ -76,21 +76,26 @@ final class ElementWriter {
         // to `OptionalValue` is a conformance lookup, for every element of every type.
         let optional = _isOptional(T.self)
         if optional, let wrapper = value as? any OptionalValue, wrapper.wrappedAny == nil { return appendNil() }
-        // A wrapper around an optional, holding nil (RecordEncoding.writesNil).
-        if !optional && element.isOptional && RecordEncoding.writesNil(value) { return appendNil() }
         let start = hot.pointee.body.count
-        if optional {
-            try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
-        } else if kind == .object, let layout {
-            try appendObject(value, context: context(), layout: layout)
-        } else if kind.isCollection {
-            // (Taken out of its slot while in use: an element's own collections find it empty.)
-            var slot: AnyObject?
-            swap(&slot, &hot.pointee.collections)
-            defer { swap(&slot, &hot.pointee.collections) }
-            try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &hot.pointee.body, context: context(), layout: layout, slot: &slot)
-        } else if !RecordEncoding.appendPrimitive(value, kind: kind, to: &hot.pointee.body) {
-            try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
+        do {
+            if optional {
+                try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
+            } else if kind == .object, let layout {
+                try appendObject(value, context: context(), layout: layout)
+            } else if kind.isCollection {
+                // (Taken out of its slot while in use: an element's own collections find it empty.)
+                var slot: AnyObject?
+                swap(&slot, &hot.pointee.collections)
+                defer { swap(&slot, &hot.pointee.collections) }
+                try RecordEncoding.encodeCollection(value, as: element.unwrapped, into: &hot.pointee.body, context: context(), layout: layout, slot: &slot)
+            } else if !RecordEncoding.appendPrimitive(value, kind: kind, to: &hot.pointee.body) {
+                try RecordEncoding.encodeValue(value, as: element, into: &hot.pointee.body, context: context(), layout: layout)
+            }
+        } catch  where !optional && element.isOptional && RecordEncoding.writesNil(value) {
+            // A wrapper around an optional, holding nil: a nil element (told only once it failed,
+            // as `ObjectEncoding.general` does).
+            hot.pointee.body.removeSubrange(start..<hot.pointee.body.count)
+            return appendNil()
         }
         hot.pointee.spans.append(CollectionLayout.Span(isNil: false, start: start, end: hot.pointee.body.count))
     }

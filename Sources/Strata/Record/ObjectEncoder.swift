@@ -375,13 +375,16 @@ final class ObjectEncoding {
 
     private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
         let type = schema.fields[f].type
-        if type.isOptional && !_isOptional(T.self) && RecordEncoding.writesNil(value) {
-            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: [])
-            return
-        }
         let context = self.context.appending(name)
         let child = layout.children[f]
-        try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context, layout: child) }
+        do {
+            try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context, layout: child) }
+        } catch  where type.isOptional && !_isOptional(T.self) && RecordEncoding.writesNil(value) {
+            // A wrapper around an optional, holding nil: a nil entry. Told only once its value
+            // failed to encode: a raw enum is stored by its raw value whatever its own encode(to:)
+            // writes (even a nil), and every present optional would pay for a second encoding.
+            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+        }
     }
 }
 
