@@ -34,7 +34,50 @@ struct PWTask: Model, Equatable {
     var priority: PWPriority
 }
 
+/// A tagged date: raw-value, its raw value no JSON scalar (read as any date field is).
+struct PWStamp: RawRepresentable, Codable, Sendable, Equatable {
+    var rawValue: Date
+}
+
+struct PWEvent: Model, Equatable {
+    var id: String
+    var at: PWStamp
+}
+
+/// A key whose own Codable writes `rawValue + 1` (CodecReviewTests.Weekday), in change messages.
+struct PWDay: Model, Equatable {
+    var id: CodecReviewTests.Weekday
+    var note: String
+}
+
 struct PartialWireEnumTests {
+    /// A raw-value struct whose raw value is a Date keeps reading as a date (every update of one
+    /// threw for a moment this session, found by a review).
+    @Test func aTaggedDateReadsAsADate() throws {
+        let db = try Database.inMemory(models: [PWEvent.self])
+        let d = Date(timeIntervalSinceReferenceDate: 700_000_000)
+        try db.write { tx in try tx.insert(PWEvent(id: "e", at: PWStamp(rawValue: Date(timeIntervalSinceReferenceDate: 0)))) }
+        let given = try db.write { tx in try tx.update(PWEvent.self, key: "e", fields: ["at": PWStamp(rawValue: d)]) }
+        #expect(given.object.at.rawValue == d)
+        let later = d.addingTimeInterval(60)
+        // As any date field reads JSON (SyncingFromAServer): ISO 8601 text or {"$date": ms since 1970}.
+        let ms = Int((later.timeIntervalSince1970 * 1000).rounded())
+        let json = try db.write { tx in try tx.update(PWEvent.self, key: "e", json: Data(#"{"at": {"$date": \#(ms)}}"#.utf8)) }
+        #expect(json.object.at.rawValue == later)
+    }
+
+    /// A change message's id of an enum key with its own Codable is read in its JSON form, as
+    /// the field's values are (it was taken for the raw value).
+    @Test func aChangeMessagesEnumKeyReadsItsWireForm() throws {
+        let db = try Database.inMemory(models: [PWDay.self])
+        try db.write { tx in try tx.insert(PWDay(id: .monday, note: "a")) }
+        // Wire 1 is Monday (raw 0).
+        let messages = try ChangeMessage.decode(json: Data(#"[{"msg": "changed", "collection": "PWDay", "id": 1, "fields": {"note": "b"}}]"#.utf8))
+        _ = try db.apply(messages)
+        #expect(try db.object(PWDay.self, key: .monday)?.note == "b")
+        #expect(try db.object(PWDay.self, key: .tuesday) == nil)
+    }
+
     /// Every raw enum field reads its JSON form through its own init(from:), whatever its first
     /// case writes; an enum given as itself is that case; the index holds its raw value.
     @Test func anEnumWhoseFirstCaseWritesItsRawValueReadsItsWireForm() throws {

@@ -259,7 +259,8 @@ extension ModelInfo: ChangeApplying {
         }
         let keyName = stored.keyFieldSchema?.name ?? "id"
         var encoder = PatchEncoder(model: name, options: options, registry: registry)
-        let path = FieldPath(model: name, text: keyName)
+        // (Its shape names the field, so that an enum key is read in its JSON form as the field's values are.)
+        let path = FieldPath(model: name, text: keyName, shape: keyName)
         let bytes = try encoder.encode(try StoredValue(json: json, path: path), as: keyType, path: path)
         return try bytes.withUnsafeBytes {
             try RecordDecoding.decodeValue(M.ID.self, as: keyType, bytes: $0, context: EncodingContext(model: name, path: [keyName]))

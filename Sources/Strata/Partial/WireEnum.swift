@@ -21,9 +21,10 @@ struct WireEnum: Sendable {
     func rawValue(_ given: StoredValue) -> Result<StoredValue, WireEnumError> { converter.rawValue(given) }
 
     /// The converter of `value`'s type (a raw-value enum's, or an option set's); nil for a value
-    /// that is not `RawRepresentable` and `Codable`.
+    /// that is not `RawRepresentable` and `Codable`, or whose raw value is no JSON scalar (a
+    /// tagged `Date`: its JSON form is the date's, which the field reads as it reads any date).
     static func of(_ value: Any) -> WireEnum? {
-        guard let value = value as? any RawRepresentable & Codable else { return nil }
+        guard let value = value as? any RawRepresentable & Codable, storedValue(value.rawValue) != nil else { return nil }
         return WireEnum(typeName: "\(type(of: value))", converter: converter(value))
     }
 
