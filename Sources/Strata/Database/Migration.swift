@@ -96,17 +96,6 @@ public final class Migration {
     ///     }
     /// }
     /// ```
-    /// Whether values of `type` hold a reference to one of `models`, at any depth.
-    private static func holdsReference(_ type: FieldType, to models: Set<String>) -> Bool {
-        if models.isEmpty { return false }
-        switch type {
-        case .reference(let target): return models.contains(target)
-        case .optional(let inner), .array(let inner), .dictionary(let inner): return holdsReference(inner, to: models)
-        case .object(let schema): return schema.fields.contains { !$0.removed && holdsReference($0.type, to: models) }
-        default: return false
-        }
-    }
-
     public func enumerateObjects(
         _ model: String, progress: ((_ done: Int, _ total: Int) -> Void)? = nil,
         _ body: (_ old: OldObject, _ new: inout MigrationObject) throws -> Void
@@ -210,6 +199,17 @@ public final class Migration {
 
     private func newKey(_ key: [UInt8], _ schema: StoredModelSchema, _ decoding: UntypedDecoding) -> String {
         (try? key.withUnsafeBytes { try decoding.key($0, type: schema.keyFieldType) }).map(UntypedDecoding.text) ?? "?"
+    }
+
+    /// Whether values of `type` hold a reference to one of `models`, at any depth.
+    private static func holdsReference(_ type: FieldType, to models: Set<String>) -> Bool {
+        if models.isEmpty { return false }
+        switch type {
+        case .reference(let target): return models.contains(target)
+        case .optional(let inner), .array(let inner), .dictionary(let inner): return holdsReference(inner, to: models)
+        case .object(let schema): return schema.fields.contains { !$0.removed && holdsReference($0.type, to: models) }
+        default: return false
+        }
     }
 
     /// Deletes every stored object of `model` (old or new), e.g. before reinserting converted ones.
