@@ -93,9 +93,9 @@ struct ResultOrder<M: Model> {
     /// Whether `path` reaches a value that is not optional through an optional struct
     /// (`inner.n` with `inner: Inner?`, `n: Int`). A key path to it reads an optional (nil where
     /// the struct is), so a sort on it orders nil first, as the tag of an optional's encoding
-    /// does; an index on it holds a nil struct as 0x00 and a value as its bare encoding, which
-    /// can begin with 0x00 too (an empty string, Int.min, -infinity), so it cannot be walked for
-    /// such a sort.
+    /// does. An index on it is not walked for such a sort: one written before `taggedValues`
+    /// held a value's bare encoding, which can begin with 0x00 as a nil struct's does (a tagged
+    /// one orders as the sort, but is not walked yet: such sorts run in memory).
     static func reachesThroughOptional(_ path: String, info: ModelInfo<M>) -> Bool {
         Strata.reachesThroughOptional(path, typeAt: info.type(atPath:))
     }
