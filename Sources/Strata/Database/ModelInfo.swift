@@ -7,7 +7,7 @@ protocol AnyModelInfo: AnyObject, Sendable {
     /// Dotted paths of fields whose type reads its case from the keys present (a payload enum):
     /// a partial update replaces such a field's object instead of merging into it.
     var caseKeyedPaths: Set<String> { get }
-    /// Fields whose raw-value enum has its own Codable, by dotted path: a partial update reads
+    /// Raw-value enum fields (raw value a JSON scalar), by dotted path: a partial update reads
     /// them in their JSON form (WireEnum).
     var wireEnums: [String: WireEnum] { get }
     /// Whether the model's `init(from:)` reads a value for the field at a stored path where the

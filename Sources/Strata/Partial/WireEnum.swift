@@ -9,8 +9,6 @@ import Foundation
 /// reads so (whether its `Codable` is its own cannot be told from one case: one may write its
 /// first case as its raw value and no other); for a synthesized `Codable` the two agree.
 struct WireEnum: Sendable {
-    /// The enum's type name, for messages.
-    let typeName: String
     private let converter: any WireConverting
 
     struct WireEnumError: Error {
@@ -25,7 +23,7 @@ struct WireEnum: Sendable {
     /// tagged `Date`: its JSON form is the date's, which the field reads as it reads any date).
     static func of(_ value: Any) -> WireEnum? {
         guard let value = value as? any RawRepresentable & Codable, storedValue(value.rawValue) != nil else { return nil }
-        return WireEnum(typeName: "\(type(of: value))", converter: converter(value))
+        return WireEnum(converter: converter(value))
     }
 
     private static func converter<E: RawRepresentable & Codable>(_ value: E) -> any WireConverting { WireConverter<E>() }

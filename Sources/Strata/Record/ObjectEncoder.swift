@@ -321,9 +321,7 @@ final class ObjectEncoding {
             do {
                 return try object(value, f, name, layout: child)
             } catch  where schema.fields[f].type.isOptional && RecordEncoding.writesNil(value) {
-                // A wrapper around an optional, holding nil (told only on this path, rather than
-                // by encoding every present optional twice).
-                return hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+                return appendWrappedNil(f)
             }
         } else if layout.kinds[f].isCollection {
             if layout.kinds[f] == .array {
@@ -347,8 +345,7 @@ final class ObjectEncoding {
                     try RecordEncoding.encodeCollection(value, as: type, into: &$0, context: context, layout: child, slot: &slot)
                 }
             } catch  where schema.fields[f].type.isOptional && RecordEncoding.writesNil(value) {
-                // A wrapper around an optional collection, holding nil (as for a struct above).
-                return hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+                return appendWrappedNil(f)
             }
         }
         try general(value, f, name)
@@ -369,8 +366,7 @@ final class ObjectEncoding {
         let encoder = hot.pointee.encoders[f].unsafelyUnwrapped
         encoder.reset()
         try value.encode(to: encoder)
-        hot.pointee.storage.append(id: layout.ids[f]) { encoder.serialize(into: &$0) }
-        if let failure = encoder.state.failure { throw failure }
+        try hot.pointee.storage.append(id: layout.ids[f]) { try encoder.finish(into: &$0) }
     }
 
     private func general<T>(_ value: T, _ f: Int, _ name: String) throws {
@@ -380,11 +376,16 @@ final class ObjectEncoding {
         do {
             try hot.pointee.storage.append(id: layout.ids[f]) { try RecordEncoding.encodeValue(value, as: type, into: &$0, context: context, layout: child) }
         } catch  where type.isOptional && !_isOptional(T.self) && RecordEncoding.writesNil(value) {
-            // A wrapper around an optional, holding nil: a nil entry. Told only once its value
-            // failed to encode: a raw enum is stored by its raw value whatever its own encode(to:)
-            // writes (even a nil), and every present optional would pay for a second encoding.
-            hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
+            appendWrappedNil(f)
         }
+    }
+
+    /// A nil entry for field `f`, whose value is a wrapper around an optional holding nil
+    /// (`RecordEncoding.writesNil`). Told only once the value failed to encode (on each path of
+    /// `value`): a raw enum is stored by its raw value whatever its own encode(to:) writes (even
+    /// a nil), and every present optional would pay for a second encoding.
+    private func appendWrappedNil(_ f: Int) {
+        hot.pointee.storage.append(id: layout.ids[f], isNil: true, bytes: EmptyCollection())
     }
 }
 

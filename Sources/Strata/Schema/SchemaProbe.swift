@@ -19,10 +19,10 @@ enum SchemaProbe {
 
     /// Per probed type: the dotted paths of fields whose type is an enum naming its case by key
     /// (a payload enum), which a partial update replaces rather than merges into, and those
-    /// types; and the raw-value enums with their own Codable, by path (`[]` an element).
+    /// types; and the raw-value enum fields (WireEnum), by path (`[]` an element).
     private static let caseKeyed = Mutex<[ObjectIdentifier: (paths: Set<String>, types: Set<ObjectIdentifier>, wire: [String: WireEnum])]>([:])
 
-    /// The fields of `type` whose raw-value enum has its own Codable (WireEnum), by dotted path.
+    /// The raw-value enum fields of `type` (WireEnum), by dotted path.
     static func wireEnums(of type: Any.Type) -> [String: WireEnum] {
         caseKeyed.withLock { $0[ObjectIdentifier(type)]?.wire } ?? [:]
     }
