@@ -127,10 +127,11 @@ public final class Cursor {
     /// the cursor is on, that leaf alone is searched (a key in that range can be in no other
     /// leaf): records looked up in about the order they are stored — an index walk's objects, a
     /// search's matches, forwards or backwards — then cost one leaf search each instead of a
-    /// descent from the root. A target past the leaf (ahead of the cursor's key) is searched for
-    /// from the lowest page on the cursor's path whose range holds it, as `seekForward` does: the
-    /// next object of an index walk a few leaves on costs a search of the leaves' parent and of
-    /// the leaf.
+    /// descent from the root. A target outside the leaf, ahead of the cursor's key or behind it,
+    /// is searched for from the lowest page on the cursor's path whose range holds it: the next
+    /// object of an index walk a few leaves on (an ascending walk) or a few leaves back (a
+    /// descending one: the newest messages of a room) costs a search of the leaves' parent and
+    /// of the leaf.
     ///
     /// ```swift
     /// for key in keysFromAnIndex where try cursor.find(key) { handle(cursor.value) }
@@ -150,15 +151,57 @@ public final class Cursor {
             reset()
             return false
         }
-        // Ahead of the leaf (the next record of an index walk, a few leaves on): down from the
-        // lowest page on the path whose range holds it; `seekForward` seeks from the root itself
-        // when the target is behind, or the cursor not positioned. After a write it would throw,
-        // where `find` starts over.
-        guard try version == pages.version ? seekForward(target) : seek(target), compareBytes(key, target) == 0 else {
+        // Outside the leaf: down from the lowest page on the path whose range holds the target.
+        // After a write the path may be stale, so `find` starts over from the root.
+        guard try version == pages.version ? seekNear(target) : seek(target), compareBytes(key, target) == 0 else {
             reset()
             return false
         }
         return true
+    }
+
+    /// Moves to the first key ≥ `target`, searching down from the lowest page on the cursor's path
+    /// whose range holds it (`lowestLevel(holding:ahead:)`), or from the root when the cursor is
+    /// not positioned.
+    private func seekNear(_ target: UnsafeRawBufferPointer) throws -> Bool {
+        guard isPositioned, depth > 0, let node = leaf else { return try seek(target) }
+        let level = try lowestLevel(holding: target, ahead: compareBytes(key, target) <= 0)
+        if level == depth - 1 {
+            let (index, _) = try node.leafSearch(target)
+            frames[depth - 1].index = index
+            if index >= node.count { return try climbForward() }
+            return try load(node, index)
+        }
+        depth = level
+        return try descend(from: frames[level].pgno, to: target)
+    }
+
+    /// The deepest level of the cursor's path whose page's key range holds `target`, which lies
+    /// ahead of the cursor's key (`ahead`) or behind it. Child i of a branch holds the keys from
+    /// its entry i (for i > 0; the first child inherits its branch's lower bound) up to below
+    /// entry i + 1 (the last child inherits the upper bound). The bounds nest, so walking up from
+    /// the leaf's parent the first explicit bound on the target's side that the target does not
+    /// cross decides, and every bound it crosses moves the answer up to that level's page. Only
+    /// one side can be crossed: every page on the path holds the cursor's key, and the target is
+    /// on one side of it.
+    private func lowestLevel(holding target: UnsafeRawBufferPointer, ahead: Bool) throws -> Int {
+        var deepest = depth - 1
+        var level = depth - 2
+        while level >= 0 {
+            let frame = frames[level]
+            let branch = try pages.node(frame.pgno)
+            if ahead {
+                if frame.index + 1 < branch.count {
+                    if compareBytes(target, try branch.key(frame.index + 1)) < 0 { break }
+                    deepest = level
+                }
+            } else if frame.index > 0 {
+                if compareBytes(target, try branch.key(frame.index)) >= 0 { break }
+                deepest = level
+            }
+            level -= 1
+        }
+        return deepest
     }
 
     /// `find` with the target in an array.
@@ -202,35 +245,8 @@ public final class Cursor {
     @discardableResult
     public func seekForward(_ target: UnsafeRawBufferPointer) throws -> Bool {
         if version != pages.version { throw StorageError.cursorInvalidated }
-        guard isPositioned, depth > 0, let node = leaf, compareBytes(key, target) <= 0 else {
-            return try seek(target)
-        }
-        // The deepest level whose page's range holds the target: every page on the path holds the
-        // current key (≤ target); child i of a branch holds keys below its entry i + 1 (the last
-        // child: below its branch's own bound). Those bounds nest, so the nearest one above the
-        // leaf decides: walk up from the leaf's parent, and stop at the first bound above the
-        // target (when it is near, the leaf's parent says so: one page, one comparison). Every
-        // bound passed that the target reaches moves the answer up to that level's page.
-        var deepest = depth - 1
-        var level = depth - 2
-        while level >= 0 {
-            let frame = frames[level]
-            let branch = try pages.node(frame.pgno)
-            if frame.index + 1 < branch.count {
-                if compareBytes(target, try branch.key(frame.index + 1)) < 0 { break }
-                deepest = level
-            }
-            level -= 1
-        }
-        if deepest == depth - 1 {
-            let (index, _) = try node.leafSearch(target)
-            frames[depth - 1].index = index
-            if index >= node.count { return try climbForward() }
-            return try load(node, index)
-        }
-        // Down again from that page, as `seek` does from the root.
-        depth = deepest
-        return try descend(from: frames[deepest].pgno, to: target)
+        guard isPositioned, depth > 0, compareBytes(key, target) <= 0 else { return try seek(target) }
+        return try seekNear(target)
     }
 
     /// `seekForward` with the target in an array.

@@ -243,6 +243,58 @@ import Foundation
         }
     }
 
+    /// `find` walked downwards with strides of every size (a descending index walk's objects: the
+    /// newest messages of a room) over a tree five levels deep, so that the target is searched for
+    /// from the leaf, its parent or any page above; present keys and absent ones between them,
+    /// against the sorted model, in a read snapshot and in a write transaction's tree.
+    @Test func findWalkingDownwardsAgreesWithTheModel() throws {
+        let seed: UInt64 = 20_261_207
+        func key(_ n: Int) -> [UInt8] {
+            Array("k\(String(repeating: "0", count: max(0, 6 - String(n).count)))\(n)".utf8) + [UInt8](repeating: 0x2E, count: 380)
+        }
+        let count = 12_000
+        let store = try Store.inMemory(options: StoreOptions(pageSize: 4096, durability: .noSync))
+        try store.write { txn in
+            let tree = try txn.createTree("t")
+            var rng = SplitMix(seed: seed)
+            var order = Array(0..<count)
+            for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, rng.below(i + 1)) }
+            for i in order { try tree.put(key(2 * i), Array("v\(2 * i)".utf8)) }
+        }
+        #expect(try store.treeStats().first { $0.name == "t" }?.depth ?? 0 >= 4)
+        func walk(_ tree: ([UInt8]) throws -> [UInt8]?, _ cursor: Cursor, _ rng: inout SplitMix, present: (Int) -> Bool) throws {
+            var n = 2 * count + 1
+            var step = 0
+            while n >= -1 {
+                let k = n < 0 ? [UInt8(0x20)] : key(n)
+                let found = try cursor.find(k)
+                #expect(found == present(n), "seed \(seed) step \(step) key \(n)")
+                #expect(found == (try tree(k) != nil), "seed \(seed) step \(step) key \(n)")
+                if found { #expect(Array(cursor.key) == k && Array(cursor.value) == Array("v\(n)".utf8), "seed \(seed) step \(step) key \(n)") }
+                // Strides within a leaf, to the next leaves, across a parent's and a grandparent's range.
+                switch rng.below(4) {
+                case 0: n -= 1 + rng.below(4)
+                case 1: n -= 1 + rng.below(40)
+                case 2: n -= 1 + rng.below(400)
+                default: n -= 1 + rng.below(4000)
+                }
+                step += 1
+            }
+        }
+        try store.read { txn in
+            let tree = try #require(try txn.tree("t"))
+            for round in 0..<8 {
+                var rng = SplitMix(seed: seed &+ UInt64(round))
+                try walk({ try tree.get($0) }, tree.cursor(), &rng) { $0 >= 0 && $0 % 2 == 0 && $0 < 2 * count }
+            }
+        }
+        try store.write { txn in
+            let tree = try #require(try txn.tree("t"))
+            var rng = SplitMix(seed: seed ^ 1)
+            try walk({ try tree.get($0) }, try tree.cursor(), &rng) { $0 >= 0 && $0 % 2 == 0 && $0 < 2 * count }
+        }
+    }
+
     @Test func zigZagAcrossPageBoundaries() throws {
         let store = try Self.makeStore()
         try store.read { txn in
