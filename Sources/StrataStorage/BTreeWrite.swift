@@ -631,23 +631,42 @@ extension WriteTransaction {
 
     // MARK: Drop
 
-    /// Frees every page of a tree.
+    /// Frees every page of a tree: all of it, or (when a page of a damaged tree cannot be read, is
+    /// reached twice or lies too deep) nothing. The walk finds every page before the first is
+    /// freed, so that a caller who catches the error and commits (`try? tx.deleteAll(…)`) commits
+    /// the tree whole rather than half of its pages on the free list while the catalog still
+    /// points at them. Should a free fail after the walk (it reads nothing the walk did not), the
+    /// transaction cannot commit (`deferredFailure`).
     func freeTree(_ root: PageNo) throws {
         if root == 0 { return }
+        var runs: [(page: PageNo, count: Int)] = []
         var stack: [(PageNo, Int)] = [(root, 0)]
-        var seen: Set<PageNo> = []  // a damaged tree may reach a page twice: never free it twice
+        // A damaged tree may reach a page twice (a child or an overflow run twice, runs that
+        // overlap): never free a page twice.
+        var seen: Set<PageNo> = []
+        func claim(_ first: PageNo, _ count: Int) throws {
+            for p in first..<(first &+ UInt64(count)) where !seen.insert(p).inserted {
+                throw StorageError.corrupt(page: p, reason: "page reached by two paths of one tree")
+            }
+            runs.append((first, count))
+        }
         while let (pgno, depth) = stack.popLast() {
             if depth > maxTreeDepth { throw StorageError.corrupt(page: pgno, reason: "tree deeper than \(maxTreeDepth) levels") }
-            if !seen.insert(pgno).inserted { throw StorageError.corrupt(page: pgno, reason: "page reached by two paths of one tree") }
+            try claim(pgno, 1)
             let node = try pages.node(pgno)
             for i in 0..<node.count {
                 if node.isLeaf {
-                    if case .overflow(let run, _) = try node.value(i) { try freeOverflow(run) }
+                    if case .overflow(let run, _) = try node.value(i) { try claim(run, try pages.overflowRun(run).pages) }
                 } else {
                     stack.append((try node.child(i), depth + 1))
                 }
             }
-            try free(pgno)
+        }
+        do {
+            for run in runs { try free(run.page, pages: run.count) }
+        } catch {
+            deferredFailure = (error, savepoints.count)
+            throw error
         }
     }
 }

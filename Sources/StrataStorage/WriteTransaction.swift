@@ -265,9 +265,10 @@ public final class WriteTransaction {
     public func dropTree(_ name: String) throws -> Bool {
         try checkOpen()
         guard let state = try state(name) else { return false }
+        // (A damaged tree throws here with nothing freed and the tree as it was.)
+        try freeTree(state.info.root)
         state.deferred = DeferredWrites()  // (nothing of the tree is left for them to change)
         state.beside = []
-        try freeTree(state.info.root)
         state.info = .empty
         state.dropped = true
         state.modified = true

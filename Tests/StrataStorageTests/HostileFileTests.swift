@@ -110,6 +110,39 @@ import Foundation
         #expect(try !store.check().isOK)
     }
 
+    /// A drop of a damaged tree whose error the caller catches and then commits (`try?
+    /// tx.deleteAll(…)`) frees nothing: the tree stays whole on disk, no page of it goes on the
+    /// free list while the catalog still points at it, so later commits cannot hand its pages
+    /// out again. The file holds the same problem after as before, and nothing new.
+    @Test func aCaughtFailedDropFreesNothing() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Self.store(path)
+        let root = try Self.root(path)
+        try Self.patchPage(path, root) { p in
+            let node = MutableNode(base: p, pageSize: Self.pageSize)
+            node.setChild(1, (try? Node(UnsafeRawPointer(p), pgno: root, pageSize: Self.pageSize).child(0)) ?? 0)
+        }
+        // (Less the line naming the newest commit, whose number moves.)
+        func problems() throws -> [String] { try store.check().problems.map(\.description).filter { !$0.contains("newest commit") } }
+        let before = try problems()
+        #expect(!before.isEmpty)
+        try store.write { txn in
+            #expect(throws: StorageError.self) { try txn.dropTree("t") }
+            let tree = try txn.tree("t")
+            #expect(tree?.count == 2_000)
+        }
+        // Commits that allocate pages: none of them may be one of the damaged tree's.
+        for round in 0..<4 {
+            try store.write { txn in
+                let other = try txn.tree("u") ?? txn.createTree("u")
+                for i in 0..<1_000 { try other.put(bigEndianKey(UInt64(round * 1_000 + i)), [UInt8](repeating: 7, count: 60)) }
+            }
+        }
+        let after = try problems()
+        #expect(after == before, "before: \(before)\nafter: \(after)")
+    }
+
     /// A format-2 file's branches carry no counts: positions and range counts walk below them,
     /// and that walk must stop at a page reached twice too. Here, under the root's first child
     /// (a branch over leaves), leaves 1-4 become copies of that branch, each with every child the
