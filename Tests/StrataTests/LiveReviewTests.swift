@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
+import Synchronization
 
 @testable import Strata
 
@@ -52,6 +53,96 @@ struct LiveReviewTests {
         #expect(first == ["name"])
         #expect(object == LRAccount(id: 1, name: "c", balance: 5))
         #expect(fields.sorted() == ["balance", "name"])
+        token.invalidate()
+    }
+}
+
+/// An actor that owns the live values it updates on (the pattern the initializers' documentation
+/// shows).
+actor LROwner {
+    var results: LiveResults<LRAccount>?
+    var object: LiveObject<LRAccount>?
+    func start(_ db: Database) {
+        results = LiveResults(db.objects(LRAccount.self), updatingOn: self)
+        object = LiveObject(LRAccount.self, key: 1, in: db, updatingOn: self)
+    }
+    func updates() -> (Int, Int) { (results?.updateCount ?? 0, object?.updateCount ?? 0) }
+}
+
+struct LiveLifecycleReviewTests {
+    /// An actor owning its `LiveResults` and `LiveObject` is freed when released, and with it the
+    /// observations end: the database kept it alive through the observers (which held the actor
+    /// they deliver to), with a snapshot and a reader slot each, until it closed.
+    @Test func anActorOwningItsLiveValuesIsFreedAndTheirObservationsEnd() async throws {
+        let db = try Database.inMemory(models: [LRAccount.self])
+        try await db.write { tx in try tx.insert(LRAccount(id: 1, name: "a", balance: 1)) }
+        weak var released: LROwner?
+        do {
+            let owner = LROwner()
+            await owner.start(db)
+            // Delivered once, so that the consumer and the observer have run.
+            try await db.write { tx in try tx.update(LRAccount.self, key: 1) { $0.balance = 2 } }
+            var delivered = false
+            for _ in 0..<2_000 {
+                let (r, o) = await owner.updates()
+                if r >= 1 && o >= 2 { delivered = true; break }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+            #expect(delivered)
+            released = owner
+        }
+        var gone = false
+        for _ in 0..<2_000 {
+            // (Commits wake the consumers, which then find their actor gone.)
+            try await db.write { tx in try tx.update(LRAccount.self, key: 1) { $0.balance += 1 } }
+            if released == nil && db.observers.count == 0 && db.store.commitListenerCount == 0 { gone = true; break }
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        #expect(gone, "owner alive: \(released != nil), observers \(db.observers.count), listeners \(db.store.commitListenerCount)")
+    }
+
+    /// A live object that appears with a value that does not decode shows the error; when it is
+    /// fixed, the change names every field (nothing was delivered before), not the fields that
+    /// differ from the value that failed.
+    @Test func anObjectThatAppearedUndecodableNamesEveryFieldWhenFixed() async throws {
+        let db = try Database.inMemory(models: [LRAccount.self])
+        let actor = LROwner()
+        let live = LiveObject(LRAccount.self, key: 1, in: db, updatingOn: actor)
+        func waitFor(_ count: Int) async throws -> Bool {
+            for _ in 0..<4_000 {
+                if live.updateCount >= count { return true }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+            return false
+        }
+        #expect(try await waitFor(1))
+        try await db.write { tx in _ = try tx.upsert(LRAccount(id: 1, name: "c", balance: -1)) }
+        #expect(try await waitFor(2))
+        #expect(live.error != nil)
+        try await db.write { tx in _ = try tx.upsert(LRAccount(id: 1, name: "c", balance: 5)) }
+        #expect(try await waitFor(3))
+        #expect(live.object == LRAccount(id: 1, name: "c", balance: 5))
+        #expect(Set(live.changedFields) == ["id", "name", "balance"])
+        live.stop()
+    }
+
+    /// `observeCommits` on a concurrent queue runs its blocks one at a time and in commit order.
+    @Test func commitObserversOnAConcurrentQueueRunInOrderOneAtATime() throws {
+        let db = try Database.inMemory(models: [LRAccount.self])
+        let running = Atomic<Int>(0)
+        let inbox = Inbox<(UInt64, Bool)>()
+        let token = db.observeCommits(on: .global()) { change in
+            let overlapping = running.add(1, ordering: .sequentiallyConsistent).newValue > 1
+            usleep(20_000)
+            running.subtract(1, ordering: .sequentiallyConsistent)
+            inbox.append((change.version, overlapping))
+        }
+        let commits = 60
+        for i in 0..<commits { try db.write { tx in _ = try tx.upsert(LRAccount(id: 1, name: "n\(i)", balance: i)) } }
+        #expect(inbox.wait { $0.count == commits })
+        let all = inbox.all
+        #expect(!all.contains { $0.1 }, "blocks ran at once")
+        #expect(zip(all, all.dropFirst()).allSatisfy { $0.0 < $1.0 }, "versions out of order: \(all.map(\.0))")
         token.invalidate()
     }
 }

@@ -90,10 +90,12 @@ public final class LiveObject<M: Model>: Observable, Sendable {
             M.self, key: key, initial: { continuation.yield(.initial($0)) },
             change: { continuation.yield(.change($0)) })
         token.withLock { $0 = observation }
-        // One consumer applies the events in order, each on the actor.
-        Task { [weak self] in
+        // One consumer applies the events in order, each on the actor. It holds the actor weakly,
+        // as it holds this object: an actor that owns this object (the documented pattern) would
+        // otherwise be kept alive by the waiting consumer, and the stream never finished.
+        Task { [weak self, weak actor] in
             for await event in stream {
-                guard let self else { return }
+                guard let self, let actor else { return }
                 await runIsolated(to: actor) { self.apply(event) }
             }
         }

@@ -107,8 +107,11 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     /// ```
     public init(_ results: Results<M>, keyPaths: [PartialKeyPath<M> & Sendable]? = nil, updatingOn actor: any Actor) {
         state = Mutex(State(results: results, lastChange: nil, error: results.error))
-        let observation = results.observe(keyPaths: keyPaths) { [weak self] change, _, done in
-            guard let self else { return done() }
+        // The actor weakly too: an actor that owns this object (the documented pattern) would
+        // otherwise be kept alive by the observer the database holds, and so would this object
+        // and its observation, until the database closed.
+        let observation = results.observe(keyPaths: keyPaths) { [weak self, weak actor] change, _, done in
+            guard let self, let actor else { return done() }
             Task {
                 await runIsolated(to: actor) { self.apply(change) }
                 done()

@@ -100,7 +100,8 @@ extension Database {
     /// milliseconds of their commit. (Idle-time compaction's commits that only trim the file are
     /// not reported; versions may therefore skip.)
     ///
-    /// Nothing is delivered after `close()`.
+    /// Nothing is delivered after `close()`. Blocks run one at a time, in commit order, also on a
+    /// concurrent queue.
     ///
     /// ```swift
     /// let token = db.observeCommits { change in print(change.version, change.models) }
@@ -108,6 +109,9 @@ extension Database {
     public func observeCommits(on queue: DispatchQueue = .main, _ block: @escaping @Sendable (DatabaseChange) -> Void) -> NotificationToken {
         let active = Atomic<Bool>(true)
         let store = self.store
+        // A serial queue in front of the caller's, as for results and object observers: on a
+        // concurrent queue two commits' blocks would otherwise run at once, or out of order.
+        let queue = DispatchQueue(label: "strata.commit-observer", target: queue)
         let listener = store.addCommitListener { event in
             var models = Set<String>()
             for tree in event.changedTrees {
@@ -300,9 +304,17 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             changedReads = 0
             let wasKnown = known
             known = true
-            let decoded = { try snapshot.checked { try info.decode(record) } }
+            // A value that does not decode is an `.error`, and `last` stays what it was (the
+            // fields of the object last delivered, or nil when none was): the next change lists
+            // the fields changed since then, not since the value that failed; on every path.
             var readsFields = true
             defer { if readsFields { last = fields } }
+            func decoded() throws -> M {
+                readsFields = false
+                let object = try snapshot.checked { try info.decode(record) }
+                readsFields = true
+                return object
+            }
             if initial {
                 if self.initial != nil { deliverInitial(try decoded()) }
                 return
@@ -319,12 +331,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             let changedIDs = Set(fields.keys).union(previous.keys).filter { fields[$0] != previous[$0] }
             if changedIDs.isEmpty { return }
             let names = info.stored.object.fields.filter { changedIDs.contains($0.id) && !$0.removed }.map(\.name)
-            // A value that does not decode is an `.error`: the next change lists the fields
-            // changed since the object last delivered, not since the value that failed.
-            readsFields = false
-            let object = try decoded()
-            readsFields = true
-            deliver(.changed(object, fields: names))
+            deliver(.changed(try decoded(), fields: names))
         } catch {
             // A writer in another process overtook a read-only store's snapshot (whatever the
             // error its reused pages caused): read a newer one. (`last` may hold what the
