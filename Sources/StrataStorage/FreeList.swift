@@ -493,7 +493,13 @@ final class FreePageAllocator {
         let freedBy = try FreeListFormat.decodeKey(cursor.key, page: 0)
         let entries = try FreeListFormat.checkedEntries(cursor.value, freedBy: freedBy, pageCount: pages.limit)
         listedBy.reserveCapacity(listedBy.count + entries.count)  // (grown step by step, it rehashed every page again)
+        // (A chunk loaded again finds its own key: only another chunk's, or this one's page seen
+        // twice in this load, is a page listed twice, which would be handed out twice.)
+        var here = Set<PageNo>(minimumCapacity: entries.count)
         for e in entries {
+            if !here.insert(e.page).inserted {
+                throw StorageError.corrupt(page: 0, reason: "free list lists page \(e.page) twice (twice in the chunk of transaction \(freedBy))")
+            }
             if let other = listedBy.updateValue(key, forKey: e.page), other != key {
                 throw StorageError.corrupt(
                     page: 0, reason: "free list lists page \(e.page) twice (chunk of transaction \(freedBy) and another)")

@@ -290,6 +290,40 @@ extension PageReuseTests {
         #expect(try store.read { txn in try #require(try txn.tree("data")).count } == before)
         #expect(try store.check().problems.contains { $0.description.contains("listed free twice") })
     }
+
+    /// The same, with the page listed twice inside one chunk (the writer refused only a page two
+    /// chunks list, and handed this one out twice: two parents then shared a page).
+    @Test func aPageListedTwiceInOneChunkIsRefusedNotReused() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off
+        let store = try Store(path: path, options: options)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<3_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 0)) }
+        }
+        // Damage: this commit's own chunk lists a page twice.
+        var doubled: PageNo = 0
+        try store.write { txn in
+            doubled = try txn.allocate()
+            txn.spare += [doubled, doubled]
+        }
+        let before = try store.read { txn in try #require(try txn.tree("data")).count }
+        var refused: (any Error)?
+        do {
+            try store.write { txn in
+                let tree = try #require(try txn.tree("data"))
+                for k in 0..<3_000 { try tree.put(bigEndianKey(UInt64(k)), Self.value(k, generation: 1)) }
+            }
+        } catch {
+            refused = error
+        }
+        let message = refused.map { "\($0)" } ?? "no error"
+        #expect(message.contains("lists page \(doubled) twice"), "writing over a free list that lists page \(doubled) twice: \(message)")
+        #expect(try store.read { txn in try #require(try txn.tree("data")).count } == before)
+        #expect(try store.check().problems.contains { $0.description.contains("listed free twice") })
+    }
 }
 
 extension PageReuseTests {
