@@ -183,8 +183,25 @@ extension WriteTransaction {
             tree.count = 1
             return true
         }
-        let (pgno, page) = try touchPath(&tree, key: key)
+        let (pgno, page) = try withEntry(entry) { try touchPath(&tree, key: key) }
         return try putInLeaf(&tree, entry: entry, key: key, pgno: pgno, page: page).added
+    }
+
+    /// Runs `body`, which copies the path for `entry` (made first, so that a large value's run
+    /// takes the free pages before the path's copies split them up). Should it throw (a damaged
+    /// page on the path), the run goes again: nothing would refer to it, and a caller who caught
+    /// the error and committed would leave it in the file for good, neither used nor free.
+    @inline(__always)
+    private func withEntry<R>(_ entry: UnsafeRawBufferPointer, _ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch {
+            if entry[2] & LeafEntry.overflowFlag != 0 {
+                let run = UnsafeRawPointer(entry.baseAddress!).u64(LeafEntry.headerSize + Int(UnsafeRawPointer(entry.baseAddress!).u16(0)))
+                try? freeOverflow(run)
+            }
+            throw error
+        }
     }
 
     /// The rest of `put` once the leaf `pgno` is writable and `path` leads to it, searching from
@@ -271,7 +288,7 @@ extension WriteTransaction {
         if found { return false }
         pages.version &+= 1
         let entry = try makeLeafEntry(key: key, value: value)
-        let (pgno, _) = try touchRecordedPath(&tree, leaf: leaf)
+        let (pgno, _) = try withEntry(entry) { try touchRecordedPath(&tree, leaf: leaf) }
         tree.count &+= 1  // wrapping: a corrupt count read from the file must not trap
         for step in path { MutableNode(base: try dirtyPage(step.pgno), pageSize: pageSize).addChildCount(step.index, 1) }
         try insert(entry, level: path.count, pgno: pgno, index: index, tree: &tree)

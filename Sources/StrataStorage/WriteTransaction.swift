@@ -365,7 +365,7 @@ public struct WriteTree {
     /// Stores `value` only if `key` is absent. Returns false (and changes nothing) when it exists.
     public func insert(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         try settle()
-        let inserted = try txn.put(&state.info, key: key, value: value, overwrite: false)
+        let inserted = try changing { try txn.put(&state.info, key: key, value: value, overwrite: false) }
         if inserted { try wrote(key) }
         return inserted
     }
@@ -382,6 +382,21 @@ public struct WriteTree {
         }
     }
 
+    /// Runs a change of the tree's pages that marks the tree modified only once it succeeded (a
+    /// key already there, or not there, changes nothing). Should it throw after it copied part of
+    /// the path (a damaged page below stopped it), the tree's root has moved and its old pages are
+    /// freed: the tree goes into the catalog at commit all the same, or a caller who caught the
+    /// error and committed would leave the catalog pointing at freed pages, handed out again later.
+    @inline(__always)
+    private func changing<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch {
+            state.modified = true
+            throw error
+        }
+    }
+
     /// After a write that changed `key`: the tree goes into the catalog at commit, listeners
     /// hear of the key, and the transaction spills if it holds too many pages.
     private func wrote(_ key: UnsafeRawBufferPointer) throws {
@@ -394,7 +409,7 @@ public struct WriteTree {
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
         try settle()
-        let deleted = try txn.delete(&state.info, key: key)
+        let deleted = try changing { try txn.delete(&state.info, key: key) }
         if deleted { try wrote(key) }
         return deleted
     }
@@ -422,7 +437,7 @@ public struct WriteTree {
         try inspect(try txn.pages.resolve(try txn.pages.node(leaf).value(index)))
         try check()  // (`inspect` may have aborted the transaction or dropped the tree)
         if txn.pages.version != version { return try delete(key) }
-        try txn.removeFound(&state.info, leaf: leaf, index: index)
+        try changing { try txn.removeFound(&state.info, leaf: leaf, index: index) }
         try wrote(key)
         return true
     }

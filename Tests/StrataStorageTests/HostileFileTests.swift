@@ -143,6 +143,48 @@ import Foundation
         #expect(after == before, "before: \(before)\nafter: \(after)")
     }
 
+    /// A write into a leaf whose page is damaged (its checksum no longer matches) throws and
+    /// changes nothing the file would keep, when the caller catches the error and commits: a
+    /// large value's overflow run was made before the path was copied, and stayed in the file,
+    /// neither used nor free; and an insert or a delete that failed after copying the root left
+    /// the tree out of the catalog, which then pointed at the freed root. Put, insert-if-absent
+    /// and delete.
+    @Test(arguments: ["put", "insert", "delete"]) func aCaughtWriteOverADamagedLeafChangesNothing(operation: String) throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Self.store(path)
+        let root = try Self.root(path)
+        let leaf = try store.read { txn in try Node(try txn.pages.page(root), pgno: root, pageSize: Self.pageSize).child(1) }
+        try Self.patchPage(path, leaf) { p in
+            p.storeBytes(of: p.load(fromByteOffset: Self.pageSize - 1, as: UInt8.self) ^ 0xFF, toByteOffset: Self.pageSize - 1, as: UInt8.self)
+        }
+        func problems() throws -> [String] { try store.check().problems.map(\.description).filter { !$0.contains("newest commit") } }
+        let before = try problems()
+        #expect(!before.isEmpty)
+        let key = try store.read { txn in Array(try Node(try txn.pages.page(leaf), pgno: leaf, pageSize: Self.pageSize).key(0)) }
+        let large = [UInt8](repeating: 9, count: 5_000)
+        try store.write { txn in
+            let t = try #require(try txn.tree("t"))
+            #expect(throws: StorageError.self) {
+                switch operation {
+                case "put": try t.put(key, large)
+                case "insert": _ = try t.insert(key + [0], large)  // sorts in the same leaf, not in it yet
+                default: try t.delete(key)
+                }
+            }
+            try txn.createTree("u").put([1], [1])
+        }
+        // Commits that allocate pages: none of them may be one the tree still uses.
+        for round in 0..<3 {
+            try store.write { txn in
+                let other = try #require(try txn.tree("u"))
+                for i in 0..<1_000 { try other.put(bigEndianKey(UInt64(round * 1_000 + i)), [UInt8](repeating: 7, count: 60)) }
+            }
+        }
+        let after = try problems()
+        #expect(after == before, "before: \(before)\nafter: \(after)")
+    }
+
     /// A format-2 file's branches carry no counts: positions and range counts walk below them,
     /// and that walk must stop at a page reached twice too. Here, under the root's first child
     /// (a branch over leaves), leaves 1-4 become copies of that branch, each with every child the
