@@ -138,7 +138,7 @@ final class FreePageAllocator {
     /// Pages handed out so far; the commit's free-list fixpoint watches it.
     private(set) var allocations = 0
     /// Where an earlier commit found the free list's leading chunks all held by snapshots.
-    private let hint: FreeScanHint?
+    private var hint: FreeScanHint?
     /// The last chunk of the leading run of chunks that hold no reusable page (for the next hint).
     private(set) var heldPrefixEnd: [UInt8]?
     private var prefixStillHeld = true
@@ -182,6 +182,13 @@ final class FreePageAllocator {
             heldPrefixEnd = newValue.heldPrefixEnd
             prefixStillHeld = newValue.prefixStillHeld
         }
+    }
+
+    /// Loads every chunk, the held prefix an earlier commit skipped included (before the first
+    /// load; no effect after it): idle compaction must see which snapshots hold which pages, to
+    /// wait for the right ones (IdleCompaction.swift) and to know what the run pin holds.
+    func scanWithoutHint() {
+        if lastLoadedKey == nil { hint = nil }
     }
 
     /// The hint the next transaction can start from, if this one found a held prefix.

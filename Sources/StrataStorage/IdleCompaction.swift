@@ -247,6 +247,9 @@ extension Store {
                 // Looked at again under the lock: a writer may have come while this thread waited.
                 guard quiet() else { return .cutShort }
                 let txn = try WriteTransaction(env: env, durability: durability, memory: transactionMemory, compaction: compaction)
+                // Every chunk: those a commit's hint would skip are held, by snapshots this
+                // episode must then wait for (`stuckAt`), which it learns from the chunks loaded.
+                txn.allocator.scanWithoutHint()
                 do {
                     // The snapshots that may hold pages: not the commit log's pin (of a `.noSync`
                     // run, RunPin.swift), which no snapshot's end releases.

@@ -647,6 +647,42 @@ extension SpaceHuntTests {
 }
 
 extension SpaceHuntTests {
+    /// A purge while a snapshot is open, then commits before the idle delay: the first uses up
+    /// the reusable pages, and the next leaves a hint that the free list's leading chunks are all
+    /// held. The idle transaction skipped them too, saw no held page, and so did not wait for the
+    /// snapshot: the file kept its free pages once the snapshot ended and the writes had stopped.
+    /// Idle transactions now read every chunk.
+    @Test func idleCompactionWaitsForASnapshotHoldingChunksACommitsHintSkips() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var options = SpaceHunt.options()
+        options.compaction.idleDelay = .milliseconds(200)
+        let store = try Store(path: path, options: options)
+        try store.write { txn in
+            let tree = try txn.createTree("data")
+            for k in 0..<(20_000 * SpaceHunt.scale) { try tree.put(bigEndianKey(UInt64(k)), SpaceHunt.value(k, generation: 0, size: 120)) }
+        }
+        let reader = try store.beginRead()
+        try store.write { txn in _ = try txn.dropTree("data") }
+        try store.write { txn in
+            let x = try txn.createTree("x")
+            for k in 0..<2_000 { try x.put(bigEndianKey(UInt64(k)), [1]) }
+        }
+        _ = try store.write { txn in try txn.createTree("y").put([1], [1]) }
+        #expect(store.env.freeScanHint != nil, "the case needs a commit that skipped a held prefix")
+        usleep(800_000)  // the idle look, which finds every free page held by the snapshot
+        reader.end()
+        var stats = try store.stats()
+        let deadline = ContinuousClock.now + .seconds(30)
+        while stats.pageCount > 2 * stats.usedPages + 64 && ContinuousClock.now < deadline {
+            usleep(50_000)
+            stats = try store.stats()
+        }
+        #expect(
+            stats.pageCount <= 2 * stats.usedPages + 64,
+            "30 s of quiet after the snapshot ended: \(stats.pageCount) pages for \(stats.usedPages) used (\(fileSizeOf(path)) bytes)")
+    }
+
     /// An idle episode whose first commits moved pages into free holes, and then found the rest of
     /// the holes held by a snapshot, ended there (the wait for a snapshot to end was only for an
     /// episode that had moved nothing): once the snapshot ended, no commit came to arm the timer
