@@ -42,12 +42,16 @@ enum PostingBlocks {
 
 /// Bytes copied in over and over (a block, a key): storage that only grows, and how much of it
 /// holds them. Emptying and refilling an array costs more than the copy of a few hundred bytes.
+/// Or, when their owner says they stay put while they are read (`refer(to:)`), no copy at all.
 struct ReusedBytes {
     private var storage: [UInt8] = []
+    /// Bytes read where they are (`refer(to:)`), instead of `storage`'s.
+    private var external: UnsafeRawBufferPointer?
     private(set) var count = 0
 
     /// Makes these bytes `first` followed by `second`.
     mutating func set(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) {
+        external = nil
         let total = first.count + second.count
         if storage.count < total { storage = [UInt8](repeating: 0, count: max(total, 2 * storage.count, 64)) }
         storage.withUnsafeMutableBytes { out in
@@ -57,19 +61,28 @@ struct ReusedBytes {
         count = total
     }
 
+    /// Makes these bytes `bytes`, read where they are: the caller keeps them valid and unchanged
+    /// until the next `set` or `refer(to:)`.
+    mutating func refer(to bytes: UnsafeRawBufferPointer) {
+        external = bytes
+        count = bytes.count
+    }
+
     /// Calls `body` with the bytes, valid during the call.
     @inline(__always)
     func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        if let external { return try body(external) }
+        return try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
     }
 
     /// A copy of the bytes.
-    var array: [UInt8] { Array(storage[0..<count]) }
+    var array: [UInt8] { withBytes { Array($0) } }
 }
 
 /// Reads the postings of one block in order: each one's primary key and the rest of its posting
 /// (the text's word count and the word's positions, as `TextPostingValue.read` takes them). The
-/// block is copied in, so the cursor it came from may move on.
+/// block is copied in, so the cursor it came from may move on and the tree be written to; or read
+/// in place, when the caller knows its bytes stay put (`load(key:wordEnd:value:inPlace:)`).
 ///
 /// Reading postings is most of a search's time (a two-word search over a million texts reads
 /// thousands), so the block, its key and the current primary key live in buffers reused from block
@@ -97,10 +110,17 @@ struct PostingBlockReader {
     private var left = 0
 
     /// Starts reading the block `key` → `value`, whose primary key starts at `wordEnd`: before its
-    /// first posting.
-    mutating func load(key: UnsafeRawBufferPointer, wordEnd: Int, value: UnsafeRawBufferPointer) throws {
-        blockKey.set(key)
-        self.value.set(value)
+    /// first posting. The block is copied in, unless `inPlace`: then the caller keeps `key` and
+    /// `value` valid and unchanged while the block is read (a view of a snapshot's pages, or of a
+    /// write transaction's while nothing writes to it), and no byte is copied.
+    mutating func load(key: UnsafeRawBufferPointer, wordEnd: Int, value: UnsafeRawBufferPointer, inPlace: Bool = false) throws {
+        if inPlace {
+            blockKey.refer(to: key)
+            self.value.refer(to: value)
+        } else {
+            blockKey.set(key)
+            self.value.set(value)
+        }
         keyCount = 0
         self.wordEnd = wordEnd
         guard wordEnd < key.count else { throw PostingBlocks.corrupt("has a key without a primary key") }

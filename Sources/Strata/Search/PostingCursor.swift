@@ -1,8 +1,8 @@
 import StrataStorage
 
 /// Walks the postings of one search term in a full-text index (FORMAT.md §8.5), block by block:
-/// a whole word's in primary-key order, a prefix's word by word. Nothing is allocated per
-/// posting: a block is copied into buffers that are reused.
+/// a whole word's in primary-key order, a prefix's word by word. Nothing is allocated or copied
+/// per posting or per block: blocks are read in place.
 struct PostingCursor {
     /// The key bytes every block of the term starts with: the whole word's key encoding, or the
     /// prefix's bytes.
@@ -201,7 +201,10 @@ struct PostingCursor {
         ahead = false
         guard onTerm else { return stop() }
         let wordEnd = try checkWord()
-        try block.load(key: cursor.key, wordEnd: wordEnd, value: cursor.value)
+        // In place: a search reads its postings within one evaluation, during which nothing
+        // writes to the tree (a write transaction's deferred writes were applied when the cursor
+        // first moved), so the pages under the block stay put while the cursor moves on.
+        try block.load(key: cursor.key, wordEnd: wordEnd, value: cursor.value, inPlace: true)
         isOn = try block.next()
         return isOn
     }
