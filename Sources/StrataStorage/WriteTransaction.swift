@@ -387,12 +387,15 @@ public struct WriteTree {
     /// the path (a damaged page below stopped it), the tree's root has moved and its old pages are
     /// freed: the tree goes into the catalog at commit all the same, or a caller who caught the
     /// error and committed would leave the catalog pointing at freed pages, handed out again later.
+    /// What changed is then unknown (a delete whose rebalancing failed has removed its key):
+    /// listeners hear that any key of the tree may have.
     @inline(__always)
     private func changing<R>(_ body: () throws -> R) throws -> R {
         do {
             return try body()
         } catch {
             state.modified = true
+            state.changedKeys = nil
             throw error
         }
     }

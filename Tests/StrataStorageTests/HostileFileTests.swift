@@ -1,6 +1,7 @@
 import Testing
 @testable import StrataStorage
 import Foundation
+import Synchronization
 
 /// Damage that an independent hostile-file test found the engine trusting: a huge count or id in a
 /// resealed meta page, branch counts that add up past any file, one page reached by two paths of a
@@ -163,6 +164,11 @@ import Foundation
         #expect(!before.isEmpty)
         let key = try store.read { txn in Array(try Node(try txn.pages.page(leaf), pgno: leaf, pageSize: Self.pageSize).key(0)) }
         let large = [UInt8](repeating: 9, count: 5_000)
+        // Listeners hear that any key of the tree may have changed (its root moved; a delete
+        // whose rebalancing failed would have removed its key), not that none did.
+        let heard = Mutex<[CommitEvent]>([])
+        let listener = store.addCommitListener { event in heard.withLock { $0.append(event) } }
+        defer { listener.invalidate() }
         try store.write { txn in
             let t = try #require(try txn.tree("t"))
             #expect(throws: StorageError.self) {
@@ -174,6 +180,9 @@ import Foundation
             }
             try txn.createTree("u").put([1], [1])
         }
+        let event = try #require(heard.withLock { $0.first })
+        // (A put notes its key before it starts, so its listeners hear of that key.)
+        if operation != "put" && event.changedTrees.contains("t") { #expect(event.changedKeys["t"] == nil, "\(event.changedKeys)") }
         // Commits that allocate pages: none of them may be one the tree still uses.
         for round in 0..<3 {
             try store.write { txn in

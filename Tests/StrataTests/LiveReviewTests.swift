@@ -126,6 +126,46 @@ struct LiveLifecycleReviewTests {
         live.stop()
     }
 
+    /// Live values updating on an actor that nothing else holds (gone once they are made) keep
+    /// updating: holding the actor weakly had stopped them.
+    @Test func liveValuesOnAnActorNothingElseHoldsKeepUpdating() async throws {
+        let db = try Database.inMemory(models: [LRAccount.self])
+        let results = LiveResults(db.objects(LRAccount.self), updatingOn: LROwner())
+        let object = LiveObject(LRAccount.self, key: 1, in: db, updatingOn: LROwner())
+        try await db.write { tx in try tx.insert(LRAccount(id: 1, name: "a", balance: 1)) }
+        var updated = false
+        for _ in 0..<4_000 {
+            if results.results.count == 1 && object.object?.name == "a" { updated = true; break }
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        #expect(updated, "results \(results.results.count), object \(String(describing: object.object))")
+        results.stop()
+        object.stop()
+    }
+
+    /// A live object that appeared with a value that does not decode, then was deleted: the
+    /// deletion arrives and clears the error (it was not news, since no value was ever read).
+    @Test func anObjectDeletedAfterAnUndecodableValueClearsTheError() async throws {
+        let db = try Database.inMemory(models: [LRAccount.self])
+        let actor = LROwner()
+        let live = LiveObject(LRAccount.self, key: 1, in: db, updatingOn: actor)
+        func waitFor(_ count: Int) async throws -> Bool {
+            for _ in 0..<4_000 {
+                if live.updateCount >= count { return true }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+            return false
+        }
+        #expect(try await waitFor(1))
+        try await db.write { tx in _ = try tx.upsert(LRAccount(id: 1, name: "c", balance: -1)) }
+        #expect(try await waitFor(2))
+        #expect(live.error != nil)
+        try await db.write { tx in _ = try tx.delete(LRAccount.self, key: 1) }
+        #expect(try await waitFor(3))
+        #expect(live.error == nil && live.object == nil)
+        live.stop()
+    }
+
     /// `observeCommits` on a concurrent queue runs its blocks one at a time and in commit order.
     @Test func commitObserversOnAConcurrentQueueRunInOrderOneAtATime() throws {
         let db = try Database.inMemory(models: [LRAccount.self])

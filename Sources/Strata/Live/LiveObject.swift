@@ -71,7 +71,9 @@ public final class LiveObject<M: Model>: Observable, Sendable {
         return state.withLock { $0.error }
     }
 
-    /// Reads the object with primary key `key` now and keeps it current, updating on `actor`.
+    /// Reads the object with primary key `key` now and keeps it current, updating on `actor`. The
+    /// actor is not kept alive by this object (it may own it); once nothing holds the actor,
+    /// updates are applied as they arrive.
     ///
     /// ```swift
     /// actor Presence {
@@ -92,11 +94,17 @@ public final class LiveObject<M: Model>: Observable, Sendable {
         token.withLock { $0 = observation }
         // One consumer applies the events in order, each on the actor. It holds the actor weakly,
         // as it holds this object: an actor that owns this object (the documented pattern) would
-        // otherwise be kept alive by the waiting consumer, and the stream never finished.
+        // otherwise be kept alive by the waiting consumer, and the stream never finished. An actor
+        // that nothing else held is gone: no code can run on it any more, and the events are
+        // applied here, in order.
         Task { [weak self, weak actor] in
             for await event in stream {
-                guard let self, let actor else { return }
-                await runIsolated(to: actor) { self.apply(event) }
+                guard let self else { return }
+                if let actor {
+                    await runIsolated(to: actor) { self.apply(event) }
+                } else {
+                    self.apply(event)
+                }
             }
         }
     }

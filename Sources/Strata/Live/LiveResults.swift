@@ -97,7 +97,9 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     }
 
     /// Starts from `results` (shown at once) and keeps them current, updating on `actor`. With
-    /// `keyPaths`, commits that change only other fields of the objects change nothing.
+    /// `keyPaths`, commits that change only other fields of the objects change nothing. The
+    /// actor is not kept alive by this object (it may own it); once nothing holds the actor,
+    /// updates are applied as they arrive.
     ///
     /// ```swift
     /// actor Indexer {
@@ -109,9 +111,14 @@ public final class LiveResults<M: Model>: Observable, Sendable {
         state = Mutex(State(results: results, lastChange: nil, error: results.error))
         // The actor weakly too: an actor that owns this object (the documented pattern) would
         // otherwise be kept alive by the observer the database holds, and so would this object
-        // and its observation, until the database closed.
+        // and its observation, until the database closed. An actor that nothing else held is
+        // gone: no code can run on it any more, and the changes are applied as they come, in order.
         let observation = results.observe(keyPaths: keyPaths) { [weak self, weak actor] change, _, done in
-            guard let self, let actor else { return done() }
+            guard let self else { return done() }
+            guard let actor else {
+                self.apply(change)
+                return done()
+            }
             Task {
                 await runIsolated(to: actor) { self.apply(change) }
                 done()

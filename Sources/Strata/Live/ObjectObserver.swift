@@ -174,6 +174,9 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     /// read failed: every reader slot in use, say) `last` says nothing, and the next read reports
     /// what it finds as the change the failed read left unseen.
     private var known = false
+    /// The last delivery was an `.error` (worker only): the object's deletion is then news even
+    /// when `last` says it was not there (its value never decoded), so that the error clears.
+    private var errorShown = false
     /// A commit listed this object's key since the last read began: set by the listener, taken
     /// by `refresh`. An object found missing after a failed first read was deleted only then.
     private let keyListed = Atomic<Bool>(false)
@@ -285,7 +288,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 try snapshot.validate()  // a read-only store's snapshot may have been overtaken
                 // Deleted: it was there at the last read, or, when no read succeeded yet, a
                 // commit listed its key since (it was there before that commit).
-                if !initial && (last != nil || (!known && listed)) {
+                if !initial && (last != nil || (!known && listed) || errorShown) {
                     if self.initial == nil { end(.deleted) } else { deliver(.deleted) }
                 }
                 if initial { deliverInitial(nil) }
@@ -362,6 +365,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     }
 
     private func deliver(_ change: ObjectChange<M>) {
+        if case .error = change { errorShown = true } else { errorShown = false }
         queue.async { [self] in
             guard isLive else { return }
             block(change, false)
@@ -369,6 +373,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     }
 
     private func deliverInitial(_ object: M?) {
+        errorShown = false
         guard let initial else { return }
         queue.async { [self] in
             guard isLive else { return }
