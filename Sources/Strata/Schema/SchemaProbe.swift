@@ -362,7 +362,20 @@ final class ProbeState {
             let storage = UnsafeMutableRawPointer.allocate(byteCount: max(MemoryLayout<T>.size, 1), alignment: max(MemoryLayout<T>.alignment, 1))
             defer { storage.deallocate() }
             storage.initializeMemory(as: UInt8.self, repeating: 0, count: max(MemoryLayout<T>.size, 1))
-            return (rawType, storage.load(as: T.self))
+            let first = storage.load(as: T.self)
+            // When marking, tag 1 (its second case) where this leaf's bit says so, as a Bool or a
+            // CaseIterable enum is marked: two properties of one such enum type are then told
+            // apart (a shared first case let the same-name rule map a property to another's
+            // renamed field). A payload-free enum of one or two bytes has at least two cases,
+            // tagged from 0 in declaration order; one of a single case takes no byte.
+            let mirror = Mirror(reflecting: first)
+            if let marking, MemoryLayout<T>.size == 1 || MemoryLayout<T>.size == 2, mirror.displayStyle == .enum, mirror.children.isEmpty,
+                marking.enumBit()
+            {
+                storage.storeBytes(of: 1, as: UInt8.self)
+                return (rawType, storage.load(as: T.self))
+            }
+            return (rawType, first)
         }
         return nil
     }

@@ -28,8 +28,14 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
     /// The tree holding the model's records.
     var recordTree: String { "m:" + name }
 
-    /// The stored field holding the primary key, if it is stored.
-    var keyFieldSchema: FieldSchema? { object.field(named: keyField ?? "id") }
+    /// The stored field holding the primary key, if it is stored. A catalog written before
+    /// `keyField` and `key` lacks both: its key is the field named `id`. One that records `key`
+    /// without `keyField` has a computed key, whatever field is coded `id` (a wrapped `@Box var
+    /// id`, whose property Mirror names `_id`; `var postID` coded "id" beside a computed `id`).
+    var keyFieldSchema: FieldSchema? {
+        if let keyField { return object.field(named: keyField) }
+        return key == nil ? object.field(named: "id") : nil
+    }
 
     /// The primary key's type: recorded, else that of its field, else read from the Swift type
     /// name (older catalogs). Nil only for an old catalog of a computed key of an unknown type.
