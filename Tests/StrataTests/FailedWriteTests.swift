@@ -137,4 +137,31 @@ struct FailedWriteTests {
         db.close()
         #expect(try stored(path).map(\.id) == [1, 2, 3])
     }
+
+    /// An update whose closure makes a whole write of its own (an insert), then fails before
+    /// the update changes anything — a unique violation, the closure's own error, a changed id —
+    /// leaves the transaction usable: it was taken for a write half done, and the commit refused
+    /// (the insert and every earlier write were lost).
+    @Test(arguments: ["unique", "thrown", "id"]) func anUpdateWhoseClosureWroteThenFailedLeavesTheTransactionUsable(failure: String) throws {
+        struct Refused: Error {}
+        let db = try Database.inMemory(models: [FWPerson.self, FWKeyed.self])
+        try db.write { tx in
+            try tx.insert(person(1, email: "x@e"))
+            try tx.insert(person(2, email: "y@e"))
+            #expect(throws: (any Error).self) {
+                try tx.update(FWPerson.self, key: 1) { p in
+                    try tx.insert(FWKeyed(id: "audit", note: "tried"))
+                    switch failure {
+                    case "unique": p.email = "y@e"
+                    case "thrown": throw Refused()
+                    default: p.id = 9
+                    }
+                }
+            }
+            try tx.insert(person(3, email: "z@e"))
+        }
+        #expect(try db.objects(FWPerson.self).fetch().map(\.email) == ["x@e", "y@e", "z@e"])
+        #expect(try db.object(FWKeyed.self, key: "audit") != nil)
+        #expect(try db.objects(FWPerson.self).filter(#Predicate { $0.email == "x@e" }).fetch().map(\.id) == [1])
+    }
 }

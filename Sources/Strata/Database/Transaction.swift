@@ -317,10 +317,11 @@ public final class Transaction {
     /// ```
     @discardableResult
     public func update<M: Model>(_ type: M.Type, key: M.ID, _ body: (inout M) throws -> Void) throws -> M {
-        try writing { try updateObject(type, key: key, body) }
-    }
-
-    private func updateObject<M: Model>(_ type: M.Type, key: M.ID, _ body: (inout M) throws -> Void) throws -> M {
+        // The closure runs before the write begins: writes it makes are whole writes of their
+        // own (each judged by itself, `writing`), and a failure after it — the closure's own
+        // error, a changed id, a unique violation — changed nothing of this update, so the
+        // transaction stays usable, as for any write that fails before it changes anything.
+        if let failedMidway { throw Self.halfDone(failedMidway) }
         let info = try db.info(M.self)
         let keyBytes = try info.keyBytes(key)
         let records = try records(info)
@@ -331,15 +332,18 @@ public final class Transaction {
         let stamp = txn.changeCount
         var new = old
         try body(&new)
-        if try info.keyBytes(new.id) != keyBytes {
-            throw StrataError.typeMismatch(model: info.name, field: "id", reason: "update must not change the primary key; delete and insert instead")
+        return try writing {
+            if try info.keyBytes(new.id) != keyBytes {
+                throw StrataError.typeMismatch(model: info.name, field: "id", reason: "update must not change the primary key; delete and insert instead")
+            }
+            let record = try info.encode(new)
+            // If `body` wrote in this transaction, the old record's view may be stale: read it
+            // again (it may even be gone: the closure deleted the object).
+            let current: UnsafeRawBufferPointer? = txn.changeCount == stamp ? oldRecord : try wrapStorage { try records.view(keyBytes) }
+            if let current, storesSame(info, record, current) { return new }
+            try replace(info, records: records, key: keyBytes, oldRecord: current, new: new, record: record)
+            return new
         }
-        let record = try info.encode(new)
-        // If `body` wrote in this transaction, the old record's view may be stale: read it again.
-        let current: UnsafeRawBufferPointer? = txn.changeCount == stamp ? oldRecord : try wrapStorage { try records.view(keyBytes) }
-        if let current, storesSame(info, record, current) { return new }
-        try replace(info, records: records, key: keyBytes, oldRecord: current, new: new, record: record)
-        return new
     }
 
     /// Whether `record` (the type's encoding of an object) stores what `stored` does: the same
