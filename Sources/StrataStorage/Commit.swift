@@ -160,9 +160,20 @@ extension WriteTransaction {
     ///
     /// An unpinned `.noSync` transaction starts a run: it makes its base the log's frame instead
     /// (`CommitLog.pin`), so that a power loss in the run can always take the file back to it.
+    ///
+    /// With no log to pin the base in (a file that is not a log under its name, a log that could
+    /// not be created), nothing would keep a power loss in the run from taking the file back past
+    /// the newest durable commit (whose meta slot and pages the run may overwrite): the
+    /// transaction is then made durable itself (`durability` becomes `.full`), as Durability.md says.
     func secureLog() throws {
         if logPinned || logSecured { return }
-        if durability == .noSync { try pinBase() }
+        if durability == .noSync {
+            try pinBase()
+            if !basePinned, env.commitLog != nil {
+                durability = .full
+                try secureBase()
+            }
+        }
         if !basePinned { try env.commitLog?.end(pageFile: env.file) }
         logSecured = true
     }

@@ -33,6 +33,10 @@ extension Store {
         let temporary = destination + "-copying-\(currentPID())-\(UInt32.random(in: 0...UInt32.max))"
         defer {
             unlinkFile(LockFileName.path(for: temporary))
+            // (The copy's store commits with `.noSync`, which pins its base in a commit log of
+            // the temporary's name; the copy is synced before it is named, so the log holds
+            // nothing it needs.)
+            unlinkFile(CommitLog.path(for: temporary))
             unlinkFile(temporary)
         }
         // A page copy reads the snapshot's free pages too, which no snapshot pins.

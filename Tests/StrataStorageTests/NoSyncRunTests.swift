@@ -236,6 +236,34 @@ import Testing
 }
 
 extension LogReplayReviewTests {
+    /// The same run with no usable commit log (a file that is not a log under its name): nothing
+    /// pinned the run's base, and the power loss took the file back past the durable commit. A
+    /// `.noSync` commit that cannot pin its base is now made durable itself.
+    @Test func aRunWithoutAUsableLogKeepsTheDurableCommit() throws {
+        let path = temporaryPath("replay-no-log")
+        defer { removeStoreFiles(path) }
+        try writeFileBytes(path + "-log", [UInt8]("not a log\n".utf8) + [UInt8](repeating: 7, count: 5000))
+        var (store, faulty) = try openFaulty(path, StoreOptions(durability: .full, syncMode: .single))
+        var model: Contents = [:]
+        func put(_ txn: WriteTransaction, _ key: Int, _ byte: UInt8) throws { try putFilled(txn, &model, key, byte) }
+        try store.write { txn in for key in 0..<500 { try put(txn, key, 1) } }
+        try store.write { txn in for key in 0..<50 { try put(txn, key, 2) } }
+        let durable = model
+        let durableTxnid = store.latestVersion
+        try store.write(durability: .noSync) { txn in for key in 1000..<1100 { try put(txn, key, 3) } }
+        let first = model
+        try store.write(durability: .noSync) { txn in for key in 2000..<2100 { try put(txn, key, 4) } }
+        store = try Store.inMemory()
+        try faulty.losePower { piece in piece == 0 }
+        let reopened = try Store(path: path)
+        #expect(reopened.latestVersion >= durableTxnid)
+        let found = try contents(of: reopened)
+        #expect(found == durable || found == first || found == model, "opened at \(reopened.latestVersion), durable \(durableTxnid)")
+        #expect(try reopened.check().isOK)
+        // The foreign file is left as it was.
+        #expect(try readFileBytes(path + "-log").prefix(10) == [UInt8]("not a log\n".utf8)[...])
+    }
+
     /// A frame's page whose write the power loss took, where the disk still holds a page of an
     /// older overflow value (freed, then reused by the frame's commit): the value's bytes where a
     /// header would be read as a newer transaction id, and the opening took the page for one

@@ -158,6 +158,22 @@ import Synchronization
         #expect(stats.pageCount > 2 && stats.fileSize >= stats.pageCount * UInt64(stats.pageSize))
     }
 
+    /// A copy leaves nothing but itself in its directory: the compacting copy's temporary store,
+    /// which commits with `.noSync`, left its commit log behind (`…-copying-PID-N-log`).
+    @Test(arguments: [true, false]) func aCopyLeavesOnlyTheCopy(compacting: Bool) throws {
+        let source = temporaryPath()
+        defer { removeStoreFiles(source) }
+        let store = try Store(path: source, options: StoreOptions(durability: .noSync))
+        try store.write { txn in for k in 0..<2_000 { try txn.createTree("t").put(bigEndianKey(UInt64(k)), [UInt8](repeating: 1, count: 50)) } }
+        let directory = try temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let destination = directory + "/copy.strata"
+        try store.copy(to: destination, compacting: compacting)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        #expect(names.allSatisfy { $0 == "copy.strata" || $0 == "copy.strata-lock" }, "\(names)")
+        #expect(try Store(path: destination).read { try $0.tree("t")?.count } == 2_000)
+    }
+
     @Test(arguments: Limits.pageSizes)
     func pageSizes(pageSize: Int) throws {
         let path = temporaryPath()

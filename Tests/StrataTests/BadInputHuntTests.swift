@@ -688,8 +688,9 @@ struct BIDottedIndex: Model, Equatable {
         #expect(
             outcome == "error unsupported type in BIDottedIndex.\\BIDottedIndex.userName: an index must name a stored field by key path, "
                 + "and Strata could not tell which stored field this is (a stored name containing '.', such as \"user.name\", reads as a "
-                + "nested path: rename it in CodingKeys; or two renamed fields of one enum type that is not CaseIterable look alike: "
-                + "make the enum CaseIterable)", "\(outcome)")
+                + "nested path: rename it in CodingKeys; or two renamed fields the schema probe cannot tell apart: of one enum type of a "
+                + "single case, or in a model of more than 128 stored values, two Bool or enum fields 128 values apart, or two Int8 or "
+                + "UInt8 fields 127 or 255 apart; give the field its property's name in CodingKeys)", "\(outcome)")
     }
 
     /// An index on a computed property is refused at open; the reason used to be advice about

@@ -176,6 +176,23 @@ struct ReadOnlyDatabaseTests {
         return (path, writer)
     }
 
+    /// Read-only openings beside a writer that never pauses: the opening's read of the catalog,
+    /// overtaken by a commit, is read again (it threw `fileChangedDuringRead` now and then).
+    @Test func readOnlyOpeningsBesideABusyWriterSucceed() throws {
+        let (path, writer) = try Self.churningStore()
+        defer { writer.stop() }
+        var failures: [String] = []
+        for _ in 0..<150 {
+            do {
+                let db = try Database(path: path, models: [ChurnItem.self], options: StoreOptions(readOnly: true))
+                db.close()
+            } catch {
+                failures.append("\(error)")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) of 150 openings failed: \(failures.prefix(3))")
+    }
+
     /// A one-shot read slower than two of the writer's commits is overtaken every time it runs;
     /// after a few such runs it runs with the writer held off, and ends with one commit's objects
     /// exactly, rather than failing (or running for ever) beside a writer that never pauses.

@@ -98,46 +98,53 @@ public final class Database: Sendable {
         var stored: [String: [UInt8]] = [:]
         if store.isReadOnly {
             // Nothing may be written: the stored schemas must already be what these types need.
-            try wrapStorage {
-                try store.read { txn in
-                    let catalog = try Catalog.load(try txn.tree(Catalog.schemaTree))
-                    var reasons: [String] = []
-                    for type in models {
-                        let (info, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: false)
-                        if byName[info.name] != nil {
-                            throw StrataError.unsupportedType(
-                                model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
+            // A writer in another process may overtake the snapshot meanwhile: read again, as
+            // every one-shot read of a read-only database does.
+            try Self.againWhileOvertaken(on: store) {
+                try wrapStorage {
+                    try store.read { txn in
+                        infos = [:]
+                        byName = [:]
+                        let catalog = try Catalog.load(try txn.tree(Catalog.schemaTree))
+                        var reasons: [String] = []
+                        for type in models {
+                            let (info, change) = try type.reconcileErased(stored: catalog[type.modelName], schemaVersion: schemaVersion, migrating: false)
+                            if byName[info.name] != nil {
+                                throw StrataError.unsupportedType(
+                                    model: info.name, field: "(model)", reason: "two models share the name \(info.name); set modelName")
+                            }
+                            infos[ObjectIdentifier(type)] = info
+                            byName[info.name] = info
+                            if catalog[info.name] == nil {
+                                reasons.append("\(info.name) is not stored in this file, and a read-only open cannot add it")
+                            } else if let (stored, given) = change.raisedVersion, change.differences.isEmpty {
+                                reasons.append(
+                                    "\(info.name) is stored at schema version \(stored), below the \(given) given: a read-only open cannot migrate it (open it read-write first)"
+                                )
+                            } else if let old = catalog[info.name]?.indexes.first(where: { $0.kind?.outdatedBy != nil }),
+                                let by = old.kind?.outdatedBy
+                            {
+                                reasons.append(
+                                    "\(info.name): the full-text index on \(old.path) was written by \(by) (FORMAT.md §8.5), which "
+                                        + "this build does not read; a read-write open rebuilds it, and a read-only one cannot")
+                            } else if let old = catalog[info.name]?.indexes.first(where: { old in
+                                old.kind == nil
+                                    && info.stored.indexes.contains { $0.isTagged && $0.treeName(model: info.name) == old.treeName(model: info.name) }
+                            }) {
+                                reasons.append(
+                                    "\(info.name): the index on \(old.path) reaches a field through an optional struct (or holds an optional array), and was "
+                                        + "written by a build whose entries could not tell a nil on the way from a value (FORMAT.md §8.3); a read-write open "
+                                        + "rebuilds it, and a read-only one cannot")
+                            } else if change.changed {
+                                reasons.append(
+                                    contentsOf: change.differences.isEmpty
+                                        ? ["\(info.name)'s stored schema lacks fields or indexes of the type, and a read-only open cannot add them"]
+                                        : change.differences)
+                            }
                         }
-                        infos[ObjectIdentifier(type)] = info
-                        byName[info.name] = info
-                        if catalog[info.name] == nil {
-                            reasons.append("\(info.name) is not stored in this file, and a read-only open cannot add it")
-                        } else if let (stored, given) = change.raisedVersion, change.differences.isEmpty {
-                            reasons.append(
-                                "\(info.name) is stored at schema version \(stored), below the \(given) given: a read-only open cannot migrate it (open it read-write first)"
-                            )
-                        } else if let old = catalog[info.name]?.indexes.first(where: { $0.kind?.outdatedBy != nil }),
-                            let by = old.kind?.outdatedBy
-                        {
-                            reasons.append(
-                                "\(info.name): the full-text index on \(old.path) was written by \(by) (FORMAT.md §8.5), which "
-                                    + "this build does not read; a read-write open rebuilds it, and a read-only one cannot")
-                        } else if let old = catalog[info.name]?.indexes.first(where: { old in
-                            old.kind == nil && info.stored.indexes.contains { $0.isTagged && $0.treeName(model: info.name) == old.treeName(model: info.name) }
-                        }) {
-                            reasons.append(
-                                "\(info.name): the index on \(old.path) reaches a field through an optional struct (or holds an optional array), and was "
-                                    + "written by a build whose entries could not tell a nil on the way from a value (FORMAT.md §8.3); a read-write open "
-                                    + "rebuilds it, and a read-only one cannot")
-                        } else if change.changed {
-                            reasons.append(
-                                contentsOf: change.differences.isEmpty
-                                    ? ["\(info.name)'s stored schema lacks fields or indexes of the type, and a read-only open cannot add them"]
-                                    : change.differences)
-                        }
+                        if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
+                        stored = try ModelRegistry.storedSchemas(of: Array(byName.keys), in: try txn.tree(Catalog.schemaTree))
                     }
-                    if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
-                    stored = try ModelRegistry.storedSchemas(of: Array(byName.keys), in: try txn.tree(Catalog.schemaTree))
                 }
             }
             self.registry = ModelRegistry(byType: infos, byName: byName, storedSchemas: stored)
@@ -302,7 +309,12 @@ public final class Database: Sendable {
     /// `body`, run after `overtakes` overtaken attempts in a row: from the
     /// `overtakesBeforeHoldingWritersOff`-th on, while writers in other processes wait.
     func attempt<R>(after overtakes: Int, _ body: () throws -> R) throws -> R {
-        guard overtakes >= Self.overtakesBeforeHoldingWritersOff else { return try body() }
+        try Self.attempt(on: store, after: overtakes, body)
+    }
+
+    /// `attempt(after:_:)` on `store`, before a database of it exists (its opening).
+    static func attempt<R>(on store: Store, after overtakes: Int, _ body: () throws -> R) throws -> R {
+        guard overtakes >= overtakesBeforeHoldingWritersOff else { return try body() }
         return try wrapStorage { try store.holdingWritersOff(body) }
     }
 
@@ -314,11 +326,16 @@ public final class Database: Sendable {
 
     /// `body`, run again (up to `changedReadRetries` times) while it throws `fileChangedDuringRead`.
     func againWhileOvertaken<R>(_ body: () throws -> R) throws -> R {
+        try Self.againWhileOvertaken(on: store, body)
+    }
+
+    /// `againWhileOvertaken(_:)` on `store`, before a database of it exists (its opening).
+    static func againWhileOvertaken<R>(on store: Store, _ body: () throws -> R) throws -> R {
         var retries = 0
         while true {
             do {
-                return try attempt(after: retries, body)
-            } catch StrataError.storage(.fileChangedDuringRead) where retries < Self.changedReadRetries {
+                return try attempt(on: store, after: retries, body)
+            } catch StrataError.storage(.fileChangedDuringRead) where retries < changedReadRetries {
                 retries += 1
             }
         }

@@ -383,7 +383,9 @@ extension Model {
                 throw StrataError.unsupportedType(
                     model: modelName, field: described,
                     reason: "an index must name a stored field by key path, and Strata could not tell which stored field this is "
-                        + "(\(dotted)two renamed fields of one enum type that is not CaseIterable look alike: make the enum CaseIterable)")
+                        + "(\(dotted)two renamed fields the schema probe cannot tell apart: of one enum type of a single case, or in a model of "
+                        + "more than 128 stored values, two Bool or enum fields 128 values apart, or two Int8 or UInt8 fields 127 or 255 apart; "
+                        + "give the field its property's name in CodingKeys)")
             }
             guard let stored = current.type(atPath: path) else {
                 throw StrataError.unsupportedType(model: modelName, field: path, reason: "indexed key path is not a stored field")

@@ -74,10 +74,13 @@ enum KeyEncoding {
     }
 
     /// Swift compares strings by canonical equivalence; keys compare bytes. NFC makes the two agree
-    /// (equal strings get equal bytes, and byte order is Unicode scalar order).
+    /// (equal strings get equal bytes, and byte order is Unicode scalar order). The standard
+    /// library's own NFC, the one `==` compares by: Foundation's on Linux (CoreFoundation's tables)
+    /// predates Unicode 16, and left marks added since (U+0897 ARABIC PEPET) unordered, so two
+    /// spellings Swift calls equal got two keys and an indexed `==` found one of them.
     static func normalized(_ s: String) -> String {
         if s.utf8.allSatisfy({ $0 < 0x80 }) { return s }
-        return s.precomposedStringWithCanonicalMapping
+        return String(decoding: s._nfcCodeUnits, as: UTF8.self)
     }
 
     /// Encodes a key value; nil when the value is not a type keys support.
