@@ -262,6 +262,7 @@ final class Environment: @unchecked Sendable {
         // The pid byte first, then the slots: a slot of this process is never seen without it.
         _ = try lockFile.lock(offset: LockLayout.pidByte(currentPID()), length: 1, exclusive: false, wait: true)
         let readers = ReaderTable(memory: lockMemory, slotCount: slots, ownsMemory: false, holdsFile: ReaderTable.pidHolders(lockFile))
+        if !alone { readers.releaseSlotsOfThisPid() }
         // From now on hold the shared "alive" lock for as long as this process has the file open.
         _ = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: false, wait: true)
 

@@ -259,6 +259,22 @@ final class ReaderTable: Sendable {
         owner(slot).pointee.store(0, ordering: .sequentiallyConsistent)
     }
 
+    /// Clears the slots that name this process's pid, when it opens the file beside other
+    /// processes and holds none yet: a process that died with a snapshot had this pid before it
+    /// was reused. Once this process holds the pid's byte, every other process takes such a slot
+    /// for its own (alive), and its own scans skip slots of its pid, so nothing else would ever
+    /// clear it, and the pages of that old snapshot stayed unreusable while this process ran.
+    /// Called by the opener under the writer lock, after it took the pid's byte, while no
+    /// environment of the file exists in the process (none of its slots can be in use).
+    func releaseSlotsOfThisPid() {
+        if isReadOnly { return }
+        let limit = Int(min(UInt64(slotCount), atomic(LockLayout.highWaterOffset).pointee.load(ordering: .sequentiallyConsistent)))
+        for slot in 0..<limit where owner(slot).pointee.load(ordering: .sequentiallyConsistent) == pid {
+            txn(slot).pointee.store(0, ordering: .sequentiallyConsistent)
+            _ = owner(slot).pointee.compareExchange(expected: pid, desired: 0, ordering: .sequentiallyConsistent)
+        }
+    }
+
     /// Live snapshots, after clearing the slots of processes that no longer exist, or whose pid a
     /// process that does not have the file open now bears (a read-only view only skips them). Scans only the
     /// slots below the high-water mark: a reader raises the mark (sequentially consistent) before

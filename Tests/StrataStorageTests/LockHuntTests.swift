@@ -507,6 +507,35 @@ extension LockHuntTests {
         #expect(try store.stats().pendingPages == 0)
     }
 
+    /// A slot left by a dead process whose pid this process now bears, found when this process
+    /// opens the file while another has it open (so the table is not formatted): it is cleared
+    /// at the opening. Every process took it for this one's (it holds the pid's byte), and this
+    /// one's scans skip its own pid's slots, so the old snapshot's pages were never reused.
+    @Test func aSlotOfADeadProcessWithThisPidIsClearedWhenThisProcessOpens() async throws {
+        let helper = try strataTestHelperPath()
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        var rng = SplitMix(seed: 16)
+        let old: UInt64
+        do {
+            let store = try Store(path: path, options: .countingEveryCommit(durability: .noSync))
+            try lockHuntChurn(store, rounds: 3, rng: &rng)
+            old = try store.read { $0.txnid }
+        }
+        let writer = try HelperProcess(path: helper, arguments: ["writer", path, "W", "5", "--gate"])
+        #expect(try await writer.readLine() == "ready W")
+        let map = try LockHuntLockMap(path: path)
+        let slot = map.plantSlot(pid: UInt64(getpid()), txnid: old)
+        let store = try Store(path: path, options: .countingEveryCommit(durability: .noSync))
+        try lockHuntChurn(store, rounds: 5, rng: &rng)
+        #expect(map.owner(slot) == 0)
+        #expect(!store.readers().contains { $0.txnid == old }, "\(store.readers())")
+        #expect(try store.stats().pendingPages == 0)
+        writer.send("go")
+        try await writer.waitForExit()
+        #expect(writer.succeeded, "\(writer.errorOutput())")
+    }
+
     /// A read-only handle reached through a symbolic link finds the lock file of the file the
     /// link names and lists a reader that opened the file by its real name; a read-write handle
     /// through the link in this process shares one opening with one by the real name.
