@@ -331,6 +331,42 @@ private typealias Version = [[UInt8]: [UInt8]]
         if case .deleted? = deleted.withLock({ $0.changes.last }) {} else { Issue.record("object 2's stream did not end with .deleted") }
     }
 
+    /// An object that does not exist, observed while every slot is held (its read fails: an
+    /// `.error`), then a commit that lists no key (`deleteAll`): the observation goes on, and
+    /// reports the object once it appears and changes. It ended with a `.deleted` of an object
+    /// that never existed (a deletion after an error was taken for news; review of 2026-12-07).
+    @Test func aMissingObjectObservedThroughAFailedReadIsNotDeleted() async throws {
+        let path = huntPath()
+        defer { removeDatabase(path) }
+        var options = StoreOptions(durability: .noSync)
+        options.readerSlots = 4
+        let db = try Database(path: path, models: [HuntItem.self], options: options)
+        try await db.write { tx in try tx.insert(HuntItem(id: 0, score: 0, tag: 0, text: "t0")) }
+        var held: [ReadTransaction] = []
+        while let txn = try? db.store.beginRead() { held.append(txn) }
+        let seen = XProcLocked<(changes: [ObjectChange<HuntItem>], finished: Bool)>(([], false))
+        let stream = db.changes(HuntItem.self, key: 9)
+        let consumer = Task.detached {
+            for await change in stream { seen.withLock { $0.changes.append(change) } }
+            seen.withLock { $0.finished = true }
+        }
+        defer { consumer.cancel() }
+        #expect(try await eventuallyAsync { !seen.withLock { $0.changes.isEmpty } })
+        for txn in held { txn.end() }
+        held = []
+        try await db.write { tx in try tx.deleteAll(HuntItem.self) }
+        try await db.write { tx in try tx.insert(HuntItem(id: 9, score: 1, tag: 0, text: "t9")) }
+        try await db.write { tx in try tx.update(HuntItem.self, key: 9) { $0.score = 2 } }
+        let sawUpdate = try await eventuallyAsync {
+            seen.withLock { all in
+                if case .changed(let item, _)? = all.changes.last { return item.score == 2 }
+                return false
+            }
+        }
+        #expect(sawUpdate, "object 9: \(seen.withLock { $0 })")
+        #expect(!seen.withLock { $0.finished || $0.changes.contains { if case .deleted = $0 { true } else { false } } })
+    }
+
     /// Opening a database is not a read: with every reader slot held (by this process or others),
     /// another handle must still open, and write; only its reads fail until a slot is free.
     @Test func aDatabaseOpensWhileEverySlotIsHeld() throws {

@@ -174,9 +174,11 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     /// read failed: every reader slot in use, say) `last` says nothing, and the next read reports
     /// what it finds as the change the failed read left unseen.
     private var known = false
-    /// The last delivery was an `.error` (worker only): the object's deletion is then news even
-    /// when `last` says it was not there (its value never decoded), so that the error clears.
-    private var errorShown = false
+    /// The last delivery was the `.error` of a value that did not decode (worker only): the
+    /// object's deletion is then news even though `last` says it was not there, so that the
+    /// error clears. (Not after other errors: a read that failed says nothing of the object, and
+    /// one that never existed is not deleted.)
+    private var undecodableShown = false
     /// A commit listed this object's key since the last read began: set by the listener, taken
     /// by `refresh`. An object found missing after a failed first read was deleted only then.
     private let keyListed = Atomic<Bool>(false)
@@ -277,6 +279,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         }
         let listed = keyListed.exchange(false, ordering: .sequentiallyConsistent)
         var read: Snapshot?
+        var failedToDecode = false
         do {
             let info = try db.info(M.self)
             let snapshot = try baseline ?? db.snapshot()
@@ -288,7 +291,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
                 try snapshot.validate()  // a read-only store's snapshot may have been overtaken
                 // Deleted: it was there at the last read, or, when no read succeeded yet, a
                 // commit listed its key since (it was there before that commit).
-                if !initial && (last != nil || (!known && listed) || errorShown) {
+                if !initial && (last != nil || (!known && listed) || undecodableShown) {
                     if self.initial == nil { end(.deleted) } else { deliver(.deleted) }
                 }
                 if initial { deliverInitial(nil) }
@@ -314,7 +317,9 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             defer { if readsFields { last = fields } }
             func decoded() throws -> M {
                 readsFields = false
+                failedToDecode = true
                 let object = try snapshot.checked { try info.decode(record) }
+                failedToDecode = false
                 readsFields = true
                 return object
             }
@@ -350,6 +355,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             // The listing is still news for the next read, while no read has succeeded.
             if listed && !known { keyListed.store(true, ordering: .sequentiallyConsistent) }
             deliver(.error(error as? StrataError ?? .invalidQuery("\(error)")))
+            if failedToDecode { undecodableShown = true }
         }
     }
 
@@ -365,7 +371,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     }
 
     private func deliver(_ change: ObjectChange<M>) {
-        if case .error = change { errorShown = true } else { errorShown = false }
+        if case .error = change {} else { undecodableShown = false }
         queue.async { [self] in
             guard isLive else { return }
             block(change, false)
@@ -373,7 +379,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     }
 
     private func deliverInitial(_ object: M?) {
-        errorShown = false
+        undecodableShown = false
         guard let initial else { return }
         queue.async { [self] in
             guard isLive else { return }
