@@ -70,6 +70,15 @@ actor LROwner {
 }
 
 struct LiveLifecycleReviewTests {
+    /// Whether `live` has applied `count` events within 20 s.
+    static func waitFor(_ live: LiveObject<LRAccount>, _ count: Int) async throws -> Bool {
+        for _ in 0..<4_000 {
+            if live.updateCount >= count { return true }
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        return false
+    }
+
     /// An actor owning its `LiveResults` and `LiveObject` is freed when released, and with it the
     /// observations end: the database kept it alive through the observers (which held the actor
     /// they deliver to), with a snapshot and a reader slot each, until it closed.
@@ -108,19 +117,12 @@ struct LiveLifecycleReviewTests {
         let db = try Database.inMemory(models: [LRAccount.self])
         let actor = LROwner()
         let live = LiveObject(LRAccount.self, key: 1, in: db, updatingOn: actor)
-        func waitFor(_ count: Int) async throws -> Bool {
-            for _ in 0..<4_000 {
-                if live.updateCount >= count { return true }
-                try await Task.sleep(nanoseconds: 5_000_000)
-            }
-            return false
-        }
-        #expect(try await waitFor(1))
+        #expect(try await Self.waitFor(live, 1))
         try await db.write { tx in _ = try tx.upsert(LRAccount(id: 1, name: "c", balance: -1)) }
-        #expect(try await waitFor(2))
+        #expect(try await Self.waitFor(live, 2))
         #expect(live.error != nil)
         try await db.write { tx in _ = try tx.upsert(LRAccount(id: 1, name: "c", balance: 5)) }
-        #expect(try await waitFor(3))
+        #expect(try await Self.waitFor(live, 3))
         #expect(live.object == LRAccount(id: 1, name: "c", balance: 5))
         #expect(Set(live.changedFields) == ["id", "name", "balance"])
         live.stop()
@@ -149,19 +151,12 @@ struct LiveLifecycleReviewTests {
         let db = try Database.inMemory(models: [LRAccount.self])
         let actor = LROwner()
         let live = LiveObject(LRAccount.self, key: 1, in: db, updatingOn: actor)
-        func waitFor(_ count: Int) async throws -> Bool {
-            for _ in 0..<4_000 {
-                if live.updateCount >= count { return true }
-                try await Task.sleep(nanoseconds: 5_000_000)
-            }
-            return false
-        }
-        #expect(try await waitFor(1))
+        #expect(try await Self.waitFor(live, 1))
         try await db.write { tx in _ = try tx.upsert(LRAccount(id: 1, name: "c", balance: -1)) }
-        #expect(try await waitFor(2))
+        #expect(try await Self.waitFor(live, 2))
         #expect(live.error != nil)
         try await db.write { tx in _ = try tx.delete(LRAccount.self, key: 1) }
-        #expect(try await waitFor(3))
+        #expect(try await Self.waitFor(live, 3))
         #expect(live.error == nil && live.object == nil)
         live.stop()
     }
