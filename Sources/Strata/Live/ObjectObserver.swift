@@ -279,6 +279,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         }
         let listed = keyListed.exchange(false, ordering: .sequentiallyConsistent)
         var read: Snapshot?
+        /// The record's value is being decoded, or failed to (`decoded()` below).
         var failedToDecode = false
         do {
             let info = try db.info(M.self)
@@ -313,14 +314,11 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
             // A value that does not decode is an `.error`, and `last` stays what it was (the
             // fields of the object last delivered, or nil when none was): the next change lists
             // the fields changed since then, not since the value that failed; on every path.
-            var readsFields = true
-            defer { if readsFields { last = fields } }
+            defer { if !failedToDecode { last = fields } }
             func decoded() throws -> M {
-                readsFields = false
                 failedToDecode = true
                 let object = try snapshot.checked { try info.decode(record) }
                 failedToDecode = false
-                readsFields = true
                 return object
             }
             if initial {
