@@ -300,6 +300,7 @@ extension WriteTransaction {
     /// is there.
     private func findPath(_ root: PageNo, key: UnsafeRawBufferPointer) throws -> (leaf: PageNo, index: Int, found: Bool) {
         path.removeAll(keepingCapacity: true)
+        pathRecordings &+= 1
         var pgno = root
         var node = try pages.node(pgno)
         while !node.isLeaf {
@@ -509,7 +510,8 @@ extension WriteTransaction {
     }
 
     /// Removes the entry `findForDelete` found, along the path it recorded: nothing may have
-    /// written to the transaction in between (`pages.version` tells).
+    /// written to the transaction in between (`pages.version` tells), nor recorded another path
+    /// (`pathRecordings`).
     func removeFound(_ tree: inout TreeInfo, leaf leafPage: PageNo, index: Int) throws {
         pages.version &+= 1
         let (pgno, page) = try touchRecordedPath(&tree, leaf: leafPage)

@@ -24,6 +24,8 @@ public final class Cursor {
     private var root: PageNo { liveTree?.info.root ?? fixedRoot }
     /// Keeps the transaction (and so the snapshot and the map) alive while the cursor is.
     private let owner: AnyObject
+    /// The write transaction of a cursor over one of its trees (nil over a snapshot's).
+    private let writer: WriteTransaction?
     /// The path from the root: one frame per level, in a fixed buffer rather than an array, so
     /// stepping touches no reference-counted storage and no exclusivity checks.
     private let frames: UnsafeMutablePointer<Frame>
@@ -59,16 +61,18 @@ public final class Cursor {
         self.fixedRoot = root
         self.liveTree = nil
         self.owner = owner
+        self.writer = nil
         self.version = pages.version
         self.frames = .allocate(capacity: maxTreeDepth + 1)
     }
 
     /// A cursor over a write transaction's tree, following its root as the transaction writes.
-    init(pages: PageMap, tree: TreeState, owner: AnyObject) {
+    init(pages: PageMap, tree: TreeState, writer: WriteTransaction) {
         self.pages = pages
         self.fixedRoot = 0
         self.liveTree = tree
-        self.owner = owner
+        self.owner = writer
+        self.writer = writer
         self.version = pages.version
         self.frames = .allocate(capacity: maxTreeDepth + 1)
     }
@@ -76,9 +80,14 @@ public final class Cursor {
     deinit { frames.deallocate() }
 
     /// Before positioning: a write transaction's deferred writes to this tree applied
-    /// (DeferredWrites.swift), so that the cursor starts from the tree as it is.
+    /// (DeferredWrites.swift), so that the cursor starts from the tree as it is. A cursor kept past
+    /// its write transaction's end throws: the tree it followed is committed or gone (its pages
+    /// freed), and deferred writes applied then would make pages, and spill them into the file,
+    /// for a transaction that no longer holds the writer lock.
     @inline(__always) private func settle() throws {
-        if let tree = liveTree, tree.hasDeferred, let txn = owner as? WriteTransaction { try txn.applyDeferred(tree) }
+        guard let writer else { return }
+        try writer.checkOpen()
+        if let tree = liveTree, tree.hasDeferred { try writer.applyDeferred(tree) }
     }
 
     @inline(__always) private func push(_ pgno: PageNo, _ index: Int) throws {

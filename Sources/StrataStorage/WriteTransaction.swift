@@ -49,6 +49,9 @@ public final class WriteTransaction {
     /// some back) must delete the chunks past its own count, or their stale entries stay listed.
     var ownFreeChunks = 0
     @exclusivity(unchecked) var path: [PathStep] = []
+    /// Counts the paths recorded into `path`: a search that changes nothing (a delete of an absent
+    /// key, an insert of a present one) records its own path without moving `pages.version`.
+    @exclusivity(unchecked) var pathRecordings = 0
     /// Counts splits and merges: a path recorded before one may no longer lead where it did.
     @exclusivity(unchecked) var shapeChanges = 0
     /// The error of an application of deferred writes that failed halfway (DeferredWrites.swift),
@@ -420,7 +423,8 @@ public struct WriteTree {
     /// Removes `key`, showing its value to `inspect` first, in the same descent of the tree;
     /// returns false (without calling `inspect`) when it was not there. The view is valid only
     /// during the call, and throwing from `inspect` leaves the tree as it was. (Should `inspect`
-    /// write to the transaction, the key is looked for again after it, and deleted if still there.)
+    /// write to the transaction, or search it for a write, the key is looked for again after it,
+    /// and deleted if still there.)
     ///
     /// ```swift
     /// var removed: [UInt8]?
@@ -436,10 +440,10 @@ public struct WriteTree {
         guard let (leaf, index) = try txn.findForDelete(state.info.root, key: key) else { return false }
         // Shown before anything is written, and outside any access to the tree's state: `inspect`
         // may read this tree, or even write to the transaction, which makes the recorded path stale.
-        let version = txn.pages.version
+        let version = txn.pages.version, recording = txn.pathRecordings
         try inspect(try txn.pages.resolve(try txn.pages.node(leaf).value(index)))
         try check()  // (`inspect` may have aborted the transaction or dropped the tree)
-        if txn.pages.version != version { return try delete(key) }
+        if txn.pages.version != version || txn.pathRecordings != recording { return try delete(key) }
         try changing { try txn.removeFound(&state.info, leaf: leaf, index: index) }
         try wrote(key)
         return true
@@ -485,7 +489,7 @@ public struct WriteTree {
     /// ```
     public func cursor() throws -> Cursor {
         try settle()
-        return Cursor(pages: txn.pages, tree: state, owner: txn)
+        return Cursor(pages: txn.pages, tree: state, writer: txn)
     }
 
     /// Replaces the tree's root and count (the format upgrade rebuilds its branches; its entries

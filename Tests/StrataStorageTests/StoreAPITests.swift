@@ -135,6 +135,78 @@ import Synchronization
         #expect(report.isOK, "\(report.problems.prefix(4).map(\.description))")
     }
 
+    /// An inspector that only searches — a delete of an absent key, an insert of a present one, in
+    /// this tree or another — records the path of its own search without changing anything: the
+    /// delete must not then follow that path (it removed a child of the root, or linked a copy of
+    /// our leaf in place of another leaf).
+    @Test(arguments: ["other tree, absent delete", "other tree, present insert", "same tree, absent delete", "same tree, present insert"])
+    func anInspectorsSearchDoesNotRedirectTheDelete(_ inspector: String) throws {
+        let store = try Store.inMemory()
+        var model: [[UInt8]: [UInt8]] = [:]
+        try store.write { txn in
+            let t = try txn.createTree("t")
+            for i in 0..<2_000 {
+                try t.put(bigEndianKey(UInt64(i)), [UInt8](repeating: UInt8(i & 0xFF), count: 40))
+                model[bigEndianKey(UInt64(i))] = [UInt8](repeating: UInt8(i & 0xFF), count: 40)
+            }
+            // A one-leaf tree (an empty path) and a deeper one.
+            try txn.createTree("u").put([1], [1])
+        }
+        try store.write { txn in
+            let t = try #require(try txn.tree("t")), u = try #require(try txn.tree("u"))
+            for victim in [UInt64(0), 700, 1_999] {
+                let key = bigEndianKey(victim)
+                let deleted = try key.withUnsafeBytes { k in
+                    try t.delete(k) { _ in
+                        switch inspector {
+                        case "other tree, absent delete": _ = try u.delete([9])
+                        case "other tree, present insert": _ = try u.insert([1], [2])
+                        case "same tree, absent delete": _ = try t.delete(bigEndianKey(victim < 1_000 ? 5_000 : 0) + [0])
+                        default: _ = try t.insert(bigEndianKey(victim < 1_000 ? 1_500 : 10), [0])
+                        }
+                    }
+                }
+                #expect(deleted)
+                model[key] = nil
+                #expect(t.count == model.count, "after deleting \(victim)")
+            }
+            for (key, value) in model { #expect(try t.get(key) == value, "key \(key)") }
+            #expect(try u.get([1]) == [1])
+        }
+        #expect(try contents(of: store)["t"] == model)
+        let report = try store.check()
+        #expect(report.isOK, "\(report.problems.prefix(4).map(\.description))")
+    }
+
+    /// A cursor kept past its write transaction positions itself no more: it throws
+    /// `transactionFinished`, and writes deferred before the abort are never applied (applying them
+    /// made pages, and could spill them into the file, for a transaction holding no writer lock).
+    @Test func aCursorKeptPastItsWriteTransactionRefusesToMove() throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        try store.write { txn in _ = try txn.createTree("t").put([1], [1]) }
+        for ending in ["abort", "commit"] {
+            var kept: Cursor?
+            try store.write { txn in
+                let t = try #require(try txn.tree("t"))
+                kept = try t.cursor()
+                let key: [UInt8] = ending == "abort" ? [3] : [2]
+                try key.withUnsafeBytes { k in try key.withUnsafeBytes { try t.putLater(k, $0) } }
+                if ending == "abort" { txn.abort() }
+            }
+            let cursor = try #require(kept)
+            #expect(throws: StorageError.transactionFinished, "\(ending)") { try cursor.first() }
+            #expect(throws: StorageError.transactionFinished, "\(ending)") { try cursor.seek([2]) }
+            #expect(throws: StorageError.transactionFinished, "\(ending)") { try cursor.find([1]) }
+            #expect(throws: StorageError.transactionFinished, "\(ending)") { try cursor.last() }
+            #expect(throws: StorageError.transactionFinished, "\(ending)") { try cursor.seek(toPosition: 0) }
+        }
+        // The aborted transaction's deferred write never landed; the committed one's did.
+        #expect(try contents(of: store) == ["t": [[1]: [1], [2]: [2]]])
+        #expect(try store.check().isOK)
+    }
+
     @Test func inMemoryStore() throws {
         let store = try Store.inMemory()
         #expect(store.path == ":memory:")
