@@ -79,3 +79,59 @@ struct PartialReviewTests {
         #expect(result.object == Account(email: "a@x", balance: 5))
     }
 }
+
+/// A reference to a model whose key (PWDay's Weekday) has its own Codable: JSONEncoder writes a
+/// `Ref` as the key's wire form, `rawValue + 1`.
+struct PRDayRef: Model, Equatable {
+    var id: Int
+    var day: Ref<PWDay>
+    var days: [Ref<PWDay>]
+}
+
+extension PartialReviewTests {
+    /// A `Ref` given in JSON, in a change message or as itself reads as JSONDecoder and a typed
+    /// write have it: the key's wire form was taken for its raw value, storing a reference to the
+    /// next day (and refusing 7, Sunday).
+    @Test func aReferenceToAnEnumKeyReadsItsWireForm() throws {
+        let db = try Database.inMemory(models: [PWDay.self, PRDayRef.self])
+        try db.write { tx in try tx.insert(PRDayRef(id: 1, day: Ref(.monday), days: [])) }
+        for patch in [#"{"day": 2}"#, #"{"day": 7}"#, #"{"days": [1, 7, 3]}"#, #"{"day": 1, "days": []}"#] {
+            let stored = try #require(try db.object(PRDayRef.self, key: 1))
+            let before = try JSONSerialization.jsonObject(with: JSONEncoder().encode(stored)) as! [String: Any]
+            let merged = before.merging(try JSONSerialization.jsonObject(with: Data(patch.utf8)) as! [String: Any]) { $1 }
+            let expected = try JSONDecoder().decode(PRDayRef.self, from: JSONSerialization.data(withJSONObject: merged))
+            let result = try db.write { tx in try tx.update(PRDayRef.self, key: 1, json: Data(patch.utf8)) }
+            #expect(result.object == expected, "\(patch)")
+            #expect(try db.object(PRDayRef.self, key: 1) == expected, "\(patch)")
+        }
+        let given = try db.write { tx in try tx.update(PRDayRef.self, key: 1, fields: ["day": Ref<PWDay>(.friday)]) }
+        #expect(given.object.day.id == .friday)
+        try db.apply([ChangeMessage(.changed, model: "PRDayRef", key: .int(1), fields: ["day": .int(3)])])
+        #expect(try db.object(PRDayRef.self, key: 1)?.day.id == .wednesday)  // 3 on the wire
+        // What no case has on the wire is refused, naming the field.
+        #expect(throws: StrataError.self) { try db.write { tx in try tx.update(PRDayRef.self, key: 1, json: Data(#"{"day": 0}"#.utf8)) } }
+        // Queries on the stored references find them by the key a typed insert writes.
+        try db.write { tx in try tx.insert(PRDayRef(id: 2, day: Ref(.tuesday), days: [Ref(.sunday)])) }
+        let tuesday = Ref<PWDay>(.tuesday)
+        let wednesday = Ref<PWDay>(.wednesday)
+        #expect(db.objects(PRDayRef.self).filter(#Predicate { $0.day == tuesday }).map(\.id) == [2])
+        #expect(db.objects(PRDayRef.self).filter(#Predicate { $0.day == wednesday }).map(\.id) == [1])
+    }
+
+    /// Null, or `cleared`, for a required field `init(from:)` does without reads as JSONDecoder
+    /// reads it (the field's default), as leaving the field out does: it was refused as "null
+    /// given for a non-optional".
+    @Test func nullForAFieldInitFromDoesWithoutIsItsDefault() throws {
+        let db = try Database.inMemory(models: [PRTally.self])
+        try db.write { tx in try tx.insert(PRTally(id: 2, name: "b", hits: 3)) }
+        let result = try db.write { tx in try tx.update(PRTally.self, key: 2, json: Data(#"{"hits": null}"#.utf8)) }
+        let expected = try JSONDecoder().decode(PRTally.self, from: Data(#"{"id": 2, "name": "b", "hits": null}"#.utf8))
+        #expect(result.object == expected)
+        #expect(try db.object(PRTally.self, key: 2) == expected)
+        try db.write { tx in _ = try tx.update(PRTally.self, key: 2) { $0.hits = 5 } }
+        try db.apply([ChangeMessage(.changed, model: "PRTally", key: .int(2), cleared: ["hits"])])
+        #expect(try db.object(PRTally.self, key: 2) == PRTally(id: 2, name: "b", hits: 0))
+        // A field it needs is still refused null.
+        #expect(throws: StrataError.self) { try db.write { tx in try tx.update(PRTally.self, key: 2, json: Data(#"{"name": null}"#.utf8)) } }
+    }
+}

@@ -53,7 +53,11 @@ struct PatchEncoder {
                 continue
             }
             if case .null = value, !isNilKeyReference(field.type) {
-                guard field.type.isOptional else { throw fieldPath.mismatch("null given for a non-optional \(field.type)") }
+                // A field `init(from:)` does without (`(try? c.decode(…)) ?? 0`) takes null as
+                // JSONDecoder does, and as a merge patch removes a member: absent, read as its default.
+                guard field.type.isOptional || registry.byName[model]?.decodesWithout(fieldPath.shape) == true else {
+                    throw fieldPath.mismatch("null given for a non-optional \(field.type)")
+                }
                 // Absent, as the synthesized encode(to:) leaves a nil optional: a nil entry reads
                 // back as the inner nil of a double optional (`.some(nil)`), where JSONDecoder
                 // gives `nil` for a null.
@@ -158,6 +162,15 @@ struct PatchEncoder {
             }
             return try encode(value, as: raw, path: path)
         case .reference(let target):
+            // A reference to a model whose id is an enum with its own Codable is given as
+            // JSONEncoder writes a `Ref`: as the id's wire form (the probe recorded the id's enum
+            // at this path). A key read untyped (`.reference`) is the stored key already.
+            if readsWireForms, let wire = registry.byName[model]?.wireEnums[path.shape], Self.isWireCandidate(value) {
+                switch wire.rawValue(value) {
+                case .success(let converted): return try referenceKey(converted, target: target, path: path)
+                case .failure(let error): throw path.mismatch(error.reason)
+                }
+            }
             return try referenceKey(value, target: target, path: path)
         case .object(let schema):
             guard case .object(let fields) = value else { throw expected("an object", value, path) }
@@ -343,6 +356,15 @@ struct PatchEncoder {
     }
 
     // MARK: References
+
+    /// Whether a `Ref`'s given value may be its id's wire form: not null (`Ref(nil)`), and not a
+    /// reference read untyped, which carries the stored key.
+    private static func isWireCandidate(_ value: StoredValue) -> Bool {
+        switch value {
+        case .null, .reference: return false
+        default: return true
+        }
+    }
 
     /// Whether `type` is a non-optional `Ref` to a model whose id is optional: null is then a
     /// value (`Ref(nil)`), stored as its key, not an absent field.
