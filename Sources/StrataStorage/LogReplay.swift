@@ -39,7 +39,12 @@ enum LogReplay {
             // A header longer than a page (patches that do not fit in one): the rest, within the log.
             let headerPages = header.withUnsafeBytes { max(1, Int($0.baseAddress!.u32(LogLayout.headerPages))) }
             let count = header.withUnsafeBytes { Int($0.baseAddress!.u32(LogLayout.count)) }
-            guard headerPages <= count + 1, offset + UInt64(headerPages * pageSize) <= size else { break }
+            // The sizes are the file's word: checked against what a frame can be before anything is
+            // allocated (a damaged header in a sparse log could claim a terabyte). Every frame ends
+            // within the log's capacity (`CommitLog.prepare`).
+            guard count >= 1, count <= LogLayout.capacity(pageSize: pageSize), headerPages <= count + 1,
+                offset + UInt64(headerPages * pageSize) <= min(size, CommitLog.capacity)
+            else { break }
             if headerPages > 1 {
                 header.append(contentsOf: repeatElement(0, count: (headerPages - 1) * pageSize))
                 try header.withUnsafeMutableBytes { (h) throws in
@@ -77,7 +82,7 @@ enum LogReplay {
             let storedPages = parsed.entries.reduce(0) { $0 + ($1.patch ? 0 : $1.pages) }
             let storedBytes = UInt64(storedPages) * UInt64(pageSize)
             let imagesAt = offset + UInt64(headerPages * pageSize)
-            guard imagesAt + storedBytes <= size else { break }
+            guard imagesAt + storedBytes <= min(size, CommitLog.capacity) else { break }
             var stored = [UInt8](repeating: 0, count: Int(storedBytes))
             try stored.withUnsafeMutableBytes { (b) throws in try log.read(into: b, at: imagesAt) }
             // Every image whole, in entry order: the stored ones as they are, the patched ones

@@ -36,8 +36,18 @@ final class MapTable: Sendable {
 
     static func reservation(for bytes: Int) -> Int {
         var length = minimumReservation
-        while length < bytes * 2 { length *= 2 }
+        let wanted = twice(bytes)
+        while length < wanted {
+            if length > Int.max / 2 { return wanted }
+            length *= 2
+        }
         return length
+    }
+
+    /// `2 × bytes`, at most `Int.max`: a file's size is the file's word, and a sparse file can
+    /// claim exabytes (a map that long then fails, as an error).
+    private static func twice(_ bytes: Int) -> Int {
+        bytes > Int.max / 2 ? Int.max : bytes * 2
     }
 
     /// Maps the generous reservation for `bytes`; where the address space is limited (`ulimit -v`,
@@ -45,7 +55,7 @@ final class MapTable: Sendable {
     /// later, nothing else changes).
     private static func map(_ file: FileIO, covering bytes: Int) throws -> (UnsafeMutableRawPointer, Int) {
         var length = reservation(for: bytes)
-        let smallest = max(bytes * 2, 1 << 20)
+        let smallest = max(twice(bytes), 1 << 20)
         while true {
             do {
                 return (try file.map(length: length, writable: false), length)

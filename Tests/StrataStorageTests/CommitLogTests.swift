@@ -628,6 +628,37 @@ import Testing
         #expect(try Self.contents(try Store(path: path)) == model)
     }
 
+    /// A first frame header whose counts claim more than a frame can hold, in a sparse log a
+    /// terabyte long, is a damaged frame (nothing to replay): its claimed sizes were allocated
+    /// before anything in it was checked, and every opening died asking for a terabyte.
+    @Test(arguments: [false, true])
+    func aLogHeaderClaimingHugeSizesIsNotAllocated(readOnly: Bool) throws {
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        do {
+            let store = try Store(path: path)
+            try store.write { txn in _ = try txn.createTree("t").put([1], [1]) }
+            store.close()
+        }
+        try #require(FileManager.default.createFile(atPath: path + "-log", contents: nil))
+        let log = try #require(FileHandle(forUpdatingAtPath: path + "-log"))
+        defer { try? log.close() }
+        try log.truncate(atOffset: 1 << 40)  // a sparse terabyte
+        var header = [UInt8](repeating: 0, count: 64)
+        header.withUnsafeMutableBytes { h in
+            h.storeBytes(of: LogLayout.magicValue.littleEndian, toByteOffset: LogLayout.magic, as: UInt64.self)
+            h.storeBytes(of: UInt64(1).littleEndian, toByteOffset: LogLayout.salt, as: UInt64.self)
+            h.storeBytes(of: UInt32(4096).littleEndian, toByteOffset: LogLayout.pageSize, as: UInt32.self)
+            h.storeBytes(of: UInt32.max.littleEndian, toByteOffset: LogLayout.count, as: UInt32.self)
+            h.storeBytes(of: UInt32(1 << 28).littleEndian, toByteOffset: LogLayout.headerPages, as: UInt32.self)
+        }
+        try log.seek(toOffset: 0)
+        try log.write(contentsOf: header)
+        try log.synchronize()
+        let store = try Store(path: path, options: StoreOptions(readOnly: readOnly))
+        #expect(try store.read { try $0.tree("t")?.get([1]) } == [1])
+    }
+
     /// An image that a later frame cut off the file does not count (`LogReplay.counting`): frame 5
     /// wrote page 10 of a 20-page file, frame 6's commit cut the file to 8 pages, frame 7's grew it
     /// to 20 again without page 10, which now holds zeros. That is what a kill leaves, not a lost

@@ -35,6 +35,24 @@ import Synchronization
         try patchFile(path, at: Int(pgno) * pageSize, page)
     }
 
+    /// A file longer than any map (exabytes, sparse, on a filesystem that allows it: tmpfs here)
+    /// throws when it is mapped: doubling its size for the map's reservation overflowed and
+    /// trapped every opening (read-only, as the `strata` tool opens, and read-write).
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/shm"), "needs tmpfs at /dev/shm"), arguments: [true, false])
+    func aFileLongerThanAnyMapThrowsWhenOpened(readOnly: Bool) throws {
+        let path = "/dev/shm/strata-exabyte-\(getpid())-\(readOnly)"
+        defer { removeStoreFiles(path) }
+        do {
+            let store = try Store(path: path)
+            try store.write { txn in _ = try txn.createTree("t").put([1], [1]) }
+            store.close()
+        }
+        let file = try #require(FileHandle(forUpdatingAtPath: path))
+        defer { try? file.close() }
+        do { try file.truncate(atOffset: 3 << 60) } catch { return }  // (a filesystem that refuses: nothing to test)
+        #expect(throws: StorageError.self) { _ = try Store(path: path, options: StoreOptions(readOnly: readOnly)) }
+    }
+
     @Test func hugeCommitRecordCountFallsBack() throws {
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
