@@ -34,6 +34,19 @@ struct SCItemV2: Model {
     var extra: Int
 }
 
+/// An optional field whose type changes (String? to Int?).
+struct SCScoreV1: Model {
+    static var modelName: String { "SCScore" }
+    var id: Int
+    var score: String?
+}
+
+struct SCScoreV2: Model, Equatable {
+    static var modelName: String { "SCScore" }
+    var id: Int
+    var score: Int?
+}
+
 struct SCAccountV1: Model {
     static var modelName: String { "SCAccount" }
     var id: String
@@ -123,6 +136,75 @@ struct SchemaChangeReviewTests {
         }
         let db = try Database(path: path, models: [SCItemV1.self], options: StoreOptions(durability: .noSync))
         #expect(db.objects(SCItemV1.self).map(\.id) == [1])
+    }
+
+    /// An `enumerateObjects` that throws after it converted some objects — a moved key colliding,
+    /// or the closure's own error — and whose error the migration catches fails the open: the
+    /// half-converted model was committed (object 2 deleted from its key and never reinserted).
+    @Test(arguments: ["collision", "throwing closure"])
+    func aMigrationThatSwallowsAHalfDoneConversionDoesNotCommit(_ failure: String) throws {
+        struct Refused: Error {}
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCItemV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(contentsOf: [1, 2, 3].map { SCItemV1(id: $0, name: "n\($0)") }) }
+            db.close()
+        }
+        #expect(throws: StrataError.self) {
+            _ = try Database(path: path, models: [SCItemV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+                _ = try? migration.enumerateObjects("SCItem") { old, new in
+                    new["extra"] = .int(7)
+                    if failure == "collision" {
+                        if old.key != .int(3) { new["id"] = .int(5) }  // 1 and 2 both move to 5
+                    } else if old.key == .int(2) {
+                        throw Refused()
+                    }
+                }
+                try migration.enumerateObjects("SCItem") { _, new in new["extra"] = .int(7) }
+            }
+        }
+        let db = try Database(path: path, models: [SCItemV1.self], options: StoreOptions(durability: .noSync))
+        #expect(db.objects(SCItemV1.self).map(\.id) == [1, 2, 3])
+        #expect(db.objects(SCItemV1.self).map(\.name) == ["n1", "n2", "n3"])
+    }
+
+    /// An optional field whose type changed, left unconverted by the migration, is named as a
+    /// non-optional one is (the docs' promise): it was dropped from every object without a word.
+    /// Assigned nil (or a value) it is what the migration says; an object holding nil needs nothing.
+    @Test func anOptionalFieldLeftUnconvertedIsNamed() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCScoreV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(contentsOf: [SCScoreV1(id: 1, score: "5"), SCScoreV1(id: 2, score: nil)]) }
+            db.close()
+        }
+        #expect {
+            _ = try Database(path: path, models: [SCScoreV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+                try migration.enumerateObjects("SCScore") { _, _ in }
+            }
+        } throws: { error in
+            guard case StrataError.typeMismatch(let model, let field, let reason) = error else { return false }
+            return model == "SCScore 1" && field == "score" && reason.contains("String") && reason.contains("new[\"score\"]")
+        }
+        let cleared = try Database(path: path, models: [SCScoreV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+            try migration.enumerateObjects("SCScore") { old, new in
+                if old.key == .int(1) { new["score"] = nil }
+            }
+        }
+        #expect(cleared.objects(SCScoreV2.self).map(\.score) == [nil, nil])
+        let second = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: second) }
+        do {
+            let db = try Database(path: second, models: [SCScoreV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(SCScoreV1(id: 1, score: "5")) }
+            db.close()
+        }
+        let converted = try Database(path: second, models: [SCScoreV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+            try migration.enumerateObjects("SCScore") { old, new in new["score"] = old["score"]?.stringValue.flatMap { Int64($0) }.map { .int($0) } }
+        }
+        #expect(converted.objects(SCScoreV2.self).map(\.score) == [5])
     }
 
     /// A stored primary key made computed is a difference that needs a migration (which moves

@@ -48,13 +48,19 @@ public final class Migration {
         public var fields: [String: StoredValue]
         /// Set by `delete()`: the object is not kept.
         public private(set) var isDeleted = false
+        /// The fields assigned through the subscript, nil included: an optional field whose type
+        /// changed is cleared only when the migration says so.
+        private(set) var assigned: Set<String> = []
 
         init(fields: [String: StoredValue]) { self.fields = fields }
 
         /// A field's value; assigning nil clears an optional field.
         public subscript(field: String) -> StoredValue? {
             get { fields[field] }
-            set { fields[field] = newValue }
+            set {
+                fields[field] = newValue
+                assigned.insert(field)
+            }
         }
 
         /// Drops the object from the migrated database.
@@ -100,6 +106,16 @@ public final class Migration {
         _ model: String, progress: ((_ done: Int, _ total: Int) -> Void)? = nil,
         _ body: (_ old: OldObject, _ new: inout MigrationObject) throws -> Void
     ) throws {
+        // One write: an error after it changed anything (a key collision, a throw from `body` once
+        // earlier objects are converted) leaves the migration unable to commit, even when the
+        // migration's closure catches it, as any half-done write in a transaction does.
+        try transaction.writing { try convert(model, progress: progress, body) }
+    }
+
+    private func convert(
+        _ model: String, progress: ((_ done: Int, _ total: Int) -> Void)?,
+        _ body: (_ old: OldObject, _ new: inout MigrationObject) throws -> Void
+    ) throws {
         guard let oldSchema = oldSchemas[model] else { return }
         guard let newSchema = transaction.db.byName[model]?.stored else {
             throw StrataError.unsupportedType(model: model, field: "(model)", reason: "the migration enumerates \(model), which is not among the models opened")
@@ -119,6 +135,11 @@ public final class Migration {
                 oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
             })
         let keyName = newSchema.keyFieldSchema?.name
+        // Optional fields whose type changed: an old value left unconverted would be dropped.
+        let retypedOptionals = newSchema.object.fields.filter { field in
+            !field.removed && field.type.isOptional && !kept.contains(field.name)
+                && oldSchema.object.fields.contains { !$0.removed && $0.name == field.name && $0.id != field.id }
+        }.map(\.name)
         // References to a model whose key type changed hold its old key's encoding: given anew
         // (even as the value read, `new["author"] = old["author"]`), they are written as the new
         // key type encodes the key.
@@ -150,6 +171,17 @@ public final class Migration {
             var new = MigrationObject(fields: carried)
             try body(old, &new)
             let objectName = "\(model) \(UntypedDecoding.text(old.key))"
+            if !new.isDeleted {
+                for name in retypedOptionals where new.fields[name] == nil && !new.assigned.contains(name) {
+                    guard let value = old.fields[name], value != .null else { continue }
+                    let before = oldSchema.object.field(named: name).map { " (stored as \($0.type) before this migration)" } ?? ""
+                    throw StrataError.typeMismatch(
+                        model: objectName, field: name,
+                        reason:
+                            "no value for \(newSchema.object.field(named: name)?.type.description ?? "the field")\(before): set new[\"\(name)\"] in the migration (nil clears it)"
+                    )
+                }
+            }
             if new.isDeleted {
                 _ = try wrapStorage { try target.delete(oldKey) }
             } else {
@@ -218,10 +250,12 @@ public final class Migration {
     public func deleteAll(_ model: String) throws {
         guard let schema = oldSchemas[model] else { return }
         transaction.forgetTrees()
-        try wrapStorage {
-            for name in [schema.recordTree] + schema.indexes.map({ $0.treeName(model: model) }) {
-                try transaction.txn.dropTree(name)
-                _ = try transaction.txn.createTree(name)
+        try transaction.writing {
+            try wrapStorage {
+                for name in [schema.recordTree] + schema.indexes.map({ $0.treeName(model: model) }) {
+                    try transaction.txn.dropTree(name)
+                    _ = try transaction.txn.createTree(name)
+                }
             }
         }
     }

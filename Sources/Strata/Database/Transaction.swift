@@ -40,8 +40,8 @@ public final class Transaction {
     /// transaction usable.
     @exclusivity(unchecked) private(set) var failedMidway: (any Error)?
 
-    /// Runs one write operation (see `failedMidway`).
-    private func writing<R>(_ body: () throws -> R) throws -> R {
+    /// Runs one write operation (see `failedMidway`); also a migration's conversion of a model.
+    func writing<R>(_ body: () throws -> R) throws -> R {
         if let failedMidway { throw Self.halfDone(failedMidway) }
         // (Not `changeCount`: a query inside the write applies the transaction's deferred index
         // writes, earlier writes' bookkeeping, and that is no change of this one's.)
