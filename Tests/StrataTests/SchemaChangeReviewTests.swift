@@ -259,3 +259,51 @@ struct SchemaChangeReviewTests {
         #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
     }
 }
+
+/// A compound unique index through an optional struct (so its entries are tagged), and a second
+/// struct on another of its paths that the next version makes optional.
+struct SCPlace: Codable, Sendable, Equatable { var city: String }
+struct SCTag: Codable, Sendable, Equatable { var label: String }
+
+struct SCSpotV1: Model {
+    static var modelName: String { "SCSpot" }
+    static let indexDescriptors: [IndexDescriptor<SCSpotV1>] = [.unique(\.place?.city, \.tag.label)]
+    var id: Int
+    var place: SCPlace?
+    var tag: SCTag
+}
+
+struct SCSpotV2: Model {
+    static var modelName: String { "SCSpot" }
+    static let indexDescriptors: [IndexDescriptor<SCSpotV2>] = [.unique(\.place?.city, \.tag?.label)]
+    var id: Int
+    var place: SCPlace?
+    var tag: SCTag?
+}
+
+extension SchemaChangeReviewTests {
+    /// The struct on one path of a tagged compound index made optional: that path's entries now
+    /// carry a tag, so the index is rebuilt at open, as a single-field index whose tagging changes
+    /// is. Kept, its old entries were not found (a query on both fields missed the object, a
+    /// duplicate passed the unique index, an update left the old entry behind).
+    @Test func aStructMadeOptionalUnderATaggedCompoundIndexRebuildsIt() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCSpotV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(SCSpotV1(id: 1, place: SCPlace(city: "A"), tag: SCTag(label: "x"))) }
+            db.close()
+        }
+        let db = try Database(path: path, models: [SCSpotV2.self], options: StoreOptions(durability: .noSync))
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+        let found = db.objects(SCSpotV2.self).filter(#Predicate { $0.place?.city == "A" && $0.tag?.label == "x" })
+        #expect(found.map(\.id) == [1])
+        #expect(found.count == 1)
+        #expect(throws: StrataError.self) {
+            try db.write { tx in try tx.insert(SCSpotV2(id: 2, place: SCPlace(city: "A"), tag: SCTag(label: "x"))) }
+        }
+        try db.write { tx in _ = try tx.update(SCSpotV2.self, key: 1) { $0.tag = SCTag(label: "y") } }
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+        #expect(db.objects(SCSpotV2.self).filter(#Predicate { $0.place?.city == "A" && $0.tag?.label == "x" }).count == 0)
+    }
+}

@@ -463,8 +463,15 @@ extension Model {
             // rebuilt as well: its entries are the values' key encodings, which the type decides
             // (an optional's carry a tag byte, FORMAT.md §8.1), and entries written under the old
             // type would not be found by the new one.
+            // So is a tagged index one of whose paths came to reach through an optional struct, or
+            // stopped to (a struct on the way made optional): that path's entries gain or lose
+            // their tag, whatever the rest of the index does (IndexEntries).
             let retyped = stored.indexes.filter { index in
-                indexes.contains { $0.0 == index } && index.paths.contains { stored.object.type(atPath: $0) != merged.type(atPath: $0) }
+                indexes.contains { $0.0 == index }
+                    && index.paths.contains {
+                        stored.object.type(atPath: $0) != merged.type(atPath: $0)
+                            || stored.object.nilNeedsTag(atPath: $0) != merged.nilNeedsTag(atPath: $0)
+                    }
             }
             change.droppedIndexes = stored.indexes.filter { index in !indexes.contains { $0.0 == index } } + retyped
             // An index whose tree a dropped index shared (a file written when one path could be
