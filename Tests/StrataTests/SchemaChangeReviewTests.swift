@@ -307,3 +307,54 @@ extension SchemaChangeReviewTests {
         #expect(db.objects(SCSpotV2.self).filter(#Predicate { $0.place?.city == "A" && $0.tag?.label == "x" }).count == 0)
     }
 }
+
+/// A `Ref(nil)` to a model with an automatic key, inside a nested struct a migration rewrites.
+struct SCAuto: Model {
+    var id: Int?
+    var name: String
+}
+
+struct SCEntry: Codable, Sendable, Equatable {
+    var item: Ref<SCAuto>
+    var n: Int
+}
+
+struct SCHolderV1: Model {
+    static var modelName: String { "SCHolder" }
+    var id: Int
+    var entry: SCEntry
+}
+
+struct SCHolderV2: Model {
+    static var modelName: String { "SCHolder" }
+    var id: Int
+    var entry: SCEntry
+    var extra: Int
+}
+
+extension SchemaChangeReviewTests {
+    /// A nested struct read by a migration and written back holds its `Ref(nil)` as read: the nil
+    /// key was written as a present one and refused ("expected Int64, found null").
+    @Test func aMigrationWritesBackANilReference() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCAuto.self, SCHolderV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in
+                try tx.insert(SCHolderV1(id: 1, entry: SCEntry(item: Ref(nil), n: 1)))
+                try tx.insert(SCHolderV1(id: 2, entry: SCEntry(item: Ref(7), n: 1)))
+            }
+            db.close()
+        }
+        let db = try Database(path: path, models: [SCAuto.self, SCHolderV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) {
+            migration in
+            try migration.enumerateObjects("SCHolder") { old, new in
+                var entry = try #require(old["entry"]?.objectValue)
+                entry["n"] = .int(2)
+                new["entry"] = .object(entry)
+                new["extra"] = .int(1)
+            }
+        }
+        #expect(db.objects(SCHolderV2.self).map(\.entry) == [SCEntry(item: Ref(nil), n: 2), SCEntry(item: Ref(7), n: 2)])
+    }
+}

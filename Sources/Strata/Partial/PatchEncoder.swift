@@ -399,6 +399,12 @@ struct PatchEncoder {
         if case let .reference(_, key) = value { return try appendKey(key, type: type, to: &out, path: path) }
         switch type {
         case .optional(let inner):
+            // (A nil key: `Ref(nil)` to a model with an automatic key, also read untyped and
+            // written back by a migration.)
+            if case .null = value {
+                out.append(0)
+                return
+            }
             out.append(1)
             try appendKey(value, type: inner, to: &out, path: path)
         case .enumeration(let raw):
