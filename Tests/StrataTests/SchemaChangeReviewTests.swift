@@ -358,3 +358,43 @@ extension SchemaChangeReviewTests {
         #expect(db.objects(SCHolderV2.self).map(\.entry) == [SCEntry(item: Ref(nil), n: 2), SCEntry(item: Ref(7), n: 2)])
     }
 }
+
+/// One stored model under two Swift names (a rename keeping `modelName`), nested struct included.
+struct SCMetaA: Codable, Sendable, Equatable { var tag: String }
+struct SCMetaB: Codable, Sendable, Equatable { var tag: String }
+
+struct SCNoteA: Model, Equatable {
+    static var modelName: String { "SCNote" }
+    var id: Int
+    var meta: SCMetaA
+}
+
+struct SCNoteB: Model, Equatable {
+    static var modelName: String { "SCNote" }
+    var id: Int
+    var meta: SCMetaB
+}
+
+extension SchemaChangeReviewTests {
+    /// A Swift type renamed, its `modelName` kept, is no schema change: the open wrote the new
+    /// names into the catalog, and the handle still open with the old names then failed with
+    /// `migrationRequired`; an open at a lower version, and a read-only one, were refused.
+    @Test func aRenamedTypeIsNoSchemaChange() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let a = try Database(path: path, models: [SCNoteA.self], schemaVersion: 2, options: StoreOptions(durability: .noSync)) { _ in }
+        try a.write { tx in try tx.insert(SCNoteA(id: 1, meta: SCMetaA(tag: "x"))) }
+        let b = try Database(path: path, models: [SCNoteB.self], schemaVersion: 2, options: StoreOptions(durability: .noSync)) { _ in }
+        #expect(try b.object(SCNoteB.self, key: 1) == SCNoteB(id: 1, meta: SCMetaB(tag: "x")))
+        try b.write { tx in try tx.insert(SCNoteB(id: 2, meta: SCMetaB(tag: "y"))) }
+        #expect(try a.object(SCNoteA.self, key: 2) == SCNoteA(id: 2, meta: SCMetaA(tag: "y")))
+        try a.write { tx in try tx.insert(SCNoteA(id: 3, meta: SCMetaA(tag: "z"))) }
+        #expect(b.objects(SCNoteB.self).map(\.meta.tag) == ["x", "y", "z"])
+        // A tool or a widget without the version, and a read-only open, under the other name.
+        let lower = try Database(path: path, models: [SCNoteB.self], options: StoreOptions(durability: .noSync))
+        #expect(lower.objects(SCNoteB.self).count == 3)
+        let readOnly = try Database(path: path, models: [SCNoteB.self], options: StoreOptions(readOnly: true))
+        #expect(readOnly.objects(SCNoteB.self).count == 3)
+        #expect(try a.object(SCNoteA.self, key: 1)?.meta.tag == "x")
+    }
+}

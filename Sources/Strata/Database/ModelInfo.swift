@@ -482,7 +482,10 @@ extension Model {
             // A version above the stored one is recorded; a lower one (a widget or a tool that
             // opens without one) never lowers it, or the next open would migrate again.
             if stored.schemaVersion < schemaVersion { change.raisedVersion = (stored.schemaVersion, schemaVersion) }
-            change.changed = merged != stored.object || stored.indexes != indexes.map(\.0) || change.raisedVersion != nil
+            // (Type names aside: a renamed Swift type writes no schema, and so never disturbs
+            // handles opened with the old name, a widget's or a tool's.)
+            let sameFields = merged.withoutTypeNames == stored.object.withoutTypeNames
+            change.changed = !sameFields || stored.indexes != indexes.map(\.0) || change.raisedVersion != nil
         } else {
             merged = current
             change.addedIndexes = indexes.map(\.0)
@@ -506,7 +509,8 @@ extension Model {
             }
             change.changed = change.changed || stored.keyField != keyField || stored.key != key
             change.layoutOnly =
-                change.changed && change.raisedVersion == nil && merged == stored.object && stored.keyField == keyField && stored.key == key
+                change.changed && change.raisedVersion == nil && merged.withoutTypeNames == stored.object.withoutTypeNames
+                && stored.keyField == keyField && stored.key == key
                 && stored.indexes.map(\.withoutLayout) == indexes.map(\.0.withoutLayout)
         }
         let schema = StoredModelSchema(

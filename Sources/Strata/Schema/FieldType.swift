@@ -131,6 +131,13 @@ public struct ObjectSchema: Equatable, Sendable, Codable {
 
     func field(named name: String) -> FieldSchema? { fields.first { $0.name == name && !$0.removed } }
 
+    /// This schema with every struct's Swift type name left out: what records are laid out by.
+    /// A type renamed (its `Model.modelName` kept), or a nested struct renamed, stores and reads
+    /// the same bytes, and is no schema change.
+    var withoutTypeNames: ObjectSchema {
+        ObjectSchema(typeName: "", fields: fields.map { FieldSchema(name: $0.name, id: $0.id, type: $0.type.withoutTypeNames, removed: $0.removed) })
+    }
+
     func isStorageCompatible(with other: ObjectSchema) -> Bool {
         for field in liveFields {
             guard let match = other.field(named: field.name) else { continue }
@@ -141,6 +148,18 @@ public struct ObjectSchema: Equatable, Sendable, Codable {
 }
 
 extension FieldType {
+    /// `ObjectSchema.withoutTypeNames` of every struct inside.
+    var withoutTypeNames: FieldType {
+        switch self {
+        case .object(let schema): return .object(schema.withoutTypeNames)
+        case .optional(let inner): return .optional(inner.withoutTypeNames)
+        case .array(let inner): return .array(inner.withoutTypeNames)
+        case .dictionary(let inner): return .dictionary(inner.withoutTypeNames)
+        case .enumeration(let raw): return .enumeration(raw.withoutTypeNames)
+        default: return self
+        }
+    }
+
     /// The stored type of a primitive Swift type named as `String(describing:)` names it
     /// ("Int", "Optional<String>", "UUID"); nil for anything else.
     init?(primitiveTypeName name: String) {
