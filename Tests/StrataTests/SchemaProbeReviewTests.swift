@@ -131,3 +131,41 @@ struct SchemaProbeReviewTests {
         }
     }
 }
+
+/// A wrapper around a reference, coded as the bare reference.
+@propertyWrapper struct SPRRefBox<Target: Model>: Codable, Sendable, Hashable where Target.ID: Hashable {
+    var wrappedValue: Ref<Target>
+    init(wrappedValue: Ref<Target>) { self.wrappedValue = wrappedValue }
+    init(from decoder: any Decoder) throws { wrappedValue = try decoder.singleValueContainer().decode(Ref<Target>.self) }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(wrappedValue)
+    }
+}
+
+struct SPRAuthor: Model, Equatable {
+    var id: Int
+    var name: String
+}
+
+struct SPRBook: Model, Equatable {
+    var id: Int
+    @SPRRefBox var author: Ref<SPRAuthor>
+}
+
+extension SchemaProbeReviewTests {
+    /// A `Ref` behind a property wrapper is stored as the reference it wraps, as a wrapper of any
+    /// other stored type is: every insert threw "expected a Ref with a storable key".
+    @Test func aWrappedReferenceIsStored() throws {
+        let db = try Database.inMemory(models: [SPRAuthor.self, SPRBook.self])
+        try db.write { tx in
+            try tx.insert(SPRAuthor(id: 7, name: "Ann"))
+            try tx.insert(SPRBook(id: 1, author: Ref(7)))
+            try tx.insert(SPRBook(id: 2, author: Ref(8)))
+        }
+        #expect(try db.object(SPRBook.self, key: 1) == SPRBook(id: 1, author: Ref(7)))
+        let ann = Ref<SPRAuthor>(7)
+        #expect(db.objects(SPRBook.self).filter(#Predicate { $0.author == ann }).map(\.id) == [1])
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+    }
+}

@@ -88,7 +88,9 @@ enum RecordEncoding {
             if RecordDecoding.isPrimitive(Swift.type(of: value)) { return try encodeValue(value, as: raw, into: &out, context: context) }
             try encodeThroughSingleValue(value, as: type, into: &out, context: context)
         case .reference:
-            guard let v = value as? any ReferenceValue, let key = KeyEncoding.encode(v.keyAny) else {
+            // A wrapper of the Ref (`@Box var owner: Ref<Person>`) is stored as its single value.
+            guard let v = value as? any ReferenceValue else { return try encodeThroughSingleValue(value, as: type, into: &out, context: context) }
+            guard let key = KeyEncoding.encode(v.keyAny) else {
                 throw context.mismatch("expected a Ref with a storable key, found \(Swift.type(of: value))")
             }
             out.append(contentsOf: key)
