@@ -1,7 +1,8 @@
 import Foundation
 
 /// Aggregates over the matching objects. Each runs the query once; with no filter, or a filter an
-/// index answers exactly, they read one field of each record and decode nothing else.
+/// index answers exactly, and no sort, window, `distinct` or ranking, they read one field of each
+/// record and decode nothing else (otherwise they decode the matching objects).
 ///
 /// ```swift
 /// let items = db.objects(Item.self).filter(#Predicate { $0.category == 7 })
