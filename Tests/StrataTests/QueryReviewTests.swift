@@ -82,3 +82,50 @@ import Testing
         #expect(db.objects(Holder.self).filter(predicate).count == expected.count)
     }
 }
+
+/// A raw-value struct whose own Codable writes another form than its raw value: the schema
+/// stores the field as that form (a string), while keys are its raw value's encoding.
+struct QRUserID: RawRepresentable, Codable, Sendable, Hashable {
+    var rawValue: String
+    init(rawValue: String) { self.rawValue = rawValue }
+    init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        rawValue = text.hasPrefix("u:") ? String(text.dropFirst(2)) : text
+    }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode("u:" + rawValue)
+    }
+}
+
+struct QRDoc: Model, Equatable {
+    static let indexes: [PartialKeyPath<QRDoc> & Sendable] = [\.owner, \.editor]
+    var id: QRUserID
+    var owner: QRUserID
+    var editor: QRUserID?
+}
+
+extension QueryReviewTests {
+    /// Constants of such a type on an indexed field were looked up by their raw value ("abc")
+    /// among entries holding "u:abc": an exact index answer, so every query came back empty.
+    @Test func anIndexedRawValueStructCodedOtherwiseAnswersAsEvaluate() throws {
+        let db = try Database.inMemory(models: [QRDoc.self])
+        let ids = ["abc", "b", "u:c", ""].map { QRUserID(rawValue: $0) }
+        try db.write { tx in
+            for (i, id) in ids.enumerated() { try tx.insert(QRDoc(id: id, owner: ids[(i + 1) % ids.count], editor: i % 2 == 0 ? id : nil)) }
+        }
+        let all = try db.read { snapshot in try snapshot.objects(QRDoc.self).fetch() }
+        let b = QRUserID(rawValue: "b")
+        for who in ids {
+            let predicates = [
+                #Predicate<QRDoc> { $0.owner == who }, #Predicate<QRDoc> { $0.editor == who }, #Predicate<QRDoc> { $0.id == who },
+                #Predicate<QRDoc> { [who, b].contains($0.owner) },
+            ]
+            for predicate in predicates {
+                let expected = try all.filter { try predicate.evaluate($0) }.map(\.id.rawValue).sorted()
+                #expect(db.objects(QRDoc.self).filter(predicate).map(\.id.rawValue).sorted() == expected, "\(who)")
+                #expect(db.objects(QRDoc.self).filter(predicate).count == expected.count, "\(who)")
+            }
+        }
+    }
+}

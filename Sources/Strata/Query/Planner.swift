@@ -366,6 +366,18 @@ enum Planner {
     }
 
     /// The candidates of a union of accesses, estimated (each counted up to the cap).
+    /// Whether `value` (or the value it wraps) is a raw-value type that a field of `fieldType`
+    /// holds in another form than its raw value's: a field not stored as an enum, and a type whose
+    /// own `encode(to:)` writes something else than its raw value.
+    private static func isStoredOtherThanItsRawValue(_ value: Any, in fieldType: FieldType) -> Bool {
+        if case .enumeration = fieldType.unwrapped { return false }
+        guard !KeyEncoding.isCommonPlainType(type(of: value)) else { return false }
+        if let optional = value as? any OptionalValue {
+            return optional.wrappedAny.map { isStoredOtherThanItsRawValue($0, in: fieldType) } ?? false
+        }
+        return value is any RawRepresentable && WireEnum.wireValue(of: value) != nil
+    }
+
     private static func estimate<M: Model, S: TreeSource>(_ accesses: [Access], info: ModelInfo<M>, source: S) throws -> Int {
         try accesses.reduce(0) { $0 + (try estimate($1, info: info, source: source)) }
     }
@@ -418,7 +430,7 @@ enum Planner {
             let isDate = fieldType.unwrapped == .date
             let inclusive = op == .le || op == .ge
             if floating && isNaN(value) { return op == .ne || (isDate && inclusive) ? nil : [] }
-            guard let encoded = encode(value, for: fieldType) else { return nil }
+            guard let encoded = encode(value, for: fieldType, inIndex: isIndex) else { return nil }
             let notNil: [UInt8]? = fieldType.isOptional ? [1] : nil
             let end: [UInt8]? = fieldType.isOptional ? [2] : nil
             let top: [UInt8]? = floating && !(isDate && inclusive) ? (notNil ?? []) + nanKey : end
@@ -457,7 +469,7 @@ enum Planner {
         case let .inList(_, values):
             if isArray { return nil }
             for value in values where !(floating && isNaN(value)) {
-                guard let encoded = encode(value, for: fieldType) else { return nil }
+                guard let encoded = encode(value, for: fieldType, inIndex: isIndex) else { return nil }
                 ranges.append(.prefix(encoded))
             }
         case let .startsWith(_, prefix):
@@ -500,10 +512,15 @@ enum Planner {
     }
 
     /// The key encoding of a predicate constant as the field stores it.
-    static func encode(_ value: Any, for fieldType: FieldType) -> [UInt8]? {
+    static func encode(_ value: Any, for fieldType: FieldType, inIndex: Bool = true) -> [UInt8]? {
         // (The common constant types are told apart from optionals by their dynamic type: the
         // protocol cast looks a conformance up.)
         let valueIsOptional = !KeyEncoding.isCommonPlainType(type(of: value)) && value is any OptionalValue
+        // A raw-value type the schema stores as the value its own Codable writes (a struct, not
+        // an enum) has index entries of that form, which its raw value need not be ("u:" + raw):
+        // such a constant is not looked up, and the predicate decides on every object. Keys are
+        // its raw value's encoding, as `insert` writes them.
+        if inIndex, Self.isStoredOtherThanItsRawValue(value, in: fieldType) { return nil }
         if fieldType.isOptional && !valueIsOptional {
             guard let inner = KeyEncoding.encode(value) else { return nil }
             return [1] + inner
