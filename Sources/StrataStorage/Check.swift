@@ -204,11 +204,21 @@ extension Inspector {
     /// `latest` is the newest commit published after the metas were read: a meta newer than the
     /// snapshot and not newer than it was committed while the check ran.
     private func checkMetas(_ metas: [MetaPageInfo], latest: UInt64) {
-        if latest != meta.txnid {
-            warnings.append(
-                CheckProblem(page: nil, message: "a writer committed transaction \(latest) while the check ran; it checked transaction \(meta.txnid)"))
+        // A read-only opening beside a live writer takes the newest commit that verifies, at most
+        // the one the writer published: a published commit passed over is damage readers see.
+        if let passedOver = passedOverPublishedCommit(metas) {
+            problem(
+                passedOver.slot,
+                "the newest commit (transaction \(passedOver.txnid)), which the writer published and readers see, does not verify: "
+                    + "\(passedOver.reason); the check read transaction \(meta.txnid)")
+            warnings += Inspector.otherMetaNotes(metas, current: meta.txnid, latest: latest).filter { $0.page != passedOver.slot }
+        } else {
+            if latest != meta.txnid {
+                warnings.append(
+                    CheckProblem(page: nil, message: "a writer committed transaction \(latest) while the check ran; it checked transaction \(meta.txnid)"))
+            }
+            warnings += Inspector.otherMetaNotes(metas, current: meta.txnid, latest: latest)
         }
-        warnings += Inspector.otherMetaNotes(metas, current: meta.txnid, latest: latest)
         for m in metas {
             if m.isCurrent {
                 if let error = m.error {
@@ -237,6 +247,34 @@ extension Inspector {
                     }
                 }
             }
+        }
+    }
+
+    /// The commit a live writer published that this (read-only) snapshot passed over because it
+    /// does not verify, and why; nil when there is none, or when the writer has committed again
+    /// meanwhile (its slot may then be rewritten under the check).
+    private func passedOverPublishedCommit(_ metas: [MetaPageInfo]) -> (slot: UInt64, txnid: UInt64, reason: String)? {
+        guard let state = store.env.readOnly, let published = state.newestPublished(), published > meta.txnid,
+            let m = metas.first(where: { !$0.isCurrent && $0.error == nil && $0.txnid == published }),
+            m.pageCount <= UInt64(Int.max / pageSize), fileSize >= m.pageCount * UInt64(pageSize)
+        else { return nil }
+        let decoded = Meta(
+            txnid: m.txnid, pageSize: m.pageSize, pageCount: m.pageCount,
+            catalog: TreeInfo(root: m.catalogRoot, count: m.catalogCount),
+            free: TreeInfo(root: m.freeRoot, count: m.freeCount),
+            recordRun: m.recordRun, recordCount: m.recordCount, formatVersion: m.formatVersion)
+        do {
+            // (A map reaching its pages: the file may have grown past the snapshot's.)
+            let map = try store.env.maps.ensure(bytes: Int(m.pageCount) * pageSize).base
+            do {
+                try Recovery.verifyCommit(decoded, map: map, pageSize: pageSize)
+                return nil
+            } catch {
+                guard state.newestPublished() == published, (map + Int(m.slot) * pageSize).u64(PageHeader.txnid) == published else { return nil }
+                return (m.slot, published, reason(error))
+            }
+        } catch {
+            return nil
         }
     }
 

@@ -169,4 +169,30 @@ struct ToolReadOnlyTests {
             #expect(result.stdout.contains("problem: page \(root): checksum mismatch"), "\(tear): \(result)")
         }
     }
+
+    /// Beside a live writer, a page of the commit it published (which its readers see) damaged:
+    /// the tool's read-only snapshot falls back to the commit before, and `check` said "ok" with a
+    /// note that the newest commit "was not completed". It is a problem (exit 5).
+    @Test func damageToThePublishedNewestCommitBesideALiveWriterIsAProblem() throws {
+        let tool = try #require(strataToolPath())
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        _ = try ReadOnlyTests.makeStore(path)
+        var options = StoreOptions(durability: .noSync)
+        options.compaction = .off
+        let store = try Store(path: path, options: options)  // alive: the tool reads what it published
+        defer { store.close() }
+        try store.write { txn in _ = try txn.createTree("other").put([1], [1]) }
+        try store.write { txn in _ = try txn.createTree("late").put([1], [UInt8](repeating: 7, count: 100)) }
+        let newest = store.latestVersion
+        let victim = try store.read { txn in try #require(try txn.tree("late")).info.root }
+        var result = try runTool(tool, ["check", path])
+        #expect(result.status == 0, "\(result)")
+        let offset = Int(victim) * 4096 + 4095
+        try patchFile(path, at: offset, [0x40 ^ (try readFileRange(path, at: offset, count: 1)[0])])
+        result = try runTool(tool, ["check", path])
+        #expect(result.status == 5, "\(result)")
+        #expect(result.stdout.contains("the newest commit (transaction \(newest)), which the writer published and readers see, does not verify"), "\(result)")
+        #expect(!result.stdout.contains("was not completed"), "\(result)")
+    }
 }
