@@ -254,3 +254,39 @@ extension ObjectCheckTests {
         #expect(report.problems.contains { $0.contains(#"Keyed<String> "line\nbreak":"#) }, "\(report.problems)")
     }
 }
+
+struct CKSmall: Model {
+    var id: Int
+    var small: Int8
+}
+
+extension ObjectCheckTests {
+    /// A stored integer wider than its field (300 in an `Int8`), which the app's typed read
+    /// refuses, is damage to the check and to `strata dump`: both read it as 300.
+    @Test func anIntegerWiderThanItsFieldIsDamage() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [CKSmall.self])
+            try db.write { tx in try tx.insert(CKSmall(id: 1, small: 100)) }
+            db.close()
+        }
+        let store = try Store(path: path)
+        try store.write { txn in
+            let records = try #require(try txn.tree("m:CKSmall"))
+            var key: [UInt8] = []
+            KeyEncoding.appendInt(1, to: &key)
+            var record = try #require(try records.get(key))
+            // 100 is the zigzag varint C8 01; 300 is D8 04, as long.
+            let at = try #require((0..<(record.count - 1)).first { record[$0] == 0xC8 && record[$0 + 1] == 0x01 })
+            record[at] = 0xD8
+            record[at + 1] = 0x04
+            try records.put(key, record)
+        }
+        let report = try StoredObjects.check(in: store)
+        #expect(report.problems.contains { $0.contains("does not fit Int8") }, "\(report.problems)")
+        store.close()
+        let db = try Database(path: path, models: [CKSmall.self])
+        #expect(throws: StrataError.self) { _ = try db.object(CKSmall.self, key: 1) }
+    }
+}

@@ -61,10 +61,9 @@ enum RecordIndexKeys {
             out.append(1)
             try append(bytes, as: inner, to: &out)
         case .bool: out.append(try fixed(1) != 0 ? 1 : 0)
-        case .int(_, let signed):
-            var reader = ByteReader(bytes)
-            let raw = try reader.varint()
-            if signed { KeyEncoding.appendInt(unzigzag(raw), to: &out) } else { KeyEncoding.appendUInt(raw, to: &out) }
+        case .int(let bits, let signed):
+            let raw = try storedInteger(bytes, bits: bits, signed: signed)
+            if signed { KeyEncoding.appendInt(Int64(bitPattern: raw), to: &out) } else { KeyEncoding.appendUInt(raw, to: &out) }
         case .double, .date: KeyEncoding.appendDouble(Double(bitPattern: try fixed(8)), to: &out)
         case .float: KeyEncoding.appendDouble(Double(Float(bitPattern: UInt32(try fixed(4)))), to: &out)
         case .string: KeyEncoding.appendBytes(KeyEncoding.normalized(String(decoding: bytes, as: UTF8.self)).utf8, to: &out)

@@ -224,10 +224,9 @@ struct UntypedDecoding {
         switch type {
         case .optional(let inner): return try value(bytes, type: inner)
         case .bool: return .bool(try fixed(1) != 0)
-        case .int(_, let signed):
-            var reader = ByteReader(bytes)
-            let raw = try reader.varint()
-            return signed ? .int(unzigzag(raw)) : .uint(raw)
+        case .int(let bits, let signed):
+            let raw = try storedInteger(bytes, bits: bits, signed: signed)
+            return signed ? .int(Int64(bitPattern: raw)) : .uint(raw)
         case .double: return .double(Double(bitPattern: try fixed(8)))
         case .float: return .double(Double(Float(bitPattern: UInt32(try fixed(4)))))
         case .string: return .string(String(decoding: bytes, as: UTF8.self))
@@ -283,9 +282,14 @@ struct UntypedDecoding {
         case .bool:
             guard let b = reader.byte() else { throw corrupt() }
             return .bool(b != 0)
-        case .int(_, let signed):
-            if signed { guard let i = reader.int() else { throw corrupt() }; return .int(i) }
+        case .int(let bits, let signed):
+            if signed {
+                guard let i = reader.int() else { throw corrupt() }
+                try checkWidth(i, bits: bits, place: "stored key")
+                return .int(i)
+            }
             guard let u = reader.uint() else { throw corrupt() }
+            try checkWidth(u, bits: bits, place: "stored key")
             return .uint(u)
         case .double, .float:
             guard let d = reader.double() else { throw corrupt() }

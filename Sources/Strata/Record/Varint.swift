@@ -83,3 +83,32 @@ func fixedWidthValue(_ bytes: UnsafeRawBufferPointer, count: Int, place: @autocl
     for i in (0..<count).reversed() { v = v << 8 | UInt64(bytes[i]) }
     return v
 }
+
+/// The integer a field of `bits` bits stores in `bytes` (a zigzag varint when `signed`, its bit
+/// pattern in the `UInt64`), checked as a typed read checks it: the varint is the whole value, and
+/// it fits the field's width. (No `StoredValue`: index keys are made from records on every write.)
+func storedInteger(_ bytes: UnsafeRawBufferPointer, bits: Int, signed: Bool) throws -> UInt64 {
+    var reader = ByteReader(bytes)
+    let raw = try reader.varint()
+    guard reader.isAtEnd else { throw StrataError.corruptRecord("integer has trailing bytes") }
+    if signed {
+        let value = unzigzag(raw)
+        try checkWidth(value, bits: bits)
+        return UInt64(bitPattern: value)
+    }
+    try checkWidth(raw, bits: bits)
+    return raw
+}
+
+/// Throws unless `value` fits an integer of `bits` bits (a record or key an app's typed read
+/// would refuse).
+func checkWidth(_ value: Int64, bits: Int, place: String = "stored value") throws {
+    guard bits < 64, value < -(Int64(1) << (bits - 1)) || value >= Int64(1) << (bits - 1) else { return }
+    throw StrataError.corruptRecord("\(place) \(value) does not fit Int\(bits)")
+}
+
+/// `checkWidth` for an unsigned integer.
+func checkWidth(_ value: UInt64, bits: Int, place: String = "stored value") throws {
+    guard bits < 64, value >= UInt64(1) << bits else { return }
+    throw StrataError.corruptRecord("\(place) \(value) does not fit UInt\(bits)")
+}
