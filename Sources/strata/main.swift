@@ -84,6 +84,15 @@ func run(_ arguments: [String]) throws(ToolFailure) {
 
 do {
     try run(arguments)
+    // Output that did not reach standard output (a full disk, say) is an I/O error, as a failed
+    // write of `dump`'s own is: a script must not take a cut-off listing for the whole.
+    // (All streams: `stdout` itself is shared mutable state to Swift 6. The last flush fails
+    // for a stream whose earlier writes failed, its buffered bytes still unwritten.)
+    if fflush(nil) != 0 {
+        let err = errno
+        printError("standard output: write failed: \(systemMessage(err))")
+        exit(ExitCode.ioError.rawValue)
+    }
     exit(ExitCode.ok.rawValue)
 } catch {
     printError(error.message)

@@ -108,3 +108,31 @@ struct DumpToolTests {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }
+
+extension DumpToolTests {
+    /// Output that cannot be written (standard output on a full disk) is an I/O error, exit 6, for
+    /// every command, as a failed write of `dump`'s own was already: `schema` and `info` said 0.
+    @Test(.enabled(if: FileManager.default.isWritableFile(atPath: "/dev/full"), "needs /dev/full"))
+    func outputThatCannotBeWrittenIsAnIOError() throws {
+        let tool = try #require(toolExecutable())
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [CKSmall.self])
+            try db.write { tx in try tx.insert(CKSmall(id: 1, small: 1)) }
+            db.close()
+        }
+        for command in ["schema", "info", "check", "trees", "dump"] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = [command, path]
+            process.standardOutput = FileHandle(forWritingAtPath: "/dev/full")
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 6, "\(command): \(message)")
+        }
+    }
+}
