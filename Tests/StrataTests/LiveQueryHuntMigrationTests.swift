@@ -15,6 +15,16 @@ enum LQMigV1 {
     }
 }
 
+enum LQMigV0 {
+    /// V1 without `junk`: opened as V2, no field is removed, only `level` and `note` added.
+    struct Task: Model, Equatable {
+        static let modelName = "LQTask"
+        static let indexes: [PartialKeyPath<Task> & Sendable] = [\.score]
+        var id: Int
+        var score: Int
+    }
+}
+
 enum LQMigV1b {
     /// V1 plus a new optional field: additive, applies by itself.
     struct Task: Model, Equatable {
@@ -66,13 +76,23 @@ final class LQBox<T: Sendable>: Sendable {
 /// update to the default an old record reads) is no modification; a change to another handle's
 /// stored schema fails the older handle's observers with `migrationRequired`.
 @Suite struct LiveQueryHuntMigrationTests {
-    @Test func rewritingMigratedObjectsUnchangedReportsNoModification() throws {
+    /// With a removed field (`junk`) and without one: then the old records differ from the
+    /// objects' encoding only by the defaulted `level` they lack, and every such rewrite was a
+    /// modification (observers got `m[…]` and `.changed(…, ["level"])`).
+    @Test(arguments: [true, false])
+    func rewritingMigratedObjectsUnchangedReportsNoModification(removingAField: Bool) throws {
         let path = LQWait.tempPath("mig")
         defer { LQWait.remove(path) }
         do {
-            let db = try Database(path: path, models: [LQMigV1.Task.self], options: StoreOptions(durability: .noSync))
-            try db.write { tx in for i in 1...5 { try tx.insert(LQMigV1.Task(id: i, score: i % 3, junk: "j\(i)")) } }
-            db.close()
+            if removingAField {
+                let db = try Database(path: path, models: [LQMigV1.Task.self], options: StoreOptions(durability: .noSync))
+                try db.write { tx in for i in 1...5 { try tx.insert(LQMigV1.Task(id: i, score: i % 3, junk: "j\(i)")) } }
+                db.close()
+            } else {
+                let db = try Database(path: path, models: [LQMigV0.Task.self], options: StoreOptions(durability: .noSync))
+                try db.write { tx in for i in 1...5 { try tx.insert(LQMigV0.Task(id: i, score: i % 3)) } }
+                db.close()
+            }
         }
         let db = try Database(path: path, models: [LQMigV2.Task.self], options: StoreOptions(durability: .noSync))
         defer { db.close() }

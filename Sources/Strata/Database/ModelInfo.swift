@@ -62,6 +62,10 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     /// Whether stored records may hold a removed field's bytes, which encoding the type leaves
     /// out (see `Transaction.storesSame`).
     let hasRemovedFields: Bool
+    /// Whether the model's `init(from:)` reads a default for some field a record may lack (a field
+    /// added since, `decodeIfPresent(…) ?? 3`): such a record and the type's encoding of the
+    /// object it reads differ in bytes, not in the object.
+    let hasDefaultedFields: Bool
     /// Spare coders for this model's records (see CoderPool).
     private let decoders: CoderPool
     private let encoders: CoderPool
@@ -84,6 +88,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
         self.caseKeyedPaths = SchemaProbe.caseKeyedPaths(of: M.self)
         self.wireEnums = SchemaProbe.wireEnums(of: M.self)
         self.hasRemovedFields = stored.object.hasRemovedFields
+        self.hasDefaultedFields = !FieldNames.defaultedStoredPaths(of: M.self).isEmpty
         self.name = stored.name
         self.stored = stored
         self.indexes = indexes.map { (schema: $0.0, keyPath: $0.1[0]) }

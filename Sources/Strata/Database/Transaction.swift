@@ -348,12 +348,12 @@ public final class Transaction {
 
     /// Whether `record` (the type's encoding of an object) stores what `stored` does: the same
     /// bytes, or, where stored records may hold a removed field's bytes that an encoding leaves
-    /// out, the same object as the type encodes it. Such a write is skipped, and the old bytes stay
-    /// for a migration to read. (In a migration an old record may not read as the new type yet:
-    /// then it differs.)
+    /// out, or lack a field the type reads a default for, the same object as the type encodes it.
+    /// Such a write is skipped, and the old bytes stay for a migration to read. (In a migration an
+    /// old record may not read as the new type yet: then it differs.)
     private func storesSame<M: Model>(_ info: ModelInfo<M>, _ record: [UInt8], _ stored: UnsafeRawBufferPointer) -> Bool {
         if record.elementsEqual(stored) { return true }
-        guard info.hasRemovedFields, let canonical = try? info.encode(try info.decode(stored)) else { return false }
+        guard info.hasRemovedFields || info.hasDefaultedFields, let canonical = try? info.encode(try info.decode(stored)) else { return false }
         return canonical == record
     }
 

@@ -97,7 +97,8 @@ public final class LiveResults<M: Model>: Observable, Sendable {
     }
 
     /// Starts from `results` (shown at once) and keeps them current, updating on `actor`. With
-    /// `keyPaths`, commits that change only other fields of the objects change nothing. The
+    /// `keyPaths`, commits that change only other fields of the objects change nothing unless they
+    /// move objects into, out of or within the results. The
     /// actor is not kept alive by this object (it may own it); once nothing holds the actor,
     /// updates are applied as they arrive.
     ///

@@ -64,8 +64,9 @@ extension Results {
     /// Calls `block` on `queue` with the initial results, then with each change after commits that
     /// affect them. The writer never waits: results are recomputed on a background queue, and
     /// commits that land before a delivery merge into one change. With `keyPaths`, a commit that
-    /// changes only other fields of the observed objects delivers nothing (a nested key path such
-    /// as `\.address.city` watches that nested field alone).
+    /// changes only other fields of the observed objects delivers nothing unless it moves objects
+    /// into, out of or within the results (a nested key path such as `\.address.city` watches that
+    /// nested field alone).
     ///
     /// ```swift
     /// let token = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).observe(on: .main) { change in
