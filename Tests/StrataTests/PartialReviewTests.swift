@@ -135,3 +135,33 @@ extension PartialReviewTests {
         #expect(throws: StrataError.self) { try db.write { tx in try tx.update(PRTally.self, key: 2, json: Data(#"{"name": null}"#.utf8)) } }
     }
 }
+
+/// A reference to a model keyed by a raw-value struct whose own Codable writes "u:" + its raw
+/// value (QueryReviewTests' QRUserID): JSONEncoder writes the `Ref` as "u:b", and the key is "b".
+struct PRNote: Model, Equatable {
+    var id: Int
+    var doc: Ref<QRDoc>
+}
+
+extension PartialReviewTests {
+    /// The reference given as JSON, or as itself, is read through the key type's own Codable, as
+    /// JSONDecoder reads it: it was stored under the key "u:b", a reference to nothing.
+    @Test func aReferenceToARawValueStructKeyReadsItsCodableForm() throws {
+        let db = try Database.inMemory(models: [QRDoc.self, PRNote.self])
+        let a = QRUserID(rawValue: "a"), b = QRUserID(rawValue: "b")
+        try db.write { tx in
+            try tx.insert(QRDoc(id: a, owner: a, editor: nil))
+            try tx.insert(QRDoc(id: b, owner: b, editor: nil))
+            try tx.insert(PRNote(id: 1, doc: Ref(a)))
+        }
+        let patched = try db.write { tx in try tx.update(PRNote.self, key: 1, json: Data(#"{"doc": "u:b"}"#.utf8)) }
+        let expected = try JSONDecoder().decode(PRNote.self, from: Data(#"{"id": 1, "doc": "u:b"}"#.utf8))
+        #expect(patched.object == expected)
+        #expect(try db.object(PRNote.self, key: 1)?.doc.id == b)
+        #expect(try db.object(QRDoc.self, key: try #require(try db.object(PRNote.self, key: 1)).doc.id)?.id == b)
+        let given = try db.write { tx in try tx.update(PRNote.self, key: 1, fields: ["doc": Ref<QRDoc>(a)]) }
+        #expect(given.object.doc.id == a)
+        try db.apply([ChangeMessage(.changed, model: "PRNote", key: .int(1), fields: ["doc": .string("u:b")])])
+        #expect(try db.object(PRNote.self, key: 1)?.doc.id == b)
+    }
+}

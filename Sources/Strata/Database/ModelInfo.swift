@@ -13,6 +13,11 @@ protocol AnyModelInfo: AnyObject, Sendable {
     /// Whether the model's `init(from:)` reads a value for the field at a stored path where the
     /// record holds none (FieldNames.defaultedStoredPaths).
     func decodesWithout(_ storedPath: String) -> Bool
+    /// The key of a reference to this model given as `JSONEncoder` writes a `Ref`: the id's own
+    /// JSON form, read as the id field and decoded by the id's type (an enum's or a raw-value
+    /// struct's own Codable, which the raw value the key is made of need not match); nil when the
+    /// id is no stored field. `path` names the reference in errors.
+    func referenceKey(givenAs value: StoredValue, path: FieldPath, registry: ModelRegistry, options: PartialUpdateOptions) throws -> [UInt8]?
     /// Rebuilds secondary indexes that the stored schema did not have.
     func buildIndexes(_ paths: [IndexSchema], in txn: StrataStorage.WriteTransaction) throws
     /// Decodes every record as the model's type; throws `migrationRequired` naming the first that fails.
@@ -82,6 +87,17 @@ final class ModelInfo<M: Model>: AnyModelInfo {
     let wireEnums: [String: WireEnum]
 
     func decodesWithout(_ storedPath: String) -> Bool { FieldNames.defaultedStoredPaths(of: M.self).contains(storedPath) }
+
+    func referenceKey(givenAs value: StoredValue, path: FieldPath, registry: ModelRegistry, options: PartialUpdateOptions) throws -> [UInt8]? {
+        guard let keyType = stored.keyFieldType, let keyName = stored.keyFieldSchema?.name else { return nil }
+        // As `ChangeMessage.modelKey` reads a message's key: the id field's shape, for its wire form.
+        var encoder = PatchEncoder(model: name, options: options, registry: registry)
+        let bytes = try encoder.encode(value, as: keyType, path: FieldPath(model: path.model, text: path.text, depth: path.depth, shape: keyName))
+        let id = try bytes.withUnsafeBytes {
+            try RecordDecoding.decodeValue(M.ID.self, as: keyType, bytes: $0, context: EncodingContext(model: path.model, path: [path.text]))
+        }
+        return try keyBytes(id)
+    }
 
     init(stored: StoredModelSchema, indexes: [(IndexSchema, [PartialKeyPath<M> & Sendable])], placeholder: M) {
         self.placeholder = placeholder

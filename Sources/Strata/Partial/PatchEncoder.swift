@@ -162,14 +162,14 @@ struct PatchEncoder {
             }
             return try encode(value, as: raw, path: path)
         case .reference(let target):
-            // A reference to a model whose id is an enum with its own Codable is given as
-            // JSONEncoder writes a `Ref`: as the id's wire form (the probe recorded the id's enum
-            // at this path). A key read untyped (`.reference`) is the stored key already.
-            if readsWireForms, let wire = registry.byName[model]?.wireEnums[path.shape], Self.isWireCandidate(value) {
-                switch wire.rawValue(value) {
-                case .success(let converted): return try referenceKey(converted, target: target, path: path)
-                case .failure(let error): throw path.mismatch(error.reason)
-                }
+            // Given as JSONEncoder writes a `Ref`: the id's own JSON form, which its type reads
+            // (an enum's or a raw-value struct's own Codable: `rawValue + 1`, "u:" + raw), while
+            // the key is made of the id as `insert` makes it. A key read untyped (`.reference`, a
+            // migration's values) is the stored key already.
+            if readsWireForms, Self.isWireCandidate(value), let info = registry.byName[target],
+                let key = try info.referenceKey(givenAs: value, path: path, registry: registry, options: options)
+            {
+                return key
             }
             return try referenceKey(value, target: target, path: path)
         case .object(let schema):
