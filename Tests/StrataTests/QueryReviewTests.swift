@@ -98,6 +98,18 @@ struct QRUserID: RawRepresentable, Codable, Sendable, Hashable {
     }
 }
 
+/// A raw-value struct with the standard library's Codable (its raw value, as is).
+struct QRPlainID: RawRepresentable, Codable, Sendable, Hashable {
+    var rawValue: String
+    init(rawValue: String) { self.rawValue = rawValue }
+}
+
+struct QRPlainDoc: Model {
+    static let indexes: [PartialKeyPath<QRPlainDoc> & Sendable] = [\.owner]
+    var id: Int
+    var owner: QRPlainID
+}
+
 struct QRDoc: Model, Equatable {
     static let indexes: [PartialKeyPath<QRDoc> & Sendable] = [\.owner, \.editor]
     var id: QRUserID
@@ -108,6 +120,16 @@ struct QRDoc: Model, Equatable {
 extension QueryReviewTests {
     /// Constants of such a type on an indexed field were looked up by their raw value ("abc")
     /// among entries holding "u:abc": an exact index answer, so every query came back empty.
+    /// One whose Codable writes its raw value is still looked up in the index (and found).
+    @Test func anIndexedRawValueStructCodedAsItsRawValueUsesTheIndex() throws {
+        let db = try Database.inMemory(models: [QRPlainDoc.self])
+        try db.write { tx in for i in 0..<20 { try tx.insert(QRPlainDoc(id: i, owner: QRPlainID(rawValue: "o\(i % 3)"))) } }
+        let who = QRPlainID(rawValue: "o1")
+        let found = db.objects(QRPlainDoc.self).filter(#Predicate { $0.owner == who })
+        #expect(found.map(\.id) == [1, 4, 7, 10, 13, 16, 19])
+        #expect(found.explain().contains("i:QRPlainDoc:owner"), "\(found.explain())")
+    }
+
     @Test func anIndexedRawValueStructCodedOtherwiseAnswersAsEvaluate() throws {
         let db = try Database.inMemory(models: [QRDoc.self])
         let ids = ["abc", "b", "u:c", ""].map { QRUserID(rawValue: $0) }

@@ -353,8 +353,24 @@ public final class Transaction {
     /// old record may not read as the new type yet: then it differs.)
     private func storesSame<M: Model>(_ info: ModelInfo<M>, _ record: [UInt8], _ stored: UnsafeRawBufferPointer) -> Bool {
         if record.elementsEqual(stored) { return true }
-        guard info.hasRemovedFields || info.hasDefaultedFields, let canonical = try? info.encode(try info.decode(stored)) else { return false }
+        // (A record lacking a defaulted field holds fewer fields than the object's encoding; with
+        // as many, different bytes are a different object, and nothing needs decoding.)
+        guard info.hasRemovedFields || (info.hasDefaultedFields && Self.fieldCount(stored) < Self.fieldCount(record)),
+            let canonical = try? info.encode(try info.decode(stored))
+        else { return false }
         return canonical == record
+    }
+
+    /// The number of fields a record's table states (its first varint); 0 when unreadable.
+    private static func fieldCount<C: Collection<UInt8>>(_ record: C) -> UInt64 {
+        var count: UInt64 = 0
+        var shift: UInt64 = 0
+        for byte in record.prefix(10) {
+            count |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { return count }
+            shift += 7
+        }
+        return 0
     }
 
     /// Stores `record` over the old one and moves the index entries. `oldRecord` (the stored

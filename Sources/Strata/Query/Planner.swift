@@ -375,7 +375,14 @@ enum Planner {
         if let optional = value as? any OptionalValue {
             return optional.wrappedAny.map { isStoredOtherThanItsRawValue($0, in: fieldType) } ?? false
         }
-        return value is any RawRepresentable && WireEnum.wireValue(of: value) != nil
+        guard let raw = value as? any RawRepresentable else { return false }
+        // What its `encode(to:)` hands a single-value container (no JSON made: this runs for every
+        // typed-id constant a query plans), against its raw value.
+        let capture = SingleValueCapture(context: EncodingContext(model: "", path: []))
+        guard let encodable = value as? any Encodable, (try? encodable.encode(to: capture)) != nil,
+            let written = capture.value as? AnyHashable, let rawValue = raw.rawValue as? AnyHashable
+        else { return true }
+        return written != rawValue
     }
 
     private static func estimate<M: Model, S: TreeSource>(_ accesses: [Access], info: ModelInfo<M>, source: S) throws -> Int {
