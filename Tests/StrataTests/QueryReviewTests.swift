@@ -101,7 +101,6 @@ struct QRUserID: RawRepresentable, Codable, Sendable, Hashable {
 /// A raw-value struct with the standard library's Codable (its raw value, as is).
 struct QRPlainID: RawRepresentable, Codable, Sendable, Hashable {
     var rawValue: String
-    init(rawValue: String) { self.rawValue = rawValue }
 }
 
 struct QRPlainDoc: Model {
