@@ -398,3 +398,48 @@ extension SchemaChangeReviewTests {
         #expect(try a.object(SCNoteA.self, key: 1)?.meta.tag == "x")
     }
 }
+
+/// An optional field inside a nested struct whose type changes (String? to Int?).
+struct SCInnerV1: Codable, Sendable { var score: String? }
+struct SCInnerV2: Codable, Sendable, Equatable { var score: Int? }
+
+struct SCWrapV1: Model {
+    static var modelName: String { "SCWrap" }
+    var id: Int
+    var inner: SCInnerV1
+}
+
+struct SCWrapV2: Model {
+    static var modelName: String { "SCWrap" }
+    var id: Int
+    var inner: SCInnerV2
+}
+
+extension SchemaChangeReviewTests {
+    /// The same inside a nested struct the migration carries over whole: the inner field was
+    /// dropped without a word. Given anew (converted, or cleared) it is what the migration says.
+    @Test func aNestedOptionalFieldLeftUnconvertedIsNamed() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let db = try Database(path: path, models: [SCWrapV1.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(contentsOf: [SCWrapV1(id: 1, inner: SCInnerV1(score: "5")), SCWrapV1(id: 2, inner: SCInnerV1(score: nil))]) }
+            db.close()
+        }
+        #expect {
+            _ = try Database(path: path, models: [SCWrapV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+                try migration.enumerateObjects("SCWrap") { _, _ in }
+            }
+        } throws: { error in
+            guard case StrataError.typeMismatch(let model, let field, let reason) = error else { return false }
+            return model == "SCWrap 1" && field == "inner.score" && reason.contains("String")
+        }
+        let db = try Database(path: path, models: [SCWrapV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+            try migration.enumerateObjects("SCWrap") { old, new in
+                let score = old["inner"]?["score"]?.stringValue.flatMap { Int64($0) }
+                new["inner"] = .object(["score": score.map { .int($0) } ?? .null])
+            }
+        }
+        #expect(db.objects(SCWrapV2.self).map(\.inner) == [SCInnerV2(score: 5), SCInnerV2(score: nil)])
+    }
+}

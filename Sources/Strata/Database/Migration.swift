@@ -135,11 +135,9 @@ public final class Migration {
                 oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
             })
         let keyName = newSchema.keyFieldSchema?.name
-        // Optional fields whose type changed: an old value left unconverted would be dropped.
-        let retypedOptionals = newSchema.object.fields.filter { field in
-            !field.removed && field.type.isOptional && !kept.contains(field.name)
-                && oldSchema.object.fields.contains { !$0.removed && $0.name == field.name && $0.id != field.id }
-        }.map(\.name)
+        // Optional fields whose type changed, also inside a struct carried over whole (dotted): an
+        // old value left unconverted would be dropped.
+        let retypedOptionals = Self.retypedOptionals(old: oldSchema.object, new: newSchema.object)
         // References to a model whose key type changed hold its old key's encoding: given anew
         // (even as the value read, `new["author"] = old["author"]`), they are written as the new
         // key type encodes the key.
@@ -172,13 +170,20 @@ public final class Migration {
             try body(old, &new)
             let objectName = "\(model) \(UntypedDecoding.text(old.key))"
             if !new.isDeleted {
-                for name in retypedOptionals where new.fields[name] == nil && !new.assigned.contains(name) {
-                    guard let value = old.fields[name], value != .null else { continue }
-                    let before = oldSchema.object.field(named: name).map { " (stored as \($0.type) before this migration)" } ?? ""
+                for path in retypedOptionals {
+                    let parts = path.split(separator: ".").map(String.init)
+                    let outer = parts[0]
+                    // Set by the migration (a nested struct given anew is written by the new type,
+                    // which refuses a value of the old one), or still what was carried.
+                    if new.assigned.contains(outer) || new.fields[outer] != carried[outer] { continue }
+                    if parts.count == 1 && new.fields[outer] != nil { continue }
+                    var value = old.fields[outer]
+                    for part in parts.dropFirst() { value = value?[part] }
+                    guard let value, value != .null else { continue }
                     throw StrataError.typeMismatch(
-                        model: objectName, field: name,
+                        model: objectName, field: path,
                         reason:
-                            "no value for \(newSchema.object.field(named: name)?.type.description ?? "the field")\(before): set new[\"\(name)\"] in the migration (nil clears it)"
+                            "no value for \(newSchema.object.type(atPath: path)?.description ?? "the field") (stored as \(oldSchema.object.type(atPath: path)?.description ?? "another type") before this migration): set new[\"\(outer)\"] in the migration (nil clears an optional)"
                     )
                 }
             }
@@ -227,6 +232,21 @@ public final class Migration {
                 throw StrataError.duplicateKey(model: model, key: newKey(key, newSchema, decoding))
             }
         }
+    }
+
+    /// The dotted paths of optional fields of `new` whose type differs from the same-named field
+    /// of `old` (a new field id), at the top and inside structs both keep under one id.
+    private static func retypedOptionals(old: ObjectSchema, new: ObjectSchema, prefix: String = "") -> [String] {
+        var paths: [String] = []
+        for field in new.fields where !field.removed {
+            guard let before = old.fields.first(where: { !$0.removed && $0.name == field.name }) else { continue }
+            if before.id != field.id {
+                if field.type.isOptional { paths.append(prefix + field.name) }
+            } else if case .object(let inner) = field.type.unwrapped, case .object(let innerBefore) = before.type.unwrapped {
+                paths += retypedOptionals(old: innerBefore, new: inner, prefix: prefix + field.name + ".")
+            }
+        }
+        return paths
     }
 
     private func newKey(_ key: [UInt8], _ schema: StoredModelSchema, _ decoding: UntypedDecoding) -> String {
