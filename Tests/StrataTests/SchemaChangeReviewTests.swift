@@ -443,3 +443,36 @@ extension SchemaChangeReviewTests {
         #expect(db.objects(SCWrapV2.self).map(\.inner) == [SCInnerV2(score: 5), SCInnerV2(score: nil)])
     }
 }
+
+/// One stored model whose key type (an enum) is renamed.
+enum SCDayA: Int, Codable, Sendable { case mon, tue }
+enum SCDayB: Int, Codable, Sendable { case mon, tue }
+
+struct SCDayNoteA: Model, Equatable {
+    static var modelName: String { "SCDayNote" }
+    var id: SCDayA
+    var note: String
+}
+
+struct SCDayNoteB: Model, Equatable {
+    static var modelName: String { "SCDayNote" }
+    var id: SCDayB
+    var note: String
+}
+
+extension SchemaChangeReviewTests {
+    /// A renamed key type is no schema change either: "key type changed from SCDayA to SCDayB"
+    /// asked for a migration, and refused read-only and lower-version opens.
+    @Test func aRenamedKeyTypeIsNoSchemaChange() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let a = try Database(path: path, models: [SCDayNoteA.self], schemaVersion: 2, options: StoreOptions(durability: .noSync)) { _ in }
+        try a.write { tx in try tx.insert(SCDayNoteA(id: .tue, note: "x")) }
+        let b = try Database(path: path, models: [SCDayNoteB.self], schemaVersion: 2, options: StoreOptions(durability: .noSync)) { _ in }
+        #expect(try b.object(SCDayNoteB.self, key: .tue) == SCDayNoteB(id: .tue, note: "x"))
+        try b.write { tx in try tx.insert(SCDayNoteB(id: .mon, note: "y")) }
+        #expect(try a.object(SCDayNoteA.self, key: .mon)?.note == "y")
+        let readOnly = try Database(path: path, models: [SCDayNoteB.self], options: StoreOptions(readOnly: true))
+        #expect(readOnly.objects(SCDayNoteB.self).count == 2)
+    }
+}

@@ -476,9 +476,6 @@ extension Model {
         indexes = declared
         var merged: ObjectSchema
         if let stored {
-            if stored.keyType != keyType {
-                change.differences.append("\(modelName).id: key type changed from \(stored.keyType) to \(keyType)")
-            }
             merged = try mergeSchemas(stored: stored.object, current: current, model: modelName, differences: &change.differences, migrating: migrating)
             // An index kept over a field whose stored type changed (made optional, widened) is
             // rebuilt as well: its entries are the values' key encodings, which the type decides
@@ -521,6 +518,11 @@ extension Model {
             throw failure.error
         }
         if let stored {
+            // The key's stored type, its Swift name aside (a renamed key type is no change); by
+            // the name only for a catalog that records no stored type (older files).
+            if stored.key.map({ $0.withoutTypeNames != key.withoutTypeNames }) ?? (stored.keyType != keyType) {
+                change.differences.append("\(modelName).id: key type changed from \(stored.keyType) to \(keyType)")
+            }
             // A stored key made computed (`var id: String { email }`): the records stay under
             // the old ids until a migration moves each to its computed one (validateRecords).
             if keyField == nil, let old = stored.keyFieldSchema {
@@ -528,10 +530,10 @@ extension Model {
                     "\(modelName).id: the primary key was the stored field \(old.name) and is now computed; its objects are stored under "
                         + "the old keys: migrate (a migration moves each object to its new key)")
             }
-            change.changed = change.changed || stored.keyField != keyField || stored.key != key
+            change.changed = change.changed || stored.keyField != keyField || stored.key?.withoutTypeNames != key.withoutTypeNames
             change.layoutOnly =
                 change.changed && change.raisedVersion == nil && merged.withoutTypeNames == stored.object.withoutTypeNames
-                && stored.keyField == keyField && stored.key == key
+                && stored.keyField == keyField && stored.key?.withoutTypeNames == key.withoutTypeNames
                 && stored.indexes.map(\.withoutLayout) == indexes.map(\.0.withoutLayout)
         }
         let schema = StoredModelSchema(
