@@ -134,6 +134,9 @@ final class ArrayEncoder: ForwardingEncoder, ReusableEncoder, UnkeyedEncodingCon
     /// Whether the value written is a set (or a wrapper of one): its elements are then stored
     /// sorted by their bytes, so that equal sets give equal records whatever their hash order.
     var isUnordered = false
+    /// A container asked for that Strata cannot store (a nested one): thrown once the value is
+    /// encoded, even when nothing was written into it (an empty row would vanish).
+    var failure: StrataError?
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
     var count: Int { elements.count }
@@ -148,6 +151,7 @@ final class ArrayEncoder: ForwardingEncoder, ReusableEncoder, UnkeyedEncodingCon
         self.context = context
         forwardingDepth = 0
         isUnordered = false
+        failure = nil
         elements.clear()
     }
 
@@ -166,12 +170,19 @@ final class ArrayEncoder: ForwardingEncoder, ReusableEncoder, UnkeyedEncodingCon
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: context.mismatch("nested containers are not supported")))
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: noteNested("keyed")))
     }
     func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: context.mismatch("nested containers are not supported"))
+        FailingUnkeyedEncoding(error: noteNested("unkeyed"))
     }
     func superEncoder() -> any Encoder { self }
+
+    private func noteNested(_ kind: String) -> StrataError {
+        let error = context.appending(index: elements.count).mismatch(
+            "\(ObjectEncoding.unwritableContainer) an element written as a nested \(kind) container is not supported; encode the element itself (`encode(_:)`)")
+        if failure == nil { failure = error }
+        return error
+    }
 
     /// The array's stored bytes, appended to `out`.
     func serialize(into out: inout [UInt8]) {
@@ -185,6 +196,8 @@ final class DictionaryEncoder: ForwardingEncoder, ReusableEncoder {
     private(set) var context: EncodingContext
     let values: ElementWriter
     var forwardingDepth = 0
+    /// As `ArrayEncoder.failure`.
+    var failure: StrataError?
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -197,7 +210,16 @@ final class DictionaryEncoder: ForwardingEncoder, ReusableEncoder {
     func reuse(at context: EncodingContext) {
         self.context = context
         forwardingDepth = 0
+        failure = nil
         values.clear()
+    }
+
+    func noteNested(_ kind: String, key: String) -> StrataError {
+        let error = context.appending(key).mismatch(
+            "\(ObjectEncoding.unwritableContainer) a value written as a nested \(kind) container is not supported; encode the value itself (`encode(_:forKey:)`)"
+        )
+        if failure == nil { failure = error }
+        return error
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -232,10 +254,10 @@ struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.context.mismatch("nested containers are not supported")))
+        KeyedEncodingContainer(FailingKeyedEncoding<NestedKey>(error: encoder.noteNested("keyed", key: key.stringValue)))
     }
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: encoder.context.mismatch("nested containers are not supported"))
+        FailingUnkeyedEncoding(error: encoder.noteNested("unkeyed", key: key.stringValue))
     }
     mutating func superEncoder() -> any Encoder { encoder }
     mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }

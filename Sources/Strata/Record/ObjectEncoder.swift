@@ -310,6 +310,10 @@ final class ObjectEncoding {
         // Only an optional can be nil: `_isOptional` reads the type's metadata kind, where the cast
         // to `OptionalValue` is a conformance lookup, made for every struct or collection field.
         if _isOptional(T.self), let optional = value as? any OptionalValue {
+            // A nested optional's own nil (`String??.none`, as a hand-written coder hands every key
+            // to `encode(_:forKey:)`) is no value, as `encodeIfPresent` leaves it: it reads back
+            // nil, as JSON's null does through `decodeIfPresent`, not as the inner nil below.
+            if optional.wrappedAny == nil, type(of: optional).wrapsOptional { return }
             // A nested optional's inner nil (`Int??.some(nil)` given to `encode(_:forKey:)`, as a
             // generic model or a hand-written coder does) is the field's nil, as `encodeIfPresent`
             // stores it; only an array element or a dictionary value cannot keep it.

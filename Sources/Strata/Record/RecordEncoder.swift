@@ -127,10 +127,12 @@ enum RecordEncoding {
             let encoder = reused(in: &slot, at: context) { ArrayEncoder(element: element, context: context, layout: layout) }
             encoder.isUnordered = value is any UnorderedCollection
             try value.encode(to: encoder)
+            if let failure = encoder.failure { throw failure }
             encoder.serialize(into: &out)
         case .dictionary(let element):
             let encoder = reused(in: &slot, at: context) { DictionaryEncoder(element: element, context: context, layout: layout) }
             try value.encode(to: encoder)
+            if let failure = encoder.failure { throw failure }
             encoder.serialize(into: &out)
         default:
             try encodeValue(value, as: type, into: &out, context: context, layout: layout)
