@@ -230,13 +230,8 @@ extension Inspector {
                 if fileSize >= pageCount * UInt64(pageSize) {
                     // The decoded copy's fields (record count within bounds); the pages it
                     // names lie below the page count, which the map covers.
-                    let decoded = Meta(
-                        txnid: m.txnid, pageSize: m.pageSize, pageCount: m.pageCount,
-                        catalog: TreeInfo(root: m.catalogRoot, count: m.catalogCount),
-                        free: TreeInfo(root: m.freeRoot, count: m.freeCount),
-                        recordRun: m.recordRun, recordCount: m.recordCount, formatVersion: m.formatVersion)
                     do {
-                        try Recovery.verifyCommit(decoded, map: pages.base, pageSize: pageSize)
+                        try Recovery.verifyCommit(m.meta, map: pages.base, pageSize: pageSize)
                     } catch {
                         // The record is read from the live slot, which a second commit made
                         // meanwhile rewrites: before it publishes (a durable one syncs in between),
@@ -258,16 +253,11 @@ extension Inspector {
             let m = metas.first(where: { !$0.isCurrent && $0.error == nil && $0.txnid == published }),
             m.pageCount <= UInt64(Int.max / pageSize), fileSize >= m.pageCount * UInt64(pageSize)
         else { return nil }
-        let decoded = Meta(
-            txnid: m.txnid, pageSize: m.pageSize, pageCount: m.pageCount,
-            catalog: TreeInfo(root: m.catalogRoot, count: m.catalogCount),
-            free: TreeInfo(root: m.freeRoot, count: m.freeCount),
-            recordRun: m.recordRun, recordCount: m.recordCount, formatVersion: m.formatVersion)
         do {
             // (A map reaching its pages: the file may have grown past the snapshot's.)
             let map = try store.env.maps.ensure(bytes: Int(m.pageCount) * pageSize).base
             do {
-                try Recovery.verifyCommit(decoded, map: map, pageSize: pageSize)
+                try Recovery.verifyCommit(m.meta, map: map, pageSize: pageSize)
                 return nil
             } catch {
                 guard state.newestPublished() == published, (map + Int(m.slot) * pageSize).u64(PageHeader.txnid) == published else { return nil }
@@ -355,5 +345,16 @@ extension Inspector {
         if meta.recordCount > capacity {
             problem(run, "the commit record lists \(meta.recordCount) pages but its run holds \(capacity)")
         }
+    }
+}
+
+extension MetaPageInfo {
+    /// The commit this page describes, as `Recovery.verifyCommit` takes it.
+    var meta: Meta {
+        Meta(
+            txnid: txnid, pageSize: pageSize, pageCount: pageCount,
+            catalog: TreeInfo(root: catalogRoot, count: catalogCount),
+            free: TreeInfo(root: freeRoot, count: freeCount),
+            recordRun: recordRun, recordCount: recordCount, formatVersion: formatVersion)
     }
 }
