@@ -165,3 +165,32 @@ extension PartialReviewTests {
         #expect(try db.object(PRNote.self, key: 1)?.doc.id == b)
     }
 }
+
+/// A model whose id is computed from an enum with its own Codable (`rawValue + 1` on the wire).
+struct PRBoard: Model, Equatable {
+    var status: CodecReviewTests.Weekday
+    var name: String
+    var id: CodecReviewTests.Weekday { status }
+}
+
+struct PRCard: Model, Equatable {
+    var id: Int
+    var board: Ref<PRBoard>
+}
+
+extension PartialReviewTests {
+    /// A reference to a model with a computed enum id is read in the id's wire form too (the
+    /// target has no id field to read it as; the probe's finding at the `Ref`'s path converts it).
+    @Test func aReferenceToAComputedEnumKeyReadsItsWireForm() throws {
+        let db = try Database.inMemory(models: [PRBoard.self, PRCard.self])
+        try db.write { tx in
+            try tx.insert(PRBoard(status: .monday, name: "a"))
+            try tx.insert(PRBoard(status: .tuesday, name: "b"))
+            try tx.insert(PRCard(id: 1, board: Ref(.tuesday)))
+        }
+        let result = try db.write { tx in try tx.update(PRCard.self, key: 1, json: Data(#"{"board": 1}"#.utf8)) }
+        let expected = try JSONDecoder().decode(PRCard.self, from: Data(#"{"id": 1, "board": 1}"#.utf8))
+        #expect(result.object == expected)
+        #expect(try db.object(PRCard.self, key: 1)?.board.id == .monday)
+    }
+}

@@ -434,6 +434,12 @@ extension SchemaChangeReviewTests {
             guard case StrataError.typeMismatch(let model, let field, let reason) = error else { return false }
             return model == "SCWrap 1" && field == "inner.score" && reason.contains("String")
         }
+        // Given back as it was read, it is still unconverted.
+        #expect(throws: StrataError.self) {
+            _ = try Database(path: path, models: [SCWrapV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
+                try migration.enumerateObjects("SCWrap") { old, new in new["inner"] = old["inner"] }
+            }
+        }
         let db = try Database(path: path, models: [SCWrapV2.self], schemaVersion: 1, options: StoreOptions(durability: .noSync)) { migration in
             try migration.enumerateObjects("SCWrap") { old, new in
                 let score = old["inner"]?["score"]?.stringValue.flatMap { Int64($0) }

@@ -175,8 +175,9 @@ public final class Migration {
                     let outer = parts[0]
                     // Set by the migration (a nested struct given anew is written by the new type,
                     // which refuses a value of the old one), or still what was carried.
-                    if new.assigned.contains(outer) || new.fields[outer] != carried[outer] { continue }
-                    if parts.count == 1 && new.fields[outer] != nil { continue }
+                    // (Given back unchanged, `new["inner"] = old["inner"]`, it is carried as it was.)
+                    if new.fields[outer] != carried[outer] { continue }
+                    if parts.count == 1 && (new.fields[outer] != nil || new.assigned.contains(outer)) { continue }
                     var value = old.fields[outer]
                     for part in parts.dropFirst() { value = value?[part] }
                     guard let value, value != .null else { continue }

@@ -166,10 +166,16 @@ struct PatchEncoder {
             // (an enum's or a raw-value struct's own Codable: `rawValue + 1`, "u:" + raw), while
             // the key is made of the id as `insert` makes it. A key read untyped (`.reference`, a
             // migration's values) is the stored key already.
-            if readsWireForms, Self.isWireCandidate(value), let info = registry.byName[target],
-                let key = try info.referenceKey(givenAs: value, path: path, registry: registry, options: options)
-            {
-                return key
+            if readsWireForms, Self.isWireCandidate(value), let info = registry.byName[target] {
+                if let key = try info.referenceKey(givenAs: value, path: path, registry: registry, options: options) { return key }
+                // A computed id (no field to read it as): an enum key with its own Codable is
+                // converted by what the probe found at this path (`Ref.init(from:)` decodes it).
+                if let wire = registry.byName[model]?.wireEnums[path.shape] {
+                    switch wire.rawValue(value) {
+                    case .success(let converted): return try referenceKey(converted, target: target, path: path)
+                    case .failure(let error): throw path.mismatch(error.reason)
+                    }
+                }
             }
             return try referenceKey(value, target: target, path: path)
         case .object(let schema):
