@@ -169,3 +169,16 @@ extension SchemaProbeReviewTests {
         #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
     }
 }
+
+extension SchemaProbeReviewTests {
+    /// `upsert(_:key:json:)` takes a wrapped id (`@SPRBox var id`) from `key`, as any id: it threw
+    /// `incompleteObject [id]`. So does a computed id read from a field coded "id" (SPRPost).
+    @Test func anUpsertTakesAWrappedIdFromItsKey() throws {
+        let db = try Database.inMemory(models: [SPRWrappedKey.self, SPRPost.self])
+        let created = try db.write { tx in try tx.upsert(SPRWrappedKey.self, key: "k", json: Data(#"{"name": "x"}"#.utf8)) }
+        #expect(created.created && created.object == SPRWrappedKey(id: "k", name: "x"))
+        #expect(try db.object(SPRWrappedKey.self, key: "k") == SPRWrappedKey(id: "k", name: "x"))
+        let post = try db.write { tx in try tx.upsert(SPRPost.self, key: 7, json: Data(#"{"title": "t"}"#.utf8)) }
+        #expect(post.created && post.object.id == 7 && post.object.title == "t")
+    }
+}

@@ -183,7 +183,13 @@ extension Transaction {
 
         var encoder = PatchEncoder(model: info.name, options: options, registry: db)
         var seed: [Int: PatchEncoder.Entry] = [:]
-        if oldRecord == nil, patch[info.keyPath] == nil, let idField = info.stored.object.field(named: info.keyPath) {
+        // The key's field; for an `id` the schema cannot tell by its property (behind a property
+        // wrapper), the field coded "id". (Should that field be something else, the object made
+        // has another id than `key`, which `upsert` refuses: never stored under the wrong key.)
+        let keyField =
+            info.stored.object.field(named: info.keyPath)
+            ?? (info.keyPath == FieldNames.primaryKeyPath ? info.stored.object.field(named: "id") : nil)
+        if oldRecord == nil, let idField = keyField, patch[idField.name] == nil {
             seed[idField.id] = try idEntry(key, field: idField, model: info.name)
         }
         let record = try oldRecord.withUnsafeBytesIfPresent { stored in
