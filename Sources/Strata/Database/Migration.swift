@@ -177,7 +177,7 @@ public final class Migration {
                     // which refuses a value of the old one), or still what was carried.
                     // (Given back unchanged, `new["inner"] = old["inner"]`, it is carried as it was.)
                     if new.fields[outer] != carried[outer] { continue }
-                    if parts.count == 1 && (new.fields[outer] != nil || new.assigned.contains(outer)) { continue }
+                    if parts.count == 1 && new.assigned.contains(outer) { continue }  // cleared
                     var value = old.fields[outer]
                     for part in parts.dropFirst() { value = value?[part] }
                     guard let value, value != .null else { continue }

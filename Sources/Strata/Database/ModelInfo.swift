@@ -475,6 +475,9 @@ extension Model {
         }
         indexes = declared
         var merged: ObjectSchema
+        // (Type names aside: a renamed Swift type writes no schema, and so never disturbs handles
+        // opened with the old name, a widget's or a tool's.)
+        var sameFields = false
         if let stored {
             merged = try mergeSchemas(stored: stored.object, current: current, model: modelName, differences: &change.differences, migrating: migrating)
             // An index kept over a field whose stored type changed (made optional, widened) is
@@ -500,9 +503,7 @@ extension Model {
             // A version above the stored one is recorded; a lower one (a widget or a tool that
             // opens without one) never lowers it, or the next open would migrate again.
             if stored.schemaVersion < schemaVersion { change.raisedVersion = (stored.schemaVersion, schemaVersion) }
-            // (Type names aside: a renamed Swift type writes no schema, and so never disturbs
-            // handles opened with the old name, a widget's or a tool's.)
-            let sameFields = merged.withoutTypeNames == stored.object.withoutTypeNames
+            sameFields = merged.withoutTypeNames == stored.object.withoutTypeNames
             change.changed = !sameFields || stored.indexes != indexes.map(\.0) || change.raisedVersion != nil
         } else {
             merged = current
@@ -532,8 +533,8 @@ extension Model {
             }
             change.changed = change.changed || stored.keyField != keyField || stored.key?.withoutTypeNames != key.withoutTypeNames
             change.layoutOnly =
-                change.changed && change.raisedVersion == nil && merged.withoutTypeNames == stored.object.withoutTypeNames
-                && stored.keyField == keyField && stored.key?.withoutTypeNames == key.withoutTypeNames
+                change.changed && change.raisedVersion == nil && sameFields && stored.keyField == keyField
+                && stored.key?.withoutTypeNames == key.withoutTypeNames
                 && stored.indexes.map(\.withoutLayout) == indexes.map(\.0.withoutLayout)
         }
         let schema = StoredModelSchema(

@@ -355,22 +355,16 @@ public final class Transaction {
         if record.elementsEqual(stored) { return true }
         // (A record lacking a defaulted field holds fewer fields than the object's encoding; with
         // as many, different bytes are a different object, and nothing needs decoding.)
-        guard info.hasRemovedFields || (info.hasDefaultedFields && Self.fieldCount(stored) < Self.fieldCount(record)),
+        guard info.hasRemovedFields || (info.hasDefaultedFields && Self.fieldCount(stored) < record.withUnsafeBytes(Self.fieldCount)),
             let canonical = try? info.encode(try info.decode(stored))
         else { return false }
         return canonical == record
     }
 
     /// The number of fields a record's table states (its first varint); 0 when unreadable.
-    private static func fieldCount<C: Collection<UInt8>>(_ record: C) -> UInt64 {
-        var count: UInt64 = 0
-        var shift: UInt64 = 0
-        for byte in record.prefix(10) {
-            count |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { return count }
-            shift += 7
-        }
-        return 0
+    private static func fieldCount(_ record: UnsafeRawBufferPointer) -> UInt64 {
+        var reader = ByteReader(record)
+        return (try? reader.varint()) ?? 0
     }
 
     /// Stores `record` over the old one and moves the index entries. `oldRecord` (the stored

@@ -155,10 +155,7 @@ struct PatchEncoder {
             // that of the case its init(from:) reads. Any other raw value is checked against the
             // enum's cases when the object is decoded.
             if readsWireForms, let wire = registry.byName[model]?.wireEnums[path.shape] {
-                switch wire.rawValue(value) {
-                case .success(let converted): return try encode(converted, as: raw, path: path)
-                case .failure(let error): throw path.mismatch(error.reason)
-                }
+                return try encode(try Self.rawValue(of: value, wire, path: path), as: raw, path: path)
             }
             return try encode(value, as: raw, path: path)
         case .reference(let target):
@@ -171,10 +168,7 @@ struct PatchEncoder {
                 // A computed id (no field to read it as): an enum key with its own Codable is
                 // converted by what the probe found at this path (`Ref.init(from:)` decodes it).
                 if let wire = registry.byName[model]?.wireEnums[path.shape] {
-                    switch wire.rawValue(value) {
-                    case .success(let converted): return try referenceKey(converted, target: target, path: path)
-                    case .failure(let error): throw path.mismatch(error.reason)
-                    }
+                    return try referenceKey(try Self.rawValue(of: value, wire, path: path), target: target, path: path)
                 }
             }
             return try referenceKey(value, target: target, path: path)
@@ -362,6 +356,15 @@ struct PatchEncoder {
     }
 
     // MARK: References
+
+    /// The raw value of the case `value`, an enum's wire form, decodes to; an error naming `path`
+    /// when the enum's own `init(from:)` refuses it.
+    private static func rawValue(of value: StoredValue, _ wire: WireEnum, path: FieldPath) throws -> StoredValue {
+        switch wire.rawValue(value) {
+        case .success(let converted): return converted
+        case .failure(let error): throw path.mismatch(error.reason)
+        }
+    }
 
     /// Whether a `Ref`'s given value may be its id's wire form: not null (`Ref(nil)`), and not a
     /// reference read untyped, which carries the stored key.
