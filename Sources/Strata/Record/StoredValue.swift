@@ -129,14 +129,27 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
     /// ```
     public subscript(field: String) -> StoredValue? { if case .object(let f) = self { return f[field] } else { return nil } }
 
-    /// The value as a Swift type, decoded from its JSON form: for migrations that read an old
-    /// nested struct, array or reference whole.
+    /// The value as a Swift type, read as the record it came from reads: for migrations that read
+    /// an old nested struct, array or reference whole. A raw-value enum is the case of its stored
+    /// raw value (whatever its own `Codable` writes); a number or a string read as another kind
+    /// converts as `JSONDecoder` converts its JSON form.
     ///
     /// ```swift
     /// let address = try old["address"]?.decode(Address.self)
     /// let tags = try old["tags"]?.decode([String].self) ?? []
     /// ```
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        do {
+            return try StoredValueDecoder.decode(T.self, from: self, codingPath: [])
+        } catch {
+            throw StrataError.invalidInput("cannot read \(json.count > 80 ? String(json.prefix(80)) + "…" : json) as \(T.self): \(error)")
+        }
+    }
+
+    /// Reads the JSON form of a scalar, for `StoredValueDecoder`'s conversions between kinds: dates
+    /// as `json` writes them (exact ISO 8601, or a quoted number of seconds), non-finite numbers as
+    /// quoted text.
+    static let jsonDecoder: JSONDecoder = {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -146,12 +159,8 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "\(text) is not an ISO 8601 date")
         }
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
-        do {
-            return try decoder.decode(T.self, from: Data(json.utf8))
-        } catch {
-            throw StrataError.invalidInput("cannot read \(json.count > 80 ? String(json.prefix(80)) + "…" : json) as \(T.self): \(error)")
-        }
-    }
+        return decoder
+    }()
 }
 
 /// `s` quoted for an error message: as `jsonString`, cut to its first 200 characters when longer,

@@ -348,12 +348,13 @@ final class ProbeState {
 
     /// A placeholder case of a raw-value enum, and the raw value's stored type.
     private func enumPlaceholder<T>(_ type: T.Type, path: [String]) throws -> (FieldType, T)? {
-        guard let raw = T.self as? any RawRepresentable.Type else { return nil }
+        guard ProbeState.storesRawValue(T.self), let raw = T.self as? any RawRepresentable.Type else { return nil }
         let rawType = try rawFieldType(raw, path: path)
         if let iterable = T.self as? any CaseIterable.Type, let first = firstCase(iterable) as? T {
             if let marking, marking.enumBit(), let second = secondCase(iterable) as? T { return (rawType, second) }
             return (rawType, first)
         }
+        // (Checked again here, where a value is made from bytes.)
         if _isPOD(T.self) && !(T.self is AnyClass) && MemoryLayout<T>.size <= 8 {
             // A raw-value struct (an OptionSet) takes any raw value: when marking, a telltale one,
             // so that FieldNames can tell which property it is.
@@ -379,6 +380,18 @@ final class ProbeState {
         }
         return nil
     }
+
+    /// Whether values of `T` are stored as their raw value: a raw-value enum that lists its cases,
+    /// or any raw-value type of at most 8 bytes of plain data (a payload-free enum, an option set),
+    /// whose placeholder the probe can make from its bytes. Other raw-value types are stored by
+    /// their `Codable` form.
+    static func storesRawValue<T>(_ type: T.Type) -> Bool {
+        guard T.self is any RawRepresentable.Type else { return false }
+        if let iterable = T.self as? any CaseIterable.Type, hasCases(iterable) { return true }
+        return _isPOD(T.self) && !(T.self is AnyClass) && MemoryLayout<T>.size <= 8
+    }
+
+    private static func hasCases<C: CaseIterable>(_ type: C.Type) -> Bool { !C.allCases.isEmpty }
 
     /// Whether `T.init(from:)` gives a case for a raw value that is not that case's own (a
     /// decorated or a largest telltale, which a case may have, but hardly both).
