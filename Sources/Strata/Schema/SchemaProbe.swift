@@ -50,6 +50,7 @@ enum SchemaProbe {
         let instance: T
         do {
             (fieldType, instance) = try probe.probe(T.self, path: [], depth: 0)
+            if let failure = probe.depthFailure { throw failure }
         } catch let failure as ProbeFailure {
             throw failure.error
         }
@@ -80,8 +81,20 @@ final class ProbeState {
     var caseKeyedPaths = Set<String>()
     var caseKeyedTypes = Set<ObjectIdentifier>()
     var wireEnums: [String: WireEnum] = [:]
+    /// The first "nesting too deep" failure, kept although an `init(from:)` (or a probe run that
+    /// tries a branch) may catch it: a recursive type must be refused, not stored as far as the
+    /// probe went, and its branches not probed again at every level (2 branches per level made
+    /// 4^24 runs).
+    private(set) var depthFailure: ProbeFailure?
 
     init(modelName: String) { self.modelName = modelName }
+
+    /// `fail` for nesting deeper than `SchemaProbe.maxDepth`, remembered.
+    func tooDeep(_ path: [String], _ reason: String) -> ProbeFailure {
+        let failure = fail(path, reason)
+        if depthFailure == nil { depthFailure = failure }
+        return failure
+    }
 
     func fail(_ path: [String], _ reason: String) -> ProbeFailure {
         ProbeFailure(error: .unsupportedType(model: modelName, field: path.isEmpty ? "(model)" : dottedPath(path), reason: reason))
@@ -165,7 +178,7 @@ final class ProbeState {
             throw fail(path, "\(T.self).init(from:) cannot be called on placeholder values")
         }
         if depth > SchemaProbe.maxDepth {
-            throw fail(path, "nesting deeper than \(SchemaProbe.maxDepth) levels (a recursive type? use Ref<M> to link objects)")
+            throw tooDeep(path, "nesting deeper than \(SchemaProbe.maxDepth) levels (a recursive type? use Ref<M> to link objects)")
         }
         if let (fieldType, placeholder) = primitive(T.self) {
             guard let marking else { return (fieldType, placeholder) }
@@ -218,7 +231,10 @@ final class ProbeState {
             for index in 1..<count {
                 let other = ProbeDecoder(state: self, path: path, depth: depth + 1)
                 other.caseIndex = index
-                guard let candidate = try? decodeReporting(T.self, from: other, path: path) else { continue }
+                guard let candidate = try? decodeReporting(T.self, from: other, path: path) else {
+                    if let depthFailure { throw depthFailure }
+                    continue
+                }
                 if !Mirror(reflecting: candidate).children.isEmpty {
                     decoder = other
                     value = candidate
@@ -253,7 +269,10 @@ final class ProbeState {
             for name in names {
                 let other = ProbeDecoder(state: self, path: path, depth: depth + 1)
                 other.containsOnly = name
-                guard (try? decodeReporting(T.self, from: other, path: path)) != nil else { continue }
+                guard (try? decodeReporting(T.self, from: other, path: path)) != nil else {
+                    if let depthFailure { throw depthFailure }
+                    continue
+                }
                 runs.append(other)
             }
             let known = Set(decoder.fields.map(\.name))
@@ -642,7 +661,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
             throw decoder.state.fail(path(key), "nested containers inside a dictionary are not supported; decode a nested struct instead")
         }
         if decoder.depth + 1 > SchemaProbe.maxDepth {
-            throw decoder.state.fail(path(key), "nesting deeper than \(SchemaProbe.maxDepth) levels")
+            throw decoder.state.tooDeep(path(key), "nesting deeper than \(SchemaProbe.maxDepth) levels (a recursive type? use Ref<M> to link objects)")
         }
         let child: ProbeDecoder
         if let known = decoder.nested[name] {
