@@ -66,8 +66,11 @@ final class CommitListeners: Sendable {
     var count: Int { listeners.withLock { $0.all.count } }
 
     func remove(_ id: UInt64) {
-        let (removed, count) = listeners.withLock { state in (state.all.removeValue(forKey: id) != nil, state.all.count) }
-        if removed && count == 0 { onChange.withLock { $0 }?.call(count) }
+        // The listener is handed out of the lock and released after it: its closure may hold the
+        // last reference to another listener's token, whose deinit removes that one (locking this
+        // Mutex again on the same thread stops the process).
+        let (removed, count) = listeners.withLock { state in (state.all.removeValue(forKey: id), state.all.count) }
+        if removed != nil && count == 0 { onChange.withLock { $0 }?.call(count) }
     }
 
     /// Sets what is told of the first listener arriving and the last leaving.

@@ -19,7 +19,8 @@ func processIsAlive(_ pid: UInt64) -> Bool {
     return errno == EPERM
 }
 
-@inline(__always) func currentThreadHash() -> UInt {
+/// The calling thread's identity (its pthread_t as a number; never 0 for a running thread).
+@inline(__always) package func currentThreadHash() -> UInt {
     UInt(bitPattern: Int(bitPattern: UInt(pthread_self())))
 }
 

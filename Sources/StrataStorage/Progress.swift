@@ -73,7 +73,7 @@ public func withProgress<R>(every interval: Int = 1_000, _ progress: (OperationP
 
 /// The progress and cancellation state of the operations running on one thread.
 ///
-/// `@unchecked Sendable`: `completed`, `phase`, `total`, `scanning`, `parent` and `sinceReport` are read and written only
+/// `@unchecked Sendable`: `completed`, `phase`, `total`, `scanning`, `inHandler`, `parent` and `sinceReport` are read and written only
 /// by the thread that installed the control (the operations report to the control of their own
 /// thread); `cancelled` is atomic and may be set from anywhere (`cancel()`); the rest is immutable.
 package final class OperationControl: @unchecked Sendable {
@@ -89,6 +89,9 @@ package final class OperationControl: @unchecked Sendable {
     private var total: Int?
     private var sinceReport = 0
     private var scanning = false
+    /// The handler is running (on the installing thread): work it does itself (a query it runs)
+    /// reports to this control too, and must not call it again from inside.
+    private var inHandler = false
 
     package init(handler: ((OperationProgress) -> Bool)?, interval: Int = 1_000, watchesTask: Bool) {
         self.handler = handler
@@ -177,11 +180,14 @@ package final class OperationControl: @unchecked Sendable {
         }
         var control: OperationControl? = self
         while let current = control {
-            if let handler = current.handler,
-                !handler(OperationProgress(phase: phase, completed: completed, total: total))
-            {
-                current.cancel()
-                throw CancellationError()
+            if let handler = current.handler, !current.inHandler {
+                current.inHandler = true
+                let goOn = handler(OperationProgress(phase: phase, completed: completed, total: total))
+                current.inHandler = false
+                if !goOn {
+                    current.cancel()
+                    throw CancellationError()
+                }
             }
             control = current.parent
         }

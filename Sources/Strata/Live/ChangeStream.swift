@@ -17,16 +17,18 @@ final class ChangeMailbox<Element: Sendable>: Sendable {
         /// Changes not yet taken: one at most from the observer, which waits for `done`, plus the
         /// final error that a close hands over whatever is in flight.
         var parked: [Parked] = []
-        /// The consumer waiting in `next()`.
-        var waiter: CheckedContinuation<Element?, Never>?
+        /// The consumers waiting in `next()`, first come first served: the stream is `Sendable`,
+        /// and two loops over it each wait here (one slot let the second loop's wait replace the
+        /// first's, which then never ended, not even when the database closed).
+        var waiters: [CheckedContinuation<Element?, Never>] = []
         /// The last change was taken, or the consumer went away: `next()` returns nil.
         var finished = false
     }
 
     /// What to do, decided under the lock and done outside it.
     private enum Action {
-        /// Hand the change to the waiting consumer.
-        case resume(CheckedContinuation<Element?, Never>)
+        /// Hand the change to the first waiting consumer; the others (after the last change) end.
+        case resume(CheckedContinuation<Element?, Never>, ending: [CheckedContinuation<Element?, Never>])
         /// Give the consumer this parked change.
         case take(Parked)
         /// Kept for the consumer's next `next()`.
@@ -53,18 +55,23 @@ final class ChangeMailbox<Element: Sendable>: Sendable {
     func put(_ element: Element, isLast: Bool, done: @escaping @Sendable () -> Void) {
         let action = state.withLock { state -> Action in
             if state.finished { return .drop }
-            if let waiter = state.waiter, state.parked.isEmpty {
-                state.waiter = nil
-                if isLast { state.finished = true }
-                return .resume(waiter)
+            if !state.waiters.isEmpty, state.parked.isEmpty {
+                let waiter = state.waiters.removeFirst()
+                var ending: [CheckedContinuation<Element?, Never>] = []
+                if isLast {
+                    state.finished = true
+                    swap(&ending, &state.waiters)
+                }
+                return .resume(waiter, ending: ending)
             }
             state.parked.append(Parked(element: element, isLast: isLast, done: done))
             return .parked
         }
         switch action {
-        case .resume(let waiter):
+        case .resume(let waiter, let ending):
             done()
             waiter.resume(returning: element)
+            for other in ending { other.resume(returning: nil) }
             if isLast { end() }
         case .drop:
             done()
@@ -73,7 +80,7 @@ final class ChangeMailbox<Element: Sendable>: Sendable {
         }
     }
 
-    /// From the consumer: the next change, waiting for one; nil after the last.
+    /// From a consumer: the next change, waiting for one; nil after the last.
     func next() async -> Element? {
         await withCheckedContinuation { (continuation: CheckedContinuation<Element?, Never>) in
             let action = state.withLock { state -> Action in
@@ -83,7 +90,7 @@ final class ChangeMailbox<Element: Sendable>: Sendable {
                     return .take(first)
                 }
                 if state.finished { return .end }
-                state.waiter = continuation
+                state.waiters.append(continuation)
                 return .wait
             }
             switch action {
@@ -99,19 +106,19 @@ final class ChangeMailbox<Element: Sendable>: Sendable {
         }
     }
 
-    /// The consumer went away (its task was cancelled): ends the observation, and a waiting
-    /// `next()` returns nil.
+    /// A consumer went away (its task was cancelled): ends the observation, as a cancelled
+    /// `AsyncStream` loop ends its stream, and every waiting `next()` returns nil.
     func cancel() {
-        let (waiter, parked) = state.withLock { state -> (CheckedContinuation<Element?, Never>?, [Parked]) in
+        let (waiters, parked) = state.withLock { state -> ([CheckedContinuation<Element?, Never>], [Parked]) in
             state.finished = true
             defer {
-                state.waiter = nil
+                state.waiters = []
                 state.parked = []
             }
-            return (state.waiter, state.parked)
+            return (state.waiters, state.parked)
         }
         for change in parked { change.done() }
-        waiter?.resume(returning: nil)
+        for waiter in waiters { waiter.resume(returning: nil) }
         end()
     }
 

@@ -640,6 +640,10 @@ final class ResultsState: Sendable {
     /// The outcome's object pointer, retained by this state (0 until computed); set once.
     private let outcome = Atomic<Int>(0)
     private let computing = Mutex<Void>(())
+    /// The thread evaluating the query (`currentThreadHash`), 0 when none: a progress handler
+    /// called from inside the evaluation runs on that thread, and reading these results there
+    /// must not lock `computing` again (which stops the process).
+    private let evaluator = Atomic<UInt>(0)
     /// The first error an element read lazily hit (the element read as a placeholder).
     private let late = Mutex<StrataError?>(nil)
     /// The count reported before evaluation (from the trees), or -1.
@@ -715,8 +719,18 @@ final class ResultsState: Sendable {
         // Stopped already: every element read from now on is a placeholder, without evaluating
         // the query again for each one (`map` and index loops read them by position).
         if OperationControl.shouldStop { return stoppedOutcome(.invalidQuery("the operation was stopped"), info: info) }
+        let thread = currentThreadHash()
+        if evaluator.load(ordering: .acquiring) == thread {
+            // Read from inside its own evaluation (a progress handler reading the results it
+            // reports on): no answer yet, said as such and not kept (read after, they evaluate).
+            return ResultsOutcome(
+                error: .invalidQuery("these results were read while they were being evaluated (from a progress handler); read them after"),
+                info: nil, count: 0)
+        }
         return computing.withLock { _ in
             if let done = cached(M.self) { return done }
+            evaluator.store(thread, ordering: .releasing)
+            defer { evaluator.store(0, ordering: .releasing) }
             let result: ResultsOutcome<M>
             do {
                 result = try compute()

@@ -1,0 +1,101 @@
+import Foundation
+import StrataStorage
+import Synchronization
+import Testing
+
+@testable import Strata
+
+// Concurrency and lifecycle mends found by a review (2026-12-07): a listener released inside the
+// listeners' lock, a second loop over one `changes` stream, a progress handler reading the results
+// it reports on. The first and the last stopped the process ("Recursive call to lock Mutex").
+
+struct CRItem: Model, Equatable {
+    var id: Int
+    var name: String
+}
+
+struct ConcurrencyReviewTests {
+    /// A commit block that holds another observation's token: removing the block releases that
+    /// token, whose deinit removes its own listener, which must not happen inside the lock.
+    @Test func aListenerHoldingAnotherTokenIsRemoved() throws {
+        let db = try Database.inMemory(models: [CRItem.self])
+        var inner: NotificationToken? = db.observe(CRItem.self, key: 1) { _ in }
+        let commits: NotificationToken? = db.observeCommits { [inner] _ in _ = inner }
+        inner = nil
+        commits?.invalidate()
+        #expect(db.store.commitListenerCount == 0)
+
+        let store = try Store.inMemory()
+        var first: CommitListenerToken? = store.addCommitListener { _ in }
+        let second = store.addCommitListener { [first] _ in _ = first }
+        first = nil
+        second.invalidate()
+        #expect(store.commitListenerCount == 0)
+    }
+
+    /// Two loops over one stream (it is Sendable): both end when the database closes, and a
+    /// change goes to one of them.
+    @Test func twoLoopsOverOneChangesStreamBothEnd() async throws {
+        let db = try Database.inMemory(models: [CRItem.self])
+        let stream = db.objects(CRItem.self).changes
+        let ended = HDBox()
+        let heard = HDBox()
+        let loops = (0..<2).map { _ in
+            Task {
+                for await _ in stream { heard.add() }
+                ended.add()
+            }
+        }
+        #expect(await hdEventually(seconds: 60) { heard.value >= 1 })  // the initial result
+        try await db.write { tx in try tx.insert(CRItem(id: 1, name: "a")) }
+        #expect(await hdEventually(seconds: 60) { heard.value >= 2 })
+        db.close()
+        #expect(await hdEventually(seconds: 60) { ended.value == 2 }, "ended: \(ended.value)")
+        for loop in loops { loop.cancel() }
+    }
+
+    /// A progress handler that reads the results being evaluated gets no answer from them (an
+    /// error, the results not evaluated again inside themselves); read after, they are whole.
+    @Test func aProgressHandlerReadingItsOwnResults() throws {
+        let db = try Database.inMemory(models: [CRItem.self])
+        let items = (0..<60).map { CRItem(id: $0, name: "n\(59 - $0)") }
+        try db.write { tx in try tx.insert(contentsOf: items) }
+        let results = db.objects(CRItem.self).filter(#Predicate { $0.name.contains("n") }).sorted(by: SortDescriptor(\.name))
+        var inside: [String?] = []
+        let names = try withProgress(
+            every: 10,
+            { _ in
+                inside.append(results.first?.name)
+                return true
+            }
+        ) { results.map(\.name) }
+        let expected = items.map(\.name).sorted()
+        #expect(names == expected)
+        #expect(!inside.isEmpty && inside.allSatisfy { $0 == nil })
+        #expect(results.first?.name == expected.first)
+        #expect(results.count == 60)
+    }
+
+    /// A handler that runs a query of its own is not called again from inside itself.
+    @Test func aProgressHandlerRunningAQueryIsNotReentered() throws {
+        let db = try Database.inMemory(models: [CRItem.self])
+        try db.write { tx in try tx.insert(contentsOf: (0..<60).map { CRItem(id: $0, name: "n\($0)") }) }
+        var depth = 0
+        var deepest = 0
+        var calls = 0
+        let count = try withProgress(
+            every: 5,
+            { _ in
+                depth += 1
+                defer { depth -= 1 }
+                deepest = max(deepest, depth)
+                calls += 1
+                _ = db.objects(CRItem.self).filter(#Predicate { $0.name.contains("1") }).map(\.id)
+                return true
+            }
+        ) { db.objects(CRItem.self).filter(#Predicate { $0.name.contains("n") }).map(\.id).count }
+        #expect(count == 60)
+        #expect(calls > 0)
+        #expect(deepest == 1)
+    }
+}
