@@ -129,14 +129,10 @@ enum Planner {
     /// every predicate's expression tree, so an evaluation does it once).
     static func plan<M: Model, S: TreeSource>(_ query: Query<M>, conditions: [Condition], info: ModelInfo<M>, source: S) throws -> Plan {
         var plan = Plan()
-        var condition: Condition?
-        for c in conditions {
-            condition = condition.map { .and($0, c) } ?? c
-        }
-        if let condition, let best = try choose(condition, info: info, source: source) {
+        if let best = try choose(all: conditions, info: info, source: source) {
             plan.accesses = best.accesses
             plan.estimate = best.estimate
-            plan.exact = answersExactly(best.accesses, condition.conjuncts, info: info)
+            plan.exact = answersExactly(best.accesses, conditions.flatMap(\.conjuncts), info: info)
         }
         // A compound or collated index that consumes more of the conditions may do better.
         // (Estimates are the entries in the ranges, up to 10,000, from the branches' counts.)
@@ -308,22 +304,42 @@ enum Planner {
         var estimate: Int?
     }
 
+    /// `choose` of the `&&` of `conditions`, left to right as `choose` takes an `&&` (whose left
+    /// side is the conditions before), without building it: a query's filters chained one by one
+    /// in a loop made a chain as deep as their number, and each step of it a frame of recursion.
+    private static func choose<M: Model, S: TreeSource>(all conditions: [Condition], info: ModelInfo<M>, source: S) throws -> Choice? {
+        guard let first = conditions.first else { return nil }
+        var choice = try choose(first, info: info, source: source)
+        var leftMayThrow = first.mayThrow
+        for condition in conditions.dropFirst() {
+            let right = leftMayThrow ? nil : try choose(condition, info: info, source: source)
+            choice = try better(choice, right, info: info, source: source)
+            leftMayThrow = leftMayThrow || condition.mayThrow
+        }
+        return choice
+    }
+
+    /// The access for both sides of an `&&`: their ranges' overlap, or the one reading fewer.
+    private static func better<M: Model, S: TreeSource>(_ left: Choice?, _ right: Choice?, info: ModelInfo<M>, source: S) throws -> Choice? {
+        switch (left, right) {
+        case var (l?, r?):
+            if let both = intersection(l, r, info: info) { return both }
+            l.estimate = try l.estimate ?? estimate(l.accesses, info: info, source: source)
+            r.estimate = try r.estimate ?? estimate(r.accesses, info: info, source: source)
+            return l.estimate! <= r.estimate! ? l : r
+        case let (l?, nil): return l
+        case let (nil, r?): return r
+        default: return nil
+        }
+    }
+
     private static func choose<M: Model, S: TreeSource>(_ condition: Condition, info: ModelInfo<M>, source: S) throws -> Choice? {
         switch condition {
         case let .and(a, b):
             let left = try choose(a, info: info, source: source)
             // Objects the right side's access skips still evaluate the left side, which may throw.
             let right = a.mayThrow ? nil : try choose(b, info: info, source: source)
-            switch (left, right) {
-            case var (l?, r?):
-                if let both = intersection(l, r, info: info) { return both }
-                l.estimate = try l.estimate ?? estimate(l.accesses, info: info, source: source)
-                r.estimate = try r.estimate ?? estimate(r.accesses, info: info, source: source)
-                return l.estimate! <= r.estimate! ? l : r
-            case let (l?, nil): return l
-            case let (nil, r?): return r
-            default: return nil
-            }
+            return try better(left, right, info: info, source: source)
         case let .or(a, b):
             guard let left = try choose(a, info: info, source: source), let right = try choose(b, info: info, source: source) else { return nil }
             return Choice(accesses: left.accesses + right.accesses, estimate: nil)

@@ -21,13 +21,24 @@ struct RecordFilter: Sendable {
             tests.append(test)
         }
         // One closure, not a loop over an array of them: iterating the array copied each closure
-        // (a retain and a release of its context) for every record scanned.
-        guard var test = tests.first else { return passing }
-        for next in tests.dropFirst() {
-            let before = test
-            test = { try before($0) && next($0) }
+        // (a retain and a release of its context) for every record scanned. Joined in pairs, in
+        // order: a chain joined one by one recursed once per filter for every record (thousands
+        // of filters chained in a loop overflowed a thread's stack).
+        if tests.isEmpty { return passing }
+        while tests.count > 1 {
+            var joined: [@Sendable (UnsafeRawBufferPointer) throws -> Bool] = []
+            joined.reserveCapacity((tests.count + 1) / 2)
+            for i in stride(from: 0, to: tests.count, by: 2) {
+                if i + 1 == tests.count {
+                    joined.append(tests[i])
+                } else {
+                    let (first, second) = (tests[i], tests[i + 1])
+                    joined.append { try first($0) && second($0) }
+                }
+            }
+            tests = joined
         }
-        return RecordFilter(test: test)
+        return RecordFilter(test: tests[0])
     }
 
     private static func compile(_ condition: Condition, schema: ObjectSchema) -> (@Sendable (UnsafeRawBufferPointer) throws -> Bool)? {

@@ -93,7 +93,9 @@ struct TextIndexReader<T: KeyValueTree> {
         {
             return try allWholeWords(terms, limit: limit)
         }
-        let maps = try (search.mode == .phrase ? search.terms : terms).map(postings)
+        // Each distinct word's postings read once, however often a phrase repeats it (a phrase of
+        // one word 20,000 times read it 20,000 times, and held every copy).
+        let maps = try terms.map(postings)
         var keys: [ByteKey]
         switch search.mode {
         case .anyWord:
@@ -103,10 +105,12 @@ struct TextIndexReader<T: KeyValueTree> {
         case .allWords:
             keys = intersection(maps)
         case .phrase:
+            let slots = Dictionary(uniqueKeysWithValues: terms.enumerated().map { ($0.element, $0.offset) })
+            let order = search.terms.compactMap { slots[$0] }
             keys = intersection(maps).filter { key in
-                let lists = maps.map { $0[key]?.positions ?? [] }
-                let later = lists.dropFirst().map(Set.init)
-                return lists[0].contains { start in later.enumerated().allSatisfy { $0.element.contains(start + $0.offset + 1) } }
+                guard let first = maps[order[0]][key] else { return false }
+                let sets = maps.map { Set($0[key]?.positions ?? []) }
+                return first.positions.contains { start in order.indices.dropFirst().allSatisfy { sets[order[$0]].contains(start + $0) } }
             }
         }
         keys.sort { KeyEncoding.compare($0.bytes, $1.bytes) < 0 }

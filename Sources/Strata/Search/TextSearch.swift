@@ -92,10 +92,9 @@ struct ParsedSearch: Sendable, Hashable, CustomStringConvertible {
             }
         }
         self.terms = terms
-        // (A search has a few terms: comparing them beats hashing them.)
-        var distinct: [SearchTerm] = []
-        for term in terms where !distinct.contains(term) { distinct.append(term) }
-        distinctTerms = distinct
+        // (Hashed: a search's text comes from a caller, and may have 100,000 words.)
+        var seen = Set<SearchTerm>()
+        distinctTerms = terms.filter { seen.insert($0).inserted }
     }
 
     /// Whether a text with these words matches.
