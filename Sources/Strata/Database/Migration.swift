@@ -29,6 +29,12 @@ public final class Migration {
     /// An old record: its primary key and its fields by name, removed fields included. The key is
     /// read as the key type the old schema records (`.string` for a `String` id, `.int` for an
     /// `Int`…): `old.key.stringValue`, `old.key.intValue`.
+    ///
+    /// ```swift
+    /// for old in try migration.objects("Person") {
+    ///     print(old.key.stringValue ?? "-", old["name"]?.stringValue ?? "")
+    /// }
+    /// ```
     public struct OldObject: Sendable {
         /// The old primary key, read as the key type the old schema records.
         public let key: StoredValue
@@ -38,6 +44,10 @@ public final class Migration {
         public let fields: [String: StoredValue]
 
         /// The old value of a field (removed fields included), or nil when it was not stored.
+        ///
+        /// ```swift
+        /// let age = Int(old["age"]?.stringValue ?? "") ?? 0   // old.fields["age"], shorter
+        /// ```
         public subscript(field: String) -> StoredValue? { fields[field] }
     }
 
@@ -55,6 +65,11 @@ public final class Migration {
         init(fields: [String: StoredValue]) { self.fields = fields }
 
         /// A field's value; assigning nil clears an optional field.
+        ///
+        /// ```swift
+        /// new["age"] = .int(Int64(old["age"]?.stringValue ?? "") ?? 0)
+        /// new["nickname"] = nil   // an optional whose type changed: cleared, not converted
+        /// ```
         public subscript(field: String) -> StoredValue? {
             get { fields[field] }
             set {
@@ -64,11 +79,24 @@ public final class Migration {
         }
 
         /// Drops the object from the migrated database.
+        ///
+        /// ```swift
+        /// try migration.enumerateObjects("Person") { old, new in
+        ///     if old["name"]?.stringValue?.isEmpty ?? true { new.delete() }
+        /// }
+        /// ```
         public mutating func delete() { isDeleted = true }
     }
 
     /// Every stored object of `model` as it was before the migration (a copy: writing during the
     /// loop is safe).
+    ///
+    /// ```swift
+    /// for old in try migration.objects("Person") {
+    ///     guard let id = old.key.stringValue else { continue }
+    ///     try migration.transaction.upsert(Person(id: id, name: old["name"]?.stringValue ?? "", age: 0))
+    /// }
+    /// ```
     public func objects(_ model: String) throws -> [OldObject] {
         guard let schema = oldSchemas[model], let tree = try wrapStorage({ try transaction.txn.tree(schema.recordTree) }) else { return [] }
         var result: [OldObject] = []
@@ -120,7 +148,10 @@ public final class Migration {
         guard let newSchema = transaction.db.byName[model]?.stored else {
             throw StrataError.unsupportedType(model: model, field: "(model)", reason: "the migration enumerates \(model), which is not among the models opened")
         }
-        guard let tree = try wrapStorage({ try transaction.txn.tree(oldSchema.recordTree) }) else { return }
+        guard let tree = try wrapStorage({ try transaction.txn.tree(oldSchema.recordTree) }) else {
+            progress?(0, 0)
+            return
+        }
         // A copy of the old records: the writes below change the tree.
         var records: [(key: [UInt8], record: [UInt8])] = []
         try wrapStorage {
@@ -147,6 +178,15 @@ public final class Migration {
                 transaction.db.byName[before.name].map { $0.stored.keyFieldType != before.keyFieldType } ?? false
             }.map(\.name))
         let rekeyed = Set(newSchema.object.fields.filter { !$0.removed && Self.holdsReference($0.type, to: rekeyedModels) }.map(\.name))
+        // Fields kept whose structs changed inside (a field gained, retyped or removed, in a
+        // nested struct or an array's elements): written again through the new schema even when
+        // the migration leaves them be, so that a nested field still without a value is named
+        // (typeMismatch), as one at the top is, and not found only by the check after.
+        let reshaped = Set(
+            newSchema.object.fields.filter { field in
+                guard !field.removed, let before = oldSchema.object.fields.first(where: { $0.id == field.id && !$0.removed }) else { return false }
+                return before.type.withoutTypeNames != field.type.withoutTypeNames
+            }.map(\.name))
         transaction.forgetTrees()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
         let control = OperationControl.current
@@ -192,7 +232,7 @@ public final class Migration {
                 _ = try wrapStorage { try target.delete(oldKey) }
             } else {
                 var patch: [String: StoredValue] = [:]
-                for (name, value) in new.fields where carried[name] != value || rekeyed.contains(name) { patch[name] = value }
+                for (name, value) in new.fields where carried[name] != value || rekeyed.contains(name) || reshaped.contains(name) { patch[name] = value }
                 for name in carried.keys where new.fields[name] == nil { patch[name] = .null }
                 var encoder = PatchEncoder(model: model, options: PartialUpdateOptions(), registry: transaction.db)
                 encoder.skipsRemovedNestedFields = true
@@ -228,6 +268,7 @@ public final class Migration {
             }
             if let progress, (done + 1) % 1000 == 0 || done + 1 == records.count { progress(done + 1, records.count) }
         }
+        if records.isEmpty { progress?(0, 0) }
         for (key, record) in moved {
             guard try wrapStorage({ try target.insert(key, record) }) else {
                 throw StrataError.duplicateKey(model: model, key: newKey(key, newSchema, decoding))
@@ -268,6 +309,15 @@ public final class Migration {
     /// Deletes every stored object of `model` (old or new), e.g. before reinserting converted ones.
     /// Its indexes are emptied with it: those of a model this opening does not list are not
     /// rebuilt after the migration.
+    ///
+    /// ```swift
+    /// let people = try migration.objects("Person")   // a copy: still there after deleteAll
+    /// try migration.deleteAll("Person")              // the keys change: upserts would keep the old objects
+    /// for old in people {
+    ///     let id = (old.key.stringValue ?? "").lowercased()
+    ///     try migration.transaction.insert(Person(id: id, name: old["name"]?.stringValue ?? "", age: 0))
+    /// }
+    /// ```
     public func deleteAll(_ model: String) throws {
         guard let schema = oldSchemas[model] else { return }
         transaction.forgetTrees()

@@ -23,6 +23,11 @@ public struct ObjectCheckReport: Sendable {
     /// Problems found beyond the `limit` listed (`problems` then ends with a line counting them).
     public var omittedProblems = 0
     /// Every problem found, listed or not.
+    ///
+    /// ```swift
+    /// let report = try StoredObjects.check(in: db.store, limit: 10)
+    /// print(report.problemCount, "problems")   // not problems.count: the list stops at the limit
+    /// ```
     public var problemCount: Int { problems.count - (omittedProblems > 0 ? 1 : 0) + omittedProblems }
 }
 

@@ -8,13 +8,24 @@
 /// ```
 public enum StoredObjects {
     /// Every model's stored schema, by name.
+    ///
+    /// ```swift
+    /// for schema in try StoredObjects.schemas(in: db.store) {
+    ///     print(schema.name, schema.indexes.map(\.summary))   // Person ["name"]
+    /// }
+    /// ```
     public static func schemas(in store: Store) throws -> [StoredModelSchema] {
         try store.read { txn in
             try Catalog.load(try txn.tree(Catalog.schemaTree)).values.sorted { $0.name < $1.name }
         }
     }
 
-    /// The number of stored objects of `model`.
+    /// The number of stored objects of `model`, without its Swift type (0 for a model the file
+    /// does not have).
+    ///
+    /// ```swift
+    /// let people = try StoredObjects.count(in: try Store(path: "app.strata"), model: "Person")
+    /// ```
     public static func count(in store: Store, model: String) throws -> Int {
         try store.read { txn in try txn.tree("m:" + model)?.count ?? 0 }
     }
@@ -22,6 +33,13 @@ public enum StoredObjects {
     /// Visits each stored object of `model` in key order, decoded untyped, while `body` returns
     /// true. Keys (and references) are read as the key type the schema records: a `String` key
     /// is `.string`, an `Int` key `.int`, whatever their bytes look like.
+    ///
+    /// ```swift
+    /// try StoredObjects.forEach(in: db.store, model: "Person") { key, fields in
+    ///     print(key.json, fields["name"]?.stringValue ?? "-")
+    ///     return true   // false stops the walk
+    /// }
+    /// ```
     public static func forEach(in store: Store, model: String, _ body: (_ key: StoredValue, _ fields: [String: StoredValue]) throws -> Bool) throws {
         try store.read { txn in
             let schemas = try Catalog.load(try txn.tree(Catalog.schemaTree))

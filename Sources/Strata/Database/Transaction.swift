@@ -121,6 +121,7 @@ public final class Transaction {
     ///     }
     /// }
     /// ```
+    @discardableResult
     public func savepoint<R>(_ body: () throws -> R) throws -> R {
         let before = failedMidway
         do {

@@ -4,6 +4,14 @@ import Synchronization
 /// What the last update of live results changed, in the indices UIKit's batch updates and
 /// SwiftUI's diffing use (each ascending): `deletions` in the previous results, `insertions` and
 /// `modifications` in the current ones (see `ResultsChange.update`).
+///
+/// ```swift
+/// if let change = people.lastChange {   // people: LiveResults<Person>, rows: [Person]
+///     for i in change.deletions.reversed() { rows.remove(at: i) }
+///     for i in change.insertions { rows.insert(people.results[i], at: i) }
+///     for i in change.modifications { rows[i] = people.results[i] }
+/// }
+/// ```
 public struct ResultsChangeSet: Sendable, Equatable {
     /// Indices, in the previous results, of the objects that left them.
     public let deletions: [Int]

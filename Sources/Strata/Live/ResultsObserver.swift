@@ -53,6 +53,10 @@ public final class NotificationToken: Sendable {
     init(stop: @escaping @Sendable () -> Void) { self.stop = stop }
 
     /// Stops delivery. No block runs after this returns (blocks already running finish).
+    ///
+    /// ```swift
+    /// token.invalidate()   // when the screen goes away, even if something still holds the token
+    /// ```
     public func invalidate() {
         if active.exchange(false, ordering: .sequentiallyConsistent) { stop() }
     }

@@ -26,9 +26,29 @@ public protocol Model: Codable, Sendable, Identifiable where ID: Codable & Senda
 }
 
 extension Model {
+    /// The type's name: declare `modelName` to keep the stored name when renaming the type.
+    ///
+    /// ```swift
+    /// struct Contact: Model { static let modelName = "Person"; var id: String }   // was Person
+    /// ```
     public static var modelName: String { String(describing: Self.self) }
+    /// None: declare the fields that queries filter or sort on.
+    ///
+    /// ```swift
+    /// static let indexes: [PartialKeyPath<Person> & Sendable] = [\.name]
+    /// ```
     public static var indexes: [PartialKeyPath<Self> & Sendable] { [] }
+    /// None: declare the fields no two objects may share.
+    ///
+    /// ```swift
+    /// static let uniqueIndexes: [PartialKeyPath<User> & Sendable] = [\.email]
+    /// ```
     public static var uniqueIndexes: [PartialKeyPath<Self> & Sendable] { [] }
+    /// None: declare compound, collated and full-text indexes.
+    ///
+    /// ```swift
+    /// static let indexDescriptors: [IndexDescriptor<Message>] = [.on(\.roomId, \.createdAt), .fullText(\.text)]
+    /// ```
     public static var indexDescriptors: [IndexDescriptor<Self>] { [] }
 }
 

@@ -179,7 +179,13 @@ public struct ChangeSummary: Sendable, Equatable {
     /// Fields skipped because the options say `.ignore`, as `Model key: path`.
     public var ignoredFields: [String] = []
 
-    /// An empty summary (all counts zero).
+    /// An empty summary (all counts zero), to fill in and compare with what `apply` returns.
+    ///
+    /// ```swift
+    /// var expected = ChangeSummary()
+    /// expected.added = 2
+    /// #expect(try db.apply(messages) == expected)
+    /// ```
     public init() {}
 }
 

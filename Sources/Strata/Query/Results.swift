@@ -228,6 +228,12 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// ```
     public var keys: [M.ID] { outcome.ids(state) }
 
+    /// Always 0: positions are offsets into the results.
+    ///
+    /// ```swift
+    /// let people = db.objects(Person.self)
+    /// if !people.isEmpty { print(people[people.startIndex].name) }
+    /// ```
     public var startIndex: Int { 0 }
     /// The position after the last object. Unlike `count`, it does not drop to 0 when the
     /// operation is stopped: an index loop the standard library runs (`firstIndex(where:)`,
@@ -330,6 +336,13 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
         /// the objects are held.
         var walk: ResultsWalk<M>?
 
+        /// The next object, decoded now; nil after the last one, or once the operation is stopped
+        /// (a cancelled read, `withProgress`).
+        ///
+        /// ```swift
+        /// var iterator = db.objects(Person.self).makeIterator()
+        /// let first = iterator.next()   // nil when there is none
+        /// ```
         public mutating func next() -> M? {
             // A cancelled read (or a stopped withProgress) ends the iteration (Progress.swift).
             guard position < outcome.count, !OperationControl.shouldStop else { return nil }

@@ -43,6 +43,10 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
 
     /// The value as JSON text: dates as exact ISO 8601 (every fraction digit), data as base64,
     /// non-finite numbers as quoted text ("nan", "inf", "-inf"), object keys sorted.
+    ///
+    /// ```swift
+    /// print(StoredValue.object(["name": .string("Ana"), "age": .int(31)]).json)   // {"age":31,"name":"Ana"}
+    /// ```
     public var json: String {
         switch self {
         case .null: return "null"
@@ -79,6 +83,10 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
     /// ```
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
     /// The value of an integer that fits in `Int64`; nil for any other kind.
+    ///
+    /// ```swift
+    /// let age = old["age"]?.intValue ?? 0   // an Int64, whatever width the field had
+    /// ```
     public var intValue: Int64? {
         switch self {
         case .int(let i): return i
@@ -87,6 +95,10 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         }
     }
     /// The value of a floating-point number, or of an integer as the nearest `Double`.
+    ///
+    /// ```swift
+    /// let score = old["score"]?.doubleValue ?? 0
+    /// ```
     public var doubleValue: Double? {
         switch self {
         case .double(let d): return d
@@ -96,14 +108,34 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         }
     }
     /// The value of a `Bool`.
+    ///
+    /// ```swift
+    /// let done = old["done"]?.boolValue ?? false
+    /// ```
     public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
     /// The value of a `Date`.
+    ///
+    /// ```swift
+    /// let joined = old["joined"]?.dateValue ?? .distantPast
+    /// ```
     public var dateValue: Date? { if case .date(let d) = self { return d } else { return nil } }
     /// The bytes of a `Data`.
+    ///
+    /// ```swift
+    /// let avatar = old["avatar"]?.dataValue
+    /// ```
     public var dataValue: Data? { if case .data(let d) = self { return d } else { return nil } }
     /// The value of a `UUID`.
+    ///
+    /// ```swift
+    /// let device = old["device"]?.uuidValue
+    /// ```
     public var uuidValue: UUID? { if case .uuid(let u) = self { return u } else { return nil } }
     /// The value of a `Decimal`, or of an integer as a `Decimal`.
+    ///
+    /// ```swift
+    /// let price = old["price"]?.decimalValue ?? 0
+    /// ```
     public var decimalValue: Decimal? {
         switch self {
         case .decimal(let d): return d
@@ -113,14 +145,34 @@ public indirect enum StoredValue: Equatable, Sendable, CustomStringConvertible {
         }
     }
     /// The value of a `URL` (nil also when its stored text is not a URL).
+    ///
+    /// ```swift
+    /// let site = old["site"]?.urlValue
+    /// ```
     public var urlValue: URL? { if case .url(let u) = self { return URL(string: u) } else { return nil } }
     /// The elements of an array (or set).
+    ///
+    /// ```swift
+    /// let tags = old["tags"]?.arrayValue?.compactMap(\.stringValue) ?? []
+    /// ```
     public var arrayValue: [StoredValue]? { if case .array(let a) = self { return a } else { return nil } }
     /// The fields of a nested struct, or the entries of a `[String: T]`.
+    ///
+    /// ```swift
+    /// let address = old["address"]?.objectValue ?? [:]   // [String: StoredValue]
+    /// ```
     public var objectValue: [String: StoredValue]? { if case .object(let o) = self { return o } else { return nil } }
     /// The key a reference points at (typed as the target's key).
+    ///
+    /// ```swift
+    /// let authorID = old["author"]?.referenceKey?.stringValue
+    /// ```
     public var referenceKey: StoredValue? { if case .reference(_, let key) = self { return key } else { return nil } }
     /// Whether this is `null`: a nil optional.
+    ///
+    /// ```swift
+    /// let gaps = old["scores"]?.arrayValue?.filter(\.isNull).count ?? 0   // nil elements of an [Int?]
+    /// ```
     public var isNull: Bool { self == .null }
     /// A field of a nested struct (or an entry of a `[String: T]`); nil for other kinds.
     ///

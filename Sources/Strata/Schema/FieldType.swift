@@ -64,12 +64,20 @@ public indirect enum FieldType: Equatable, Sendable, Codable, CustomStringConver
     }
 
     /// The type without optionals (`String??` → `String`).
+    ///
+    /// ```swift
+    /// if case .object(let inner) = field.type.unwrapped { print(inner.typeName) }   // a struct, optional or not
+    /// ```
     public var unwrapped: FieldType {
         if case .optional(let inner) = self { return inner.unwrapped }
         return self
     }
 
     /// Whether values may be nil.
+    ///
+    /// ```swift
+    /// let required = schema.object.liveFields.filter { !$0.type.isOptional }.map(\.name)
+    /// ```
     public var isOptional: Bool {
         if case .optional = self { return true }
         return false

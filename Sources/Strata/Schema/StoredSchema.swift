@@ -176,6 +176,10 @@ public struct IndexSchema: Codable, Equatable, Sendable {
     }
 
     /// The indexed fields' paths, in order.
+    ///
+    /// ```swift
+    /// for index in schema.indexes { print(index.paths) }   // ["roomId", "createdAt"] for a compound index
+    /// ```
     public var paths: [String] { fields ?? [path] }
 
     /// A plain index on one field, as every index was before compound, collated and full-text ones.
@@ -194,6 +198,10 @@ public struct IndexSchema: Codable, Equatable, Sendable {
     }
 
     /// How `strata schema` and `explain()` name the index: its fields and what is special about it.
+    ///
+    /// ```swift
+    /// for index in schema.indexes { print(index.summary) }   // email (unique)
+    /// ```
     public var summary: String {
         var text = paths.joined(separator: ", ")
         if let collation { text += " collation \(collation)" }

@@ -16,6 +16,11 @@ import Foundation
 /// ```
 public struct TextSearch: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
     /// How the words of a search combine.
+    ///
+    /// ```swift
+    /// let search = TextSearch("see you", mode: .phrase)
+    /// print(search.mode.rawValue)   // phrase
+    /// ```
     public enum Mode: String, Sendable, Hashable {
         /// Every word appears in the text, in any order.
         case allWords
@@ -44,10 +49,22 @@ public struct TextSearch: Sendable, Hashable, ExpressibleByStringLiteral, Custom
     public init(stringLiteral text: String) { self.init(text) }
 
     /// Every word of `text` (the default for a plain string).
+    ///
+    /// ```swift
+    /// let both = db.objects(Message.self).search(\.text, .allWords("lunch tom*"))   // as "lunch tom*"
+    /// ```
     public static func allWords(_ text: String) -> TextSearch { TextSearch(text, mode: .allWords) }
     /// Any word of `text`.
+    ///
+    /// ```swift
+    /// let either = db.objects(Message.self).search(\.text, .anyWord("lunch dinner"))
+    /// ```
     public static func anyWord(_ text: String) -> TextSearch { TextSearch(text, mode: .anyWord) }
     /// The words of `text`, consecutive and in order.
+    ///
+    /// ```swift
+    /// let exact = db.objects(Message.self).search(\.text, .phrase("see you tomorrow"))
+    /// ```
     public static func phrase(_ text: String) -> TextSearch { TextSearch(text, mode: .phrase) }
 
     /// The mode and the text, as `explain()` shows them: `allWords("lunch tom*")`.
