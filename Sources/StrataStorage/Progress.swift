@@ -182,7 +182,11 @@ package final class OperationControl: @unchecked Sendable {
         while let current = control {
             if let handler = current.handler, !current.inHandler {
                 current.inHandler = true
+                // A query the handler runs reports here too (its phase, its counts): what this
+                // operation had done is put back after.
+                let saved = (phase, completed, total, scanning)
                 let goOn = handler(OperationProgress(phase: phase, completed: completed, total: total))
+                (phase, completed, total, scanning) = saved
                 current.inHandler = false
                 if !goOn {
                     current.cancel()

@@ -76,6 +76,41 @@ struct ConcurrencyReviewTests {
         #expect(results.count == 60)
     }
 
+    /// The same for results the trees can count (no filter to evaluate, or one an index answers):
+    /// their count was handed out as the length, and the position it allowed read an empty list
+    /// ("Index out of range"). Counted before the evaluation, a position below that count reads a
+    /// placeholder inside, and the object after.
+    @Test func aProgressHandlerReadingCountableResults() throws {
+        let db = try Database.inMemory(models: [CRItem.self])
+        let items = (0..<60).map { CRItem(id: $0, name: "n\(59 - $0)") }
+        try db.write { tx in try tx.insert(contentsOf: items) }
+        let sorted = db.objects(CRItem.self).sorted(by: SortDescriptor(\.name))
+        var inside: [String?] = []
+        let names = try withProgress(
+            every: 10,
+            { _ in
+                inside.append(sorted.first?.name)
+                return true
+            }
+        ) { try sorted.fetch().map(\.name) }
+        #expect(names == items.map(\.name).sorted())
+        #expect(!inside.isEmpty && inside.allSatisfy { $0 == nil })
+
+        let counted = db.objects(CRItem.self).sorted(by: SortDescriptor(\.name, order: .reverse))
+        #expect(counted.count == 60)
+        var read = 0
+        _ = try withProgress(
+            every: 10,
+            { _ in
+                _ = counted[5]
+                read += 1
+                return true
+            }
+        ) { try counted.fetch() }
+        #expect(read > 0)
+        #expect(counted[5].name == items.map(\.name).sorted().reversed()[5])
+    }
+
     /// A handler that runs a query of its own is not called again from inside itself.
     @Test func aProgressHandlerRunningAQueryIsNotReentered() throws {
         let db = try Database.inMemory(models: [CRItem.self])
@@ -83,13 +118,15 @@ struct ConcurrencyReviewTests {
         var depth = 0
         var deepest = 0
         var calls = 0
+        var reports: [OperationProgress] = []
         let count = try withProgress(
             every: 5,
-            { _ in
+            { progress in
                 depth += 1
                 defer { depth -= 1 }
                 deepest = max(deepest, depth)
                 calls += 1
+                reports.append(progress)
                 _ = db.objects(CRItem.self).filter(#Predicate { $0.name.contains("1") }).map(\.id)
                 return true
             }
@@ -97,5 +134,17 @@ struct ConcurrencyReviewTests {
         #expect(count == 60)
         #expect(calls > 0)
         #expect(deepest == 1)
+        // The outer operation's reports are its own (a scan, then the decoding): each phase in
+        // one run, counting up, never past its total. (The handler's query reset them: the
+        // scan went past its total, and went on as "decode".)
+        var runs: [[OperationProgress]] = []
+        for report in reports {
+            if runs.last?.last?.phase == report.phase { runs[runs.count - 1].append(report) } else { runs.append([report]) }
+        }
+        #expect(runs.map { $0[0].phase } == ["scan", "decode"], "\(reports)")
+        for run in runs {
+            #expect(run.map(\.completed) == Array(stride(from: 5, through: 60, by: 5)), "\(reports)")
+            #expect(run.allSatisfy { $0.total == run[0].total }, "\(reports)")
+        }
     }
 }

@@ -226,6 +226,34 @@ struct StoredValueDecoderTests {
         }
     }
 
+    /// 128-bit integers, which have container requirements of their own (whose defaults throw),
+    /// read as JSONDecoder reads them, at the top, in a struct, in an array and optional.
+    @Test func wideIntegersAreJSONDecoders() throws {
+        struct Wide: Codable, Equatable {
+            var n: UInt128
+            var m: Int128?
+            var list: [Int128]
+            var maybe: [UInt128?]
+        }
+        let values: [StoredValue] = [
+            .object(["n": .uint(7), "m": .int(-3), "list": .array([.int(1), .int(Int64.min)]), "maybe": .array([.null, .uint(UInt64.max)])]),
+            .object(["n": .uint(7), "list": .array([]), "maybe": .array([])]), .object(["n": .int(-1), "list": .array([]), "maybe": .array([])]),
+            .object(["n": .double(2.5), "list": .array([]), "maybe": .array([])]),
+        ]
+        for value in values {
+            let reference = Result { try StoredValue.jsonDecoder.decode(Wide.self, from: Data(value.json.utf8)) }
+            let decoded = Result { try value.decode(Wide.self) }
+            switch (reference, decoded) {
+            case (.success(let r), .success(let d)): #expect(r == d, "\(value.json)")
+            case (.failure, .failure): break
+            default: Issue.record("\(value.json): JSONDecoder \(reference), decode \(decoded)")
+            }
+        }
+        #expect(try StoredValue.int(5).decode(Int128.self) == 5)
+        #expect(try StoredValue.uint(UInt64.max).decode(UInt128.self) == UInt128(UInt64.max))
+        #expect(try StoredValue.object(["n": .uint(7), "list": .array([]), "maybe": .array([])]).decode(Wide.self).n == 7)
+    }
+
     /// Containers: a missing key is keyNotFound (decodeIfPresent nil), null is nil for an
     /// optional and refused otherwise, an array too short is refused, and a dictionary with Int
     /// keys reads from an object's keys, each as JSONDecoder reads the same JSON.

@@ -214,7 +214,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// The count from the trees alone, when the results are not evaluated yet and the query needs
     /// no evaluation to be counted; nil otherwise (evaluation then counts, and reports errors).
     private func countWithoutEvaluating() -> Int? {
-        guard !state.isEvaluated, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
+        guard !state.isEvaluated, !state.isEvaluatingOnThisThread, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
         let counted = try? snapshot.checked { try wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) } }
         if let counted { state.noteCount(counted) }
         return counted
@@ -694,6 +694,11 @@ final class ResultsState: Sendable {
         unsafeDowncast(Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).takeUnretainedValue(), to: ResultsOutcome<M>.self)
     }
 
+    /// Whether the calling thread is evaluating these results (a progress handler called from
+    /// inside the evaluation reads them): then they are not counted from the trees either, which
+    /// would hand out positions that the evaluation under way cannot read yet.
+    var isEvaluatingOnThisThread: Bool { evaluator.load(ordering: .acquiring) == currentThreadHash() }
+
     /// The outcome, if computed.
     func cached<M: Model>(_ model: M.Type = M.self) -> ResultsOutcome<M>? {
         let bits = outcome.load(ordering: .acquiring)
@@ -736,9 +741,9 @@ final class ResultsState: Sendable {
         if evaluator.load(ordering: .acquiring) == thread {
             // Read from inside its own evaluation (a progress handler reading the results it
             // reports on): no answer yet, said as such and not kept (read after, they evaluate).
-            return ResultsOutcome(
-                error: .invalidQuery("these results were read while they were being evaluated (from a progress handler); read them after"),
-                info: nil, count: 0)
+            // As a stop: a position below a count handed out before reads a placeholder.
+            return stoppedOutcome(
+                .invalidQuery("these results were read while they were being evaluated (from a progress handler); read them after"), info: info)
         }
         return computing.withLock { _ in
             if let done = cached(M.self) { return done }

@@ -81,7 +81,7 @@ struct StoredValueDecoder: Decoder {
         return try fromJSON(decodable, value, codingPath: codingPath) as? T
     }
 
-    private static func fromJSON<T: Decodable>(_ type: T.Type, _ value: StoredValue, codingPath: [any CodingKey]) throws -> T {
+    fileprivate static func fromJSON<T: Decodable>(_ type: T.Type, _ value: StoredValue, codingPath: [any CodingKey]) throws -> T {
         do {
             return try StoredValue.jsonDecoder.decode(T.self, from: Data(value.json.utf8))
         } catch let error as DecodingError {
@@ -117,6 +117,19 @@ struct StoredValueDecoder: Decoder {
 
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
             try StoredValueDecoder.decode(T.self, from: try field(key), codingPath: codingPath + [key])
+        }
+
+        // 128-bit integers have requirements of their own, whose defaults throw "not supported":
+        // read as JSONDecoder reads them.
+        func decode(_ type: Int128.Type, forKey key: Key) throws -> Int128 { try fromJSON(Int128.self, try field(key), codingPath: codingPath + [key]) }
+        func decode(_ type: UInt128.Type, forKey key: Key) throws -> UInt128 { try fromJSON(UInt128.self, try field(key), codingPath: codingPath + [key]) }
+        func decodeIfPresent(_ type: Int128.Type, forKey key: Key) throws -> Int128? {
+            guard let value = fields[key.stringValue], value != .null else { return nil }
+            return try fromJSON(Int128.self, value, codingPath: codingPath + [key])
+        }
+        func decodeIfPresent(_ type: UInt128.Type, forKey key: Key) throws -> UInt128? {
+            guard let value = fields[key.stringValue], value != .null else { return nil }
+            return try fromJSON(UInt128.self, value, codingPath: codingPath + [key])
         }
 
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -165,6 +178,17 @@ struct StoredValueDecoder: Decoder {
             return decoded
         }
 
+        mutating func decode(_ type: Int128.Type) throws -> Int128 { try wide(Int128.self) }
+        mutating func decode(_ type: UInt128.Type) throws -> UInt128 { try wide(UInt128.self) }
+        mutating func decodeIfPresent(_ type: Int128.Type) throws -> Int128? { try decodeNil() ? nil : try wide(Int128.self) }
+        mutating func decodeIfPresent(_ type: UInt128.Type) throws -> UInt128? { try decodeNil() ? nil : try wide(UInt128.self) }
+
+        private mutating func wide<T: Decodable>(_ type: T.Type) throws -> T {
+            let decoded = try fromJSON(T.self, try current(T.self), codingPath: place)
+            currentIndex += 1
+            return decoded
+        }
+
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
             let container = try StoredValueDecoder(try current(KeyedDecodingContainer<NestedKey>.self), codingPath: place).container(keyedBy: type)
             currentIndex += 1
@@ -189,6 +213,8 @@ struct StoredValueDecoder: Decoder {
         let codingPath: [any CodingKey]
 
         func decodeNil() -> Bool { value == .null }
+        func decode(_ type: Int128.Type) throws -> Int128 { try fromJSON(Int128.self, value, codingPath: codingPath) }
+        func decode(_ type: UInt128.Type) throws -> UInt128 { try fromJSON(UInt128.self, value, codingPath: codingPath) }
 
         func decode<T: Decodable>(_ type: T.Type) throws -> T {
             try StoredValueDecoder.decode(T.self, from: value, codingPath: codingPath)
