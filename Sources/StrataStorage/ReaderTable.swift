@@ -224,6 +224,15 @@ final class ReaderTable: Sendable {
 
     func acquire() throws -> Int {
         if isReadOnly { throw StorageError.internalError("a read-only reader table cannot register a snapshot") }
+        if let slot = claimFreeSlot() { return slot }
+        // Full: slots of processes that died are freed by the writer's scans (which may not come:
+        // a file only read), so clear them here before refusing the snapshot.
+        _ = liveReaders()
+        if let slot = claimFreeSlot() { return slot }
+        throw StorageError.readersFull(slots: slotCount)
+    }
+
+    private func claimFreeSlot() -> Int? {
         for slot in 0..<slotCount {
             let o = owner(slot)
             if o.pointee.load(ordering: .relaxed) != 0 { continue }
@@ -232,7 +241,7 @@ final class ReaderTable: Sendable {
                 return slot
             }
         }
-        throw StorageError.readersFull(slots: slotCount)
+        return nil
     }
 
     private func raiseHighWater(to value: UInt64) {

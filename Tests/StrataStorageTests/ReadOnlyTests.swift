@@ -268,6 +268,31 @@ extension ReadOnlyTests {
 }
 
 extension ReadOnlyTests {
+    /// A table full of dead processes' slots gives a new snapshot a slot: they are cleared before
+    /// `readersFull` is thrown. Only the writer's scans cleared them, so a file only read (or one
+    /// whose writer does not need a page back) refused every read until a write came.
+    @Test func aTableFullOfDeadReadersGivesASlot() throws {
+        let slots = 4
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: LockLayout.size(slots: slots), alignment: 64)
+        defer { memory.deallocate() }
+        ReaderTable.format(memory, slots: slots)
+        let table = ReaderTable(memory: memory, slotCount: slots, ownsMemory: false)
+        for _ in 0..<slots {
+            let slot = try table.acquire()
+            let base = memory + LockLayout.slotsOffset + slot * LockLayout.slotStride
+            base.storeBytes(of: UInt64(Int32.max) + 1, toByteOffset: LockLayout.slotOwner, as: UInt64.self)  // no process has it
+            base.storeBytes(of: UInt64(7), toByteOffset: LockLayout.slotTxnid, as: UInt64.self)
+        }
+        let live = try table.acquire()
+        table.set(live, txnid: 9)
+        #expect(table.liveReaders().map(\.slot) == [live])
+        // Full of live ones, it still refuses.
+        var held = [live]
+        for _ in 1..<slots { held.append(try table.acquire()) }
+        #expect(throws: StorageError.readersFull(slots: slots)) { _ = try table.acquire() }
+        for slot in held { table.release(slot) }
+    }
+
     /// A read-only snapshot begun while a writer's commit S+1 was written but not yet published
     /// chooses S. Once S+1 is published, S+2 may reuse pages S reads (here by spilling) without
     /// changing either meta page: `validate` must fail then, not pass on reused pages. Found by an
