@@ -38,8 +38,10 @@ public final class Migration {
     public struct OldObject: Sendable {
         /// The old primary key, read as the key type the old schema records.
         public let key: StoredValue
-        /// The old fields by stored name, removed fields included; a field that was nil or never
-        /// stored is absent. Where a field's type changed in an earlier migration, its name gives
+        /// The old fields by stored name, removed fields included; a field never stored is
+        /// absent, and so is a nil optional the synthesized `encode(to:)` left out, while a nil an
+        /// `encode(to:)` wrote (`encodeNil`, `encode(nil as T?)`) is `.null`: test with
+        /// `old["x"]?.isNull ?? true` for "nil or absent". Where a field's type changed in an earlier migration, its name gives
         /// the value of its latest type (the value of its first type is no longer readable by name).
         public let fields: [String: StoredValue]
 
