@@ -90,7 +90,7 @@ enum AppSuite: BenchSuite {
         let base = directory + "/app." + engine
         switch engine {
         case "sqlite": return [base, base + "-wal", base + "-shm", base + "-journal"]
-        default: return [base, base + "-lock"]
+        default: return [base, base + "-lock", base + "-log"]
         }
     }
 

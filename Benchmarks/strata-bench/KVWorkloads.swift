@@ -104,7 +104,7 @@ enum KVSuite: BenchSuite {
 
     static func files(of engine: String, in directory: String) -> [String] {
         let base = directory + "/kv." + (engine == "strata" ? "strata" : engine)
-        return [base, base + "-lock"]
+        return [base, base + "-lock", base + "-log"]
     }
 
     static func run(engine: String, options: BenchOptions, sink: ResultSink) throws {

@@ -47,7 +47,7 @@ enum LiveSuite: StrataItemSuite {
 
     static func run(engine: String, options: BenchOptions, sink: ResultSink) throws {
         let (db, data) = try loadItems(engine: engine, options: options)
-        sink.dataFiles = [files(of: engine, in: options.directory)[0]]
+        sink.dataFiles = strataDataFiles(files(of: engine, in: options.directory)[0])
         let n = itemCount(options)
         let selected = { (w: WorkloadInfo) in options.workloads?.contains(w.id) ?? true }
 

@@ -157,7 +157,7 @@ enum ObjectsSuite: BenchSuite {
         let base = directory + "/objects." + engine
         switch engine {
         case "sqlite": return [base, base + "-wal", base + "-shm", base + "-journal"]
-        default: return [base, base + "-lock"]
+        default: return [base, base + "-lock", base + "-log"]
         }
     }
 
@@ -378,7 +378,15 @@ enum ObjectsSuite: BenchSuite {
 
         // 11. Durable transactions of random updates (name and score).
         if selected(updates) {
-            try sink.measure(updates, ops: plan.updateCommits * plan.updateSize, commits: plan.updateCommits) {
+            // Checked by what they left: every object, read back after the clock stops.
+            let everyObject = {
+                try engine.read(slot: 0) { reader -> UInt64 in
+                    var sum: UInt64 = 0
+                    _ = try reader.forEach { sum &+= checksum($0) }
+                    return sum
+                }
+            }
+            try sink.measure(updates, ops: plan.updateCommits * plan.updateSize, commits: plan.updateCommits, checksumAfter: everyObject) {
                 var rng = data.choices(6)
                 var found = 0
                 var k = 0

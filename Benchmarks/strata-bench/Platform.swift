@@ -109,6 +109,11 @@ func makeTemporaryDirectory(prefix: String) throws -> String {
     return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
 }
 
+/// A Strata database's files that hold its data: the page file and its commit log (which, once
+/// a commit used it, stays as large as it grew, up to 16 MiB, until the last process closes the
+/// file), as SQLite's are the database and its WAL. (The lock file holds no data.)
+func strataDataFiles(_ path: String) -> [String] { [path, path + "-log"] }
+
 /// Removes a file; a missing file is fine.
 func removeFile(_ path: String) {
     _ = unlink(path)

@@ -29,11 +29,12 @@ final class StrataApp: AppEngine {
     init(path: String, options: StoreOptions = StoreOptions()) throws {
         removeFile(path)
         removeFile(path + "-lock")
+        removeFile(path + "-log")
         self.path = path
         db = try Database(path: path, models: [AppMessage.self, AppContact.self], options: options)
     }
 
-    var dataFiles: [String] { [path] }
+    var dataFiles: [String] { strataDataFiles(path) }
     var canSearch: Bool { true }
 
     func info() -> [(String, String)] {

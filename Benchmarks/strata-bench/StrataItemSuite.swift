@@ -12,7 +12,7 @@ extension StrataItemSuite {
 
     static func files(of engine: String, in directory: String) -> [String] {
         let base = directory + "/\(name)." + engine
-        return [base, base + "-lock"]
+        return [base, base + "-lock", base + "-log"]
     }
 
     /// The objects loaded: N, at most 100,000.
@@ -23,6 +23,7 @@ extension StrataItemSuite {
         let path = files(of: engine, in: options.directory)[0]
         removeFile(path)
         removeFile(path + "-lock")
+        removeFile(path + "-log")
         let db = try Database(path: path, models: [Item.self])
         let data = ItemData(seed: options.seed)
         try db.write(durability: .noSync) { tx in for i in 0..<itemCount(options) { try tx.insert(data.item(i)) } }

@@ -16,11 +16,12 @@ final class StrataKV: KVEngine {
         self.options = options
         removeFile(path)
         removeFile(path + "-lock")
+        removeFile(path + "-log")
         self.path = path
         self.store = try Store(path: path, options: options)
     }
 
-    var dataFiles: [String] { [path] }
+    var dataFiles: [String] { strataDataFiles(path) }
 
     func write<R>(_ body: (inout Writer) throws -> R) throws -> R {
         try store.write { txn in

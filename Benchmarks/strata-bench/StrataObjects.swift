@@ -16,11 +16,12 @@ final class StrataObjects: ObjectEngine {
         self.options = options
         removeFile(path)
         removeFile(path + "-lock")
+        removeFile(path + "-log")
         self.path = path
         self.db = try Database(path: path, models: [Item.self], options: options)
     }
 
-    var dataFiles: [String] { [path] }
+    var dataFiles: [String] { strataDataFiles(path) }
 
     func write<R>(_ body: (inout Writer) throws -> R) throws -> R {
         try db.write { tx in

@@ -83,12 +83,13 @@ final class ResultSink {
     }
 
     /// Times `body` (which performs `ops` operations in `commits` write transactions, when it
-    /// writes) and reports it as workload `id`, with the count and checksum it returns; `countAfter`,
-    /// when given, supplies the count instead and runs after the clock stops. The meter's readings
-    /// (Resources.swift) are taken before the clock starts and after it stops.
+    /// writes) and reports it as workload `id`, with the count and checksum it returns; `countAfter`
+    /// and `checksumAfter`, when given, supply them instead and run after the clock stops (what a
+    /// write left, read back, so that an engine that drops writes does not pass). The meter's
+    /// readings (Resources.swift) are taken before the clock starts and after it stops.
     func measure(
         _ workload: WorkloadInfo, ops: Int, commits: Int? = nil, countAfter: (() throws -> Int)? = nil,
-        _ body: () throws -> (count: Int?, checksum: UInt64?)
+        checksumAfter: (() throws -> UInt64)? = nil, _ body: () throws -> (count: Int?, checksum: UInt64?)
     ) throws {
         let window = meter.begin(workload.id)
         let samplerStart = meter.samplerCPUSeconds()
@@ -103,6 +104,7 @@ final class ResultSink {
         // The engine's CPU time: the process's, less the memory sampler's (Resources.swift).
         let cpu = max(0, cpuEnd - cpuStart - samplerCPU)
         if let countAfter { count = try countAfter() }
+        if let checksumAfter { sum = try checksumAfter() }
         let m = Measurement(ops: ops, seconds: end - start, count: count, checksum: sum, cpuSeconds: cpu)
         var line =
             "[\(engine)] \(pad(workload.id, 22)) \(padLeft(formatInt(ops), 11)) \(workload.units) in \(formatSeconds(m.seconds)): \(formatInt(Int(m.opsPerSecond.rounded())))/s"
