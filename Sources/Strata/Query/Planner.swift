@@ -608,7 +608,10 @@ enum Planner {
             let sorted = query.sort.compactMap { $0.keyPath.flatMap(fieldPath(of:)) }.joined(separator: ", ")
             var line = "scan index \(schema.treeName(model: info.name)) in \(walk.reverse ? "descending" : "ascending") order (sort by \(sorted))"
             if !walk.conditions.isEmpty { line += " within \(walk.conditions.map(\.description).joined(separator: ", "))" }
-            lines.append(line + ", stopping when the window is full")
+            // As `QueryEngine` runs it: a predicate that may throw is evaluated on every object,
+            // and duplicates are dropped after the walk, so the walk goes to its end.
+            let stops = !query.isDistinct && query.ranking == nil && !query.conditions.contains { $0.mayThrow }
+            lines.append(line + (stops ? ", stopping when the window is full" : ", to its end"))
             if walk.exact { lines.append("no residual filter: the walked range holds exactly the matches") }
         } else if plan.accesses.isEmpty {
             lines.append("full scan of \(info.recordTree)")
@@ -656,6 +659,10 @@ enum Planner {
             lines.append("order: primary key")
         } else if plan.walk == nil {
             lines.append("sort: in memory by \(query.sort.count) descriptor(s)\(query.collation.map { ", strings in collation \($0)" } ?? "")")
+        }
+        if query.isDistinct {
+            let paths = query.distinct.compactMap { fieldPath(of: $0) }.joined(separator: ", ")
+            lines.append("distinct by \(paths): the first object of each value, in the order above")
         }
         if query.offset > 0 || query.limit != nil { lines.append("window: offset \(query.offset), limit \(query.limit.map(String.init) ?? "none")") }
         return lines.joined(separator: "\n")

@@ -147,6 +147,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     /// Keeps the first object of each distinct combination of values at `keyPaths`, values being
     /// equal by `==`, except that a NaN `Double`, `Float` or `Date` field (or optional one) is
     /// one group with every NaN; an array or struct holding a NaN equals nothing, as its `==` says.
+    /// A later call replaces an earlier one, as a later `sorted(by:)` does: give every key path to
+    /// one call.
     ///
     /// ```swift
     /// let onePerAge = db.objects(Person.self).sorted(by: SortDescriptor(\.name)).distinct(by: \.age)
@@ -216,7 +218,7 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     private func countWithoutEvaluating() -> Int? {
         guard !state.isEvaluated, !state.isEvaluatingOnThisThread, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
         let counted = try? snapshot.checked { try wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) } }
-        if let counted { state.noteCount(counted) }
+        if let counted, !state.noteCount(counted) { return outcome.count }  // evaluated meanwhile
         return counted
     }
 
@@ -662,7 +664,19 @@ final class ResultsState: Sendable {
     /// The count reported before evaluation (from the trees), or -1.
     private let counted = Atomic<Int>(-1)
 
-    func noteCount(_ count: Int) { counted.store(count, ordering: .relaxed) }
+    /// Serializes `noteCount` with storing a failed evaluation's outcome.
+    private let countGate = Mutex<Void>(())
+
+    /// Notes a count about to be handed out before evaluation (from the trees); false when an
+    /// outcome was stored meanwhile, whose count is the one to hand out: a failed evaluation that
+    /// missed this count keeps no element, and positions below it would trap.
+    func noteCount(_ count: Int) -> Bool {
+        countGate.withLock { _ in
+            if isEvaluated { return false }
+            counted.store(count, ordering: .relaxed)
+            return true
+        }
+    }
 
     init() {}
 
@@ -758,8 +772,12 @@ final class ResultsState: Sendable {
                 // answer: the operation that stopped gets the failure, and these results, which
                 // may be shared, evaluate again when read next.
                 if ResultsState.stopped(by: error) { return stoppedOutcome(converted, info: info) }
-                let reported = counted.load(ordering: .relaxed)
-                result = ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported))
+                // Read and stored under the gate `noteCount` takes: a count another thread handed
+                // out from the trees is either seen here (kept, as placeholders) or not handed out.
+                return countGate.withLock { _ in
+                    let reported = counted.load(ordering: .relaxed)
+                    return store(ResultsOutcome(error: converted, info: reported > 0 ? info() : nil, count: max(0, reported)))
+                }
             }
             return store(result)
         }

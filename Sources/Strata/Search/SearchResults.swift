@@ -16,7 +16,7 @@ import Foundation
 extension Results {
     /// Objects whose text field matches `search` (see `TextSearch`). With `ranked`, the results
     /// are ordered by relevance first (BM25, most relevant first), then by any sort descriptors,
-    /// then by primary key.
+    /// then by primary key; of two ranked searches the later ranks (both filter).
     ///
     /// ```swift
     /// let best = db.objects(Message.self).search(\.text, "coffee beans", ranked: true).prefix(10)
