@@ -355,6 +355,10 @@ struct UntypedDecoding {
         case .double, .float:
             guard let d = reader.double() else { throw corrupt() }
             return .double(d)
+        case .decimal:
+            // A Decimal key is kept as the nearest Double (KeyEncoding): that is what it holds.
+            guard let d = reader.double() else { throw corrupt() }
+            return .double(d)
         case .date:
             guard let d = reader.double() else { throw corrupt() }
             return .date(Date(timeIntervalSinceReferenceDate: d))
@@ -370,6 +374,19 @@ struct UntypedDecoding {
             return .uuid(uuid)
         case .enumeration(let raw):
             return try keyValue(&reader, type: raw)
+        case .object(let schema):
+            // A raw-value struct whose Codable is keyed (no scalar the probe could store it as):
+            // the key holds its raw value (KeyEncoding). The synthesized Codable names it
+            // `rawValue`, which gives the raw value's type and the struct's JSON form; any other
+            // layout records no raw type, and the key comes back as its bytes, as an unknown key
+            // type's does (read, never guessed).
+            let live = schema.liveFields
+            if live.count == 1, live[0].name == "rawValue", live[0].type.isKeyable {
+                return .object(["rawValue": try keyValue(&reader, type: live[0].type)])
+            }
+            let rest = Data(UnsafeRawBufferPointer(rebasing: reader.bytes[reader.offset...]))
+            reader.offset = reader.bytes.count
+            return .data(rest)
         default:
             throw StrataError.corruptRecord("\(type) cannot be a key")
         }

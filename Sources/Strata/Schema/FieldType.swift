@@ -156,6 +156,15 @@ public struct ObjectSchema: Equatable, Sendable, Codable {
 }
 
 extension FieldType {
+    /// Whether a key of this type reads back from its bytes as a value (`UntypedDecoding.key`).
+    var isKeyable: Bool {
+        switch self {
+        case .bool, .int, .double, .float, .date, .string, .url, .data, .uuid, .decimal: return true
+        case .optional(let inner), .enumeration(let inner): return inner.isKeyable
+        default: return false
+        }
+    }
+
     /// `ObjectSchema.withoutTypeNames` of every struct inside.
     var withoutTypeNames: FieldType {
         switch self {
