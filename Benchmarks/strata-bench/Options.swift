@@ -65,7 +65,7 @@ let usage = """
       --keep                keep the database files after the run (default: removed at the end)
       --engines A,B         engines to run (objects: strata,sqlite,lmdb; kv: strata,lmdb; app: strata,sqlite)
       --workloads A,B       workloads to run (the bulk load always runs); see below
-      --page-size P         page size of Strata's files in the kv suite (4096, 8192, 16384, 32768)
+      --page-size P         page size of Strata's new files, every suite (4096, 8192, 16384, 32768)
       --repeat R            run every engine R times, alternating their order, and report each
                             workload's best round (default 1; use 3 or more on a noisy machine)
       --json FILE           also write the results as JSON to FILE

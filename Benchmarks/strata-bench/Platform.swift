@@ -114,6 +114,26 @@ func makeTemporaryDirectory(prefix: String) throws -> String {
 /// file), as SQLite's are the database and its WAL. (The lock file holds no data.)
 func strataDataFiles(_ path: String) -> [String] { [path, path + "-log"] }
 
+/// Whether `directory` is on a filesystem held in memory (tmpfs, ramfs), where a sync does
+/// nothing: durable-commit figures measured there say nothing about a disk. Read from the mount
+/// table: the mount point that is the longest prefix of the directory's real path.
+func isMemoryFilesystem(_ directory: String) -> Bool {
+    guard let resolved = realpath(directory, nil) else { return false }
+    let path = String(cString: resolved)
+    free(resolved)
+    guard let mounts = readSmallFile("/proc/self/mounts") else { return false }
+    var best = (length: -1, type: "")
+    for line in mounts.split(separator: "\n") {
+        let fields = line.split(separator: " ")
+        guard fields.count >= 3 else { continue }
+        // (Spaces in a mount point are written \040; such a mount is simply not matched.)
+        let point = String(fields[1])
+        let inside = point == "/" || path == point || path.hasPrefix(point + "/")
+        if inside && point.count > best.length { best = (point.count, String(fields[2])) }
+    }
+    return best.type == "tmpfs" || best.type == "ramfs"
+}
+
 /// Removes a file; a missing file is fine.
 func removeFile(_ path: String) {
     _ = unlink(path)

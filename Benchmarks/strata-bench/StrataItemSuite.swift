@@ -24,7 +24,7 @@ extension StrataItemSuite {
         removeFile(path)
         removeFile(path + "-lock")
         removeFile(path + "-log")
-        let db = try Database(path: path, models: [Item.self])
+        let db = try Database(path: path, models: [Item.self], options: options.strataStoreOptions)
         let data = ItemData(seed: options.seed)
         try db.write(durability: .noSync) { tx in for i in 0..<itemCount(options) { try tx.insert(data.item(i)) } }
         return (db, data)

@@ -62,6 +62,9 @@ func runSuite(_ suite: any BenchSuite.Type, options initial: BenchOptions) throw
     let description = suite.describe(options)
     note("strata-bench \(suite.name): \(description)")
     note("engines: \(engines.map(\.id).joined(separator: ", ")); files in \(options.directory)")
+    if isMemoryFilesystem(options.directory) {
+        note("WARNING: \(options.directory) is in memory (tmpfs): syncs do nothing, so no commit here is durable; use --dir on a disk")
+    }
 
     // The disk's floor, before any engine runs and again after the timed rounds, since a shared
     // disk's mood drifts (Floor.swift).
