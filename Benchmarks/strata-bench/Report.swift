@@ -269,7 +269,9 @@ struct SuiteReport {
         }
         if !costs.isEmpty { memory += "; the sampler thread used " + costs.joined(separator: ", ") }
         notes.append(memory + ".")
-        notes.append("file size: st_size of the engine's data files after the workload (Strata: page file + commit log; SQLite: database + WAL; lock files and -shm excluded).")
+        notes.append(
+            "file size: st_size of the engine's data files after the workload "
+                + "(Strata: page file + commit log; SQLite: database + WAL; lock files and -shm excluded).")
         return notes
     }
 

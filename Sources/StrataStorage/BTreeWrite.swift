@@ -164,13 +164,18 @@ extension WriteTransaction {
 
     // MARK: Put
 
+    /// Throws what `put` refuses (an empty or too long key, a too large value), before anything.
+    func checkEntry(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+        let maxKey = Limits.maxKeySize(pageSize: pageSize)
+        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
+        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
+    }
+
     /// Stores `value` under `key`. Returns true when the key is new. With `overwrite` false an
     /// existing key is left alone and false is returned.
     @discardableResult
     func put(_ tree: inout TreeInfo, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, overwrite: Bool = true) throws -> Bool {
-        let maxKey = Limits.maxKeySize(pageSize: pageSize)
-        if key.count == 0 || key.count > maxKey { throw StorageError.invalidKey(length: key.count, maximum: maxKey) }
-        if value.count > Limits.maxValueSize { throw StorageError.valueTooLarge(length: value.count, maximum: Limits.maxValueSize) }
+        try checkEntry(key: key, value: value)
         if !overwrite && tree.root != 0 { return try insertNew(&tree, key: key, value: value) }
         pages.version &+= 1
         let entry = try makeLeafEntry(key: key, value: value)

@@ -1,8 +1,9 @@
 /// An ordered position in one tree of a transaction.
 ///
 /// Keys and values are views into the memory map (or the writer's own pages), valid until the
-/// transaction ends; in a write transaction, until the next write. Copy them (`Array(cursor.key)`)
-/// to keep them longer.
+/// transaction ends; in a write transaction, until the next write or savepoint (which may spill
+/// the transaction's pages to the file; `changeCount` moves at either). Copy them
+/// (`Array(cursor.key)`) to keep them longer.
 ///
 /// ```swift
 /// try store.read { txn in

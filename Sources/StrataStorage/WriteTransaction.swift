@@ -346,6 +346,8 @@ public struct WriteTree {
     @discardableResult
     public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         try settle()
+        // Refused before the tree is marked changed: a caught refusal commits nothing.
+        try txn.checkEntry(key: key, value: value)
         state.modified = true
         state.noteChange(key)
         let added = try txn.put(&state.info, key: key, value: value)
@@ -368,6 +370,7 @@ public struct WriteTree {
     /// Stores `value` only if `key` is absent. Returns false (and changes nothing) when it exists.
     public func insert(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         try settle()
+        try txn.checkEntry(key: key, value: value)
         let inserted = try changing { try txn.put(&state.info, key: key, value: value, overwrite: false) }
         if inserted { try wrote(key) }
         return inserted
@@ -415,9 +418,19 @@ public struct WriteTree {
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
         try settle()
-        let deleted = try changing { try txn.delete(&state.info, key: key) }
-        if deleted { try wrote(key) }
-        return deleted
+        return try deleting(key) { try txn.delete(&state.info, key: key) }
+    }
+
+    /// `wrote` for a delete of `key` that `body` makes: the key is copied first (when listeners
+    /// hear of keys), since the delete may change or free the page a view of it points into (a
+    /// cursor's key: a merge rebuilt the leaf in place, and listeners heard of the next key).
+    private func deleting(_ key: UnsafeRawBufferPointer, _ body: () throws -> Bool) throws -> Bool {
+        let copy: [UInt8]? = state.changedKeys == nil ? nil : Array(key)
+        guard try changing(body) else { return false }
+        state.modified = true
+        if let copy { copy.withUnsafeBytes { state.noteChange($0) } }
+        try txn.spillIfNeeded()
+        return true
     }
 
     /// Removes `key`, showing its value to `inspect` first, in the same descent of the tree;
@@ -444,9 +457,10 @@ public struct WriteTree {
         try inspect(try txn.pages.resolve(try txn.pages.node(leaf).value(index)))
         try check()  // (`inspect` may have aborted the transaction or dropped the tree)
         if txn.pages.version != version || txn.pathRecordings != recording { return try delete(key) }
-        try changing { try txn.removeFound(&state.info, leaf: leaf, index: index) }
-        try wrote(key)
-        return true
+        return try deleting(key) {
+            try txn.removeFound(&state.info, leaf: leaf, index: index)
+            return true
+        }
     }
 
     /// Removes `key`. Returns false when it was not there.
@@ -459,7 +473,8 @@ public struct WriteTree {
         try key.withUnsafeBytes { (k) throws -> Bool in try delete(k) }
     }
 
-    /// The value under `key`, as a view valid until the next write in this transaction.
+    /// The value under `key`, as a view valid until the next write or savepoint in this
+    /// transaction (a savepoint may spill the transaction's pages, freeing their buffers).
     public func get(_ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
         try settle()
         return try txn.pages.get(root: state.info.root, key: key)
