@@ -49,6 +49,64 @@ enum MRV3 {
     }
 }
 
+/// A struct holding a double optional, which gains a field.
+enum MRDO1 {
+    struct Home: Codable, Sendable, Equatable {
+        var zip: Int
+        var note: String??
+    }
+    struct Person: Model, Equatable {
+        static let modelName = "MRDOPerson"
+        var id: Int
+        var home: Home
+    }
+}
+
+enum MRDO2 {
+    struct Home: Codable, Sendable, Equatable {
+        var zip: Int
+        var note: String??
+        var city: String?
+    }
+    struct Person: Model, Equatable {
+        static let modelName = "MRDOPerson"
+        var id: Int
+        var home: Home
+    }
+}
+
+struct MROwner: Model {
+    static let modelName = "MROwner"
+    var id: Int
+    var device: Ref<SKDevice>
+}
+
+struct MROwnerV2: Model {
+    static let modelName = "MROwner"
+    var id: Int
+    var device: Ref<SKDevice>?
+    var note: String?
+}
+
+/// SKUUIDKey renamed: the same stored shape.
+struct MRDeviceKey: RawRepresentable, Codable, Hashable, Sendable {
+    let rawValue: UUID
+}
+
+struct MRDevice: Model, Equatable {
+    static let modelName = "SKDevice"
+    var id: MRDeviceKey
+    var name: String
+    var seen: Int?
+}
+
+struct MROwnerV3: Model {
+    static let modelName = "MROwner"
+    var id: Int
+    var device: Ref<MRDevice>
+    var note: String?
+}
+
 struct MREmpty: Model {
     var id: Int
     var name: String
@@ -128,6 +186,62 @@ struct MigrationPromiseTests {
                 MRV2.Person(id: 1, home: .init(city: "Oslo", zip: "z1"), stops: [.init(place: "a", minutes: 5)]),
                 MRV2.Person(id: 2, home: .init(city: "Rome", zip: "z2"), stops: []),
             ])
+    }
+
+    /// A struct whose schema changed, or a field made optional, left alone by the migration keeps
+    /// its stored bytes: a double optional's inner nil, a reference to a model keyed by a struct.
+    @Test func fieldsLeftAloneKeepTheirBytes() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let options = StoreOptions(durability: .noSync)
+        let device = SKDevice(id: SKUUIDKey(rawValue: StructKeyToolTests.uuids[1]), name: "d")
+        do {
+            let db = try Database(path: path, models: [MRDO1.Person.self, SKDevice.self, MROwner.self], options: options)
+            try db.write { tx in
+                try tx.insert(contentsOf: [
+                    MRDO1.Person(id: 1, home: .init(zip: 1, note: .some(nil))), MRDO1.Person(id: 2, home: .init(zip: 2, note: "n")),
+                    MRDO1.Person(id: 3, home: .init(zip: 3, note: nil)),
+                ])
+                try tx.insert(device)
+                try tx.insert(MROwner(id: 1, device: Ref(device.id)))
+            }
+            db.close()
+        }
+        let db = try Database(path: path, models: [MRDO2.Person.self, SKDevice.self, MROwnerV2.self], schemaVersion: 1, options: options) { m in
+            try m.enumerateObjects("MRDOPerson") { _, _ in }
+            try m.enumerateObjects("MROwner") { _, _ in }
+        }
+        let notes = db.objects(MRDO2.Person.self).map(\.home.note)
+        #expect(notes.count == 3)
+        if case .some(.none) = notes[0] {} else { Issue.record("the inner nil became \(String(describing: notes[0]))") }
+        #expect(notes[1] == .some("n"))
+        #expect(notes[2] == .none)
+        #expect(try db.object(MROwnerV2.self, key: 1)?.device?.id == device.id)
+    }
+
+    /// A key type renamed (no change to how keys are stored) does not make a migration rewrite
+    /// the model's keys and the references to it as if their type had changed (it threw: a
+    /// struct key cannot be given as a value).
+    @Test func aRenamedKeyTypeKeepsItsKeys() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let options = StoreOptions(durability: .noSync)
+        let device = SKDevice(id: SKUUIDKey(rawValue: StructKeyToolTests.uuids[2]), name: "d")
+        do {
+            let db = try Database(path: path, models: [SKDevice.self, MROwner.self], options: options)
+            try db.write { tx in
+                try tx.insert(device)
+                try tx.insert(MROwner(id: 1, device: Ref(device.id)))
+            }
+            db.close()
+        }
+        let db = try Database(path: path, models: [MRDevice.self, MROwnerV3.self], schemaVersion: 1, options: options) { m in
+            try m.enumerateObjects("SKDevice") { _, new in new["seen"] = .int(1) }
+            try m.enumerateObjects("MROwner") { _, new in new["note"] = .string("n") }
+        }
+        let key = MRDeviceKey(rawValue: device.id.rawValue)
+        #expect(try db.object(MRDevice.self, key: key) == MRDevice(id: key, name: "d", seen: 1))
+        #expect(try db.object(MROwnerV3.self, key: 1)?.device.id == key)
     }
 
     /// "every 1,000 objects and at the end": a model without objects ends at once, (0, 0), which a

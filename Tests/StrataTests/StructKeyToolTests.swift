@@ -28,6 +28,25 @@ struct SKTextKey: RawRepresentable, Codable, Hashable, Sendable {
     }
 }
 
+/// A UUID raw value coded as its text: the catalog records a String key, the key holds 16 bytes.
+struct SKUUIDTextKey: RawRepresentable, Codable, Hashable, Sendable {
+    let rawValue: UUID
+    init(rawValue: UUID) { self.rawValue = rawValue }
+    init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        rawValue = UUID(uuidString: text) ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue.uuidString)
+    }
+}
+
+struct SKTag: Model, Equatable {
+    var id: SKUUIDTextKey
+    var label: String
+}
+
 struct SKDevice: Model, Equatable {
     var id: SKUUIDKey
     var name: String
@@ -47,6 +66,28 @@ struct SKDeviceV2: Model, Equatable {
 
 struct StructKeyToolTests {
     static let uuids = (0..<3).map { UUID(uuidString: "00000000-0000-0000-0000-00000000000\($0)")! }
+
+    /// A key whose raw value's type differs from the type its Codable form records reads as its
+    /// bytes, and the model is dumped, checked and migrated (a 16-byte UUID read as a String key
+    /// failed them all).
+    @Test func aKeyOfAnotherRawTypeReadsAsItsBytes() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let tags = Self.uuids.enumerated().map { SKTag(id: SKUUIDTextKey(rawValue: $0.element), label: "t\($0.offset)") }
+        let db = try Database(path: path, models: [SKTag.self], options: StoreOptions(durability: .noSync))
+        try db.write { tx in try tx.insert(contentsOf: tags) }
+        var keys: [StoredValue] = []
+        var labels: [String] = []
+        try StoredObjects.forEach(in: db.store, model: "SKTag") { key, fields in
+            keys.append(key)
+            labels.append(fields["label"]?.stringValue ?? "?")
+            return true
+        }
+        #expect(labels == ["t0", "t1", "t2"])
+        #expect(keys == Self.uuids.map { uuid in .data(withUnsafeBytes(of: uuid.uuid) { Data($0) }) })
+        let report = try StoredObjects.check(in: db.store)
+        #expect(report.problems.isEmpty, "\(report.problems)")
+    }
 
     @Test func untypedReadsAndChecksAcceptStructKeys() throws {
         let path = databasePath()

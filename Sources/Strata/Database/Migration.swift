@@ -107,7 +107,7 @@ public final class Migration {
             try tree.forEach { key, value in
                 result.append(
                     OldObject(
-                        key: try decoding.key(key, type: schema.keyFieldType),
+                        key: try decoding.key(key, of: schema),
                         fields: try decoding.decode(value, schema: schema.object, includeRemoved: true)))
                 return true
             }
@@ -177,18 +177,17 @@ public final class Migration {
         // (Anywhere in a field: an element of an array or dictionary, a nested struct's field.)
         let rekeyedModels = Set(
             oldSchemas.values.filter { before in
-                transaction.db.byName[before.name].map { $0.stored.keyFieldType != before.keyFieldType } ?? false
+                // (Type names aside: a renamed key type keys as before.)
+                transaction.db.byName[before.name].map { $0.stored.keyFieldType?.withoutTypeNames != before.keyFieldType?.withoutTypeNames } ?? false
             }.map(\.name))
         let rekeyed = Set(newSchema.object.fields.filter { !$0.removed && Self.holdsReference($0.type, to: rekeyedModels) }.map(\.name))
-        // Fields kept whose structs changed inside (a field gained, retyped or removed, in a
-        // nested struct or an array's elements): written again through the new schema even when
-        // the migration leaves them be, so that a nested field still without a value is named
-        // (typeMismatch), as one at the top is, and not found only by the check after.
-        let reshaped = Set(
-            newSchema.object.fields.filter { field in
-                guard !field.removed, let before = oldSchema.object.fields.first(where: { $0.id == field.id && !$0.removed }) else { return false }
-                return before.type.withoutTypeNames != field.type.withoutTypeNames
-            }.map(\.name))
+        // Non-optional fields that structs carried over whole gained (a new field, or one whose
+        // type changed), by dotted path: an object that still holds such a struct as it was is
+        // named (typeMismatch), as a field missing at the top is, not found only by the check
+        // after. (Its bytes are carried untouched: re-encoding an untyped value can lose what
+        // only the bytes say, a double optional's inner nil.)
+        let info = transaction.db.byName[model]
+        let gained = Self.gainedNestedFields(old: oldSchema.object, new: newSchema.object) { info?.decodesWithout($0) == true }
         transaction.forgetTrees()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
         let control = OperationControl.current
@@ -203,7 +202,7 @@ public final class Migration {
             let old = try oldKey.withUnsafeBytes { key in
                 try oldRecord.withUnsafeBytes { record in
                     OldObject(
-                        key: try decoding.key(key, type: oldSchema.keyFieldType),
+                        key: try decoding.key(key, of: oldSchema),
                         fields: try decoding.decode(record, schema: oldSchema.object, includeRemoved: true))
                 }
             }
@@ -229,12 +228,27 @@ public final class Migration {
                             "no value for \(newSchema.object.type(atPath: path)?.description ?? "the field") (stored as \(oldSchema.object.type(atPath: path)?.description ?? "another type") before this migration): set new[\"\(outer)\"] in the migration (nil clears an optional)"
                     )
                 }
+                for path in gained {
+                    let parts = path.split(separator: ".").map(String.init)
+                    let outer = parts[0]
+                    if new.fields[outer] != carried[outer] { continue }  // given anew: the encoder checks it
+                    // Missing only where every struct on the way is there (a nil optional holds none).
+                    var value = old.fields[outer]
+                    for part in parts.dropFirst().dropLast() { value = value?[part] }
+                    guard case .object? = value else { continue }
+                    let before = oldSchema.object.type(atPath: path).map { " (stored as \($0) before this migration)" } ?? ""
+                    throw StrataError.typeMismatch(
+                        model: objectName, field: path,
+                        reason:
+                            "no value for \(newSchema.object.type(atPath: path)?.description ?? "the field")\(before): set new[\"\(outer)\"] in the migration"
+                    )
+                }
             }
             if new.isDeleted {
                 _ = try wrapStorage { try target.delete(oldKey) }
             } else {
                 var patch: [String: StoredValue] = [:]
-                for (name, value) in new.fields where carried[name] != value || rekeyed.contains(name) || reshaped.contains(name) { patch[name] = value }
+                for (name, value) in new.fields where carried[name] != value || rekeyed.contains(name) { patch[name] = value }
                 for name in carried.keys where new.fields[name] == nil { patch[name] = .null }
                 var encoder = PatchEncoder(model: model, options: PartialUpdateOptions(), registry: transaction.db)
                 encoder.skipsRemovedNestedFields = true
@@ -255,7 +269,7 @@ public final class Migration {
                 }
                 var key = oldKey
                 if let keyName, let keyType = newSchema.keyFieldType, let newKey = new.fields[keyName],
-                    newKey != carried[keyName] || oldSchema.keyFieldType != keyType
+                    newKey != carried[keyName] || oldSchema.keyFieldType?.withoutTypeNames != keyType.withoutTypeNames
                 {
                     key = try encoder.keyBytes(newKey, type: keyType, path: FieldPath(model: objectName, text: keyName))
                 }
@@ -278,6 +292,25 @@ public final class Migration {
         }
     }
 
+    /// The dotted paths of non-optional fields that structs kept under one id (at any depth) gained
+    /// in `new`: new fields, or fields whose type changed (a new id), that the type cannot do
+    /// without (`decodesWithout`, given a dotted path).
+    private static func gainedNestedFields(
+        old: ObjectSchema, new: ObjectSchema, prefix: String = "", depth: Int = 0, decodesWithout: (String) -> Bool
+    ) -> [String] {
+        var paths: [String] = []
+        for field in new.fields where !field.removed {
+            guard let before = old.fields.first(where: { $0.id == field.id && !$0.removed }) else {
+                if depth > 0 && !field.type.isOptional && !decodesWithout(prefix + field.name) { paths.append(prefix + field.name) }
+                continue
+            }
+            if case .object(let inner) = field.type.unwrapped, case .object(let innerBefore) = before.type.unwrapped {
+                paths += gainedNestedFields(old: innerBefore, new: inner, prefix: prefix + field.name + ".", depth: depth + 1, decodesWithout: decodesWithout)
+            }
+        }
+        return paths
+    }
+
     /// The dotted paths of optional fields of `new` whose type differs from the same-named field
     /// of `old` (a new field id), at the top and inside structs both keep under one id.
     private static func retypedOptionals(old: ObjectSchema, new: ObjectSchema, prefix: String = "") -> [String] {
@@ -294,7 +327,7 @@ public final class Migration {
     }
 
     private func newKey(_ key: [UInt8], _ schema: StoredModelSchema, _ decoding: UntypedDecoding) -> String {
-        (try? key.withUnsafeBytes { try decoding.key($0, type: schema.keyFieldType) }).map(UntypedDecoding.text) ?? "?"
+        (try? key.withUnsafeBytes { try decoding.key($0, of: schema) }).map(UntypedDecoding.text) ?? "?"
     }
 
     /// Whether values of `type` hold a reference to one of `models`, at any depth.

@@ -293,7 +293,7 @@ final class ModelInfo<M: Model>: AnyModelInfo {
 
     /// A stored key as text for messages, read as the model's key type.
     func describeStoredKey(_ key: UnsafeRawBufferPointer) -> String {
-        guard let value = try? UntypedDecoding(schemas: [stored]).key(key, type: stored.keyFieldType) else {
+        guard let value = try? UntypedDecoding(schemas: [stored]).key(key, of: stored) else {
             return "0x" + key.map { String(format: "%02x", $0) }.joined()
         }
         return UntypedDecoding.text(value)

@@ -97,17 +97,12 @@ private struct ObjectCheck {
         var expected = [[ByteKey: [UInt8]]](repeating: [:], count: schema.indexes.count)
         var textStats = [(documents: Int, words: Int)](repeating: (0, 0), count: schema.indexes.count)
         var dangling: [String: (count: Int, sample: String)] = [:]
-        let keyIsComparable: Bool = {
-            var type = schema.keyFieldType
-            while case .optional(let inner)? = type { type = inner }
-            if case .enumeration? = type { return true }  // stored by its raw value, key and field alike
-            return FieldType(primitiveTypeName: schema.keyType) != nil
-        }()
+        let keyIsComparable = !UntypedDecoding.appTypedKey(schema)
         try records.forEach { key, record in
             report.objects += 1
             let keyValue: StoredValue
             do {
-                keyValue = try decoding.key(key, type: schema.keyFieldType)
+                keyValue = try decoding.key(key, of: schema)
             } catch {
                 problem("\(model): a key of \(key.count) bytes does not read as \(schema.keyFieldType.map { "\($0)" } ?? "the key type"): \(error)")
                 return true
@@ -161,7 +156,7 @@ private struct ObjectCheck {
                 let exists = found != nil
                 if !exists {
                     let name = "\(model).\(field) → \(target)"
-                    let sample = targetKey.withUnsafeBytes { try? decoding.key($0, type: targetSchema.keyFieldType) }.map(UntypedDecoding.text) ?? "?"
+                    let sample = targetKey.withUnsafeBytes { try? decoding.key($0, of: targetSchema) }.map(UntypedDecoding.text) ?? "?"
                     dangling[name, default: (0, "\(keyText) → \(sample)")].count += 1
                 }
             }

@@ -49,7 +49,7 @@ public enum StoredObjects {
             let decoding = UntypedDecoding(schemas: schemas.values)
             guard let tree = try txn.tree(schema.recordTree) else { return }
             try tree.forEach { key, value in
-                let (k, fields) = (try decoding.key(key, type: schema.keyFieldType), try decoding.decode(value, schema: schema.object))
+                let (k, fields) = (try decoding.key(key, of: schema), try decoding.decode(value, schema: schema.object))
                 // A read-only store's snapshot: check before an object reaches `body` (it may print it).
                 try txn.validate()
                 return try body(k, fields)

@@ -218,7 +218,8 @@ public struct Results<M: Model>: RandomAccessCollection, Sendable {
     private func countWithoutEvaluating() -> Int? {
         guard !state.isEvaluated, !state.isEvaluatingOnThisThread, let snapshot, let info = try? snapshot.db.info(M.self) else { return nil }
         let counted = try? snapshot.checked { try wrapStorage { try QueryEngine.countFromTrees(query, info: info, source: SnapshotTrees(txn: snapshot.txn)) } }
-        if let counted, !state.noteCount(counted) { return outcome.count }  // evaluated meanwhile
+        // Evaluated meanwhile: not counted here (its outcome says, and `fetchCount` throws its error).
+        if let counted, !state.noteCount(counted) { return nil }
         return counted
     }
 

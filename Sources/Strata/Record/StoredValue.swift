@@ -254,11 +254,34 @@ func jsonString(_ s: String) -> String {
 struct UntypedDecoding {
     /// Every model's primary-key type by model name: what references and keys decode as.
     let keyTypes: [String: FieldType]
+    /// The models keyed by a type of the app's own (`appTypedKey`).
+    let appTypedKeys: Set<String>
 
     init(schemas: some Sequence<StoredModelSchema>) {
         var keyTypes: [String: FieldType] = [:]
-        for schema in schemas { keyTypes[schema.name] = schema.keyFieldType }
+        var appTyped: Set<String> = []
+        for schema in schemas {
+            keyTypes[schema.name] = schema.keyFieldType
+            if Self.appTypedKey(schema) { appTyped.insert(schema.name) }
+        }
         self.keyTypes = keyTypes
+        self.appTypedKeys = appTyped
+    }
+
+    /// Whether the model's key is of a type of the app's own, neither a standard type nor an enum
+    /// stored by its raw value: a raw-value struct, keyed by its raw value, whose type the catalog
+    /// does not record (it records the struct's Codable form: a UUID raw value coded as a String
+    /// is a `.string` there and 16 bytes in the key).
+    static func appTypedKey(_ schema: StoredModelSchema) -> Bool {
+        var type = schema.keyFieldType
+        while case .optional(let inner)? = type { type = inner }
+        if case .enumeration? = type { return false }
+        return FieldType(primitiveTypeName: schema.keyType) == nil
+    }
+
+    /// `schema`'s key read from its bytes (`key(_:type:appTyped:)`).
+    func key(_ bytes: UnsafeRawBufferPointer, of schema: StoredModelSchema) throws -> StoredValue {
+        try key(bytes, type: schema.keyFieldType, appTyped: Self.appTypedKey(schema))
     }
 
     /// Decodes a record into field values by name, following the stored schema. Removed fields are
@@ -306,7 +329,7 @@ struct UntypedDecoding {
             return .decimal(decimal)
         case .url: return .url(String(decoding: bytes, as: UTF8.self))
         case .enumeration(let raw): return try value(bytes, type: raw)
-        case .reference(let model): return .reference(model: model, key: try key(bytes, type: keyTypes[model]))
+        case .reference(let model): return .reference(model: model, key: try key(bytes, type: keyTypes[model], appTyped: appTypedKeys.contains(model)))
         case .object(let schema): return .object(try decode(bytes, schema: schema))
         case .array(let element):
             return .array(try CollectionLayout.readArray(bytes).map { $0.isNil ? .null : try value($0.bytes, type: element) })
@@ -322,14 +345,20 @@ struct UntypedDecoding {
     /// A primary key (or a reference's target key), read by the key type the schema records:
     /// never guessed from the bytes (a 6-byte string key is not an integer). A key whose type is
     /// unknown (a catalog too old to record a computed key's type) comes back as its raw bytes.
-    func key(_ bytes: UnsafeRawBufferPointer, type: FieldType?) throws -> StoredValue {
+    /// An app-typed key (`appTypedKey`) that does not read as the recorded type comes back as its
+    /// bytes too: its raw value's type is not known.
+    func key(_ bytes: UnsafeRawBufferPointer, type: FieldType?, appTyped: Bool = false) throws -> StoredValue {
         guard let type else { return .data(Data(bytes)) }
         var reader = KeyReader(bytes: bytes)
-        let value = try Self.keyValue(&reader, type: type)
-        guard reader.offset == bytes.count else {
-            throw StrataError.corruptRecord("a \(type) key of \(bytes.count) bytes has \(bytes.count - reader.offset) bytes left over")
+        do {
+            let value = try Self.keyValue(&reader, type: type)
+            guard reader.offset == bytes.count else {
+                throw StrataError.corruptRecord("a \(type) key of \(bytes.count) bytes has \(bytes.count - reader.offset) bytes left over")
+            }
+            return value
+        } catch  where appTyped {
+            return .data(Data(bytes))
         }
-        return value
     }
 
     private static func keyValue(_ reader: inout KeyReader, type: FieldType) throws -> StoredValue {
