@@ -371,9 +371,7 @@ public struct WriteTree {
     public func insert(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         try settle()
         try txn.checkEntry(key: key, value: value)
-        let inserted = try changing { try txn.put(&state.info, key: key, value: value, overwrite: false) }
-        if inserted { try wrote(key) }
-        return inserted
+        return try writing(key) { try txn.put(&state.info, key: key, value: value, overwrite: false) }
     }
 
     /// Stores `value` only if `key` is absent. Returns false (and changes nothing) when it exists.
@@ -406,25 +404,19 @@ public struct WriteTree {
         }
     }
 
-    /// After a write that changed `key`: the tree goes into the catalog at commit, listeners
-    /// hear of the key, and the transaction spills if it holds too many pages.
-    private func wrote(_ key: UnsafeRawBufferPointer) throws {
-        state.modified = true
-        state.noteChange(key)
-        try txn.spillIfNeeded()
-    }
-
     /// Removes `key`. Returns false when it was not there.
     @discardableResult
     public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
         try settle()
-        return try deleting(key) { try txn.delete(&state.info, key: key) }
+        return try writing(key) { try txn.delete(&state.info, key: key) }
     }
 
-    /// `wrote` for a delete of `key` that `body` makes: the key is copied first (when listeners
-    /// hear of keys), since the delete may change or free the page a view of it points into (a
-    /// cursor's key: a merge rebuilt the leaf in place, and listeners heard of the next key).
-    private func deleting(_ key: UnsafeRawBufferPointer, _ body: () throws -> Bool) throws -> Bool {
+    /// Runs `body`, an insert or delete of `key` that says whether it changed the tree; when it
+    /// did, the tree goes into the catalog at commit, listeners hear of the key, and the
+    /// transaction spills if it holds too many pages. The key is copied first (when listeners hear
+    /// of keys): the change may rebuild or free the page a view of it points into (a cursor's key
+    /// deleted, a value of the tree inserted as a key: listeners heard of a neighbour's key).
+    private func writing(_ key: UnsafeRawBufferPointer, _ body: () throws -> Bool) throws -> Bool {
         let copy: [UInt8]? = state.changedKeys == nil ? nil : Array(key)
         guard try changing(body) else { return false }
         state.modified = true
@@ -457,7 +449,7 @@ public struct WriteTree {
         try inspect(try txn.pages.resolve(try txn.pages.node(leaf).value(index)))
         try check()  // (`inspect` may have aborted the transaction or dropped the tree)
         if txn.pages.version != version || txn.pathRecordings != recording { return try delete(key) }
-        return try deleting(key) {
+        return try writing(key) {
             try txn.removeFound(&state.info, leaf: leaf, index: index)
             return true
         }

@@ -41,6 +41,32 @@ struct StorageAPIReviewTests {
         }
     }
 
+    /// Inserting under a key that is a view of a value of the same tree tells listeners that key:
+    /// the insert's split rebuilt the page the view points into (listeners heard of another key).
+    @Test func insertingUnderAValueViewTellsListenersThatKey() throws {
+        let store = try Store.inMemory(options: StoreOptions(pageSize: 4096, durability: .noSync))
+        _ = try store.write { try $0.createTree("t") }
+        let events = Locked<[CommitEvent]>([])
+        let token = store.addCommitListener { e in events.withLock { $0.append(e) } }
+        defer { token.invalidate() }
+        func k(_ i: Int) -> [UInt8] { [UInt8(i)] + [UInt8](repeating: 0, count: 199) }
+        let target = [UInt8](repeating: 0xFF, count: 200)
+        try store.write { txn in
+            let t = try #require(try txn.tree("t"))
+            try t.put([0x80], target)
+            for i in 0..<18 { try t.put(k(i), []) }
+            try [UInt8(0x80)].withUnsafeBytes { marker in
+                let view = try #require(try t.get(marker))
+                let inserted = try t.insert(view, UnsafeRawBufferPointer(start: nil, count: 0))
+                #expect(inserted)
+            }
+        }
+        let noted = events.withLock { $0.last?.changedKeys["t"] }
+        #expect(noted?.contains(target) == true)
+        let stored = try store.read { txn in try txn.tree("t")?.get(target) }
+        #expect(stored == [])
+    }
+
     /// A put or insert refused (an empty key, a value too large) changes nothing: no commit, no
     /// listener event ("throw before they change anything").
     @Test func aRefusedPutCommitsNothing() throws {

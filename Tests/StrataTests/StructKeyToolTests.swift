@@ -89,6 +89,27 @@ struct StructKeyToolTests {
         #expect(report.problems.isEmpty, "\(report.problems)")
     }
 
+    /// A struct key `{rawValue: UUID}` is read exactly as its recorded type says: one that does
+    /// not read so is damage, which check reports (not read as bytes, as a scalar-coded one is).
+    @Test func aDamagedStructKeyIsAProblem() throws {
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let device = SKDevice(id: SKUUIDKey(rawValue: Self.uuids[1]), name: "d")
+        do {
+            let db = try Database(path: path, models: [SKDevice.self], options: StoreOptions(durability: .noSync))
+            try db.write { tx in try tx.insert(device) }
+            db.close()
+        }
+        let store = try Store(path: path)
+        try store.write { txn in
+            let t = try #require(try txn.tree("m:SKDevice"))
+            let key = withUnsafeBytes(of: device.id.rawValue.uuid) { Array($0) }
+            try t.put(Array(key.prefix(3)), try #require(try t.get(key)))
+        }
+        let problems = try StoredObjects.check(in: store).problems
+        #expect(problems.contains { $0.contains("does not read as") }, "\(problems)")
+    }
+
     @Test func untypedReadsAndChecksAcceptStructKeys() throws {
         let path = databasePath()
         defer { try? FileManager.default.removeItem(atPath: path) }

@@ -345,10 +345,13 @@ struct UntypedDecoding {
     /// A primary key (or a reference's target key), read by the key type the schema records:
     /// never guessed from the bytes (a 6-byte string key is not an integer). A key whose type is
     /// unknown (a catalog too old to record a computed key's type) comes back as its raw bytes.
-    /// An app-typed key (`appTypedKey`) that does not read as the recorded type comes back as its
-    /// bytes too: its raw value's type is not known.
+    /// An app-typed key (`appTypedKey`) recorded as a scalar that does not read as that scalar
+    /// comes back as its bytes too: its raw value's type is not known. (One recorded as a struct
+    /// `{rawValue}` is known exactly, and a key that does not read so is damage.)
     func key(_ bytes: UnsafeRawBufferPointer, type: FieldType?, appTyped: Bool = false) throws -> StoredValue {
         guard let type else { return .data(Data(bytes)) }
+        var appTyped = appTyped
+        if case .object = type.unwrapped { appTyped = false }
         var reader = KeyReader(bytes: bytes)
         do {
             let value = try Self.keyValue(&reader, type: type)
