@@ -268,6 +268,20 @@ import Foundation
         #expect(storeCheckProblems(store).isEmpty)
     }
 
+    /// FORMAT.md states the version the code writes, at its top and in the meta page's table (both
+    /// said 3 while the code wrote 5).
+    @Test func formatMDStatesTheFormatVersionWritten() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("FORMAT.md"), encoding: .utf8)
+        #expect(text.contains("Format version **\(strataFormatVersion)**."))
+        #expect(text.contains("| 40 | u32 | formatVersion | \(strataFormatVersion) ("))
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: StoreOptions(durability: .noSync))
+        _ = try store.write { txn in try txn.createTree("t").put([1], [1]) }
+        #expect(try store.metaPages().allSatisfy { $0.formatVersion == strataFormatVersion })
+    }
+
     /// Only the newest meta has a newer version: a newer build committed to this file. Falling back to
     /// the older meta would let this build write over that commit, so it is refused as well.
     @Test func newerFormatVersionInNewestMetaOnlyIsRefused() throws {
