@@ -110,10 +110,19 @@ enum ObjectsSuite: BenchSuite {
         summary: "codec_encode's Items through an Encoder that writes nothing (Codable's dispatch alone; in Strata's process)",
         perOp: true)
 
+    static let harnessMake = WorkloadInfo(
+        id: "harness_make", unit: "object",
+        summary: "the bench's own work inside the write rows' clocks: N Items made as the writes make them, no engine",
+        perOp: true)
+    static let harnessCheck = WorkloadInfo(
+        id: "harness_check", unit: "object",
+        summary: "the bench's own work inside the read rows' clocks: N Items (4,096 distinct) checksummed as the reads check them, no engine",
+        perOp: true)
+
     static let workloads = [
         bulkInsert, individualWrites, batchWrites, pointReads, rangeScan, indexedQuery,
         unindexedFilter, count, aggregate, concurrentReads, updates, deletes,
-        codecDecode, codecEncode, codableFloorDecode, codableFloorEncode,
+        codecDecode, codecEncode, codableFloorDecode, codableFloorEncode, harnessMake, harnessCheck,
     ]
 
     /// Distinct objects the codec workloads cycle through: enough to leave the caches' favourites
@@ -494,6 +503,29 @@ enum ObjectsSuite: BenchSuite {
         }
         if engine is StrataObjects, selected(codableFloorDecode) || selected(codableFloorEncode) {
             try measureCodableFloor(plan: plan, data: data, selected: selected, sink: sink)
+        }
+        // What every engine's write and read rows include besides the engine (measured once, in
+        // Strata's process): set a row's time per object against it before comparing engines
+        // whose own work is of its size (LMDB's).
+        if engine is StrataObjects, selected(harnessMake) {
+            try sink.measure(harnessMake, ops: plan.n) {
+                var sum: UInt64 = 0
+                for i in 0..<plan.n { sum &+= UInt64(bitPattern: data.item(i).id) }
+                return (plan.n, sum)
+            }
+        }
+        if engine is StrataObjects, selected(harnessCheck) {
+            let items = (0..<min(plan.n, codecDistinct)).map { data.item($0) }
+            try sink.measure(harnessCheck, ops: plan.n) {
+                var sum: UInt64 = 0
+                var i = 0
+                for _ in 0..<plan.n {
+                    sum &+= checksum(items[i])
+                    i += 1
+                    if i == items.count { i = 0 }
+                }
+                return (plan.n, sum)
+            }
         }
         for (key, value) in engine.info() { sink.info(key, value) }
     }
