@@ -168,9 +168,6 @@ public final class Migration {
                 oldSchema.object.fields.first { $0.id == field.id && !$0.removed }?.name
             })
         let keyName = newSchema.keyFieldSchema?.name
-        // Optional fields whose type changed, also inside a struct carried over whole (dotted): an
-        // old value left unconverted would be dropped.
-        let retypedOptionals = Self.retypedOptionals(old: oldSchema.object, new: newSchema.object)
         // References to a model whose key type changed hold its old key's encoding: given anew
         // (even as the value read, `new["author"] = old["author"]`), they are written as the new
         // key type encodes the key.
@@ -181,13 +178,12 @@ public final class Migration {
                 transaction.db.byName[before.name].map { $0.stored.keyFieldType?.withoutTypeNames != before.keyFieldType?.withoutTypeNames } ?? false
             }.map(\.name))
         let rekeyed = Set(newSchema.object.fields.filter { !$0.removed && Self.holdsReference($0.type, to: rekeyedModels) }.map(\.name))
-        // Non-optional fields that structs carried over whole gained (a new field, or one whose
-        // type changed), by dotted path: an object that still holds such a struct as it was is
-        // named (typeMismatch), as a field missing at the top is, not found only by the check
-        // after. (Its bytes are carried untouched: re-encoding an untyped value can lose what
-        // only the bytes say, a double optional's inner nil.)
+        // Fields a migration must give a value to, at the top or inside a struct carried over
+        // whole (its bytes carried untouched: re-encoding an untyped value can lose what only the
+        // bytes say, a double optional's inner nil): named (typeMismatch), not found only by the
+        // check after, or dropped.
         let info = transaction.db.byName[model]
-        let gained = Self.gainedNestedFields(old: oldSchema.object, new: newSchema.object) { info?.decodesWithout($0) == true }
+        let unset = Self.unsetFields(old: oldSchema.object, new: newSchema.object) { info?.decodesWithout($0) == true }
         transaction.forgetTrees()
         let target = try wrapStorage { try transaction.txn.createTree(newSchema.recordTree) }
         let control = OperationControl.current
@@ -211,36 +207,31 @@ public final class Migration {
             try body(old, &new)
             let objectName = "\(model) \(UntypedDecoding.text(old.key))"
             if !new.isDeleted {
-                for path in retypedOptionals {
-                    let parts = path.split(separator: ".").map(String.init)
-                    let outer = parts[0]
+                for field in unset {
+                    let outer = field.parts[0]
                     // Set by the migration (a nested struct given anew is written by the new type,
-                    // which refuses a value of the old one), or still what was carried.
-                    // (Given back unchanged, `new["inner"] = old["inner"]`, it is carried as it was.)
+                    // which refuses a value of the old one, and names what it lacks), or still what
+                    // was carried. (Given back unchanged, `new["inner"] = old["inner"]`, it is
+                    // carried as it was.)
                     if new.fields[outer] != carried[outer] { continue }
-                    if parts.count == 1 && new.assigned.contains(outer) { continue }  // cleared
                     var value = old.fields[outer]
-                    for part in parts.dropFirst() { value = value?[part] }
-                    guard let value, value != .null else { continue }
-                    throw StrataError.typeMismatch(
-                        model: objectName, field: path,
-                        reason:
-                            "no value for \(newSchema.object.type(atPath: path)?.description ?? "the field") (stored as \(oldSchema.object.type(atPath: path)?.description ?? "another type") before this migration): set new[\"\(outer)\"] in the migration (nil clears an optional)"
-                    )
-                }
-                for path in gained {
-                    let parts = path.split(separator: ".").map(String.init)
-                    let outer = parts[0]
-                    if new.fields[outer] != carried[outer] { continue }  // given anew: the encoder checks it
-                    // Missing only where every struct on the way is there (a nil optional holds none).
-                    var value = old.fields[outer]
-                    for part in parts.dropFirst().dropLast() { value = value?[part] }
-                    guard case .object? = value else { continue }
+                    if field.retypedOptional {
+                        if field.parts.count == 1 && new.assigned.contains(outer) { continue }  // cleared
+                        // Lost only where there was a value.
+                        for part in field.parts.dropFirst() { value = value?[part] }
+                        guard let value, value != .null else { continue }
+                    } else {
+                        // Missing only where every struct on the way is there (a nil optional holds none).
+                        for part in field.parts.dropFirst().dropLast() { value = value?[part] }
+                        guard case .object? = value else { continue }
+                    }
+                    let path = field.parts.joined(separator: ".")
                     let before = oldSchema.object.type(atPath: path).map { " (stored as \($0) before this migration)" } ?? ""
                     throw StrataError.typeMismatch(
                         model: objectName, field: path,
                         reason:
                             "no value for \(newSchema.object.type(atPath: path)?.description ?? "the field")\(before): set new[\"\(outer)\"] in the migration"
+                            + (field.retypedOptional ? " (nil clears an optional)" : "")
                     )
                 }
             }
@@ -292,42 +283,42 @@ public final class Migration {
         }
     }
 
-    /// The dotted paths of non-optional fields that structs kept under one id (at any depth) gained
-    /// in `new`: new fields, or fields whose type changed (a new id), that the type cannot do
-    /// without (`decodesWithout`, given a dotted path).
-    private static func gainedNestedFields(
-        old: ObjectSchema, new: ObjectSchema, prefix: String = "", depth: Int = 0, decodesWithout: (String) -> Bool
-    ) -> [String] {
-        var paths: [String] = []
-        for field in new.fields where !field.removed {
-            guard let before = old.fields.first(where: { $0.id == field.id && !$0.removed }) else {
-                if depth > 0 && !field.type.isOptional && !decodesWithout(prefix + field.name) { paths.append(prefix + field.name) }
-                continue
-            }
-            if case .object(let inner) = field.type.unwrapped, case .object(let innerBefore) = before.type.unwrapped {
-                paths += gainedNestedFields(old: innerBefore, new: inner, prefix: prefix + field.name + ".", depth: depth + 1, decodesWithout: decodesWithout)
-            }
-        }
-        return paths
+    /// A field of the new schema that an object carried over may hold no value for.
+    private struct UnsetField {
+        /// Its path: the top-level field, then the fields of the structs inside it.
+        let parts: [String]
+        /// An optional whose type changed (a value of the old type would be dropped); otherwise a
+        /// required field a struct kept under one id gained (new, or of a changed type).
+        let retypedOptional: Bool
     }
 
-    /// The dotted paths of optional fields of `new` whose type differs from the same-named field
-    /// of `old` (a new field id), at the top and inside structs both keep under one id.
-    private static func retypedOptionals(old: ObjectSchema, new: ObjectSchema, prefix: String = "") -> [String] {
-        var paths: [String] = []
+    /// The fields of `new` a migration must give a value to: optionals whose type changed, at the
+    /// top and inside structs kept under one id, and required fields those structs gained that the
+    /// type cannot do without (`decodesWithout`, given a dotted path). Required fields at the top
+    /// are the encoder's to name.
+    private static func unsetFields(
+        old: ObjectSchema, new: ObjectSchema, prefix: [String] = [], decodesWithout: (String) -> Bool
+    ) -> [UnsetField] {
+        var found: [UnsetField] = []
         for field in new.fields where !field.removed {
-            guard let before = old.fields.first(where: { !$0.removed && $0.name == field.name }) else { continue }
-            if before.id != field.id {
-                if field.type.isOptional { paths.append(prefix + field.name) }
-            } else if case .object(let inner) = field.type.unwrapped, case .object(let innerBefore) = before.type.unwrapped {
-                paths += retypedOptionals(old: innerBefore, new: inner, prefix: prefix + field.name + ".")
+            let parts = prefix + [field.name]
+            if let before = old.fields.first(where: { $0.id == field.id && !$0.removed }) {
+                if case .object(let inner) = field.type.unwrapped, case .object(let innerBefore) = before.type.unwrapped {
+                    found += unsetFields(old: innerBefore, new: inner, prefix: parts, decodesWithout: decodesWithout)
+                }
+            } else if field.type.isOptional {
+                if old.fields.contains(where: { !$0.removed && $0.name == field.name }) { found.append(UnsetField(parts: parts, retypedOptional: true)) }
+            } else if !prefix.isEmpty && !decodesWithout(parts.joined(separator: ".")) {
+                found.append(UnsetField(parts: parts, retypedOptional: false))
             }
         }
-        return paths
+        return found
     }
 
     private func newKey(_ key: [UInt8], _ schema: StoredModelSchema, _ decoding: UntypedDecoding) -> String {
-        (try? key.withUnsafeBytes { try decoding.key($0, of: schema) }).map(UntypedDecoding.text) ?? "?"
+        // (`schema` is the new one, which `decoding`, made with the old ones, does not know.)
+        (try? key.withUnsafeBytes { try decoding.key($0, type: schema.keyFieldType, appTyped: UntypedDecoding.appTypedKey(schema)) })
+            .map(UntypedDecoding.text) ?? "?"
     }
 
     /// Whether values of `type` hold a reference to one of `models`, at any depth.

@@ -129,20 +129,21 @@ enum Planner {
     /// every predicate's expression tree, so an evaluation does it once).
     static func plan<M: Model, S: TreeSource>(_ query: Query<M>, conditions: [Condition], info: ModelInfo<M>, source: S) throws -> Plan {
         var plan = Plan()
+        // Each condition's conjuncts, split once for the three uses below.
+        let conjuncts = conditions.map(\.conjuncts)
         if let best = try choose(all: conditions, info: info, source: source) {
             plan.accesses = best.accesses
             plan.estimate = best.estimate
-            plan.exact = answersExactly(best.accesses, conditions.flatMap(\.conjuncts), info: info)
+            plan.exact = answersExactly(best.accesses, conjuncts.flatMap { $0 }, info: info)
         }
         // A compound or collated index that consumes more of the conditions may do better.
         // (Estimates are the entries in the ranges, up to 10,000, from the branches' counts.)
         // Only the conjuncts before any that may throw can narrow the candidates (see `mayThrow`).
         // A match is exact only when its leaves are every conjunct.
         var leaves: [Condition] = []
-        var conjunctCount = 0
-        for c in conditions { conjunctCount += c.conjuncts.count }
-        leaves: for c in conditions {
-            for leaf in c.conjuncts {
+        let conjunctCount = conjuncts.reduce(0) { $0 + $1.count }
+        leaves: for split in conjuncts {
+            for leaf in split {
                 if leaf.mayThrow { break leaves }
                 leaves.append(leaf)
             }

@@ -752,8 +752,7 @@ final class ResultsState: Sendable {
         // Stopped already: every element read from now on is a placeholder, without evaluating
         // the query again for each one (`map` and index loops read them by position).
         if OperationControl.shouldStop { return stoppedOutcome(.invalidQuery("the operation was stopped"), info: info) }
-        let thread = currentThreadHash()
-        if evaluator.load(ordering: .acquiring) == thread {
+        if isEvaluatingOnThisThread {
             // Read from inside its own evaluation (a progress handler reading the results it
             // reports on): no answer yet, said as such and not kept (read after, they evaluate).
             // As a stop: a position below a count handed out before reads a placeholder.
@@ -762,7 +761,7 @@ final class ResultsState: Sendable {
         }
         return computing.withLock { _ in
             if let done = cached(M.self) { return done }
-            evaluator.store(thread, ordering: .releasing)
+            evaluator.store(currentThreadHash(), ordering: .releasing)
             defer { evaluator.store(0, ordering: .releasing) }
             let result: ResultsOutcome<M>
             do {

@@ -279,9 +279,10 @@ struct UntypedDecoding {
         return FieldType(primitiveTypeName: schema.keyType) == nil
     }
 
-    /// `schema`'s key read from its bytes (`key(_:type:appTyped:)`).
+    /// `schema`'s key read from its bytes (`key(_:type:appTyped:)`); `schema` one of those this
+    /// decoding was made with (its kind of key told once, not per key read).
     func key(_ bytes: UnsafeRawBufferPointer, of schema: StoredModelSchema) throws -> StoredValue {
-        try key(bytes, type: schema.keyFieldType, appTyped: Self.appTypedKey(schema))
+        try key(bytes, type: schema.keyFieldType, appTyped: appTypedKeys.contains(schema.name))
     }
 
     /// Decodes a record into field values by name, following the stored schema. Removed fields are
@@ -350,8 +351,6 @@ struct UntypedDecoding {
     /// `{rawValue}` is known exactly, and a key that does not read so is damage.)
     func key(_ bytes: UnsafeRawBufferPointer, type: FieldType?, appTyped: Bool = false) throws -> StoredValue {
         guard let type else { return .data(Data(bytes)) }
-        var appTyped = appTyped
-        if case .object = type.unwrapped { appTyped = false }
         var reader = KeyReader(bytes: bytes)
         do {
             let value = try Self.keyValue(&reader, type: type)
@@ -359,7 +358,7 @@ struct UntypedDecoding {
                 throw StrataError.corruptRecord("a \(type) key of \(bytes.count) bytes has \(bytes.count - reader.offset) bytes left over")
             }
             return value
-        } catch  where appTyped {
+        } catch  where appTyped && !type.unwrapped.isObject {
             return .data(Data(bytes))
         }
     }

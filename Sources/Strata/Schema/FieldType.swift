@@ -156,6 +156,9 @@ public struct ObjectSchema: Equatable, Sendable, Codable {
 }
 
 extension FieldType {
+    /// Whether this is a struct's fields.
+    var isObject: Bool { if case .object = self { true } else { false } }
+
     /// Whether a key of this type reads back from its bytes as a value (`UntypedDecoding.key`).
     var isKeyable: Bool {
         switch self {
