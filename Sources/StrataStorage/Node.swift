@@ -281,9 +281,11 @@ struct MutableNode {
     var contiguousFree: Int { upper - PageHeader.size - 2 * count }
     var totalFree: Int { contiguousFree + garbage }
 
-    /// Starts an empty page of `type`.
+    /// Starts an empty page of `type`. Zeros all of it, not only the header: the buffer is fresh
+    /// from the heap, and its unused space goes to disk with the page (it held whatever the process
+    /// freed there: another database's records, a network buffer).
     static func initialize(_ base: UnsafeMutableRawPointer, pageSize: Int, type: PageType) {
-        base.initializeMemory(as: UInt8.self, repeating: 0, count: PageHeader.size)
+        base.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
         base.setU8(PageHeader.type, type.rawValue)
         base.setU16(PageHeader.upper, UInt16(truncatingIfNeeded: pageSize))
     }
