@@ -282,15 +282,23 @@ enum LogReplay {
     /// commits used again can still pass for later here; a read-write opening replays every frame.)
     ///
     /// Nor does an image a later frame cut off the file's end (`counting`).
+    ///
+    /// Page by page: a later frame may write one page of an earlier frame's run alone (the run
+    /// freed, its second page taken first), and that page's last image is then the later one,
+    /// while the run's first page keeps the earlier.
     static func applied(frames: [Frame], pageFile: FileIO, pageSize: Int) throws -> Bool {
         let limits = counting(frames)
-        var last: [PageNo: (frame: Int, at: Int, count: Int)] = [:]
+        // Each page's last image, and the image of the first page of the entry it belongs to
+        // (whose header names the commit).
+        var last: [PageNo: (frame: Int, at: Int, head: Int)] = [:]
         for (f, frame) in frames.enumerated() {
             var at = 0
             for entry in frame.entries {
                 // (Limits never fall from frame to frame: an image that counts is never followed
                 // by a later one of the same page that does not.)
-                if entry.page < 2 || entry.page + UInt64(entry.pages) <= limits[f] { last[entry.page] = (f, at, entry.pages * pageSize) }
+                if entry.page < 2 || entry.page + UInt64(entry.pages) <= limits[f] {
+                    for k in 0..<entry.pages { last[entry.page + UInt64(k)] = (f, at + k * pageSize, at) }
+                }
                 at += entry.pages * pageSize
             }
         }
@@ -300,15 +308,18 @@ enum LogReplay {
         defer { pageFile.unmap(UnsafeMutableRawPointer(mutating: map), length: Int(size)) }
         for (page, image) in last {
             let offset = page * UInt64(pageSize)
-            if offset + UInt64(image.count) > size { return false }
+            if offset + UInt64(pageSize) > size { return false }
             let p = map + Int(offset)
             let same = frames[image.frame].images.withUnsafeBytes { framed in
-                let logged = (framed.baseAddress! + image.at).u64(PageHeader.txnid)
-                let written = p.u64(PageHeader.txnid)
-                if written == logged { return memcmp(p, framed.baseAddress! + image.at, image.count) == 0 }
-                // (A meta slot a later commit wrote: whether the file opens at or after the last
-                // frame is the question then, which `checkApplied` asks.)
-                if page < 2 { return written > logged }
+                if memcmp(p, framed.baseAddress! + image.at, pageSize) == 0 { return true }
+                let logged = (framed.baseAddress! + image.head).u64(PageHeader.txnid)
+                if image.at == image.head {
+                    let written = p.u64(PageHeader.txnid)
+                    if written == logged { return false }
+                    // (A meta slot a later commit wrote: whether the file opens at or after the
+                    // last frame is the question then, which `checkApplied` asks.)
+                    if page < 2 { return written > logged }
+                }
                 return writtenLater(page, than: logged, map: map, pageCount: size / UInt64(pageSize), pageSize: pageSize)
             }
             if !same { return false }

@@ -706,6 +706,56 @@ import Testing
 }
 
 extension CommitLogTests {
+    /// A later frame that wrote one page of an earlier frame's overflow run alone: frame 6 wrote a
+    /// two-page run at 10, frame 7 (the run freed, its second page taken first) a leaf at 11. The
+    /// file holds exactly both frames' last images, yet `applied` compared the whole run with the
+    /// file and refused it: a read-only opening after a writer's kill said the log held commits
+    /// the file lacked (found by the review of 2026-12-07).
+    @Test func aPageOfAnEarlierRunWrittenAloneByALaterFrameCounts() throws {
+        let pageSize = 4096
+        func page(_ number: UInt64, txnid: UInt64, fill: UInt8, runPages: Int = 1) -> [UInt8] {
+            var bytes = [UInt8](repeating: fill, count: pageSize * runPages)
+            bytes.withUnsafeMutableBytes { raw in
+                raw.storeBytes(of: number.littleEndian, toByteOffset: PageHeader.pageNumber, as: UInt64.self)
+                raw.storeBytes(of: txnid.littleEndian, toByteOffset: PageHeader.txnid, as: UInt64.self)
+                if runPages > 1 {
+                    raw.storeBytes(of: PageType.overflow.rawValue, toByteOffset: PageHeader.type, as: UInt8.self)
+                    raw.storeBytes(of: UInt32(runPages).littleEndian, toByteOffset: PageHeader.runPages, as: UInt32.self)
+                }
+            }
+            return bytes
+        }
+        let run = page(10, txnid: 6, fill: 6, runPages: 2)
+        let leaf = page(11, txnid: 7, fill: 7)
+        let metas = [page(0, txnid: 6, fill: 0xEE), page(1, txnid: 7, fill: 0xEE)]
+        let frames = [
+            LogReplay.Frame(
+                txnid: 6, entries: [LogEntry(page: 10, pages: 2, checksum: 0), LogEntry(page: 0, pages: 1, checksum: 0)], images: run + metas[0],
+                pageCount: 20),
+            LogReplay.Frame(
+                txnid: 7, entries: [LogEntry(page: 11, pages: 1, checksum: 0), LogEntry(page: 1, pages: 1, checksum: 0)], images: leaf + metas[1],
+                pageCount: 20),
+        ]
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let file = try PosixFile(path: path, create: true)
+        func write(_ bytes: [UInt8], at number: UInt64) throws { try bytes.withUnsafeBytes { try file.write($0, at: number * UInt64(pageSize)) } }
+        for number in UInt64(0)..<20 { try write([UInt8](repeating: 0, count: pageSize), at: number) }
+        try write(metas[0], at: 0)
+        try write(metas[1], at: 1)
+        try write(Array(run[..<pageSize]), at: 10)
+        try write(leaf, at: 11)
+        #expect(try LogReplay.applied(frames: frames, pageFile: file, pageSize: pageSize))
+        // Controls: the leaf lost (the run's old second page there), or the run's first page lost.
+        try write(Array(run[pageSize...]), at: 11)
+        #expect(try !LogReplay.applied(frames: frames, pageFile: file, pageSize: pageSize))
+        try write(leaf, at: 11)
+        try write([UInt8](repeating: 0, count: pageSize), at: 10)
+        #expect(try !LogReplay.applied(frames: frames, pageFile: file, pageSize: pageSize))
+    }
+}
+
+extension CommitLogTests {
     /// A commit whose frame write fails (its pages stay in the page file, sealed with the
     /// transaction id the next attempt takes again), then transactions whose entries each run in a
     /// savepoint (some rolled back, as a group commit's), which copy pages they took from the free

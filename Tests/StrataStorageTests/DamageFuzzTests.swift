@@ -464,7 +464,7 @@ struct DamageImage {
 
     func pageValue(_ rng: inout SplitMix, old: UInt64, roles: [Int: PageRole]) -> UInt64 {
         let count = UInt64(pageCountGuess)
-        let known = Array(roles.keys)
+        let known = roles.keys.sorted()  // (not hash order, which differs per process: a seed must reproduce)
         let choices: [UInt64] = [
             0, 1, 2, old, count &- 1, count, count &+ 1, count &+ 1_000, 1 << 32, 1 << 40, 1 << 62, UInt64.max, UInt64.max / UInt64(pageSize),
             known.isEmpty ? 3 : UInt64(known[rng.below(known.count)]), known.isEmpty ? 4 : UInt64(known[rng.below(known.count)]), old &+ 1, old &- 1,

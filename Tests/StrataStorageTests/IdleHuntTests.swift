@@ -255,7 +255,7 @@ enum IdleHunt {
         defer { removeStoreFiles(path) }
         var model: IdleHunt.Model = [:]
         do {
-            let store = try Store(path: path, options: IdleHunt.options(idleMs: whileRunning ? 1 : 300))
+            let store = try Store(path: path, options: IdleHunt.options(idleMs: whileRunning ? 1 : 5_000))
             try IdleHunt.put(store, 0..<40_000, into: &model)
             try IdleHunt.delete(store, 0..<40_000, keep: { $0 % 9 == 0 }, from: &model)
             if whileRunning {
@@ -266,7 +266,9 @@ enum IdleHunt {
             let start = ContinuousClock.now
             store.close()
             let took = ContinuousClock.now - start
-            #expect(took < .milliseconds(200), "close took \(took)")
+            // (Pending: far below the delay a close that waited for it would take, and far above
+            // a loaded machine's pauses.)
+            #expect(took < .milliseconds(whileRunning ? 200 : 2_000), "close took \(took)")
             let version = store.latestVersion
             try await Task.sleep(for: .milliseconds(400))
             // The compaction commit under way when close() came may finish ("transactions already

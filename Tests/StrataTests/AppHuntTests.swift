@@ -624,12 +624,17 @@ extension AppHuntSlowStream {
             #expect(db.observers.count == n)
         }
         // Cancelled while waiting.
+        let heard = HDBox()
         let waiting = Task {
             var count = 0
-            for await _ in db.objects(AHPerson.self).changes { count += 1 }
+            for await _ in db.objects(AHPerson.self).changes {
+                count += 1
+                heard.add()
+            }
             return count
         }
         try await waitForObservers(1)
+        #expect(try await poolEventually { heard.value == 1 })  // the initial results arrived
         try await Task.sleep(nanoseconds: 50_000_000)
         waiting.cancel()
         #expect(await waiting.value == 1)  // the initial results, then nothing
@@ -651,17 +656,20 @@ extension AppHuntSlowStream {
         #expect(await early.value == 0)
         try await waitForObservers(0)
         // Closed: databaseClosed is the last element.
+        let closingHeard = HDBox()
         let closing = Task {
             var last: ResultsChange<AHPerson>?
             var count = 0
             for await change in db.objects(AHPerson.self).sorted(by: SortDescriptor(\.age)).changes {
                 last = change
                 count += 1
+                closingHeard.add()
             }
             if case .error(.databaseClosed)? = last { return count }
             return -1
         }
         try await waitForObservers(1)
+        #expect(try await poolEventually { closingHeard.value >= 1 })  // the initial results arrived
         let write: () throws -> Void = { try db.write { tx in _ = try tx.insert(person("a", "Ana")) } }
         try write()
         try await Task.sleep(nanoseconds: 50_000_000)

@@ -116,6 +116,34 @@ import Testing
         }
     }
 
+    /// A word's two blocks interleaved, every posting still present once: "room"‖1 holds texts 1
+    /// and 3, "room"‖2 text 2 (found by the review of 2026-12-07). Each posting is the one its
+    /// record gives, so `strata check` (which compared postings only) said the index was whole,
+    /// while the all-words search "the room" skips to the block at or below 3 — "room"‖2 — and
+    /// answered [] where text 3 matches. The check reports the blocks now (FORMAT.md §8.5: a
+    /// word's blocks do not overlap), and a one-word search throws as before.
+    @Test func interleavedBlocksAreReportedByCheck() throws {
+        let db = try Database.inMemory(models: [Note.self])
+        try db.write { tx in
+            try tx.insert(Note(id: 1, group: 0, text: "room"))
+            try tx.insert(Note(id: 2, group: 0, text: "room"))
+            try tx.insert(Note(id: 3, group: 0, text: "room the"))
+        }
+        #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+        let pk = { (i: Int) in ScanHuntIndexTests.encode(Int64(i)) }
+        try db.store.write { txn in
+            let tree = try #require(try txn.tree("i:Note:text(fullText)"))
+            #expect(try Self.blockKeys(tree, "room") == [Self.blockKey("room", 1)])
+            _ = try tree.delete(Self.blockKey("room", 1))
+            _ = try tree.put(Self.blockKey("room", 1), ScanHuntTests.encode([(pk(1), [1, 1, 0]), (pk(3), [2, 1, 0])]))
+            _ = try tree.put(Self.blockKey("room", 2), ScanHuntTests.encode([(pk(2), [1, 1, 0])]))
+        }
+        let problems = try StoredObjects.check(in: db.store).problems
+        #expect(problems.count == 1, "\(problems)")
+        #expect(problems.first?.contains("starts at or below the last key of the word's block before it") == true, "\(problems)")
+        #expect(throws: StrataError.self) { try db.objects(Note.self).search(\.text, "room").fetch() }
+    }
+
     /// One byte of a block of "the" in the middle changed: the shared-prefix length of its second
     /// posting (7 → 6), so that posting's primary key reads as 7 bytes where an Int key has 8 — a key no
     /// text can have. The block still reads to its end without an error. `strata check` reports

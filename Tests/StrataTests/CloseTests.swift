@@ -218,11 +218,11 @@ struct CloseTests {
         let queue = DispatchQueue(label: "close-tests.busy")
         let heard = Collected<ObjectChange<CLNote>>()
         let token = db.observe(CLNote.self, key: 3, on: queue) { change in heard.items.withLock { $0.append(change) } }
-        try await Task.sleep(for: .milliseconds(100))  // the first read ran
+        db.observerQueue.sync {}  // the first read ran
         let gate = DispatchSemaphore(value: 0)
         queue.async { gate.wait() }  // the app's queue is busy for a moment
         try await db.write { tx in _ = try tx.delete(CLNote.self, key: 3) }
-        try await Task.sleep(for: .milliseconds(100))  // the observer has read the deletion
+        db.observerQueue.sync {}  // the observer has read the deletion (queued by the commit)
         db.close()
         gate.signal()
         let ok = try await eventually { heard.count == 1 }

@@ -66,6 +66,14 @@ func hdEventually(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
+/// `hdEventually` for a condition that must come to hold: past `seconds`, it keeps polling while
+/// the test pool's threads still get turns (`poolEventually`), so that a loaded two-core machine,
+/// whose pool other tests hold for seconds, does not fail the wait. For a condition that may
+/// rightly never hold, `hdEventually` gives up at the deadline.
+func hdPatiently(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
+    (try? await poolEventually(seconds: seconds, condition)) ?? false
+}
+
 /// Blocking version for threads.
 func hdEventuallySync(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))

@@ -134,7 +134,7 @@ import Testing
         // Every steady observer ends on the fresh query.
         for (query, mirror) in mirrors {
             let fresh = Array(query.results(db))
-            let reached = await hdEventually(seconds: 10) { mirror.mirror == fresh }
+            let reached = await hdPatiently(seconds: 30) { mirror.mirror == fresh }
             #expect(reached, "seed \(seed): \(mirror.label) ended on \(mirror.mirror?.map(\.id) ?? []) not \(fresh.map(\.id))")
             #expect(mirror.failures.isEmpty, "seed \(seed): \(mirror.failures.prefix(3))")
         }
@@ -433,7 +433,8 @@ import Testing
                     try await db.read { snapshot in
                         started.add()
                         var total = 0
-                        for _ in 0..<50 {
+                        // (Minutes of work if not cancelled: the bound below is far from both.)
+                        for _ in 0..<20_000 {
                             total += snapshot.objects(HDItem.self).filter(#Predicate { $0.note.contains("7") && $0.name != "zz" }).count
                         }
                         return total
@@ -451,7 +452,7 @@ import Testing
         }
         let took = ContinuousClock.now - cancelledAt
         #expect(cancelled == tasks.count, "only \(cancelled) of \(tasks.count) reads were cancelled")
-        #expect(took < .seconds(5), "cancelled reads took \(took) to stop")
+        #expect(took < .seconds(30), "cancelled reads took \(took) to stop")
         #expect(await hdEventually { db.store.readers().count <= baseline }, "reader slots still held: \(db.store.readers())")
         let after = try await db.read { $0.objects(HDItem.self).count }
         #expect(after == 20_000)
@@ -591,14 +592,14 @@ import Testing
                 // the loop would wait for ever (ObserverHuntFindingsTests.anObjectDeletedJustAfterObserveIsReportedDeleted).
                 db.observerQueue.sync {}
                 try await db.write { tx in _ = try tx.delete(HDItem.self, key: key) }
-                let finished = await hdEventually(seconds: 5) { ended.value == 1 }
+                let finished = await hdPatiently(seconds: 30) { ended.value == 1 }
                 task.cancel()
                 let seen = await task.value
                 #expect(finished && seen == "deleted", "seed \(seed) round \(round): the stream did not end with .deleted")
             }
         }
         await writing.value
-        let clean = await hdEventually(seconds: 8) {
+        let clean = await hdPatiently(seconds: 30) {
             db.observers.count == 0 && db.store.commitListenerCount == 0 && !db.observers.gatherThreadRunning
         }
         #expect(

@@ -46,11 +46,11 @@ struct ConcurrencyReviewTests {
                 ended.add()
             }
         }
-        #expect(await hdEventually(seconds: 60) { heard.value >= 1 })  // the initial result
+        #expect(await hdPatiently(seconds: 60) { heard.value >= 1 })  // the initial result
         try await db.write { tx in try tx.insert(CRItem(id: 1, name: "a")) }
-        #expect(await hdEventually(seconds: 60) { heard.value >= 2 })
+        #expect(await hdPatiently(seconds: 60) { heard.value >= 2 })
         db.close()
-        #expect(await hdEventually(seconds: 60) { ended.value == 2 }, "ended: \(ended.value)")
+        #expect(await hdPatiently(seconds: 60) { ended.value == 2 }, "ended: \(ended.value)")
         for loop in loops { loop.cancel() }
     }
 

@@ -567,11 +567,12 @@ struct DocClaimsHuntObjectObserverTests {
             }
         }
         defer { token.invalidate() }
-        usleep(100_000)
+        db.observerQueue.sync {}  // the first read ran (a missing object)
         try db.write { tx in try tx.insert(DCRoom(id: "r1", ownerName: "ana", topic: nil)) }
-        usleep(100_000)
+        db.observerQueue.sync {}  // the insertion was read (queued by the commit), not merged with what follows
         try db.write { tx in try tx.update(DCRoom.self, key: "r1") { $0.ownerName = "ana" } }  // no change
         usleep(100_000)
+        db.observerQueue.sync {}
         #expect(inbox.all == [], "the insertion (or a write that changed nothing) was reported")
         try db.write { tx in try tx.update(DCRoom.self, key: "r1") { $0.ownerName = "ben" } }
         #expect(inbox.wait { $0.count == 1 })
@@ -2155,7 +2156,7 @@ struct DocClaimsHuntObserver2Tests {
             live.stop()
             one.stop()
         }
-        try await Task.sleep(for: .milliseconds(100))
+        db.observerQueue.sync {}  // the first reads ran: the insertions below are changes
         #expect(one.object == nil)
         try await db.write { tx in
             try tx.insert(DCRoom(id: "r1", ownerName: "b", topic: nil))

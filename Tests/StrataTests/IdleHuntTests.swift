@@ -180,7 +180,7 @@ struct IdleHuntDelivery: Sendable {
 
     /// Database.close() with idle compaction pending (long delay) or running (1 ms) returns at
     /// once, with an observer attached; the file reopens with the objects and a clean check().
-    @Test(arguments: [1, 400])
+    @Test(arguments: [1, 5_000])
     func databaseCloseIsPromptWithIdleCompactionPending(idleMs: Int) throws {
         var rng = SeededRandom(seed: 3)
         let path = NSTemporaryDirectory() + "strata-idlehunt-\(UUID().uuidString).strata"
@@ -203,7 +203,9 @@ struct IdleHuntDelivery: Sendable {
             let start = ContinuousClock.now
             db.close()
             let took = ContinuousClock.now - start
-            #expect(took < .milliseconds(300), "idle \(idleMs) ms: close took \(took)")
+            // (Pending: far below the delay a close that waited for it would take, and far above
+            // a loaded machine's pauses.)
+            #expect(took < .milliseconds(idleMs == 1 ? 300 : 2_000), "idle \(idleMs) ms: close took \(took)")
         }
         let again = try Database(path: path, models: [IdleHuntDoc.self], options: StoreOptions(durability: .noSync))
         #expect(try again.objects(IdleHuntDoc.self).sorted(by: SortDescriptor(\.id)).fetch() == docs.filter { $0.id % 5 == 0 })

@@ -61,7 +61,7 @@ import Testing
             try Self.syncWrite(db) { tx in _ = try tx.delete(HDItem.self, key: 1) }
             usleep(UInt32(spin))
             db.close()
-            let all = await hdEventually(seconds: 10) { heard.allSatisfy { !$0.all.isEmpty } }
+            let all = await hdPatiently(seconds: 30) { heard.allSatisfy { !$0.all.isEmpty } }
             #expect(all, "seed \(seed) round \(round): some observer heard nothing")
             db.observerQueue.sync {}
             queue.sync {}
@@ -116,7 +116,7 @@ import Testing
             }
             // Control: the observer is alive; a later change is delivered.
             try Self.syncWrite(db) { tx in try tx.update(HDItem.self, key: 7) { $0.note = "later\(round)" } }
-            #expect(await hdEventually(seconds: 30) { heard.all.last == "changed(7, [\"note\"])" }, "round \(round): \(heard.all)")
+            #expect(await hdPatiently(seconds: 30) { heard.all.last == "changed(7, [\"note\"])" }, "round \(round): \(heard.all)")
             token.invalidate()
             big.invalidate()
         }
@@ -195,7 +195,7 @@ import Testing
             try Self.syncWrite(db) { tx in try tx.update(HDItem.self, key: 1) { $0.score = score } }
             usleep(score % 50 == 49 ? 5_000 : UInt32(200 + rng.below(1500)))  // 49's delivery is running when 50 commits
         }
-        #expect(await hdEventually(seconds: 30) { resultScores.withLock { $0.last } == 150 }, "results observer: \(resultScores.withLock { $0.suffix(5) })")
+        #expect(await hdPatiently(seconds: 30) { resultScores.withLock { $0.last } == 150 }, "results observer: \(resultScores.withLock { $0.suffix(5) })")
         _ = await hdEventually(seconds: 30) { objectScores.withLock { $0.contains(150) } }
         try await Task.sleep(for: .milliseconds(50))
         let objects = objectScores.withLock { $0 }

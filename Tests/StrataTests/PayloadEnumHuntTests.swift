@@ -363,16 +363,22 @@ func ph2Equal(_ a: PH2Rich, _ b: PH2Rich) -> Bool {
         }
         defer { token.invalidate(); token2.invalidate(); token3.invalidate() }
         try await Task.sleep(for: .milliseconds(300))
+        db.observerQueue.sync {}  // the commit's reads ran: no two commits merge into one delivery
         try await db.write { tx in try tx.update(PH2Sorted.self, key: 1) { $0.key = .nothing } }
         try await Task.sleep(for: .milliseconds(300))
+        db.observerQueue.sync {}  // the commit's reads ran: no two commits merge into one delivery
         try await db.write { tx in try tx.update(PH2Sorted.self, key: 1) { $0.key = .num(2) } }
         try await Task.sleep(for: .milliseconds(300))
+        db.observerQueue.sync {}  // the commit's reads ran: no two commits merge into one delivery
         // A change of a field not observed by keyPaths
         try await db.write { tx in try tx.update(PH2Sorted.self, key: 2) { $0.n = 9 } }
         try await Task.sleep(for: .milliseconds(300))
+        db.observerQueue.sync {}  // the commit's reads ran: no two commits merge into one delivery
         // Case change via partial JSON
         try await db.write { tx in _ = try tx.update(PH2Sorted.self, key: 2, json: Data(#"{"key": {"nothing": {}}}"#.utf8)) }
-        try await Task.sleep(for: .milliseconds(500))
+        db.observerQueue.sync {}
+        _ = try await poolEventually { log.withLock { $0.count } >= 5 && objLog.withLock { $0.count } >= 2 && keyLog.withLock { $0.count } >= 4 }
+        try await Task.sleep(for: .milliseconds(300))  // nothing more comes
         let l = log.withLock { $0 }
         let o = objLog.withLock { $0 }
         let k = keyLog.withLock { $0 }
@@ -935,10 +941,14 @@ extension PayloadEnumHuntTests {
         }
         defer { t.invalidate() }
         try await Task.sleep(for: .milliseconds(300))
+        db.observerQueue.sync {}  // the commit's read ran: the two commits are two deliveries
         try await db.write { tx in try tx.update(PH2Sorted.self, key: 1) { $0.key = .nothing } }
         try await Task.sleep(for: .milliseconds(300))
+        db.observerQueue.sync {}  // the commit's read ran: the two commits are two deliveries
         try await db.write { tx in _ = try tx.update(PH2Sorted.self, key: 2, json: Data(#"{"key": {"text": {"_0": "q"}}}"#.utf8)) }
-        try await Task.sleep(for: .milliseconds(400))
+        db.observerQueue.sync {}
+        _ = try await poolEventually { log.m.withLock { $0.count } >= 3 }
+        try await Task.sleep(for: .milliseconds(200))  // nothing more comes
         #expect(log.m.withLock { $0 } == ["initial [2]", "[1, 2] d[] i[0] m[]", "[1] d[1] i[] m[]"], "\(log.m.withLock { $0 })")
     }
 

@@ -203,6 +203,10 @@ private struct ObjectCheck {
                 return
             }
             var block = PostingBlockReader()
+            // The word of the block before and its last posting's primary key: a word's blocks
+            // must not interleave (FORMAT.md §8.5). Interleaved blocks hold every posting once, so
+            // the postings' check alone passes them, while a search that skips blocks misses texts.
+            var previous: (word: [UInt8], last: [UInt8])?
             try tree.forEach { key, value in
                 report.indexEntries += 1
                 if index.isFullText && !key.elementsEqual(TextPostingValue.statsKey) {
@@ -210,14 +214,26 @@ private struct ObjectCheck {
                     // write gives for it.
                     do {
                         guard let wordEnd = PostingBlocks.wordEnd(key) else { throw PostingBlocks.corrupt("has a key without a word") }
+                        let word = Array(key[..<wordEnd])
+                        let sameWord = previous?.word == word
+                        if sameWord, let last = previous?.last, !last.lexicographicallyPrecedes(key[wordEnd...]) {
+                            // (Reported, and the block's postings still checked: each is there once.)
+                            problem(
+                                "\(model): full-text index \(index.path) has a block (\(key.count)-byte key) that starts at or below the last key of the word's block before it"
+                            )
+                        }
+                        previous = nil
                         try block.load(key: key, wordEnd: wordEnd, value: value)
+                        var last: [UInt8] = []
                         while try block.next() {
-                            let entry = Array(key[..<wordEnd]) + block.primaryKey
+                            last = block.primaryKey
+                            let entry = word + block.primaryKey
                             var posting: [UInt8] = []
                             appendVarint(UInt64(block.primaryKey.count), to: &posting)
                             block.withRest { posting += $0 }
                             check(entry, posting)
                         }
+                        previous = (word, last)
                     } catch {
                         problem("\(model): full-text index \(index.path) has a damaged block (\(key.count)-byte key): \(error)")
                     }

@@ -158,7 +158,10 @@ public final class LiveResults<M: Model>: Observable, Sendable {
         case .error(let error):
             registrar.willSet(self, keyPath: \.error)
             state.withLock {
-                $0.error = error; $0.updates += 1
+                // The close's error is final here too: an earlier failure's task may reach the
+                // actor after it (see `replace`).
+                if $0.error != .databaseClosed { $0.error = error }
+                $0.updates += 1
             }
             registrar.didSet(self, keyPath: \.error)
         }

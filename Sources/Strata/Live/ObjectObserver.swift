@@ -100,8 +100,8 @@ extension Database {
     /// milliseconds of their commit. (Idle-time compaction's commits that only trim the file are
     /// not reported; versions may therefore skip.)
     ///
-    /// Nothing is delivered after `close()`. Blocks run one at a time, in commit order, also on a
-    /// concurrent queue.
+    /// Nothing is delivered after `close()`, which ends the observation (the token then has
+    /// nothing left to end). Blocks run one at a time, in commit order, also on a concurrent queue.
     ///
     /// ```swift
     /// let token = db.observeCommits { change in print(change.version, change.models) }
@@ -112,12 +112,23 @@ extension Database {
         // A serial queue in front of the caller's, as for results and object observers: on a
         // concurrent queue two commits' blocks would otherwise run at once, or out of order.
         let queue = DispatchQueue(label: "strata.commit-observer", target: queue)
-        let listener = store.addCommitListener { event in
+        // The trees of this handle's models, by name: an index tree's name `i:<model>:<path>` does
+        // not say where the model's name ends when it holds a colon (a model "chat:Message" would
+        // have read as "chat"), and a renamed coding key may put one in the path.
+        var modelOfTree: [String: String] = [:]
+        for info in registry.byName.values {
+            modelOfTree[info.stored.recordTree] = info.name
+            for index in info.stored.indexes { modelOfTree[index.treeName(model: info.name)] = info.name }
+        }
+        let listener = store.addCommitListener { [modelOfTree] event in
             var models = Set<String>()
             for tree in event.changedTrees {
-                if tree.hasPrefix("m:") {
+                if let model = modelOfTree[tree] {
+                    models.insert(model)
+                } else if tree.hasPrefix("m:") {
                     models.insert(String(tree.dropFirst(2)))
                 } else if tree.hasPrefix("i:"), let name = tree.dropFirst(2).split(separator: ":").first {
+                    // (A model another process writes that this handle does not know.)
                     models.insert(String(name))
                 }
             }
@@ -130,9 +141,17 @@ extension Database {
                 block(change)
             }
         }
+        // Closing the database ends the observation, as it ends results and object observers:
+        // the listener (and the commit watcher it keeps running for other processes' commits)
+        // goes then, not when the token is dropped.
+        let closing = store.onClose {
+            active.store(false, ordering: .sequentiallyConsistent)
+            listener.invalidate()
+        }
         return NotificationToken {
             active.store(false, ordering: .sequentiallyConsistent)
             listener.invalidate()
+            closing.invalidate()
         }
     }
 
@@ -235,7 +254,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
         // The first read is of the commit that was newest as `observe` was called, taken now: read
         // later on the worker (behind other observers' first evaluations), it would take in a
         // commit made meanwhile as the starting point and never report it (a deletion included).
-        objectObserverStartHook.withLock { $0 }?()
+        objectObserverStartHook.withLock { $0 }?(db.store)
         let baseline = try? db.snapshot()
         worker.async { self.refresh(initial: true, at: baseline) }
     }
@@ -386,6 +405,7 @@ final class ObjectObserver<M: Model>: @unchecked Sendable {
     }
 }
 
-/// Called by `ObjectObserver.start` between adding its commit listener and taking its baseline:
-/// tests make a commit there. Nil in production.
-let objectObserverStartHook = Mutex<(@Sendable () -> Void)?>(nil)
+/// Called by `ObjectObserver.start` between adding its commit listener and taking its baseline,
+/// with the observed database's store: tests make a commit there (on their own store only: tests
+/// of other suites start observers meanwhile). Nil in production.
+let objectObserverStartHook = Mutex<(@Sendable (Store) -> Void)?>(nil)

@@ -1,0 +1,65 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Strata
+
+// `observeCommits` found wrong by a review of the live layer (2026-12-07).
+
+/// A model whose name holds a colon, with an index, beside a model named as the name's first part.
+struct COChatMessage: Model {
+    static let modelName = "chat:Message"
+    static let indexes: [PartialKeyPath<COChatMessage> & Sendable] = [\.text]
+    var id: Int
+    var text: String
+}
+
+struct COChat: Model {
+    static let modelName = "chat"
+    var id: Int
+}
+
+/// An indexed field whose coding key holds a colon.
+struct COColonKey: Model {
+    static let indexes: [PartialKeyPath<COColonKey> & Sendable] = [\.text]
+    var id: Int
+    var text: String
+    enum CodingKeys: String, CodingKey {
+        case id
+        case text = "a:b"
+    }
+}
+
+@Suite struct CommitObserverTests {
+    /// "Closing the database ends every observation of that handle": a commit observer whose
+    /// token the app still holds kept its commit listener (and the commit watcher thread that
+    /// listens for other processes' commits, with its reader slot) until the token went.
+    @Test func closeEndsACommitObservation() async throws {
+        let path = databasePath()
+        defer { for suffix in ["", "-lock", "-log"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let db = try Database(path: path, models: [CLNote.self])
+        let token = db.observeCommits(on: DispatchQueue(label: "co.close")) { _ in }
+        #expect(db.store.commitListenerCount == 1)
+        db.close()
+        #expect(db.store.commitListenerCount == 0)
+        token.invalidate()  // after the close: nothing left to end, and no trap
+        #expect(db.store.commitListenerCount == 0)
+    }
+
+    /// The models a commit names are the models it wrote, whatever their names hold: an index
+    /// tree `i:chat:Message:text` was read as model "chat".
+    @Test func aCommitNamesItsModelsWhateverTheirNamesHold() throws {
+        let db = try Database.inMemory(models: [COChatMessage.self, COChat.self, COColonKey.self])
+        let queue = DispatchQueue(label: "co.models")
+        let seen = Mutex<[Set<String>]>([])
+        let token = db.observeCommits(on: queue) { change in seen.withLock { $0.append(change.models) } }
+        defer { token.invalidate() }
+        try db.write { tx in try tx.insert(COChatMessage(id: 1, text: "hello")) }
+        try db.write { tx in try tx.insert(COColonKey(id: 1, text: "x")) }
+        try db.write { tx in try tx.insert(COChat(id: 1)) }
+        try db.write { tx in _ = try tx.delete(COChatMessage.self, key: 1) }
+        queue.sync {}
+        #expect(seen.withLock { $0 } == [["chat:Message"], ["COColonKey"], ["chat"], ["chat:Message"]])
+    }
+}
