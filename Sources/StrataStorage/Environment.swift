@@ -259,12 +259,20 @@ final class Environment: @unchecked Sendable {
         let lockLength = LockLayout.size(slots: slots)
         let lockMemory = try lockFile.map(length: lockLength, writable: true)
         if alone { ReaderTable.format(lockMemory, slots: slots) }
+        // A live process that bears this pid too (another pid namespace: containers sharing the
+        // volume, each process 1) holds its byte: its slots look like this process's own, and
+        // must not be cleared as a dead one's.
+        let pidShared = lockFile.isLockedByOthers(offset: LockLayout.pidByte(currentPID())) ?? true
         // The pid byte first, then the slots: a slot of this process is never seen without it.
         _ = try lockFile.lock(offset: LockLayout.pidByte(currentPID()), length: 1, exclusive: false, wait: true)
         let readers = ReaderTable(memory: lockMemory, slotCount: slots, ownsMemory: false, holdsFile: ReaderTable.pidHolders(lockFile))
-        if !alone { readers.releaseSlotsOfThisPid() }
-        // From now on hold the shared "alive" lock for as long as this process has the file open.
-        _ = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: false, wait: true)
+        if !alone && !pidShared { readers.releaseSlotsOfThisPid() }
+        // The shared "alive" lock, held for as long as this process has the file open, is taken
+        // once the page file is recovered (below): until then an opener that is alone holds it
+        // exclusively, and a read-only opener waits (`ReadOnly.swift`), which takes a process
+        // alive as a sign that the page cache holds every commit of the log.
+        func holdAlive() throws { _ = try lockFile.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: false, wait: true) }
+        if !alone { try holdAlive() }
 
         do {
             let posix = try openPageFile(path: path, existing: existing, options: options, alone: alone, wrap: wrap)
@@ -301,6 +309,7 @@ final class Environment: @unchecked Sendable {
                 let meta = try Recovery.choose(file: file, map: maps.current.base, fileSize: fileSize, pageSize: pageSize)
                 readers.publish(latest: meta.txnid)
                 commitLog.committed(meta.txnid)
+                try holdAlive()
             } else {
                 let latest = readers.latest
                 let meta = try Recovery.readMeta(file: file, slot: latest % 2, pageSize: pageSize)

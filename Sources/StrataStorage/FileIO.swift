@@ -459,6 +459,14 @@ final class PosixFile: FileIO {
         guard fcntl(fd, Self.lockCommands.get, &fl) == 0 else { return nil }
         return fl.l_type != Int16(F_UNLCK)
     }
+
+    /// Whether another holder has the range locked exclusively (a shared request would wait),
+    /// nil when the system cannot tell.
+    func isLockedExclusivelyByOthers(offset: Int64, length: Int64 = 1) -> Bool? {
+        var fl = lockRequest(F_RDLCK, offset: offset, length: length)
+        guard fcntl(fd, Self.lockCommands.get, &fl) == 0 else { return nil }
+        return fl.l_type != Int16(F_UNLCK)
+    }
 }
 
 struct FileIdentity: Hashable, Sendable {

@@ -336,7 +336,12 @@ enum LogReplay {
         while head > 2, page - head < 65_536, (map + Int(head) * pageSize).u64(PageHeader.pageNumber) != head { head -= 1 }
         let h = map + Int(head) * pageSize
         guard h.u64(PageHeader.pageNumber) == head, h.u64(PageHeader.txnid) > logged else { return false }
-        let run = h.u8(PageHeader.type) == PageType.overflow.rawValue ? UInt64(h.u32(PageHeader.runPages)) : 1
+        // (Both kinds of run carry their length and one checksum over all their pages: a value's,
+        // and a commit record's, which a large `.noSync` commit after the last frame may put over
+        // pages a frame wrote.)
+        let type = h.u8(PageHeader.type)
+        let isRun = type == PageType.overflow.rawValue || type == PageType.commitRecord.rawValue
+        let run = isRun ? UInt64(h.u32(PageHeader.runPages)) : 1
         guard run >= 1, head + run > page, head + run <= pageCount else { return false }
         return pageChecksum(h, byteCount: Int(run) * pageSize) == h.u64(PageHeader.checksum)
     }

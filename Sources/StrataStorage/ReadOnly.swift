@@ -168,6 +168,9 @@ extension Environment {
                 throw StorageError.truncated(path: path, expectedBytes: 2 * UInt64(pageSize), actualBytes: try file.size())
             }
             let view = lockFileView(path: LockFileName.path(for: path), registry: registry)
+            // A read-write process that opens the file alone holds "alive" exclusively while it
+            // replays the commit log: the page file may lack the log's commits until then.
+            if let lock = view?.file { try waitForRecovery(lock, path: path) }
             // With no read-write process alive, the page file must already hold what the commit
             // log made durable (a read-only process cannot replay it).
             if view?.file.isLockedByOthers(offset: LockLayout.aliveLockByte) != true {
@@ -198,6 +201,23 @@ extension Environment {
             return env
         }
     }
+
+    /// Waits (up to `recoveryWait`) while a read-write process that opened the file alone is
+    /// recovering it: it holds the "alive" byte exclusively until the commit log is replayed.
+    static func waitForRecovery(_ lock: PosixFile, path: String) throws {
+        let deadline = ContinuousClock.now + recoveryWait
+        while lock.isLockedExclusivelyByOthers(offset: LockLayout.aliveLockByte) == true {
+            if ContinuousClock.now > deadline {
+                throw StorageError.io(
+                    operation: "open read-only (a read-write process has been recovering the file for \(recoveryWait); try again)", path: path,
+                    errno: EAGAIN)
+            }
+            usleep(1_000)
+        }
+    }
+
+    /// How long a read-only opening waits for a read-write opener's recovery.
+    static let recoveryWait: Duration = .seconds(60)
 
     /// The lock file's reader table through a read-only map, or nil when there is no lock file or
     /// it is not valid. Also nil when this process has that lock file open in another environment

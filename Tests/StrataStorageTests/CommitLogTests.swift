@@ -753,6 +753,54 @@ extension CommitLogTests {
         try write([UInt8](repeating: 0, count: pageSize), at: 10)
         #expect(try !LogReplay.applied(frames: frames, pageFile: file, pageSize: pageSize))
     }
+
+    /// A commit record's run written by a commit after the last frame over pages a frame wrote
+    /// (a large `.noSync` commit reusing them, as `pagesWrittenAfter` allows): those pages were
+    /// written later, as an overflow run's would be. `writtenLater` took every run but a value's
+    /// for one page, and a record run's checksum (over all its pages) never matched one page: a
+    /// read-only opening refused the file (found by the review of 2026-12-07).
+    @Test(arguments: [PageType.commitRecord, .overflow])
+    func aRunOfACommitAfterTheLastFrameCountsAsWrittenLater(type: PageType) throws {
+        let pageSize = 4096
+        func page(_ number: UInt64, txnid: UInt64, fill: UInt8) -> [UInt8] {
+            var bytes = [UInt8](repeating: fill, count: pageSize)
+            bytes.withUnsafeMutableBytes { raw in
+                raw.storeBytes(of: number.littleEndian, toByteOffset: PageHeader.pageNumber, as: UInt64.self)
+                raw.storeBytes(of: txnid.littleEndian, toByteOffset: PageHeader.txnid, as: UInt64.self)
+            }
+            return bytes
+        }
+        let meta = page(1, txnid: 5, fill: 0xEE)
+        let frames = [
+            LogReplay.Frame(
+                txnid: 5,
+                entries: [LogEntry(page: 10, pages: 1, checksum: 0), LogEntry(page: 11, pages: 1, checksum: 0), LogEntry(page: 1, pages: 1, checksum: 0)],
+                images: page(10, txnid: 5, fill: 5) + page(11, txnid: 5, fill: 5) + meta, pageCount: 20)
+        ]
+        // Pages 10 and 11 now hold a two-page run of commit 7, sealed over both pages.
+        var run = [UInt8](repeating: 7, count: 2 * pageSize)
+        run.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: UInt64(10).littleEndian, toByteOffset: PageHeader.pageNumber, as: UInt64.self)
+            raw.storeBytes(of: UInt64(7).littleEndian, toByteOffset: PageHeader.txnid, as: UInt64.self)
+            raw.storeBytes(of: type.rawValue, toByteOffset: PageHeader.type, as: UInt8.self)
+            raw.storeBytes(of: UInt32(2).littleEndian, toByteOffset: PageHeader.runPages, as: UInt32.self)
+            raw.storeBytes(of: pageChecksum(raw.baseAddress!, byteCount: raw.count).littleEndian, toByteOffset: PageHeader.checksum, as: UInt64.self)
+        }
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let file = try PosixFile(path: path, create: true)
+        func write(_ bytes: [UInt8], at number: UInt64) throws { try bytes.withUnsafeBytes { try file.write($0, at: number * UInt64(pageSize)) } }
+        for number in UInt64(0)..<20 { try write([UInt8](repeating: 0, count: pageSize), at: number) }
+        try write(meta, at: 1)
+        try write(run, at: 10)
+        #expect(try LogReplay.applied(frames: frames, pageFile: file, pageSize: pageSize))
+        // Control: the run's checksum wrong (a torn write of it): the frame's pages are lost.
+        try write([0xFF], at: 10)
+        var torn = run
+        torn[pageSize + 100] ^= 1
+        try write(torn, at: 10)
+        #expect(try !LogReplay.applied(frames: frames, pageFile: file, pageSize: pageSize))
+    }
 }
 
 extension CommitLogTests {

@@ -63,3 +63,55 @@ struct COColonKey: Model {
         #expect(seen.withLock { $0 } == [["chat:Message"], ["COColonKey"], ["chat"], ["chat:Message"]])
     }
 }
+
+/// The model "chat" indexing a coding key "Message:text": its index tree is the one of
+/// `COChatMessage`'s index on "text".
+struct COChatWithColonKey: Model {
+    static let modelName = "chat"
+    static let indexes: [PartialKeyPath<COChatWithColonKey> & Sendable] = [\.text]
+    var id: Int
+    var text: String
+    enum CodingKeys: String, CodingKey {
+        case id
+        case text = "Message:text"
+    }
+}
+
+extension CommitObserverTests {
+    /// Two models whose index trees had one name wrote into one tree (each model's entries the
+    /// other's damage to `strata check`, a `deleteAll` of one wiping the other's index): such
+    /// models are refused at open, naming the tree.
+    @Test func modelsWhoseTreesWouldShareANameAreRefused() throws {
+        #expect {
+            _ = try Database.inMemory(models: [COChatMessage.self, COChatWithColonKey.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(_, _, let reason) = error else { return false }
+            return reason.contains("i:chat:Message:text")
+        }
+        // Apart, each opens and is whole.
+        for models in [[COChatMessage.self], [COChatWithColonKey.self]] as [[any Model.Type]] {
+            let db = try Database.inMemory(models: models)
+            #expect(try StoredObjects.check(in: db.store).problems.isEmpty)
+        }
+    }
+}
+
+extension CommitObserverTests {
+    /// A commit of a model this handle does not know (another handle's): its index tree is named
+    /// by the model the commit also wrote, not cut at the first colon.
+    @Test func anotherHandlesModelIsNamedWhole() throws {
+        let path = databasePath()
+        defer { for suffix in ["", "-lock", "-log"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let knowing = try Database(path: path, models: [COChatMessage.self, COChat.self])
+        let other = try Database(path: path, models: [COChat.self])
+        let queue = DispatchQueue(label: "co.other")
+        let seen = Mutex<[Set<String>]>([])
+        let token = other.observeCommits(on: queue) { change in seen.withLock { $0.append(change.models) } }
+        try knowing.write { tx in try tx.insert(COChatMessage(id: 1, text: "hello")) }
+        queue.sync {}
+        #expect(seen.withLock { $0 } == [["chat:Message"]])
+        token.invalidate()
+        other.close()
+        knowing.close()
+    }
+}

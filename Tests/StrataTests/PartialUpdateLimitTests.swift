@@ -100,4 +100,21 @@ private struct DeepPrice: Model, Equatable {
         try db.write { tx in try tx.update(DeepPrice.self, key: "p", json: Data(#"{"amount": "0.000000000000000000000000000000000123"}"#.utf8)) }
         #expect(try db.object(DeepPrice.self, key: "p")?.amount == Decimal(string: "0.000000000000000000000000000000000123"))
     }
+
+    /// Zeros after the last other digit are not significant (review of 2026-12-07): a token amount
+    /// sent with 18 fixed decimals, 39 digits in all, was refused as "more than 38 significant
+    /// digits" while a Decimal holds it exactly, as it holds 1 followed by 39 zeros.
+    @Test(arguments: [
+        ("123456789012345678901.000000000000000000", "123456789012345678901"),
+        ("1.0000000000000000000000000000000000000000", "1"),
+        ("1" + String(repeating: "0", count: 39), "1e39"),
+        ("00012345678901234567890123456789012345678.000", "12345678901234567890123456789012345678"),
+    ])
+    func decimalTextWithZerosAfterItsDigitsFits(text: String, value: String) throws {
+        let db = try Database.inMemory(models: [DeepPrice.self])
+        try db.write { tx in try tx.insert(DeepPrice(id: "p", amount: 1, list: [])) }
+        try db.write { tx in try tx.update(DeepPrice.self, key: "p", json: Data("{\"amount\": \"\(text)\"}".utf8)) }
+        let expected = try #require(Decimal(string: value, locale: Locale(identifier: "en_US_POSIX")))
+        #expect(try db.object(DeepPrice.self, key: "p")?.amount == expected)
+    }
 }

@@ -142,6 +142,7 @@ public final class Database: Sendable {
                                         : change.differences)
                             }
                         }
+                        try Self.refuseSharedTrees(byName)
                         if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
                         stored = try ModelRegistry.storedSchemas(of: Array(byName.keys), in: try txn.tree(Catalog.schemaTree))
                     }
@@ -198,6 +199,7 @@ public final class Database: Sendable {
                     byName[info.name] = info
                     pending.append((info, change))
                 }
+                try Self.refuseSharedTrees(byName)
                 let registry = ModelRegistry(byType: infos, byName: byName, storedSchemas: [:])
                 let schemaTree = try txn.createTree(Catalog.schemaTree)
                 for (info, change) in pending where change.changed {
@@ -224,6 +226,25 @@ public final class Database: Sendable {
             }
         }
         self.registry = ModelRegistry(byType: infos, byName: byName, storedSchemas: stored)
+    }
+
+    /// Two models whose trees would share a name are refused: an index tree is named
+    /// `i:<model>:<path>`, and a model name or a coding key may hold a colon, so the model "chat"
+    /// indexing a key "Message:text" and the model "chat:Message" indexing "text" wrote into one
+    /// tree (found by a review of 2026-12-07): each model's entries were the other's damage.
+    static func refuseSharedTrees(_ byName: [String: any AnyModelInfo]) throws {
+        var owner: [String: String] = [:]
+        for name in byName.keys.sorted() {
+            guard let info = byName[name] else { continue }
+            for tree in [info.stored.recordTree] + info.stored.indexes.map({ $0.treeName(model: name) }) {
+                if let other = owner[tree], other != name {
+                    throw StrataError.unsupportedType(
+                        model: name, field: "(model)",
+                        reason: "its tree \(tree) has the name of one of \(other)'s (a colon in a model name or a coding key); set modelName")
+                }
+                owner[tree] = name
+            }
+        }
     }
 
     /// Opens (or creates) the database at `path`, migrating it with `migration` when the stored

@@ -122,15 +122,22 @@ extension Database {
         }
         let listener = store.addCommitListener { [modelOfTree] event in
             var models = Set<String>()
+            var unknownIndexes: [String] = []
             for tree in event.changedTrees {
                 if let model = modelOfTree[tree] {
                     models.insert(model)
                 } else if tree.hasPrefix("m:") {
                     models.insert(String(tree.dropFirst(2)))
-                } else if tree.hasPrefix("i:"), let name = tree.dropFirst(2).split(separator: ":").first {
-                    // (A model another process writes that this handle does not know.)
-                    models.insert(String(name))
+                } else if tree.hasPrefix("i:") {
+                    unknownIndexes.append(String(tree.dropFirst(2)))
                 }
+            }
+            // An index of a model this handle does not know (another handle's or process's): the
+            // longest model name known here or written by the commit that heads it, else the
+            // name up to the first colon.
+            for tree in unknownIndexes {
+                let named = models.union(modelOfTree.values).filter { tree.hasPrefix($0 + ":") }.max { $0.count < $1.count }
+                if let name = named ?? tree.split(separator: ":").first.map(String.init) { models.insert(name) }
             }
             // A commit that changed no model's trees (idle-time compaction trimming the file, or
             // moving only the engine's own pages) has nothing to say here.

@@ -291,8 +291,11 @@ struct PatchEncoder {
         // `Decimal(string:)` accepts a valid prefix ("12abc" is 12), so the whole text is checked first.
         case .string(let s):
             guard PrimitiveLayout.isDecimalText(s) else { throw expected("a number or a decimal string", value, path) }
-            // Decimal keeps 38 significant digits and would round more without a word.
-            let significant = s.split(whereSeparator: { $0 == "e" || $0 == "E" })[0].filter(\.isNumber).drop { $0 == "0" }.count
+            // Decimal keeps 38 significant digits and would round more without a word. (Zeros
+            // after the last other digit are not significant: "1.000…0" with 18 decimals, as
+            // token amounts come, or 1 followed by 39 zeros, are held exactly.)
+            let digits = s.split(whereSeparator: { $0 == "e" || $0 == "E" })[0].filter(\.isNumber)
+            let significant = digits.drop { $0 == "0" }.reversed().drop { $0 == "0" }.count
             guard significant <= 38 else { throw path.mismatch("\(value.summary) has more than the 38 significant digits a Decimal holds") }
             result = Decimal(string: s, locale: Self.posix)
         default: throw expected("a number or a decimal string", value, path)

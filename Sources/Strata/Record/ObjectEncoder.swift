@@ -74,7 +74,9 @@ final class ObjectEncoder: ForwardingEncoder {
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        FailingUnkeyedEncoding(error: state.context.mismatch("a struct field list was expected, but the type encodes an array"))
+        let failure = state.context.mismatch("a struct field list was expected, but the type encodes an array")
+        state.noteFailure(failure)  // (an empty array writes nothing that would throw)
+        return FailingUnkeyedEncoding(error: failure)
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
@@ -453,8 +455,21 @@ struct ObjectKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
         }
     }
 
-    mutating func superEncoder() -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { ObjectEncoder(state: unmanaged.takeUnretainedValue()) }
+    // A super encoder is refused as the probe refuses a super decoder. It wrote into this object's
+    // own fields (JSON nests it under its key): a nested `at` replaced the object's `at`, and
+    // the field it stood for was never written. Noted, so that it fails also when nothing is
+    // written through it, and the type is refused as the database opens (`checkWrites`).
+    mutating func superEncoder() -> any Encoder { refusedSuperEncoder("super") }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { refusedSuperEncoder(key.stringValue) }
+
+    private func refusedSuperEncoder(_ key: String) -> any Encoder {
+        with { state in
+            let failure = state.context.appending(key).mismatch(
+                "\(ObjectEncoding.unwritableContainer) a super encoder is not supported; encode the value itself (`encode(_:forKey:)`)")
+            state.noteFailure(failure)
+            return FailingEncoder(error: failure)
+        }
+    }
 }
 
 /// Captures the one value a wrapper type encodes.
