@@ -460,14 +460,22 @@ final class PosixFile: FileIO {
         return fl.l_type != Int16(F_UNLCK)
     }
 
-    /// Whether another holder has the range locked exclusively (a shared request would wait),
-    /// nil when the system cannot tell.
-    func isLockedExclusivelyByOthers(offset: Int64, length: Int64 = 1) -> Bool? {
-        var fl = lockRequest(F_RDLCK, offset: offset, length: length)
+    /// How others hold the range, in one query (two would race with a holder changing between
+    /// them): `.exclusive` when some holder has it exclusively, `.shared` when some hold it
+    /// shared only, `.free`; nil when the system cannot tell.
+    func othersHold(offset: Int64, length: Int64 = 1) -> LockHolding? {
+        var fl = lockRequest(F_WRLCK, offset: offset, length: length)
         guard fcntl(fd, Self.lockCommands.get, &fl) == 0 else { return nil }
-        return fl.l_type != Int16(F_UNLCK)
+        switch Int32(fl.l_type) {
+        case F_UNLCK: return .free
+        case F_WRLCK: return .exclusive
+        default: return .shared
+        }
     }
 }
+
+/// How other holders hold a lock range (`PosixFile.othersHold`).
+enum LockHolding { case free, shared, exclusive }
 
 struct FileIdentity: Hashable, Sendable {
     var device: UInt64

@@ -169,11 +169,12 @@ extension Environment {
             }
             let view = lockFileView(path: LockFileName.path(for: path), registry: registry)
             // A read-write process that opens the file alone holds "alive" exclusively while it
-            // replays the commit log: the page file may lack the log's commits until then.
-            if let lock = view?.file { try waitForRecovery(lock, path: path) }
-            // With no read-write process alive, the page file must already hold what the commit
-            // log made durable (a read-only process cannot replay it).
-            if view?.file.isLockedByOthers(offset: LockLayout.aliveLockByte) != true {
+            // replays the commit log: the page file may lack the log's commits until then. With
+            // no read-write process alive, the page file must already hold what the commit log
+            // made durable (a read-only process cannot replay it). (One answer decides both: a
+            // second query could meet an opener that began its replay in between.)
+            let alive = try view.flatMap { try waitForRecovery($0.file, path: path) }
+            if alive != .shared {
                 try LogReplay.checkApplied(pageFile: file, pagePath: path, pageSize: pageSize)
             }
             let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
@@ -204,9 +205,12 @@ extension Environment {
 
     /// Waits (up to `recoveryWait`) while a read-write process that opened the file alone is
     /// recovering it: it holds the "alive" byte exclusively until the commit log is replayed.
-    static func waitForRecovery(_ lock: PosixFile, path: String) throws {
+    /// Returns how others then hold it (nil when the system cannot tell).
+    static func waitForRecovery(_ lock: PosixFile, path: String) throws -> LockHolding? {
         let deadline = ContinuousClock.now + recoveryWait
-        while lock.isLockedExclusivelyByOthers(offset: LockLayout.aliveLockByte) == true {
+        while true {
+            let holding = lock.othersHold(offset: LockLayout.aliveLockByte)
+            if holding != .exclusive { return holding }
             if ContinuousClock.now > deadline {
                 throw StorageError.io(
                     operation: "open read-only (a read-write process has been recovering the file for \(recoveryWait); try again)", path: path,

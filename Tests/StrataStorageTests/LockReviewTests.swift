@@ -4,7 +4,10 @@ import Testing
 
 @testable import StrataStorage
 
-/// Locks between processes, from a review of several processes on one file (2026-12-07).
+#if os(Linux)
+/// Locks between processes, from a review of several processes on one file (2026-12-07). (Linux:
+/// a second descriptor of this process stands in for another process, as open file description
+/// locks allow; classic fcntl locks never conflict within a process.)
 @Suite struct LockReviewTests {
     /// Two live processes can bear one pid number (containers sharing the volume, each process
     /// 1). The second to open cleared every slot of "its" pid as a dead process's, the first's
@@ -82,3 +85,4 @@ import Testing
 final class LockReviewFlag: Sendable {
     let value = Atomic<Bool>(false)
 }
+#endif

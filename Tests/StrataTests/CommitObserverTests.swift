@@ -88,6 +88,20 @@ extension CommitObserverTests {
             guard case StrataError.unsupportedType(_, _, let reason) = error else { return false }
             return reason.contains("i:chat:Message:text")
         }
+        // Also when the other model is stored in the file by another open, not named by this one.
+        let path = databasePath()
+        defer { for suffix in ["", "-lock", "-log"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        do {
+            let db = try Database(path: path, models: [COChatMessage.self])
+            try db.write { tx in try tx.insert(COChatMessage(id: 1, text: "hello")) }
+            db.close()
+        }
+        #expect {
+            _ = try Database(path: path, models: [COChatWithColonKey.self])
+        } throws: { error in
+            guard case StrataError.unsupportedType(_, _, let reason) = error else { return false }
+            return reason.contains("i:chat:Message:text")
+        }
         // Apart, each opens and is whole.
         for models in [[COChatMessage.self], [COChatWithColonKey.self]] as [[any Model.Type]] {
             let db = try Database.inMemory(models: models)

@@ -60,6 +60,27 @@ struct SETagged: Model, Equatable {
     }
 }
 
+/// Rows written each through the array's super encoder: JSON adds one element per call, Strata
+/// wrote each row's elements into the outer array (empty rows vanished).
+struct SERows: Codable, Equatable, Sendable {
+    var rows: [[Int]]
+    init(rows: [[Int]]) { self.rows = rows }
+    init(from decoder: any Decoder) throws {
+        var c = try decoder.unkeyedContainer()
+        rows = []
+        while !c.isAtEnd { rows.append(try c.decode([Int].self)) }
+    }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.unkeyedContainer()
+        for row in rows { try row.encode(to: c.superEncoder()) }
+    }
+}
+
+struct SEGrid: Model, Equatable {
+    var id: Int
+    var grid: SERows
+}
+
 @Suite struct SuperEncoderTests {
     /// JSON round-trips both; Strata must store them exactly or refuse them with a typed error
     /// (at open, or at the insert that writes through the super encoder), never store something
@@ -78,5 +99,7 @@ struct SETagged: Model, Equatable {
         try attempt(SENote(id: 1, at: Date(timeIntervalSinceReferenceDate: 1), edited: SEStamp(at: Date(timeIntervalSinceReferenceDate: 2))))
         try attempt(SETagged(id: 1, tags: []))
         try attempt(SETagged(id: 2, tags: ["a"]))
+        try attempt(SEGrid(id: 1, grid: SERows(rows: [[], []])))
+        try attempt(SEGrid(id: 2, grid: SERows(rows: [[1], [2, 3]])))
     }
 }

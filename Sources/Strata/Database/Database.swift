@@ -142,7 +142,7 @@ public final class Database: Sendable {
                                         : change.differences)
                             }
                         }
-                        try Self.refuseSharedTrees(byName)
+                        try Self.refuseSharedTrees(byName, stored: catalog)
                         if !reasons.isEmpty { throw StrataError.migrationRequired(reasons) }
                         stored = try ModelRegistry.storedSchemas(of: Array(byName.keys), in: try txn.tree(Catalog.schemaTree))
                     }
@@ -199,7 +199,7 @@ public final class Database: Sendable {
                     byName[info.name] = info
                     pending.append((info, change))
                 }
-                try Self.refuseSharedTrees(byName)
+                try Self.refuseSharedTrees(byName, stored: catalog)
                 let registry = ModelRegistry(byType: infos, byName: byName, storedSchemas: [:])
                 let schemaTree = try txn.createTree(Catalog.schemaTree)
                 for (info, change) in pending where change.changed {
@@ -231,12 +231,15 @@ public final class Database: Sendable {
     /// Two models whose trees would share a name are refused: an index tree is named
     /// `i:<model>:<path>`, and a model name or a coding key may hold a colon, so the model "chat"
     /// indexing a key "Message:text" and the model "chat:Message" indexing "text" wrote into one
-    /// tree (found by a review of 2026-12-07): each model's entries were the other's damage.
-    static func refuseSharedTrees(_ byName: [String: any AnyModelInfo]) throws {
+    /// tree (found by a review of 2026-12-07): each model's entries were the other's damage. The
+    /// models stored in the file that this open does not name count too (another handle's).
+    static func refuseSharedTrees(_ byName: [String: any AnyModelInfo], stored catalog: [String: StoredModelSchema]) throws {
+        var schemas = catalog
+        for (name, info) in byName { schemas[name] = info.stored }
         var owner: [String: String] = [:]
-        for name in byName.keys.sorted() {
-            guard let info = byName[name] else { continue }
-            for tree in [info.stored.recordTree] + info.stored.indexes.map({ $0.treeName(model: name) }) {
+        for name in schemas.keys.sorted() {
+            guard let schema = schemas[name] else { continue }
+            for tree in [schema.recordTree] + schema.indexes.map({ $0.treeName(model: name) }) {
                 if let other = owner[tree], other != name {
                     throw StrataError.unsupportedType(
                         model: name, field: "(model)",

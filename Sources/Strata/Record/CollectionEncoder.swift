@@ -175,7 +175,8 @@ final class ArrayEncoder: ForwardingEncoder, ReusableEncoder, UnkeyedEncodingCon
     func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         FailingUnkeyedEncoding(error: noteNested("unkeyed"))
     }
-    func superEncoder() -> any Encoder { self }
+    // (Refused as an object's super encoder is: JSON adds an element, this wrote into the array.)
+    func superEncoder() -> any Encoder { FailingEncoder(error: noteNested("super encoder")) }
 
     private func noteNested(_ kind: String) -> StrataError {
         let error = context.appending(index: elements.count).mismatch(
@@ -259,8 +260,8 @@ struct DictionaryKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         FailingUnkeyedEncoding(error: encoder.noteNested("unkeyed", key: key.stringValue))
     }
-    mutating func superEncoder() -> any Encoder { encoder }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+    mutating func superEncoder() -> any Encoder { FailingEncoder(error: encoder.noteNested("super encoder", key: "super")) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { FailingEncoder(error: encoder.noteNested("super encoder", key: key.stringValue)) }
 }
 
 /// The single-value container of an encoder that writes one shape of value (a struct's fields, an
