@@ -47,8 +47,10 @@ enum IdleHunt {
         stats.pageCount > stats.usedPages * 2
     }
 
-    /// Polls `stats()` until the file is compact, for up to `seconds`.
-    static func waitUntilCompact(_ store: Store, seconds: Int = 30) async throws -> StoreStats {
+    /// Polls `stats()` until the file is compact, for up to `seconds`. (120 s: on a loaded
+    /// two-core machine a test's 1.5 s sleep has lasted 11 s, and one wait of 30 s ended before
+    /// the idle thread's compaction did; the wait ends as soon as the file is compact.)
+    static func waitUntilCompact(_ store: Store, seconds: Int = 120) async throws -> StoreStats {
         let deadline = ContinuousClock.now + .seconds(seconds)
         var stats = try store.stats()
         while !isCompact(stats), ContinuousClock.now < deadline {
