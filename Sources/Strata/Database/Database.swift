@@ -238,9 +238,8 @@ public final class Database: Sendable {
         for (name, info) in byName { schemas[name] = info.stored }
         var owner: [String: String] = [:]
         for name in schemas.keys.sorted() {
-            guard let schema = schemas[name] else { continue }
-            for tree in [schema.recordTree] + schema.indexes.map({ $0.treeName(model: name) }) {
-                if let other = owner[tree], other != name {
+            for tree in schemas[name]?.trees ?? [] {
+                if let other = owner[tree] {
                     throw StrataError.unsupportedType(
                         model: name, field: "(model)",
                         reason: "its tree \(tree) has the name of one of \(other)'s (a colon in a model name or a coding key); set modelName")

@@ -117,8 +117,7 @@ extension Database {
         // have read as "chat"), and a renamed coding key may put one in the path.
         var modelOfTree: [String: String] = [:]
         for info in registry.byName.values {
-            modelOfTree[info.stored.recordTree] = info.name
-            for index in info.stored.indexes { modelOfTree[index.treeName(model: info.name)] = info.name }
+            for tree in info.stored.trees { modelOfTree[tree] = info.name }
         }
         let listener = store.addCommitListener { [modelOfTree] event in
             var models = Set<String>()

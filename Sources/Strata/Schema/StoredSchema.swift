@@ -28,6 +28,9 @@ public struct StoredModelSchema: Codable, Equatable, Sendable {
     /// The tree holding the model's records.
     var recordTree: String { "m:" + name }
 
+    /// Every tree of the model: its records', then its indexes'.
+    var trees: [String] { [recordTree] + indexes.map { $0.treeName(model: name) } }
+
     /// The stored field holding the primary key, if it is stored. A catalog written before
     /// `keyField` and `key` lacks both: its key is the field named `id`. One that records `key`
     /// without `keyField` has a computed key, whatever field is coded `id` (a wrapped `@Box var
