@@ -101,6 +101,39 @@ import Glibc
         store.close()
     }
 
+    /// A snapshot held through many looks of the idle thread: the looks come less often the
+    /// longer it lives (but at least once a second), and once it ends the file
+    /// compacts, however long it lived. (The wait used to give up after ten minutes, leaving the
+    /// holes for good: CI met that when a loaded machine kept this suite's tests from resuming.)
+    @Test func aSnapshotHeldThroughManyLooksStillLetsTheFileCompactWhenItEnds() async throws {
+        #expect(Store.backedOff(.milliseconds(1), looks: 1) == .milliseconds(1))
+        #expect(Store.backedOff(.milliseconds(1), looks: 25) == .milliseconds(4))
+        #expect(Store.backedOff(.milliseconds(1), looks: 10_000) == .seconds(1))
+        #expect(Store.backedOff(.seconds(3), looks: 1) == .seconds(1))
+        let path = temporaryPath()
+        defer { removeStoreFiles(path) }
+        let store = try Store(path: path, options: IdleHunt.options(idleMs: 1))
+        var model: IdleHunt.Model = [:]
+        try IdleHunt.put(store, 0..<20_000, into: &model)
+        let snapshot = try store.beginRead()
+        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
+        let idleThreads = IdleThreadCPU.idleThread(store)
+        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
+        let cpu0 = IdleThreadCPU.cpu(idleThreads)
+        let wall0 = ContinuousClock.now
+        // Past the point where the looks are a second apart (about ten seconds of 1 ms delays).
+        try await Task.sleep(for: .seconds(12))
+        let cpu = IdleThreadCPU.cpu(idleThreads) - cpu0
+        let wall = ContinuousClock.now - wall0
+        #expect(cpu < wall / 20, "\(cpu) of CPU in \(wall) while a snapshot held the holes")
+        #expect(try !IdleHunt.isCompact(store.stats()), "compacted while the snapshot held the holes?")
+        snapshot.end()
+        let stats = try await IdleHunt.waitUntilCompact(store)
+        #expect(IdleHunt.isCompact(stats), "never compacted after the snapshot ended: \(stats)")
+        #expect(try store.read { try CompactionTests.contents($0) } == model)
+        store.close()
+    }
+
     /// A long snapshot holds the holes while another thread reads in a loop (short snapshots,
     /// each ending at once). The idle thread finds nothing to move; a short snapshot it waited on
     /// ends at once, so it looks again: it must not commit, or burn CPU, again and again.
