@@ -791,7 +791,33 @@ private func unsupported128(_ type: Any.Type) -> String {
 /// index, whose unused values are its spare bit patterns, the first of them (the case count) being
 /// `Optional.none`'s. Each case built from its tag is checked to name itself.
 enum CodingKeyCases {
+    /// The case count of each key type looked at, nil for one that is not such an enum: checking
+    /// that every case names itself costs a `Key(stringValue:)` per case, itself a comparison per
+    /// case, and the probe asks again for every case of a payload enum (a 300-case enum took
+    /// seconds to open a database with).
+    private static let counts = Mutex<[ObjectIdentifier: Int?]>([:])
+
     static func cases<Key: CodingKey>(of type: Key.Type) -> [Key]? {
+        let id = ObjectIdentifier(Key.self)
+        let count: Int?
+        if let known = counts.withLock({ $0[id] }) {
+            count = known
+        } else {
+            count = checkedCount(of: Key.self)
+            counts.withLock { $0[id] = count }
+        }
+        guard let count else { return nil }
+        return (0..<count).map(key(Key.self))
+    }
+
+    /// The key whose tag is `tag`.
+    private static func key<Key: CodingKey>(_ type: Key.Type) -> (Int) -> Key {
+        { tag in withUnsafeBytes(of: UInt16(tag).littleEndian) { $0.load(as: Key.self) } }
+    }
+
+    /// The number of cases of `Key`, each checked to name itself; nil for a key type that is not
+    /// an enum of payload-free cases.
+    private static func checkedCount<Key: CodingKey>(of type: Key.Type) -> Int? {
         guard _isPOD(Key.self), !(Key.self is AnyClass) else { return nil }
         let count: Int
         switch MemoryLayout<Key>.size {
@@ -808,15 +834,13 @@ enum CodingKeyCases {
             return nil
         }
         guard count >= 1 else { return nil }
-        var keys: [Key] = []
         var names = Set<String>()
         for tag in 0..<count {
-            let key = withUnsafeBytes(of: UInt16(tag).littleEndian) { $0.load(as: Key.self) }
+            let key = key(Key.self)(tag)
             let name = key.stringValue
             guard let again = Key(stringValue: name), bytes(of: again) == bytes(of: key), names.insert(name).inserted else { return nil }
-            keys.append(key)
         }
-        return keys
+        return count
     }
 
     private static func bytes<Key>(of key: Key) -> [UInt8] { withUnsafeBytes(of: key) { Array($0) } }
