@@ -44,11 +44,16 @@ struct IdleCompactionState {
     var stuckAt: (pageCount: UInt64, readers: [UInt64])?
     /// The timer thread's id while it runs (`currentThreadID`), for tests that measure its CPU time.
     var threadID: Int?
+    /// Looks at the reader table while waiting for snapshots to end, for tests of the backoff.
+    var snapshotLooks = 0
 }
 
 extension Store {
     /// The idle compaction thread's id while one runs for this file (for tests of its CPU time).
     package var idleCompactionThreadID: Int? { env.idleCompaction.withLock { $0.threadID } }
+
+    /// How many times the idle thread has looked for a held snapshot's end (for tests).
+    package var idleSnapshotLooks: Int { env.idleCompaction.withLock { $0.snapshotLooks } }
 
     /// Called after every commit made through `write`: notes the time, and arms the timer when
     /// the commit left holes (starting the timer thread when none runs).
@@ -210,8 +215,8 @@ extension Store {
         case over
     }
 
-    /// Waits until one of the snapshots `held` has ended, looking every `idleDelay` at first and
-    /// less often the longer they live (at most a second apart). Holds the store only while it
+    /// Waits until one of the snapshots `held` has ended, looking every `idleDelay` (at most a
+    /// second) at first and less often the longer the wait lasts, down to once a second. Holds the store only while it
     /// looks. No time limit: a wait that gave up after ten minutes left the file holed for good
     /// once a snapshot held longer ended (nothing else arms the thread while the writes have
     /// stopped; CI met it when a test's snapshot outlived the limit on a loaded machine).
@@ -220,7 +225,11 @@ extension Store {
         // One look, in a function of its own so that the store is released before the sleep.
         func look() -> Look {
             guard let store = weakStore(), !store.closedFlag, let delay = store.compaction.idleDelay else { return .done(.over) }
-            if store.env.idleCompaction.withLock({ $0.lastCommit }) != since { return .done(.cutShort) }
+            let lastCommit = store.env.idleCompaction.withLock { state in
+                state.snapshotLooks += 1
+                return state.lastCommit
+            }
+            if lastCommit != since { return .done(.cutShort) }
             let live = Set(store.env.readers.liveReaders().map(\.txnid))
             return Set(held).isSubset(of: live) ? .wait(delay) : .done(.ended)
         }

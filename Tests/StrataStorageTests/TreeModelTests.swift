@@ -99,7 +99,7 @@ struct ModelTree {
     @Test(arguments: [false, true])
     func randomizedOperationsMatchModel(spilling: Bool) throws {
         let seed: UInt64 = spilling ? 0x5EED_0002 : 0x5EED_0001
-        let totalOps = TestEnv.int("STRATA_MODEL_OPS", default: 100_000) / (spilling ? 4 : 1)
+        let totalOps = TestEnv.int("STRATA_MODEL_OPS", default: 100_000) / (spilling ? 2 : 1)
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
         var rng = SplitMix(seed: seed)
