@@ -11,6 +11,22 @@ import Glibc
 /// threads that appeared across the commit that started the idle thread (/proc/self/task), over
 /// 1.5 s.
 @Suite(.serialized) struct IdleHuntCPUTests {
+    /// A store at `path` of 20,000 keys, seven in eight of them deleted while a snapshot of them
+    /// is held (the holes the idle thread finds held), with the model, that snapshot and the idle
+    /// compaction thread that the delete started.
+    static func holedUnderSnapshot(_ path: String, idleMs: Int) throws -> (
+        store: Store, model: IdleHunt.Model, snapshot: ReadTransaction, idleThreads: Set<Int>
+    ) {
+        let store = try Store(path: path, options: IdleHunt.options(idleMs: idleMs))
+        var model: IdleHunt.Model = [:]
+        try IdleHunt.put(store, 0..<20_000, into: &model)
+        let snapshot = try store.beginRead()
+        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
+        let idleThreads = IdleThreadCPU.idleThread(store)
+        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
+        return (store, model, snapshot, idleThreads)
+    }
+
     /// Another process holds the writer lock for good (StrataTestHelper die-in-write) while
     /// holes are armed: the idle thread must wait without spinning, and compact once the lock is
     /// released (the process dies).
@@ -19,14 +35,8 @@ import Glibc
         let helper = try strataTestHelperPath()
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        let store = try Store(path: path, options: IdleHunt.options(idleMs: idleMs))
-        var model: IdleHunt.Model = [:]
-        try IdleHunt.put(store, 0..<20_000, into: &model)
         // A snapshot keeps the idle thread from compacting until the other process has the lock.
-        let snapshot = try store.beginRead()
-        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleThreadCPU.idleThread(store)
-        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
+        let (store, model, snapshot, idleThreads) = try Self.holedUnderSnapshot(path, idleMs: idleMs)
         let holder = try HelperProcess(path: helper, arguments: ["die-in-write", path])
         #expect(try await holder.readLine() == "in-write")
         snapshot.end()
@@ -77,13 +87,7 @@ import Glibc
     @Test func aHeldSnapshotDoesNotMakeTheIdleThreadSpin() async throws {
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        let store = try Store(path: path, options: IdleHunt.options(idleMs: 1))
-        var model: IdleHunt.Model = [:]
-        try IdleHunt.put(store, 0..<20_000, into: &model)
-        let snapshot = try store.beginRead()
-        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleThreadCPU.idleThread(store)
-        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
+        let (store, model, snapshot, idleThreads) = try Self.holedUnderSnapshot(path, idleMs: 1)
         try await Task.sleep(for: .milliseconds(200))
         let version = store.latestVersion
         let cpu0 = IdleThreadCPU.cpu(idleThreads)
@@ -113,13 +117,7 @@ import Glibc
         #expect(Store.backedOff(.seconds(3), looks: 1) == .seconds(1))
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        let store = try Store(path: path, options: IdleHunt.options(idleMs: 1))
-        var model: IdleHunt.Model = [:]
-        try IdleHunt.put(store, 0..<20_000, into: &model)
-        let snapshot = try store.beginRead()
-        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleThreadCPU.idleThread(store)
-        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
+        let (store, model, snapshot, idleThreads) = try Self.holedUnderSnapshot(path, idleMs: 1)
         let cpu0 = IdleThreadCPU.cpu(idleThreads)
         let wall0 = ContinuousClock.now
         // Past the point where the looks are a second apart (about ten seconds of 1 ms delays).
@@ -146,13 +144,7 @@ import Glibc
     func shortReadsBesideAHeldSnapshotDoNotMakeTheIdleThreadSpin(busy: Bool) async throws {
         let path = temporaryPath()
         defer { removeStoreFiles(path) }
-        let store = try Store(path: path, options: IdleHunt.options(idleMs: 1))
-        var model: IdleHunt.Model = [:]
-        try IdleHunt.put(store, 0..<20_000, into: &model)
-        let snapshot = try store.beginRead()
-        try IdleHunt.delete(store, 0..<20_000, keep: { $0 % 8 == 0 }, from: &model)
-        let idleThreads = IdleThreadCPU.idleThread(store)
-        #expect(!idleThreads.isEmpty, "no idle compaction thread ran")
+        let (store, model, snapshot, idleThreads) = try Self.holedUnderSnapshot(path, idleMs: 1)
         let stop = Atomic<Bool>(false)
         let reads = Atomic<Int>(0)
         let reader = Thread {

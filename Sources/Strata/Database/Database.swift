@@ -239,7 +239,9 @@ public final class Database: Sendable {
         var owner: [String: String] = [:]
         for name in schemas.keys.sorted() {
             for tree in schemas[name]?.trees ?? [] {
-                if let other = owner[tree] {
+                // (Only two models meeting in one tree is the damage refused here, as before the mend
+                // that named a model's trees once.)
+                if let other = owner[tree], other != name {
                     throw StrataError.unsupportedType(
                         model: name, field: "(model)",
                         reason: "its tree \(tree) has the name of one of \(other)'s (a colon in a model name or a coding key); set modelName")

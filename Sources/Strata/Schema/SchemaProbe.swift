@@ -807,12 +807,12 @@ enum CodingKeyCases {
             counts.withLock { $0[id] = count }
         }
         guard let count else { return nil }
-        return (0..<count).map(key(Key.self))
+        return (0..<count).map { key(tag: $0) }
     }
 
     /// The key whose tag is `tag`.
-    private static func key<Key: CodingKey>(_ type: Key.Type) -> (Int) -> Key {
-        { tag in withUnsafeBytes(of: UInt16(tag).littleEndian) { $0.load(as: Key.self) } }
+    private static func key<Key: CodingKey>(tag: Int) -> Key {
+        withUnsafeBytes(of: UInt16(tag).littleEndian) { $0.load(as: Key.self) }
     }
 
     /// The number of cases of `Key`, each checked to name itself; nil for a key type that is not
@@ -836,7 +836,7 @@ enum CodingKeyCases {
         guard count >= 1 else { return nil }
         var names = Set<String>()
         for tag in 0..<count {
-            let key = key(Key.self)(tag)
+            let key: Key = key(tag: tag)
             let name = key.stringValue
             guard let again = Key(stringValue: name), bytes(of: again) == bytes(of: key), names.insert(name).inserted else { return nil }
         }
