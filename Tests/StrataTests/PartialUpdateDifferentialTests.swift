@@ -360,14 +360,13 @@ extension PDWorld {
         }
         // Cleared paths outside the fields given (a path inside a field set to a non-object is an error of its own).
         let given = Set(Self.members(fields).map(\.0))
-        // Nor one inside another cleared one: clearing `work` and `work.zip` is refused as such.
-        var cleared: [String] = []
-        for path in (0..<rng.below(3)).map({ _ in pick(Self.clearable) }) where !given.contains(String(path.split(separator: ".")[0])) {
-            let related = cleared.contains { $0 == path || $0.hasPrefix(path + ".") || path.hasPrefix($0 + ".") }
-            if !related { cleared.append(path) }
-        }
+        // A path inside another cleared one (`work` and `work.zip`, in either order), or named
+        // twice, is part of it: the merge patch has the outer null alone.
+        let cleared = (0..<rng.below(4)).map({ _ in pick(Self.clearable) }).filter { !given.contains(String($0.split(separator: ".")[0])) }
         var patch = fields
-        for path in cleared { patch = Self.settingNull(in: patch, at: path.split(separator: ".").map(String.init)[...]) }
+        for path in Set(cleared) where !cleared.contains(where: { path.hasPrefix($0 + ".") }) {
+            patch = Self.settingNull(in: patch, at: path.split(separator: ".").map(String.init)[...])
+        }
         let clearedText = "[" + cleared.map { PDJSON.quote($0) }.joined(separator: ",") + "]"
         let text = #"{"msg":"\#(kind)","collection":"PDThing","id":\#(PDJSON.quote(id)),"fields":\#(fields.text),"cleared":\#(clearedText)}"#
         return (text, kind, patch)

@@ -659,6 +659,78 @@ struct PartialUpdateTests {
         #expect(reason.contains("Nope"))
     }
 
+    /// `cleared` gives one outcome whatever its order: a path inside another cleared path (or
+    /// inside a field `fields` sets to null) is part of it, and a path that `fields` also sets to a
+    /// value is refused, naming it, instead of one of the two silently winning. `["address",
+    /// "address.zip"]` threw, blaming `fields`, while `["address.zip", "address"]` cleared
+    /// `address`; `fields: {"nickname": "N"}, cleared: ["nickname"]` stored nil.
+    @Test func clearedPathsGiveOneOutcomeWhateverTheirOrder() throws {
+        func permutations(_ items: [String]) -> [[String]] {
+            guard items.count > 1 else { return [items] }
+            return items.indices.flatMap { i in
+                var rest = items
+                let first = rest.remove(at: i)
+                return permutations(rest).map { [first] + $0 }
+            }
+        }
+        var noAddress = ana()
+        noAddress.address = nil
+        var noGeoNoZip = ana()
+        noGeoNoZip.address?.geo = nil
+        noGeoNoZip.address?.zip = nil
+        var noNickname = ana()
+        noNickname.nickname = nil
+        var movedNoZip = ana()
+        movedNoZip.address?.city = "Porto"
+        movedNoZip.address?.zip = nil
+        let accepted: [(fields: [String: JSONValue], cleared: [String], expected: PUPerson)] = [
+            ([:], ["address", "address.zip"], noAddress),
+            ([:], ["address.geo.lat", "address", "address.geo"], noAddress),
+            ([:], ["address.geo", "address.geo.lat", "address.zip"], noGeoNoZip),
+            ([:], ["nickname", "nickname"], noNickname),
+            (["nickname": .null], ["nickname"], noNickname),
+            (["address": .null], ["address.zip", "address.geo.lon"], noAddress),
+            (["address": .object(["city": .string("Porto")])], ["address.zip"], movedNoZip),
+        ]
+        for (fields, cleared, expected) in accepted {
+            for order in permutations(cleared) {
+                let db = try openDB()
+                try db.write { tx in try tx.insert(ana()) }
+                let summary = try db.apply([ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: fields, cleared: order)])
+                #expect(summary.changed == 1, "\(fields) \(order)")
+                #expect(try db.object(PUPerson.self, key: "u1") == expected, "\(fields) \(order)")
+            }
+        }
+        // The same through the JSON a server sends.
+        let db = try openDB()
+        try db.write { tx in try tx.insert(ana()) }
+        let wire = #"[{"msg": "changed", "collection": "PUPerson", "id": "u1", "cleared": ["address", "address.zip"]}]"#
+        #expect(try db.apply(ChangeMessage.decode(json: json(wire))).changed == 1)
+        #expect(try db.object(PUPerson.self, key: "u1") == noAddress)
+
+        let refused: [(fields: [String: JSONValue], cleared: [String], names: String)] = [
+            (["nickname": .string("N")], ["nickname"], "nickname"),
+            (["address": .object(["zip": .string("9")])], ["address.zip"], "address.zip"),
+            (["address": .object(["city": .string("Porto")])], ["address", "address.zip"], "address"),
+            (["address": .object(["geo": .object(["lat": .double(1)])])], ["address.city", "address.geo.lat"], "address.geo.lat"),
+            (["tags": .array([])], ["tags"], "tags"),
+        ]
+        for (fields, cleared, names) in refused {
+            for order in permutations(cleared) {
+                let db = try openDB()
+                try db.write { tx in try tx.insert(ana()) }
+                let before = try version(db)
+                let error = strataError { try db.apply([ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: fields, cleared: order)]) }
+                guard case .invalidInput(let reason)? = error else {
+                    Issue.record("\(fields) \(order): \(String(describing: error))")
+                    continue
+                }
+                #expect(reason.contains("\"\(names)\"") && reason.contains("fields"), "\(fields) \(order): \(reason)")
+                #expect(try db.object(PUPerson.self, key: "u1") == ana() && version(db) == before, "\(fields) \(order)")
+            }
+        }
+    }
+
     /// One batch of added / changed / removed messages is one commit, and a live observer hears of
     /// exactly the objects whose stored value changed.
     @Test func aBatchIsOneCommitAndObserversSeeOnlyRealChanges() throws {

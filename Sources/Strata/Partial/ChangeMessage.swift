@@ -37,7 +37,8 @@ public struct ChangeMessage: Sendable, Equatable {
     public var key: JSONValue
     /// The fields to set, as in a partial update.
     public var fields: [String: JSONValue]
-    /// Fields to set to nil (dotted paths reach into nested structs: `address.zip`).
+    /// Fields to set to nil (dotted paths reach into nested structs: `address.zip`), in any order;
+    /// one that `fields` also sets to a value is refused.
     public var cleared: [String]
 
     /// ```swift
@@ -99,10 +100,16 @@ public struct ChangeMessage: Sendable, Equatable {
 
     /// `fields` with every `cleared` path set to null, nested paths as nested objects. `schema`,
     /// the model's, is what a dotted path must reach through (`checkReachesStructs`).
+    ///
+    /// The outcome does not depend on the order of `cleared`: a path inside another cleared path
+    /// is that path's part already (`["address", "address.zip"]` clears `address`, in either
+    /// order), and a path that `fields` also sets to a value is refused rather than one of the two
+    /// silently winning.
     func patch(schema: ObjectSchema? = nil) throws -> [String: StoredValue] {
         var patch: [String: StoredValue] = [:]
         let root = FieldPath(model: model)
         for (name, value) in fields { patch[name] = try StoredValue(json: value, path: root.appending(name)) }
+        var paths: [[String]] = []
         for path in cleared {
             let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             guard !parts.contains(where: \.isEmpty) else {
@@ -118,7 +125,12 @@ public struct ChangeMessage: Sendable, Equatable {
                 )
             }
             try Self.checkReachesStructs(parts, of: path, schema: schema, message: self)
-            try Self.setNull(at: parts[...], in: &patch, message: self)
+            paths.append(parts)
+        }
+        // Shorter paths first: a cleared parent is in the patch before its children come, so that
+        // they find it null and are part of it.
+        for parts in paths.sorted(by: { $0.count < $1.count }) {
+            try Self.setNull(at: parts[...], of: parts, in: &patch, message: self)
         }
         return patch
     }
@@ -141,22 +153,29 @@ public struct ChangeMessage: Sendable, Equatable {
         }
     }
 
-    private static func setNull(at parts: ArraySlice<String>, in patch: inout [String: StoredValue], message: ChangeMessage) throws {
+    /// Sets `path` (of which `parts` is what is left below `patch`) to null in `patch`.
+    private static func setNull(at parts: ArraySlice<String>, of path: [String], in patch: inout [String: StoredValue], message: ChangeMessage) throws {
         guard let first = parts.first else { return }
+        func refused(_ why: String) -> StrataError {
+            .invalidInput("\(message.model) \(message.key.summary): cleared field \(quotedForError(path.joined(separator: "."))) \(why)")
+        }
         if parts.count == 1 {
-            patch[first] = .null
+            switch patch[first] {
+            case nil, .null?: patch[first] = .null
+            case .some: throw refused("is also set to a value in \"fields\"; give it one way or the other")
+            }
             return
         }
         var nested: [String: StoredValue] = [:]
         switch patch[first] {
         case nil: break
+        case .null?: return  // inside a field already null: cleared with it
         case .object(let fields)?: nested = fields
         case .some:
-            throw StrataError.invalidInput(
-                "\(message.model) \(message.key.summary): cleared field \(parts.joined(separator: ".")) is inside \(first), which the fields set to a value that is not an object"
-            )
+            let outer = path[...parts.startIndex].joined(separator: ".")
+            throw refused("is inside \(quotedForError(outer)), which \"fields\" sets to a value that is not an object")
         }
-        try setNull(at: parts.dropFirst(), in: &nested, message: message)
+        try setNull(at: parts.dropFirst(), of: path, in: &nested, message: message)
         patch[first] = .object(nested)
     }
 }
