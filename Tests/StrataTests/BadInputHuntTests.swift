@@ -70,7 +70,9 @@ func biOutcome<T>(_ body: () throws -> T) -> String {
                 json: Data(#"[{"msg": "changed", "collection": "BIThing", "id": "a", "cleared": ["\#(path)"]}]"#.utf8))
             for messages in [[built], parsed] {
                 let outcome = biOutcome { try db.apply(messages) }
-                #expect(outcome.hasPrefix("error invalid input: BIThing the string \"a\": cleared field \"address.address."), "\(outcome.prefix(300))")
+                #expect(
+                    outcome.hasPrefix("error invalid input: change message 0: BIThing the string \"a\": cleared field \"address.address."),
+                    "\(outcome.prefix(300))")
                 #expect(outcome.contains("is nested \(depth) levels deep, deeper than the \(JSONParser.maxDepth) allowed"), "\(outcome.prefix(300))")
             }
         }
@@ -108,7 +110,8 @@ extension BadInputHuntChangeMessages {
         for (path, what) in refused {
             let outcome = biOutcome { try db.apply([ChangeMessage(.changed, model: "BICollections", key: .string("a"), cleared: [path])]) }
             #expect(
-                outcome == "error invalid input: BICollections the string \"a\": cleared field \"\(path)\" reaches into \(what), not a nested struct; "
+                outcome
+                    == "error invalid input: change message 0: BICollections the string \"a\": cleared field \"\(path)\" reaches into \(what), not a nested struct; "
                     + "a dotted path reaches only into nested structs (give \(what.prefix { $0 != "," }) whole in the fields instead)", "\(outcome)")
             #expect(try db.object(BICollections.self, key: "a") == start, "\(path)")
         }

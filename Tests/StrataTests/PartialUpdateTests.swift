@@ -731,6 +731,43 @@ struct PartialUpdateTests {
         }
     }
 
+    /// In a batch of many messages, an error of a wrong value or of malformed input says which
+    /// message it came from (its index and key); errors that name the key already keep their form.
+    @Test func aBatchErrorSaysWhichMessage() throws {
+        let db = try openDB()
+        try db.write { tx in
+            try tx.insert(ana())
+            var ben = ana()
+            ben.id = "u2"
+            ben.email = "ben@x"
+            try tx.insert(ben)
+        }
+        let fine = ChangeMessage(.changed, model: "PUPerson", key: .string("u1"), fields: ["name": .string("Zed")])
+        let wrongType = ChangeMessage(.changed, model: "PUPerson", key: .string("u2"), fields: ["name": .int(5)])
+        let mismatch = strataError { try db.apply([fine, fine, wrongType, fine]) }
+        guard case .typeMismatch(let model, let field, let reason)? = mismatch else {
+            Issue.record("\(String(describing: mismatch))")
+            return
+        }
+        #expect(model == "PUPerson" && field == "name" && reason.hasPrefix("change message 2 (the string \"u2\"): "), "\(reason)")
+        let conflicting = ChangeMessage(.changed, model: "PUPerson", key: .string("u2"), fields: ["nickname": .string("N")], cleared: ["nickname"])
+        let invalid = strataError { try db.apply([fine, conflicting]) }
+        guard case .invalidInput(let text)? = invalid else {
+            Issue.record("\(String(describing: invalid))")
+            return
+        }
+        #expect(text.hasPrefix("change message 1: PUPerson the string \"u2\": cleared field \"nickname\""), "\(text)")
+        let missing = strataError { try db.apply([fine, ChangeMessage(.changed, model: "PUPerson", key: .string("u9"), fields: [:])]) }
+        #expect(missing == .notFound(model: "PUPerson", key: "u9"))
+        let unknownModel = strataError { try db.apply([fine, fine, fine, ChangeMessage(.removed, model: "Nope", key: .int(1))]) }
+        guard case .invalidInput(let about)? = unknownModel else {
+            Issue.record("\(String(describing: unknownModel))")
+            return
+        }
+        #expect(about.hasPrefix("change message 3 for \"Nope\""), "\(about)")
+        #expect(try db.object(PUPerson.self, key: "u1")?.name == "Ana")
+    }
+
     /// One batch of added / changed / removed messages is one commit, and a live observer hears of
     /// exactly the objects whose stored value changed.
     @Test func aBatchIsOneCommitAndObserversSeeOnlyRealChanges() throws {

@@ -213,7 +213,8 @@ extension Transaction {
     /// name. `added` upserts from the fields (creating needs a complete object), `changed` updates
     /// (throws `notFound` for a missing key), `removed` deletes. Objects whose stored value ends up
     /// as it was are not written, so observers hear only of real changes. Throws `invalidInput` for
-    /// a model name the database was not opened with, and what partial updates throw; then none of
+    /// a model name the database was not opened with, and what partial updates throw (an
+    /// `invalidInput` or `typeMismatch` says the index of the message in `messages`); then none of
     /// the batch is written (it runs as a savepoint), and the rest of the transaction goes on if the
     /// caller catches the error.
     ///
@@ -230,12 +231,17 @@ extension Transaction {
         // messages 0..<k.
         try savepoint {
             var summary = ChangeSummary()
-            for message in messages {
+            for (index, message) in messages.enumerated() {
                 guard let info = db.byName[message.model] as? any ChangeApplying else {
                     throw StrataError.invalidInput(
-                        "change message for \(jsonString(message.model)): no model of that name (known: \(db.byName.keys.sorted().joined(separator: ", ")))")
+                        "change message \(index) for \(jsonString(message.model)): no model of that name (known: \(db.byName.keys.sorted().joined(separator: ", ")))"
+                    )
                 }
-                try info.apply(message, in: self, options: options, summary: &summary)
+                do {
+                    try info.apply(message, in: self, options: options, summary: &summary)
+                } catch let error as StrataError {
+                    throw error.inChangeMessage(index, message)
+                }
             }
             return summary
         }
@@ -252,6 +258,22 @@ extension Database {
     @discardableResult
     public func apply(_ messages: [ChangeMessage], options: PartialUpdateOptions = PartialUpdateOptions()) throws -> ChangeSummary {
         try write { tx in try tx.apply(messages, options: options) }
+    }
+}
+
+extension StrataError {
+    /// This error, saying which message of a batch it came from where its payload has room for
+    /// it: in a batch of thousands, "name: expected a string" alone does not say which object.
+    /// Errors that name the key already (`notFound`, `incompleteObject`…) stay as they are.
+    func inChangeMessage(_ index: Int, _ message: ChangeMessage) -> StrataError {
+        switch self {
+        case .typeMismatch(let model, let field, let reason):
+            return .typeMismatch(model: model, field: field, reason: "change message \(index) (\(message.key.summary)): \(reason)")
+        case .invalidInput(let reason):
+            return .invalidInput("change message \(index): \(reason)")
+        default:
+            return self
+        }
     }
 }
 
