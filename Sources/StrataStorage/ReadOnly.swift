@@ -175,6 +175,18 @@ extension Environment {
             // second query could meet an opener that began its replay in between.)
             let alive = try view.flatMap { try waitForRecovery($0.file, path: path) }
             if alive != .shared {
+                // The check maps the page file and reads it; a read-write opening that begins
+                // meanwhile may cut the file's end under that map (SIGBUS). Cuts are held off as
+                // for a snapshot: this process's writers see `localHolders`, other processes' the
+                // shared lock on the shrink byte. (No store of this file lives in this process
+                // yet, so unlocking the byte drops no other holder's lock, even with classic
+                // fcntl locks.)
+                ShrinkLock.countLocal(identity, 1)
+                _ = try? file.lock(offset: ShrinkLock.offset, length: 1, exclusive: false, wait: true)
+                defer {
+                    file.unlock(offset: ShrinkLock.offset, length: 1)
+                    ShrinkLock.countLocal(identity, -1)
+                }
                 try LogReplay.checkApplied(pageFile: file, pagePath: path, pageSize: pageSize)
             }
             let maps = try MapTable(file: file, minimumBytes: Int(try file.size()))
