@@ -146,7 +146,8 @@ extension Environment {
     /// A read-only environment for `path`; the read-write one if this process already has the file
     /// open (its snapshots are then registered like any other).
     static func openReadOnly(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
-        try registry.withLock { (registry) throws -> Environment in
+        try waitForRecoveryOutsideRegistry(path: path)
+        return try registry.withLock { (registry) throws -> Environment in
             // Found by name before any descriptor is opened: one opened and closed again would, with
             // classic fcntl locks, drop the locks this process holds on the file (FileIO.swift).
             if let identity = FileIdentity(path: path), let env = try registry.shareable(identity, readOnlyWillDo: true) {
@@ -230,6 +231,23 @@ extension Environment {
             }
             usleep(1_000)
         }
+    }
+
+    /// Waits for another process's recovery of the file before the registry is taken: held, it
+    /// would make every opening of any file in this process wait as long (up to `recoveryWait`).
+    /// The opening asks again under the registry (`waitForRecovery`), where only a recovery that
+    /// began in between still waits. Only where locks belong to the descriptor (Linux's open file
+    /// description locks), and only while this process has no environment with that lock file
+    /// open: elsewhere closing this descriptor would drop this process's locks on the file.
+    private static func waitForRecoveryOutsideRegistry(path: String) throws {
+        #if os(Linux)
+        let lockPath = LockFileName.path(for: path)
+        guard let identity = FileIdentity(path: lockPath),
+            !registry.withLock({ $0.values.contains { $0.environment?.lockIdentity == identity } }),
+            let lock = try? PosixFile(path: lockPath, mode: .readOnly)
+        else { return }
+        _ = try waitForRecovery(lock, path: path)
+        #endif
     }
 
     /// How long a read-only opening waits for a read-write opener's recovery.

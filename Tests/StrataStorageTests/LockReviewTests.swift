@@ -82,6 +82,51 @@ import Testing
     }
 }
 
+extension LockReviewTests {
+    /// A read-only opening that waits for another process's recovery of its file waited while
+    /// holding the process-wide registry of environments, so that every other opening in the
+    /// process, of any file, waited as long (up to a minute). It now waits before taking it.
+    @Test func aReadOnlyOpeningWaitingForARecoveryDoesNotHoldUpOtherFiles() throws {
+        let path = temporaryPath()
+        let elsewhere = temporaryPath("elsewhere")
+        defer {
+            removeStoreFiles(path)
+            removeStoreFiles(elsewhere)
+        }
+        for p in [path, elsewhere] {
+            let store = try Store(path: p)
+            try store.write { _ = try $0.createTree("t").put([1], [1]) }
+        }
+        let recovering = try PosixFile(path: LockFileName.path(for: path), mode: .readWrite)
+        #expect(try recovering.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: true, wait: false))
+        let opened = LockReviewFlag()
+        let reader = Thread {
+            do {
+                let store = try Store(path: path, options: StoreOptions(readOnly: true))
+                #expect(try store.read { try $0.tree("t")?.get([1]) } == [1])
+            } catch {
+                Issue.record("read-only opening: \(error)")
+            }
+            opened.value.store(true, ordering: .sequentiallyConsistent)
+        }
+        reader.start()
+        usleep(200_000)
+        // The other file opens, read-only and read-write, while the first opening still waits.
+        for readOnly in [true, false] {
+            let other = try Store(path: elsewhere, options: StoreOptions(readOnly: readOnly))
+            #expect(try other.read { try $0.tree("t")?.get([1]) } == [1])
+            other.close()
+        }
+        let early = opened.value.load(ordering: .sequentiallyConsistent)
+        #expect(!early, "the first opening did not wait for the recovery")
+        recovering.unlock(offset: 0, length: 0)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !opened.value.load(ordering: .sequentiallyConsistent) && ContinuousClock.now < deadline { usleep(5_000) }
+        let done = opened.value.load(ordering: .sequentiallyConsistent)
+        #expect(done)
+    }
+}
+
 final class LockReviewFlag: Sendable {
     let value = Atomic<Bool>(false)
 }
