@@ -146,7 +146,7 @@ extension Environment {
     /// A read-only environment for `path`; the read-write one if this process already has the file
     /// open (its snapshots are then registered like any other).
     static func openReadOnly(path: String, options: StoreOptions, wrap: ((FileIO) -> FileIO)?) throws -> Environment {
-        try waitForRecoveryOutsideRegistry(path: path)
+        waitForRecoveryOutsideRegistry(path: path)
         return try registry.withLock { (registry) throws -> Environment in
             // Found by name before any descriptor is opened: one opened and closed again would, with
             // classic fcntl locks, drop the locks this process holds on the file (FileIO.swift).
@@ -221,9 +221,14 @@ extension Environment {
     /// Returns how others then hold it (nil when the system cannot tell).
     static func waitForRecovery(_ lock: PosixFile, path: String) throws -> LockHolding? {
         let deadline = ContinuousClock.now + recoveryWait
+        var counted = false
         while true {
             let holding = lock.othersHold(offset: LockLayout.aliveLockByte)
             if holding != .exclusive { return holding }
+            if !counted {
+                counted = true
+                recoveryWaitsBegun.add(1, ordering: .relaxed)
+            }
             if ContinuousClock.now > deadline {
                 throw StorageError.io(
                     operation: "open read-only (a read-write process has been recovering the file for \(recoveryWait); try again)", path: path,
@@ -239,16 +244,29 @@ extension Environment {
     /// began in between still waits. Only where locks belong to the descriptor (Linux's open file
     /// description locks), and only while this process has no environment with that lock file
     /// open: elsewhere closing this descriptor would drop this process's locks on the file.
-    private static func waitForRecoveryOutsideRegistry(path: String) throws {
+    ///
+    /// It never throws: when the wait runs out, or this process is the recovering opener (another
+    /// thread of it inside a read-write opening, holding "alive" on a descriptor of its own), the
+    /// opening goes on to the registry, whose answer stands.
+    private static func waitForRecoveryOutsideRegistry(path: String) {
         #if os(Linux)
         let lockPath = LockFileName.path(for: path)
         guard let identity = FileIdentity(path: lockPath),
-            !registry.withLock({ $0.values.contains { $0.environment?.lockIdentity == identity } }),
+            !registry.withLock({ registry in
+                // (Any environment of the file: a read-only one shares at once, and is registered
+                // without a lock identity.)
+                FileIdentity(path: path).flatMap { registry[$0]?.environment } != nil
+                    || registry.values.contains { $0.environment?.lockIdentity == identity }
+            }),
             let lock = try? PosixFile(path: lockPath, mode: .readOnly)
         else { return }
-        _ = try waitForRecovery(lock, path: path)
+        _ = try? waitForRecovery(lock, path: path)
         #endif
     }
+
+    /// Waits for a recovery begun in this process so far (for tests: one can wait until an
+    /// opening is inside its wait).
+    package static let recoveryWaitsBegun = Atomic<Int>(0)
 
     /// How long a read-only opening waits for a read-write opener's recovery.
     static let recoveryWait: Duration = .seconds(60)

@@ -109,8 +109,13 @@ extension LockReviewTests {
             }
             opened.value.store(true, ordering: .sequentiallyConsistent)
         }
+        let waitsBefore = Environment.recoveryWaitsBegun.load(ordering: .relaxed)
         reader.start()
-        usleep(200_000)
+        // Until the opening is inside its wait (otherwise the other file could open before it
+        // took the registry, and the test would prove nothing).
+        let inside = ContinuousClock.now + .seconds(30)
+        while Environment.recoveryWaitsBegun.load(ordering: .relaxed) == waitsBefore && ContinuousClock.now < inside { usleep(1_000) }
+        usleep(50_000)
         // The other file opens, read-only and read-write, while the first opening still waits.
         for readOnly in [true, false] {
             let other = try Store(path: elsewhere, options: StoreOptions(readOnly: readOnly))

@@ -766,6 +766,22 @@ struct PartialUpdateTests {
         }
         #expect(about.hasPrefix("change message 3 for \"Nope\""), "\(about)")
         #expect(try db.object(PUPerson.self, key: "u1")?.name == "Ana")
+        // A transaction an earlier write left half done: the error is that write's, no message's.
+        var cara = ana()
+        cara.id = "u3"
+        cara.email = "cara@x"
+        var dup = ana()
+        dup.email = "dup@x"
+        _ = try? db.write { tx in
+            #expect(throws: StrataError.self) { _ = try tx.insert(contentsOf: [cara, dup]) }
+            let poisoned = strataError { try tx.apply([fine]) }
+            guard case .invalidInput(let why)? = poisoned else {
+                Issue.record("\(String(describing: poisoned))")
+                return
+            }
+            #expect(why.hasPrefix("an earlier write in this transaction failed"), "\(why)")
+        }
+        #expect(try db.object(PUPerson.self, key: "u3") == nil)
     }
 
     /// One batch of added / changed / removed messages is one commit, and a live observer hears of

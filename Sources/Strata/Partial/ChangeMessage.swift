@@ -108,9 +108,13 @@ public struct ChangeMessage: Sendable, Equatable {
     func patch(schema: ObjectSchema? = nil) throws -> [String: StoredValue] {
         var patch: [String: StoredValue] = [:]
         let root = FieldPath(model: model)
-        for (name, value) in fields { patch[name] = try StoredValue(json: value, path: root.appending(name)) }
-        var paths: [[String]] = []
-        for path in cleared {
+        // (In name order: of several bad values, the one an error names is the same in every run.)
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) { patch[name] = try StoredValue(json: value, path: root.appending(name)) }
+        // Shorter paths first: a cleared parent is in the patch before its children come, so that
+        // they find it null and are part of it. Then by text, so that which of several bad paths
+        // an error names does not depend on their order either.
+        func depth(_ path: String) -> Int { path.utf8.count(where: { $0 == UInt8(ascii: ".") }) }
+        for path in cleared.sorted(by: { (depth($0), $0) < (depth($1), $1) }) {
             let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             guard !parts.contains(where: \.isEmpty) else {
                 throw StrataError.invalidInput("\(model) \(key.summary): cleared field \(quotedForError(path)) is not a field path")
@@ -125,11 +129,6 @@ public struct ChangeMessage: Sendable, Equatable {
                 )
             }
             try Self.checkReachesStructs(parts, of: path, schema: schema, message: self)
-            paths.append(parts)
-        }
-        // Shorter paths first: a cleared parent is in the patch before its children come, so that
-        // they find it null and are part of it.
-        for parts in paths.sorted(by: { $0.count < $1.count }) {
             try Self.setNull(at: parts[...], of: parts, in: &patch, message: self)
         }
         return patch
@@ -226,10 +225,12 @@ extension Transaction {
     /// ```
     @discardableResult
     public func apply(_ messages: [ChangeMessage], options: PartialUpdateOptions = PartialUpdateOptions()) throws -> ChangeSummary {
+        // (Checked before the messages: that error is no message's, and would be blamed on message 0.)
+        if let failedMidway { throw Self.halfDone(failedMidway) }
         // A savepoint: a batch is all or nothing here too. Each message is a complete write of its
         // own, so without it a caller that catches the error of message k and goes on would commit
         // messages 0..<k.
-        try savepoint {
+        return try savepoint {
             var summary = ChangeSummary()
             for (index, message) in messages.enumerated() {
                 guard let info = db.byName[message.model] as? any ChangeApplying else {
