@@ -60,25 +60,12 @@ import Testing
         // The recovering opener: "alive" held exclusively by another descriptor.
         let recovering = try PosixFile(path: LockFileName.path(for: path), mode: .readWrite)
         #expect(try recovering.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: true, wait: false))
-        let opened = LockReviewFlag()
-        let reader = Thread {
-            do {
-                let store = try Store(path: path, options: StoreOptions(readOnly: true))
-                #expect(try store.read { try $0.tree("t")?.get([1]) } == [1])
-            } catch {
-                Issue.record("read-only opening: \(error)")
-            }
-            opened.value.store(true, ordering: .sequentiallyConsistent)
-        }
-        reader.start()
+        let opened = Self.openReadOnlyInBackground(path)
         usleep(300_000)
         let early = opened.value.load(ordering: .sequentiallyConsistent)
         #expect(!early, "the read-only opening did not wait for the recovery")
         recovering.unlock(offset: 0, length: 0)
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !opened.value.load(ordering: .sequentiallyConsistent) && ContinuousClock.now < deadline { usleep(5_000) }
-        let done = opened.value.load(ordering: .sequentiallyConsistent)
-        #expect(done)
+        #expect(Self.waitFor(opened))
     }
 }
 
@@ -99,18 +86,8 @@ extension LockReviewTests {
         }
         let recovering = try PosixFile(path: LockFileName.path(for: path), mode: .readWrite)
         #expect(try recovering.lock(offset: LockLayout.aliveLockByte, length: 1, exclusive: true, wait: false))
-        let opened = LockReviewFlag()
-        let reader = Thread {
-            do {
-                let store = try Store(path: path, options: StoreOptions(readOnly: true))
-                #expect(try store.read { try $0.tree("t")?.get([1]) } == [1])
-            } catch {
-                Issue.record("read-only opening: \(error)")
-            }
-            opened.value.store(true, ordering: .sequentiallyConsistent)
-        }
         let waitsBefore = Environment.recoveryWaitsBegun.load(ordering: .relaxed)
-        reader.start()
+        let opened = Self.openReadOnlyInBackground(path)
         // Until the opening is inside its wait (otherwise the other file could open before it
         // took the registry, and the test would prove nothing).
         let inside = ContinuousClock.now + .seconds(30)
@@ -125,10 +102,32 @@ extension LockReviewTests {
         let early = opened.value.load(ordering: .sequentiallyConsistent)
         #expect(!early, "the first opening did not wait for the recovery")
         recovering.unlock(offset: 0, length: 0)
+        #expect(Self.waitFor(opened))
+    }
+}
+
+extension LockReviewTests {
+    /// Opens `path` read-only on a thread of its own and reads tree "t"'s key [1] (which must be
+    /// [1]); the flag is set when the opening has ended, whether it opened or not.
+    static func openReadOnlyInBackground(_ path: String) -> LockReviewFlag {
+        let opened = LockReviewFlag()
+        Thread {
+            do {
+                let store = try Store(path: path, options: StoreOptions(readOnly: true))
+                #expect(try store.read { try $0.tree("t")?.get([1]) } == [1])
+            } catch {
+                Issue.record("read-only opening: \(error)")
+            }
+            opened.value.store(true, ordering: .sequentiallyConsistent)
+        }.start()
+        return opened
+    }
+
+    /// Whether `flag` is set within 60 s.
+    static func waitFor(_ flag: LockReviewFlag) -> Bool {
         let deadline = ContinuousClock.now + .seconds(60)
-        while !opened.value.load(ordering: .sequentiallyConsistent) && ContinuousClock.now < deadline { usleep(5_000) }
-        let done = opened.value.load(ordering: .sequentiallyConsistent)
-        #expect(done)
+        while !flag.value.load(ordering: .sequentiallyConsistent) && ContinuousClock.now < deadline { usleep(5_000) }
+        return flag.value.load(ordering: .sequentiallyConsistent)
     }
 }
 

@@ -10,7 +10,7 @@ import Testing
 /// A page file that notes, at each map, whether a writer in another process would find the shrink
 /// byte locked (asked through a descriptor of its own, as that writer's would be), and which maps
 /// were undone again.
-private final class CutWatchingFile: FileIO {
+private final class CutWatchingFile: ForwardingFile {
     let inner: any FileIO
     private let other: PosixFile
     let maps = Mutex<[(address: UInt, lockedForOthers: Bool?, unmapped: Bool)]>([])
@@ -20,14 +20,6 @@ private final class CutWatchingFile: FileIO {
         self.other = other
     }
 
-    var path: String { inner.path }
-    func size() throws -> UInt64 { try inner.size() }
-    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws { try inner.read(into: buffer, at: offset) }
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws { try inner.write(bytes, at: offset) }
-    func write(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws { try inner.write(buffers, at: offset) }
-    func sync() throws { try inner.sync() }
-    func writeDurably(_ buffers: [UnsafeRawBufferPointer], at offset: UInt64) throws { try inner.writeDurably(buffers, at: offset) }
-    func truncate(to length: UInt64) throws { try inner.truncate(to: length) }
     func map(length: Int, writable: Bool) throws -> UnsafeMutableRawPointer {
         let address = try inner.map(length: length, writable: writable)
         let locked = other.isLockedByOthers(offset: ShrinkLock.offset, length: 1)
@@ -40,10 +32,6 @@ private final class CutWatchingFile: FileIO {
         }
         inner.unmap(address, length: length)
     }
-    func lock(offset: Int64, length: Int64, exclusive: Bool, wait: Bool) throws -> Bool {
-        try inner.lock(offset: offset, length: length, exclusive: exclusive, wait: wait)
-    }
-    func unlock(offset: Int64, length: Int64) { inner.unlock(offset: offset, length: length) }
     func isLockedByOthers(offset: Int64, length: Int64) -> Bool? { inner.isLockedByOthers(offset: offset, length: length) }
 }
 
