@@ -74,8 +74,7 @@ struct CrashCheckFailure: Error, CustomStringConvertible {
                 // Timed from its first line (the store open, any recovery done), so that the kill
                 // lands among commits: on a loaded CI machine start-up alone has taken longer than
                 // many of the delays, and a run of 20 kills saw only 17 commits printed.
-                if let first = try await process.readLine(timeout: 120) { lines.append(first) }
-                try await process.kill(afterMilliseconds: Int(delayMs))
+                try await process.kill(afterFirstLineAndMilliseconds: Int(delayMs))
             }
             lines += try process.remainingLines()
             let errors = process.errorOutput()
@@ -539,6 +538,37 @@ final class HelperProcess {
         try await waitForExit(timeout: Double(milliseconds) / 1000 + 60)
     }
 
+    /// SIGKILL `milliseconds` after its first line of output, both timed on a thread of its own:
+    /// awaiting the line on the shared pool let a loaded run's helpers commit for many seconds
+    /// before the timer even began (CI: thousands of commits a kill instead of tens, minutes of
+    /// suite time). Then wait until it is reaped. What the thread read stays for
+    /// `remainingLines`. If it ends without a line (a failure), the thread sends nothing.
+    func kill(afterFirstLineAndMilliseconds milliseconds: Int) async throws {
+        killed = true
+        let fd = process.outputFD
+        let spawned = process
+        let handoff = FirstLineHandoff()
+        Thread {
+            var bytes: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let deadline = Date().addingTimeInterval(120)
+            var ended = false
+            while !bytes.contains(10) && !ended && Date() < deadline {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&p, 1, 10) > 0 else { continue }
+                let n = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
+                if n > 0 { bytes.append(contentsOf: chunk[..<n]) } else if n == 0 || (errno != EINTR && errno != EAGAIN) { ended = true }
+            }
+            handoff.bytes.withLock { $0 = bytes }
+            if ended { return }
+            usleep(useconds_t(max(0, milliseconds) * 1_000))
+            spawned.send(SIGKILL)
+        }.start()
+        try await waitForExit(timeout: Double(milliseconds) / 1000 + 180)
+        // (Set before the SIGKILL, or before the thread gave up on a helper that had ended.)
+        buffer.append(contentsOf: handoff.bytes.withLock { $0 })
+    }
+
     /// Waits for it to exit and returns its status; throws after `timeout` seconds (and kills it).
     @discardableResult
     func waitForExit(timeout: Double = 60) async throws -> Int32 {
@@ -567,6 +597,11 @@ final class HelperProcess {
     var status: String {
         process.statusDescription
     }
+}
+
+/// The bytes a kill's timer thread read before it began to count.
+private final class FirstLineHandoff: Sendable {
+    let bytes = Mutex<[UInt8]>([])
 }
 
 #if canImport(Glibc)
