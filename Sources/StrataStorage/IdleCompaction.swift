@@ -217,9 +217,10 @@ extension Store {
 
     /// Waits until one of the snapshots `held` has ended, looking every `idleDelay` (at most a
     /// second) at first and less often the longer the wait lasts, down to once a second. Holds the
-    /// store only while it looks. No time limit: a wait that gave up after ten minutes left the file holed for good
-    /// once a snapshot held longer ended (nothing else arms the thread while the writes have
-    /// stopped; CI met it when a test's snapshot outlived the limit on a loaded machine).
+    /// store only while it looks. No time limit: a wait that gave up after ten minutes left the
+    /// file holed for good once a snapshot held longer ended (nothing else arms the thread while
+    /// the writes have stopped; CI met it when a test's snapshot outlived the limit on a loaded
+    /// machine).
     private static func waitForAnyToEnd(_ held: [UInt64], _ weakStore: @autoclosure () -> Store?, since: ContinuousClock.Instant) -> SnapshotWait {
         enum Look { case done(SnapshotWait), wait(Duration) }
         // One look, in a function of its own so that the store is released before the sleep.
